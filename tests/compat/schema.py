@@ -13,6 +13,9 @@ from google.protobuf import descriptor_pb2
 
 Schema = dict[str, Any]
 
+# Field numbers reserved for our extensions beyond upstream's API.
+EXTENSIONS_FROM = 100
+
 
 def schema_of(files: list) -> Schema:
     """Messages, enums and services of the given FileDescriptors, keyed by full name."""
@@ -63,9 +66,10 @@ def differences(ours: Schema, theirs: Schema, *, require_all_of: tuple[str, ...]
     """What in `ours` disagrees with `theirs`.
 
     Every message, enum and service we define must exist upstream with identical fields,
-    numbers, types and labels. Upstream definitions whose full name starts with one of
-    `require_all_of` must also exist in ours (the Armada API itself is carried in full; of
-    the Kubernetes types we carry only those the API reaches).
+    numbers, types and labels, except our extension fields (numbers from EXTENSIONS_FROM up),
+    which upstream parsers keep as unknown fields. Upstream definitions whose full name starts
+    with one of `require_all_of` must also exist in ours (the Armada API itself is carried in
+    full; of the Kubernetes types we carry only those the API reaches).
     """
     problems: list[str] = []
     for kind in ("messages", "enums", "services"):
@@ -80,6 +84,8 @@ def differences(ours: Schema, theirs: Schema, *, require_all_of: tuple[str, ...]
                 continue
             for field, f in spec["fields"].items():
                 g = other["fields"].get(field)
+                if g is None and f["number"] >= EXTENSIONS_FROM:
+                    continue
                 if g is None:
                     problems.append(f"field {name}.{field} does not exist upstream")
                 elif f != g:
