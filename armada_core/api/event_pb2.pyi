@@ -42,35 +42,41 @@ class JobSubmittedEvent(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., job: _Optional[_Union[_submit_pb2.Job, _Mapping]] = ...) -> None: ...
 
 class JobQueuedEvent(_message.Message):
-    __slots__ = ("job_id", "job_set_id", "queue", "created")
+    __slots__ = ("job_id", "job_set_id", "queue", "created", "retry_after")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_set_id: str
     queue: str
     created: _timestamp_pb2.Timestamp
-    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    retry_after: _timestamp_pb2.Timestamp
+    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class JobLeasedEvent(_message.Message):
-    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "pool")
+    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "pool", "run_id", "node_name")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_set_id: str
     queue: str
     created: _timestamp_pb2.Timestamp
     cluster_id: str
     pool: str
-    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., pool: _Optional[str] = ...) -> None: ...
+    run_id: str
+    node_name: str
+    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., pool: _Optional[str] = ..., run_id: _Optional[str] = ..., node_name: _Optional[str] = ...) -> None: ...
 
 class JobLeaseReturnedEvent(_message.Message):
-    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "reason", "kubernetes_id", "pod_number", "run_attempted")
+    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "reason", "kubernetes_id", "pod_number", "run_attempted", "run_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +86,7 @@ class JobLeaseReturnedEvent(_message.Message):
     KUBERNETES_ID_FIELD_NUMBER: _ClassVar[int]
     POD_NUMBER_FIELD_NUMBER: _ClassVar[int]
     RUN_ATTEMPTED_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_set_id: str
     queue: str
@@ -89,22 +96,25 @@ class JobLeaseReturnedEvent(_message.Message):
     kubernetes_id: str
     pod_number: int
     run_attempted: bool
-    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., reason: _Optional[str] = ..., kubernetes_id: _Optional[str] = ..., pod_number: _Optional[int] = ..., run_attempted: _Optional[bool] = ...) -> None: ...
+    run_id: str
+    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., reason: _Optional[str] = ..., kubernetes_id: _Optional[str] = ..., pod_number: _Optional[int] = ..., run_attempted: _Optional[bool] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class JobLeaseExpiredEvent(_message.Message):
-    __slots__ = ("job_id", "job_set_id", "queue", "created")
+    __slots__ = ("job_id", "job_set_id", "queue", "created", "run_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_set_id: str
     queue: str
     created: _timestamp_pb2.Timestamp
-    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    run_id: str
+    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class JobPendingEvent(_message.Message):
-    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "kubernetes_id", "pod_number", "pod_name", "pod_namespace", "pool")
+    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "kubernetes_id", "pod_number", "pod_name", "pod_namespace", "pool", "run_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +125,7 @@ class JobPendingEvent(_message.Message):
     POD_NAME_FIELD_NUMBER: _ClassVar[int]
     POD_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_set_id: str
     queue: str
@@ -125,10 +136,11 @@ class JobPendingEvent(_message.Message):
     pod_name: str
     pod_namespace: str
     pool: str
-    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., kubernetes_id: _Optional[str] = ..., pod_number: _Optional[int] = ..., pod_name: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., pool: _Optional[str] = ...) -> None: ...
+    run_id: str
+    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., kubernetes_id: _Optional[str] = ..., pod_number: _Optional[int] = ..., pod_name: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., pool: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class JobRunningEvent(_message.Message):
-    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "kubernetes_id", "node_name", "pod_number", "pod_name", "pod_namespace", "pool")
+    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "kubernetes_id", "node_name", "pod_number", "pod_name", "pod_namespace", "pool", "run_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +152,7 @@ class JobRunningEvent(_message.Message):
     POD_NAME_FIELD_NUMBER: _ClassVar[int]
     POD_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_set_id: str
     queue: str
@@ -151,7 +164,8 @@ class JobRunningEvent(_message.Message):
     pod_name: str
     pod_namespace: str
     pool: str
-    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., kubernetes_id: _Optional[str] = ..., node_name: _Optional[str] = ..., pod_number: _Optional[int] = ..., pod_name: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., pool: _Optional[str] = ...) -> None: ...
+    run_id: str
+    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., kubernetes_id: _Optional[str] = ..., node_name: _Optional[str] = ..., pod_number: _Optional[int] = ..., pod_name: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., pool: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class JobIngressInfoEvent(_message.Message):
     __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "kubernetes_id", "node_name", "pod_number", "pod_name", "pod_namespace", "ingress_addresses")
@@ -187,7 +201,7 @@ class JobIngressInfoEvent(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., kubernetes_id: _Optional[str] = ..., node_name: _Optional[str] = ..., pod_number: _Optional[int] = ..., pod_name: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., ingress_addresses: _Optional[_Mapping[int, str]] = ...) -> None: ...
 
 class JobFailedEvent(_message.Message):
-    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "reason", "exit_codes", "kubernetes_id", "node_name", "pod_number", "pod_name", "pod_namespace", "container_statuses", "cause", "failure_category", "failure_subcategory", "retryable")
+    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "reason", "exit_codes", "kubernetes_id", "node_name", "pod_number", "pod_name", "pod_namespace", "container_statuses", "cause", "failure_category", "failure_subcategory", "retryable", "run_id", "condition")
     class ExitCodesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -212,6 +226,8 @@ class JobFailedEvent(_message.Message):
     FAILURE_CATEGORY_FIELD_NUMBER: _ClassVar[int]
     FAILURE_SUBCATEGORY_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_set_id: str
     queue: str
@@ -229,7 +245,9 @@ class JobFailedEvent(_message.Message):
     failure_category: str
     failure_subcategory: str
     retryable: bool
-    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., reason: _Optional[str] = ..., exit_codes: _Optional[_Mapping[str, int]] = ..., kubernetes_id: _Optional[str] = ..., node_name: _Optional[str] = ..., pod_number: _Optional[int] = ..., pod_name: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., container_statuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., cause: _Optional[_Union[Cause, str]] = ..., failure_category: _Optional[str] = ..., failure_subcategory: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
+    run_id: str
+    condition: str
+    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., reason: _Optional[str] = ..., exit_codes: _Optional[_Mapping[str, int]] = ..., kubernetes_id: _Optional[str] = ..., node_name: _Optional[str] = ..., pod_number: _Optional[int] = ..., pod_name: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., container_statuses: _Optional[_Iterable[_Union[ContainerStatus, _Mapping]]] = ..., cause: _Optional[_Union[Cause, str]] = ..., failure_category: _Optional[str] = ..., failure_subcategory: _Optional[str] = ..., retryable: _Optional[bool] = ..., run_id: _Optional[str] = ..., condition: _Optional[str] = ...) -> None: ...
 
 class JobPreemptingEvent(_message.Message):
     __slots__ = ("job_id", "job_set_id", "queue", "created", "requestor", "reason")
@@ -272,7 +290,7 @@ class JobPreemptedEvent(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., run_id: _Optional[str] = ..., preemptive_run_id: _Optional[str] = ..., reason: _Optional[str] = ..., preempting_job_id: _Optional[str] = ..., requestor: _Optional[str] = ...) -> None: ...
 
 class JobSucceededEvent(_message.Message):
-    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "kubernetes_id", "node_name", "pod_number", "pod_name", "pod_namespace")
+    __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "kubernetes_id", "node_name", "pod_number", "pod_name", "pod_namespace", "run_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +301,7 @@ class JobSucceededEvent(_message.Message):
     POD_NUMBER_FIELD_NUMBER: _ClassVar[int]
     POD_NAME_FIELD_NUMBER: _ClassVar[int]
     POD_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     job_set_id: str
     queue: str
@@ -293,7 +312,8 @@ class JobSucceededEvent(_message.Message):
     pod_number: int
     pod_name: str
     pod_namespace: str
-    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., kubernetes_id: _Optional[str] = ..., node_name: _Optional[str] = ..., pod_number: _Optional[int] = ..., pod_name: _Optional[str] = ..., pod_namespace: _Optional[str] = ...) -> None: ...
+    run_id: str
+    def __init__(self, job_id: _Optional[str] = ..., job_set_id: _Optional[str] = ..., queue: _Optional[str] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster_id: _Optional[str] = ..., kubernetes_id: _Optional[str] = ..., node_name: _Optional[str] = ..., pod_number: _Optional[int] = ..., pod_name: _Optional[str] = ..., pod_namespace: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class JobUtilisationEvent(_message.Message):
     __slots__ = ("job_id", "job_set_id", "queue", "created", "cluster_id", "kubernetes_id", "MaxResourcesForPeriod", "node_name", "pod_number", "pod_name", "pod_namespace", "total_cumulative_usage", "AvgResourcesForPeriod")
@@ -473,18 +493,20 @@ class EventMessage(_message.Message):
     def __init__(self, submitted: _Optional[_Union[JobSubmittedEvent, _Mapping]] = ..., queued: _Optional[_Union[JobQueuedEvent, _Mapping]] = ..., leased: _Optional[_Union[JobLeasedEvent, _Mapping]] = ..., lease_returned: _Optional[_Union[JobLeaseReturnedEvent, _Mapping]] = ..., lease_expired: _Optional[_Union[JobLeaseExpiredEvent, _Mapping]] = ..., pending: _Optional[_Union[JobPendingEvent, _Mapping]] = ..., running: _Optional[_Union[JobRunningEvent, _Mapping]] = ..., failed: _Optional[_Union[JobFailedEvent, _Mapping]] = ..., succeeded: _Optional[_Union[JobSucceededEvent, _Mapping]] = ..., reprioritized: _Optional[_Union[JobReprioritizedEvent, _Mapping]] = ..., cancelling: _Optional[_Union[JobCancellingEvent, _Mapping]] = ..., cancelled: _Optional[_Union[JobCancelledEvent, _Mapping]] = ..., utilisation: _Optional[_Union[JobUtilisationEvent, _Mapping]] = ..., ingress_info: _Optional[_Union[JobIngressInfoEvent, _Mapping]] = ..., reprioritizing: _Optional[_Union[JobReprioritizingEvent, _Mapping]] = ..., preempted: _Optional[_Union[JobPreemptedEvent, _Mapping]] = ..., preempting: _Optional[_Union[JobPreemptingEvent, _Mapping]] = ...) -> None: ...
 
 class ContainerStatus(_message.Message):
-    __slots__ = ("name", "exitCode", "message", "reason", "cause")
+    __slots__ = ("name", "exitCode", "message", "reason", "cause", "init_container")
     NAME_FIELD_NUMBER: _ClassVar[int]
     EXITCODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CAUSE_FIELD_NUMBER: _ClassVar[int]
+    INIT_CONTAINER_FIELD_NUMBER: _ClassVar[int]
     name: str
     exitCode: int
     message: str
     reason: str
     cause: Cause
-    def __init__(self, name: _Optional[str] = ..., exitCode: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., cause: _Optional[_Union[Cause, str]] = ...) -> None: ...
+    init_container: bool
+    def __init__(self, name: _Optional[str] = ..., exitCode: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., cause: _Optional[_Union[Cause, str]] = ..., init_container: _Optional[bool] = ...) -> None: ...
 
 class EventStreamMessage(_message.Message):
     __slots__ = ("id", "message")

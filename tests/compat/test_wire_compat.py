@@ -158,3 +158,16 @@ def test_every_field_round_trips(official, type_name: str) -> None:
     assert answer["value"] == as_dict(msg)
     [data] = official({"op": "encode", "items": [{"type": type_name, "value": as_dict(msg)}]})
     assert data == encode(msg)
+
+
+def test_extension_fields_are_read_past_and_kept_by_the_official_client(official) -> None:
+    failed = dict(EVENTS["failed"], run_id="run-1", condition="OOMKilled")
+    failed["container_statuses"] = [dict(failed["container_statuses"][0], init_container=True)]
+    msg = json_format.ParseDict({"id": "7", "message": {"failed": failed}},
+                                our_class("api.EventStreamMessage")())
+    [answer] = official({"op": "decode", "items": [{"type": "api.EventStreamMessage",
+                                                    "data": encode(msg)}]})
+    seen = answer["value"]["message"]["failed"]
+    assert "run_id" not in seen and "condition" not in seen
+    assert seen["failure_category"] == "oom" and seen["retryable"] is True
+    assert answer["data"] == encode(msg)  # unknown fields survive a pass through upstream code
