@@ -1,0 +1,26 @@
+"""Annotation keys with a meaning to Armada.
+
+Gangs and the seed-002 submission options travel as annotations so that every client of the
+public API, the official ones included, can set them without new fields.
+"""
+
+from __future__ import annotations
+
+PREFIX = "armadaproject.io/"
+
+GANG_ID = PREFIX + "gangId"
+GANG_CARDINALITY = PREFIX + "gangCardinality"
+GANG_MINIMUM_CARDINALITY = PREFIX + "gangMinimumCardinality"
+GANG_NODE_UNIFORMITY_LABEL = PREFIX + "gangNodeUniformityLabel"
+
+RETRY_POLICY = PREFIX + "retry-policy"
+EXTERNAL_JOB_URI = PREFIX + "externalJobUri"
+
+# Seed 002: a job runs at most once (never retried), may opt out of preemption, and becomes
+# fair-share preemptible once it has run for its lifetime (seconds).
+AT_MOST_ONCE = PREFIX + "atMostOnce"
+PREEMPTIBLE = PREFIX + "preemptible"
+LIFETIME = PREFIX + "lifetimeSeconds"
+
+# Used by retries (seed 001): never run again on the node of the last failed run.
+NODE_NAME_LABEL = PREFIX + "node-name"

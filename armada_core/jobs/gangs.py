@@ -1,0 +1,66 @@
+"""Gang annotations: which jobs must be scheduled together, and how."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from armada_core.jobs import annotations as ann
+
+
+@dataclass(frozen=True)
+class GangSpec:
+    """A gang as its members' annotations declare it.
+
+    Between `minimum_cardinality` and `cardinality` members are placed together; members that
+    do not fit are failed (seed 000). `node_uniformity_label`, when set, puts every member on
+    nodes sharing one value of that label.
+    """
+
+    id: str
+    cardinality: int
+    minimum_cardinality: int
+    node_uniformity_label: str = ""
+
+
+class GangAnnotationError(ValueError):
+    """Gang annotations that cannot describe a gang; the message names the annotation."""
+
+
+def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
+    """The gang a job's annotations declare, or None for a job on its own.
+
+    Raises GangAnnotationError for malformed values.
+    """
+    gang_id = annotations.get(ann.GANG_ID, "")
+    keys = (ann.GANG_CARDINALITY, ann.GANG_MINIMUM_CARDINALITY, ann.GANG_NODE_UNIFORMITY_LABEL)
+    if not gang_id:
+        stray = [k for k in keys if k in annotations]
+        if stray:
+            raise GangAnnotationError(f"{stray[0]} is set but {ann.GANG_ID} is not")
+        return None
+    cardinality = _positive_int(annotations, ann.GANG_CARDINALITY, required=True)
+    minimum = _positive_int(annotations, ann.GANG_MINIMUM_CARDINALITY, required=False)
+    if minimum is None:
+        minimum = cardinality
+    if minimum > cardinality:
+        raise GangAnnotationError(
+            f"{ann.GANG_MINIMUM_CARDINALITY} ({minimum}) is greater than "
+            f"{ann.GANG_CARDINALITY} ({cardinality})")
+    return GangSpec(gang_id, cardinality, minimum,
+                    annotations.get(ann.GANG_NODE_UNIFORMITY_LABEL, ""))
+
+
+def _positive_int(annotations: Mapping[str, str], key: str, *, required: bool) -> int | None:
+    raw = annotations.get(key)
+    if raw is None or raw == "":
+        if required:
+            raise GangAnnotationError(f"{key} is required when {ann.GANG_ID} is set")
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise GangAnnotationError(f"{key} must be a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise GangAnnotationError(f"{key} must be a positive integer, got {raw!r}")
+    return value

@@ -1,0 +1,57 @@
+"""Job and run identifiers.
+
+Job ids are ULIDs (48-bit millisecond time + 80 random bits, Crockford base32, lower case as
+upstream Armada writes them): sortable by submission time, so storage indexes stay append-only.
+Run ids are UUIDs, as upstream's are.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+_lock = threading.Lock()
+_last_ms = -1
+_last_random = 0
+
+
+def _encode(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        value, digit = divmod(value, 32)
+        chars.append(_ALPHABET[digit])
+    return "".join(reversed(chars))
+
+
+def new_job_id(now_ms: int | None = None) -> str:
+    """A new ULID; ids made in the same millisecond by this process still increase."""
+    global _last_ms, _last_random
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    with _lock:
+        if ms <= _last_ms:
+            ms = _last_ms
+            _last_random = (_last_random + 1) & ((1 << 80) - 1)
+        else:
+            _last_ms = ms
+            _last_random = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
+        rand = _last_random
+    return _encode(ms, 10) + _encode(rand, 16)
+
+
+def job_id_time_ms(job_id: str) -> int:
+    """The millisecond timestamp a job id was made at."""
+    value = 0
+    for ch in job_id[:10].lower():
+        value = value * 32 + _ALPHABET.index(ch)
+    return value
+
+
+def is_job_id(text: str) -> bool:
+    return len(text) == 26 and all(c in _ALPHABET for c in text.lower())
+
+
+def new_run_id() -> str:
+    return str(uuid.uuid4())

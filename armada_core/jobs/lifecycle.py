@@ -1,0 +1,467 @@
+"""The job state machine, as events.
+
+Every change to a job is an `api.EventMessage`; `apply` is the only place a job changes, so a
+job's state can always be rebuilt from its job set's log (`rebuild`). The commands below
+(`lease`, `fail`, `cancel`, ...) check the transition, build its events and apply them; an
+illegal transition raises IllegalTransition and changes nothing.
+
+    queued -> leased -> pending -> running -> succeeded | failed | cancelled | preempted
+    queued -> rejected | cancelled | failed (e.g. a gang member the scheduler could not place)
+    leased | pending | running -> queued (a returned lease, or a failure the server retries)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from armada_core.api import event_pb2, submit_pb2
+from armada_core.jobs.model import (
+    ContainerResult,
+    Job,
+    JobState,
+    Run,
+    RunState,
+    pod_name,
+)
+
+EventMessage = event_pb2.EventMessage
+
+ACTIVE_JOB_STATES = (JobState.LEASED, JobState.PENDING, JobState.RUNNING)
+
+# Failure conditions and the upstream Cause each maps onto.
+CONDITION_CAUSES = {
+    "OOMKilled": event_pb2.OOM,
+    "Evicted": event_pb2.Evicted,
+    "Preempted": event_pb2.Evicted,
+    "DeadlineExceeded": event_pb2.DeadlineExceeded,
+}
+
+
+class IllegalTransition(ValueError):
+    """An event that the job's current state does not allow."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """What an executor (or the server itself) knows about why a run failed."""
+
+    reason: str
+    containers: tuple[ContainerResult, ...] = ()
+    condition: str = ""
+    category: str = ""
+    subcategory: str = ""
+
+
+def _ts(when: datetime) -> Timestamp:
+    ts = Timestamp()
+    ts.FromDatetime(when.astimezone(UTC))
+    return ts
+
+
+def _dt(ts: Timestamp) -> datetime:
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+def _base(job: Job | submit_pb2.Job, now: datetime) -> dict:
+    spec = job if isinstance(job, submit_pb2.Job) else job.spec
+    return {"job_id": spec.id, "job_set_id": spec.job_set_id, "queue": spec.queue,
+            "created": _ts(now)}
+
+
+def _pod(job: Job, run: Run) -> dict:
+    return {"cluster_id": run.cluster_id, "kubernetes_id": run.kubernetes_id, "pod_number": 0,
+            "pod_name": pod_name(job.id, run.index), "pod_namespace": job.spec.namespace,
+            "run_id": run.id}
+
+
+# --- applying events ------------------------------------------------------------------------
+
+def apply(job: Job | None, event: EventMessage) -> Job:
+    """The job after `event`; raises IllegalTransition if its state does not allow it."""
+    kind = event.WhichOneof("events")
+    if kind is None:
+        raise IllegalTransition("empty event message")
+    body = getattr(event, kind)
+    if kind == "submitted":
+        if job is not None:
+            raise IllegalTransition(f"job {job.id} was already submitted")
+        when = _dt(body.created)
+        spec = submit_pb2.Job()
+        spec.CopyFrom(body.job)
+        return Job(spec=spec, state=JobState.SUBMITTED, priority=spec.priority,
+                   submitted_at=when, last_transition_at=when)
+    if job is None:
+        raise IllegalTransition(f"{kind} event for job {body.job_id} before it was submitted")
+    if body.job_id != job.id:
+        raise IllegalTransition(f"{kind} event for job {body.job_id} applied to job {job.id}")
+    if job.terminal:
+        raise IllegalTransition(f"job {job.id} is {job.state.name}: no {kind} after that")
+    handler = _HANDLERS.get(kind)
+    if handler is None:
+        raise IllegalTransition(f"unsupported event {kind}")
+    return handler(job, body, _dt(body.created))
+
+
+def rebuild(events: Iterable[EventMessage]) -> Job | None:
+    """A job's state from its events alone, in log order."""
+    job: Job | None = None
+    for event in events:
+        job = apply(job, event)
+    return job
+
+
+def rebuild_job_set(events: Iterable[EventMessage]) -> dict[str, Job]:
+    """Every job of a job set from the set's log."""
+    jobs: dict[str, Job] = {}
+    for event in events:
+        body = getattr(event, event.WhichOneof("events") or "submitted")
+        jobs[body.job_id] = apply(jobs.get(body.job_id), event)
+    return jobs
+
+
+def _require(job: Job, kind: str, *states: JobState) -> None:
+    if job.state not in states:
+        allowed = ", ".join(s.name for s in states)
+        raise IllegalTransition(
+            f"job {job.id} is {job.state.name}: {kind} needs one of {allowed}")
+
+
+def _run_of(job: Job, kind: str, run_id: str, *, active: bool = True) -> Run:
+    run = job.latest_run
+    if run is None:
+        raise IllegalTransition(f"job {job.id} has no run for {kind}")
+    if run_id and run_id != run.id:
+        raise IllegalTransition(f"{kind} names run {run_id}, job {job.id} is on run {run.id}")
+    if active and not run.state.active:
+        raise IllegalTransition(f"run {run.id} of job {job.id} is {run.state.name}: no {kind}")
+    return run
+
+
+def _with_run(job: Job, run: Run, **changes) -> Job:
+    return dataclasses.replace(job, runs=(*job.runs[:-1], run), **changes)
+
+
+def _on_queued(job: Job, e, when: datetime) -> Job:
+    _require(job, "queued", JobState.SUBMITTED, JobState.QUEUED)
+    retry_after = _dt(e.retry_after) if e.HasField("retry_after") else None
+    return dataclasses.replace(job, state=JobState.QUEUED, retry_after=retry_after,
+                               last_transition_at=when)
+
+
+def _on_leased(job: Job, e, when: datetime) -> Job:
+    _require(job, "leased", JobState.QUEUED)
+    run = Run(id=e.run_id, index=len(job.runs), cluster_id=e.cluster_id, node=e.node_name,
+              pool=e.pool, state=RunState.LEASED, leased_at=when)
+    return dataclasses.replace(job, state=JobState.LEASED, runs=(*job.runs, run),
+                               retry_after=None, preempt_requested=False,
+                               last_transition_at=when)
+
+
+def _on_lease_returned(job: Job, e, when: datetime) -> Job:
+    run = _run_of(job, "lease_returned", e.run_id)
+    run = dataclasses.replace(run, state=RunState.LEASE_RETURNED, finished_at=when,
+                              reason=e.reason)
+    return _with_run(job, run, state=JobState.QUEUED, last_transition_at=when)
+
+
+def _on_lease_expired(job: Job, e, when: datetime) -> Job:
+    run = _run_of(job, "lease_expired", e.run_id)
+    run = dataclasses.replace(run, state=RunState.LEASE_EXPIRED, finished_at=when,
+                              reason="lease expired")
+    return _with_run(job, run)
+
+
+def _on_pending(job: Job, e, when: datetime) -> Job:
+    _require(job, "pending", JobState.LEASED)
+    run = _run_of(job, "pending", e.run_id)
+    run = dataclasses.replace(run, state=RunState.PENDING, pending_at=when,
+                              kubernetes_id=e.kubernetes_id or run.kubernetes_id)
+    return _with_run(job, run, state=JobState.PENDING, last_transition_at=when)
+
+
+def _on_running(job: Job, e, when: datetime) -> Job:
+    _require(job, "running", JobState.LEASED, JobState.PENDING)
+    run = _run_of(job, "running", e.run_id)
+    run = dataclasses.replace(run, state=RunState.RUNNING, started_at=when,
+                              node=e.node_name or run.node,
+                              kubernetes_id=e.kubernetes_id or run.kubernetes_id)
+    return _with_run(job, run, state=JobState.RUNNING, last_transition_at=when)
+
+
+def _on_succeeded(job: Job, e, when: datetime) -> Job:
+    _require(job, "succeeded", *ACTIVE_JOB_STATES)
+    run = _run_of(job, "succeeded", e.run_id)
+    run = dataclasses.replace(run, state=RunState.SUCCEEDED, finished_at=when)
+    return _with_run(job, run, state=JobState.SUCCEEDED, last_transition_at=when)
+
+
+def _on_failed(job: Job, e, when: datetime) -> Job:
+    if e.cause == event_pb2.Rejected:
+        _require(job, "rejection", JobState.SUBMITTED, JobState.QUEUED)
+        return dataclasses.replace(job, state=JobState.REJECTED, failure_reason=e.reason,
+                                   last_transition_at=when)
+    new_state = JobState.QUEUED if e.retryable else JobState.FAILED
+    if not e.run_id:  # the job failed before running, e.g. a gang member left unplaced
+        _require(job, "failed", JobState.QUEUED)
+        if e.retryable:
+            raise IllegalTransition(f"a retryable failure of job {job.id} must name its run")
+        return dataclasses.replace(job, state=new_state, failure_reason=e.reason,
+                                   last_transition_at=when)
+    run = _run_of(job, "failed", e.run_id, active=False)
+    just_expired = run.state == RunState.LEASE_EXPIRED and not run.category
+    if not (run.state.active or just_expired):
+        raise IllegalTransition(f"run {run.id} of job {job.id} already ended as "
+                                f"{run.state.name}")
+    containers = tuple(
+        ContainerResult(name=c.name, exit_code=c.exitCode, message=c.message, reason=c.reason,
+                        init_container=c.init_container)
+        for c in e.container_statuses)
+    run = dataclasses.replace(
+        run, state=RunState.FAILED if run.state.active else run.state,
+        finished_at=run.finished_at or when, containers=containers, condition=e.condition,
+        category=e.failure_category, subcategory=e.failure_subcategory, reason=e.reason)
+    return _with_run(job, run, state=new_state, failure_reason=e.reason,
+                     last_transition_at=when)
+
+
+def _on_cancelling(job: Job, e, when: datetime) -> Job:
+    return dataclasses.replace(job, cancel_requested=True, cancel_reason=e.reason,
+                               cancel_user=e.requestor)
+
+
+def _on_cancelled(job: Job, e, when: datetime) -> Job:
+    runs = job.runs
+    if job.active_run is not None:
+        runs = (*runs[:-1], dataclasses.replace(runs[-1], state=RunState.CANCELLED,
+                                                finished_at=when))
+    return dataclasses.replace(job, state=JobState.CANCELLED, runs=runs, cancelled_at=when,
+                               cancel_reason=e.reason or job.cancel_reason,
+                               cancel_user=e.requestor or job.cancel_user,
+                               last_transition_at=when)
+
+
+def _on_preempting(job: Job, e, when: datetime) -> Job:
+    _require(job, "preempting", *ACTIVE_JOB_STATES)
+    return dataclasses.replace(job, preempt_requested=True)
+
+
+def _on_preempted(job: Job, e, when: datetime) -> Job:
+    _require(job, "preempted", *ACTIVE_JOB_STATES)
+    run = _run_of(job, "preempted", e.run_id)
+    run = dataclasses.replace(run, state=RunState.PREEMPTED, finished_at=when,
+                              condition="Preempted", reason=e.reason)
+    return _with_run(job, run, state=JobState.PREEMPTED, last_transition_at=when)
+
+
+def _on_reprioritizing(job: Job, e, when: datetime) -> Job:
+    return job
+
+
+def _on_reprioritized(job: Job, e, when: datetime) -> Job:
+    return dataclasses.replace(job, priority=e.new_priority)
+
+
+def _on_run_report(job: Job, e, when: datetime) -> Job:
+    _require(job, "a run report", *ACTIVE_JOB_STATES)
+    return job
+
+
+_HANDLERS = {
+    "queued": _on_queued,
+    "leased": _on_leased,
+    "lease_returned": _on_lease_returned,
+    "lease_expired": _on_lease_expired,
+    "pending": _on_pending,
+    "running": _on_running,
+    "succeeded": _on_succeeded,
+    "failed": _on_failed,
+    "cancelling": _on_cancelling,
+    "cancelled": _on_cancelled,
+    "preempting": _on_preempting,
+    "preempted": _on_preempted,
+    "reprioritizing": _on_reprioritizing,
+    "reprioritized": _on_reprioritized,
+    "utilisation": _on_run_report,
+    "ingress_info": _on_run_report,
+}
+
+
+# --- commands -------------------------------------------------------------------------------
+
+Transition = tuple[Job, list[EventMessage]]
+
+
+def _do(job: Job | None, events: Sequence[EventMessage]) -> Transition:
+    for event in events:
+        job = apply(job, event)
+    assert job is not None
+    return job, list(events)
+
+
+def submit(spec: submit_pb2.Job, now: datetime) -> Transition:
+    """A new job: `submitted` (carrying the whole job) then `queued`."""
+    if not spec.id:
+        raise ValueError("a job needs an id before it is submitted")
+    if not spec.HasField("created"):
+        stamped = submit_pb2.Job()  # never mutate the caller's message
+        stamped.CopyFrom(spec)
+        stamped.created.CopyFrom(_ts(now))
+        spec = stamped
+    submitted = EventMessage(submitted=event_pb2.JobSubmittedEvent(**_base(spec, now), job=spec))
+    queued = EventMessage(queued=event_pb2.JobQueuedEvent(**_base(spec, now)))
+    return _do(None, [submitted, queued])
+
+
+def lease(job: Job, *, run_id: str, cluster_id: str, node: str, pool: str,
+          now: datetime) -> Transition:
+    """The scheduler placed the job on a node of an executor's cluster."""
+    return _do(job, [EventMessage(leased=event_pb2.JobLeasedEvent(
+        **_base(job, now), cluster_id=cluster_id, pool=pool, run_id=run_id, node_name=node))])
+
+
+def return_lease(job: Job, *, reason: str, run_attempted: bool, now: datetime) -> Transition:
+    """The executor gave the lease back without the job failing; the job is queued again."""
+    run = _run_of(job, "lease_returned", "")
+    return _do(job, [EventMessage(lease_returned=event_pb2.JobLeaseReturnedEvent(
+        **_base(job, now), cluster_id=run.cluster_id, reason=reason,
+        kubernetes_id=run.kubernetes_id, pod_number=0, run_attempted=run_attempted,
+        run_id=run.id))])
+
+
+def mark_pending(job: Job, *, now: datetime, kubernetes_id: str = "") -> Transition:
+    run = _run_of(job, "pending", "")
+    run = dataclasses.replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
+    return _do(job, [EventMessage(pending=event_pb2.JobPendingEvent(
+        **_base(job, now), **_pod(job, run), pool=run.pool))])
+
+
+def mark_running(job: Job, *, now: datetime, node: str = "",
+                 kubernetes_id: str = "") -> Transition:
+    run = _run_of(job, "running", "")
+    run = dataclasses.replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
+    return _do(job, [EventMessage(running=event_pb2.JobRunningEvent(
+        **_base(job, now), **_pod(job, run), node_name=node or run.node, pool=run.pool))])
+
+
+def succeed(job: Job, *, now: datetime) -> Transition:
+    run = _run_of(job, "succeeded", "")
+    return _do(job, [EventMessage(succeeded=event_pb2.JobSucceededEvent(
+        **_base(job, now), **_pod(job, run), node_name=run.node))])
+
+
+def _failed_event(job: Job, run: Run | None, failure: Failure, *, retryable: bool,
+                  now: datetime, cause: int | None = None) -> EventMessage:
+    statuses = [event_pb2.ContainerStatus(
+        name=c.name, exitCode=c.exit_code, message=c.message, reason=c.reason,
+        cause=CONDITION_CAUSES.get(c.reason, event_pb2.Error), init_container=c.init_container)
+        for c in failure.containers]
+    body = event_pb2.JobFailedEvent(
+        **_base(job, now), reason=failure.reason, container_statuses=statuses,
+        cause=CONDITION_CAUSES.get(failure.condition, event_pb2.Error) if cause is None
+        else cause,
+        failure_category=failure.category, failure_subcategory=failure.subcategory,
+        retryable=retryable, condition=failure.condition)
+    if run is not None:
+        for key, value in _pod(job, run).items():
+            setattr(body, key, value)
+        body.node_name = run.node
+        for c in failure.containers:
+            if not c.init_container:
+                body.exit_codes[c.name] = c.exit_code
+    return EventMessage(failed=body)
+
+
+def _requeue(job: Job, retry_after: datetime | None, now: datetime) -> EventMessage:
+    queued = event_pb2.JobQueuedEvent(**_base(job, now))
+    if retry_after is not None:
+        queued.retry_after.CopyFrom(_ts(retry_after))
+    return EventMessage(queued=queued)
+
+
+def fail(job: Job, failure: Failure, *, retry: bool, now: datetime,
+         retry_after: datetime | None = None) -> Transition:
+    """The job's run failed. With `retry` the job is queued for a new run (same job id)."""
+    run = job.active_run
+    if run is None and retry:
+        raise IllegalTransition(f"job {job.id} has no active run to retry")
+    events = [_failed_event(job, run, failure, retryable=retry, now=now)]
+    if retry:
+        events.append(_requeue(job, retry_after, now))
+    return _do(job, events)
+
+
+def expire_lease(job: Job, *, retry: bool, now: datetime,
+                 retry_after: datetime | None = None) -> Transition:
+    """The executor stopped renewing the lease: an infrastructure failure of the run."""
+    run = _run_of(job, "lease_expired", "")
+    events = [EventMessage(lease_expired=event_pb2.JobLeaseExpiredEvent(
+        **_base(job, now), run_id=run.id))]
+    failure = Failure(reason=f"lease of run {run.id} on {run.cluster_id} expired",
+                      category="internal", subcategory="lease-expired")
+    events.append(_failed_event(job, run, failure, retryable=retry, now=now))
+    if retry:
+        events.append(_requeue(job, retry_after, now))
+    return _do(job, events)
+
+
+def reject(job: Job, *, reason: str, now: datetime) -> Transition:
+    """The job can never run as submitted."""
+    return _do(job, [_failed_event(job, None, Failure(reason=reason), retryable=False, now=now,
+                                   cause=event_pb2.Rejected)])
+
+
+def request_cancel(job: Job, *, requestor: str, reason: str, now: datetime) -> Transition:
+    return _do(job, [EventMessage(cancelling=event_pb2.JobCancellingEvent(
+        **_base(job, now), requestor=requestor, reason=reason))])
+
+
+def cancel(job: Job, *, requestor: str, reason: str, now: datetime) -> Transition:
+    """The job is cancelled; a running pod is killed with its grace period."""
+    return _do(job, [EventMessage(cancelled=event_pb2.JobCancelledEvent(
+        **_base(job, now), requestor=requestor, reason=reason))])
+
+
+def request_preempt(job: Job, *, requestor: str, reason: str, now: datetime) -> Transition:
+    return _do(job, [EventMessage(preempting=event_pb2.JobPreemptingEvent(
+        **_base(job, now), requestor=requestor, reason=reason))])
+
+
+def preempt(job: Job, *, reason: str, now: datetime, retry: bool = False,
+            retry_after: datetime | None = None, preempting_job_id: str = "",
+            requestor: str = "") -> Transition:
+    """The job's run was preempted. Retried preemptions are retryable failures, not final."""
+    run = _run_of(job, "preempted", "")
+    if retry:
+        failure = Failure(reason=reason, condition="Preempted")
+        return _do(job, [_failed_event(job, run, failure, retryable=True, now=now),
+                         _requeue(job, retry_after, now)])
+    return _do(job, [EventMessage(preempted=event_pb2.JobPreemptedEvent(
+        **_base(job, now), cluster_id=run.cluster_id, run_id=run.id, reason=reason,
+        preempting_job_id=preempting_job_id, requestor=requestor))])
+
+
+def reprioritize(job: Job, *, priority: float, requestor: str, now: datetime) -> Transition:
+    base = _base(job, now)
+    return _do(job, [
+        EventMessage(reprioritizing=event_pb2.JobReprioritizingEvent(
+            **base, new_priority=priority, requestor=requestor)),
+        EventMessage(reprioritized=event_pb2.JobReprioritizedEvent(
+            **base, new_priority=priority, requestor=requestor)),
+    ])
+
+
+def report_utilisation(job: Job, *, usage: Mapping[str, str], now: datetime) -> Transition:
+    """Resource usage of the running pod (Kubernetes quantities by resource name)."""
+    run = _run_of(job, "utilisation", "")
+    body = event_pb2.JobUtilisationEvent(**_base(job, now), node_name=run.node,
+                                         cluster_id=run.cluster_id,
+                                         kubernetes_id=run.kubernetes_id,
+                                         pod_name=pod_name(job.id, run.index),
+                                         pod_namespace=job.spec.namespace)
+    for name, quantity in usage.items():
+        body.MaxResourcesForPeriod[name].string = quantity
+    return _do(job, [EventMessage(utilisation=body)])

@@ -1,0 +1,284 @@
+"""Turning a JobSubmitRequest into jobs: validation, defaults, and the stored job.
+
+Validation is all or nothing: the first problem raises SubmissionError naming the item and the
+field (`job_request_items[3].pod_specs[0].terminationGracePeriodSeconds: ...`), so a request is
+either accepted whole or not at all. Defaults follow seed 000: a grace period of 0 s becomes 1 s,
+a missing deadline gets the configured default, a missing priority class the default class.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from armada_core.api import submit_pb2
+from armada_core.jobs import annotations as ann
+from armada_core.jobs.gangs import GangAnnotationError, GangSpec, gang_of
+from armada_core.scheduling.model import Resources, parse_quantity
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]"
+                        r"([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+class SubmissionError(ValueError):
+    """A submission that cannot be accepted; `path` names the offending field."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}" if path else problem)
+        self.path = path
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class SubmissionConfig:
+    """Server-side rules for submissions."""
+
+    priority_classes: frozenset[str] = frozenset({"armada-default", "armada-preemptible"})
+    default_priority_class: str = "armada-default"
+    default_grace_period_seconds: int = 1
+    max_grace_period_seconds: int = 300
+    # Added to jobs that set no activeDeadlineSeconds; None adds nothing.
+    default_active_deadline_seconds: int | None = 7 * 24 * 3600
+    # Upper bound on what one job may request, as Kubernetes quantities; empty means no bound.
+    max_job_resources: Mapping[str, str] = field(default_factory=dict)
+    default_namespace: str = "default"
+
+
+def validate_request(request: submit_pb2.JobSubmitRequest,
+                     config: SubmissionConfig) -> list[submit_pb2.JobSubmitRequestItem]:
+    """Check a whole request and return its items with defaults applied (copies)."""
+    _check_name("queue", request.queue)
+    if not request.job_set_id:
+        raise SubmissionError("job_set_id", "must not be empty")
+    if not request.job_request_items:
+        raise SubmissionError("job_request_items", "must contain at least one job")
+    items = [_validate_item(item, f"job_request_items[{i}]", config)
+             for i, item in enumerate(request.job_request_items)]
+    _check_gangs(items)
+    return items
+
+
+def job_from_item(item: submit_pb2.JobSubmitRequestItem, *, job_id: str, queue: str,
+                  job_set_id: str, owner: str, now: datetime,
+                  groups: tuple[str, ...] = ()) -> submit_pb2.Job:
+    """The job as stored (and carried by its `submitted` event)."""
+    job = submit_pb2.Job(
+        id=job_id, client_id=item.client_id, job_set_id=job_set_id, queue=queue,
+        namespace=item.namespace, owner=owner, queue_ownership_user_groups=groups,
+        priority=item.priority, pod_specs=item.pod_specs, ingress=item.ingress,
+        services=item.services, scheduler=item.scheduler)
+    job.labels.update(item.labels)
+    job.annotations.update(item.annotations)
+    if item.external_job_uri:
+        job.annotations[ann.EXTERNAL_JOB_URI] = item.external_job_uri
+    job.created.FromDatetime(now.astimezone(UTC))
+    requests = job_requests(item.pod_specs[0])
+    for name, quantity in sorted(requests.items()):
+        job.scheduling_resource_requirements.requests[name].string = _format(name, quantity)
+    return job
+
+
+def job_requests(pod_spec) -> Resources:
+    """What a pod needs from a node: the sum over containers, at least any init container."""
+    total: dict[str, int] = {}
+    for c in pod_spec.containers:
+        for name, q in _effective_requests(c).items():
+            total[name] = total.get(name, 0) + q
+    for c in pod_spec.initContainers:
+        for name, q in _effective_requests(c).items():
+            total[name] = max(total.get(name, 0), q)
+    return Resources(total)
+
+
+def _effective_requests(container) -> dict[str, int]:
+    # Kubernetes defaults a request to its limit when only the limit is given.
+    raw = {k: v.string for k, v in container.resources.limits.items()}
+    raw.update({k: v.string for k, v in container.resources.requests.items()})
+    return {k: parse_quantity(v, milli=(k == "cpu")) for k, v in raw.items()}
+
+
+def _format(name: str, quantity: int) -> str:
+    return f"{quantity}m" if name == "cpu" else str(quantity)
+
+
+def _check_name(path: str, value: str) -> None:
+    if not value:
+        raise SubmissionError(path, "must not be empty")
+    if not _NAME.match(value):
+        raise SubmissionError(path, f"{value!r} is not a valid name (letters, digits, '-', "
+                                    "'_' and '.', at most 63 characters)")
+
+
+def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
+                   config: SubmissionConfig) -> submit_pb2.JobSubmitRequestItem:
+    out = submit_pb2.JobSubmitRequestItem()
+    out.CopyFrom(item)
+    if not math.isfinite(out.priority) or out.priority < 0:
+        raise SubmissionError(f"{path}.priority", f"must be a non-negative number, got "
+                                                  f"{out.priority}")
+    if out.HasField("pod_spec"):
+        if out.pod_specs:
+            raise SubmissionError(f"{path}.pod_spec", "set either pod_spec or pod_specs, not both")
+        out.pod_specs.append(out.pod_spec)
+        out.ClearField("pod_spec")
+    if len(out.pod_specs) != 1:
+        raise SubmissionError(f"{path}.pod_specs", f"exactly one pod spec is supported, got "
+                                                   f"{len(out.pod_specs)}")
+    if out.required_node_labels:
+        # Deprecated upstream: carried on as the pod's node selector.
+        for k, v in out.required_node_labels.items():
+            out.pod_specs[0].nodeSelector[k] = v
+        out.ClearField("required_node_labels")
+    out.namespace = out.namespace or config.default_namespace
+    if not _DNS_LABEL.match(out.namespace):
+        raise SubmissionError(f"{path}.namespace", f"{out.namespace!r} is not a valid "
+                                                   "Kubernetes namespace")
+    _check_metadata(f"{path}.labels", out.labels, values_are_labels=True)
+    _check_metadata(f"{path}.annotations", out.annotations, values_are_labels=False)
+    _check_options(f"{path}.annotations", out.annotations)
+    try:
+        gang_of(out.annotations)
+    except GangAnnotationError as e:
+        raise SubmissionError(f"{path}.annotations", str(e)) from None
+    _validate_pod_spec(out.pod_specs[0], f"{path}.pod_specs[0]", config)
+    return out
+
+
+def _check_metadata(path: str, values: Mapping[str, str], *, values_are_labels: bool) -> None:
+    for key, value in values.items():
+        if not _QUALIFIED.match(key):
+            raise SubmissionError(f"{path}[{key}]", "is not a valid key (an optional DNS "
+                                                    "prefix and '/', then a name)")
+        if values_are_labels and not _LABEL_VALUE.match(value):
+            raise SubmissionError(f"{path}[{key}]", f"{value!r} is not a valid label value")
+
+
+def _check_options(path: str, annotations: Mapping[str, str]) -> None:
+    for key in (ann.AT_MOST_ONCE, ann.PREEMPTIBLE):
+        if key in annotations and annotations[key].lower() not in ("true", "false"):
+            raise SubmissionError(f"{path}[{key}]", f"must be true or false, got "
+                                                    f"{annotations[key]!r}")
+    if ann.LIFETIME in annotations:
+        raw = annotations[ann.LIFETIME]
+        if not raw.isdigit() or int(raw) < 1:
+            raise SubmissionError(f"{path}[{ann.LIFETIME}]", f"must be a positive number of "
+                                                             f"seconds, got {raw!r}")
+
+
+def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
+    if not spec.priorityClassName:
+        spec.priorityClassName = config.default_priority_class
+    elif spec.priorityClassName not in config.priority_classes:
+        known = ", ".join(sorted(config.priority_classes))
+        raise SubmissionError(f"{path}.priorityClassName",
+                              f"unknown priority class {spec.priorityClassName!r} "
+                              f"(known: {known})")
+    if spec.restartPolicy not in ("", "Never"):
+        raise SubmissionError(f"{path}.restartPolicy", f"Armada jobs never restart in place; "
+                                                       f"use Never, got {spec.restartPolicy!r}")
+    spec.restartPolicy = "Never"
+    if not spec.HasField("terminationGracePeriodSeconds"):
+        spec.terminationGracePeriodSeconds = config.default_grace_period_seconds
+    grace = spec.terminationGracePeriodSeconds
+    if grace == 0:
+        spec.terminationGracePeriodSeconds = 1  # 0 would force-delete the pod (seed 000)
+    elif grace < 0:
+        raise SubmissionError(f"{path}.terminationGracePeriodSeconds",
+                              f"must be between 1 and {config.max_grace_period_seconds} "
+                              f"seconds, got {grace}")
+    elif grace > config.max_grace_period_seconds:
+        raise SubmissionError(f"{path}.terminationGracePeriodSeconds",
+                              f"{grace} s is above the maximum of "
+                              f"{config.max_grace_period_seconds} s")
+    if spec.HasField("activeDeadlineSeconds"):
+        if spec.activeDeadlineSeconds <= 0:
+            raise SubmissionError(f"{path}.activeDeadlineSeconds", "must be positive")
+    elif config.default_active_deadline_seconds is not None:
+        spec.activeDeadlineSeconds = config.default_active_deadline_seconds
+    if not spec.containers:
+        raise SubmissionError(f"{path}.containers", "a pod needs at least one container")
+    seen: set[str] = set()
+    for kind, containers in (("initContainers", spec.initContainers),
+                             ("containers", spec.containers)):
+        for i, c in enumerate(containers):
+            _validate_container(c, f"{path}.{kind}[{i}]", seen)
+    if config.max_job_resources:
+        total = job_requests(spec)
+        for name, limit in config.max_job_resources.items():
+            bound = parse_quantity(limit, milli=(name == "cpu"))
+            if total.get(name, 0) > bound:
+                raise SubmissionError(f"{path}.containers",
+                                      f"the job requests more {name} than the maximum of "
+                                      f"{limit} per job")
+
+
+def _validate_container(c, path: str, seen: set[str]) -> None:
+    if not _DNS_LABEL.match(c.name):
+        raise SubmissionError(f"{path}.name", f"{c.name!r} is not a valid container name")
+    if c.name in seen:
+        raise SubmissionError(f"{path}.name", f"container name {c.name!r} is used twice")
+    seen.add(c.name)
+    parsed: dict[str, dict[str, int]] = {}
+    for kind in ("requests", "limits"):
+        parsed[kind] = {}
+        for name, q in getattr(c.resources, kind).items():
+            try:
+                parsed[kind][name] = parse_quantity(q.string, milli=(name == "cpu"))
+            except ValueError:
+                raise SubmissionError(f"{path}.resources.{kind}[{name}]",
+                                      f"{q.string!r} is not a valid quantity") from None
+    effective = {**parsed["limits"], **parsed["requests"]}
+    for name in ("cpu", "memory"):
+        if name not in effective:
+            raise SubmissionError(f"{path}.resources.requests",
+                                  f"must request {name} (requests or limits)")
+    for name, req in parsed["requests"].items():
+        lim = parsed["limits"].get(name)
+        if lim is not None and req > lim:
+            raise SubmissionError(f"{path}.resources.requests[{name}]",
+                                  "is greater than its limit")
+
+
+def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
+    """Members of one gang in one request must agree on everything that defines the gang."""
+    first: dict[str, tuple[int, GangSpec, str]] = {}
+    members: dict[str, int] = {}
+    for i, item in enumerate(items):
+        gang = gang_of(item.annotations)
+        if gang is None:
+            continue
+        pc = item.pod_specs[0].priorityClassName
+        members[gang.id] = members.get(gang.id, 0) + 1
+        if gang.id not in first:
+            first[gang.id] = (i, gang, pc)
+            continue
+        j, other, other_pc = first[gang.id]
+        path = f"job_request_items[{i}]"
+        for what, mine, theirs in (
+                ("gangCardinality", gang.cardinality, other.cardinality),
+                ("gangMinimumCardinality", gang.minimum_cardinality,
+                 other.minimum_cardinality),
+                ("gangNodeUniformityLabel", gang.node_uniformity_label,
+                 other.node_uniformity_label)):
+            if mine != theirs:
+                raise SubmissionError(
+                    f"{path}.annotations[{ann.PREFIX}{what}]",
+                    f"{mine!r} differs from job_request_items[{j}] ({theirs!r}) in gang "
+                    f"{gang.id!r}")
+        if pc != other_pc:
+            raise SubmissionError(
+                f"{path}.pod_specs[0].priorityClassName",
+                f"{pc!r} differs from job_request_items[{j}] ({other_pc!r}) in gang "
+                f"{gang.id!r}")
+    for gang_id, count in members.items():
+        _, gang, _ = first[gang_id]
+        if count > gang.cardinality:
+            raise SubmissionError(
+                "job_request_items", f"gang {gang_id!r} has {count} members but "
+                f"{ann.GANG_CARDINALITY} is {gang.cardinality}")

@@ -1,0 +1,32 @@
+"""Reading gangs from annotations."""
+
+from __future__ import annotations
+
+import pytest
+
+from armada_core.jobs import GangAnnotationError, GangSpec, gang_of
+from armada_core.jobs import annotations as ann
+
+CASES = [
+    ({}, None),
+    ({ann.GANG_ID: "g", ann.GANG_CARDINALITY: "3"}, GangSpec("g", 3, 3, "")),
+    ({ann.GANG_ID: "g", ann.GANG_CARDINALITY: "4", ann.GANG_MINIMUM_CARDINALITY: "2",
+      ann.GANG_NODE_UNIFORMITY_LABEL: "rack"}, GangSpec("g", 4, 2, "rack")),
+]
+
+
+@pytest.mark.parametrize(("annotations", "expected"), CASES)
+def test_gang_of(annotations, expected) -> None:
+    assert gang_of(annotations) == expected
+
+
+@pytest.mark.parametrize("annotations", [
+    {ann.GANG_ID: "g"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "0"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MINIMUM_CARDINALITY: "0"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MINIMUM_CARDINALITY: "3"},
+    {ann.GANG_NODE_UNIFORMITY_LABEL: "rack"},
+])
+def test_malformed_gangs_raise(annotations) -> None:
+    with pytest.raises(GangAnnotationError):
+        gang_of(annotations)

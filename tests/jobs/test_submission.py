@@ -1,0 +1,166 @@
+"""Submission validation: defaults, and a clear message for each rejection."""
+
+from __future__ import annotations
+
+import pytest
+
+from armada_core.jobs import SubmissionConfig, SubmissionError, job_from_item, validate_request
+from armada_core.jobs import annotations as ann
+
+from .factories import T0, container, item, request
+
+CONFIG = SubmissionConfig(max_job_resources={"cpu": "16", "nvidia.com/gpu": "8"})
+
+
+def gang(gang_id: str = "g", cardinality: int = 2, minimum: int | None = None,
+         label: str = "") -> dict[str, str]:
+    out = {ann.GANG_ID: gang_id, ann.GANG_CARDINALITY: str(cardinality)}
+    if minimum is not None:
+        out[ann.GANG_MINIMUM_CARDINALITY] = str(minimum)
+    if label:
+        out[ann.GANG_NODE_UNIFORMITY_LABEL] = label
+    return out
+
+
+def test_defaults_are_applied_to_copies() -> None:
+    original = item({"containers": [container()]})
+    req = request(original)
+    [out] = validate_request(req, CONFIG)
+    spec = out.pod_specs[0]
+    assert spec.priorityClassName == "armada-default"
+    assert spec.terminationGracePeriodSeconds == 1
+    assert spec.activeDeadlineSeconds == 7 * 24 * 3600
+    assert spec.restartPolicy == "Never"
+    assert not original.pod_specs[0].HasField("terminationGracePeriodSeconds")
+
+
+@pytest.mark.parametrize(("grace", "expected"), [(0, 1), (1, 1), (30, 30), (300, 300)])
+def test_grace_period_zero_becomes_one_second(grace: int, expected: int) -> None:
+    [out] = validate_request(request(item({"containers": [container()],
+                                           "terminationGracePeriodSeconds": str(grace)})),
+                             CONFIG)
+    assert out.pod_specs[0].terminationGracePeriodSeconds == expected
+
+
+def test_explicit_deadline_is_kept_and_default_can_be_disabled() -> None:
+    [out] = validate_request(request(item({"containers": [container()],
+                                           "activeDeadlineSeconds": "60"})), CONFIG)
+    assert out.pod_specs[0].activeDeadlineSeconds == 60
+    no_default = SubmissionConfig(default_active_deadline_seconds=None)
+    [out] = validate_request(request(item()), no_default)
+    assert not out.pod_specs[0].HasField("activeDeadlineSeconds")
+
+
+def test_deprecated_pod_spec_and_required_node_labels_are_carried_over() -> None:
+    old = item()
+    old.pod_spec.CopyFrom(old.pod_specs[0])
+    del old.pod_specs[:]
+    old.required_node_labels["zone"] = "a"
+    [out] = validate_request(request(old), CONFIG)
+    assert len(out.pod_specs) == 1 and not out.HasField("pod_spec")
+    assert out.pod_specs[0].nodeSelector["zone"] == "a"
+
+
+def test_gang_members_that_agree_are_accepted() -> None:
+    members = [item(annotations=gang(minimum=1, label="rack")) for _ in range(2)]
+    assert len(validate_request(request(*members), CONFIG)) == 2
+
+
+REJECTIONS = [
+    ("empty queue", request(item(), queue=""), "queue: must not be empty"),
+    ("bad queue", request(item(), queue="a b"), "queue: 'a b' is not a valid name"),
+    ("empty job set", request(item(), job_set=""), "job_set_id: must not be empty"),
+    ("no items", request(item()).__class__(queue="q", job_set_id="s"),
+     "job_request_items: must contain at least one job"),
+    ("negative priority", request(item(priority=-1)),
+     "job_request_items[0].priority: must be a non-negative number"),
+    ("two pod specs", request(item(pod_specs=[{"containers": [container()]}] * 2)),
+     "job_request_items[0].pod_specs: exactly one pod spec is supported, got 2"),
+    ("bad namespace", request(item(namespace="Bad_NS")),
+     "job_request_items[0].namespace: 'Bad_NS' is not a valid Kubernetes namespace"),
+    ("bad label value", request(item(labels={"team": "a b"})),
+     "job_request_items[0].labels[team]: 'a b' is not a valid label value"),
+    ("bad annotation key", request(item(annotations={"bad key": "x"})),
+     "job_request_items[0].annotations[bad key]: is not a valid key"),
+    ("unknown priority class",
+     request(item({"containers": [container()], "priorityClassName": "urgent"})),
+     "job_request_items[0].pod_specs[0].priorityClassName: unknown priority class 'urgent'"),
+    ("grace period too long",
+     request(item({"containers": [container()], "terminationGracePeriodSeconds": "301"})),
+     "terminationGracePeriodSeconds: 301 s is above the maximum of 300 s"),
+    ("negative grace period",
+     request(item({"containers": [container()], "terminationGracePeriodSeconds": "-1"})),
+     "terminationGracePeriodSeconds: must be between 1 and 300 seconds, got -1"),
+    ("zero deadline", request(item({"containers": [container()], "activeDeadlineSeconds": "0"})),
+     "job_request_items[0].pod_specs[0].activeDeadlineSeconds: must be positive"),
+    ("restart policy", request(item({"containers": [container()], "restartPolicy": "Always"})),
+     "restartPolicy: Armada jobs never restart in place; use Never, got 'Always'"),
+    ("no containers", request(item({"containers": []})),
+     "job_request_items[0].pod_specs[0].containers: a pod needs at least one container"),
+    ("bad container name", request(item({"containers": [container("Main")]})),
+     "job_request_items[0].pod_specs[0].containers[0].name: 'Main' is not a valid"),
+    ("duplicate container", request(item({"containers": [container(), container()]})),
+     "containers[1].name: container name 'main' is used twice"),
+    ("duplicate with init", request(item({"containers": [container()],
+                                          "initContainers": [container()]})),
+     "pod_specs[0].containers[0].name: container name 'main' is used twice"),
+    ("bad quantity", request(item({"containers": [container(cpu="lots")]})),
+     "containers[0].resources.requests[cpu]: 'lots' is not a valid quantity"),
+    ("no memory", request(item({"containers": [{"name": "main", "resources": {
+        "requests": {"cpu": {"string": "1"}}}}]})),
+     "containers[0].resources.requests: must request memory"),
+    ("request above limit", request(item({"containers": [{"name": "main", "resources": {
+        "requests": {"cpu": {"string": "2"}, "memory": {"string": "1Gi"}},
+        "limits": {"cpu": {"string": "1"}}}}]})),
+     "containers[0].resources.requests[cpu]: is greater than its limit"),
+    ("over max resources", request(item({"containers": [container(cpu="10"),
+                                                        container("b", cpu="7")]})),
+     "the job requests more cpu than the maximum of 16 per job"),
+    ("bad lifetime", request(item(annotations={ann.LIFETIME: "soon"})),
+     "annotations[armadaproject.io/lifetimeSeconds]: must be a positive number of seconds"),
+    ("bad at-most-once", request(item(annotations={ann.AT_MOST_ONCE: "yes"})),
+     "annotations[armadaproject.io/atMostOnce]: must be true or false, got 'yes'"),
+    ("gang without cardinality", request(item(annotations={ann.GANG_ID: "g"})),
+     "armadaproject.io/gangCardinality is required when armadaproject.io/gangId is set"),
+    ("cardinality not a number", request(item(annotations={**gang(), ann.GANG_CARDINALITY: "x"})),
+     "armadaproject.io/gangCardinality must be a positive integer, got 'x'"),
+    ("minimum above cardinality", request(item(annotations=gang(cardinality=2, minimum=3))),
+     "gangMinimumCardinality (3) is greater than armadaproject.io/gangCardinality (2)"),
+    ("cardinality without gang", request(item(annotations={ann.GANG_CARDINALITY: "2"})),
+     "armadaproject.io/gangCardinality is set but armadaproject.io/gangId is not"),
+    ("members disagree on cardinality",
+     request(item(annotations=gang(cardinality=2)), item(annotations=gang(cardinality=3))),
+     "job_request_items[1].annotations[armadaproject.io/gangCardinality]: 3 differs from "
+     "job_request_items[0] (2) in gang 'g'"),
+    ("members disagree on uniformity",
+     request(item(annotations=gang(label="rack")), item(annotations=gang(label="zone"))),
+     "gangNodeUniformityLabel]: 'zone' differs from job_request_items[0] ('rack')"),
+    ("members disagree on priority class",
+     request(item(annotations=gang()),
+             item({"containers": [container()], "priorityClassName": "armada-preemptible"},
+                  annotations=gang())),
+     "job_request_items[1].pod_specs[0].priorityClassName: 'armada-preemptible' differs"),
+    ("too many members", request(*[item(annotations=gang(cardinality=2)) for _ in range(3)]),
+     "gang 'g' has 3 members but armadaproject.io/gangCardinality is 2"),
+]
+
+
+@pytest.mark.parametrize(("req", "message"), [(r, m) for _, r, m in REJECTIONS],
+                         ids=[name for name, _, _ in REJECTIONS])
+def test_rejections_name_the_item_and_field(req, message: str) -> None:
+    with pytest.raises(SubmissionError) as raised:
+        validate_request(req, CONFIG)
+    assert message in str(raised.value)
+
+
+def test_stored_job_carries_requests_and_external_uri() -> None:
+    it = item({"containers": [container(cpu="500m", memory="1Gi"), container("b", cpu="2")],
+               "initContainers": [container("init", cpu="4", memory="512Mi")]},
+              external_job_uri="airflow://x", client_id="c1")
+    [valid] = validate_request(request(it), CONFIG)
+    job = job_from_item(valid, job_id="01abc", queue="q", job_set_id="s", owner="alice", now=T0)
+    requests = {k: v.string for k, v in job.scheduling_resource_requirements.requests.items()}
+    assert requests == {"cpu": "4000m", "memory": str(2 * 2**30)}
+    assert job.annotations[ann.EXTERNAL_JOB_URI] == "airflow://x"
+    assert job.client_id == "c1" and job.owner == "alice"
+    assert job.created.ToSeconds() == int(T0.timestamp())
