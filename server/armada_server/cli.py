@@ -3,25 +3,92 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import signal
 import sys
+from pathlib import Path
 
 from armada_server import __version__
+from armada_server.app import ArmadaServer
+from armada_server.config import (
+    EXECUTORS,
+    ConfigError,
+    ServerConfig,
+    build,
+    parse_nodes,
+    parse_priority_class,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    p = argparse.ArgumentParser(
         prog="armada-server",
-        description="Standalone server speaking Armada's public gRPC API.",
-    )
-    parser.add_argument("--version", action="version", version=f"armada-server {__version__}")
-    return parser
+        description="Standalone server speaking Armada's public gRPC API. With no arguments: "
+                    "gRPC on localhost:50051, SQLite in the user's data directory.")
+    p.add_argument("--version", action="version", version=f"armada-server {__version__}")
+    p.add_argument("--config", type=Path, help="YAML file with any of the settings below")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="gRPC port (default 50051; 0 picks a free one)")
+    p.add_argument("--http-port", type=int, help="HTTP port for metrics (default 8080)")
+    p.add_argument("--database-url", help="sqlite:///PATH or postgresql+psycopg://...")
+    p.add_argument("--executor", choices=EXECUTORS, help="where jobs run (default local)")
+    p.add_argument("--nodes", action="append", metavar="COUNTxCPUxMEMORY[xGPUS]",
+                   help="virtual nodes for the local/simulated executor, e.g. 2x4x8Gi")
+    p.add_argument("--priority-class", action="append", metavar="NAME=PRIORITY[:preemptible]",
+                   help="replaces the default priority classes (repeatable); the first is "
+                        "the default class")
+    p.add_argument("--scheduling-period", type=float, metavar="SECONDS")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    classes = (tuple(parse_priority_class(c) for c in args.priority_class)
+               if args.priority_class else None)
+    return build(
+        args.config, host=args.host, port=args.port, http_port=args.http_port,
+        database_url=args.database_url, executor=args.executor,
+        nodes=tuple(parse_nodes(n) for n in args.nodes) if args.nodes else None,
+        priority_classes=classes,
+        default_priority_class=classes[0].name if classes else None,
+        scheduling_period=args.scheduling_period)
+
+
+async def _serve(config: ServerConfig) -> None:
+    server = ArmadaServer(config)
+    await server.start()
+    print(f"armada-server {__version__} listening on {server.address} "
+          f"(database {server.database_url})", flush=True)
+    if config.executor != "none":
+        print(f"note: the {config.executor} executor is not available in this version: jobs "
+              "are accepted, stored and streamed, but not run", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("armada-server shutting down", file=sys.stderr, flush=True)
+    await server.stop(grace=5.0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    build_parser().parse_args(argv)
-    print("armada-server: serving is not available in this version yet; see --version",
-          file=sys.stderr)
-    return 2
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+    try:
+        config = config_from_args(args)
+    except ConfigError as e:
+        print(f"armada-server: {e}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(config))
+    except OSError as e:
+        print(f"armada-server: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

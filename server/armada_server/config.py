@@ -1,0 +1,147 @@
+"""Server configuration: embedded defaults, a YAML file, and command-line overrides."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from armada_core.jobs import SubmissionConfig
+from armada_core.scheduling.model import parse_quantity
+
+EXECUTORS = ("local", "simulated", "kubernetes", "none")
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True)
+class PriorityClassConfig:
+    name: str
+    priority: int
+    preemptible: bool = False
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """`count` identical virtual nodes for the local and simulated executors."""
+
+    count: int
+    cpu: str
+    memory: str
+    gpus: int = 0
+
+
+DEFAULT_PRIORITY_CLASSES = (
+    PriorityClassConfig("armada-default", 1000, preemptible=False),
+    PriorityClassConfig("armada-preemptible", 1000, preemptible=True),
+)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 50051
+    http_port: int = 8080
+    database_url: str | None = None  # None: SQLite in the user's data directory
+    executor: str = "local"
+    nodes: tuple[NodeGroup, ...] = ()
+    priority_classes: tuple[PriorityClassConfig, ...] = DEFAULT_PRIORITY_CLASSES
+    default_priority_class: str = "armada-default"
+    scheduling_period: float = 1.0
+    max_grace_period_seconds: int = 300
+    default_active_deadline_seconds: int | None = 7 * 24 * 3600
+    # Idle watch streams of clients that ask for heartbeats get one this often (seconds).
+    heartbeat_seconds: float = 30.0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def submission(self) -> SubmissionConfig:
+        return SubmissionConfig(
+            priority_classes=frozenset(p.name for p in self.priority_classes),
+            default_priority_class=self.default_priority_class,
+            max_grace_period_seconds=self.max_grace_period_seconds,
+            default_active_deadline_seconds=self.default_active_deadline_seconds,
+        )
+
+    def validate(self) -> ServerConfig:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port: {self.port} is not a TCP port")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"executor: {self.executor!r} is not one of "
+                              f"{', '.join(EXECUTORS)}")
+        if self.scheduling_period <= 0:
+            raise ConfigError("scheduling_period: must be positive")
+        names = [p.name for p in self.priority_classes]
+        if not names:
+            raise ConfigError("priority_classes: at least one is needed")
+        if len(set(names)) != len(names):
+            raise ConfigError("priority_classes: names must be unique")
+        if self.default_priority_class not in names:
+            raise ConfigError(f"default_priority_class: {self.default_priority_class!r} is "
+                              f"not one of the priority classes ({', '.join(names)})")
+        return self
+
+
+_NODES = re.compile(r"^(\d+)x([0-9.]+m?)x([0-9.]+[A-Za-z]*)(?:x(\d+))?$")
+
+
+def parse_nodes(text: str) -> NodeGroup:
+    """`COUNTxCPUxMEMORY[xGPUS]`, e.g. `2x4x8Gi` or `1x8x64Gix2`."""
+    match = _NODES.match(text)
+    if not match:
+        raise ConfigError(f"--nodes {text!r}: expected COUNTxCPUxMEMORY[xGPUS], e.g. 2x4x8Gi")
+    count, cpu, memory, gpus = match.groups()
+    try:
+        parse_quantity(cpu, milli=True)
+        parse_quantity(memory)
+    except ValueError as e:
+        raise ConfigError(f"--nodes {text!r}: {e}") from None
+    if int(count) < 1:
+        raise ConfigError(f"--nodes {text!r}: the count must be at least 1")
+    return NodeGroup(int(count), cpu, memory, int(gpus or 0))
+
+
+def parse_priority_class(text: str) -> PriorityClassConfig:
+    """`NAME=PRIORITY[:preemptible]`."""
+    match = re.match(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)=(-?\d+)(:preemptible)?$", text)
+    if not match:
+        raise ConfigError(f"--priority-class {text!r}: expected NAME=PRIORITY[:preemptible]")
+    name, priority, preemptible = match.groups()
+    return PriorityClassConfig(name, int(priority), preemptible is not None)
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    """Read a YAML config file into ServerConfig field values."""
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{path}: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    known = {f.name for f in fields(ServerConfig)} - {"extra"}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise ConfigError(f"{path}: unknown setting {key!r}")
+        if name == "nodes":
+            value = tuple(parse_nodes(v) if isinstance(v, str) else NodeGroup(**v)
+                          for v in value)
+        elif name == "priority_classes":
+            value = tuple(parse_priority_class(v) if isinstance(v, str)
+                          else PriorityClassConfig(**v) for v in value)
+        values[name] = value
+    return values
+
+
+def build(file: Path | None = None, **overrides: Any) -> ServerConfig:
+    """Defaults, then the file, then explicit overrides (None means not given)."""
+    config = ServerConfig()
+    if file is not None:
+        config = replace(config, **load_file(file))
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return replace(config, **given).validate()

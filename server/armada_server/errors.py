@@ -1,0 +1,35 @@
+"""Errors the services turn into gRPC status codes."""
+
+from __future__ import annotations
+
+import grpc
+
+
+class ApiError(Exception):
+    """An error a client should see, with the gRPC code to answer with."""
+
+    code = grpc.StatusCode.INTERNAL
+
+
+class InvalidArgument(ApiError):
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(ApiError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(ApiError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class FailedPrecondition(ApiError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class Unauthenticated(ApiError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(ApiError):
+    code = grpc.StatusCode.PERMISSION_DENIED

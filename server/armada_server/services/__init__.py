@@ -1,0 +1,1 @@
+"""The gRPC services of Armada's public API."""

@@ -1,0 +1,111 @@
+"""Jobs: status, details, errors and runs of jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from armada_core.api import job_pb2, job_pb2_grpc
+from armada_core.jobs import Job, JobState, Run
+from armada_server.errors import InvalidArgument
+from armada_server.services.common import Context, rpc
+
+
+def _ts(when: datetime | None) -> Timestamp | None:
+    if when is None:
+        return None
+    ts = Timestamp()
+    ts.FromDatetime(when)
+    return ts
+
+
+def run_details(job_id: str, run: Run) -> job_pb2.JobRunDetails:
+    return job_pb2.JobRunDetails(
+        run_id=run.id, job_id=job_id, state=int(run.state), cluster=run.cluster_id,
+        node=run.node, leased_ts=_ts(run.leased_at), pending_ts=_ts(run.pending_at),
+        started_ts=_ts(run.started_at), finished_ts=_ts(run.finished_at))
+
+
+def job_error(job: Job) -> str:
+    """What went wrong, for a failed or rejected job: reason, then each failed container."""
+    if job.state not in (JobState.FAILED, JobState.REJECTED):
+        return ""
+    parts = [job.failure_reason] if job.failure_reason else []
+    run = job.latest_run
+    if run is not None:
+        for c in run.containers:
+            if c.exit_code != 0:
+                text = f"container {c.name} exited with code {c.exit_code}"
+                if c.message:
+                    text += f": {c.message}"
+                parts.append(text)
+        if run.category:
+            parts.append(f"category {run.category}"
+                         + (f"/{run.subcategory}" if run.subcategory else ""))
+    return "; ".join(parts) or "failed"
+
+
+class JobsService(job_pb2_grpc.JobsServicer):
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @rpc
+    async def GetJobStatus(self, request, context):  # type: ignore[no-untyped-def]
+        states = await self.ctx.run(self.ctx.store.job_states, list(request.job_ids))
+        return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in states.items()})
+
+    @rpc
+    async def GetJobStatusUsingExternalJobUri(self, request, context):  # type: ignore[no-untyped-def]
+        if not (request.queue and request.jobset and request.external_job_uri):
+            raise InvalidArgument("queue, jobset and external_job_uri are required")
+        ids = await self.ctx.run(self.ctx.store.job_ids_by_external_uri, request.queue,
+                                 request.jobset, request.external_job_uri)
+        states = await self.ctx.run(self.ctx.store.job_states, ids)
+        return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in states.items()})
+
+    @rpc
+    async def GetJobDetails(self, request, context):  # type: ignore[no-untyped-def]
+        jobs = await self.ctx.run(self.ctx.store.jobs, list(request.job_ids))
+        out = job_pb2.JobDetailsResponse()
+        for job in jobs:
+            d = out.job_details[job.id]
+            d.job_id = job.id
+            d.queue = job.queue
+            d.jobset = job.job_set
+            d.namespace = job.spec.namespace
+            d.state = int(job.state)
+            d.submitted_ts.CopyFrom(_ts(job.submitted_at))
+            d.last_transition_ts.CopyFrom(_ts(job.last_transition_at))
+            if job.cancelled_at is not None:
+                d.cancel_ts.CopyFrom(_ts(job.cancelled_at))
+            d.cancel_reason = job.cancel_reason
+            d.cancel_user = job.cancel_user
+            if job.latest_run is not None:
+                d.latest_run_id = job.latest_run.id
+            if request.expand_job_spec:
+                d.job_spec.CopyFrom(job.spec)
+            if request.expand_job_run:
+                d.job_runs.extend(run_details(job.id, r) for r in job.runs)
+        return out
+
+    @rpc
+    async def GetJobErrors(self, request, context):  # type: ignore[no-untyped-def]
+        jobs = await self.ctx.run(self.ctx.store.jobs, list(request.job_ids))
+        found = {job.id: job_error(job) for job in jobs}
+        return job_pb2.JobErrorsResponse(job_errors={j: found.get(j, "")
+                                                     for j in request.job_ids})
+
+    @rpc
+    async def GetJobRunDetails(self, request, context):  # type: ignore[no-untyped-def]
+        runs = await self.ctx.run(self.ctx.store.runs, list(request.run_ids))
+        out = job_pb2.JobRunDetailsResponse()
+        for job_id, run in runs:
+            out.job_run_details[run.id].CopyFrom(run_details(job_id, run))
+        return out
+
+    @rpc
+    async def GetActiveQueues(self, request, context):  # type: ignore[no-untyped-def]
+        active = await self.ctx.run(self.ctx.store.active_queues)
+        return job_pb2.GetActiveQueuesResponse(active_queues_by_pool={
+            pool: job_pb2.ActiveQueues(queues=queues) for pool, queues in active.items()})

@@ -1,0 +1,44 @@
+"""RetryPolicyService: retry policies as named resources."""
+
+from __future__ import annotations
+
+from google.protobuf import empty_pb2
+
+from armada_core.api import submit_pb2, submit_pb2_grpc
+from armada_server.errors import InvalidArgument
+from armada_server.services.common import Context, rpc
+
+
+def check_policy(policy: submit_pb2.RetryPolicy) -> submit_pb2.RetryPolicy:
+    if not policy.name:
+        raise InvalidArgument("name: a retry policy needs a name")
+    return policy
+
+
+class RetryPolicyService(submit_pb2_grpc.RetryPolicyServiceServicer):
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @rpc
+    async def CreateRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
+        await self.ctx.run(self.ctx.store.create_retry_policy, check_policy(request))
+        return empty_pb2.Empty()
+
+    @rpc
+    async def UpdateRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
+        await self.ctx.run(self.ctx.store.update_retry_policy, check_policy(request))
+        return empty_pb2.Empty()
+
+    @rpc
+    async def DeleteRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
+        await self.ctx.run(self.ctx.store.delete_retry_policy, request.name)
+        return empty_pb2.Empty()
+
+    @rpc
+    async def GetRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
+        return await self.ctx.run(self.ctx.store.get_retry_policy, request.name)
+
+    @rpc
+    async def GetRetryPolicies(self, request, context):  # type: ignore[no-untyped-def]
+        policies = await self.ctx.run(self.ctx.store.list_retry_policies)
+        return submit_pb2.RetryPolicyList(retry_policies=policies)

@@ -1,0 +1,65 @@
+"""Opening the database: engine settings per backend, and migrations to the current schema."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+# Execution option marking a connection that will write (see make_engine).
+WRITE = "armada_write"
+
+
+def default_database_url() -> str:
+    """An SQLite file in the user's data directory (XDG), created on first use."""
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    path = base / "armada-server" / "armada.db"
+    return f"sqlite:///{path}"
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite files get WAL mode and a busy timeout."""
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1] if "///" in url else ""
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _connect(conn, _record) -> None:  # type: ignore[no-untyped-def]
+            conn.isolation_level = None  # transactions are begun below, not by the driver
+            cur = conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn) -> None:  # type: ignore[no-untyped-def]
+            # Writers take the write lock at BEGIN, so concurrent writers queue on the busy
+            # timeout instead of failing to upgrade a read transaction; readers never block.
+            write = conn.get_execution_options().get(WRITE, False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest revision (Alembic), inside one transaction."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+def open_database(url: str) -> Engine:
+    engine = make_engine(url)
+    migrate(engine)
+    return engine

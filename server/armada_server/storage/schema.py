@@ -1,0 +1,112 @@
+"""Tables (SQLAlchemy Core). The same schema runs on SQLite and PostgreSQL.
+
+Protobuf messages that clients send and receive (queues, retry policies, jobs, events) are
+stored as serialised bytes beside the columns that queries filter on, so what a client gets back
+is exactly what was stored.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+metadata = MetaData()
+
+queues = Table(
+    "queues", metadata,
+    Column("name", String(63), primary_key=True),
+    Column("cordoned", Boolean, nullable=False, default=False),
+    Column("spec", LargeBinary, nullable=False),  # api.Queue
+)
+
+retry_policies = Table(
+    "retry_policies", metadata,
+    Column("name", String(253), primary_key=True),
+    Column("spec", LargeBinary, nullable=False),  # api.RetryPolicy
+)
+
+# One row per job set: hands out the job set's event sequence numbers. Taking the next numbers
+# locks the row, so events of one job set commit in the order of their numbers and a watcher
+# reading "everything after N" never misses a later-committing smaller number.
+job_sets = Table(
+    "job_sets", metadata,
+    Column("queue", String(63), primary_key=True),
+    Column("name", String(1024), primary_key=True),
+    Column("last_seq", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+events = Table(
+    "events", metadata,
+    Column("queue", String(63), primary_key=True),
+    Column("job_set", String(1024), primary_key=True),
+    Column("seq", BigInteger, primary_key=True),
+    Column("job_id", String(26), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("payload", LargeBinary, nullable=False),  # api.EventMessage
+)
+
+jobs = Table(
+    "jobs", metadata,
+    Column("id", String(26), primary_key=True),
+    Column("queue", String(63), nullable=False),
+    Column("job_set", String(1024), nullable=False),
+    Column("client_id", String(1024)),
+    Column("external_job_uri", String(2048)),
+    Column("state", SmallInteger, nullable=False),
+    Column("priority", Float, nullable=False),
+    Column("priority_class", String(253), nullable=False),
+    Column("gang_id", String(1024)),
+    Column("submitted_at", DateTime(timezone=True), nullable=False),
+    Column("last_transition_at", DateTime(timezone=True), nullable=False),
+    Column("retry_after", DateTime(timezone=True)),
+    Column("cancel_requested", Boolean, nullable=False, default=False),
+    Column("cancel_reason", Text, nullable=False, default=""),
+    Column("cancel_user", String(253), nullable=False, default=""),
+    Column("cancelled_at", DateTime(timezone=True)),
+    Column("preempt_requested", Boolean, nullable=False, default=False),
+    Column("failure_reason", Text, nullable=False, default=""),
+    Column("spec", LargeBinary, nullable=False),  # api.Job as submitted
+    Index("ix_jobs_queue_job_set", "queue", "job_set"),
+    Index("ix_jobs_state", "state"),
+    Index("ux_jobs_queue_client_id", "queue", "client_id", unique=True,
+          sqlite_where=text("client_id IS NOT NULL"),
+          postgresql_where=text("client_id IS NOT NULL")),
+)
+
+runs = Table(
+    "runs", metadata,
+    Column("id", String(36), primary_key=True),
+    Column("job_id", String(26), ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("run_index", Integer, nullable=False),
+    Column("cluster_id", String(253), nullable=False),
+    Column("node", String(253), nullable=False),
+    Column("pool", String(253), nullable=False),
+    Column("state", SmallInteger, nullable=False),
+    Column("leased_at", DateTime(timezone=True)),
+    Column("pending_at", DateTime(timezone=True)),
+    Column("started_at", DateTime(timezone=True)),
+    Column("finished_at", DateTime(timezone=True)),
+    Column("kubernetes_id", String(253), nullable=False, default=""),
+    Column("condition", String(64), nullable=False, default=""),
+    Column("category", String(253), nullable=False, default=""),
+    Column("subcategory", String(253), nullable=False, default=""),
+    Column("reason", Text, nullable=False, default=""),
+    Column("containers", Text, nullable=False, default="[]"),  # JSON list of results
+    Index("ix_runs_job_id", "job_id", "run_index", unique=True),
+)

@@ -1,0 +1,508 @@
+"""Every read and write of the server's state; each write is one transaction.
+
+Job changes go through armada_core.jobs.lifecycle, so the rows written are the projection of
+the events appended in the same transaction: the log and the tables never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+
+from armada_core.api import submit_pb2
+from armada_core.jobs import (
+    ContainerResult,
+    Job,
+    JobState,
+    Run,
+    RunState,
+    job_from_item,
+    lifecycle,
+    new_job_id,
+)
+from armada_core.jobs import annotations as ann
+from armada_core.jobs.gangs import gang_of
+from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
+from armada_server.errors import AlreadyExists, NotFound
+from armada_server.storage import schema as t
+from armada_server.storage.database import WRITE
+
+JobSetKey = tuple[str, str]  # (queue, job set)
+
+ACTIVE_STATES = (JobState.LEASED, JobState.PENDING, JobState.RUNNING)
+NON_TERMINAL = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_STATES)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    seq: int
+    payload: bytes
+
+
+class Store:
+    """Transactional access to queues, retry policies, jobs, runs and the event log.
+
+    `on_commit` is called with the job sets that got new events, after their transaction
+    committed: the event hub wakes watchers from it.
+    """
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utcnow,
+                 on_commit: Callable[[set[JobSetKey]], None] | None = None) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.on_commit = on_commit
+        self._dialect = engine.dialect.name
+        # SQLite allows one writer; queueing writers here is cheaper than on its busy lock.
+        self._write_lock = threading.Lock() if self._dialect == "sqlite" else None
+
+    # --- transactions -----------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[tuple[Connection, set[JobSetKey]]]:
+        touched: set[JobSetKey] = set()
+        if self._write_lock is not None:
+            self._write_lock.acquire()
+        try:
+            conn_ = self.engine.connect().execution_options(**{WRITE: True})
+            with conn_ as conn, conn.begin():
+                yield conn, touched
+        finally:
+            if self._write_lock is not None:
+                self._write_lock.release()
+        if touched and self.on_commit is not None:
+            self.on_commit(touched)
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def _insert(self, table):  # type: ignore[no-untyped-def]
+        return (postgresql.insert(table) if self._dialect == "postgresql"
+                else sqlite.insert(table))
+
+    # --- queues -----------------------------------------------------------------------------
+
+    def create_queue(self, queue: submit_pb2.Queue) -> None:
+        with self._write() as (conn, _):
+            if conn.execute(select(t.queues.c.name).where(t.queues.c.name == queue.name)).first():
+                raise AlreadyExists(f"queue {queue.name!r} already exists")
+            conn.execute(insert(t.queues).values(name=queue.name, cordoned=queue.cordoned,
+                                                 spec=queue.SerializeToString()))
+
+    def update_queue(self, queue: submit_pb2.Queue) -> None:
+        with self._write() as (conn, _):
+            done = conn.execute(update(t.queues).where(t.queues.c.name == queue.name).values(
+                cordoned=queue.cordoned, spec=queue.SerializeToString()))
+            if done.rowcount == 0:
+                raise NotFound(f"queue {queue.name!r} not found")
+
+    def delete_queue(self, name: str) -> None:
+        with self._write() as (conn, _):
+            done = conn.execute(delete(t.queues).where(t.queues.c.name == name))
+            if done.rowcount == 0:
+                raise NotFound(f"queue {name!r} not found")
+
+    def get_queue(self, name: str) -> submit_pb2.Queue:
+        with self._read() as conn:
+            row = conn.execute(select(t.queues.c.spec).where(t.queues.c.name == name)).first()
+        if row is None:
+            raise NotFound(f"queue {name!r} not found")
+        return submit_pb2.Queue.FromString(row.spec)
+
+    def list_queues(self) -> list[submit_pb2.Queue]:
+        with self._read() as conn:
+            rows = conn.execute(select(t.queues.c.spec).order_by(t.queues.c.name)).all()
+        return [submit_pb2.Queue.FromString(r.spec) for r in rows]
+
+    def set_cordoned(self, name: str, cordoned: bool) -> None:
+        with self._write() as (conn, _):
+            row = conn.execute(select(t.queues.c.spec).where(t.queues.c.name == name)).first()
+            if row is None:
+                raise NotFound(f"queue {name!r} not found")
+            queue = submit_pb2.Queue.FromString(row.spec)
+            queue.cordoned = cordoned
+            conn.execute(update(t.queues).where(t.queues.c.name == name).values(
+                cordoned=cordoned, spec=queue.SerializeToString()))
+
+    # --- retry policies ---------------------------------------------------------------------
+
+    def create_retry_policy(self, policy: submit_pb2.RetryPolicy) -> None:
+        with self._write() as (conn, _):
+            exists = conn.execute(select(t.retry_policies.c.name).where(
+                t.retry_policies.c.name == policy.name)).first()
+            if exists:
+                raise AlreadyExists(f"retry policy {policy.name!r} already exists")
+            conn.execute(insert(t.retry_policies).values(name=policy.name,
+                                                         spec=policy.SerializeToString()))
+
+    def update_retry_policy(self, policy: submit_pb2.RetryPolicy) -> None:
+        with self._write() as (conn, _):
+            done = conn.execute(update(t.retry_policies).where(
+                t.retry_policies.c.name == policy.name).values(spec=policy.SerializeToString()))
+            if done.rowcount == 0:
+                raise NotFound(f"retry policy {policy.name!r} not found")
+
+    def delete_retry_policy(self, name: str) -> None:
+        with self._write() as (conn, _):
+            done = conn.execute(delete(t.retry_policies).where(t.retry_policies.c.name == name))
+            if done.rowcount == 0:
+                raise NotFound(f"retry policy {name!r} not found")
+
+    def get_retry_policy(self, name: str) -> submit_pb2.RetryPolicy:
+        with self._read() as conn:
+            row = conn.execute(select(t.retry_policies.c.spec).where(
+                t.retry_policies.c.name == name)).first()
+        if row is None:
+            raise NotFound(f"retry policy {name!r} not found")
+        return submit_pb2.RetryPolicy.FromString(row.spec)
+
+    def list_retry_policies(self) -> list[submit_pb2.RetryPolicy]:
+        with self._read() as conn:
+            rows = conn.execute(select(t.retry_policies.c.spec).order_by(
+                t.retry_policies.c.name)).all()
+        return [submit_pb2.RetryPolicy.FromString(r.spec) for r in rows]
+
+    # --- the event log ----------------------------------------------------------------------
+
+    def _append(self, conn: Connection, touched: set[JobSetKey],
+                events: Sequence[EventMessage]) -> None:
+        """Append events to their job sets' logs, numbering each set's events in order."""
+        by_set: dict[JobSetKey, list[EventMessage]] = defaultdict(list)
+        for e in events:
+            body = getattr(e, e.WhichOneof("events"))
+            by_set[(body.queue, body.job_set_id)].append(e)
+        now = self.clock()
+        for key in sorted(by_set):  # one lock order for every writer: no deadlocks
+            batch = by_set[key]
+            queue, job_set = key
+            conn.execute(self._insert(t.job_sets).values(
+                queue=queue, name=job_set, last_seq=0, created_at=now,
+            ).on_conflict_do_nothing())
+            last = conn.execute(update(t.job_sets).where(
+                t.job_sets.c.queue == queue, t.job_sets.c.name == job_set,
+            ).values(last_seq=t.job_sets.c.last_seq + len(batch)).returning(
+                t.job_sets.c.last_seq)).scalar_one()
+            first = last - len(batch) + 1
+            rows = []
+            for seq, e in enumerate(batch, start=first):
+                body = getattr(e, e.WhichOneof("events"))
+                rows.append({"queue": queue, "job_set": job_set, "seq": seq,
+                             "job_id": body.job_id, "created_at": body.created.ToDatetime(
+                                 tzinfo=UTC), "payload": e.SerializeToString()})
+            conn.execute(insert(t.events), rows)
+            touched.add(key)
+
+    def events_after(self, queue: str, job_set: str, after: int,
+                     limit: int = 1000) -> list[StoredEvent]:
+        with self._read() as conn:
+            rows = conn.execute(select(t.events.c.seq, t.events.c.payload).where(
+                t.events.c.queue == queue, t.events.c.job_set == job_set,
+                t.events.c.seq > after).order_by(t.events.c.seq).limit(limit)).all()
+        return [StoredEvent(r.seq, r.payload) for r in rows]
+
+    def last_seq(self, queue: str, job_set: str) -> int | None:
+        """The newest message number of a job set, or None when it has no events."""
+        with self._read() as conn:
+            return conn.execute(select(t.job_sets.c.last_seq).where(
+                t.job_sets.c.queue == queue, t.job_sets.c.name == job_set)).scalar_one_or_none()
+
+    # --- jobs -------------------------------------------------------------------------------
+
+    def submit(self, queue: str, job_set: str, items: Sequence[submit_pb2.JobSubmitRequestItem],
+               *, owner: str, groups: tuple[str, ...] = ()) -> list[str]:
+        """Store validated items as jobs (all or none); a known client_id returns its job."""
+        for attempt in range(2):
+            try:
+                return self._submit(queue, job_set, items, owner, groups)
+            except IntegrityError:
+                if attempt:  # a concurrent submit took one of our client ids: look again
+                    raise
+        raise AssertionError("unreachable")
+
+    def _submit(self, queue: str, job_set: str,
+                items: Sequence[submit_pb2.JobSubmitRequestItem], owner: str,
+                groups: tuple[str, ...]) -> list[str]:
+        now = self.clock()
+        with self._write() as (conn, touched):
+            if conn.execute(select(t.queues.c.name).where(t.queues.c.name == queue)).first() \
+                    is None:
+                raise NotFound(f"queue {queue!r} not found")
+            client_ids = {i.client_id for i in items if i.client_id}
+            known: dict[str, str] = {}
+            for chunk in _chunks(sorted(client_ids), 500):
+                known.update(conn.execute(select(t.jobs.c.client_id, t.jobs.c.id).where(
+                    t.jobs.c.queue == queue, t.jobs.c.client_id.in_(chunk))).all())
+            ids: list[str] = []
+            job_rows: list[dict] = []
+            all_events: list[EventMessage] = []
+            for item in items:
+                if item.client_id and item.client_id in known:
+                    ids.append(known[item.client_id])
+                    continue
+                job_id = new_job_id()
+                if item.client_id:
+                    known[item.client_id] = job_id
+                spec = job_from_item(item, job_id=job_id, queue=queue, job_set_id=job_set,
+                                     owner=owner, now=now, groups=groups)
+                job, events = lifecycle.submit(spec, now)
+                job_rows.append(_job_row(job))
+                all_events.extend(events)
+                ids.append(job_id)
+            if job_rows:
+                for chunk in _chunks(job_rows, 2000):
+                    conn.execute(insert(t.jobs), chunk)
+                self._append(conn, touched, all_events)
+            return ids
+
+    def _load_jobs(self, conn: Connection, where) -> list[Job]:  # type: ignore[no-untyped-def]
+        rows = conn.execute(select(t.jobs).where(where).order_by(t.jobs.c.id)).all()
+        if not rows:
+            return []
+        runs: dict[str, list[Run]] = defaultdict(list)
+        ids = [r.id for r in rows]
+        for chunk in _chunks(ids, 500):
+            for r in conn.execute(select(t.runs).where(t.runs.c.job_id.in_(chunk)).order_by(
+                    t.runs.c.job_id, t.runs.c.run_index)).all():
+                runs[r.job_id].append(_run_from_row(r))
+        return [_job_from_row(r, tuple(runs[r.id])) for r in rows]
+
+    def _save(self, conn: Connection, touched: set[JobSetKey],
+              changes: Iterable[tuple[Job, Job, list[EventMessage]]]) -> None:
+        """Write the jobs a command changed and append its events."""
+        all_events: list[EventMessage] = []
+        for before, after, events in changes:
+            row = _job_row(after)
+            row.pop("id")
+            row.pop("spec")
+            conn.execute(update(t.jobs).where(t.jobs.c.id == after.id).values(**row))
+            if after.runs and (not before.runs or after.runs[-1] != before.runs[-1]):
+                run_row = _run_row(after.id, after.runs[-1])
+                stmt = self._insert(t.runs).values(**run_row)
+                conn.execute(stmt.on_conflict_do_update(
+                    index_elements=[t.runs.c.id],
+                    set_={k: v for k, v in run_row.items() if k != "id"}))
+            all_events.extend(events)
+        if all_events:
+            self._append(conn, touched, all_events)
+
+    def cancel(self, queue: str, job_set: str, job_ids: Sequence[str] | None = None, *,
+               states: Sequence[JobState] = NON_TERMINAL, reason: str = "",
+               requestor: str = "") -> list[str]:
+        """Cancel the job set's jobs (or the given ones) in `states`; returns cancelled ids."""
+        now = self.clock()
+        where = and_(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set,
+                     t.jobs.c.state.in_([int(s) for s in states if s in NON_TERMINAL]))
+        if job_ids is not None:
+            where = and_(where, t.jobs.c.id.in_(list(job_ids)))
+        with self._write() as (conn, touched):
+            changes = []
+            for job in self._load_jobs(conn, where):
+                after, ev1 = lifecycle.request_cancel(job, requestor=requestor, reason=reason,
+                                                      now=now)
+                after, ev2 = lifecycle.cancel(after, requestor=requestor, reason=reason, now=now)
+                changes.append((job, after, ev1 + ev2))
+            self._save(conn, touched, changes)
+        return [after.id for _, after, _ in changes]
+
+    def cancel_on_queue(self, queue: str, *, priority_classes: Sequence[str],
+                        states: Sequence[JobState], requestor: str) -> list[str]:
+        with self._read() as conn:
+            where = and_(t.jobs.c.queue == queue, t.jobs.c.state.in_([int(s) for s in states]))
+            if priority_classes:
+                where = and_(where, t.jobs.c.priority_class.in_(list(priority_classes)))
+            sets = conn.execute(select(t.jobs.c.job_set, t.jobs.c.id).where(where)).all()
+        by_set: dict[str, list[str]] = defaultdict(list)
+        for job_set, job_id in sets:
+            by_set[job_set].append(job_id)
+        cancelled: list[str] = []
+        for job_set, ids in sorted(by_set.items()):
+            cancelled += self.cancel(queue, job_set, ids, states=states,
+                                     reason="cancelled on queue", requestor=requestor)
+        return cancelled
+
+    def reprioritize(self, queue: str, job_set: str, job_ids: Sequence[str] | None,
+                     priority: float, *, requestor: str) -> dict[str, str]:
+        """New priority for non-terminal jobs; returns job id -> error ("" when done)."""
+        now = self.clock()
+        where = and_(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
+        if job_ids:
+            where = and_(where, t.jobs.c.id.in_(list(job_ids)))
+        results: dict[str, str] = {}
+        with self._write() as (conn, touched):
+            changes = []
+            for job in self._load_jobs(conn, where):
+                try:
+                    after, events = lifecycle.reprioritize(job, priority=priority,
+                                                           requestor=requestor, now=now)
+                except IllegalTransition:
+                    results[job.id] = f"job is {job.state.name.lower()}"
+                    continue
+                changes.append((job, after, events))
+                results[job.id] = ""
+            self._save(conn, touched, changes)
+        for job_id in job_ids or ():
+            results.setdefault(job_id, "job not found in this queue and job set")
+        return results
+
+    def request_preemption(self, queue: str, job_set: str, job_ids: Sequence[str] | None, *,
+                           reason: str, requestor: str,
+                           priority_classes: Sequence[str] = ()) -> dict[str, str]:
+        """Ask for running jobs to be preempted; returns job id -> error ("" when done)."""
+        now = self.clock()
+        where = and_(t.jobs.c.queue == queue, t.jobs.c.state.in_([int(s) for s in
+                                                                  ACTIVE_STATES]))
+        if job_set:
+            where = and_(where, t.jobs.c.job_set == job_set)
+        if job_ids:
+            where = and_(where, t.jobs.c.id.in_(list(job_ids)))
+        if priority_classes:
+            where = and_(where, t.jobs.c.priority_class.in_(list(priority_classes)))
+        results: dict[str, str] = {}
+        with self._write() as (conn, touched):
+            changes = []
+            for job in self._load_jobs(conn, where):
+                if job.preempt_requested:
+                    results[job.id] = ""
+                    continue
+                after, events = lifecycle.request_preempt(job, requestor=requestor,
+                                                          reason=reason, now=now)
+                changes.append((job, after, events))
+                results[job.id] = ""
+            self._save(conn, touched, changes)
+        for job_id in job_ids or ():
+            results.setdefault(job_id, "job is not running in this queue and job set")
+        return results
+
+    # --- job queries ------------------------------------------------------------------------
+
+    def job_states(self, job_ids: Sequence[str]) -> dict[str, JobState]:
+        found: dict[str, JobState] = {}
+        with self._read() as conn:
+            for chunk in _chunks(list(job_ids), 500):
+                for job_id, state in conn.execute(select(t.jobs.c.id, t.jobs.c.state).where(
+                        t.jobs.c.id.in_(chunk))).all():
+                    found[job_id] = JobState(state)
+        return {j: found.get(j, JobState.UNKNOWN) for j in job_ids}
+
+    def job_ids_by_external_uri(self, queue: str, job_set: str, uri: str) -> list[str]:
+        with self._read() as conn:
+            return list(conn.execute(select(t.jobs.c.id).where(
+                t.jobs.c.queue == queue, t.jobs.c.job_set == job_set,
+                t.jobs.c.external_job_uri == uri).order_by(t.jobs.c.id)).scalars())
+
+    def jobs(self, job_ids: Sequence[str]) -> list[Job]:
+        with self._read() as conn:
+            out: list[Job] = []
+            for chunk in _chunks(list(job_ids), 500):
+                out += self._load_jobs(conn, t.jobs.c.id.in_(chunk))
+        return out
+
+    def runs(self, run_ids: Sequence[str]) -> list[tuple[str, Run]]:
+        with self._read() as conn:
+            out = []
+            for chunk in _chunks(list(run_ids), 500):
+                out += [(r.job_id, _run_from_row(r)) for r in conn.execute(
+                    select(t.runs).where(t.runs.c.id.in_(chunk))).all()]
+        return out
+
+    def active_queues(self) -> dict[str, list[str]]:
+        """Queues with queued or running jobs, by pool ('' for jobs not yet placed)."""
+        with self._read() as conn:
+            queued = conn.execute(select(t.jobs.c.queue).where(
+                t.jobs.c.state == int(JobState.QUEUED)).distinct()).scalars().all()
+            running = conn.execute(
+                select(t.runs.c.pool, t.jobs.c.queue).join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+                .where(t.jobs.c.state.in_([int(s) for s in ACTIVE_STATES]),
+                       t.runs.c.state.in_([int(RunState.LEASED), int(RunState.PENDING),
+                                           int(RunState.RUNNING)])).distinct()).all()
+        pools: dict[str, set[str]] = defaultdict(set)
+        for q in queued:
+            pools[""].add(q)
+        for pool, q in running:
+            pools[pool].add(q)
+        return {pool: sorted(qs) for pool, qs in pools.items()}
+
+    def count_jobs_by_queue_and_state(self) -> dict[tuple[str, JobState], int]:
+        with self._read() as conn:
+            rows = conn.execute(select(t.jobs.c.queue, t.jobs.c.state, func.count()).group_by(
+                t.jobs.c.queue, t.jobs.c.state)).all()
+        return {(q, JobState(s)): n for q, s, n in rows}
+
+
+# --- rows <-> domain --------------------------------------------------------------------------
+
+def _chunks(values: Sequence, size: int) -> Iterator[Sequence]:
+    for i in range(0, len(values), size):
+        yield values[i:i + size]
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes; everything stored is UTC.
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _job_row(job: Job) -> dict:
+    gang = gang_of(job.spec.annotations)
+    return {
+        "id": job.id, "queue": job.queue, "job_set": job.job_set,
+        "client_id": job.spec.client_id or None,
+        "external_job_uri": job.spec.annotations.get(ann.EXTERNAL_JOB_URI) or None,
+        "state": int(job.state), "priority": job.priority,
+        "priority_class": job.priority_class, "gang_id": gang.id if gang else None,
+        "submitted_at": job.submitted_at, "last_transition_at": job.last_transition_at,
+        "retry_after": job.retry_after, "cancel_requested": job.cancel_requested,
+        "cancel_reason": job.cancel_reason, "cancel_user": job.cancel_user,
+        "cancelled_at": job.cancelled_at, "preempt_requested": job.preempt_requested,
+        "failure_reason": job.failure_reason, "spec": job.spec.SerializeToString(),
+    }
+
+
+def _job_from_row(row, runs: tuple[Run, ...]) -> Job:  # type: ignore[no-untyped-def]
+    return Job(
+        spec=submit_pb2.Job.FromString(row.spec), state=JobState(row.state),
+        priority=row.priority, submitted_at=_aware(row.submitted_at),
+        last_transition_at=_aware(row.last_transition_at), runs=runs,
+        retry_after=_aware(row.retry_after), cancel_requested=row.cancel_requested,
+        cancel_reason=row.cancel_reason, cancel_user=row.cancel_user,
+        cancelled_at=_aware(row.cancelled_at), preempt_requested=row.preempt_requested,
+        failure_reason=row.failure_reason)
+
+
+def _run_row(job_id: str, run: Run) -> dict:
+    return {
+        "id": run.id, "job_id": job_id, "run_index": run.index, "cluster_id": run.cluster_id,
+        "node": run.node, "pool": run.pool, "state": int(run.state),
+        "leased_at": run.leased_at, "pending_at": run.pending_at,
+        "started_at": run.started_at, "finished_at": run.finished_at,
+        "kubernetes_id": run.kubernetes_id, "condition": run.condition,
+        "category": run.category, "subcategory": run.subcategory, "reason": run.reason,
+        "containers": json.dumps([vars(c) for c in run.containers]),
+    }
+
+
+def _run_from_row(row) -> Run:  # type: ignore[no-untyped-def]
+    return Run(
+        id=row.id, index=row.run_index, cluster_id=row.cluster_id, node=row.node,
+        pool=row.pool, state=RunState(row.state), leased_at=_aware(row.leased_at),
+        pending_at=_aware(row.pending_at), started_at=_aware(row.started_at),
+        finished_at=_aware(row.finished_at), kubernetes_id=row.kubernetes_id,
+        containers=tuple(ContainerResult(**c) for c in json.loads(row.containers)),
+        condition=row.condition, category=row.category, subcategory=row.subcategory,
+        reason=row.reason)
+
