@@ -424,28 +424,64 @@ class PreemptionResult(_message.Message):
     def __init__(self, preemption_results: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
-    __slots__ = ("name", "retry_limit", "default_action", "rules")
+    __slots__ = ("name", "retry_limit", "default_action", "rules", "retry_limit_unset", "anti_affinity_mode", "backoff_initial_delay_seconds", "backoff_max_delay_seconds", "backoff_multiplier")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RETRY_LIMIT_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_ACTION_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
+    RETRY_LIMIT_UNSET_FIELD_NUMBER: _ClassVar[int]
+    ANTI_AFFINITY_MODE_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_INITIAL_DELAY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MAX_DELAY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
     name: str
     retry_limit: int
     default_action: RetryAction
     rules: _containers.RepeatedCompositeFieldContainer[RetryRule]
-    def __init__(self, name: _Optional[str] = ..., retry_limit: _Optional[int] = ..., default_action: _Optional[_Union[RetryAction, str]] = ..., rules: _Optional[_Iterable[_Union[RetryRule, _Mapping]]] = ...) -> None: ...
+    retry_limit_unset: bool
+    anti_affinity_mode: str
+    backoff_initial_delay_seconds: float
+    backoff_max_delay_seconds: float
+    backoff_multiplier: float
+    def __init__(self, name: _Optional[str] = ..., retry_limit: _Optional[int] = ..., default_action: _Optional[_Union[RetryAction, str]] = ..., rules: _Optional[_Iterable[_Union[RetryRule, _Mapping]]] = ..., retry_limit_unset: _Optional[bool] = ..., anti_affinity_mode: _Optional[str] = ..., backoff_initial_delay_seconds: _Optional[float] = ..., backoff_max_delay_seconds: _Optional[float] = ..., backoff_multiplier: _Optional[float] = ...) -> None: ...
 
 class RetryRule(_message.Message):
-    __slots__ = ("action", "on_category", "on_subcategory", "mutate")
+    __slots__ = ("action", "on_category", "on_subcategory", "mutate", "match_conditions", "exit_code_operator", "exit_code_values", "termination_message_pattern", "match_categories", "match_subcategories", "container_name", "include_init_containers", "retry_limit", "anti_affinity_mode", "backoff_initial_delay_seconds", "backoff_max_delay_seconds", "backoff_multiplier")
     ACTION_FIELD_NUMBER: _ClassVar[int]
     ON_CATEGORY_FIELD_NUMBER: _ClassVar[int]
     ON_SUBCATEGORY_FIELD_NUMBER: _ClassVar[int]
     MUTATE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_VALUES_FIELD_NUMBER: _ClassVar[int]
+    TERMINATION_MESSAGE_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    MATCH_CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    MATCH_SUBCATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_NAME_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_INIT_CONTAINERS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ANTI_AFFINITY_MODE_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_INITIAL_DELAY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MAX_DELAY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
     action: RetryAction
     on_category: str
     on_subcategory: str
     mutate: RetryMutation
-    def __init__(self, action: _Optional[_Union[RetryAction, str]] = ..., on_category: _Optional[str] = ..., on_subcategory: _Optional[str] = ..., mutate: _Optional[_Union[RetryMutation, _Mapping]] = ...) -> None: ...
+    match_conditions: _containers.RepeatedScalarFieldContainer[str]
+    exit_code_operator: str
+    exit_code_values: _containers.RepeatedScalarFieldContainer[int]
+    termination_message_pattern: str
+    match_categories: _containers.RepeatedScalarFieldContainer[str]
+    match_subcategories: _containers.RepeatedScalarFieldContainer[str]
+    container_name: str
+    include_init_containers: bool
+    retry_limit: int
+    anti_affinity_mode: str
+    backoff_initial_delay_seconds: float
+    backoff_max_delay_seconds: float
+    backoff_multiplier: float
+    def __init__(self, action: _Optional[_Union[RetryAction, str]] = ..., on_category: _Optional[str] = ..., on_subcategory: _Optional[str] = ..., mutate: _Optional[_Union[RetryMutation, _Mapping]] = ..., match_conditions: _Optional[_Iterable[str]] = ..., exit_code_operator: _Optional[str] = ..., exit_code_values: _Optional[_Iterable[int]] = ..., termination_message_pattern: _Optional[str] = ..., match_categories: _Optional[_Iterable[str]] = ..., match_subcategories: _Optional[_Iterable[str]] = ..., container_name: _Optional[str] = ..., include_init_containers: _Optional[bool] = ..., retry_limit: _Optional[int] = ..., anti_affinity_mode: _Optional[str] = ..., backoff_initial_delay_seconds: _Optional[float] = ..., backoff_max_delay_seconds: _Optional[float] = ..., backoff_multiplier: _Optional[float] = ...) -> None: ...
 
 class RetryMutation(_message.Message):
     __slots__ = ("affinity", "resources")

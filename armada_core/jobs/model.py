@@ -92,10 +92,16 @@ class Run:
     reason: str = ""
 
 
-def pod_name(job_id: str, run_index: int) -> str:
-    """Name of a run's pod: `armada-<jobId>-0`, and `armada-<jobId>-0-<runIndex>` for retries."""
+def pod_name(job_id: str, run_index: int, *, unique_per_run: bool = True) -> str:
+    """Name of a run's pod: `armada-<jobId>-0`, and `armada-<jobId>-0-<runIndex>` for retries.
+
+    A name per run means a retry never collides with its predecessor's still-terminating pod
+    (seed 001); `unique_per_run=False` is the legacy naming, one name for every run.
+    """
+    if run_index < 0:
+        raise ValueError(f"run index must be non-negative, not {run_index}")
     base = f"armada-{job_id}-0"
-    return base if run_index == 0 else f"{base}-{run_index}"
+    return base if run_index == 0 or not unique_per_run else f"{base}-{run_index}"
 
 
 @dataclass(frozen=True)
