@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -20,8 +21,10 @@ from armada_core.api import (
     submit_pb2,
     submit_pb2_grpc,
 )
+from armada_server.auth import Authenticator, AuthInterceptor, Authorizer
 from armada_server.config import ServerConfig
 from armada_server.eventhub import EventHub
+from armada_server.metrics import Metrics
 from armada_server.services.common import Context
 from armada_server.services.events import EventService
 from armada_server.services.jobs import JobsService
@@ -62,6 +65,7 @@ class ArmadaServer:
         self._server: grpc.aio.Server | None = None
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="armada-db")
         self.store: Store | None = None
+        self.metrics: Metrics | None = None
 
     @property
     def address(self) -> str:
@@ -72,8 +76,13 @@ class ArmadaServer:
         engine = await loop.run_in_executor(self._pool, open_database, self.database_url)
         hub = EventHub(loop)
         self.store = Store(engine, on_commit=hub.notify)
-        ctx = Context(self.config, self.store, hub, self._pool)
-        server = grpc.aio.server(options=GRPC_OPTIONS)
+        self.metrics = Metrics(self.store)
+        ctx = Context(self.config, self.store, hub, self._pool, Authorizer(self.config.auth),
+                      self.metrics)
+        interceptors = []
+        if self.config.auth.enabled:
+            interceptors.append(AuthInterceptor(Authenticator(self.config.auth)))
+        server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors)
         queues = QueueService(ctx)
         submit_pb2_grpc.add_SubmitServicer_to_server(SubmitService(ctx, queues), server)
         submit_pb2_grpc.add_QueueServiceServicer_to_server(queues, server)
@@ -86,11 +95,19 @@ class ArmadaServer:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         reflection.enable_server_reflection(
             [*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-        self.port = server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        address = f"{self.config.host}:{self.config.port}"
+        if self.config.tls_cert and self.config.tls_key:
+            credentials = grpc.ssl_server_credentials([(
+                Path(self.config.tls_key).read_bytes(), Path(self.config.tls_cert).read_bytes())])
+            self.port = server.add_secure_port(address, credentials)
+        else:
+            self.port = server.add_insecure_port(address)
         if self.port == 0:
-            raise OSError(f"cannot listen on {self.config.host}:{self.config.port}")
+            raise OSError(f"cannot listen on {address}")
         await server.start()
         self._server = server
+        if self.config.http_port is not None:
+            self.metrics.serve(self.config.host, self.config.http_port)
 
     async def wait(self) -> None:
         assert self._server is not None
@@ -99,6 +116,8 @@ class ArmadaServer:
     async def stop(self, grace: float = 5.0) -> None:
         if self._server is not None:
             await self._server.stop(grace)
+        if self.metrics is not None:
+            self.metrics.stop()
         self._pool.shutdown(wait=True)
         if self.store is not None:
             self.store.engine.dispose()
@@ -114,7 +133,7 @@ class EmbeddedServer:
     def __init__(self, config: ServerConfig | None = None, **overrides: Any) -> None:
         from dataclasses import replace
 
-        base = config or ServerConfig(port=0, executor="none")
+        base = config or ServerConfig(port=0, http_port=0, executor="none")
         self.config = replace(base, **overrides).validate()
         self.server = ArmadaServer(self.config)
         self._loop = asyncio.new_event_loop()

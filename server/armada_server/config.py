@@ -11,6 +11,7 @@ import yaml
 
 from armada_core.jobs import SubmissionConfig
 from armada_core.scheduling.model import parse_quantity
+from armada_server.auth import AuthConfig
 
 EXECUTORS = ("local", "simulated", "kubernetes", "none")
 
@@ -46,7 +47,7 @@ DEFAULT_PRIORITY_CLASSES = (
 class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 50051
-    http_port: int = 8080
+    http_port: int | None = 8080  # metrics (and later the web UI); None: no HTTP
     database_url: str | None = None  # None: SQLite in the user's data directory
     executor: str = "local"
     nodes: tuple[NodeGroup, ...] = ()
@@ -57,7 +58,9 @@ class ServerConfig:
     default_active_deadline_seconds: int | None = 7 * 24 * 3600
     # Idle watch streams of clients that ask for heartbeats get one this often (seconds).
     heartbeat_seconds: float = 30.0
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    tls_cert: str | None = None  # PEM files; both given: the gRPC port speaks TLS only
+    tls_key: str | None = None
 
     def submission(self) -> SubmissionConfig:
         return SubmissionConfig(
@@ -80,6 +83,14 @@ class ServerConfig:
             raise ConfigError("priority_classes: at least one is needed")
         if len(set(names)) != len(names):
             raise ConfigError("priority_classes: names must be unique")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("tls_cert and tls_key: give both or neither")
+        for path in (self.tls_cert, self.tls_key):
+            if path is not None and not Path(path).is_file():
+                raise ConfigError(f"TLS file {path!r} does not exist")
+        if self.auth.oidc is not None and not Path(self.auth.oidc.jwks_file).is_file():
+            raise ConfigError(f"auth.oidc.jwks_file: {self.auth.oidc.jwks_file!r} does not "
+                              "exist")
         if self.default_priority_class not in names:
             raise ConfigError(f"default_priority_class: {self.default_priority_class!r} is "
                               f"not one of the priority classes ({', '.join(names)})")
@@ -122,7 +133,7 @@ def load_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    known = {f.name for f in fields(ServerConfig)} - {"extra"}
+    known = {f.name for f in fields(ServerConfig)}
     values: dict[str, Any] = {}
     for key, value in data.items():
         name = key.replace("-", "_")
@@ -131,6 +142,13 @@ def load_file(path: Path) -> dict[str, Any]:
         if name == "nodes":
             value = tuple(parse_nodes(v) if isinstance(v, str) else NodeGroup(**v)
                           for v in value)
+        elif name == "auth":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{path}: auth must be a mapping")
+            try:
+                value = AuthConfig.from_mapping(value)
+            except (KeyError, TypeError) as e:
+                raise ConfigError(f"{path}: auth: missing or unexpected setting {e}") from None
         elif name == "priority_classes":
             value = tuple(parse_priority_class(v) if isinstance(v, str)
                           else PriorityClassConfig(**v) for v in value)

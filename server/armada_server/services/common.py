@@ -13,24 +13,15 @@ from typing import Any, TypeVar
 import grpc
 
 from armada_core.jobs import SubmissionError
+from armada_server.auth import Authorizer, Principal, current_principal
 from armada_server.config import ServerConfig
 from armada_server.errors import ApiError
 from armada_server.eventhub import EventHub
+from armada_server.metrics import Metrics
 from armada_server.storage.store import Store
 
 log = logging.getLogger("armada_server")
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling."""
-
-    name: str
-    groups: tuple[str, ...] = ()
-
-
-ANONYMOUS = Principal("anonymous")
 
 
 @dataclass
@@ -41,6 +32,18 @@ class Context:
     store: Store
     hub: EventHub
     pool: ThreadPoolExecutor
+    authorizer: Authorizer
+    metrics: Metrics
+
+    async def authorize(self, queue: str, verb: str) -> None:
+        """PERMISSION_DENIED unless the caller may `verb` on `queue` (NOT_FOUND if missing)."""
+        who = current_principal()
+        if self.authorizer.is_admin(who):
+            return
+        self.authorizer.require(who, await self.run(self.store.get_queue, queue), verb)
+
+    def require_admin(self, action: str) -> None:
+        self.authorizer.require_admin(current_principal(), action)
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run blocking storage work off the event loop."""
@@ -49,7 +52,8 @@ class Context:
 
 
 def principal_of(context: grpc.aio.ServicerContext) -> Principal:
-    return getattr(context, "armada_principal", None) or ANONYMOUS
+    """The authenticated caller (anonymous when authentication is off)."""
+    return current_principal()
 
 
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:

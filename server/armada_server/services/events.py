@@ -7,6 +7,7 @@ as soon as they commit (the event hub wakes them); there is no polling delay.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import grpc
 
@@ -43,6 +44,7 @@ class EventService(event_pb2_grpc.EventServicer):
         if not request.queue or not request.id:
             raise InvalidArgument("queue and id (the job set) are required")
         after = parse_message_id(request.from_message_id)
+        await self.ctx.authorize(request.queue, "watch")
         async for message in self._stream(request.queue, request.id, after,
                                           watch=request.watch,
                                           error_if_missing=request.errorIfMissing,
@@ -53,6 +55,7 @@ class EventService(event_pb2_grpc.EventServicer):
     async def Watch(self, request, context):  # type: ignore[no-untyped-def]
         if not request.queue or not request.job_set_id:
             raise InvalidArgument("queue and job_set_id are required")
+        await self.ctx.authorize(request.queue, "watch")
         async for message in self._stream(request.queue, request.job_set_id,
                                           parse_message_id(request.from_id), watch=True,
                                           error_if_missing=False, context=context):
@@ -76,10 +79,13 @@ class EventService(event_pb2_grpc.EventServicer):
                 batch = await self.ctx.run(store.events_after, queue, job_set, after, BATCH)
                 if not watch:
                     batch = [e for e in batch if end is not None and e.seq <= end]
+                lag = self.ctx.metrics.event_lag
                 for stored in batch:
-                    yield event_pb2.EventStreamMessage(
-                        id=str(stored.seq),
-                        message=event_pb2.EventMessage.FromString(stored.payload))
+                    message = event_pb2.EventMessage.FromString(stored.payload)
+                    yield event_pb2.EventStreamMessage(id=str(stored.seq), message=message)
+                    if watch:
+                        body = getattr(message, message.WhichOneof("events"))
+                        lag.observe(max(0.0, time.time() - body.created.ToNanoseconds() / 1e9))
                     after = stored.seq
                 if len(batch) == BATCH:
                     continue

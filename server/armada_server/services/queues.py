@@ -67,11 +67,13 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
 
     @rpc
     async def CreateQueue(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("create queues")
         await self.ctx.run(self.ctx.store.create_queue, check_queue(request))
         return empty_pb2.Empty()
 
     @rpc
     async def CreateQueues(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("create queues")
         failed = []
         for queue in request.queues:
             try:
@@ -82,11 +84,13 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
 
     @rpc
     async def UpdateQueue(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("update queues")
         await self.ctx.run(self.ctx.store.update_queue, check_queue(request))
         return empty_pb2.Empty()
 
     @rpc
     async def UpdateQueues(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("update queues")
         failed = []
         for queue in request.queues:
             try:
@@ -97,6 +101,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
 
     @rpc
     async def DeleteQueue(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("delete queues")
         await self.ctx.run(self.ctx.store.delete_queue, request.name)
         return empty_pb2.Empty()
 
@@ -115,17 +120,19 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
 
     @rpc
     async def CordonQueue(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("cordon queues")
         await self.ctx.run(self.ctx.store.set_cordoned, request.name, True)
         return empty_pb2.Empty()
 
     @rpc
     async def UncordonQueue(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("uncordon queues")
         await self.ctx.run(self.ctx.store.set_cordoned, request.name, False)
         return empty_pb2.Empty()
 
     @rpc
     async def PreemptOnQueue(self, request, context):  # type: ignore[no-untyped-def]
-        await self.ctx.run(self.ctx.store.get_queue, request.name)  # NOT_FOUND if missing
+        await self.ctx.authorize(request.name, "preempt")
         await self.ctx.run(self.ctx.store.request_preemption, request.name, "", None,
                            reason="preempted on queue",
                            requestor=principal_of(context).name,
@@ -134,7 +141,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
 
     @rpc
     async def CancelOnQueue(self, request, context):  # type: ignore[no-untyped-def]
-        await self.ctx.run(self.ctx.store.get_queue, request.name)
+        await self.ctx.authorize(request.name, "cancel")
         states = states_from_filter(request.jobStates)
         await self.ctx.run(self.ctx.store.cancel_on_queue, request.name,
                            priority_classes=list(request.priorityClasses), states=states,

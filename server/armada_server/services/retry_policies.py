@@ -21,16 +21,19 @@ class RetryPolicyService(submit_pb2_grpc.RetryPolicyServiceServicer):
 
     @rpc
     async def CreateRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("create retry policies")
         await self.ctx.run(self.ctx.store.create_retry_policy, check_policy(request))
         return empty_pb2.Empty()
 
     @rpc
     async def UpdateRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("update retry policies")
         await self.ctx.run(self.ctx.store.update_retry_policy, check_policy(request))
         return empty_pb2.Empty()
 
     @rpc
     async def DeleteRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
+        self.ctx.require_admin("delete retry policies")
         await self.ctx.run(self.ctx.store.delete_retry_policy, request.name)
         return empty_pb2.Empty()
 

@@ -29,9 +29,11 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     @rpc
     async def SubmitJobs(self, request, context):  # type: ignore[no-untyped-def]
         items = validate_request(request, self.submission)
+        await self.ctx.authorize(request.queue, "submit")
         who = principal_of(context)
         ids = await self.ctx.run(self.ctx.store.submit, request.queue, request.job_set_id,
                                  items, owner=who.name, groups=who.groups)
+        self.ctx.metrics.jobs_submitted.labels(request.queue).inc(len(ids))
         return submit_pb2.JobSubmitResponse(
             job_response_items=[submit_pb2.JobSubmitResponseItem(job_id=i) for i in ids])
 
@@ -42,6 +44,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         ids = list(request.job_ids) + ([request.job_id] if request.job_id else [])
         if not ids:
             raise InvalidArgument("job_ids: name at least one job (CancelJobSet cancels a set)")
+        await self.ctx.authorize(request.queue, "cancel")
         cancelled = await self.ctx.run(self.ctx.store.cancel, request.queue,
                                        request.job_set_id, ids, reason=request.reason,
                                        requestor=principal_of(context).name)
@@ -52,6 +55,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         _require("queue", request.queue)
         _require("job_set_id", request.job_set_id)
         states = states_from_filter(request.filter.states)
+        await self.ctx.authorize(request.queue, "cancel")
         await self.ctx.run(self.ctx.store.cancel, request.queue, request.job_set_id, None,
                            states=states, reason=request.reason,
                            requestor=principal_of(context).name)
@@ -63,6 +67,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         _require("job_set_id", request.job_set_id)
         if request.new_priority < 0:
             raise InvalidArgument("new_priority: must not be negative")
+        await self.ctx.authorize(request.queue, "reprioritize")
         results = await self.ctx.run(self.ctx.store.reprioritize, request.queue,
                                      request.job_set_id, list(request.job_ids),
                                      request.new_priority,
@@ -73,6 +78,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     async def PreemptJobs(self, request, context):  # type: ignore[no-untyped-def]
         _require("queue", request.queue)
         _require("job_set_id", request.job_set_id)
+        await self.ctx.authorize(request.queue, "preempt")
         results = await self.ctx.run(self.ctx.store.request_preemption, request.queue,
                                      request.job_set_id, list(request.job_ids),
                                      reason=request.reason,
