@@ -32,6 +32,7 @@ from armada_server.services.queues import QueueService
 from armada_server.services.retry_policies import RetryPolicyService
 from armada_server.services.submit import SubmitService
 from armada_server.storage.database import default_database_url, open_database
+from armada_server.storage.notify import Listener
 from armada_server.storage.store import Store
 
 log = logging.getLogger("armada_server")
@@ -66,6 +67,7 @@ class ArmadaServer:
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="armada-db")
         self.store: Store | None = None
         self.metrics: Metrics | None = None
+        self._listener: Listener | None = None
 
     @property
     def address(self) -> str:
@@ -77,6 +79,9 @@ class ArmadaServer:
         hub = EventHub(loop)
         self.store = Store(engine, on_commit=hub.notify)
         self.metrics = Metrics(self.store)
+        if engine.dialect.name == "postgresql":
+            self._listener = Listener(engine, hub.notify)
+            await loop.run_in_executor(self._pool, self._listener.start)
         ctx = Context(self.config, self.store, hub, self._pool, Authorizer(self.config.auth),
                       self.metrics)
         interceptors = []
@@ -118,6 +123,8 @@ class ArmadaServer:
             await self._server.stop(grace)
         if self.metrics is not None:
             self.metrics.stop()
+        if self._listener is not None:
+            self._listener.stop()
         self._pool.shutdown(wait=True)
         if self.store is not None:
             self.store.engine.dispose()

@@ -13,6 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from armada_core.api import event_pb2, job_pb2, submit_pb2
 from armada_core.api import health_pb2 as armada_health
 from armada_core.jobs import annotations as ann
+from armada_server.app import EmbeddedServer
 
 from ..jobs.factories import container, item
 from .conftest import Stubs
@@ -283,3 +284,28 @@ def test_health_and_reflection(api: Stubs) -> None:
         list_services="")])))
     names = {s.name for s in answer.list_services_response.service}
     assert {"api.Submit", "api.QueueService", "api.Event", "api.Jobs"} <= names
+
+
+@pytest.mark.postgres
+def test_watchers_are_woken_by_another_replica(postgres_server) -> None:
+    url = postgres_server.new_database()
+    with EmbeddedServer(database_url=url, heartbeat_seconds=120) as a, \
+            EmbeddedServer(database_url=url, heartbeat_seconds=120) as b, \
+            grpc.insecure_channel(a.address) as ca, grpc.insecure_channel(b.address) as cb:
+        from armada_core.api import event_pb2_grpc, submit_pb2_grpc
+
+        submit_pb2_grpc.QueueServiceStub(cb).CreateQueue(submit_pb2.Queue(name="q"))
+        stream = event_pb2_grpc.EventStub(ca).GetJobSetEvents(
+            event_pb2.JobSetRequest(id="s", queue="q", watch=True), timeout=30)
+        got: list[float] = []
+        reader = threading.Thread(target=lambda: got.append(
+            (next(stream), time.monotonic())[1]))
+        reader.start()
+        time.sleep(0.3)
+        sent = time.monotonic()
+        submit_pb2_grpc.SubmitStub(cb).SubmitJobs(submit_pb2.JobSubmitRequest(
+            queue="q", job_set_id="s", job_request_items=[item()]))
+        reader.join(20)
+        stream.cancel()
+    # Delivered on the other replica's notification, not on the 120 s re-read.
+    assert got and got[0] - sent < 10

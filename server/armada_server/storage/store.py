@@ -35,6 +35,7 @@ from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
 from armada_server.errors import AlreadyExists, NotFound
 from armada_server.storage import schema as t
 from armada_server.storage.database import WRITE
+from armada_server.storage.notify import notify
 
 JobSetKey = tuple[str, str]  # (queue, job set)
 
@@ -205,6 +206,8 @@ class Store:
                                  tzinfo=UTC), "payload": e.SerializeToString()})
             conn.execute(insert(t.events), rows)
             touched.add(key)
+        if self._dialect == "postgresql":
+            notify(conn, by_set)
 
     def events_after(self, queue: str, job_set: str, after: int,
                      limit: int = 1000) -> list[StoredEvent]:

@@ -1,0 +1,64 @@
+"""Cross-replica wake-ups: PostgreSQL LISTEN/NOTIFY on the job sets that got events.
+
+Every transaction that appends events also NOTIFYs (delivered at commit, never for a rolled
+back transaction); each server replica LISTENs on one connection and wakes its own watchers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from sqlalchemy import Connection, Engine, text
+
+log = logging.getLogger("armada_server")
+
+CHANNEL = "armada_events"
+_SEP = "\x1f"  # cannot occur in queue names
+
+
+def notify(conn: Connection, keys: Iterable[tuple[str, str]]) -> None:
+    """Queue a notification for each job set, sent when `conn`'s transaction commits."""
+    for queue, job_set in keys:
+        conn.execute(text("SELECT pg_notify(:channel, :payload)"),
+                     {"channel": CHANNEL, "payload": f"{queue}{_SEP}{job_set}"})
+
+
+class Listener:
+    """A thread LISTENing for other replicas' events; reconnects when the connection drops."""
+
+    def __init__(self, engine: Engine, wake: Callable[[set[tuple[str, str]]], None]) -> None:
+        self._dsn = engine.url.set(drivername="postgresql").render_as_string(
+            hide_password=False)
+        self._wake = wake
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="armada-listen", daemon=True)
+        self.ready = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+        self.ready.wait(30)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        import psycopg
+
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self._dsn, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self.ready.set()
+                    while not self._stop.is_set():
+                        keys = set()
+                        for note in conn.notifies(timeout=0.5):
+                            queue, _, job_set = note.payload.partition(_SEP)
+                            keys.add((queue, job_set))
+                        if keys:
+                            self._wake(keys)
+            except psycopg.Error as e:
+                log.warning("event listener lost its database connection (%s); retrying", e)
+                self._stop.wait(1.0)
