@@ -401,7 +401,7 @@ def expire_lease(job: Job, *, retry: bool, now: datetime,
     events = [EventMessage(lease_expired=event_pb2.JobLeaseExpiredEvent(
         **_base(job, now), run_id=run.id))]
     failure = Failure(reason=f"lease of run {run.id} on {run.cluster_id} expired",
-                      category="internal", subcategory="lease-expired")
+                      category="internal", subcategory="lease_expired")
     events.append(_failed_event(job, run, failure, retryable=retry, now=now))
     if retry:
         events.append(_requeue(job, retry_after, now))

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .policy import RetryPolicy
+from armada_core.jobs.annotations import RETRY_POLICY as RETRY_POLICY_ANNOTATION
 
-RETRY_POLICY_ANNOTATION = "armadaproject.io/retry-policy"
+from .policy import RetryPolicy
 
 
 def parse_policy_annotation(value: str) -> tuple[str, ...]:

@@ -82,11 +82,26 @@ jobs = Table(
     Column("preempt_requested", Boolean, nullable=False, default=False),
     Column("failure_reason", Text, nullable=False, default=""),
     Column("spec", LargeBinary, nullable=False),  # api.Job as submitted
+    # Why the scheduler left the job queued in its latest cycle ("" once placed).
+    Column("scheduling_reason", Text, nullable=False, default="", server_default=""),
+    # armada_core.retry.RetryHistory as JSON: what the job's retries have used so far.
+    Column("retry_history", Text, nullable=False, default="{}", server_default="{}"),
+    # Node the next run must avoid (anti-affinity of a retry policy).
+    Column("avoid_node", String(253)),
     Index("ix_jobs_queue_job_set", "queue", "job_set"),
     Index("ix_jobs_state", "state"),
     Index("ux_jobs_queue_client_id", "queue", "client_id", unique=True,
           sqlite_where=text("client_id IS NOT NULL"),
           postgresql_where=text("client_id IS NOT NULL")),
+)
+
+# Executors and the nodes they last reported (executor.Node messages, length-delimited).
+executors = Table(
+    "executors", metadata,
+    Column("id", String(253), primary_key=True),
+    Column("pool", String(253), nullable=False),
+    Column("nodes", LargeBinary, nullable=False),
+    Column("last_seen", DateTime(timezone=True), nullable=False),
 )
 
 runs = Table(
