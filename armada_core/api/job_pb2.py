@@ -26,7 +26,7 @@ from armada_core.api import submit_pb2 as armada__core_dot_api_dot_submit__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61rmada_core/api/job.proto\x12\x03\x61pi\x1a\x1c\x61rmada_core/api/submit.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x03\n\rJobRunDetails\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x1f\n\x05state\x18\x03 \x01(\x0e\x32\x10.api.JobRunState\x12\x0f\n\x07\x63luster\x18\x04 \x01(\t\x12\x0c\n\x04node\x18\x05 \x01(\t\x12-\n\tleased_ts\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\npending_ts\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_ts\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_ts\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x43\n\x11ingress_addresses\x18\x0b \x03(\x0b\x32(.api.JobRunDetails.IngressAddressesEntry\x1a\x37\n\x15IngressAddressesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8a\x03\n\nJobDetails\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0e\n\x06jobset\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x1c\n\x05state\x18\x05 \x01(\x0e\x32\r.api.JobState\x12\x30\n\x0csubmitted_ts\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tcancel_ts\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rcancel_reason\x18\x08 \x01(\t\x12\x36\n\x12last_transition_ts\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rlatest_run_id\x18\n \x01(\t\x12\x1a\n\x08job_spec\x18\x0b \x01(\x0b\x32\x08.api.Job\x12$\n\x08job_runs\x18\x0c \x03(\x0b\x32\x12.api.JobRunDetails\x12\x13\n\x0b\x63\x61ncel_user\x18\r \x01(\t\"U\n\x11JobDetailsRequest\x12\x0f\n\x07job_ids\x18\x01 \x03(\t\x12\x17\n\x0f\x65xpand_job_spec\x18\x02 \x01(\x08\x12\x16\n\x0e\x65xpand_job_run\x18\x03 \x01(\x08\"\x96\x01\n\x12JobDetailsResponse\x12<\n\x0bjob_details\x18\x01 \x03(\x0b\x32\'.api.JobDetailsResponse.JobDetailsEntry\x1a\x42\n\x0fJobDetailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1e\n\x05value\x18\x02 \x01(\x0b\x32\x0f.api.JobDetails:\x02\x38\x01\"\xa9\x01\n\x15JobRunDetailsResponse\x12\x46\n\x0fjob_run_details\x18\x01 \x03(\x0b\x32-.api.JobRunDetailsResponse.JobRunDetailsEntry\x1aH\n\x12JobRunDetailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.api.JobRunDetails:\x02\x38\x01\"\'\n\x14JobRunDetailsRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"#\n\x10JobErrorsRequest\x12\x0f\n\x07job_ids\x18\x01 \x03(\t\"\x80\x01\n\x11JobErrorsResponse\x12\x39\n\njob_errors\x18\x01 \x03(\x0b\x32%.api.JobErrorsResponse.JobErrorsEntry\x1a\x30\n\x0eJobErrorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"#\n\x10JobStatusRequest\x12\x0f\n\x07job_ids\x18\x01 \x03(\t\"\x1e\n\x0c\x41\x63tiveQueues\x12\x0e\n\x06queues\x18\x01 \x03(\t\"\x18\n\x16GetActiveQueuesRequest\"\xbc\x01\n\x17GetActiveQueuesResponse\x12S\n\x15\x61\x63tive_queues_by_pool\x18\x01 \x03(\x0b\x32\x34.api.GetActiveQueuesResponse.ActiveQueuesByPoolEntry\x1aL\n\x17\x41\x63tiveQueuesByPoolEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.api.ActiveQueues:\x02\x38\x01\"^\n#JobStatusUsingExternalJobUriRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06jobset\x18\x02 \x01(\t\x12\x18\n\x10\x65xternal_job_uri\x18\x03 \x01(\t\"\x8f\x01\n\x11JobStatusResponse\x12\x39\n\njob_states\x18\x01 \x03(\x0b\x32%.api.JobStatusResponse.JobStatesEntry\x1a?\n\x0eJobStatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1c\n\x05value\x18\x02 \x01(\x0e\x32\r.api.JobState:\x02\x38\x01*\x85\x02\n\x0bJobRunState\x12\x15\n\x11RUN_STATE_UNKNOWN\x10\x00\x12\x14\n\x10RUN_STATE_LEASED\x10\x01\x12\x15\n\x11RUN_STATE_PENDING\x10\x02\x12\x15\n\x11RUN_STATE_RUNNING\x10\x03\x12\x17\n\x13RUN_STATE_SUCCEEDED\x10\x04\x12\x14\n\x10RUN_STATE_FAILED\x10\x05\x12\x17\n\x13RUN_STATE_PREEMPTED\x10\x06\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x07\x12\x1b\n\x17RUN_STATE_LEASE_EXPIRED\x10\x08\x12\x1d\n\x19RUNS_STATE_LEASE_RETURNED\x10\t2\xc4\x03\n\x04Jobs\x12=\n\x0cGetJobStatus\x12\x15.api.JobStatusRequest\x1a\x16.api.JobStatusResponse\x12\x63\n\x1fGetJobStatusUsingExternalJobUri\x12(.api.JobStatusUsingExternalJobUriRequest\x1a\x16.api.JobStatusResponse\x12@\n\rGetJobDetails\x12\x16.api.JobDetailsRequest\x1a\x17.api.JobDetailsResponse\x12=\n\x0cGetJobErrors\x12\x15.api.JobErrorsRequest\x1a\x16.api.JobErrorsResponse\x12I\n\x10GetJobRunDetails\x12\x19.api.JobRunDetailsRequest\x1a\x1a.api.JobRunDetailsResponse\x12L\n\x0fGetActiveQueues\x12\x1b.api.GetActiveQueuesRequest\x1a\x1c.api.GetActiveQueuesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61rmada_core/api/job.proto\x12\x03\x61pi\x1a\x1c\x61rmada_core/api/submit.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x03\n\rJobRunDetails\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x1f\n\x05state\x18\x03 \x01(\x0e\x32\x10.api.JobRunState\x12\x0f\n\x07\x63luster\x18\x04 \x01(\t\x12\x0c\n\x04node\x18\x05 \x01(\t\x12-\n\tleased_ts\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\npending_ts\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_ts\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_ts\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x43\n\x11ingress_addresses\x18\x0b \x03(\x0b\x32(.api.JobRunDetails.IngressAddressesEntry\x1a\x37\n\x15IngressAddressesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa5\x03\n\nJobDetails\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12\x0e\n\x06jobset\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x1c\n\x05state\x18\x05 \x01(\x0e\x32\r.api.JobState\x12\x30\n\x0csubmitted_ts\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tcancel_ts\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rcancel_reason\x18\x08 \x01(\t\x12\x36\n\x12last_transition_ts\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rlatest_run_id\x18\n \x01(\t\x12\x1a\n\x08job_spec\x18\x0b \x01(\x0b\x32\x08.api.Job\x12$\n\x08job_runs\x18\x0c \x03(\x0b\x32\x12.api.JobRunDetails\x12\x13\n\x0b\x63\x61ncel_user\x18\r \x01(\t\x12\x19\n\x11scheduling_reason\x18\x64 \x01(\t\"U\n\x11JobDetailsRequest\x12\x0f\n\x07job_ids\x18\x01 \x03(\t\x12\x17\n\x0f\x65xpand_job_spec\x18\x02 \x01(\x08\x12\x16\n\x0e\x65xpand_job_run\x18\x03 \x01(\x08\"\x96\x01\n\x12JobDetailsResponse\x12<\n\x0bjob_details\x18\x01 \x03(\x0b\x32\'.api.JobDetailsResponse.JobDetailsEntry\x1a\x42\n\x0fJobDetailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1e\n\x05value\x18\x02 \x01(\x0b\x32\x0f.api.JobDetails:\x02\x38\x01\"\xa9\x01\n\x15JobRunDetailsResponse\x12\x46\n\x0fjob_run_details\x18\x01 \x03(\x0b\x32-.api.JobRunDetailsResponse.JobRunDetailsEntry\x1aH\n\x12JobRunDetailsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.api.JobRunDetails:\x02\x38\x01\"\'\n\x14JobRunDetailsRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"#\n\x10JobErrorsRequest\x12\x0f\n\x07job_ids\x18\x01 \x03(\t\"\x80\x01\n\x11JobErrorsResponse\x12\x39\n\njob_errors\x18\x01 \x03(\x0b\x32%.api.JobErrorsResponse.JobErrorsEntry\x1a\x30\n\x0eJobErrorsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"#\n\x10JobStatusRequest\x12\x0f\n\x07job_ids\x18\x01 \x03(\t\"\x1e\n\x0c\x41\x63tiveQueues\x12\x0e\n\x06queues\x18\x01 \x03(\t\"\x18\n\x16GetActiveQueuesRequest\"\xbc\x01\n\x17GetActiveQueuesResponse\x12S\n\x15\x61\x63tive_queues_by_pool\x18\x01 \x03(\x0b\x32\x34.api.GetActiveQueuesResponse.ActiveQueuesByPoolEntry\x1aL\n\x17\x41\x63tiveQueuesByPoolEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.api.ActiveQueues:\x02\x38\x01\"^\n#JobStatusUsingExternalJobUriRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06jobset\x18\x02 \x01(\t\x12\x18\n\x10\x65xternal_job_uri\x18\x03 \x01(\t\"\x8f\x01\n\x11JobStatusResponse\x12\x39\n\njob_states\x18\x01 \x03(\x0b\x32%.api.JobStatusResponse.JobStatesEntry\x1a?\n\x0eJobStatesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1c\n\x05value\x18\x02 \x01(\x0e\x32\r.api.JobState:\x02\x38\x01*\x85\x02\n\x0bJobRunState\x12\x15\n\x11RUN_STATE_UNKNOWN\x10\x00\x12\x14\n\x10RUN_STATE_LEASED\x10\x01\x12\x15\n\x11RUN_STATE_PENDING\x10\x02\x12\x15\n\x11RUN_STATE_RUNNING\x10\x03\x12\x17\n\x13RUN_STATE_SUCCEEDED\x10\x04\x12\x14\n\x10RUN_STATE_FAILED\x10\x05\x12\x17\n\x13RUN_STATE_PREEMPTED\x10\x06\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x07\x12\x1b\n\x17RUN_STATE_LEASE_EXPIRED\x10\x08\x12\x1d\n\x19RUNS_STATE_LEASE_RETURNED\x10\t2\xc4\x03\n\x04Jobs\x12=\n\x0cGetJobStatus\x12\x15.api.JobStatusRequest\x1a\x16.api.JobStatusResponse\x12\x63\n\x1fGetJobStatusUsingExternalJobUri\x12(.api.JobStatusUsingExternalJobUriRequest\x1a\x16.api.JobStatusResponse\x12@\n\rGetJobDetails\x12\x16.api.JobDetailsRequest\x1a\x17.api.JobDetailsResponse\x12=\n\x0cGetJobErrors\x12\x15.api.JobErrorsRequest\x1a\x16.api.JobErrorsResponse\x12I\n\x10GetJobRunDetails\x12\x19.api.JobRunDetailsRequest\x1a\x1a.api.JobRunDetailsResponse\x12L\n\x0fGetActiveQueues\x12\x1b.api.GetActiveQueuesRequest\x1a\x1c.api.GetActiveQueuesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,48 +45,48 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETACTIVEQUEUESRESPONSE_ACTIVEQUEUESBYPOOLENTRY']._serialized_options = b'8\001'
   _globals['_JOBSTATUSRESPONSE_JOBSTATESENTRY']._loaded_options = None
   _globals['_JOBSTATUSRESPONSE_JOBSTATESENTRY']._serialized_options = b'8\001'
-  _globals['_JOBRUNSTATE']._serialized_start=2076
-  _globals['_JOBRUNSTATE']._serialized_end=2337
+  _globals['_JOBRUNSTATE']._serialized_start=2103
+  _globals['_JOBRUNSTATE']._serialized_end=2364
   _globals['_JOBRUNDETAILS']._serialized_start=98
   _globals['_JOBRUNDETAILS']._serialized_end=527
   _globals['_JOBRUNDETAILS_INGRESSADDRESSESENTRY']._serialized_start=472
   _globals['_JOBRUNDETAILS_INGRESSADDRESSESENTRY']._serialized_end=527
   _globals['_JOBDETAILS']._serialized_start=530
-  _globals['_JOBDETAILS']._serialized_end=924
-  _globals['_JOBDETAILSREQUEST']._serialized_start=926
-  _globals['_JOBDETAILSREQUEST']._serialized_end=1011
-  _globals['_JOBDETAILSRESPONSE']._serialized_start=1014
-  _globals['_JOBDETAILSRESPONSE']._serialized_end=1164
-  _globals['_JOBDETAILSRESPONSE_JOBDETAILSENTRY']._serialized_start=1098
-  _globals['_JOBDETAILSRESPONSE_JOBDETAILSENTRY']._serialized_end=1164
-  _globals['_JOBRUNDETAILSRESPONSE']._serialized_start=1167
-  _globals['_JOBRUNDETAILSRESPONSE']._serialized_end=1336
-  _globals['_JOBRUNDETAILSRESPONSE_JOBRUNDETAILSENTRY']._serialized_start=1264
-  _globals['_JOBRUNDETAILSRESPONSE_JOBRUNDETAILSENTRY']._serialized_end=1336
-  _globals['_JOBRUNDETAILSREQUEST']._serialized_start=1338
-  _globals['_JOBRUNDETAILSREQUEST']._serialized_end=1377
-  _globals['_JOBERRORSREQUEST']._serialized_start=1379
-  _globals['_JOBERRORSREQUEST']._serialized_end=1414
-  _globals['_JOBERRORSRESPONSE']._serialized_start=1417
-  _globals['_JOBERRORSRESPONSE']._serialized_end=1545
-  _globals['_JOBERRORSRESPONSE_JOBERRORSENTRY']._serialized_start=1497
-  _globals['_JOBERRORSRESPONSE_JOBERRORSENTRY']._serialized_end=1545
-  _globals['_JOBSTATUSREQUEST']._serialized_start=1547
-  _globals['_JOBSTATUSREQUEST']._serialized_end=1582
-  _globals['_ACTIVEQUEUES']._serialized_start=1584
-  _globals['_ACTIVEQUEUES']._serialized_end=1614
-  _globals['_GETACTIVEQUEUESREQUEST']._serialized_start=1616
-  _globals['_GETACTIVEQUEUESREQUEST']._serialized_end=1640
-  _globals['_GETACTIVEQUEUESRESPONSE']._serialized_start=1643
-  _globals['_GETACTIVEQUEUESRESPONSE']._serialized_end=1831
-  _globals['_GETACTIVEQUEUESRESPONSE_ACTIVEQUEUESBYPOOLENTRY']._serialized_start=1755
-  _globals['_GETACTIVEQUEUESRESPONSE_ACTIVEQUEUESBYPOOLENTRY']._serialized_end=1831
-  _globals['_JOBSTATUSUSINGEXTERNALJOBURIREQUEST']._serialized_start=1833
-  _globals['_JOBSTATUSUSINGEXTERNALJOBURIREQUEST']._serialized_end=1927
-  _globals['_JOBSTATUSRESPONSE']._serialized_start=1930
-  _globals['_JOBSTATUSRESPONSE']._serialized_end=2073
-  _globals['_JOBSTATUSRESPONSE_JOBSTATESENTRY']._serialized_start=2010
-  _globals['_JOBSTATUSRESPONSE_JOBSTATESENTRY']._serialized_end=2073
-  _globals['_JOBS']._serialized_start=2340
-  _globals['_JOBS']._serialized_end=2792
+  _globals['_JOBDETAILS']._serialized_end=951
+  _globals['_JOBDETAILSREQUEST']._serialized_start=953
+  _globals['_JOBDETAILSREQUEST']._serialized_end=1038
+  _globals['_JOBDETAILSRESPONSE']._serialized_start=1041
+  _globals['_JOBDETAILSRESPONSE']._serialized_end=1191
+  _globals['_JOBDETAILSRESPONSE_JOBDETAILSENTRY']._serialized_start=1125
+  _globals['_JOBDETAILSRESPONSE_JOBDETAILSENTRY']._serialized_end=1191
+  _globals['_JOBRUNDETAILSRESPONSE']._serialized_start=1194
+  _globals['_JOBRUNDETAILSRESPONSE']._serialized_end=1363
+  _globals['_JOBRUNDETAILSRESPONSE_JOBRUNDETAILSENTRY']._serialized_start=1291
+  _globals['_JOBRUNDETAILSRESPONSE_JOBRUNDETAILSENTRY']._serialized_end=1363
+  _globals['_JOBRUNDETAILSREQUEST']._serialized_start=1365
+  _globals['_JOBRUNDETAILSREQUEST']._serialized_end=1404
+  _globals['_JOBERRORSREQUEST']._serialized_start=1406
+  _globals['_JOBERRORSREQUEST']._serialized_end=1441
+  _globals['_JOBERRORSRESPONSE']._serialized_start=1444
+  _globals['_JOBERRORSRESPONSE']._serialized_end=1572
+  _globals['_JOBERRORSRESPONSE_JOBERRORSENTRY']._serialized_start=1524
+  _globals['_JOBERRORSRESPONSE_JOBERRORSENTRY']._serialized_end=1572
+  _globals['_JOBSTATUSREQUEST']._serialized_start=1574
+  _globals['_JOBSTATUSREQUEST']._serialized_end=1609
+  _globals['_ACTIVEQUEUES']._serialized_start=1611
+  _globals['_ACTIVEQUEUES']._serialized_end=1641
+  _globals['_GETACTIVEQUEUESREQUEST']._serialized_start=1643
+  _globals['_GETACTIVEQUEUESREQUEST']._serialized_end=1667
+  _globals['_GETACTIVEQUEUESRESPONSE']._serialized_start=1670
+  _globals['_GETACTIVEQUEUESRESPONSE']._serialized_end=1858
+  _globals['_GETACTIVEQUEUESRESPONSE_ACTIVEQUEUESBYPOOLENTRY']._serialized_start=1782
+  _globals['_GETACTIVEQUEUESRESPONSE_ACTIVEQUEUESBYPOOLENTRY']._serialized_end=1858
+  _globals['_JOBSTATUSUSINGEXTERNALJOBURIREQUEST']._serialized_start=1860
+  _globals['_JOBSTATUSUSINGEXTERNALJOBURIREQUEST']._serialized_end=1954
+  _globals['_JOBSTATUSRESPONSE']._serialized_start=1957
+  _globals['_JOBSTATUSRESPONSE']._serialized_end=2100
+  _globals['_JOBSTATUSRESPONSE_JOBSTATESENTRY']._serialized_start=2037
+  _globals['_JOBSTATUSRESPONSE_JOBSTATESENTRY']._serialized_end=2100
+  _globals['_JOBS']._serialized_start=2367
+  _globals['_JOBS']._serialized_end=2819
 # @@protoc_insertion_point(module_scope)

@@ -66,7 +66,7 @@ class JobRunDetails(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[JobRunState, str]] = ..., cluster: _Optional[str] = ..., node: _Optional[str] = ..., leased_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ingress_addresses: _Optional[_Mapping[int, str]] = ...) -> None: ...
 
 class JobDetails(_message.Message):
-    __slots__ = ("job_id", "queue", "jobset", "namespace", "state", "submitted_ts", "cancel_ts", "cancel_reason", "last_transition_ts", "latest_run_id", "job_spec", "job_runs", "cancel_user")
+    __slots__ = ("job_id", "queue", "jobset", "namespace", "state", "submitted_ts", "cancel_ts", "cancel_reason", "last_transition_ts", "latest_run_id", "job_spec", "job_runs", "cancel_user", "scheduling_reason")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     JOBSET_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +80,7 @@ class JobDetails(_message.Message):
     JOB_SPEC_FIELD_NUMBER: _ClassVar[int]
     JOB_RUNS_FIELD_NUMBER: _ClassVar[int]
     CANCEL_USER_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULING_REASON_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     queue: str
     jobset: str
@@ -93,7 +94,8 @@ class JobDetails(_message.Message):
     job_spec: _submit_pb2.Job
     job_runs: _containers.RepeatedCompositeFieldContainer[JobRunDetails]
     cancel_user: str
-    def __init__(self, job_id: _Optional[str] = ..., queue: _Optional[str] = ..., jobset: _Optional[str] = ..., namespace: _Optional[str] = ..., state: _Optional[_Union[_submit_pb2.JobState, str]] = ..., submitted_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., last_transition_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., latest_run_id: _Optional[str] = ..., job_spec: _Optional[_Union[_submit_pb2.Job, _Mapping]] = ..., job_runs: _Optional[_Iterable[_Union[JobRunDetails, _Mapping]]] = ..., cancel_user: _Optional[str] = ...) -> None: ...
+    scheduling_reason: str
+    def __init__(self, job_id: _Optional[str] = ..., queue: _Optional[str] = ..., jobset: _Optional[str] = ..., namespace: _Optional[str] = ..., state: _Optional[_Union[_submit_pb2.JobState, str]] = ..., submitted_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cancel_reason: _Optional[str] = ..., last_transition_ts: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., latest_run_id: _Optional[str] = ..., job_spec: _Optional[_Union[_submit_pb2.Job, _Mapping]] = ..., job_runs: _Optional[_Iterable[_Union[JobRunDetails, _Mapping]]] = ..., cancel_user: _Optional[str] = ..., scheduling_reason: _Optional[str] = ...) -> None: ...
 
 class JobDetailsRequest(_message.Message):
     __slots__ = ("job_ids", "expand_job_spec", "expand_job_run")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +17,43 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from armada_core.api import (
+    binoculars_pb2,
+    binoculars_pb2_grpc,
     event_pb2,
     event_pb2_grpc,
+    executor_pb2,
+    executor_pb2_grpc,
     job_pb2,
     job_pb2_grpc,
     submit_pb2,
     submit_pb2_grpc,
 )
-from armada_server.auth import Authenticator, AuthInterceptor, Authorizer
-from armada_server.config import ServerConfig
+from armada_server.auth import (
+    AuthConfig,
+    Authenticator,
+    AuthInterceptor,
+    Authorizer,
+    StaticToken,
+)
+from armada_server.config import NodeGroup, ServerConfig
 from armada_server.eventhub import EventHub
+from armada_server.executors.agent import Backend, ExecutorAgent
+from armada_server.executors.local.runner import node_allocatable
+from armada_server.executors.local_backend import LocalBackend
+from armada_server.executors.nodes import virtual_nodes
+from armada_server.executors.simulated import SimulatedBackend
 from armada_server.metrics import Metrics
+from armada_server.retries import Retries
+from armada_server.scheduling.loop import SchedulingLoop
+from armada_server.services.binoculars import BinocularsService
 from armada_server.services.common import Context
 from armada_server.services.events import EventService
+from armada_server.services.executor_api import ExecutorApiService
 from armada_server.services.jobs import JobsService
 from armada_server.services.queues import QueueService
 from armada_server.services.retry_policies import RetryPolicyService
 from armada_server.services.submit import SubmitService
-from armada_server.storage.database import default_database_url, open_database
+from armada_server.storage.database import default_data_dir, default_database_url, open_database
 from armada_server.storage.notify import Listener
 from armada_server.storage.store import Store
 
@@ -43,7 +65,18 @@ SERVICES = {
     "api.RetryPolicyService": submit_pb2,
     "api.Event": event_pb2,
     "api.Jobs": job_pb2,
+    "executor.ExecutorApi": executor_pb2,
+    "binoculars.Binoculars": binoculars_pb2,
 }
+
+IN_PROCESS_EXECUTORS = ("local", "simulated")
+INTERNAL_EXECUTOR_USER = "armada-executor"
+
+
+def default_node_group() -> NodeGroup:
+    """One virtual node the size of this machine."""
+    allocatable = node_allocatable()
+    return NodeGroup(1, allocatable["cpu"], allocatable["memory"])
 
 GRPC_OPTIONS = [
     # Ping idle connections so that watchers behind proxies stay connected.
@@ -68,25 +101,67 @@ class ArmadaServer:
         self.store: Store | None = None
         self.metrics: Metrics | None = None
         self._listener: Listener | None = None
+        self.scheduler: SchedulingLoop | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.executors: dict[str, Backend] = {}
+        self.agent: ExecutorAgent | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self._executor_token: str | None = None
 
     @property
     def address(self) -> str:
         return f"{self.config.host}:{self.port}"
 
+    def _auth(self) -> AuthConfig:
+        """The configured auth, plus an internal admin token for the in-process executor."""
+        auth = self.config.auth
+        if auth.enabled and self.config.executor in IN_PROCESS_EXECUTORS:
+            self._executor_token = secrets.token_urlsafe(32)
+            auth = replace(auth, tokens=(*auth.tokens, StaticToken(
+                self._executor_token, INTERNAL_EXECUTOR_USER)),
+                admins=(*auth.admins, INTERNAL_EXECUTOR_USER))
+        return auth
+
+    async def _start_executor(self) -> None:
+        kind = self.config.executor
+        if kind not in IN_PROCESS_EXECUTORS:
+            return
+        groups = self.config.nodes or (default_node_group(),)
+        nodes = virtual_nodes(groups, self.config.executor_id)
+        if kind == "local":
+            root = Path(self.config.sandbox_dir) if self.config.sandbox_dir else (
+                default_data_dir() / "pods")
+            backend = LocalBackend(nodes, root)
+        else:
+            backend = SimulatedBackend(nodes)
+        self._channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") if not (
+            self.config.tls_cert) else grpc.aio.secure_channel(
+            f"localhost:{self.port}", grpc.ssl_channel_credentials(
+                Path(self.config.tls_cert).read_bytes()))
+        metadata = ([("authorization", f"Bearer {self._executor_token}")]
+                    if self._executor_token else [])
+        self.agent = ExecutorAgent(self._channel, self.config.executor_id, self.config.pool,
+                                   backend, interval=self.config.executor_sync_interval,
+                                   metadata=metadata)
+        self.executors[self.config.executor_id] = backend
+        self._tasks.append(asyncio.create_task(self.agent.run()))
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         engine = await loop.run_in_executor(self._pool, open_database, self.database_url)
         hub = EventHub(loop)
-        self.store = Store(engine, on_commit=hub.notify)
+        self.store = Store(engine, on_commit=hub.notify, retries=Retries(self.config.retry))
         self.metrics = Metrics(self.store)
         if engine.dialect.name == "postgresql":
             self._listener = Listener(engine, hub.notify)
             await loop.run_in_executor(self._pool, self._listener.start)
-        ctx = Context(self.config, self.store, hub, self._pool, Authorizer(self.config.auth),
-                      self.metrics)
+        self.scheduler = SchedulingLoop(self.config, self.store, self.metrics)
+        auth = self._auth()
+        ctx = Context(self.config, self.store, hub, self._pool, Authorizer(auth),
+                      self.metrics, self.scheduler.poke)
         interceptors = []
-        if self.config.auth.enabled:
-            interceptors.append(AuthInterceptor(Authenticator(self.config.auth)))
+        if auth.enabled:
+            interceptors.append(AuthInterceptor(Authenticator(auth)))
         server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors)
         queues = QueueService(ctx)
         submit_pb2_grpc.add_SubmitServicer_to_server(SubmitService(ctx, queues), server)
@@ -94,6 +169,10 @@ class ArmadaServer:
         submit_pb2_grpc.add_RetryPolicyServiceServicer_to_server(RetryPolicyService(ctx), server)
         event_pb2_grpc.add_EventServicer_to_server(EventService(ctx), server)
         job_pb2_grpc.add_JobsServicer_to_server(JobsService(ctx), server)
+        binoculars_pb2_grpc.add_BinocularsServicer_to_server(
+            BinocularsService(ctx, self.executors), server)
+        executor_pb2_grpc.add_ExecutorApiServicer_to_server(
+            ExecutorApiService(ctx, on_sync=self.scheduler.poke), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         for name in [*SERVICES, ""]:
@@ -113,14 +192,27 @@ class ArmadaServer:
         self._server = server
         if self.config.http_port is not None:
             self.metrics.serve(self.config.host, self.config.http_port)
+        self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
+        await self._start_executor()
 
     async def wait(self) -> None:
         assert self._server is not None
         await self._server.wait_for_termination()
 
     async def stop(self, grace: float = 5.0) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for backend in self.executors.values():
+            await backend.close()
+        if self._channel is not None:
+            await self._channel.close()
         if self._server is not None:
             await self._server.stop(grace)
+        if self.scheduler is not None:
+            self.scheduler.close()
         if self.metrics is not None:
             self.metrics.stop()
         if self._listener is not None:
@@ -138,8 +230,6 @@ class EmbeddedServer:
     """
 
     def __init__(self, config: ServerConfig | None = None, **overrides: Any) -> None:
-        from dataclasses import replace
-
         base = config or ServerConfig(port=0, http_port=0, executor="none")
         self.config = replace(base, **overrides).validate()
         self.server = ArmadaServer(self.config)

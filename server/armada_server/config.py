@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import yaml
 
 from armada_core.jobs import SubmissionConfig
+from armada_core.retry import RetryConfigError, RetrySettings, settings_from_mapping
 from armada_core.scheduling.model import parse_quantity
 from armada_server.auth import AuthConfig
 
@@ -28,6 +30,13 @@ class PriorityClassConfig:
 
 
 @dataclass(frozen=True)
+class TaintConfig:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
 class NodeGroup:
     """`count` identical virtual nodes for the local and simulated executors."""
 
@@ -35,6 +44,14 @@ class NodeGroup:
     cpu: str
     memory: str
     gpus: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[TaintConfig, ...] = ()
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> NodeGroup:
+        return cls(int(data["count"]), str(data["cpu"]), str(data["memory"]),
+                   int(data.get("gpus", 0)), dict(data.get("labels", {})),
+                   tuple(TaintConfig(**t) for t in data.get("taints", ())))
 
 
 DEFAULT_PRIORITY_CLASSES = (
@@ -54,6 +71,16 @@ class ServerConfig:
     priority_classes: tuple[PriorityClassConfig, ...] = DEFAULT_PRIORITY_CLASSES
     default_priority_class: str = "armada-default"
     scheduling_period: float = 1.0
+    # Executors sync this often; a run whose executor has not synced for lease_timeout
+    # seconds has lost its lease.
+    executor_sync_interval: float = 1.0
+    lease_timeout: float = 15.0
+    retry: RetrySettings = field(default_factory=lambda: RetrySettings(enabled=True))
+    # The in-process executor's id, pool, and (local executor) where pods' files live;
+    # None: beside the default database, in the user's data directory.
+    executor_id: str = "local"
+    pool: str = "default"
+    sandbox_dir: str | None = None
     max_grace_period_seconds: int = 300
     default_active_deadline_seconds: int | None = 7 * 24 * 3600
     # Idle watch streams of clients that ask for heartbeats get one this often (seconds).
@@ -76,8 +103,9 @@ class ServerConfig:
         if self.executor not in EXECUTORS:
             raise ConfigError(f"executor: {self.executor!r} is not one of "
                               f"{', '.join(EXECUTORS)}")
-        if self.scheduling_period <= 0:
-            raise ConfigError("scheduling_period: must be positive")
+        for name in ("scheduling_period", "executor_sync_interval", "lease_timeout"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name}: must be positive")
         names = [p.name for p in self.priority_classes]
         if not names:
             raise ConfigError("priority_classes: at least one is needed")
@@ -140,8 +168,11 @@ def load_file(path: Path) -> dict[str, Any]:
         if name not in known:
             raise ConfigError(f"{path}: unknown setting {key!r}")
         if name == "nodes":
-            value = tuple(parse_nodes(v) if isinstance(v, str) else NodeGroup(**v)
-                          for v in value)
+            try:
+                value = tuple(parse_nodes(v) if isinstance(v, str) else NodeGroup.from_mapping(v)
+                              for v in value)
+            except (KeyError, TypeError, ValueError) as e:
+                raise ConfigError(f"{path}: nodes: {e}") from None
         elif name == "auth":
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: auth must be a mapping")
@@ -149,6 +180,11 @@ def load_file(path: Path) -> dict[str, Any]:
                 value = AuthConfig.from_mapping(value)
             except (KeyError, TypeError) as e:
                 raise ConfigError(f"{path}: auth: missing or unexpected setting {e}") from None
+        elif name == "retry":
+            try:
+                value = settings_from_mapping(value, "retry")
+            except RetryConfigError as e:
+                raise ConfigError(f"{path}: {e}") from None
         elif name == "priority_classes":
             value = tuple(parse_priority_class(v) if isinstance(v, str)
                           else PriorityClassConfig(**v) for v in value)

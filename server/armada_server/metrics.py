@@ -47,6 +47,10 @@ class Metrics:
             "Time from an event's creation to its delivery on a watch stream",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60),
             registry=self.registry)
+        self.cycle_seconds = Histogram(
+            "armada_scheduling_cycle_seconds", "Duration of the leader's scheduling cycles",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry)
         self._http: WSGIServer | None = None
         self.port: int | None = None
 

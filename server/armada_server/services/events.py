@@ -20,6 +20,7 @@ from armada_server.services.common import Context, rpc, streaming_rpc
 # would reject such a message, so it never gets one.
 HEARTBEAT_METADATA = "x-armada-heartbeat"
 BATCH = 1000
+MAX_MESSAGE_ID = 2**63 - 1  # sequence numbers are 64-bit integers in the database
 
 
 def parse_message_id(text: str) -> int:
@@ -30,9 +31,16 @@ def parse_message_id(text: str) -> int:
     except ValueError:
         raise InvalidArgument(f"from_message_id: {text!r} is not a message id of this "
                               "server") from None
-    if value < 0:
+    if value < 0 or value > MAX_MESSAGE_ID:
         raise InvalidArgument(f"from_message_id: {text!r} is not a message id of this server")
     return value
+
+
+def check_job_set(queue: str, job_set: str) -> None:
+    if not queue or not job_set:
+        raise InvalidArgument("queue and id (the job set) are required")
+    if "\x00" in queue or "\x00" in job_set:
+        raise InvalidArgument("queue and id (the job set) must not contain NUL characters")
 
 
 class EventService(event_pb2_grpc.EventServicer):
@@ -41,8 +49,7 @@ class EventService(event_pb2_grpc.EventServicer):
 
     @streaming_rpc
     async def GetJobSetEvents(self, request, context):  # type: ignore[no-untyped-def]
-        if not request.queue or not request.id:
-            raise InvalidArgument("queue and id (the job set) are required")
+        check_job_set(request.queue, request.id)
         after = parse_message_id(request.from_message_id)
         await self.ctx.authorize(request.queue, "watch")
         async for message in self._stream(request.queue, request.id, after,
@@ -55,6 +62,7 @@ class EventService(event_pb2_grpc.EventServicer):
     async def Watch(self, request, context):  # type: ignore[no-untyped-def]
         if not request.queue or not request.job_set_id:
             raise InvalidArgument("queue and job_set_id are required")
+        check_job_set(request.queue, request.job_set_id)
         await self.ctx.authorize(request.queue, "watch")
         async for message in self._stream(request.queue, request.job_set_id,
                                           parse_message_id(request.from_id), watch=True,

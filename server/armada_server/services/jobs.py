@@ -27,6 +27,12 @@ def run_details(job_id: str, run: Run) -> job_pb2.JobRunDetails:
         started_ts=_ts(run.started_at), finished_ts=_ts(run.finished_at))
 
 
+def storable(ids) -> list[str]:  # type: ignore[no-untyped-def]
+    """The ids that could name something stored: text with NUL never does (and PostgreSQL
+    refuses it even in a query), so such ids are simply unknown."""
+    return [i for i in ids if "\x00" not in i]
+
+
 def job_error(job: Job) -> str:
     """What went wrong, for a failed or rejected job: reason, then each failed container."""
     if job.state not in (JobState.FAILED, JobState.REJECTED):
@@ -52,13 +58,17 @@ class JobsService(job_pb2_grpc.JobsServicer):
 
     @rpc
     async def GetJobStatus(self, request, context):  # type: ignore[no-untyped-def]
-        states = await self.ctx.run(self.ctx.store.job_states, list(request.job_ids))
-        return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in states.items()})
+        states = await self.ctx.run(self.ctx.store.job_states, storable(request.job_ids))
+        unknown = dict.fromkeys(request.job_ids, JobState.UNKNOWN)
+        return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in
+                                                     {**unknown, **states}.items()})
 
     @rpc
     async def GetJobStatusUsingExternalJobUri(self, request, context):  # type: ignore[no-untyped-def]
         if not (request.queue and request.jobset and request.external_job_uri):
             raise InvalidArgument("queue, jobset and external_job_uri are required")
+        if len(storable([request.queue, request.jobset, request.external_job_uri])) < 3:
+            return job_pb2.JobStatusResponse()  # nothing stored has NUL characters
         ids = await self.ctx.run(self.ctx.store.job_ids_by_external_uri, request.queue,
                                  request.jobset, request.external_job_uri)
         states = await self.ctx.run(self.ctx.store.job_states, ids)
@@ -66,7 +76,8 @@ class JobsService(job_pb2_grpc.JobsServicer):
 
     @rpc
     async def GetJobDetails(self, request, context):  # type: ignore[no-untyped-def]
-        jobs = await self.ctx.run(self.ctx.store.jobs, list(request.job_ids))
+        jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
+        reasons = await self.ctx.run(self.ctx.store.scheduling_reasons, [j.id for j in jobs])
         out = job_pb2.JobDetailsResponse()
         for job in jobs:
             d = out.job_details[job.id]
@@ -81,6 +92,7 @@ class JobsService(job_pb2_grpc.JobsServicer):
                 d.cancel_ts.CopyFrom(_ts(job.cancelled_at))
             d.cancel_reason = job.cancel_reason
             d.cancel_user = job.cancel_user
+            d.scheduling_reason = reasons.get(job.id, "")
             if job.latest_run is not None:
                 d.latest_run_id = job.latest_run.id
             if request.expand_job_spec:
@@ -91,14 +103,14 @@ class JobsService(job_pb2_grpc.JobsServicer):
 
     @rpc
     async def GetJobErrors(self, request, context):  # type: ignore[no-untyped-def]
-        jobs = await self.ctx.run(self.ctx.store.jobs, list(request.job_ids))
+        jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
         found = {job.id: job_error(job) for job in jobs}
         return job_pb2.JobErrorsResponse(job_errors={j: found.get(j, "")
                                                      for j in request.job_ids})
 
     @rpc
     async def GetJobRunDetails(self, request, context):  # type: ignore[no-untyped-def]
-        runs = await self.ctx.run(self.ctx.store.runs, list(request.run_ids))
+        runs = await self.ctx.run(self.ctx.store.runs, storable(request.run_ids))
         out = job_pb2.JobRunDetailsResponse()
         for job_id, run in runs:
             out.job_run_details[run.id].CopyFrom(run_details(job_id, run))

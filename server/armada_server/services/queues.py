@@ -40,6 +40,13 @@ def check_queue(queue: submit_pb2.Queue) -> submit_pb2.Queue:
     return out
 
 
+def check_name(name: str) -> str:
+    """A queue name to look up: text with NUL never names a queue (PostgreSQL refuses it)."""
+    if "\x00" in name:
+        raise InvalidArgument("name: must not contain NUL characters")
+    return name
+
+
 # Public job states a queue-wide cancel may name, and the stored states they cover.
 _STATE_FILTER = {
     submit_pb2.QUEUED: (JobState.SUBMITTED, JobState.QUEUED),
@@ -55,7 +62,9 @@ def states_from_filter(states) -> tuple[JobState, ...]:  # type: ignore[no-untyp
     out: list[JobState] = []
     for s in states:
         if s not in _STATE_FILTER:
-            raise InvalidArgument(f"states: {submit_pb2.JobState.Name(s)} is not a state jobs "
+            name = (submit_pb2.JobState.Name(s) if s in submit_pb2.JobState.values()
+                    else f"{s} (not a job state)")
+            raise InvalidArgument(f"states: {name} is not a state jobs "
                                   "can be cancelled in (QUEUED, LEASED, PENDING, RUNNING)")
         out.extend(_STATE_FILTER[s])
     return tuple(dict.fromkeys(out))
@@ -102,12 +111,12 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
     @rpc
     async def DeleteQueue(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("delete queues")
-        await self.ctx.run(self.ctx.store.delete_queue, request.name)
+        await self.ctx.run(self.ctx.store.delete_queue, check_name(request.name))
         return empty_pb2.Empty()
 
     @rpc
     async def GetQueue(self, request, context):  # type: ignore[no-untyped-def]
-        return await self.ctx.run(self.ctx.store.get_queue, request.name)
+        return await self.ctx.run(self.ctx.store.get_queue, check_name(request.name))
 
     @streaming_rpc
     async def GetQueues(self, request, context):  # type: ignore[no-untyped-def]
@@ -121,13 +130,13 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
     @rpc
     async def CordonQueue(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("cordon queues")
-        await self.ctx.run(self.ctx.store.set_cordoned, request.name, True)
+        await self.ctx.run(self.ctx.store.set_cordoned, check_name(request.name), True)
         return empty_pb2.Empty()
 
     @rpc
     async def UncordonQueue(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("uncordon queues")
-        await self.ctx.run(self.ctx.store.set_cordoned, request.name, False)
+        await self.ctx.run(self.ctx.store.set_cordoned, check_name(request.name), False)
         return empty_pb2.Empty()
 
     @rpc

@@ -8,10 +8,14 @@ from armada_core.api import submit_pb2, submit_pb2_grpc
 from armada_server.errors import InvalidArgument
 from armada_server.services.common import Context, rpc
 
+MAX_NAME = 253  # the column's length (storage/schema.py)
+
 
 def check_policy(policy: submit_pb2.RetryPolicy) -> submit_pb2.RetryPolicy:
     if not policy.name:
         raise InvalidArgument("name: a retry policy needs a name")
+    if "\x00" in policy.name or len(policy.name) > MAX_NAME:
+        raise InvalidArgument(f"name: at most {MAX_NAME} characters and no NUL characters")
     return policy
 
 

@@ -15,11 +15,15 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 WRITE = "armada_write"
 
 
-def default_database_url() -> str:
-    """An SQLite file in the user's data directory (XDG), created on first use."""
+def default_data_dir() -> Path:
+    """The server's directory in the user's data directory (XDG)."""
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    path = base / "armada-server" / "armada.db"
-    return f"sqlite:///{path}"
+    return base / "armada-server"
+
+
+def default_database_url() -> str:
+    """An SQLite file in the user's data directory, created on first use."""
+    return f"sqlite:///{default_data_dir() / 'armada.db'}"
 
 
 def make_engine(url: str) -> Engine:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import (
@@ -32,9 +32,12 @@ from armada_core.jobs import (
 from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import gang_of
 from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
-from armada_server.errors import AlreadyExists, NotFound
+from armada_core.retry import RetrySettings
+from armada_server.errors import AlreadyExists, InvalidArgument, NotFound
+from armada_server.retries import Retries
 from armada_server.storage import schema as t
 from armada_server.storage.database import WRITE
+from armada_server.storage.leases import LeaseOps
 from armada_server.storage.notify import notify
 
 JobSetKey = tuple[str, str]  # (queue, job set)
@@ -53,7 +56,7 @@ class StoredEvent:
     payload: bytes
 
 
-class Store:
+class Store(LeaseOps):
     """Transactional access to queues, retry policies, jobs, runs and the event log.
 
     `on_commit` is called with the job sets that got new events, after their transaction
@@ -61,8 +64,10 @@ class Store:
     """
 
     def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utcnow,
-                 on_commit: Callable[[set[JobSetKey]], None] | None = None) -> None:
+                 on_commit: Callable[[set[JobSetKey]], None] | None = None,
+                 retries: Retries | None = None) -> None:
         self.engine = engine
+        self.retries = retries or Retries(RetrySettings())
         self.clock = clock
         self.on_commit = on_commit
         self._dialect = engine.dialect.name
@@ -80,6 +85,8 @@ class Store:
             conn_ = self.engine.connect().execution_options(**{WRITE: True})
             with conn_ as conn, conn.begin():
                 yield conn, touched
+        except DataError as e:
+            raise _invalid(e) from None
         finally:
             if self._write_lock is not None:
                 self._write_lock.release()
@@ -88,8 +95,11 @@ class Store:
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn, conn.begin():
-            yield conn
+        try:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+        except DataError as e:
+            raise _invalid(e) from None
 
     def _insert(self, table):  # type: ignore[no-untyped-def]
         return (postgresql.insert(table) if self._dialect == "postgresql"
@@ -401,6 +411,15 @@ class Store:
                     found[job_id] = JobState(state)
         return {j: found.get(j, JobState.UNKNOWN) for j in job_ids}
 
+    def scheduling_reasons(self, job_ids: Sequence[str]) -> dict[str, str]:
+        """Why each queued job was not scheduled in the latest cycle (absent: no reason)."""
+        out: dict[str, str] = {}
+        with self._read() as conn:
+            for chunk in _chunks(list(job_ids), 500):
+                out.update(conn.execute(select(t.jobs.c.id, t.jobs.c.scheduling_reason).where(
+                    t.jobs.c.id.in_(chunk), t.jobs.c.scheduling_reason != "")).all())
+        return out
+
     def job_ids_by_external_uri(self, queue: str, job_set: str, uri: str) -> list[str]:
         with self._read() as conn:
             return list(conn.execute(select(t.jobs.c.id).where(
@@ -444,6 +463,15 @@ class Store:
             rows = conn.execute(select(t.jobs.c.queue, t.jobs.c.state, func.count()).group_by(
                 t.jobs.c.queue, t.jobs.c.state)).all()
         return {(q, JobState(s)): n for q, s, n in rows}
+
+
+def _invalid(error: DataError) -> InvalidArgument:
+    """A value the database refuses (NUL in text, too long, out of range) is the caller's
+    mistake, not the server's: say so without the SQL. The services check what they can
+    name a field for first; this is the net under them."""
+    reason = str(getattr(error, "orig", error)).strip().splitlines()
+    return InvalidArgument(f"a value in the request cannot be stored: "
+                           f"{reason[0] if reason else 'rejected by the database'}")
 
 
 # --- rows <-> domain --------------------------------------------------------------------------

@@ -1,0 +1,504 @@
+"""`armada`: parse the command line, run one command, turn every error into one line.
+
+Exit codes: 0 success, 1 an error (the server's or the input's), 2 a usage error, 130
+interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from armada_core.client import (
+    ArmadaClient,
+    ArmadaError,
+    ConnectionConfig,
+    JobTracker,
+    NotFound,
+    SpecError,
+    Unavailable,
+    WatchOptions,
+    load_job_file,
+    queue,
+    state_name,
+)
+from armada_core.retry import (
+    RetryConfigError,
+    dump_policies,
+    load_policies,
+    policy_from_document,
+    policy_from_proto,
+)
+
+from .progress import describe, summary
+from .resources import dump_queues, load_queues
+
+Handler = Callable[[ArmadaClient, argparse.Namespace, TextIO], int]
+
+
+class UsageError(Exception):
+    """Arguments that make no sense together (argparse cannot say so)."""
+
+
+# --- global options -----------------------------------------------------------------------
+
+def _connection(args: argparse.Namespace) -> ConnectionConfig:
+    ca = Path(args.ca_cert).read_bytes() if args.ca_cert else None
+    return ConnectionConfig(
+        address=args.url, tls=bool(args.tls or ca), root_certificates=ca, token=args.token or None,
+        username=args.username or None,
+        password=args.password if args.username else None,
+        timeout=args.timeout, logs_address=args.logs_url or None)
+
+
+def _add_globals(p: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    p.add_argument("--url", default=env("ARMADA_URL", "localhost:50051"),
+                   help="server address host:port (env ARMADA_URL; default localhost:50051)")
+    p.add_argument("--tls", action="store_true", default=env("ARMADA_TLS", "").lower() in
+                   ("1", "true", "yes"), help="use TLS (env ARMADA_TLS=1)")
+    p.add_argument("--ca-cert", default=env("ARMADA_CA_CERT"), metavar="PEM",
+                   help="root certificates for TLS (implies --tls; env ARMADA_CA_CERT)")
+    p.add_argument("--token", default=env("ARMADA_TOKEN"),
+                   help="bearer token (env ARMADA_TOKEN)")
+    p.add_argument("--username", default=env("ARMADA_USERNAME"),
+                   help="basic-auth user (env ARMADA_USERNAME)")
+    p.add_argument("--password", default=env("ARMADA_PASSWORD"),
+                   help="basic-auth password (env ARMADA_PASSWORD)")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="deadline of each call (default 60)")
+    p.add_argument("--logs-url", default=env("ARMADA_LOGS_URL"), metavar="HOST:PORT",
+                   help="binoculars (logs) address when not the server's (env ARMADA_LOGS_URL)")
+
+
+# --- output helpers -----------------------------------------------------------------------
+
+def _as_dict(message: Message) -> dict[str, Any]:
+    return json_format.MessageToDict(message)
+
+
+def _print_structured(value: Any, fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        out.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
+    else:
+        out.write(yaml.safe_dump(value, sort_keys=False))
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    return Path(path).read_text()
+
+
+def _pairs(values: Sequence[str] | None, flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values or ():
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} {value!r}: expected KEY=VALUE")
+        out[key] = val
+    return out
+
+
+# --- queues -------------------------------------------------------------------------------
+
+def _queue_from_flags(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    if not args.name:
+        raise UsageError("give a queue NAME or -f FILE")
+    return queue(args.name, priority_factor=args.priority_factor, user_owners=args.owner or (),
+                 group_owners=args.group_owner or (), labels=_pairs(args.label, "--label"),
+                 retry_policies=args.retry_policy or (), cordoned=args.cordoned)
+
+
+def _queues_from_args(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+    if args.file:
+        if args.name:
+            raise UsageError("give either a queue NAME with flags or -f FILE, not both")
+        return load_queues(_read(args.file))
+    return [_queue_from_flags(args)]
+
+
+def queue_create(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    for q in _queues_from_args(args):
+        c.create_queue(q)
+        out.write(f"Created queue {q.name}\n")
+    return 0
+
+
+def queue_update(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    for q in _queues_from_args(args):
+        c.update_queue(q)
+        out.write(f"Updated queue {q.name}\n")
+    return 0
+
+
+def queue_delete(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    for name in args.names:
+        c.delete_queue(name)
+        out.write(f"Deleted queue {name}\n")
+    return 0
+
+
+def queue_get(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    queues = [c.get_queue(name) for name in args.names]
+    if args.output == "json":
+        _print_structured([_as_dict(q) for q in queues], "json", out)
+    else:
+        out.write(dump_queues(queues))
+    return 0
+
+
+def queue_list(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    queues = c.get_queues()
+    if args.output == "yaml":
+        out.write(dump_queues(queues) if queues else "")
+    elif args.output == "json":
+        _print_structured([_as_dict(q) for q in queues], "json", out)
+    else:
+        out.write(f"{'NAME':<32} {'PRIORITY-FACTOR':>15} {'CORDONED':>8}  OWNERS\n")
+        for q in queues:
+            owners = ",".join([*q.user_owners, *(f"group:{g}" for g in q.group_owners)])
+            out.write(f"{q.name:<32} {q.priority_factor:>15g} "
+                      f"{'yes' if q.cordoned else 'no':>8}  {owners}\n")
+    return 0
+
+
+def queue_cordon(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    for name in args.names:
+        (c.cordon_queue if args.command_name == "cordon" else c.uncordon_queue)(name)
+        out.write(f"{args.command_name.capitalize()}ed queue {name}\n")
+    return 0
+
+
+# --- retry policies -----------------------------------------------------------------------
+
+def _policies_from_args(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+    if args.file:
+        if args.name:
+            raise UsageError("give either a policy NAME with flags or -f FILE, not both")
+        return load_policies(_read(args.file))
+    if not args.name:
+        raise UsageError("give a policy NAME or -f FILE")
+    spec: dict[str, Any] = {}
+    if args.retry_limit is not None:
+        spec["retryLimit"] = args.retry_limit
+    if args.default_action:
+        spec["defaultAction"] = args.default_action
+    return [policy_from_document({"kind": "RetryPolicy", "metadata": {"name": args.name},
+                                  "spec": spec})]
+
+
+def policy_create(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    for p in _policies_from_args(args):
+        c.create_retry_policy(p)
+        out.write(f"Created retry policy {p.name}\n")
+    return 0
+
+
+def policy_update(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    for p in _policies_from_args(args):
+        c.update_retry_policy(p)
+        out.write(f"Updated retry policy {p.name}\n")
+    return 0
+
+
+def policy_delete(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    for name in args.names:
+        c.delete_retry_policy(name)
+        out.write(f"Deleted retry policy {name}\n")
+    return 0
+
+
+def policy_get(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    out.write(dump_policies([policy_from_proto(c.get_retry_policy(n)) for n in args.names]))
+    return 0
+
+
+def policy_list(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    policies = c.get_retry_policies()
+    if args.output == "yaml":
+        out.write(dump_policies([policy_from_proto(p) for p in policies]) if policies else "")
+    else:
+        out.write(f"{'NAME':<40} {'RETRY-LIMIT':>11} {'RULES':>5}\n")
+        for p in policies:
+            limit = "global" if p.retry_limit_unset else str(p.retry_limit)
+            out.write(f"{p.name:<40} {limit:>11} {len(p.rules):>5}\n")
+    return 0
+
+
+# --- jobs ---------------------------------------------------------------------------------
+
+def submit(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    requests = load_job_file(_read(args.file))
+    for request in requests:
+        queue_name = args.queue or request.queue
+        job_set = args.job_set or request.job_set_id
+        if args.dry_run:
+            out.write(f"Valid: {len(request.items)} job(s) for queue {queue_name}, "
+                      f"job set {job_set}\n")
+            continue
+        ids = c.submit_jobs(queue_name, job_set, request.items)
+        for job_id in ids:
+            out.write(f"{job_id}\n" if args.quiet else
+                      f"Submitted job with id {job_id} to job set {job_set}\n")
+    return 0
+
+
+def cancel(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    if args.job_ids:
+        if args.state:
+            raise UsageError("--state filters a whole job set; do not combine it with job ids")
+        cancelled = c.cancel_jobs(args.queue, args.job_set, args.job_ids, reason=args.reason)
+        for job_id in cancelled:
+            out.write(f"Cancelled {job_id}\n")
+        missed = [j for j in args.job_ids if j not in cancelled]
+        for job_id in missed:
+            out.write(f"Not cancelled {job_id} (unknown, or already finished)\n")
+        return 0
+    c.cancel_job_set(args.queue, args.job_set, states=args.state or (), reason=args.reason)
+    which = f" in states {', '.join(args.state)}" if args.state else ""
+    out.write(f"Requested cancellation of job set {args.job_set}{which}\n")
+    return 0
+
+
+def _report(results: dict[str, str], verb: str, out: TextIO) -> int:
+    failed = 0
+    for job_id, error in sorted(results.items()):
+        if error:
+            failed += 1
+            out.write(f"{job_id}: not {verb}: {error}\n")
+        else:
+            out.write(f"{job_id}: {verb}\n")
+    return 1 if failed else 0
+
+
+def reprioritize(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    results = c.reprioritize_jobs(args.queue, args.job_set, args.priority, args.job_ids)
+    return _report(results, "reprioritized", out)
+
+
+def preempt(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    results = c.preempt_jobs(args.queue, args.job_set, args.job_ids, reason=args.reason)
+    return _report(results, "preemption requested", out)
+
+
+def status(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    states = c.get_job_status(args.job_ids)
+    for job_id in args.job_ids:
+        out.write(f"{job_id} {state_name(states.get(job_id, 0))}\n")
+    return 0
+
+
+def details(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    found = c.get_job_details(args.job_ids, expand_job_spec=args.spec, expand_job_run=True)
+    missing = [j for j in args.job_ids if j not in found]
+    _print_structured({j: _as_dict(found[j]) for j in args.job_ids if j in found},
+                      args.output, out)
+    if missing:
+        raise NotFound(f"no such job: {', '.join(missing)}")
+    return 0
+
+
+def logs(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    for line in c.logs(args.job_id, pod_number=args.pod_number, namespace=args.namespace,
+                       since_time=args.since_time, tail_lines=args.tail,
+                       container=args.container, timestamps=args.timestamps):
+        out.write((f"{line.timestamp} " if args.timestamps and line.timestamp else "")
+                  + line.line + ("" if line.line.endswith("\n") else "\n"))
+    return 0
+
+
+def watch(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    tracker = JobTracker()
+    options = WatchOptions(silence_timeout=args.silence_timeout)
+
+    def notice(n: Any) -> None:
+        sys.stderr.write(f"armada: {n.message}\n")
+
+    for message in c.follow_events(args.queue, args.job_set, from_message_id=args.from_id,
+                                   watch=True, options=options, on_notice=notice):
+        result = tracker.apply(message)
+        if result is None:
+            continue
+        out.write(f"{describe(message, result)}  | {summary(tracker)}\n")
+        out.flush()
+        if args.exit_if_inactive and tracker.done():
+            break
+    out.write(f"All jobs finished: {summary(tracker)}\n")
+    failed = sum(1 for r in tracker.jobs.values() if r.state_name in ("FAILED", "REJECTED"))
+    return 1 if failed and args.fail_on_failure else 0
+
+
+# --- parser -------------------------------------------------------------------------------
+
+def _queue_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="queue name (or use -f)")
+    p.add_argument("-f", "--file", help="YAML file with one or more Queue documents ('-': stdin)")
+    p.add_argument("--priority-factor", type=float, default=1.0)
+    p.add_argument("--owner", action="append", help="user owner (repeatable)")
+    p.add_argument("--group-owner", action="append", help="group owner (repeatable)")
+    p.add_argument("--label", action="append", metavar="KEY=VALUE", help="repeatable")
+    p.add_argument("--retry-policy", action="append", metavar="NAME",
+                   help="retry policy applied to the queue's jobs (repeatable)")
+    p.add_argument("--cordoned", action="store_true")
+
+
+def _policy_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="policy name (or use -f)")
+    p.add_argument("-f", "--file",
+                   help="YAML file with RetryPolicy documents (docs/retry-policies.md)")
+    p.add_argument("--retry-limit", type=int)
+    p.add_argument("--default-action", choices=["Fail", "Retry"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="armada",
+                                     description="Command-line client for an Armada server.")
+    _add_globals(parser)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    q = commands.add_parser("queue", help="create, update, delete, get, list queues")
+    qs = q.add_subparsers(dest="command_name", required=True, metavar="ACTION")
+    for name, handler, helptext in (("create", queue_create, "create queues"),
+                                    ("update", queue_update, "replace queues")):
+        sp = qs.add_parser(name, help=helptext)
+        _queue_flags(sp)
+        sp.set_defaults(handler=handler)
+    sp = qs.add_parser("delete", help="delete queues")
+    sp.add_argument("names", nargs="+", metavar="NAME")
+    sp.set_defaults(handler=queue_delete)
+    sp = qs.add_parser("get", help="print queues as YAML")
+    sp.add_argument("names", nargs="+", metavar="NAME")
+    sp.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    sp.set_defaults(handler=queue_get)
+    sp = qs.add_parser("list", help="list every queue")
+    sp.add_argument("-o", "--output", choices=["table", "yaml", "json"], default="table")
+    sp.set_defaults(handler=queue_list)
+    for name in ("cordon", "uncordon"):
+        sp = qs.add_parser(name, help=f"{name} queues (cordoned queues take no new jobs)")
+        sp.add_argument("names", nargs="+", metavar="NAME")
+        sp.set_defaults(handler=queue_cordon)
+
+    r = commands.add_parser("retry-policy", help="create, update, delete, get, list retry "
+                                                 "policies")
+    rs = r.add_subparsers(dest="command_name", required=True, metavar="ACTION")
+    for name, handler in (("create", policy_create), ("update", policy_update)):
+        sp = rs.add_parser(name, help=f"{name} retry policies")
+        _policy_flags(sp)
+        sp.set_defaults(handler=handler)
+    sp = rs.add_parser("delete", help="delete retry policies")
+    sp.add_argument("names", nargs="+", metavar="NAME")
+    sp.set_defaults(handler=policy_delete)
+    sp = rs.add_parser("get", help="print retry policies as YAML")
+    sp.add_argument("names", nargs="+", metavar="NAME")
+    sp.set_defaults(handler=policy_get)
+    sp = rs.add_parser("list", help="list every retry policy")
+    sp.add_argument("-o", "--output", choices=["table", "yaml"], default="table")
+    sp.set_defaults(handler=policy_list)
+
+    sp = commands.add_parser("submit", help="submit the jobs of a job file")
+    sp.add_argument("file", help="job file (YAML: queue, jobSetId, jobs; '-': stdin)")
+    sp.add_argument("--queue", help="override the file's queue")
+    sp.add_argument("--job-set", help="override the file's jobSetId")
+    sp.add_argument("--dry-run", action="store_true", help="only check the file")
+    sp.add_argument("-q", "--quiet", action="store_true", help="print only the job ids")
+    sp.set_defaults(handler=submit)
+
+    sp = commands.add_parser("watch", help="follow a job set's events")
+    sp.add_argument("queue")
+    sp.add_argument("job_set", metavar="JOB_SET")
+    sp.add_argument("--exit-if-inactive", "--exit-on-inactive", dest="exit_if_inactive",
+                    action="store_true", help="stop once every job of the set has finished")
+    sp.add_argument("--fail-on-failure", action="store_true",
+                    help="exit 1 when a job failed or was rejected")
+    sp.add_argument("--from", dest="from_id", default="", metavar="MESSAGE_ID",
+                    help="start after this message id")
+    sp.add_argument("--silence-timeout", type=float, default=90.0, metavar="SECONDS",
+                    help="reopen a stream silent for this long (default 90)")
+    sp.set_defaults(handler=watch)
+
+    sp = commands.add_parser("cancel", help="cancel jobs, or a whole job set")
+    sp.add_argument("queue")
+    sp.add_argument("job_set", metavar="JOB_SET")
+    sp.add_argument("job_ids", nargs="*", metavar="JOB_ID",
+                    help="jobs to cancel (none: the whole job set)")
+    sp.add_argument("--state", action="append", choices=["queued", "leased", "pending",
+                                                        "running"],
+                    help="with no job ids: only jobs in this state (repeatable)")
+    sp.add_argument("--reason", default="")
+    sp.set_defaults(handler=cancel)
+
+    sp = commands.add_parser("reprioritize", help="change the priority of jobs")
+    sp.add_argument("queue")
+    sp.add_argument("job_set", metavar="JOB_SET")
+    sp.add_argument("priority", type=float)
+    sp.add_argument("job_ids", nargs="*", metavar="JOB_ID", help="none: the whole job set")
+    sp.set_defaults(handler=reprioritize)
+
+    sp = commands.add_parser("preempt", help="preempt running jobs")
+    sp.add_argument("queue")
+    sp.add_argument("job_set", metavar="JOB_SET")
+    sp.add_argument("job_ids", nargs="+", metavar="JOB_ID")
+    sp.add_argument("--reason", default="")
+    sp.set_defaults(handler=preempt)
+
+    sp = commands.add_parser("status", help="print the state of jobs")
+    sp.add_argument("job_ids", nargs="+", metavar="JOB_ID")
+    sp.set_defaults(handler=status)
+
+    sp = commands.add_parser("details", help="print jobs' details and runs")
+    sp.add_argument("job_ids", nargs="+", metavar="JOB_ID")
+    sp.add_argument("--spec", action="store_true", help="include the job spec")
+    sp.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    sp.set_defaults(handler=details)
+
+    sp = commands.add_parser("logs", help="print a job's pod log")
+    sp.add_argument("job_id", metavar="JOB_ID")
+    sp.add_argument("--pod-number", type=int, default=0)
+    sp.add_argument("--namespace", default="")
+    sp.add_argument("--container", default="")
+    sp.add_argument("--since-time", default="", help="RFC 3339 time")
+    sp.add_argument("--tail", type=int, help="only the last N lines")
+    sp.add_argument("--timestamps", action="store_true")
+    sp.set_defaults(handler=logs)
+    return parser
+
+
+def _one_line(error: BaseException, url: str) -> str:
+    if isinstance(error, ArmadaError):
+        what = error.code.name.lower().replace("_", " ")
+        text = f"{what}: {error.details}" if error.details else what
+        if isinstance(error, Unavailable):
+            text += f" (is an Armada server running at {url}?)"
+        return text
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.filename}: {error.strerror or error}"
+    return str(error)
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
+    """Run one command; returns the exit code (the console script exits with it)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = stdout or sys.stdout
+    try:
+        with ArmadaClient(config=_connection(args)) as client:
+            return args.handler(client, args, out)
+    except UsageError as e:
+        parser.error(str(e))
+    except KeyboardInterrupt:
+        return 130
+    except (ArmadaError, SpecError, RetryConfigError, OSError, ValueError) as e:
+        message = " ".join(_one_line(e, args.url).split())
+        sys.stderr.write(f"armada: error: {message}\n")
+        return 1
+    return 0  # pragma: no cover - parser.error exits

@@ -1,0 +1,86 @@
+"""The Armada client every integration builds on: sync and asyncio flavours of every public
+RPC, job and gang builders, resumable event watching and `wait_for_jobs`.
+
+Works against our server and against upstream Armada (same wire API).
+"""
+
+from .aio import AsyncArmadaClient
+from .builders import PodSpecLike, check_items, gang_items, job_item, pod_spec
+from .connection import DEFAULT_ADDRESS, ConnectionConfig
+from .errors import (
+    Aborted,
+    AlreadyExists,
+    ArmadaError,
+    Cancelled,
+    DataLoss,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    ResourceExhausted,
+    SubmitRejected,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+    Unknown,
+    WaitTimeout,
+    error_for,
+    from_rpc_error,
+)
+from .jobfile import JobRequest, load_job_file, parse_job_request
+from .k8s_convert import SpecError, to_message
+from .operations import job_state, queue
+from .sync import ArmadaClient
+from .tracking import TERMINAL, JobResult, JobTracker, state_name
+from .watching import HEARTBEAT_METADATA, Notice, WatchOptions, is_heartbeat
+
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "HEARTBEAT_METADATA",
+    "TERMINAL",
+    "Aborted",
+    "AlreadyExists",
+    "ArmadaClient",
+    "ArmadaError",
+    "AsyncArmadaClient",
+    "Cancelled",
+    "ConnectionConfig",
+    "DataLoss",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "Internal",
+    "InvalidArgument",
+    "JobRequest",
+    "JobResult",
+    "JobTracker",
+    "NotFound",
+    "Notice",
+    "OutOfRange",
+    "PermissionDenied",
+    "PodSpecLike",
+    "ResourceExhausted",
+    "SpecError",
+    "SubmitRejected",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "Unknown",
+    "WaitTimeout",
+    "WatchOptions",
+    "check_items",
+    "error_for",
+    "from_rpc_error",
+    "gang_items",
+    "is_heartbeat",
+    "job_item",
+    "job_state",
+    "load_job_file",
+    "parse_job_request",
+    "pod_spec",
+    "queue",
+    "state_name",
+    "to_message",
+]

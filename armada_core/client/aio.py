@@ -1,0 +1,388 @@
+"""`AsyncArmadaClient`: the asyncio client; the same methods as ArmadaClient, awaited.
+
+Cancelling a task that waits on a stream (follow_events, wait_for_jobs) cancels the RPC too:
+no stream is left open on the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from armada_core.api import (
+    binoculars_pb2,
+    binoculars_pb2_grpc,
+    event_pb2,
+    event_pb2_grpc,
+    job_pb2,
+    job_pb2_grpc,
+    submit_pb2,
+    submit_pb2_grpc,
+)
+from armada_core.retry import RetryPolicy
+
+from . import operations as ops
+from .builders import check_items
+from .connection import ConnectionConfig, merge_metadata
+from .errors import ArmadaError, from_rpc_error
+from .tracking import JobResult, JobTracker
+from .watching import (
+    HEARTBEAT_METADATA,
+    NoticeHandler,
+    Reconnector,
+    WatchOptions,
+    is_heartbeat,
+    job_set_request,
+)
+
+R = TypeVar("R")
+EventHandler = Callable[[event_pb2.EventStreamMessage, JobResult], None]
+
+
+class _Silent(Exception):
+    """No message arrived within the silence timeout."""
+
+
+class AsyncArmadaClient:
+    """An asyncio client for an Armada server (ours or upstream).
+
+        async with AsyncArmadaClient("localhost:50051") as client:
+            [job_id] = await client.submit_jobs("queue", "job-set", [job_item(pod_spec)])
+            results = await client.wait_for_jobs("queue", "job-set", [job_id])
+
+    Create it inside the event loop that uses it. Every gRPC failure raises a subclass of
+    ArmadaError.
+    """
+
+    def __init__(self, address: str | None = None, *,
+                 config: ConnectionConfig | None = None, **settings: Any) -> None:
+        if config is None:
+            config = ConnectionConfig(**({"address": address} if address else {}), **settings)
+        elif address or settings:
+            raise TypeError("give either a ConnectionConfig or address/settings, not both")
+        self.config = config
+        self._channel = config.aio_channel()
+        self._logs_channel = (config.aio_channel(config.logs_address)
+                              if config.logs_address else self._channel)
+        self._metadata = config.auth_metadata()
+        self._stubs: dict[str, Any] = {
+            "Submit": submit_pb2_grpc.SubmitStub(self._channel),
+            "QueueService": submit_pb2_grpc.QueueServiceStub(self._channel),
+            "RetryPolicyService": submit_pb2_grpc.RetryPolicyServiceStub(self._channel),
+            "Event": event_pb2_grpc.EventStub(self._channel),
+            "Jobs": job_pb2_grpc.JobsStub(self._channel),
+            "Binoculars": binoculars_pb2_grpc.BinocularsStub(self._logs_channel),
+        }
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self._logs_channel is not self._channel:
+            await self._logs_channel.close()
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncArmadaClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self, call: ops.Call[R], timeout: float | None = None) -> R:
+        method = getattr(self._stubs[call.service], call.method)
+        try:
+            response = await method(call.request, timeout=timeout or self.config.timeout,
+                                    metadata=self._metadata,
+                                    wait_for_ready=self.config.wait_for_ready)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, call.name) from None
+        return call.unpack(response)
+
+    # --- Submit -----------------------------------------------------------------------------
+
+    async def submit_jobs(self, queue: str, job_set_id: str,
+                          items: Iterable[submit_pb2.JobSubmitRequestItem], *,
+                          check: bool = True) -> list[str]:
+        """See ArmadaClient.submit_jobs."""
+        items = list(items)
+        if check:
+            check_items(items, queue=queue, job_set_id=job_set_id)
+        return await self._run(ops.submit_jobs(queue, job_set_id, items))
+
+    async def cancel_jobs(self, queue: str, job_set_id: str, job_ids: Iterable[str], *,
+                          reason: str = "") -> list[str]:
+        return await self._run(ops.cancel_jobs(queue, job_set_id, job_ids, reason))
+
+    async def cancel_job_set(self, queue: str, job_set_id: str, *,
+                             states: Iterable[ops.StateLike] = (), reason: str = "") -> None:
+        await self._run(ops.cancel_job_set(queue, job_set_id, states, reason))
+
+    async def reprioritize_jobs(self, queue: str, job_set_id: str, new_priority: float,
+                                job_ids: Iterable[str] = ()) -> dict[str, str]:
+        return await self._run(ops.reprioritize_jobs(queue, job_set_id, new_priority, job_ids))
+
+    async def preempt_jobs(self, queue: str, job_set_id: str, job_ids: Iterable[str], *,
+                           reason: str = "") -> dict[str, str]:
+        return await self._run(ops.preempt_jobs(queue, job_set_id, job_ids, reason))
+
+    async def health(self, service: str = "Submit") -> int:
+        return await self._run(ops.health(service))
+
+    # --- queues -----------------------------------------------------------------------------
+
+    async def create_queue(self, queue: submit_pb2.Queue) -> None:
+        await self._run(ops.create_queue(queue))
+
+    async def create_queues(self, queues: Iterable[submit_pb2.Queue]
+                            ) -> list[submit_pb2.QueueCreateResponse]:
+        return await self._run(ops.create_queues(queues))
+
+    async def update_queue(self, queue: submit_pb2.Queue) -> None:
+        await self._run(ops.update_queue(queue))
+
+    async def update_queues(self, queues: Iterable[submit_pb2.Queue]
+                            ) -> list[submit_pb2.QueueUpdateResponse]:
+        return await self._run(ops.update_queues(queues))
+
+    async def delete_queue(self, name: str) -> None:
+        await self._run(ops.delete_queue(name))
+
+    async def get_queue(self, name: str) -> submit_pb2.Queue:
+        return await self._run(ops.get_queue(name))
+
+    async def get_queues(self, num: int = 0) -> list[submit_pb2.Queue]:
+        queues: list[submit_pb2.Queue] = []
+        call = self._stubs["QueueService"].GetQueues(
+            submit_pb2.StreamingQueueGetRequest(num=num), timeout=self.config.timeout,
+            metadata=self._metadata)
+        try:
+            async for message in call:
+                if message.WhichOneof("event") == "end":
+                    break
+                queues.append(message.queue)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, "QueueService/GetQueues") from None
+        finally:
+            call.cancel()
+        return queues
+
+    async def cordon_queue(self, name: str) -> None:
+        await self._run(ops.cordon_queue(name))
+
+    async def uncordon_queue(self, name: str) -> None:
+        await self._run(ops.uncordon_queue(name))
+
+    async def preempt_on_queue(self, name: str, *, priority_classes: Iterable[str] = (),
+                               pools: Iterable[str] = ()) -> None:
+        await self._run(ops.preempt_on_queue(name, priority_classes, pools))
+
+    async def cancel_on_queue(self, name: str, *, priority_classes: Iterable[str] = (),
+                              states: Iterable[ops.StateLike] = (),
+                              pools: Iterable[str] = ()) -> None:
+        await self._run(ops.cancel_on_queue(name, priority_classes, states, pools))
+
+    # --- retry policies ---------------------------------------------------------------------
+
+    async def create_retry_policy(self, policy: RetryPolicy | submit_pb2.RetryPolicy) -> None:
+        await self._run(ops.create_retry_policy(policy))
+
+    async def update_retry_policy(self, policy: RetryPolicy | submit_pb2.RetryPolicy) -> None:
+        await self._run(ops.update_retry_policy(policy))
+
+    async def delete_retry_policy(self, name: str) -> None:
+        await self._run(ops.delete_retry_policy(name))
+
+    async def get_retry_policy(self, name: str) -> submit_pb2.RetryPolicy:
+        return await self._run(ops.get_retry_policy(name))
+
+    async def get_retry_policies(self) -> list[submit_pb2.RetryPolicy]:
+        return await self._run(ops.get_retry_policies())
+
+    # --- job queries ------------------------------------------------------------------------
+
+    async def get_job_status(self, job_ids: Iterable[str]) -> dict[str, int]:
+        return await self._run(ops.get_job_status(job_ids))
+
+    async def get_job_status_by_external_uri(self, queue: str, job_set_id: str,
+                                             external_job_uri: str) -> dict[str, int]:
+        return await self._run(ops.get_job_status_by_external_uri(queue, job_set_id,
+                                                                   external_job_uri))
+
+    async def get_job_details(self, job_ids: Iterable[str], *, expand_job_spec: bool = False,
+                              expand_job_run: bool = False) -> dict[str, job_pb2.JobDetails]:
+        return await self._run(ops.get_job_details(job_ids, expand_job_spec, expand_job_run))
+
+    async def get_job_errors(self, job_ids: Iterable[str]) -> dict[str, str]:
+        return await self._run(ops.get_job_errors(job_ids))
+
+    async def get_job_run_details(self, run_ids: Iterable[str]
+                                  ) -> dict[str, job_pb2.JobRunDetails]:
+        return await self._run(ops.get_job_run_details(run_ids))
+
+    async def get_active_queues(self) -> dict[str, list[str]]:
+        return await self._run(ops.get_active_queues())
+
+    # --- logs -------------------------------------------------------------------------------
+
+    async def logs(self, job_id: str, *, pod_number: int = 0, namespace: str = "",
+                   since_time: str = "", tail_lines: int | None = None,
+                   timestamps: bool = False, container: str = "",
+                   previous: bool = False) -> list[binoculars_pb2.LogLine]:
+        return await self._run(ops.logs(job_id, pod_number=pod_number, namespace=namespace,
+                                        since_time=since_time, tail_lines=tail_lines,
+                                        timestamps=timestamps, container=container,
+                                        previous=previous))
+
+    # --- events -----------------------------------------------------------------------------
+
+    async def get_job_set_events(self, queue: str, job_set_id: str, *,
+                                 from_message_id: str = "", watch: bool = False,
+                                 error_if_missing: bool = False, timeout: float | None = None
+                                 ) -> AsyncIterator[event_pb2.EventStreamMessage]:
+        """One raw GetJobSetEvents stream, exactly as the server sends it (no resume)."""
+        request = event_pb2.JobSetRequest(id=job_set_id, queue=queue, watch=watch,
+                                          from_message_id=from_message_id,
+                                          errorIfMissing=error_if_missing)
+        call = self._stubs["Event"].GetJobSetEvents(request, timeout=timeout,
+                                                    metadata=self._metadata)
+        try:
+            async for message in call:
+                yield message
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, "Event/GetJobSetEvents") from None
+        finally:
+            call.cancel()
+
+    async def watch(self, queue: str, job_set_id: str, *, from_id: str = "",
+                    timeout: float | None = None
+                    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
+        """The older Event/Watch RPC, raw (prefer follow_events)."""
+        request = event_pb2.WatchRequest(queue=queue, job_set_id=job_set_id, from_id=from_id)
+        call = self._stubs["Event"].Watch(request, timeout=timeout, metadata=self._metadata)
+        try:
+            async for message in call:
+                yield message
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, "Event/Watch") from None
+        finally:
+            call.cancel()
+
+    async def _stream(self, queue: str, job_set_id: str, from_message_id: str, *,
+                      watch: bool, options: WatchOptions, silence: float | None
+                      ) -> AsyncIterator[event_pb2.EventStreamMessage]:
+        """One connection, heartbeats included; raises _Silent or ArmadaError."""
+        metadata = merge_metadata(self._metadata,
+                                  [HEARTBEAT_METADATA] if options.heartbeats else None)
+        call = self._stubs["Event"].GetJobSetEvents(
+            job_set_request(queue, job_set_id, from_message_id, watch=watch), metadata=metadata)
+        try:
+            while True:
+                try:
+                    if watch and silence:
+                        message = await asyncio.wait_for(call.read(), silence)
+                    else:
+                        message = await call.read()
+                except TimeoutError:
+                    raise _Silent() from None
+                except grpc.RpcError as e:
+                    raise from_rpc_error(e, "Event/GetJobSetEvents") from None
+                if message is grpc.aio.EOF:
+                    return
+                yield message
+        finally:
+            call.cancel()
+
+    async def follow_events(self, queue: str, job_set_id: str, *, from_message_id: str = "",
+                            watch: bool = True, options: WatchOptions | None = None,
+                            on_notice: NoticeHandler | None = None
+                            ) -> AsyncIterator[event_pb2.EventStreamMessage]:
+        """See ArmadaClient.follow_events. Close it with `contextlib.aclosing` (or cancel the
+        task) to close the stream promptly."""
+        options = options or WatchOptions()
+        state = Reconnector(options, on_notice=on_notice)
+        last = from_message_id
+        while True:
+            state.opened(last)
+            try:
+                async with contextlib.aclosing(self._stream(
+                        queue, job_set_id, last, watch=watch, options=options,
+                        silence=options.silence_timeout)) as stream:
+                    async for message in stream:
+                        state.received()
+                        last = message.id or last
+                        if not is_heartbeat(message):
+                            yield message
+                if not watch:
+                    return
+                state.ended()
+            except _Silent:
+                state.silent()
+            except ArmadaError as e:
+                await asyncio.sleep(state.failed(e))
+
+    async def wait_for_jobs(self, queue: str, job_set_id: str, job_ids: Sequence[str], *,
+                            timeout: float | None = None, options: WatchOptions | None = None,
+                            on_event: EventHandler | None = None,
+                            on_notice: NoticeHandler | None = None) -> dict[str, JobResult]:
+        """See ArmadaClient.wait_for_jobs. Cancelling the awaiting task closes the stream."""
+        options = options or WatchOptions()
+        tracker = JobTracker(job_ids)
+        if not tracker.jobs:
+            return {}
+        state = Reconnector(options, timeout=timeout, on_notice=on_notice, can_poll=True)
+        while True:
+            if state.polling:
+                try:
+                    tracker.apply_status(await self.get_job_status(tracker.pending()))
+                except ArmadaError as e:
+                    state.notify("polling", f"status poll failed: {e.details}", e)
+                if tracker.done():
+                    await self._catch_up(queue, job_set_id, tracker, options)
+                    return tracker.jobs
+            if not state.events_unsupported:
+                state.opened(tracker.last_message_id)
+                try:
+                    async with contextlib.aclosing(self._stream(
+                            queue, job_set_id, tracker.last_message_id, watch=True,
+                            options=options, silence=state.stream_silence())) as stream:
+                        async for message in stream:
+                            state.received()
+                            result = tracker.apply(message)
+                            if result is not None and on_event is not None:
+                                on_event(message, result)
+                            if tracker.done():
+                                return tracker.jobs
+                            state.check_deadline(tracker.pending())
+                    state.ended()
+                    continue
+                except _Silent:
+                    state.check_deadline(tracker.pending())
+                    state.silent()
+                    continue
+                except ArmadaError as e:
+                    delay = state.failed(e)
+            else:
+                delay = options.poll_interval
+            state.check_deadline(tracker.pending())
+            await asyncio.sleep(state.sleep_time(delay))
+            state.check_deadline(tracker.pending())
+
+    async def _catch_up(self, queue: str, job_set_id: str, tracker: JobTracker,
+                        options: WatchOptions) -> None:
+        """See ArmadaClient._catch_up."""
+        try:
+            async with contextlib.aclosing(self._stream(
+                    queue, job_set_id, tracker.last_message_id, watch=False, options=options,
+                    silence=None)) as stream:
+                async for message in stream:
+                    tracker.apply(message)
+        except (ArmadaError, _Silent):
+            pass
+        missing = tracker.from_status()
+        if missing:
+            with contextlib.suppress(ArmadaError):
+                tracker.enrich(await self.get_job_details(missing, expand_job_run=True),
+                               await self.get_job_errors(missing))

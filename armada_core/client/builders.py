@@ -1,0 +1,158 @@
+"""Building job items and gangs from pod specs, checked before anything is sent.
+
+A pod spec may be a `kubernetes.client.V1PodSpec`, a plain dict in Kubernetes JSON shape
+(camelCase, or the snake_case of `to_dict()`), YAML text, or our protobuf `PodSpec`. Gangs are
+plain jobs carrying the gang annotations, so the helpers only fill those in consistently.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from armada_core.api import submit_pb2
+from armada_core.api.k8s import core_v1_pb2
+from armada_core.jobs import SubmissionConfig, SubmissionError, validate_request
+from armada_core.jobs import annotations as ann
+
+from .k8s_convert import SpecError, to_message
+
+#: A V1PodSpec, a dict, YAML text or a protobuf PodSpec.
+PodSpecLike = Any
+
+_ITEM_PREFIX = "job_request_items[0]."
+
+
+def pod_spec(spec: PodSpecLike, path: str = "pod_spec") -> core_v1_pb2.PodSpec:
+    """Our protobuf PodSpec from any accepted form; SpecError names a bad field."""
+    if isinstance(spec, str):
+        try:
+            spec = yaml.safe_load(spec)
+        except yaml.YAMLError as e:
+            raise SpecError(path, f"not valid YAML: {e}") from None
+        if spec is None:
+            raise SpecError(path, "the YAML text is empty")
+    return to_message(spec, core_v1_pb2.PodSpec, path)
+
+
+def _metadata(values: Mapping[str, str] | None, path: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in (values or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise SpecError(f"{path}[{key}]", f"keys and values must be strings, got "
+                                              f"{key!r}: {value!r}")
+        out[key] = value
+    return out
+
+
+def job_item(spec: PodSpecLike, *, priority: float = 0.0, namespace: str = "default",
+             priority_class: str | None = None, client_id: str = "",
+             labels: Mapping[str, str] | None = None,
+             annotations: Mapping[str, str] | None = None,
+             retry_policy: str | Sequence[str] | None = None, external_job_uri: str = "",
+             scheduler: str = "", ingress: Iterable[Any] = (), services: Iterable[Any] = (),
+             check: bool = True) -> submit_pb2.JobSubmitRequestItem:
+    """One job. `priority_class` sets the pod spec's priorityClassName; `retry_policy` names
+    policies for the `armadaproject.io/retry-policy` annotation. With `check`, the item is
+    validated as the server would (minus server-specific limits) and SpecError names the
+    offending field, e.g. `pod_specs[0].containers[0].resources.requests`."""
+    pod = pod_spec(spec)
+    if priority_class is not None:
+        pod.priorityClassName = priority_class
+    item = submit_pb2.JobSubmitRequestItem(
+        priority=priority, namespace=namespace, client_id=client_id, pod_specs=[pod],
+        scheduler=scheduler, external_job_uri=external_job_uri)
+    item.labels.update(_metadata(labels, "labels"))
+    item.annotations.update(_metadata(annotations, "annotations"))
+    if retry_policy:
+        names = [retry_policy] if isinstance(retry_policy, str) else list(retry_policy)
+        item.annotations[ann.RETRY_POLICY] = ",".join(names)
+    if external_job_uri:
+        item.annotations[ann.EXTERNAL_JOB_URI] = external_job_uri
+    for i, value in enumerate(ingress):
+        to_message(value, item.ingress.add(), f"ingress[{i}]")
+    for i, value in enumerate(services):
+        to_message(value, item.services.add(), f"services[{i}]")
+    if check:
+        check_items([item], prefix="")
+    return item
+
+
+def gang_items(specs: PodSpecLike | Sequence[PodSpecLike], *, replicas: int | None = None,
+               gang_id: str | None = None, minimum_cardinality: int | None = None,
+               node_uniformity_label: str | None = None, client_id: str = "",
+               check: bool = True, **job: Any) -> list[submit_pb2.JobSubmitRequestItem]:
+    """A gang: `replicas` copies of one pod spec, or one member per spec of a list.
+
+    Members get the gang annotations (gangId, gangCardinality, and when given
+    gangMinimumCardinality and gangNodeUniformityLabel). The gang id defaults to `client_id`
+    (so a resubmission forms the same gang) or a random UUID; member i's client id is
+    `<client_id>-<i>`. Other keyword arguments are those of `job_item`, for every member.
+    """
+    if isinstance(specs, (list, tuple)):
+        if replicas is not None:
+            raise SpecError("replicas", "give either a list of pod specs or replicas, not both")
+        members = list(specs)
+    else:
+        if replicas is None or replicas < 1:
+            raise SpecError("replicas", f"a gang of one pod spec needs replicas >= 1, got "
+                                        f"{replicas!r}")
+        members = [specs] * replicas
+    if not members:
+        raise SpecError("pod_specs", "a gang needs at least one member")
+    cardinality = len(members)
+    if minimum_cardinality is not None and not 1 <= minimum_cardinality <= cardinality:
+        raise SpecError("minimum_cardinality", f"must be between 1 and the gang size "
+                                               f"{cardinality}, got {minimum_cardinality}")
+    gang = gang_id or client_id or str(uuid.uuid4())
+    annotations = dict(job.pop("annotations", None) or {})
+    wanted = {ann.GANG_ID: gang, ann.GANG_CARDINALITY: str(cardinality)}
+    if minimum_cardinality is not None:
+        wanted[ann.GANG_MINIMUM_CARDINALITY] = str(minimum_cardinality)
+    if node_uniformity_label:
+        wanted[ann.GANG_NODE_UNIFORMITY_LABEL] = node_uniformity_label
+    for key, value in wanted.items():
+        if annotations.get(key, value) != value:
+            raise SpecError(f"annotations[{key}]", f"{annotations[key]!r} contradicts the "
+                                                   f"gang helper's {value!r}")
+    annotations.update(wanted)
+    items: list[submit_pb2.JobSubmitRequestItem] = []
+    for i, spec in enumerate(members):
+        try:
+            items.append(job_item(spec, annotations=annotations, check=False,
+                                  client_id=f"{client_id}-{i}" if client_id else "", **job))
+        except SpecError as e:
+            raise SpecError(f"members[{i}].{e.path}", e.problem) from None
+    if check:
+        check_items(items)
+    return items
+
+
+def client_check_config(items: Iterable[submit_pb2.JobSubmitRequestItem]) -> SubmissionConfig:
+    """Server rules a client can check without knowing the server's configuration: any
+    priority class and grace period are left to the server to judge."""
+    classes = {spec.priorityClassName for item in items for spec in item.pod_specs}
+    classes |= {item.pod_spec.priorityClassName for item in items}
+    return SubmissionConfig(priority_classes=frozenset(classes - {""}) | {"armada-default"},
+                            max_grace_period_seconds=2**62,
+                            default_active_deadline_seconds=None)
+
+
+def check_items(items: Sequence[submit_pb2.JobSubmitRequestItem], *, queue: str = "queue",
+                job_set_id: str = "job-set", prefix: str | None = None) -> None:
+    """Raise SpecError for the first problem the server would reject the request for.
+
+    `prefix=""` drops the `job_request_items[0].` prefix from paths (single items).
+    """
+    request = submit_pb2.JobSubmitRequest(queue=queue, job_set_id=job_set_id,
+                                          job_request_items=items)
+    try:
+        validate_request(request, client_check_config(items))
+    except SubmissionError as e:
+        path = e.path
+        if prefix is not None and path.startswith(_ITEM_PREFIX):
+            path = prefix + path[len(_ITEM_PREFIX):]
+        raise SpecError(path, e.problem) from None

@@ -1,0 +1,81 @@
+"""The `armada-executor` command: an executor in its own process, against a remote server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import grpc
+
+from armada_server import __version__
+from armada_server.config import ConfigError, parse_nodes
+from armada_server.executors.agent import ExecutorAgent
+from armada_server.executors.local_backend import LocalBackend
+from armada_server.executors.nodes import virtual_nodes
+from armada_server.executors.simulated import SimulatedBackend
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="armada-executor",
+                                description="Run an executor that takes work from an "
+                                            "armada-server over the executor protocol.")
+    p.add_argument("--version", action="version", version=f"armada-executor {__version__}")
+    p.add_argument("--server", default="localhost:50051", help="server address (host:port)")
+    p.add_argument("--id", required=True, help="executor (cluster) id, unique per server")
+    p.add_argument("--pool", default="default")
+    p.add_argument("--kind", choices=("local", "simulated"), default="local")
+    p.add_argument("--nodes", action="append", metavar="COUNTxCPUxMEMORY[xGPUS]",
+                   help="virtual nodes (repeatable), e.g. 2x4x8Gi", required=True)
+    p.add_argument("--sandbox-dir", type=Path, help="local executor: where pods' files live")
+    p.add_argument("--token", help="bearer token, when the server requires authentication")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between syncs")
+    p.add_argument("--tls-ca", type=Path, help="CA certificate of a TLS server")
+    return p
+
+
+async def _run(args: argparse.Namespace) -> None:
+    nodes = virtual_nodes([parse_nodes(n) for n in args.nodes], args.id)
+    if args.kind == "local":
+        root = args.sandbox_dir or Path.cwd() / "armada-pods"
+        backend = LocalBackend(nodes, root)
+    else:
+        backend = SimulatedBackend(nodes)
+    channel = (grpc.aio.secure_channel(args.server, grpc.ssl_channel_credentials(
+        args.tls_ca.read_bytes())) if args.tls_ca else grpc.aio.insecure_channel(args.server))
+    metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
+    agent = ExecutorAgent(channel, args.id, args.pool, backend, interval=args.interval,
+                          metadata=metadata)
+    print(f"armada-executor {args.id} ({args.kind}, {len(nodes)} nodes) syncing with "
+          f"{args.server}", flush=True)
+    task = asyncio.create_task(agent.run())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await backend.close()
+    await channel.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(_run(args))
+    except ConfigError as e:
+        print(f"armada-executor: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""An executor's side of the executor protocol: sync nodes and runs with the server.
+
+The same agent drives every kind of executor; a backend does the actual work (local
+processes, a simulated cluster, Kubernetes). Run updates are queued as they happen and sent on
+the next sync, which is triggered early whenever there is news, so the server hears of a
+finished run within milliseconds rather than a full interval later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Protocol
+
+import grpc
+
+from armada_core.api import executor_pb2, executor_pb2_grpc
+
+log = logging.getLogger("armada_server.executor")
+
+Report = Callable[[executor_pb2.RunUpdate], None]
+
+
+class Backend(Protocol):
+    """Where runs actually happen."""
+
+    def nodes(self) -> Sequence[executor_pb2.Node]: ...
+
+    def held(self) -> set[str]:
+        """Runs started and not yet ended."""
+        ...
+
+    def start(self, lease: executor_pb2.Lease, report: Report) -> None:
+        """Start a run; report its progress through `report` (on the event loop)."""
+        ...
+
+    def stop(self, run_id: str, *, preempt: bool) -> None:
+        """Stop a run gracefully; it reports `stopped` once it has terminated."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def update(run_id: str, job_id: str, **kind: object) -> executor_pb2.RunUpdate:
+    message = executor_pb2.RunUpdate(run_id=run_id, job_id=job_id, **kind)
+    message.time.FromDatetime(datetime.now(UTC))
+    return message
+
+
+class ExecutorAgent:
+    def __init__(self, channel: grpc.aio.Channel, executor_id: str, pool: str,
+                 backend: Backend, *, interval: float = 1.0,
+                 metadata: Sequence[tuple[str, str]] = ()) -> None:
+        self.stub = executor_pb2_grpc.ExecutorApiStub(channel)
+        self.executor_id = executor_id
+        self.pool = pool
+        self.backend = backend
+        self.interval = interval
+        self.metadata = tuple(metadata)
+        self._updates: list[executor_pb2.RunUpdate] = []
+        self._news = asyncio.Event()
+        self.syncs = 0
+
+    def report(self, message: executor_pb2.RunUpdate) -> None:
+        self._updates.append(message)
+        self._news.set()
+
+    async def sync_once(self) -> executor_pb2.SyncResponse:
+        updates, self._updates = self._updates, []
+        request = executor_pb2.SyncRequest(
+            executor_id=self.executor_id, pool=self.pool, nodes=self.backend.nodes(),
+            run_ids=sorted(self.backend.held()), updates=updates)
+        try:
+            response = await self.stub.Sync(request, metadata=self.metadata, timeout=60)
+        except BaseException:
+            self._updates[:0] = updates  # send them again next time, in order
+            raise
+        self.syncs += 1
+        held = self.backend.held()
+        for lease in response.leases:
+            if lease.run_id not in held:
+                self.backend.start(lease, self.report)
+        for stop in response.stop:
+            self.backend.stop(stop.run_id, preempt=stop.preempt)
+        if response.sync_interval_seconds > 0:
+            self.interval = response.sync_interval_seconds
+        return response
+
+    async def run(self) -> None:
+        """Sync until cancelled; connection problems are retried, never fatal."""
+        while True:
+            self._news.clear()
+            try:
+                await self.sync_once()
+            except grpc.aio.AioRpcError as e:
+                log.warning("executor %s could not sync: %s %s", self.executor_id,
+                            e.code().name, e.details())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._news.wait(), self.interval)
+            # Gather what else happens in the next moment into the same sync.
+            await asyncio.sleep(0.005)

@@ -1,0 +1,82 @@
+"""A simulated cluster: nodes from the configuration, runs that only take time.
+
+For tests, demos and whole-system benchmarks. A run lasts the seconds given in the annotation
+`armadaproject.io/simulatedDuration` (default: the executor's `default_duration`), then
+succeeds, or fails as `armadaproject.io/simulatedFailure` says: `exit:<code>` or a condition
+(`OOMKilled`, `Evicted`, `DeadlineExceeded`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from armada_core.api import executor_pb2
+from armada_core.jobs.annotations import PREFIX
+from armada_server.executors.agent import Report, update
+
+DURATION = PREFIX + "simulatedDuration"
+FAILURE = PREFIX + "simulatedFailure"
+
+
+def _failure(spec: str, container: str) -> executor_pb2.RunUpdate.Failed:
+    if spec.startswith("exit:"):
+        code = int(spec.split(":", 1)[1])
+        return executor_pb2.RunUpdate.Failed(
+            reason="Error", containers=[executor_pb2.ContainerResult(
+                name=container, exit_code=code, reason="Error",
+                message=f"simulated exit code {code}")])
+    code = 137 if spec == "OOMKilled" else 143
+    return executor_pb2.RunUpdate.Failed(
+        reason=spec, condition=spec, containers=[executor_pb2.ContainerResult(
+            name=container, exit_code=code, reason=spec, message=f"simulated {spec}")])
+
+
+class SimulatedBackend:
+    def __init__(self, nodes: Sequence[executor_pb2.Node], *,
+                 default_duration: float = 1.0) -> None:
+        self._nodes = list(nodes)
+        self.default_duration = default_duration
+        self._runs: dict[str, asyncio.Task] = {}
+        self._reports: dict[str, tuple[str, Report]] = {}
+
+    def nodes(self) -> Sequence[executor_pb2.Node]:
+        return self._nodes
+
+    def held(self) -> set[str]:
+        return set(self._runs)
+
+    def start(self, lease: executor_pb2.Lease, report: Report) -> None:
+        self._reports[lease.run_id] = (lease.job.id, report)
+        self._runs[lease.run_id] = asyncio.get_running_loop().create_task(
+            self._run(lease, report))
+
+    async def _run(self, lease: executor_pb2.Lease, report: Report) -> None:
+        job = lease.job
+        duration = float(job.annotations.get(DURATION, self.default_duration))
+        try:
+            report(update(lease.run_id, job.id, running=executor_pb2.RunUpdate.Running(
+                node=lease.node, kubernetes_id=lease.run_id)))
+            await asyncio.sleep(duration)
+        except asyncio.CancelledError:
+            self._runs.pop(lease.run_id, None)
+            report(update(lease.run_id, job.id, stopped=executor_pb2.RunUpdate.Stopped()))
+            raise
+        self._runs.pop(lease.run_id, None)
+        failure = job.annotations.get(FAILURE)
+        if failure:
+            container = job.pod_specs[0].containers[0].name if job.pod_specs else "main"
+            report(update(lease.run_id, job.id, failed=_failure(failure, container)))
+        else:
+            report(update(lease.run_id, job.id, succeeded=executor_pb2.RunUpdate.Succeeded()))
+
+    def stop(self, run_id: str, *, preempt: bool) -> None:
+        task = self._runs.get(run_id)
+        if task is not None:
+            task.cancel()
+
+    async def close(self) -> None:
+        tasks = list(self._runs.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

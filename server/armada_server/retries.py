@@ -1,0 +1,123 @@
+"""Retry decisions for the server: the policies in force from the database, the engine from
+armada_core.retry, and the per-job history kept beside each job."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from sqlalchemy import Connection, select, update
+
+from armada_core.api import submit_pb2
+from armada_core.jobs import Failure, Job
+from armada_core.jobs.gangs import gang_of
+from armada_core.retry import (
+    Condition,
+    ContainerFailure,
+    RetryDecision,
+    RetryHistory,
+    RetryPolicy,
+    RetrySettings,
+    RunFailure,
+    Verdict,
+    evaluate,
+    policy_from_proto,
+    resolve_policies,
+)
+from armada_server.storage import schema as t
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The retry policies and each queue's policy names, read once per transaction."""
+
+    policies: dict[str, RetryPolicy]
+    queue_policies: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def load(cls, conn: Connection) -> Catalogue:
+        policies = {}
+        for row in conn.execute(select(t.retry_policies.c.name, t.retry_policies.c.spec)):
+            try:
+                policies[row.name] = policy_from_proto(submit_pb2.RetryPolicy.FromString(
+                    row.spec))
+            except ValueError:
+                continue  # stored before validation existed: never match it
+        queues = {}
+        for row in conn.execute(select(t.queues.c.name, t.queues.c.spec)):
+            queues[row.name] = tuple(submit_pb2.Queue.FromString(row.spec).retry_policies)
+        return cls(policies, queues)
+
+
+def run_failure(job: Job, failure: Failure, *, node: str | None,
+                returned_lease: bool = False) -> RunFailure:
+    """What the engine needs to know about a failed run."""
+    try:
+        condition = Condition(failure.condition) if failure.condition else None
+    except ValueError:
+        condition = None
+    grace = job.pod_spec.terminationGracePeriodSeconds if job.spec.pod_specs else 0
+    return RunFailure(
+        containers=tuple(ContainerFailure(c.name, c.exit_code, c.message, c.reason,
+                                          c.init_container) for c in failure.containers),
+        condition=condition, category=failure.category, subcategory=failure.subcategory,
+        node=node, termination_grace_period=float(grace), returned_lease=returned_lease,
+        message=failure.reason)
+
+
+class Retries:
+    def __init__(self, settings: RetrySettings) -> None:
+        self.settings = settings
+
+    def decide(self, conn: Connection, catalogue: Catalogue, job: Job, failure: RunFailure,
+               now: datetime) -> RetryDecision:
+        """Retry or fail, and record what the decision used."""
+        # The job's runs are the truth about how many runs there were.
+        history = replace(_history(conn, job.id), run_count=max(1, len(job.runs)))
+        if job.at_most_once and not (failure.returned_lease and job.latest_run is not None
+                                     and job.latest_run.started_at is None):
+            decision = RetryDecision(False, Verdict.FAIL_RULE,
+                                     "the job runs at most once (armadaproject.io/atMostOnce)",
+                                     history)
+        else:
+            gang = gang_of(job.spec.annotations)
+            policies = resolve_policies(catalogue.queue_policies.get(job.queue, ()),
+                                        job.spec.annotations, catalogue.policies,
+                                        self.settings.default_policy_name).policies
+            decision = evaluate(job.id, failure, policies=policies, settings=self.settings,
+                                history=history, now=now)
+            if decision.retry and gang is not None and gang.cardinality > 1:
+                # Gangs are retried as a whole generation (seed 001); until the scheduler
+                # restarts whole gangs, a failed member fails rather than running alone.
+                decision = RetryDecision(False, Verdict.FAIL_RULE,
+                                         f"{decision.reason}; gang members are not retried "
+                                         "one by one", history)
+        if decision.retry:
+            conn.execute(update(t.jobs).where(t.jobs.c.id == job.id).values(
+                retry_history=_dump(decision.history),
+                avoid_node=_full_node(job, decision.avoid_node)))
+        return decision
+
+
+def _full_node(job: Job, node: str | None) -> str | None:
+    run = job.latest_run
+    if node is None or run is None:
+        return None
+    return f"{run.cluster_id}/{node}"
+
+
+def _history(conn: Connection, job_id: str) -> RetryHistory:
+    raw = conn.execute(select(t.jobs.c.retry_history).where(t.jobs.c.id == job_id)).scalar()
+    data = json.loads(raw or "{}")
+    return RetryHistory(rule_retries=data.get("rule_retries", {}),
+                        total_retries=data.get("total_retries", 0),
+                        run_count=data.get("run_count", 1),
+                        gang_generation=data.get("gang_generation", 0))
+
+
+def _dump(history: RetryHistory) -> str:
+    return json.dumps({"rule_retries": dict(history.rule_retries),
+                       "total_retries": history.total_retries,
+                       "run_count": history.run_count,
+                       "gang_generation": history.gang_generation})

@@ -1,0 +1,1 @@
+"""The server's scheduling loop around the pure scheduler of armada_core.scheduling."""

@@ -1,0 +1,53 @@
+"""Which replica schedules: exactly one per database.
+
+On PostgreSQL the leader holds a session advisory lock on its own connection; if the
+process dies its connection closes, the lock is released and another replica takes it on its
+next attempt. SQLite is one process's database: that process leads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from sqlalchemy import Connection, Engine, text
+
+log = logging.getLogger("armada_server")
+
+LOCK_KEY = 0x41524D414441  # "ARMADA"
+
+
+class Leadership:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._conn: Connection | None = None
+
+    def is_leader(self) -> bool:
+        """True while this replica holds leadership; tries to take it when free."""
+        if self.engine.dialect.name != "postgresql":
+            return True
+        try:
+            if self._conn is None:
+                conn = self.engine.connect()
+                got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"),
+                                   {"k": LOCK_KEY}).scalar()
+                conn.commit()
+                if not got:
+                    conn.close()
+                    return False
+                log.info("this replica is now the scheduling leader")
+                self._conn = conn
+            else:
+                self._conn.execute(text("SELECT 1"))
+                self._conn.commit()
+            return True
+        except Exception as e:  # a broken connection means the lock is gone
+            log.warning("lost scheduling leadership: %s", e)
+            self.release()
+            return False
+
+    def release(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):  # already broken
+                self._conn.close()
+            self._conn = None

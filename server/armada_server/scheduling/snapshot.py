@@ -1,0 +1,84 @@
+"""From what the database holds to the scheduler's snapshot, and its decisions back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from armada_core import scheduling as s
+from armada_core.api import submit_pb2
+from armada_core.jobs import annotations as ann
+from armada_core.jobs.gangs import gang_of
+from armada_server.config import PriorityClassConfig
+from armada_server.storage.leases import SchedulingState
+
+
+@dataclass(frozen=True)
+class Placement:
+    executor: str
+    node: str
+    pool: str
+
+
+def node_id(executor: str, node: str) -> str:
+    return f"{executor}/{node}"
+
+
+def _job(spec: submit_pb2.Job, *, priority: float, submitted_at: datetime,
+         node: str | None = None, started_at: datetime | None = None,
+         avoid_node: str | None = None) -> s.Job:
+    pod = spec.pod_specs[0] if spec.pod_specs else spec.pod_spec
+    gang = gang_of(spec.annotations)
+    affinity = pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    lifetime = spec.annotations.get(ann.LIFETIME)
+    return s.Job(
+        id=spec.id, queue=spec.queue, priority_class=pod.priorityClassName,
+        requests=s.Resources.from_k8s({k: v.string for k, v in
+                                       spec.scheduling_resource_requirements.requests.items()}),
+        priority=int(priority), submit_time=submitted_at.timestamp(),
+        node_selector=dict(pod.nodeSelector),
+        tolerations=tuple(s.Toleration(key=t.key, operator=t.operator or "Equal",
+                                       value=t.value, effect=t.effect)
+                          for t in pod.tolerations),
+        affinity=tuple(s.NodeSelectorTerm(tuple(
+            s.NodeSelectorRequirement(e.key, e.operator, tuple(e.values))
+            for e in term.matchExpressions)) for term in affinity.nodeSelectorTerms),
+        avoid_node=avoid_node,
+        gang_id=gang.id if gang else None,
+        gang_cardinality=gang.cardinality if gang else 1,
+        gang_min_cardinality=gang.minimum_cardinality if gang else None,
+        gang_uniformity_label=(gang.node_uniformity_label or None) if gang else None,
+        lifetime=float(lifetime) if lifetime else None,
+        start_time=started_at.timestamp() if started_at else None,
+        node=node,
+    )
+
+
+def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig],
+                   now: datetime, config: s.SchedulingConfig | None = None,
+                   ) -> tuple[s.Snapshot, dict[str, Placement]]:
+    """The scheduler's input, and where each node id lives."""
+    placements: dict[str, Placement] = {}
+    nodes = []
+    for executor in state.executors:
+        for n in executor.nodes:
+            nid = node_id(executor.id, n.name)
+            placements[nid] = Placement(executor.id, n.name, executor.pool)
+            nodes.append(s.Node(
+                id=nid, capacity=s.Resources.from_k8s(dict(n.allocatable)),
+                labels=dict(n.labels), cordoned=n.unschedulable,
+                taints=tuple(s.Taint(t.key, t.value, t.effect or "NoSchedule")
+                             for t in n.taints)))
+    jobs = [_job(j.spec, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
+                 started_at=j.started_at) for j in state.running if j.node in placements]
+    jobs += [_job(j.spec, priority=j.priority, submitted_at=j.submitted_at,
+                  avoid_node=j.avoid_node) for j in state.queued]
+    snapshot = s.Snapshot(
+        queues=tuple(s.Queue(q.name, q.priority_factor or 1.0, q.cordoned)
+                     for q in state.queues),
+        priority_classes=tuple(s.PriorityClass(p.name, p.priority, p.preemptible)
+                               for p in classes),
+        nodes=tuple(nodes), jobs=tuple(jobs), config=config or s.SchedulingConfig(),
+        now=now.timestamp())
+    return snapshot, placements

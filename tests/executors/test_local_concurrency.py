@@ -1,0 +1,47 @@
+"""Many local pods at once in one process, on one event loop, without leaking anything."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from armada_server.executors.local import LocalPodRunner, PodPhase
+
+from .helpers import pod, processes_under, sh, start, wait_for_output
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_twenty_pods_concurrently(runner: LocalPodRunner, tmp_path: Path) -> None:
+    threads, fds = threading.active_count(), open_fds()
+    gate = tmp_path / "go"
+    script = ('echo "$ARMADA_RUN_ID"; while [ ! -e "$GATE" ]; do sleep 0.02; done; '
+              "exit $(( ${CODE} ))")
+    handles = [start(runner, pod(sh("main", script, env={"CODE": str(i % 3), "GATE": str(gate)}),
+                                 sh("sidecar", 'while [ ! -e "$GATE" ]; do sleep 0.02; done',
+                                    env={"GATE": str(gate)})))
+               for i in range(20)]
+    for handle in handles:
+        await wait_for_output(handle, "main", handle.run_id)
+    # Every pod is running at the same time, all on this thread.
+    assert len(runner.active) == 20
+    assert len([1 for _, cmd in processes_under(runner.sandbox_root)
+                if cmd.startswith("sh -c")]) == 40
+    assert threading.active_count() == threads  # no thread per process (nor per pod)
+    gate.touch()
+    finals = await asyncio.gather(*(h.wait() for h in handles))
+    for i, (handle, final) in enumerate(zip(handles, finals, strict=True)):
+        assert final.phase is (PodPhase.SUCCEEDED if i % 3 == 0 else PodPhase.FAILED)
+        assert [c.name for c in final.containers] == ["main", "sidecar"]
+        assert final.containers[0].exit_code == i % 3
+        assert [line.text for line in handle.read_logs("main")] == [handle.run_id]
+    assert runner.active == ()
+    assert open_fds() == fds  # pipes, pidfds and log files all closed

@@ -1,0 +1,267 @@
+"""The scheduling loop and the executor protocol, end to end over gRPC.
+
+The test speaks the executor protocol itself (a real client of the real server): it reports
+nodes and run updates exactly as an executor would, so every decision is the server's own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from armada_core.api import event_pb2, executor_pb2, executor_pb2_grpc, job_pb2, submit_pb2
+from armada_core.jobs import annotations as ann
+from armada_server.app import EmbeddedServer
+from armada_server.config import PriorityClassConfig, ServerConfig
+
+from ..jobs.factories import container, item
+from .conftest import Stubs
+
+CLASSES = (PriorityClassConfig("low", 0, preemptible=True),
+           PriorityClassConfig("high", 10, preemptible=False))
+
+
+class Executor:
+    """Speaks the executor protocol for the test."""
+
+    def __init__(self, channel: grpc.Channel, name: str = "e1", nodes: int = 2,
+                 cpu: str = "4", memory: str = "8Gi") -> None:
+        self.stub = executor_pb2_grpc.ExecutorApiStub(channel)
+        self.name = name
+        self.nodes = [executor_pb2.Node(name=f"{name}-n{i}", allocatable={
+            "cpu": cpu, "memory": memory}, labels={"rack": f"r{i % 2}"}) for i in range(nodes)]
+        self.held: dict[str, executor_pb2.Lease] = {}
+        self.stops: list[executor_pb2.StopRun] = []
+
+    def sync(self, *updates: executor_pb2.RunUpdate) -> executor_pb2.SyncResponse:
+        response = self.stub.Sync(executor_pb2.SyncRequest(
+            executor_id=self.name, pool="default", nodes=self.nodes,
+            run_ids=list(self.held), updates=list(updates)))
+        for lease in response.leases:
+            self.held[lease.run_id] = lease
+        self.stops += response.stop
+        for update in updates:
+            if update.WhichOneof("update") in ("succeeded", "failed", "returned", "stopped"):
+                self.held.pop(update.run_id, None)
+        return response
+
+    def wait_leases(self, count: int, timeout: float = 10) -> list[executor_pb2.Lease]:
+        deadline = time.monotonic() + timeout
+        while len(self.held) < count and time.monotonic() < deadline:
+            self.sync()
+            time.sleep(0.05)
+        assert len(self.held) >= count, f"only {len(self.held)} of {count} leases arrived"
+        return list(self.held.values())
+
+    def lease_of(self, job_id: str) -> executor_pb2.Lease:
+        return next(lease for lease in self.held.values() if lease.job.id == job_id)
+
+    @staticmethod
+    def update(lease: executor_pb2.Lease, **kind) -> executor_pb2.RunUpdate:
+        return executor_pb2.RunUpdate(run_id=lease.run_id, job_id=lease.job.id, **kind)
+
+
+@pytest.fixture
+def server(database_url: str) -> Iterator[EmbeddedServer]:
+    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
+                          scheduling_period=0.1, lease_timeout=2.0, priority_classes=CLASSES,
+                          default_priority_class="low")
+    with EmbeddedServer(config) as running:
+        yield running
+
+
+def submit(api: Stubs, *items, job_set: str = "s") -> list[str]:
+    response = api.submit.SubmitJobs(submit_pb2.JobSubmitRequest(
+        queue="q", job_set_id=job_set, job_request_items=list(items)))
+    return [i.job_id for i in response.job_response_items]
+
+
+def state(api: Stubs, job_id: str) -> int:
+    return api.jobs.GetJobStatus(job_pb2.JobStatusRequest(job_ids=[job_id])).job_states[job_id]
+
+
+def wait_state(api: Stubs, job_id: str, wanted: int, executor: Executor | None = None,
+               timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while state(api, job_id) != wanted and time.monotonic() < deadline:
+        if executor is not None:
+            executor.sync()
+        time.sleep(0.05)
+    assert submit_pb2.JobState.Name(state(api, job_id)) == submit_pb2.JobState.Name(wanted)
+
+
+def kinds(api: Stubs, job_id: str, job_set: str = "s") -> list[str]:
+    stream = api.events.GetJobSetEvents(event_pb2.JobSetRequest(queue="q", id=job_set))
+    out = []
+    for m in stream:
+        kind = m.message.WhichOneof("events")
+        if getattr(m.message, kind).job_id == job_id:
+            out.append(kind)
+    return out
+
+
+def low(cpu: str = "1", **kw) -> submit_pb2.JobSubmitRequestItem:
+    return item({"containers": [container(cpu=cpu)], "priorityClassName": "low"}, **kw)
+
+
+def high(cpu: str = "1", **kw) -> submit_pb2.JobSubmitRequestItem:
+    return item({"containers": [container(cpu=cpu)], "priorityClassName": "high"}, **kw)
+
+
+def test_jobs_are_leased_run_and_finish(api: Stubs, queue: str) -> None:
+    ex = Executor(api.channel)
+    ex.sync()
+    ok, bad = submit(api, low(), low())
+    ex.wait_leases(2)
+    a, b = ex.lease_of(ok), ex.lease_of(bad)
+    assert a.pod_name == f"armada-{ok}-0" and a.node in {n.name for n in ex.nodes}
+    ex.sync(ex.update(a, pending=executor_pb2.RunUpdate.Pending(kubernetes_id="uid-1")),
+            ex.update(b, running=executor_pb2.RunUpdate.Running(node=b.node)))
+    ex.sync(ex.update(a, running=executor_pb2.RunUpdate.Running(node=a.node)))
+    ex.sync(ex.update(a, succeeded=executor_pb2.RunUpdate.Succeeded()),
+            ex.update(b, failed=executor_pb2.RunUpdate.Failed(
+                reason="Error", containers=[executor_pb2.ContainerResult(
+                    name="main", exit_code=3, message="bad input", reason="Error")])))
+    assert state(api, ok) == submit_pb2.SUCCEEDED
+    assert state(api, bad) == submit_pb2.FAILED
+    assert kinds(api, ok) == ["submitted", "queued", "leased", "pending", "running",
+                              "succeeded"]
+    errors = api.jobs.GetJobErrors(job_pb2.JobErrorsRequest(job_ids=[bad])).job_errors
+    assert "exited with code 3: bad input" in errors[bad]
+    runs = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(
+        job_ids=[ok], expand_job_run=True)).job_details[ok].job_runs
+    assert [(r.state, r.cluster, r.node) for r in runs] == [
+        (job_pb2.RUN_STATE_SUCCEEDED, "e1", a.node)]
+
+
+def test_oom_is_retried_by_a_queue_policy_on_another_node(api: Stubs) -> None:
+    api.policies.CreateRetryPolicy(submit_pb2.RetryPolicy(
+        name="oom", retry_limit=2, default_action=submit_pb2.RETRY_ACTION_FAIL,
+        rules=[submit_pb2.RetryRule(action=submit_pb2.RETRY_ACTION_RETRY,
+                                    match_conditions=["OOMKilled"],
+                                    anti_affinity_mode="node")]))
+    api.queues.CreateQueue(submit_pb2.Queue(name="q", retry_policies=["oom"]))
+    ex = Executor(api.channel)
+    ex.sync()
+    [job] = submit(api, low())
+    [first] = ex.wait_leases(1)
+    ex.sync(ex.update(first, failed=executor_pb2.RunUpdate.Failed(
+        reason="OOMKilled", condition="OOMKilled", containers=[executor_pb2.ContainerResult(
+            name="main", exit_code=137, reason="OOMKilled")])))
+    [second] = ex.wait_leases(1)
+    assert second.run_index == 1 and second.pod_name == f"armada-{job}-0-1"
+    assert second.node != first.node  # anti-affinity to the failed run's node
+    assert kinds(api, job)[-3:] == ["failed", "queued", "leased"]
+
+
+def test_cancel_stops_the_run(api: Stubs, queue: str) -> None:
+    ex = Executor(api.channel)
+    ex.sync()
+    [job] = submit(api, low())
+    [lease] = ex.wait_leases(1)
+    ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s",
+                                                      job_ids=[job]))
+    ex.sync()
+    assert [(s.run_id, s.preempt) for s in ex.stops] == [(lease.run_id, False)]
+    assert state(api, job) == submit_pb2.CANCELLED
+
+
+def test_urgent_job_preempts_a_preemptible_one(api: Stubs, queue: str) -> None:
+    ex = Executor(api.channel, nodes=1, cpu="2")
+    ex.sync()
+    fillers = submit(api, low(), low())
+    for lease in ex.wait_leases(2):
+        ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+    [urgent] = submit(api, high(), job_set="urgent")
+    deadline = time.monotonic() + 10
+    while not ex.stops and time.monotonic() < deadline:
+        ex.sync()
+        time.sleep(0.05)
+    [stop] = ex.stops
+    assert stop.preempt and stop.job_id in fillers
+    victim = ex.held[stop.run_id]
+    ex.sync(ex.update(victim, stopped=executor_pb2.RunUpdate.Stopped()))
+    assert state(api, stop.job_id) == submit_pb2.PREEMPTED
+    assert kinds(api, stop.job_id)[-2:] == ["preempting", "preempted"]
+    ex.wait_leases(2)
+    assert any(lease.job.id == urgent for lease in ex.held.values())
+    survivor = next(j for j in fillers if j != stop.job_id)
+    assert state(api, survivor) == submit_pb2.RUNNING
+
+
+def test_a_gang_is_leased_together(api: Stubs, queue: str) -> None:
+    ex = Executor(api.channel, nodes=2, cpu="4")
+    ex.sync()
+    gang = {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "3",
+            ann.GANG_NODE_UNIFORMITY_LABEL: "rack"}
+    # Two members fit on one rack (one node of 4 CPU); three need both racks: never placed.
+    ids = submit(api, *[low(cpu="2", annotations=gang) for _ in range(3)])
+    time.sleep(0.5)
+    ex.sync()
+    assert ex.held == {}
+    reason = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=ids[:1])).job_details[
+        ids[0]].scheduling_reason
+    assert reason
+    pair = {ann.GANG_ID: "pair", ann.GANG_CARDINALITY: "2",
+            ann.GANG_NODE_UNIFORMITY_LABEL: "rack"}
+    members = submit(api, *[low(cpu="2", annotations=pair) for _ in range(2)], job_set="pair")
+    leases = ex.wait_leases(2)
+    assert {lease.job.id for lease in leases} == set(members)
+    assert len({lease.node for lease in leases}) == 1
+
+
+def test_unschedulable_job_says_why(api: Stubs, queue: str) -> None:
+    ex = Executor(api.channel, nodes=1, cpu="2")
+    ex.sync()
+    [job] = submit(api, low(cpu="64"))
+    deadline = time.monotonic() + 10
+    reason = ""
+    while not reason and time.monotonic() < deadline:
+        details = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=[job]))
+        reason = details.job_details[job].scheduling_reason
+        time.sleep(0.05)
+    assert reason and state(api, job) == submit_pb2.QUEUED
+
+
+def test_a_silent_executor_loses_its_leases(api: Stubs, queue: str) -> None:
+    ex = Executor(api.channel)
+    ex.sync()
+    [job] = submit(api, low())
+    [lease] = ex.wait_leases(1)
+    ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+    # No more syncs from e1: after lease_timeout the run expires and the job is retried
+    # elsewhere (returned leases are retried up to maxAttemptedRuns).
+    other = Executor(api.channel, name="e2")
+    other.sync()
+    [again] = other.wait_leases(1, timeout=15)
+    assert again.job.id == job and again.run_index == 1
+    assert "lease_expired" in kinds(api, job)
+    ex.sync()  # e1 comes back: told to stop the stale run
+    assert [s.run_id for s in ex.stops] == [lease.run_id]
+
+
+def test_lost_pod_is_failed_and_retried(api: Stubs, queue: str) -> None:
+    ex = Executor(api.channel)
+    ex.sync()
+    [job] = submit(api, low())
+    [lease] = ex.wait_leases(1)
+    ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+    ex.held.clear()  # the executor restarted and lost the pod
+    [again] = ex.wait_leases(1)
+    assert again.job.id == job and again.run_index == 1
+
+
+def test_executor_sync_validates_its_input(api: Stubs) -> None:
+    stub = executor_pb2_grpc.ExecutorApiStub(api.channel)
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.Sync(executor_pb2.SyncRequest(executor_id=""))
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.Sync(executor_pb2.SyncRequest(executor_id="e", nodes=[
+            executor_pb2.Node(name="a"), executor_pb2.Node(name="a")]))
+    assert "nodes[1].name" in raised.value.details()
+
