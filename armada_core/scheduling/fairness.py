@@ -1,0 +1,158 @@
+"""Dominant-resource fairness: cost, fair share, demand-capped fair share, decayed usage.
+
+Both implementations call these functions with the same integer inputs, and the fast one
+repeats ``CostModel.cost`` element-wise in numpy with the same floating-point operations, so
+every comparison between queues comes out identically in the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .model import DEFAULT_RESOURCE_ORDER, Snapshot
+
+#: Redistribution of unusable fair share stops once less than this is left (upstream's 1%).
+ADJUST_TOLERANCE = 0.01
+ADJUST_MAX_ROUNDS = 10
+
+
+def resource_dims(snapshot: Snapshot) -> tuple[str, ...]:
+    """The resource dimensions of a cycle, in best-fit order."""
+    names: set[str] = set()
+    for node in snapshot.nodes:
+        names.update(node.capacity)
+    for job in snapshot.jobs:
+        names.update(job.requests)
+    order = snapshot.config.resource_names
+    if order is None:
+        order = DEFAULT_RESOURCE_ORDER
+        known = [n for n in order if n in names]
+    else:
+        known = list(order)
+    # Resources outside the configured order still count, so nothing is over-committed.
+    return tuple(known + sorted(names - set(known)))
+
+
+@dataclass(frozen=True)
+class CostModel:
+    dims: tuple[str, ...]
+    totals: tuple[int, ...]
+    multipliers: tuple[float, ...]
+
+    @classmethod
+    def build(
+        cls, dims: Sequence[str], totals: Sequence[int], multipliers: Mapping[str, float]
+    ) -> CostModel:
+        return cls(tuple(dims), tuple(totals), tuple(float(multipliers.get(d, 1.0)) for d in dims))
+
+    def cost(self, alloc: Sequence[int]) -> float:
+        """DRF cost: the largest multiplier-weighted share of any resource the cluster has."""
+        best = 0.0
+        for value, total, mult in zip(alloc, self.totals, self.multipliers, strict=True):
+            if total > 0:
+                share = float(value) * mult / float(total)
+                if share > best:
+                    best = share
+        return best
+
+
+def fair_shares(weights: Mapping[str, float]) -> dict[str, float]:
+    total = 0.0
+    for name in sorted(weights):
+        total += weights[name]
+    return {name: weights[name] / total for name in sorted(weights)}
+
+
+def adjusted_fair_shares(
+    weights: Mapping[str, float], demands: Mapping[str, float]
+) -> dict[str, float]:
+    """Fair share capped at demand, with what a queue cannot use handed to the others by weight."""
+    adjusted = {name: 0.0 for name in sorted(weights)}
+    active = sorted(weights)
+    unallocated = 1.0
+    for _ in range(ADJUST_MAX_ROUNDS):
+        total_weight = 0.0
+        for name in active:
+            total_weight += weights[name]
+        if not active or total_weight <= 0.0:
+            break
+        for name in active:
+            adjusted[name] += unallocated * weights[name] / total_weight
+        unallocated = 0.0
+        still_active = []
+        for name in active:
+            if adjusted[name] >= demands[name]:
+                unallocated += adjusted[name] - demands[name]
+                adjusted[name] = demands[name]
+            else:
+                still_active.append(name)
+        active = still_active
+        if unallocated < ADJUST_TOLERANCE:
+            break
+    return adjusted
+
+
+def protected_queues(
+    shares: Mapping[str, float],
+    weights: Mapping[str, float],
+    demands: Mapping[str, float],
+    protected_fraction: float | None,
+) -> set[str]:
+    """Queues whose running jobs are not evicted this cycle (upstream's protected fraction)."""
+    if protected_fraction is None or not weights:
+        return set()
+    plain = fair_shares(weights)
+    adjusted = adjusted_fair_shares(weights, demands)
+    protected = set()
+    for name in sorted(weights):
+        reference = max(adjusted[name], plain[name])
+        if reference > 0.0 and shares[name] / reference <= protected_fraction:
+            protected.add(name)
+    return protected
+
+
+def usage_offsets(
+    decayed_usage: Mapping[str, float],
+    current_costs: Mapping[str, float],
+    elapsed: float,
+    half_life: float | None,
+) -> dict[str, float]:
+    """Extra cost a queue carries for past usage above its current usage (seeds 003/004 flow)."""
+    if half_life is None:
+        return {name: 0.0 for name in current_costs}
+    beta = 0.5 ** (elapsed / half_life) if half_life > 0 else 0.0
+    return {
+        name: max(decayed_usage.get(name, 0.0) - current_costs[name], 0.0) * beta
+        for name in current_costs
+    }
+
+
+def decay_usage(previous: float, current_cost: float, elapsed: float, half_life: float) -> float:
+    """Next decayed usage: converges to the current cost, never below it."""
+    beta = 0.5 ** (elapsed / half_life) if half_life > 0 else 0.0
+    return current_cost + max(previous - current_cost, 0.0) * beta
+
+
+def water_fill(weights: Mapping[str, float], demands: Mapping[str, float]) -> dict[str, float]:
+    """Exact weighted max-min allocation of a unit resource; used to check the scheduler."""
+    alloc = {name: 0.0 for name in weights}
+    remaining = 1.0
+    active = {name for name in weights if demands[name] > 0}
+    while active and remaining > 1e-12:
+        total_weight = sum(weights[n] for n in active)
+        level = min((demands[n] - alloc[n]) / weights[n] for n in active)
+        step = min(level, remaining / total_weight)
+        for name in active:
+            alloc[name] += step * weights[name]
+        remaining -= step * total_weight
+        active = {n for n in active if demands[n] - alloc[n] > 1e-12}
+    return alloc
+
+
+def sum_vectors(vectors: Iterable[Sequence[int]], width: int) -> list[int]:
+    out = [0] * width
+    for vec in vectors:
+        for i, v in enumerate(vec):
+            out[i] += v
+    return out

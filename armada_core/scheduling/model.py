@@ -1,0 +1,343 @@
+"""Immutable inputs and outputs of one scheduling cycle.
+
+Quantities are integers (milli-CPU for ``cpu``, base units such as bytes for everything else)
+so that both scheduler implementations compare resources exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+CPU = "cpu"
+MEMORY = "memory"
+GPU = "nvidia.com/gpu"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+
+#: Best-fit compares free resources in this order; other resources follow, sorted by name.
+DEFAULT_RESOURCE_ORDER: tuple[str, ...] = (CPU, MEMORY, GPU, EPHEMERAL_STORAGE)
+
+_SUFFIXES: dict[str, Fraction] = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
+}
+_QUANTITY = re.compile(
+    r"^([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$"
+)
+
+
+def parse_quantity(value: str | int | float, *, milli: bool = False) -> int:
+    """Parse a Kubernetes quantity ("500m", "4Gi", "1e3") into an integer.
+
+    With ``milli`` the result is in thousandths (how CPU is stored). Fractions are rounded up,
+    as Kubernetes does, so that a request is never under-counted.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"invalid quantity {value!r}")
+    if isinstance(value, int):
+        amount = Fraction(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"invalid quantity {value!r}")
+        amount = Fraction(value)
+    else:
+        text = value.strip()
+        match = _QUANTITY.match(text)
+        if match is None:
+            raise ValueError(f"invalid quantity {value!r}")
+        number, suffix = match.groups()
+        # "1e3" is an exponent, but "1E" alone would be exa: the regex already prefers the
+        # exponent form when digits follow the E.
+        amount = Fraction(number) * _SUFFIXES[suffix]
+    if amount < 0:
+        raise ValueError(f"negative quantity {value!r}")
+    if milli:
+        amount *= 1000
+    return math.ceil(amount)
+
+
+class Resources(Mapping[str, int]):
+    """An immutable, hashable resource vector; absent resources are zero."""
+
+    __slots__ = ("_hash", "_items", "_map")
+
+    def __init__(self, values: Mapping[str, int] | Iterable[tuple[str, int]] = (), **kw: int):
+        data = dict(values)
+        data.update(kw)
+        for name, qty in data.items():
+            if not isinstance(qty, int) or isinstance(qty, bool):
+                raise TypeError(f"resource {name!r} must be an integer quantity, got {qty!r}")
+            if qty < 0:
+                raise ValueError(f"resource {name!r} must not be negative")
+        self._items = tuple(sorted((k, v) for k, v in data.items() if v != 0))
+        self._map = dict(self._items)
+        self._hash = hash(self._items)
+
+    @classmethod
+    def from_k8s(cls, values: Mapping[str, str | int | float]) -> Resources:
+        """Map a pod's resource list onto the model (CPU to milli-CPU, the rest to base units)."""
+        return cls({k: parse_quantity(v, milli=(k == CPU)) for k, v in values.items()})
+
+    def __getitem__(self, key: str) -> int:
+        return self._map[key]
+
+    def get(self, key: str, default: Any = 0) -> Any:  # absent resources read as zero
+        return self._map.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Resources):
+            return self._items == other._items
+        if isinstance(other, Mapping):
+            return self._map == {k: v for k, v in other.items() if v != 0}
+        return NotImplemented
+
+    def __add__(self, other: Mapping[str, int]) -> Resources:
+        out = dict(self._map)
+        for k, v in other.items():
+            out[k] = out.get(k, 0) + v
+        return Resources(out)
+
+    def __repr__(self) -> str:
+        return f"Resources({self._map!r})"
+
+    @property
+    def items_tuple(self) -> tuple[tuple[str, int], ...]:
+        return self._items
+
+
+def resources(**values: str | int) -> Resources:
+    """Convenience constructor taking Kubernetes quantities: ``resources(cpu="1", memory="4Gi")``.
+
+    Keyword names cannot contain "/" or "-", so ``gpu`` and ``ephemeral_storage`` are accepted
+    as aliases for ``nvidia.com/gpu`` and ``ephemeral-storage``.
+    """
+    aliases = {"gpu": GPU, "ephemeral_storage": EPHEMERAL_STORAGE}
+    return Resources.from_k8s({aliases.get(k, k): v for k, v in values.items()})
+
+
+# --- Kubernetes scheduling constraints ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""  # empty key with operator Exists tolerates every taint
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements that must all hold; the terms of an affinity are alternatives."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+
+# --- cluster and queue configuration ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    priority: int
+    #: isFairSharePreemptible: evicted at the start of each cycle and urgency-preemptible.
+    preemptible: bool = False
+    #: Per queue cap, as a fraction of the cluster, on resources held by jobs of this class.
+    max_fraction_per_queue: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    priority_factor: float = 1.0
+    cordoned: bool = False
+    #: Decayed usage (DRF cost units) carried from earlier cycles; used only with a half-life.
+    decayed_usage: float = 0.0
+
+    @property
+    def weight(self) -> float:
+        return 1.0 / self.priority_factor
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: str
+    capacity: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    cordoned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    queue: str
+    priority_class: str
+    requests: Resources = field(default_factory=Resources)
+    #: Lower numbers are scheduled first, as in Armada.
+    priority: int = 0
+    submit_time: float = 0.0
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    #: Required node affinity: the job fits a node matching any one term.
+    affinity: tuple[NodeSelectorTerm, ...] = ()
+    #: Node the job must not be placed on (retries avoiding the node that failed them).
+    avoid_node: str | None = None
+    gang_id: str | None = None
+    gang_cardinality: int = 1
+    gang_min_cardinality: int | None = None
+    gang_uniformity_label: str | None = None
+    #: Seconds after its start at which the job becomes fair-share preemptible.
+    lifetime: float | None = None
+    start_time: float | None = None
+    #: Node the job runs on; None for a queued job.
+    node: str | None = None
+    #: Interned id of everything that decides where the job can go (see ``shape_key``).
+    shape_id: int = field(init=False, repr=False, compare=False, default=-1)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.requests, Resources):
+            object.__setattr__(self, "requests", Resources(self.requests))
+        object.__setattr__(self, "shape_id", intern_shape(shape_key(self)))
+
+    @property
+    def min_cardinality(self) -> int:
+        if self.gang_min_cardinality is None:
+            return self.gang_cardinality
+        return self.gang_min_cardinality
+
+    @property
+    def is_running(self) -> bool:
+        return self.node is not None
+
+
+def shape_key(job: Job) -> tuple[Any, ...]:
+    """Everything about a job that decides which nodes it fits; equal keys place alike."""
+    return (
+        job.requests,
+        tuple(sorted(job.node_selector.items())),
+        job.tolerations,
+        job.affinity,
+        job.avoid_node,
+        job.priority_class,
+    )
+
+
+_SHAPES: dict[tuple[Any, ...], int] = {}
+_SHAPE_LIST: list[tuple[Any, ...]] = []
+
+
+def intern_shape(key: tuple[Any, ...]) -> int:
+    """Give each distinct job shape a small integer so cycles can group jobs cheaply.
+
+    The table only grows; it holds one entry per distinct shape ever seen, which stays small
+    for real workloads (shapes repeat across millions of jobs).
+    """
+    found = _SHAPES.get(key)
+    if found is None:
+        found = len(_SHAPE_LIST)
+        _SHAPES[key] = found
+        _SHAPE_LIST.append(key)
+    return found
+
+
+def shape_of(shape_id: int) -> tuple[Any, ...]:
+    return _SHAPE_LIST[shape_id]
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingConfig:
+    #: Resource dimensions, in best-fit comparison order; None derives them from the snapshot.
+    resource_names: tuple[str, ...] | None = None
+    #: DRF cost multipliers per resource (default 1).
+    resource_multipliers: Mapping[str, float] = field(default_factory=dict)
+    #: Queues whose share / fair share is at or below this are not evicted; None evicts always.
+    protected_fraction: float | None = 1.0
+    #: Cap on newly scheduled jobs per cycle (re-placed evicted jobs are exempt).
+    max_jobs_per_cycle: int | None = None
+    #: Cap, per resource and as a fraction of the cluster, on what new jobs take in one cycle.
+    max_fraction_per_cycle: Mapping[str, float] = field(default_factory=dict)
+    #: Half-life in seconds of decayed-usage fairness; None is instantaneous DRF.
+    usage_half_life: float | None = None
+    #: Queues whose next gang has a higher class priority go first, before comparing costs
+    #: (upstream's ordering). Off: queues compete on cost alone, and urgency acts only through
+    #: node selection (a more urgent job may still displace less urgent ones).
+    class_priority_first: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    queues: tuple[Queue, ...]
+    priority_classes: tuple[PriorityClass, ...]
+    nodes: tuple[Node, ...]
+    jobs: tuple[Job, ...]
+    config: SchedulingConfig = field(default_factory=SchedulingConfig)
+    #: Current time, for job lifetimes.
+    now: float = 0.0
+    #: Seconds since each queue's ``decayed_usage`` was recorded.
+    usage_elapsed: float = 0.0
+
+
+@dataclass(slots=True)
+class SchedulingResult:
+    #: Queued jobs to start, with their node.
+    scheduled: dict[str, str] = field(default_factory=dict)
+    #: Running jobs to stop.
+    preempted: set[str] = field(default_factory=set)
+    #: Queued jobs that can never run as submitted (or gang members above what was placed).
+    failed: dict[str, str] = field(default_factory=dict)
+    #: Why each queued job left queued was not scheduled this cycle.
+    unscheduled: dict[str, str] = field(default_factory=dict)
+    #: DRF cost of every queue once the decisions are applied (input to decayed usage).
+    queue_costs: dict[str, float] = field(default_factory=dict)
+
+    def decisions(self) -> tuple[Any, ...]:
+        """Everything two implementations must agree on, in comparable form."""
+        return (
+            dict(sorted(self.scheduled.items())),
+            sorted(self.preempted),
+            dict(sorted(self.failed.items())),
+            dict(sorted(self.unscheduled.items())),
+            dict(sorted(self.queue_costs.items())),
+        )

@@ -1,0 +1,468 @@
+"""Scheduler benchmark: the fast and the reference implementation on four workloads.
+
+Run: ``python benchmarks/scheduler.py --json OUT.json`` (add ``--quick`` for a version that
+finishes in under a minute). Progress goes to stderr, results to the JSON file and stdout.
+
+The reference implementation scans every node for every job, so on the large workloads it is
+measured on a scaled-down copy (``reference_scale`` < 1 in the JSON). ``speedup`` compares the
+two implementations on that same scaled copy; ``speedup_extrapolated`` compares the fast time at
+full size with the reference time scaled up by its measured growth (jobs x nodes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import random
+import resource
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from armada_core.scheduling import (
+    Job,
+    Node,
+    PriorityClass,
+    Queue,
+    Resources,
+    SchedulingConfig,
+    SchedulingResult,
+    Snapshot,
+    Taint,
+    Toleration,
+)
+from armada_core.scheduling.fairness import (
+    CostModel,
+    adjusted_fair_shares,
+    resource_dims,
+)
+from armada_core.scheduling.fast import fast_schedule
+from armada_core.scheduling.reference import reference_schedule
+
+GI = 2**30
+TI = 2**40
+CPU, MEM, GPU = "cpu", "memory", "nvidia.com/gpu"
+PRE0 = PriorityClass("pre0", 0, preemptible=True)
+PRE1 = PriorityClass("pre1", 1, preemptible=True)
+NP3 = PriorityClass("np3", 3, preemptible=False)
+CLASSES = (PRE0, PRE1, NP3)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def res(cpu: int, mem_gi: int, gpu: int = 0) -> Resources:
+    values = {CPU: cpu * 1000, MEM: mem_gi * GI}
+    if gpu:
+        values[GPU] = gpu
+    return Resources(values)
+
+
+def timed(fn: Callable[[Snapshot], SchedulingResult], snap: Snapshot, repeats: int):
+    """Median wall-clock seconds over ``repeats`` runs, after one warm-up run when repeated."""
+    times, result = [], None
+    if repeats > 1:
+        fn(snap)
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        result = fn(snap)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+# --- workloads ------------------------------------------------------------------------------
+
+
+def fill_snapshot(nodes: int, jobs: int) -> Snapshot:
+    node_list = tuple(Node(f"node-{i:05d}", res(32, 256)) for i in range(nodes))
+    shape = res(1, 4)
+    job_list = tuple(
+        Job(f"job-{i:07d}", "q", "pre0", shape, submit_time=float(i)) for i in range(jobs)
+    )
+    return Snapshot((Queue("q"),), CLASSES, node_list, job_list)
+
+
+def fragmented_snapshot(nodes: int) -> Snapshot:
+    node_list = tuple(Node(f"node-{i:05d}", res(32, 256)) for i in range(nodes))
+    big, small = res(31, 124), res(1, 4)
+    running = [
+        Job(f"run-{i:05d}", "q", "np3", big, node=n.id, start_time=0.0)
+        for i, n in enumerate(node_list)
+    ]
+    queued = [Job(f"job-{i:06d}", "q", "pre0", small, submit_time=float(i)) for i in range(nodes)]
+    return Snapshot((Queue("q"),), CLASSES, node_list, tuple(running + queued))
+
+
+def steady_snapshot(nodes: int, queues: int) -> Snapshot:
+    node_list = tuple(Node(f"node-{i:05d}", res(32, 256)) for i in range(nodes))
+    shape = res(1, 4)
+    jobs = []
+    k = 0
+    for n in node_list:
+        for _ in range(32):
+            jobs.append(
+                Job(
+                    f"job-{k:07d}",
+                    f"q{k % queues:02d}",
+                    "pre0",
+                    shape,
+                    submit_time=float(k),
+                    node=n.id,
+                    start_time=0.0,
+                )
+            )
+            k += 1
+    qs = tuple(Queue(f"q{i:02d}") for i in range(queues))
+    return Snapshot(qs, CLASSES, node_list, tuple(jobs), SchedulingConfig(protected_fraction=None))
+
+
+GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
+GPU_TOLERATION = (Toleration("nvidia.com/gpu", "Exists"),)
+
+
+def mixed_world(cpu_nodes: int, gpu_nodes: int, queues: int, jobs: int, seed: int = 7):
+    rng = random.Random(seed)
+    racks = max(1, gpu_nodes // 10)
+    nodes = [Node(f"cpu-{i:05d}", res(32, 256)) for i in range(cpu_nodes)]
+    nodes += [
+        Node(
+            f"gpu-{i:05d}",
+            Resources({CPU: 64000, MEM: TI, GPU: 8}),
+            {"rack": f"rack-{i % racks:03d}"},
+            (GPU_TAINT,),
+        )
+        for i in range(gpu_nodes)
+    ]
+    qs = tuple(Queue(f"queue-{i:03d}", rng.choice([1.0, 2.0, 5.0, 10.0])) for i in range(queues))
+    shapes = [
+        (0.60, res(1, 4), ()),
+        (0.15, res(1, 16), ()),
+        (0.10, res(16, 128), ()),
+        (0.05, res(32, 256), ()),
+        (0.08, res(8, 128, 1), GPU_TOLERATION),
+    ]
+    gang_shape = Resources({CPU: 64000, MEM: TI, GPU: 8})
+    out: list[Job] = []
+    clock = 0
+    per_queue = jobs // queues
+    for q in qs:
+        made = 0
+        while made < per_queue:
+            pc = rng.choices(["pre0", "pre1", "np3"], [0.95, 0.04, 0.01])[0]
+            roll = rng.random()
+            if roll < 0.02:
+                for g in range(rng.randint(1, 4)):
+                    gid = f"{q.name}-gang-{clock}-{g}"
+                    for m in range(8):
+                        out.append(
+                            Job(
+                                f"{gid}-{m}",
+                                q.name,
+                                pc,
+                                gang_shape,
+                                submit_time=float(clock),
+                                tolerations=GPU_TOLERATION,
+                                gang_id=gid,
+                                gang_cardinality=8,
+                                gang_uniformity_label="rack",
+                            )
+                        )
+                        clock += 1
+                        made += 1
+                continue
+            shape, tol = _pick(shapes, (roll - 0.02) / 0.98)
+            size = min(rng.randint(50, 500), per_queue - made)
+            for _ in range(size):
+                out.append(
+                    Job(
+                        f"{q.name}-{clock:08d}",
+                        q.name,
+                        pc,
+                        shape,
+                        submit_time=float(clock),
+                        tolerations=tol,
+                    )
+                )
+                clock += 1
+            made += size
+    return tuple(nodes), qs, tuple(out)
+
+
+def _pick(shapes: list, roll: float) -> tuple:
+    acc = 0.0
+    for share, shape, tol in shapes:
+        acc += share / 0.98
+        if roll < acc:
+            return shape, tol
+    return shapes[-1][1], shapes[-1][2]
+
+
+def apply(snap: Snapshot, result: SchedulingResult, now: float, rng, finish: float):
+    """Decisions applied; then a fraction of running jobs (whole gangs) finish."""
+    done_gangs: set[str] = set()
+    gone: set[str] = set()
+    for j in snap.jobs:
+        if j.node is not None and rng.random() < finish:
+            if j.gang_id is None:
+                gone.add(j.id)
+            else:
+                done_gangs.add(j.gang_id)
+    out = []
+    for j in snap.jobs:
+        if j.id in result.preempted or j.id in result.failed or j.id in gone:
+            continue
+        if j.gang_id is not None and j.gang_id in done_gangs and j.node is not None:
+            continue
+        if j.id in result.scheduled:
+            j = replace(j, node=result.scheduled[j.id], start_time=now)
+        out.append(j)
+    return replace(snap, jobs=tuple(out), now=now + 10.0)
+
+
+def quality(snap: Snapshot, result: SchedulingResult) -> dict:
+    """Utilisation and fairness error of the cluster once the decisions are applied."""
+    dims = resource_dims(snap)
+    nodes = {n.id: n for n in snap.nodes}
+    used: dict[str, list[int]] = defaultdict(lambda: [0] * len(dims))
+    alloc: dict[str, list[int]] = defaultdict(lambda: [0] * len(dims))
+    demand: dict[str, list[int]] = defaultdict(lambda: [0] * len(dims))
+    for j in snap.jobs:
+        vec = [j.requests.get(d, 0) for d in dims]
+        demand[j.queue] = [a + b for a, b in zip(demand[j.queue], vec, strict=True)]
+        node = result.scheduled.get(j.id, j.node)
+        if node is None or j.id in result.preempted:
+            continue
+        used[node] = [a + b for a, b in zip(used[node], vec, strict=True)]
+        alloc[j.queue] = [a + b for a, b in zip(alloc[j.queue], vec, strict=True)]
+    totals = [sum(n.capacity.get(d, 0) for n in snap.nodes) for d in dims]
+    costs = CostModel.build(dims, totals, {})
+    per_resource = {
+        d: sum(u[i] for u in used.values()) / totals[i] for i, d in enumerate(dims) if totals[i]
+    }
+    # A node is as full as its most used resource: that is "what fits" on it.
+    dominant = [
+        max(
+            (used[n.id][i] / n.capacity.get(d, 0) for i, d in enumerate(dims) if n.capacity.get(d)),
+            default=0.0,
+        )
+        for n in nodes.values()
+    ]
+    weights = {q.name: q.weight for q in snap.queues if q.name in demand}
+    fair = adjusted_fair_shares(weights, {q: costs.cost(demand[q]) for q in weights})
+    error = sum(max(0.0, fair[q] - costs.cost(alloc[q])) for q in weights)
+    return {
+        "utilisation": sum(dominant) / len(dominant),
+        "utilisation_per_resource": per_resource,
+        "fairness_error": error,
+    }
+
+
+# --- measuring ----------------------------------------------------------------------------
+
+
+def compare(
+    name: str,
+    full: Snapshot,
+    scaled: Snapshot | None,
+    scale: float,
+    repeats: int,
+    check: Callable[[SchedulingResult], None] | None = None,
+    half: Snapshot | None = None,
+) -> dict:
+    log(f"{name}: fast on full size ({len(full.nodes)} nodes, {len(full.jobs)} jobs)")
+    seconds, result = timed(fast_schedule, full, repeats)
+    if check is not None:
+        check(result)
+    ref_snap = scaled if scaled is not None else full
+    log(
+        f"{name}: reference on {'scaled' if scaled is not None else 'full'} copy "
+        f"({len(ref_snap.nodes)} nodes, {len(ref_snap.jobs)} jobs)"
+    )
+    ref_seconds, ref_result = timed(reference_schedule, ref_snap, 1)
+    fast_small, fast_small_result = timed(fast_schedule, ref_snap, max(repeats, 3))
+    assert fast_small_result.decisions() == ref_result.decisions(), "implementations disagree"
+    growth, exponent = 1.0, None
+    if half is not None:
+        # Growth measured, not assumed: the reference at half the scaled size.
+        half_seconds, _ = timed(reference_schedule, half, 1)
+        exponent = math.log(ref_seconds / half_seconds) / math.log(2.0)
+        growth = (1.0 / scale) ** exponent
+    out = {
+        "jobs_scheduled": len(result.scheduled),
+        "jobs_preempted": len(result.preempted),
+        "seconds": seconds,
+        "jobs_per_second": len(result.scheduled) / seconds if seconds else None,
+        "reference_seconds": ref_seconds,
+        "reference_scale": scale,
+        "fast_seconds_on_reference_input": fast_small,
+        "speedup": ref_seconds / fast_small if fast_small else None,
+        "reference_growth_exponent": exponent,
+        "reference_seconds_extrapolated": ref_seconds * growth,
+        "speedup_extrapolated": ref_seconds * growth / seconds if seconds else None,
+        "decisions_identical_on_reference_input": True,
+    }
+    log(f"{name}: {json.dumps(out)}")
+    return out
+
+
+def run(quick: bool) -> dict:
+    results = {}
+    repeats = 3 if quick else 7
+
+    n, j = (200, 6400) if quick else (1000, 32000)
+    rs = 0.25 if quick else 0.1
+    results["fill_1k"] = compare(
+        "fill_1k",
+        fill_snapshot(n, j),
+        fill_snapshot(int(n * rs), int(j * rs)),
+        rs,
+        repeats,
+        half=fill_snapshot(int(n * rs / 2), int(j * rs / 2)),
+    )
+
+    n = 2000 if quick else 10000
+    results["fragmented_10k"] = compare(
+        "fragmented_10k",
+        fragmented_snapshot(n),
+        fragmented_snapshot(int(n * rs)),
+        rs,
+        repeats,
+        half=fragmented_snapshot(int(n * rs / 2)),
+    )
+
+    def unchanged(r: SchedulingResult) -> None:
+        assert not r.scheduled and not r.preempted, "steady state changed"
+
+    # The reference is fast enough to run the steady state at full size.
+    n = 200 if quick else 1000
+    results["steady_1k"] = compare(
+        "steady_1k", steady_snapshot(n, 10), None, 1.0, repeats, unchanged
+    )
+    results["steady_1k"]["queues"] = 10
+
+    results["mixed_10k"] = mixed(quick)
+    return results
+
+
+def mixed(quick: bool) -> dict:
+    cpu_nodes, gpu_nodes, queues, jobs = (
+        (900, 100, 100, 100_000) if quick else (9000, 1000, 100, 1_000_000)
+    )
+    cycles = 3
+    log(f"mixed_10k: generating {jobs} jobs on {cpu_nodes + gpu_nodes} nodes")
+    nodes, qs, job_list = mixed_world(cpu_nodes, gpu_nodes, queues, jobs)
+    snap = Snapshot(qs, CLASSES, nodes, job_list, SchedulingConfig(protected_fraction=1.0))
+    rng = random.Random(11)
+    first_snap = snap
+    cycle_out = []
+    for cycle in range(cycles):
+        timings: dict[str, float] = {}
+        gc.collect()
+        start = time.perf_counter()
+        result = fast_schedule(snap, timings=timings)
+        seconds = time.perf_counter() - start
+        q = quality(snap, result)
+        entry = {
+            "cycle": cycle,
+            "seconds": seconds,
+            "jobs_scheduled": len(result.scheduled),
+            "jobs_preempted": len(result.preempted),
+            "jobs_running_before": sum(1 for j in snap.jobs if j.node is not None),
+            "phases": timings,
+            **q,
+        }
+        log(f"mixed_10k cycle {cycle}: {json.dumps(entry)}")
+        cycle_out.append(entry)
+        snap = apply(snap, result, snap.now, rng, 0.05)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # The same first cycle with queues competing on cost alone (class priority only acts
+    # through node selection): what fairness looks like when urgency does not jump the line.
+    plain = replace(
+        first_snap,
+        config=replace(first_snap.config, class_priority_first=False),
+    )
+    gc.collect()
+    start = time.perf_counter()
+    plain_result = fast_schedule(plain)
+    plain_seconds = time.perf_counter() - start
+    plain_quality = quality(plain, plain_result)
+    plain_quality["jobs_scheduled"] = len(plain_result.scheduled)
+    log(f"mixed_10k without class priority first: {plain_seconds:.3f}s {plain_quality}")
+    del plain, plain_result, first_snap
+    # The reference on a scaled copy (nodes, jobs and queues scaled alike), checked against
+    # the fast one; its growth is measured against a copy of half that size.
+    scale = 0.1 if quick else 0.02
+
+    def copy(f: float) -> Snapshot:
+        n_, q_, j_ = mixed_world(
+            int(cpu_nodes * f), max(10, int(gpu_nodes * f)), max(2, int(queues * f)), int(jobs * f)
+        )
+        return Snapshot(q_, CLASSES, n_, j_, SchedulingConfig(protected_fraction=1.0))
+
+    small = copy(scale)
+    log(
+        f"mixed_10k: reference on a {scale} copy ({len(small.nodes)} nodes, "
+        f"{len(small.jobs)} jobs, {len(small.queues)} queues)"
+    )
+    ref_seconds, ref_result = timed(reference_schedule, small, 1)
+    fast_small, fast_result = timed(fast_schedule, small, 3)
+    assert fast_result.decisions() == ref_result.decisions(), "implementations disagree"
+    half_seconds, _ = timed(reference_schedule, copy(scale / 2), 1)
+    exponent = math.log(ref_seconds / half_seconds) / math.log(2.0)
+    first = cycle_out[0]
+    later = [c["seconds"] for c in cycle_out[1:]]
+    out = {
+        "jobs_scheduled": first["jobs_scheduled"],
+        "seconds": first["seconds"],
+        "jobs_per_second": first["jobs_scheduled"] / first["seconds"],
+        "later_cycle_seconds": later,
+        "utilisation": first["utilisation"],
+        "fairness_error": first["fairness_error"],
+        "peak_rss_mb": peak,
+        "phases": first["phases"],
+        "cycles": cycle_out,
+        "without_class_priority_first": {
+            "seconds": plain_seconds,
+            **plain_quality,
+        },
+        "reference_seconds": ref_seconds,
+        "reference_scale": scale,
+        "reference_queues": len(small.queues),
+        "fast_seconds_on_reference_input": fast_small,
+        "speedup": ref_seconds / fast_small,
+        "reference_growth_exponent": exponent,
+        "reference_seconds_extrapolated": ref_seconds * (1.0 / scale) ** exponent,
+        "speedup_extrapolated": ref_seconds * (1.0 / scale) ** exponent / first["seconds"],
+        "decisions_identical_on_reference_input": True,
+        "note": "seconds is the first cycle (empty cluster); later_cycle_seconds follow, each "
+        "after 5% of running jobs finished; peak_rss_mb is the whole process, including the "
+        "benchmark's own Job objects",
+    }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", type=Path, help="write results here")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
+    args = parser.parse_args()
+    results = run(args.quick)
+    results["_meta"] = {"quick": args.quick, "python": sys.version.split()[0]}
+    text = json.dumps(results, indent=2, sort_keys=True)
+    if args.json:
+        args.json.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

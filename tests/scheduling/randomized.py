@@ -1,0 +1,240 @@
+"""Random small snapshots that exercise every scheduling rule, within node capacity."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+
+from armada_core.scheduling import (
+    Job,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PriorityClass,
+    Queue,
+    Resources,
+    SchedulingConfig,
+    Snapshot,
+    Taint,
+    Toleration,
+)
+
+QUEUE_NAMES = ["A", "B", "C", "D"]
+GPU = "nvidia.com/gpu"
+
+
+@dataclass
+class Knobs:
+    """Which features a random world may use."""
+
+    gangs: bool = True
+    constraints: bool = True
+    limits: bool = True
+    lifetimes: bool = True
+    decay: bool = True
+    cordons: bool = True
+    urgency: bool = True
+    class_limits: bool = True
+    single_class: bool = False  # every job in the preemptible class "low"
+    unit_jobs: bool = False  # every job requests exactly one CPU and one memory unit
+    max_nodes: int = 6
+    max_jobs: int = 24
+    extras: dict = field(default_factory=dict)
+
+
+def classes(rng: random.Random, knobs: Knobs) -> tuple[PriorityClass, ...]:
+    low_cap = {"cpu": rng.choice([0.3, 0.5])} if knobs.class_limits and rng.random() < 0.15 else {}
+    out = [
+        PriorityClass("low", 0, True, low_cap),
+        PriorityClass("np", 3, False),
+    ]
+    if knobs.urgency:
+        out += [PriorityClass("mid", 1, True), PriorityClass("high", 2, True)]
+    return tuple(out)
+
+
+def random_nodes(rng: random.Random, knobs: Knobs) -> list[Node]:
+    nodes = []
+    for i in range(rng.randint(1, knobs.max_nodes)):
+        cap = {"cpu": rng.choice([2, 4, 4, 8]) * 1000, "memory": rng.choice([4, 8, 16])}
+        labels = {"rack": f"r{rng.randint(0, 2)}"} if rng.random() < 0.8 else {}
+        taints: tuple[Taint, ...] = ()
+        if knobs.constraints and rng.random() < 0.25:
+            cap[GPU] = rng.choice([1, 2, 4])
+            taints = (Taint("gpu", "true"),)
+        if knobs.constraints and rng.random() < 0.5:
+            labels["zone"] = rng.choice(["a", "b"])
+        cordoned = knobs.cordons and rng.random() < 0.08
+        nodes.append(Node(f"n{i:02d}", Resources(cap), labels, taints, cordoned))
+    return nodes
+
+
+SHAPES = [
+    {"cpu": 1000, "memory": 1},
+    {"cpu": 1000, "memory": 1},
+    {"cpu": 2000, "memory": 2},
+    {"cpu": 500, "memory": 4},
+    {"cpu": 4000, "memory": 2},
+    {"cpu": 1000, "memory": 1, GPU: 1},
+]
+
+
+def random_job(
+    rng: random.Random, job_id: str, queues: list[str], pcs: tuple[PriorityClass, ...], knobs: Knobs
+) -> Job:
+    req = dict(SHAPES[0] if knobs.unit_jobs else rng.choice(SHAPES))
+    kw: dict = {}
+    if GPU in req or (knobs.constraints and rng.random() < 0.1):
+        kw["tolerations"] = (Toleration("gpu", "Equal", "true"),)
+    if knobs.constraints and rng.random() < 0.1:
+        kw["node_selector"] = {"zone": rng.choice(["a", "b"])}
+    if knobs.constraints and rng.random() < 0.07:
+        kw["affinity"] = (
+            NodeSelectorTerm((NodeSelectorRequirement("rack", "In", (rng.choice(["r0", "r1"]),)),)),
+        )
+    if knobs.constraints and rng.random() < 0.05:
+        kw["avoid_node"] = "n00"
+    return Job(
+        job_id,
+        rng.choice(queues),
+        "low" if knobs.single_class else rng.choice(pcs).name,
+        Resources(req),
+        priority=rng.choice([0, 0, 1]),
+        submit_time=float(rng.randint(0, 6)),
+        **kw,
+    )
+
+
+def random_config(rng: random.Random, knobs: Knobs) -> SchedulingConfig:
+    return SchedulingConfig(
+        protected_fraction=rng.choice(knobs.extras.get("protected", [None, 0.5, 1.0, 1.0, 2.0])),
+        max_jobs_per_cycle=(rng.choice([None, None, 2, 5]) if knobs.limits else None),
+        max_fraction_per_cycle=({"cpu": 0.5} if knobs.limits and rng.random() < 0.15 else {}),
+        resource_multipliers=({"memory": 0.5} if rng.random() < 0.2 else {}),
+        usage_half_life=(100.0 if knobs.decay and rng.random() < 0.2 else None),
+        class_priority_first=rng.random() < 0.8,
+    )
+
+
+def place_running(
+    rng: random.Random,
+    nodes: list[Node],
+    jobs: list[Job],
+    now: float,
+    free: dict[str, dict[str, int]],
+) -> list[Job]:
+    """Put some jobs on nodes where they fit, so the start state respects capacity."""
+    out = []
+    for j in jobs:
+        order = list(nodes)
+        rng.shuffle(order)
+        for n in order:
+            if all(free[n.id].get(k, 0) >= v for k, v in j.requests.items()):
+                for k, v in j.requests.items():
+                    free[n.id][k] -= v
+                start = now - rng.choice([0.0, 5.0, 50.0])
+                out.append(replace(j, node=n.id, start_time=start))
+                break
+    return out
+
+
+def random_world(seed: int, knobs: Knobs | None = None) -> Snapshot:
+    rng = random.Random(seed)
+    knobs = knobs or Knobs()
+    pcs = classes(rng, knobs)
+    nodes = random_nodes(rng, knobs)
+    names = QUEUE_NAMES[: rng.randint(1, 4)]
+    queues = tuple(
+        Queue(
+            n,
+            priority_factor=rng.choice(knobs.extras.get("factors", [1.0, 1.0, 2.0, 3.0])),
+            cordoned=knobs.cordons and rng.random() < 0.08,
+            decayed_usage=rng.choice([0.0, 0.0, 0.5]) if knobs.decay else 0.0,
+        )
+        for n in names
+    )
+    now = 100.0
+    counter = 0
+
+    def new_id() -> str:
+        nonlocal counter
+        counter += 1
+        return f"j{counter:03d}"
+
+    candidates: list[Job] = []
+    for _ in range(rng.randint(0, knobs.max_jobs)):
+        j = random_job(rng, new_id(), names, pcs, knobs)
+        if knobs.lifetimes and rng.random() < 0.15:
+            j = replace(j, lifetime=rng.choice([0.0, 10.0, 1000.0]))
+        candidates.append(j)
+    # Running gangs: members placed together or not at all.
+    free = {n.id: dict(n.capacity) for n in nodes}
+    gang_jobs: list[Job] = []
+    if knobs.gangs:
+        for g in range(rng.randint(0, 2)):
+            size = rng.randint(2, 3)
+            minimum = rng.choice([None, None, 1, 2])
+            base = random_job(rng, "x", names, pcs, knobs)
+            members = [
+                replace(
+                    base,
+                    id=new_id(),
+                    gang_id=f"rg{g}",
+                    gang_cardinality=size,
+                    gang_min_cardinality=minimum,
+                )
+                for _ in range(size)
+            ]
+            trial = {k: dict(v) for k, v in free.items()}
+            placed = place_running(rng, nodes, members, now, trial)
+            if len(placed) == size:
+                gang_jobs += placed
+                free = trial
+    n_running = rng.randint(0, len(candidates))
+    running = place_running(rng, nodes, candidates[:n_running], now, free)
+    queued = candidates[n_running:]
+    if knobs.gangs:
+        for g in range(rng.randint(0, 3)):
+            size = rng.randint(2, 4)
+            base = random_job(rng, "x", names, pcs, knobs)
+            minimum = rng.choice([None, None, 1, size - 1])
+            label = rng.choice([None, None, "rack"])
+            count = size if rng.random() < 0.9 else size - 1
+            for _ in range(count):
+                queued.append(
+                    replace(
+                        base,
+                        id=new_id(),
+                        gang_id=f"qg{g}",
+                        gang_cardinality=size,
+                        gang_min_cardinality=minimum,
+                        gang_uniformity_label=label,
+                    )
+                )
+    if knobs.constraints and rng.random() < 0.05:
+        queued.append(Job(new_id(), "Z", "low", Resources({"cpu": 1000})))
+    return Snapshot(
+        queues,
+        pcs,
+        tuple(nodes),
+        tuple(running + gang_jobs + queued),
+        random_config(rng, knobs),
+        now=now,
+        usage_elapsed=rng.choice([0.0, 100.0]),
+    )
+
+
+def apply_result(
+    snap: Snapshot, result, now: float, rng: random.Random | None = None, finish: float = 0.0
+) -> tuple[Job, ...]:
+    """The next cycle's jobs: scheduled run, preempted and failed go, some running finish."""
+    out = []
+    for j in snap.jobs:
+        if j.id in result.preempted or j.id in result.failed:
+            continue
+        if j.id in result.scheduled:
+            j = replace(j, node=result.scheduled[j.id], start_time=now)
+        elif j.node is not None and j.gang_id is None and rng is not None and rng.random() < finish:
+            continue
+        out.append(j)
+    return tuple(out)

@@ -1,0 +1,133 @@
+"""The fast implementation makes exactly the reference's decisions on random snapshots."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from armada_core.scheduling.fast import fast_schedule
+from armada_core.scheduling.reference import reference_schedule
+
+from .helpers import check_basic
+from .randomized import Knobs, apply_result, random_world
+
+
+def _settings(examples: int) -> settings:
+    return settings(
+        derandomize=True,
+        deadline=None,
+        database=None,
+        max_examples=examples,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+def _same(snap) -> None:
+    ref = reference_schedule(snap)
+    fast = fast_schedule(snap)
+    check_basic(snap, ref)
+    assert fast.decisions() == ref.decisions()
+
+
+@_settings(1500)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_single_cycle_matches_reference(seed: int) -> None:
+    _same(random_world(seed))
+
+
+@_settings(300)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_multi_cycle_matches_reference(seed: int) -> None:
+    snap = random_world(seed)
+    rng = random.Random(seed)
+    for cycle in range(4):
+        ref = reference_schedule(snap)
+        assert fast_schedule(snap).decisions() == ref.decisions(), f"cycle {cycle}"
+        now = snap.now + 10.0
+        jobs = apply_result(snap, ref, snap.now, rng, finish=0.2)
+        extra = random_world(seed * 7 + cycle, Knobs(max_nodes=1)).jobs
+        fresh = tuple(
+            j.__class__(**{**_fields(j), "id": f"c{cycle}-{j.id}", "node": None})
+            for j in extra
+            if j.node is None and j.queue in {q.name for q in snap.queues}
+        )
+        snap = snap.__class__(
+            snap.queues, snap.priority_classes, snap.nodes, jobs + fresh, snap.config, now=now
+        )
+
+
+def _fields(job) -> dict:
+    return {
+        f: getattr(job, f) for f in job.__dataclass_fields__ if job.__dataclass_fields__[f].init
+    }
+
+
+@pytest.mark.slow
+@_settings(3000)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_larger_worlds_match_reference(seed: int) -> None:
+    _same(random_world(seed, Knobs(max_nodes=12, max_jobs=60)))
+
+
+def _bulk_world(seed: int):
+    """Long runs of identical jobs, so the vectorised paths (bulk fill, evicted batches,
+    run wins) are the ones exercised."""
+    import dataclasses
+
+    from armada_core.scheduling import Job, Node, Queue, Resources, SchedulingConfig, Snapshot
+
+    from .helpers import PRIORITY_CLASSES
+
+    rng = random.Random(seed)
+    nodes = tuple(
+        Node(f"n{i:03d}", Resources(cpu=rng.choice([4000, 8000, 16000]), memory=64))
+        for i in range(rng.randint(5, 30))
+    )
+    queues = tuple(Queue(n, rng.choice([1.0, 2.0])) for n in ["A", "B", "C"][: rng.randint(1, 3)])
+    shapes = [Resources(cpu=1000, memory=1), Resources(cpu=2000, memory=4), Resources(cpu=500)]
+    jobs = []
+    k = 0
+    free = {n.id: n.capacity["cpu"] for n in nodes}
+    for q in queues:
+        for _ in range(rng.randint(1, 3)):
+            shape = rng.choice(shapes)
+            pc = rng.choice(["low", "low", "mid", "np"])
+            for _ in range(rng.randint(50, 400)):
+                k += 1
+                job = Job(f"j{k:05d}", q.name, pc, shape, submit_time=float(k // 7))
+                if rng.random() < 0.3:
+                    spot = [n for n in nodes if free[n.id] >= shape["cpu"]]
+                    if spot:
+                        where = rng.choice(spot)
+                        free[where.id] -= shape["cpu"]
+                        job = dataclasses.replace(job, node=where.id, start_time=0.0)
+                jobs.append(job)
+    config = SchedulingConfig(
+        protected_fraction=rng.choice([None, 1.0]),
+        max_jobs_per_cycle=rng.choice([None, None, 150]),
+        max_fraction_per_cycle=rng.choice([{}, {}, {"cpu": 0.6}]),
+        usage_half_life=rng.choice([None, 60.0]),
+        class_priority_first=rng.random() < 0.7,
+    )
+    classes = PRIORITY_CLASSES
+    if rng.random() < 0.3:
+        classes = tuple(
+            dataclasses.replace(pc, max_fraction_per_queue={"cpu": 0.4}) if pc.name == "low" else pc
+            for pc in PRIORITY_CLASSES
+        )
+    queues = tuple(dataclasses.replace(q, decayed_usage=rng.choice([0.0, 0.3])) for q in queues)
+    return Snapshot(queues, classes, nodes, tuple(jobs), config, usage_elapsed=30.0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_long_runs_match_reference(seed: int) -> None:
+    _same(_bulk_world(seed))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12, 60))
+def test_more_long_runs_match_reference(seed: int) -> None:
+    _same(_bulk_world(seed))

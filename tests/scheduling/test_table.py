@@ -1,0 +1,807 @@
+"""Table-driven multi-round scenarios, each run against both implementations.
+
+Expected outcomes are derived by hand from the rules in seed 000 and the tie-breaking documented
+in ``armada_core.scheduling.reference``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from armada_core.scheduling import (
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PriorityClass,
+    Queue,
+    SchedulingConfig,
+    Taint,
+)
+
+from .helpers import (
+    IMPLEMENTATIONS,
+    PRIORITY_CLASSES,
+    Round,
+    Scenario,
+    gang,
+    job,
+    jobs,
+    node,
+    run_scenario,
+    running,
+    tol,
+)
+
+ABC = (Queue("A"), Queue("B"), Queue("C"))
+ALWAYS_EVICT = SchedulingConfig(protected_fraction=None)
+
+
+def aff(*terms: list[tuple[str, str, tuple[str, ...]]]) -> tuple[NodeSelectorTerm, ...]:
+    return tuple(
+        NodeSelectorTerm(tuple(NodeSelectorRequirement(k, op, v) for k, op, v in term))
+        for term in terms
+    )
+
+
+def _gang_incomplete():
+    members = gang("g", 3)
+    return members[:2]
+
+
+def _gang_too_many():
+    return [replace(m, gang_cardinality=2) for m in gang("g", 3)]
+
+
+SCENARIOS: list[Scenario] = [
+    # --- basic placement and node constraints -----------------------------------------------
+    Scenario("fits", [node("n0")], [Round([job("a0")], sched={"a0": "n0"}, pre=set())]),
+    Scenario(
+        "too large",
+        [node("n0")],
+        [Round([job("a0", cpu=5)], sched=set(), reasons={"a0": "even when the node is empty"})],
+    ),
+    Scenario(
+        "best fit prefers the fuller node",
+        [node("n0"), node("n1")],
+        [Round([*running([job("r0", "B", cpu=2, pc="np")], "n1"), job("a0")], sched={"a0": "n1"})],
+    ),
+    Scenario(
+        "best fit tie goes to the first node id",
+        [node("n1"), node("n0")],
+        [Round([job("a0")], sched={"a0": "n0"})],
+    ),
+    Scenario(
+        "best fit compares memory after cpu",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                running([job("r0", "B", cpu=1, mem=8, pc="np")], "n0")
+                + running([job("r1", "B", cpu=1, mem=2, pc="np")], "n1")
+                + [job("a0")],
+                sched={"a0": "n0"},
+            )
+        ],
+    ),
+    Scenario(
+        "fill and overflow",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                jobs("a", 9),
+                sched={f"a{i}" for i in range(8)},
+                reasons={"a8": "insufficient free resources"},
+            )
+        ],
+    ),
+    Scenario(
+        "job priority orders the queue",
+        [node("n0", cpu=2)],
+        [
+            Round(
+                [job("p5", priority=5), job("p1", priority=1), job("p3", priority=3)],
+                sched={"p1", "p3"},
+            )
+        ],
+    ),
+    Scenario(
+        "class priority comes before job priority",
+        [node("n0", cpu=1)],
+        [Round([job("a0", priority=0), job("a1", pc="mid", priority=9)], sched={"a1"})],
+    ),
+    Scenario(
+        "submit time orders equal priorities",
+        [node("n0", cpu=1)],
+        [Round([job("a0", submit=5.0), job("a1", submit=3.0)], sched={"a1"})],
+    ),
+    Scenario(
+        "node selector",
+        [node("n0", labels={"zone": "a"}), node("n1", labels={"zone": "b"})],
+        [
+            Round(
+                [job("a0", node_selector={"zone": "b"}), job("a1", node_selector={"zone": "c"})],
+                sched={"a0": "n1"},
+                reasons={"a1": "no node matches"},
+            )
+        ],
+    ),
+    Scenario(
+        "taint needs a toleration",
+        [node("n0", taints=[Taint("gpu", "true")])],
+        [
+            Round(
+                [job("a0"), job("a1", tolerations=(tol("gpu", "true"),))],
+                sched={"a1": "n0"},
+                reasons={"a0": "no node matches"},
+            )
+        ],
+    ),
+    Scenario(
+        "toleration with Exists",
+        [node("n0", taints=[Taint("gpu", "x")])],
+        [Round([job("a0", tolerations=(tol("gpu", operator="Exists"),))], sched={"a0": "n0"})],
+    ),
+    Scenario(
+        "PreferNoSchedule taint does not block",
+        [node("n0", taints=[Taint("spot", "", "PreferNoSchedule")])],
+        [Round([job("a0")], sched={"a0": "n0"})],
+    ),
+    Scenario(
+        "NoExecute taint needs a toleration for that effect",
+        [node("n0", taints=[Taint("k", "v", "NoExecute")])],
+        [
+            Round(
+                [
+                    job("a0", tolerations=(tol("k", "v", effect="NoSchedule"),)),
+                    job("a1", tolerations=(tol("k", "v", effect="NoExecute"),)),
+                ],
+                sched={"a1": "n0"},
+            )
+        ],
+    ),
+    Scenario(
+        "affinity In and NotIn",
+        [node("n0", labels={"zone": "a"}), node("n1", labels={"zone": "b"})],
+        [
+            Round(
+                [
+                    job("x", affinity=aff([("zone", "In", ("b",))])),
+                    job("y", affinity=aff([("zone", "NotIn", ("a",))])),
+                ],
+                sched={"x": "n1", "y": "n1"},
+            )
+        ],
+    ),
+    Scenario(
+        "affinity Exists and DoesNotExist",
+        [node("n0", labels={"ssd": "yes"}), node("n1")],
+        [
+            Round(
+                [
+                    job("x", affinity=aff([("ssd", "Exists", ())])),
+                    job("y", affinity=aff([("ssd", "DoesNotExist", ())])),
+                ],
+                sched={"x": "n0", "y": "n1"},
+            )
+        ],
+    ),
+    Scenario(
+        "affinity Gt",
+        [node("n0", labels={"cores": "8"}), node("n1", labels={"cores": "16"})],
+        [Round([job("x", affinity=aff([("cores", "Gt", ("10",))]))], sched={"x": "n1"})],
+    ),
+    Scenario(
+        "affinity terms are alternatives",
+        [node("n0", labels={"zone": "a"}), node("n1", labels={"zone": "b"})],
+        [
+            Round(
+                [job("x", affinity=aff([("zone", "In", ("c",))], [("zone", "In", ("b",))]))],
+                sched={"x": "n1"},
+            )
+        ],
+    ),
+    Scenario(
+        "cordoned node takes no new jobs but keeps its own",
+        [node("n0", cordoned=True), node("n1")],
+        [
+            Round(
+                [*running([job("r0", pc="np")], "n0"), job("a0")],
+                sched={"a0": "n1"},
+                pre=set(),
+            )
+        ],
+    ),
+    Scenario(
+        "all nodes cordoned",
+        [node("n0", cordoned=True)],
+        [Round([job("a0")], sched=set(), reasons={"a0": "no node matches"})],
+    ),
+    Scenario(
+        "node avoidance for retries",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                [*running([job("r0", "B", cpu=2, pc="np")], "n0"), job("a0", avoid_node="n0")],
+                sched={"a0": "n1"},
+            )
+        ],
+    ),
+    Scenario(
+        "extended resource",
+        [node("n0", **{"example.com__fpga": 2}), node("n1")],
+        [
+            Round(
+                [
+                    job("x", extra={"example.com__fpga": 1}),
+                    job("y", extra={"example.com__fpga": 3}),
+                ],
+                sched={"x": "n0"},
+                reasons={"y": "even when the node is empty"},
+            )
+        ],
+    ),
+    Scenario(
+        "gpu jobs need gpu nodes and cpu jobs avoid them",
+        [node("n0"), node("n1", gpu=2)],
+        [Round([job("c"), job("g", gpu=1)], sched={"g": "n1", "c": "n0"})],
+    ),
+    Scenario(
+        "ephemeral storage is a resource like any other",
+        [node("n0", ephemeral_storage=10)],
+        [
+            Round(
+                [
+                    job("x", extra={"ephemeral_storage": 20}),
+                    job("y", extra={"ephemeral_storage": 5}),
+                ],
+                sched={"y": "n0"},
+                reasons={"x": "even when the node is empty"},
+            )
+        ],
+    ),
+    # --- fair share by progressive filling ---------------------------------------------------
+    Scenario(
+        "equal weights split evenly",
+        [node("n0")],
+        [Round(jobs("a", 4, "A") + jobs("b", 4, "B"), counts={"A": 2, "B": 2})],
+    ),
+    Scenario(
+        "priority factors weight the split",
+        [node("n0"), node("n1")],
+        [Round(jobs("a", 8, "A") + jobs("b", 8, "B"), counts={"A": 6, "B": 2})],
+        queues=(Queue("A", 1.0), Queue("B", 3.0)),
+    ),
+    Scenario(
+        "a queue with little demand leaves the rest to others",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                jobs("a", 8, "A") + jobs("b", 8, "B") + jobs("c", 1, "C"),
+                counts={"A": 4, "B": 3, "C": 1},
+            )
+        ],
+        queues=ABC,
+    ),
+    Scenario(
+        "gang size counts when choosing the next queue",
+        [node("n0")],
+        [
+            Round(
+                gang("g", 3, "A") + jobs("b", 4, "B"),
+                sched={"b0", "b1", "b2", "b3"},
+                reasons={"g0": "gang could not be scheduled"},
+            )
+        ],
+    ),
+    Scenario(
+        "dominant resource decides the cost",
+        [node("n0", cpu=8, mem=64)],
+        [Round(jobs("a", 8, "A", mem=16) + jobs("b", 8, "B", mem=0), counts={"A": 3, "B": 5})],
+    ),
+    Scenario(
+        "resource multipliers change the dominant resource",
+        [node("n0", cpu=8, mem=64)],
+        [Round(jobs("a", 8, "A", mem=16) + jobs("b", 8, "B", mem=0), counts={"A": 4, "B": 4})],
+        config=SchedulingConfig(resource_multipliers={"memory": 0.5}),
+    ),
+    Scenario(
+        "ties go to the first queue name",
+        [node("n0", cpu=3)],
+        [Round(jobs("b", 2, "B") + jobs("a", 2, "A"), counts={"A": 2, "B": 1})],
+    ),
+    # --- preemption to fair share ---------------------------------------------------------
+    Scenario(
+        "preemption to fair share",
+        [node("n0")],
+        [
+            Round(jobs("a", 4, "A"), sched={"a0", "a1", "a2", "a3"}),
+            Round(jobs("b", 4, "B"), sched={"b0", "b1"}, pre={"a2", "a3"}),
+            Round([], sched=set(), pre=set()),
+            Round([job("a2r", "A"), job("a3r", "A")], sched=set(), pre=set()),
+        ],
+    ),
+    Scenario(
+        "no preemption when shares are balanced",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 2, "A"), "n0")
+                + running(jobs("b", 2, "B"), "n0")
+                + jobs("bq", 2, "B"),
+                sched=set(),
+                pre=set(),
+            )
+        ],
+    ),
+    Scenario(
+        "no preemption when shares are balanced, even evicting everything",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 2, "A"), "n0")
+                + running(jobs("b", 2, "B"), "n0")
+                + jobs("bq", 2, "B"),
+                sched=set(),
+                pre=set(),
+            )
+        ],
+        config=ALWAYS_EVICT,
+    ),
+    Scenario(
+        "non-preemptible jobs are never preempted",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 4, "A", pc="np"), "n0") + jobs("b", 4, "B"),
+                sched=set(),
+                pre=set(),
+            )
+        ],
+    ),
+    Scenario(
+        "protected fraction keeps a queue below the threshold",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 3, "A"), "n0")
+                + running([job("b0", "B")], "n0")
+                + jobs("bq", 2, "B"),
+                sched=set(),
+                pre=set(),
+            )
+        ],
+        config=SchedulingConfig(protected_fraction=2.0),
+    ),
+    Scenario(
+        "protected fraction 1 evicts only the queue above its share",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 3, "A"), "n0")
+                + running([job("b0", "B")], "n0")
+                + jobs("bq", 2, "B"),
+                sched={"bq0"},
+                pre={"a2"},
+            )
+        ],
+    ),
+    Scenario(
+        "evicted jobs may only return to their own node",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                running([job("a0", "A", cpu=2)], "n0")
+                + running([job("c0", "C", cpu=2, pc="np")], "n1")
+                + [job("b0", "B", cpu=4)],
+                sched={"b0": "n0"},
+                pre={"a0"},
+            )
+        ],
+        queues=(Queue("A"), Queue("B", 0.1), Queue("C")),
+        config=ALWAYS_EVICT,
+    ),
+    Scenario(
+        "queue weights in preemption",
+        [node("n0"), node("n1")],
+        [
+            Round(jobs("a", 8, "A"), counts={"A": 8}),
+            # b0 displaces a3 on n0 (best fit), b1 then displaces a7 on n1.
+            Round(jobs("b", 8, "B"), counts={"A": 6, "B": 2}, pre={"a3", "a7"}),
+        ],
+        queues=(Queue("A", 1.0), Queue("B", 3.0)),
+    ),
+    Scenario(
+        "the queues furthest above fair share lose",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                running(jobs("a", 4, "A"), "n0")
+                + running([job("a4", "A")], "n1")
+                + running(jobs("b", 3, "B"), "n1")
+                + jobs("c", 4, "C"),
+                counts={"A": 3, "B": 3, "C": 2},
+            )
+        ],
+        queues=ABC,
+    ),
+    # --- urgency-based preemption ----------------------------------------------------------
+    Scenario(
+        "urgency preempts a lower class",
+        [node("n0")],
+        [
+            Round(running(jobs("a", 4, "A"), "n0")),
+            Round([job("h0", "A", pc="high")], sched={"h0"}, pre={"a3"}),
+            Round([job("a3r", "A")], sched=set(), pre=set()),
+            Round([], sched=set(), pre=set()),
+        ],
+    ),
+    Scenario(
+        "urgency never preempts a higher class",
+        [node("n0")],
+        [
+            Round(
+                [*running(jobs("h", 4, "A", pc="high"), "n0"), job("l0", "A")],
+                sched=set(),
+                pre=set(),
+            )
+        ],
+    ),
+    Scenario(
+        "equal classes do not preempt each other by urgency",
+        [node("n0")],
+        [Round([*running(jobs("a", 4, "A"), "n0"), job("l0", "A")], sched=set(), pre=set())],
+    ),
+    Scenario(
+        "non-preemptible class holds against urgency",
+        [node("n0")],
+        [
+            Round(
+                [*running(jobs("a", 4, "A", pc="np0"), "n0"), job("h0", "A", pc="high")],
+                sched=set(),
+                pre=set(),
+            )
+        ],
+    ),
+    Scenario(
+        "urgency takes the lowest class first",
+        [node("n0")],
+        [
+            Round(
+                [
+                    *running(jobs("l", 2, "A") + jobs("m", 2, "A", pc="mid"), "n0"),
+                    job("h0", "A", pc="high"),
+                ],
+                sched={"h0"},
+                pre={"l1"},
+            )
+        ],
+    ),
+    Scenario(
+        "an urgent queue goes first and takes evicted space",
+        [node("n0")],
+        [
+            Round(running(jobs("a", 4, "A"), "n0")),
+            Round(jobs("h", 4, "B", pc="high"), counts={"B": 4}, pre={"a0", "a1", "a2", "a3"}),
+            Round([job("a0r", "A")], sched=set(), pre=set()),
+        ],
+    ),
+    Scenario(
+        "without class priority first an urgent queue waits for its fair turn",
+        [node("n0")],
+        [
+            Round(running(jobs("a", 4, "A"), "n0")),
+            Round(jobs("h", 4, "B", pc="high"), counts={"A": 2, "B": 2}, pre={"a2", "a3"}),
+        ],
+        config=SchedulingConfig(class_priority_first=False),
+    ),
+    Scenario(
+        "fair-share displacement is preferred to urgency",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 3, "A"), "n0")
+                + running([job("b0", "B")], "n0")
+                + [job("c0", "C", pc="high")],
+                sched={"c0"},
+                pre={"a2"},
+            )
+        ],
+        queues=ABC,
+    ),
+    Scenario(
+        "urgent gang preempts lower classes on every node it needs",
+        [node("n0"), node("n1")],
+        [
+            Round(running(jobs("a", 4, "A"), "n0") + running(jobs("b", 4, "A"), "n1")),
+            Round(
+                gang("g", 2, "A", cpu=4, pc="high"),
+                sched={"g0", "g1"},
+                pre={f"a{i}" for i in range(4)} | {f"b{i}" for i in range(4)},
+            ),
+        ],
+    ),
+    # --- gangs ------------------------------------------------------------------------------
+    Scenario(
+        "gang fits",
+        [node("n0"), node("n1")],
+        [Round(gang("g", 3, cpu=2), sched={"g0", "g1", "g2"})],
+    ),
+    Scenario(
+        "gang is all or nothing",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                [*gang("g", 5, cpu=2), job("s0")],
+                sched={"s0"},
+                reasons={f"g{i}": "gang could not be scheduled" for i in range(5)},
+            )
+        ],
+    ),
+    Scenario(
+        "incomplete gang waits",
+        [node("n0")],
+        [Round(_gang_incomplete(), sched=set(), reasons={"g0": "gang incomplete: 2 of 3"})],
+    ),
+    Scenario(
+        "gang with more members than its cardinality fails",
+        [node("n0")],
+        [Round(_gang_too_many(), sched=set(), failed={"g0", "g1", "g2"})],
+    ),
+    Scenario(
+        "gang minimum cardinality schedules what fits and fails the rest",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                gang("g", 4, cpu=3, gang_min_cardinality=2), sched={"g0", "g1"}, failed={"g2", "g3"}
+            ),
+            Round([], sched=set(), pre=set()),
+        ],
+    ),
+    Scenario(
+        "gang below its minimum cardinality waits",
+        [node("n0")],
+        [Round(gang("g", 3, cpu=3, gang_min_cardinality=2), sched=set(), failed=set())],
+    ),
+    Scenario(
+        "gang uniformity picks the rack that fits",
+        [
+            node("r1a", labels={"rack": "r1"}),
+            node("r1b", labels={"rack": "r1"}),
+            node("r2a", labels={"rack": "r2"}),
+            node("r2b", labels={"rack": "r2"}),
+        ],
+        [
+            Round(
+                running([job("x", "B", cpu=2, pc="np")], "r1a")
+                + gang("g", 2, cpu=4, gang_uniformity_label="rack"),
+                sched={"g0": "r2a", "g1": "r2b"},
+            )
+        ],
+    ),
+    Scenario(
+        "gang uniformity picks the best-fitting rack",
+        [
+            node("r2a", cpu=8, labels={"rack": "r2"}),
+            node("r2b", cpu=8, labels={"rack": "r2"}),
+            node("r1a", labels={"rack": "r1"}),
+            node("r1b", labels={"rack": "r1"}),
+        ],
+        [
+            Round(
+                gang("g", 2, cpu=4, gang_uniformity_label="rack"),
+                sched={"g0": "r1a", "g1": "r1b"},
+            )
+        ],
+    ),
+    Scenario(
+        "gang uniformity with no rack large enough",
+        [
+            node("r1a", labels={"rack": "r1"}),
+            node("r1b", labels={"rack": "r1"}),
+            node("r2a", labels={"rack": "r2"}),
+            node("x"),
+        ],
+        [
+            Round(
+                gang("g", 3, cpu=4, gang_uniformity_label="rack"),
+                sched=set(),
+                reasons={"g0": "sharing one value of label 'rack'"},
+            )
+        ],
+    ),
+    Scenario(
+        "gang uniformity with minimum cardinality prefers the rack placing most",
+        [node(f"r1{c}", labels={"rack": "r1"}) for c in "ab"]
+        + [node(f"r2{c}", labels={"rack": "r2"}) for c in "abc"],
+        [
+            Round(
+                gang("g", 4, cpu=4, gang_min_cardinality=2, gang_uniformity_label="rack"),
+                sched={"g0": "r2a", "g1": "r2b", "g2": "r2c"},
+                failed={"g3"},
+            )
+        ],
+    ),
+    Scenario(
+        "gang is evicted and preempted as a unit",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                running(gang("g", 2, "A", cpu=4)[:1], "n0")
+                + running(gang("g", 2, "A", cpu=4)[1:], "n1")
+            ),
+            Round([job("b0", "B", cpu=4)], sched={"b0": "n0"}, pre={"g0", "g1"}),
+        ],
+    ),
+    Scenario(
+        "elastic gang loses members above its minimum first",
+        [node("n0")],
+        [
+            Round(running(gang("e", 4, "A", gang_min_cardinality=2), "n0")),
+            Round(jobs("b", 2, "B"), sched={"b0", "b1"}, pre={"e2", "e3"}),
+        ],
+    ),
+    # --- lifetimes --------------------------------------------------------------------------
+    Scenario(
+        "past its lifetime a non-preemptible job is preemptible",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 4, "A", pc="np", lifetime=10.0), "n0")
+                + jobs("b", 4, "B", pc="np"),
+                now=50.0,
+                sched={"b0", "b1"},
+                pre={"a2", "a3"},
+            )
+        ],
+    ),
+    Scenario(
+        "before its lifetime a non-preemptible job stays",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 4, "A", pc="np", lifetime=10.0), "n0")
+                + jobs("b", 4, "B", pc="np"),
+                now=5.0,
+                sched=set(),
+                pre=set(),
+            )
+        ],
+    ),
+    Scenario(
+        "lifetime zero is preemptible from the start",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 4, "A", pc="np", lifetime=0.0), "n0")
+                + jobs("b", 4, "B", pc="np"),
+                now=0.0,
+                sched={"b0", "b1"},
+                pre={"a2", "a3"},
+            )
+        ],
+    ),
+    # --- limits -----------------------------------------------------------------------------
+    Scenario(
+        "maximum jobs per cycle",
+        [node("n0"), node("n1")],
+        [
+            Round(jobs("a", 5), sched={"a0", "a1", "a2"}, reasons={"a3": "maximum number of jobs"}),
+            Round([], sched={"a3", "a4"}),
+        ],
+        config=SchedulingConfig(max_jobs_per_cycle=3),
+    ),
+    Scenario(
+        "a gang larger than the remaining tokens fails alone",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                [job("s0"), *gang("g", 3), job("s1")],
+                sched={"s0", "s1"},
+                reasons={"g0": "maximum number of jobs"},
+            )
+        ],
+        config=SchedulingConfig(max_jobs_per_cycle=3),
+    ),
+    Scenario(
+        "maximum fraction of the cluster per cycle",
+        [node("n0"), node("n1")],
+        [
+            Round(jobs("a", 8), counts={"A": 4}, reasons={"a4": "maximum resources"}),
+            Round([], counts={"A": 8}),
+        ],
+        config=SchedulingConfig(max_fraction_per_cycle={"cpu": 0.5}),
+    ),
+    Scenario(
+        "per-queue cap for a priority class",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                jobs("a", 8) + jobs("m", 2, pc="mid"),
+                sched={"m0", "m1", "a0", "a1"},
+                reasons={"a2": "limit for priority class 'low'"},
+            )
+        ],
+        classes=(
+            PriorityClass("low", 0, True, {"cpu": 0.25}),
+            *[pc for pc in PRIORITY_CLASSES if pc.name != "low"],
+        ),
+    ),
+    Scenario(
+        "cordoned queue schedules nothing new and keeps what runs",
+        [node("n0")],
+        [
+            Round(
+                running(jobs("a", 2, "A"), "n0") + jobs("aq", 2, "A") + [job("b0", "B")],
+                sched={"b0"},
+                pre=set(),
+                reasons={"aq0": "queue is cordoned"},
+            )
+        ],
+        queues=(Queue("A", cordoned=True), Queue("B")),
+    ),
+    Scenario(
+        "re-placed evicted jobs are exempt from per-cycle limits",
+        [node("n0")],
+        [Round(running(jobs("a", 4), "n0"), sched=set(), pre=set())],
+        config=SchedulingConfig(protected_fraction=None, max_jobs_per_cycle=1),
+    ),
+    # --- decayed usage ------------------------------------------------------------------------
+    Scenario(
+        "decayed usage favours the queue that used less",
+        [node("n0")],
+        [Round(jobs("a", 4, "A") + jobs("b", 4, "B"), counts={"B": 4})],
+        queues=(Queue("A", decayed_usage=1.0), Queue("B")),
+        config=SchedulingConfig(usage_half_life=100.0),
+    ),
+    Scenario(
+        "usage decays with half-lives",
+        [node("n0")],
+        [Round(jobs("a", 4, "A") + jobs("b", 4, "B"), counts={"A": 2, "B": 2})],
+        queues=(Queue("A", decayed_usage=1.0), Queue("B")),
+        config=SchedulingConfig(usage_half_life=100.0),
+        usage_elapsed=1000.0,
+    ),
+    Scenario(
+        "without a half-life past usage is ignored",
+        [node("n0")],
+        [Round(jobs("a", 4, "A") + jobs("b", 4, "B"), counts={"A": 2, "B": 2})],
+        queues=(Queue("A", decayed_usage=1.0), Queue("B")),
+    ),
+    # --- bookkeeping ------------------------------------------------------------------------
+    Scenario(
+        "unknown queue or class fails the job",
+        [node("n0")],
+        [Round([job("z", "Z"), job("p", pc="nope"), job("a0")], sched={"a0"}, failed={"z", "p"})],
+    ),
+    Scenario(
+        "a running job on an unknown node is left alone",
+        [node("n0")],
+        [Round([*running([job("ghost", "A")], "gone"), job("a0")], sched={"a0"}, pre=set())],
+    ),
+    Scenario(
+        "finished jobs make room next round",
+        [node("n0")],
+        [
+            Round(jobs("a", 6), counts={"A": 4}),
+            Round([], finish={"a0", "a1"}, sched={"a4", "a5"}, pre=set()),
+        ],
+    ),
+]
+
+
+def test_enough_scenarios() -> None:
+    assert len(SCENARIOS) >= 60
+    assert len({s.name for s in SCENARIOS}) == len(SCENARIOS)
+
+
+@pytest.mark.parametrize("impl", sorted(IMPLEMENTATIONS))
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name.replace(" ", "-"))
+def test_scenario(scenario: Scenario, impl: str) -> None:
+    run_scenario(scenario, IMPLEMENTATIONS[impl])
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name.replace(" ", "-"))
+def test_implementations_agree(scenario: Scenario) -> None:
+    ref = run_scenario(scenario, IMPLEMENTATIONS["reference"])
+    fast = run_scenario(scenario, IMPLEMENTATIONS["fast"])
+    assert [r.decisions() for r in ref] == [f.decisions() for f in fast]
