@@ -1,13 +1,46 @@
 #!/usr/bin/env bash
-# Create or refresh .venv with the server's dependencies and demonstrate the standalone server.
+# Create or refresh .venv, start armada-server with embedded defaults (gRPC on
+# localhost:50051, SQLite in the user's data directory, the local executor running jobs as
+# local processes), and demonstrate it: a gang submitted with the `armada` CLI and another
+# with the Python client, each followed through its events to the end.
+#
+#   scripts/serve.sh          demo, then keep serving until Ctrl-C
+#   scripts/serve.sh --demo   demo, then stop the server and exit (non-zero if the demo failed)
+#
+# Extra arguments go to armada-server, e.g. `scripts/serve.sh --nodes 2x4x8Gi`.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" --inexact --package armada-server
-echo "==> armada-server" >&2
-.venv/bin/armada-server --version
-.venv/bin/python - <<'PY'
-from armada_core.api import event_pb2, job_pb2, submit_pb2, binoculars_pb2
+demo_only=0
+if [ "${1:-}" = "--demo" ]; then demo_only=1; shift; fi
+port=50051
+for ((i = 1; i <= $#; i++)); do
+  if [ "${!i}" = "--port" ]; then j=$((i + 1)); port="${!j}"; fi
+done
+export ARMADA_URL="localhost:$port"
+log="$(mktemp -t armada-server.XXXXXX.log)"
+echo "==> starting armada-server (log: $log)" >&2
+.venv/bin/armada-server "$@" >"$log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
+for _ in $(seq 1 150); do
+  grep -q "listening on" "$log" && break
+  if ! kill -0 $server 2>/dev/null; then cat "$log" >&2; echo "armada-server did not start" >&2; exit 1; fi
+  sleep 0.1
+done
+head -1 "$log"
 
-for module in (submit_pb2, event_pb2, job_pb2, binoculars_pb2):
-    for service in module.DESCRIPTOR.services_by_name.values():
-        methods = ", ".join(m.name for m in service.methods)
-        print(f"{service.full_name}: {methods}")
-PY
+status=0
+echo "==> armada CLI: a gang of 3 (examples/standalone/gang.yaml)" >&2
+.venv/bin/armada queue get demo >/dev/null 2>&1 || .venv/bin/armada queue create demo
+job_set="gang-demo-$(date +%s)"
+.venv/bin/armada submit examples/standalone/gang.yaml --job-set "$job_set" &&
+  .venv/bin/armada watch demo "$job_set" --exit-if-inactive --fail-on-failure || status=1
+echo "==> Python client: a gang of 2 (examples/standalone/submit_gang.py)" >&2
+.venv/bin/python examples/standalone/submit_gang.py --url "$ARMADA_URL" || status=1
+
+if [ $demo_only = 1 ]; then
+  [ $status = 0 ] && echo "==> demo succeeded" >&2 || echo "==> demo FAILED" >&2
+  exit $status
+fi
+echo "==> armada-server keeps serving on $ARMADA_URL (Ctrl-C stops it); try:" >&2
+echo "    .venv/bin/armada queue list; .venv/bin/armada watch demo $job_set" >&2
+wait $server

@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replaces the default priority classes (repeatable); the first is "
                         "the default class")
     p.add_argument("--scheduling-period", type=float, metavar="SECONDS")
+    p.add_argument("--sandbox-dir", help="local executor: where pods' files and logs live")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
@@ -52,7 +53,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         nodes=tuple(parse_nodes(n) for n in args.nodes) if args.nodes else None,
         priority_classes=classes,
         default_priority_class=classes[0].name if classes else None,
-        scheduling_period=args.scheduling_period)
+        scheduling_period=args.scheduling_period, sandbox_dir=args.sandbox_dir)
 
 
 async def _serve(config: ServerConfig) -> None:
@@ -60,9 +61,9 @@ async def _serve(config: ServerConfig) -> None:
     await server.start()
     print(f"armada-server {__version__} listening on {server.address} "
           f"(database {server.database_url})", flush=True)
-    if config.executor != "none":
-        print(f"note: the {config.executor} executor is not available in this version: jobs "
-              "are accepted, stored and streamed, but not run", file=sys.stderr, flush=True)
+    if config.executor == "none":
+        print("note: no executor: jobs are accepted, stored and streamed, and run only when "
+              "an armada-executor connects", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         config = config_from_args(args)
+        if config.executor == "kubernetes":
+            raise ConfigError("executor: the kubernetes executor is not available in this "
+                              "version; use local, simulated or none")
     except ConfigError as e:
         print(f"armada-server: {e}", file=sys.stderr)
         return 2
