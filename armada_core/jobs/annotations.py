@@ -22,5 +22,8 @@ AT_MOST_ONCE = PREFIX + "atMostOnce"
 PREEMPTIBLE = PREFIX + "preemptible"
 LIFETIME = PREFIX + "lifetimeSeconds"
 
+# Run only on nodes of this pool (executors belong to pools; upstream selects pools per job).
+POOL = PREFIX + "pool"
+
 # Used by retries (seed 001): never run again on the node of the last failed run.
 NODE_NAME_LABEL = PREFIX + "node-name"

@@ -265,3 +265,21 @@ def test_executor_sync_validates_its_input(api: Stubs) -> None:
             executor_pb2.Node(name="a"), executor_pb2.Node(name="a")]))
     assert "nodes[1].name" in raised.value.details()
 
+
+
+def test_jobs_can_target_a_pool(api: Stubs, queue: str) -> None:
+    cpu = Executor(api.channel, name="cpu-cluster")
+    gpu = Executor(api.channel, name="gpu-cluster")
+    cpu.sync()
+    gpu.stub.Sync(executor_pb2.SyncRequest(executor_id="gpu-cluster", pool="gpu",
+                                           nodes=gpu.nodes))
+    [job] = submit(api, low(annotations={ann.POOL: "gpu"}))
+    deadline = time.monotonic() + 10
+    leases: list[executor_pb2.Lease] = []
+    while not leases and time.monotonic() < deadline:
+        leases = list(gpu.stub.Sync(executor_pb2.SyncRequest(
+            executor_id="gpu-cluster", pool="gpu", nodes=gpu.nodes)).leases)
+        cpu.sync()
+        time.sleep(0.05)
+    assert [lease.job.id for lease in leases] == [job]
+    assert cpu.held == {}

@@ -32,12 +32,15 @@ def _job(spec: submit_pb2.Job, *, priority: float, submitted_at: datetime,
     gang = gang_of(spec.annotations)
     affinity = pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
     lifetime = spec.annotations.get(ann.LIFETIME)
+    selector = dict(pod.nodeSelector)
+    if spec.annotations.get(ann.POOL):
+        selector[ann.POOL] = spec.annotations[ann.POOL]
     return s.Job(
         id=spec.id, queue=spec.queue, priority_class=pod.priorityClassName,
         requests=s.Resources.from_k8s({k: v.string for k, v in
                                        spec.scheduling_resource_requirements.requests.items()}),
         priority=int(priority), submit_time=submitted_at.timestamp(),
-        node_selector=dict(pod.nodeSelector),
+        node_selector=selector,
         tolerations=tuple(s.Toleration(key=t.key, operator=t.operator or "Equal",
                                        value=t.value, effect=t.effect)
                           for t in pod.tolerations),
@@ -67,7 +70,7 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
             placements[nid] = Placement(executor.id, n.name, executor.pool)
             nodes.append(s.Node(
                 id=nid, capacity=s.Resources.from_k8s(dict(n.allocatable)),
-                labels=dict(n.labels), cordoned=n.unschedulable,
+                labels={**n.labels, ann.POOL: executor.pool}, cordoned=n.unschedulable,
                 taints=tuple(s.Taint(t.key, t.value, t.effect or "NoSchedule")
                              for t in n.taints)))
     jobs = [_job(j.spec, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
