@@ -209,7 +209,7 @@ def test_usage_and_input_errors(armada: Armada, tmp_path: Path) -> None:
     assert armada("submit", write(tmp_path, "ok.yaml", JOB_FILE)).err == \
         "armada: error: not found: queue 'team-a' not found\n"
     logs = armada("logs", "some-job", "--tail", "5")
-    assert logs.code == 1 and logs.err.startswith("armada: error: unimplemented")
+    assert logs.code == 1 and logs.err.startswith("armada: error: not found: job 'some-job'")
     auth = armada("--username", "u", "status", "x")
     assert auth.code == 1 and "needs both a username and a password" in auth.err
     assert armada("no-such-command").code == 2

@@ -20,7 +20,6 @@ from armada_core.client import (
     PermissionDenied,
     Unauthenticated,
     Unavailable,
-    Unimplemented,
     error_for,
     job_item,
     queue,
@@ -52,7 +51,7 @@ def test_every_status_code_has_a_class() -> None:
     (lambda c: c.reprioritize_jobs("q", "s", -1, ["x"]), InvalidArgument, "new_priority"),
     (lambda c: list(c.get_job_set_events("q", "s", from_message_id="abc")), InvalidArgument,
      "from_message_id"),
-    (lambda c: c.logs("job"), Unimplemented, ""),
+    (lambda c: c.logs("job"), NotFound, "job 'job' not found"),
     (lambda c: list(c.get_job_set_events("q", "s", watch=True, timeout=0.3)),
      DeadlineExceeded, ""),
 ])

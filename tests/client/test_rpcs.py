@@ -12,7 +12,6 @@ from armada_core.client import (
     InvalidArgument,
     NotFound,
     SpecError,
-    Unimplemented,
     gang_items,
     job_item,
     queue,
@@ -153,10 +152,13 @@ spec:
 
 
 def test_logs_call_reaches_binoculars(any_client: Any) -> None:
-    # The server does not implement binoculars yet: the call and its error mapping are real.
-    with pytest.raises(Unimplemented) as raised:
+    # Without an executor nothing has run: the call, and its error mapping, are still real.
+    with pytest.raises(NotFound) as raised:
         any_client.logs("some-job", tail_lines=10, container="main")
     assert raised.value.method == "Binoculars/Logs"
+    any_client.create_queue(queue("q"))
+    [job] = any_client.submit_jobs("q", "s", [job_item(pod())])
+    assert list(any_client.logs(job)) == []  # queued: no run, no log lines yet
 
 
 def test_submission_is_checked_before_sending(any_client: Any) -> None:
