@@ -106,11 +106,47 @@ def validate_submission(request: submit_pb2.JobSubmitRequest,
         screen_quantities(request)
         items = validate_request(request, config)
         check_storable(request, items)
-    except UnicodeDecodeError:
-        # protobuf checks UTF-8 lazily: a map key in a nested message fails only when read.
-        raise InvalidArgument("job_request_items: the request holds text that is not valid "
-                              "UTF-8") from None
+    except (UnicodeDecodeError, TypeError):
+        # protobuf checks UTF-8 lazily: text in a nested message that is not UTF-8 comes back
+        # as bytes (or fails) only when read, deep inside validation.
+        where = invalid_text(request)
+        if where is None:
+            raise
+        raise InvalidArgument(f"{where}: not valid UTF-8") from None
     return items
+
+
+def invalid_text(message, path: str = "") -> str | None:  # type: ignore[no-untyped-def]
+    """The path of the first string field (or map key) of `message` that is not UTF-8."""
+    for field, value in message.ListFields():
+        name = f"{path}.{field.name}" if path else field.name
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            try:
+                entries = list(value.items())
+            except UnicodeDecodeError:
+                return name
+            for key, item in entries:
+                if not isinstance(key, str | int | bool):
+                    return f"{name}[{key!r}]"
+                if value_field.message_type is not None:
+                    found = invalid_text(item, f"{name}[{key}]")
+                    if found:
+                        return found
+                elif value_field.type == value_field.TYPE_STRING and not isinstance(item, str):
+                    return f"{name}[{key}]"
+            continue
+        repeated = field.is_repeated
+        values = value if repeated else [value]
+        for i, v in enumerate(values):
+            where = f"{name}[{i}]" if repeated else name
+            if field.message_type is not None:
+                found = invalid_text(v, where)
+                if found:
+                    return found
+            elif field.type == field.TYPE_STRING and not isinstance(v, str):
+                return where
+    return None
 
 
 def check_runs_locally(items: list[submit_pb2.JobSubmitRequestItem]) -> None:

@@ -1,0 +1,355 @@
+"""Server benchmark: submission throughput, event delivery latency, and a large submission.
+
+Run: ``python benchmarks/server.py --json OUT.json`` (``--quick`` for a short version).
+Progress goes to stderr; the JSON file (and stdout) gets one object per measurement, each with
+the machine description.
+
+Every measurement runs `armada-server` as its own process (executor "none", default settings
+otherwise), so the client's work does not share the server's interpreter:
+
+- ``submit_throughput``: SubmitJobs in batches of 1,000 items (each with its own client_id, the
+  requests serialised before the clock starts), one client, on SQLite and on PostgreSQL (the
+  benchmark starts its own PostgreSQL with tests/postgres.py unless ``--postgres-url`` is given;
+  ``--no-postgres`` skips it).
+- ``event_latency``: 100 watchers on 100 job sets (GetJobSetEvents, watch=true); one job is
+  submitted to each set in turn, several rounds. Latency is the time a watcher receives an event
+  minus the event's ``created`` timestamp (set by the server just before its transaction
+  commits), and minus the moment the client's SubmitJobs call returned (which can be negative:
+  the watcher may hear of the job before the submitter does).
+- ``submit_many``: the time to submit 1,000,000 jobs (50,000 with ``--quick``) in batches of
+  1,000 without client ids, from two client threads, on SQLite; per-batch times at the start and
+  at the end show whether the server slows down as its database grows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import grpc  # noqa: E402
+
+from armada_core.api import event_pb2, event_pb2_grpc, submit_pb2, submit_pb2_grpc  # noqa: E402
+from armada_core.api.k8s import core_v1_pb2 as core  # noqa: E402
+from armada_core.api.k8s import resource_pb2  # noqa: E402
+
+BATCH = 1000
+LISTENING = re.compile(r"listening on (\S+):(\d+)")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory = f"{int(line.split()[1]) // 1024} MiB"
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory": memory,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "grpcio": grpc.__version__}
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+# --- the server process ---------------------------------------------------------------------
+
+class Server:
+    def __init__(self, database_url: str, log_path: Path) -> None:
+        script = Path(sys.executable).parent / "armada-server"
+        command = [str(script)] if script.exists() else [sys.executable, "-m",
+                                                         "armada_server.cli"]
+        self._log = log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [*command, "--port", "0", "--http-port", "0", "--database-url", database_url,
+             "--executor", "none"], stdout=subprocess.PIPE, stderr=self._log, text=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        match = LISTENING.search(line)
+        if not match:
+            self.stop()
+            raise RuntimeError(f"armada-server did not start ({line!r}); see {log_path}")
+        self.address = f"{match.group(1)}:{match.group(2)}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self._log.close()
+
+
+def create_queue(address: str, name: str) -> None:
+    with grpc.insecure_channel(address) as channel:
+        submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(
+            submit_pb2.Queue(name=name, priority_factor=1), timeout=60)
+
+
+def job_item(client_id: str = "") -> submit_pb2.JobSubmitRequestItem:
+    q = resource_pb2.Quantity
+    resources = {"cpu": q(string="1"), "memory": q(string="1Gi")}
+    container = core.Container(
+        name="main", image="busybox:1.36", command=["sh", "-c", "sleep 10"],
+        resources=core.ResourceRequirements(requests=resources, limits=resources))
+    return submit_pb2.JobSubmitRequestItem(
+        priority=1, namespace="default", client_id=client_id,
+        pod_specs=[core.PodSpec(containers=[container], restartPolicy="Never")])
+
+
+def batch_bytes(queue: str, job_set: str, client_prefix: str | None) -> bytes:
+    template = job_item()
+    items = []
+    for k in range(BATCH):
+        one = submit_pb2.JobSubmitRequestItem()
+        one.CopyFrom(template)
+        if client_prefix is not None:
+            one.client_id = f"{client_prefix}-{k}"
+        items.append(one)
+    return submit_pb2.JobSubmitRequest(queue=queue, job_set_id=job_set,
+                                       job_request_items=items).SerializeToString()
+
+
+def raw_submit(channel: grpc.Channel):  # type: ignore[no-untyped-def]
+    return channel.unary_unary("/api.Submit/SubmitJobs", request_serializer=None,
+                               response_deserializer=None)
+
+
+# --- measurements ---------------------------------------------------------------------------
+
+def submit_throughput(database_url: str, backend: str, batches: int, work: Path) -> dict:
+    log(f"submit_throughput[{backend}]: {batches} batches of {BATCH}")
+    requests = [batch_bytes("bench", f"set-{b % 10}", f"b{b}") for b in range(batches)]
+    server = Server(database_url, work / f"server-{backend}.log")
+    try:
+        create_queue(server.address, "bench")
+        with grpc.insecure_channel(server.address, options=[
+                ("grpc.max_send_message_length", 256 * 2**20)]) as channel:
+            send = raw_submit(channel)
+            send(batch_bytes("bench", "warmup", None), timeout=300)  # warm up, not counted
+            times = []
+            started = time.perf_counter()
+            for data in requests:
+                t0 = time.perf_counter()
+                answer = submit_pb2.JobSubmitResponse.FromString(send(data, timeout=300))
+                times.append(time.perf_counter() - t0)
+                assert len(answer.job_response_items) == BATCH
+            elapsed = time.perf_counter() - started
+    finally:
+        server.stop()
+    jobs = batches * BATCH
+    result = {"measurement": "submit_throughput", "backend": backend, "jobs": jobs,
+              "batch_size": BATCH, "seconds": round(elapsed, 3),
+              "jobs_per_second": round(jobs / elapsed, 1),
+              "batch_seconds_p50": round(statistics.median(times), 4),
+              "batch_seconds_p99": round(percentile(times, 99), 4),
+              "target_jobs_per_second": 10_000 if backend == "sqlite" else None}
+    log(f"  {result['jobs_per_second']} jobs/s")
+    return result
+
+
+async def _latency_run(address: str, watchers: int, rounds: int) -> dict:
+    channel = grpc.aio.insecure_channel(address)
+    events = event_pb2_grpc.EventStub(channel)
+    submit = submit_pb2_grpc.SubmitStub(channel)
+    received: dict[str, float] = {}
+    created: dict[str, float] = {}
+    submitted_at: dict[str, float] = {}
+    expected = watchers * rounds
+    done = asyncio.Event()
+    ready = 0
+    all_ready = asyncio.Event()
+
+    async def watch(i: int) -> None:
+        nonlocal ready
+        stream = events.GetJobSetEvents(event_pb2.JobSetRequest(
+            queue="latency", id=f"set-{i}", watch=True))
+        ready += 1
+        if ready == watchers:
+            all_ready.set()
+        async for message in stream:
+            now = time.time()
+            if message.message.WhichOneof("events") != "submitted":
+                continue
+            body = message.message.submitted
+            received[body.job_id] = now
+            created[body.job_id] = body.created.ToMicroseconds() / 1e6
+            if len(received) >= expected:
+                done.set()
+
+    tasks = [asyncio.create_task(watch(i)) for i in range(watchers)]
+    await all_ready.wait()
+    await asyncio.sleep(1.0)  # let every stream reach the server and subscribe
+    item = job_item()
+    for _ in range(rounds):
+        for i in range(watchers):
+            response = await submit.SubmitJobs(submit_pb2.JobSubmitRequest(
+                queue="latency", job_set_id=f"set-{i}", job_request_items=[item]))
+            submitted_at[response.job_response_items[0].job_id] = time.time()
+            await asyncio.sleep(0.002)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), 60)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await channel.close()
+    from_created = [(received[j] - created[j]) * 1000 for j in received]
+    from_return = [(received[j] - submitted_at[j]) * 1000 for j in received if j in submitted_at]
+    return {"events": len(received), "expected": expected, "from_created": from_created,
+            "from_return": from_return}
+
+
+def event_latency(database_url: str, backend: str, watchers: int, rounds: int,
+                  work: Path) -> dict:
+    log(f"event_latency[{backend}]: {watchers} watchers, {rounds} rounds")
+    server = Server(database_url, work / f"server-latency-{backend}.log")
+    try:
+        create_queue(server.address, "latency")
+        run = asyncio.run(_latency_run(server.address, watchers, rounds))
+    finally:
+        server.stop()
+    created, returned = run["from_created"], run["from_return"]
+    result = {"measurement": "event_latency", "backend": backend, "watchers": watchers,
+              "events": run["events"], "expected_events": run["expected"],
+              "ms_from_created_p50": round(percentile(created, 50), 2),
+              "ms_from_created_p99": round(percentile(created, 99), 2),
+              "ms_from_created_max": round(max(created, default=float("nan")), 2),
+              "ms_after_submit_returned_p50": round(percentile(returned, 50), 2),
+              "ms_after_submit_returned_p99": round(percentile(returned, 99), 2),
+              "target_p99_ms": 50}
+    log(f"  p50 {result['ms_from_created_p50']} ms, p99 {result['ms_from_created_p99']} ms")
+    return result
+
+
+def submit_many(database_url: str, backend: str, jobs: int, work: Path) -> dict:
+    batches = jobs // BATCH
+    log(f"submit_many[{backend}]: {jobs} jobs")
+    data = batch_bytes("many", "many", None)
+    server = Server(database_url, work / f"server-many-{backend}.log")
+    times: list[tuple[int, float]] = []
+    lock = threading.Lock()
+    counter = iter(range(batches))
+    try:
+        create_queue(server.address, "many")
+
+        def client() -> None:
+            with grpc.insecure_channel(server.address) as channel:
+                send = raw_submit(channel)
+                while True:
+                    with lock:
+                        b = next(counter, None)
+                    if b is None:
+                        return
+                    t0 = time.perf_counter()
+                    send(data, timeout=600)
+                    with lock:
+                        times.append((b, time.perf_counter() - t0))
+                        if len(times) % max(1, batches // 20) == 0:
+                            log(f"  {len(times) * BATCH} jobs")
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(2) as pool:
+            for f in [pool.submit(client) for _ in range(2)]:
+                f.result()
+        elapsed = time.perf_counter() - started
+    finally:
+        server.stop()
+    ordered = [t for _, t in sorted(times)]
+    tenth = max(1, len(ordered) // 10)
+    result = {"measurement": "submit_many", "backend": backend, "jobs": jobs,
+              "batch_size": BATCH, "client_threads": 2, "seconds": round(elapsed, 1),
+              "jobs_per_second": round(jobs / elapsed, 1),
+              "batch_seconds_first_tenth_median": round(statistics.median(ordered[:tenth]), 4),
+              "batch_seconds_last_tenth_median": round(statistics.median(ordered[-tenth:]), 4)}
+    log(f"  {result['seconds']} s ({result['jobs_per_second']} jobs/s)")
+    return result
+
+
+# --- main -----------------------------------------------------------------------------------
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="short version (about a minute)")
+    parser.add_argument("--postgres-url", help="use this PostgreSQL (an empty database) "
+                                               "instead of starting one")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="armada-bench-"))
+    about = machine()
+    batches = 10 if args.quick else 50
+    many = 50_000 if args.quick else 1_000_000
+    rounds = 3 if args.quick else 10
+    results: list[dict] = []
+    postgres = None
+    try:
+        results.append(submit_throughput(f"sqlite:///{work / 'throughput.db'}", "sqlite",
+                                         batches, work))
+        results.append(event_latency(f"sqlite:///{work / 'latency.db'}", "sqlite", 100,
+                                     rounds, work))
+        if not args.no_postgres:
+            if args.postgres_url:
+                urls = iter([args.postgres_url])
+                new_db = lambda: next(urls)  # noqa: E731
+            else:
+                from tests.postgres import PostgresServer
+
+                postgres = PostgresServer()
+                new_db = postgres.new_database
+            results.append(submit_throughput(new_db(), "postgresql", batches, work))
+            if not args.postgres_url:
+                results.append(event_latency(new_db(), "postgresql", 100, rounds, work))
+        results.append(submit_many(f"sqlite:///{work / 'many.db'}", "sqlite", many, work))
+    finally:
+        if postgres is not None:
+            postgres.stop()
+    for r in results:
+        r["machine"] = about
+        r["mode"] = "quick" if args.quick else "full"
+    text = json.dumps(results, indent=2)
+    if args.json:
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
