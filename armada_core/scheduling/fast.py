@@ -317,15 +317,15 @@ class _Fast:
             by_class = np.array([sh.preemptible for sh in self.shapes], dtype=bool)
             preemptible[running_rows] = by_class[local[running_rows]]
             now = snap.now
-            for i in running_rows.tolist():
-                if not preemptible[i]:
-                    jb = jobs[i]
-                    if (
-                        jb.lifetime is not None
-                        and jb.start_time is not None
-                        and now - jb.start_time >= jb.lifetime
-                    ):
-                        preemptible[i] = True
+            # Only jobs not preemptible by class can become so through their lifetime.
+            for i in running_rows[~preemptible[running_rows]].tolist():
+                jb = jobs[i]
+                if (
+                    jb.lifetime is not None
+                    and jb.start_time is not None
+                    and now - jb.start_time >= jb.lifetime
+                ):
+                    preemptible[i] = True
         gang_running = running_rows[in_gang[running_rows]].tolist()
         single_running = running_rows
         if gang_running:
@@ -708,10 +708,10 @@ class _Fast:
         nodes = self.run_node[all_rows]
         reqs = self.req[self.shape_of_job[all_rows]]
         db = self.db
-        touched, inverse = np.unique(nodes, return_inverse=True)
-        need = np.zeros((len(touched), db.d), dtype=np.int64)
-        scatter_add(need, inverse.reshape(-1), reqs)
-        if not (db.fixed[touched] + need <= db.cap[touched]).all():
+        need = np.zeros((db.n, db.d), dtype=np.int64)
+        scatter_add(need, nodes, reqs)
+        touched = need.any(axis=1)
+        if not (db.fixed[touched] + need[touched] <= db.cap[touched]).all():
             return 0, scanned
         pcps = self.job_pcp[all_rows]
         for pcp in np.unique(pcps).tolist():
@@ -885,10 +885,17 @@ class _Fast:
             )
         if self.journal is not None:
             self.journal.extend(("sched", ids[i]) for i in rows.tolist())
-        total = [v * p for v in sh.req_t]
-        self.alloc[q] = [a + b for a, b in zip(self.alloc[q], total, strict=True)]
-        self._add_class(q, sh.pc, total)
-        self.new_total = [a + b for a, b in zip(self.new_total, total, strict=True)]
+        alloc = self.alloc[q]
+        new_total = self.new_total
+        by_class = self.alloc_class.get((q, sh.pc))
+        if by_class is None:
+            by_class = self.alloc_class[(q, sh.pc)] = [0] * len(alloc)
+        for d, v in enumerate(sh.req_t):
+            if v:
+                v *= p
+                alloc[d] += v
+                new_total[d] += v
+                by_class[d] += v
         self.new_count += p
 
     def _run_limits(self, q: int, sh: _Shape, m: int) -> tuple[int, str | None]:
@@ -990,7 +997,7 @@ class _Fast:
                     break
                 n = entry[-1]
                 c = _fit_count(entry, sh.req_t, want - len(placed))
-                db.add_fixed(n, sh.req, INF, c)
+                db.add_fixed(n, sh.req, INF, c, sh.req_t)
                 placed.extend([n] * c)
         if len(placed) < want and db.evicted:
             for level in sorted(db.evicted):
@@ -1308,7 +1315,7 @@ class _Fast:
         return (
             self.db.save(),
             [list(a) for a in self.alloc],
-            dict(self.alloc_class),
+            {k: list(v) for k, v in self.alloc_class.items()},
             list(self.new_total),
             self.new_count,
             self.rebuild,

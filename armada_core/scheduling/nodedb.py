@@ -63,6 +63,7 @@ class NodeDb:
         self.evicted: dict[int, np.ndarray] = {}  # class priority -> pending evicted jobs
         self.holds: dict[float, np.ndarray] = {}  # finite hold priority -> displaceable jobs
         self.partition = partition  # index partition of each node, -1 when not indexed
+        self.part_of: list[int] = partition.tolist()
         self.indexed = indexed
         self.index: dict[int, list[tuple[int, ...]]] = {}
         self.entry: list[tuple[int, ...] | None] = [None] * n
@@ -85,15 +86,19 @@ class NodeDb:
         for entries in self.index.values():
             entries.sort()
 
-    def _reindex(self, i: int) -> None:
+    def _reindex(self, i: int, taken: tuple[int, ...] | None = None) -> None:
+        """Move node ``i`` to its new place in the index (``taken``: what was just placed)."""
         old = self.entry[i]
         if old is None:
             return
         self.log.append(i)
-        entries = self.index[int(self.partition[i])]
+        entries = self.index[self.part_of[i]]
         pos = bisect.bisect_left(entries, old)
         del entries[pos]
-        new = (*(self.cap[i] - self.fixed[i] - self.evicted_total[i]).tolist(), i)
+        if taken is not None:
+            new = (*map(operator.sub, old, taken), i)
+        else:
+            new = (*(self.cap[i] - self.fixed[i] - self.evicted_total[i]).tolist(), i)
         self.entry[i] = new
         bisect.insort(entries, new)
 
@@ -186,13 +191,21 @@ class NodeDb:
 
     # --- mutations -------------------------------------------------------------------------
 
-    def add_fixed(self, i: int, req: np.ndarray, hold: float, count: int = 1) -> None:
+    def add_fixed(
+        self,
+        i: int,
+        req: np.ndarray,
+        hold: float,
+        count: int = 1,
+        req_t: tuple[int, ...] | None = None,
+    ) -> None:
         self.fixed[i] += req * count
         if hold != INF:
             self.holds.setdefault(hold, np.zeros((self.n, self.d), dtype=np.int64))[i] += (
                 req * count
             )
-        self._reindex(i)
+        taken = None if req_t is None else tuple(v * count for v in req_t)
+        self._reindex(i, taken)
 
     def add_fixed_many(self, nodes: np.ndarray, counts: np.ndarray, req: np.ndarray) -> None:
         """Place ``counts[k]`` copies of ``req`` on ``nodes[k]`` (distinct nodes)."""
@@ -227,11 +240,15 @@ class NodeDb:
         self._reindex(i)
 
     def add_evicted(self, rows: np.ndarray, reqs: np.ndarray, pcps: np.ndarray) -> None:
-        for pcp in np.unique(pcps).tolist():
+        levels = np.unique(pcps).tolist()
+        for pcp in levels:
             sel = pcps == pcp
             arr = self.evicted.setdefault(int(pcp), np.zeros((self.n, self.d), dtype=np.int64))
-            scatter_add(arr, rows[sel], reqs[sel])
-        scatter_add(self.evicted_total, rows, reqs)
+            if len(levels) == 1:
+                scatter_add(arr, rows, reqs)
+            else:
+                scatter_add(arr, rows[sel], reqs[sel])
+        self.evicted_total = sum(self.evicted.values(), np.zeros((self.n, self.d), np.int64))
 
     def replace_evicted(self, rows: np.ndarray, reqs: np.ndarray, pcp: int) -> None:
         """Evicted jobs back on their nodes: free space (nothing displaced) is unchanged."""

@@ -66,7 +66,7 @@ def _fields(job) -> dict:
 
 
 @pytest.mark.slow
-@_settings(3000)
+@_settings(1500)
 @given(st.integers(min_value=0, max_value=2**40))
 def test_larger_worlds_match_reference(seed: int) -> None:
     _same(random_world(seed, Knobs(max_nodes=12, max_jobs=60)))

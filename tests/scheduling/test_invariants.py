@@ -272,7 +272,7 @@ def test_unit_jobs_match_weighted_water_filling(
 
 
 @pytest.mark.slow
-@_settings(1500)
+@_settings(800)
 @given(st.integers(min_value=0, max_value=2**40))
 def test_invariants_over_many_cycles(seed: int) -> None:
     snap = random_world(seed, Knobs(max_nodes=10, max_jobs=40))
