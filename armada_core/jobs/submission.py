@@ -151,7 +151,7 @@ def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
 
 
 def _check_metadata(path: str, values: Mapping[str, str], *, values_are_labels: bool) -> None:
-    for key, value in values.items():
+    for key, value in sorted(values.items()):  # sorted: the same first error every time
         if not _QUALIFIED.match(key):
             raise SubmissionError(f"{path}[{key}]", "is not a valid key (an optional DNS "
                                                     "prefix and '/', then a name)")
@@ -227,7 +227,7 @@ def _validate_container(c, path: str, seen: set[str]) -> None:
     parsed: dict[str, dict[str, int]] = {}
     for kind in ("requests", "limits"):
         parsed[kind] = {}
-        for name, q in getattr(c.resources, kind).items():
+        for name, q in sorted(getattr(c.resources, kind).items()):
             try:
                 parsed[kind][name] = parse_quantity(q.string, milli=(name == "cpu"))
             except ValueError:

@@ -36,6 +36,7 @@ from armada_server.auth import (
     StaticToken,
 )
 from armada_server.config import NodeGroup, ServerConfig
+from armada_server.decoding import DecodingInterceptor
 from armada_server.eventhub import EventHub
 from armada_server.executors.agent import Backend, ExecutorAgent
 from armada_server.executors.local.runner import node_allocatable
@@ -159,7 +160,7 @@ class ArmadaServer:
         auth = self._auth()
         ctx = Context(self.config, self.store, hub, self._pool, Authorizer(auth),
                       self.metrics, self.scheduler.poke)
-        interceptors = []
+        interceptors: list[grpc.aio.ServerInterceptor] = [DecodingInterceptor()]
         if auth.enabled:
             interceptors.append(AuthInterceptor(Authenticator(auth)))
         server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=interceptors)

@@ -376,9 +376,6 @@ def test_raw_bytes_that_decode(fuzz_api: Stubs) -> None:
     still_serving(fuzz_api)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "grpc answers UNKNOWN ('Unexpected DecodeError') for bytes that do not decode, before any "
-    "service code runs: the request deserializers are registered in app.py"))
 def test_raw_bytes_that_do_not_decode(fuzz_api: Stubs) -> None:
     send = raw_submit(fuzz_api)
 

@@ -9,7 +9,6 @@ finished run within milliseconds rather than a full interval later.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from typing import Protocol
 import grpc
 
 from armada_core.api import executor_pb2, executor_pb2_grpc
+from armada_server.waiting import wait_event
 
 log = logging.getLogger("armada_server.executor")
 
@@ -98,7 +98,6 @@ class ExecutorAgent:
             except grpc.aio.AioRpcError as e:
                 log.warning("executor %s could not sync: %s %s", self.executor_id,
                             e.code().name, e.details())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._news.wait(), self.interval)
+            await wait_event(self._news, self.interval)
             # Gather what else happens in the next moment into the same sync.
             await asyncio.sleep(0.005)

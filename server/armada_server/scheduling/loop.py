@@ -4,7 +4,6 @@ writes the decisions, each step its own transaction."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from datetime import UTC, datetime
@@ -15,6 +14,7 @@ from armada_server.metrics import Metrics
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.snapshot import build_snapshot
 from armada_server.storage.store import Store
+from armada_server.waiting import wait_event
 
 log = logging.getLogger("armada_server")
 
@@ -27,6 +27,7 @@ class SchedulingLoop:
         self.leadership = Leadership(store.engine)
         self._wake = asyncio.Event()
         self.cycles = 0
+        self._jobs: dict = {}  # the snapshot's converted jobs, reused by the next cycle
 
     def poke(self) -> None:
         """Run a cycle soon (e.g. after a submission) instead of waiting the full period."""
@@ -43,7 +44,8 @@ class SchedulingLoop:
                                             now=now)
         if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
             return 0  # nothing to place, or nowhere to place it
-        snapshot, placements = build_snapshot(state, self.config.priority_classes, now)
+        snapshot, placements = build_snapshot(state, self.config.priority_classes, now,
+                                              cache=self._jobs)
         result = schedule(snapshot)
         scheduled = {job: (p.executor, p.node, p.pool) for job, nid in result.scheduled.items()
                      if (p := placements.get(nid)) is not None}
@@ -62,8 +64,7 @@ class SchedulingLoop:
                 await loop.run_in_executor(pool, self.cycle)
             except Exception:
                 log.exception("scheduling cycle failed; trying again next period")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.config.scheduling_period)
+            await wait_event(self._wake, self.config.scheduling_period)
 
     def close(self) -> None:
         self.leadership.release()

@@ -6,7 +6,6 @@ as soon as they commit (the event hub wakes them); there is no polling delay.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import grpc
@@ -14,6 +13,7 @@ import grpc
 from armada_core.api import event_pb2, event_pb2_grpc, health_pb2
 from armada_server.errors import InvalidArgument, NotFound
 from armada_server.services.common import Context, rpc, streaming_rpc
+from armada_server.waiting import wait_event
 
 # Clients that understand heartbeats (armada_core.client) ask for them with this metadata key;
 # a heartbeat is an EventStreamMessage with the last id and no event. The official client
@@ -99,8 +99,6 @@ class EventService(event_pb2_grpc.EventServicer):
                     continue
                 if not watch:
                     return
-                try:
-                    await asyncio.wait_for(woken.wait(), self.ctx.config.heartbeat_seconds)
-                except TimeoutError:
-                    if heartbeats:
-                        yield event_pb2.EventStreamMessage(id=str(after))
+                woke = await wait_event(woken, self.ctx.config.heartbeat_seconds)
+                if not woke and heartbeats:
+                    yield event_pb2.EventStreamMessage(id=str(after))

@@ -56,7 +56,7 @@ def _quantities(spec, prefix: str = ""):  # type: ignore[no-untyped-def]
     for kind in ("initContainers", "containers"):
         for j, c in enumerate(getattr(spec, kind)):
             for which in ("requests", "limits"):
-                for name, q in getattr(c.resources, which).items():
+                for name, q in sorted(getattr(c.resources, which).items()):
                     path = f"{kind}[{j}].resources.{which}[{name}]"
                     if not isinstance(q.string, str):  # invalid UTF-8 comes back as bytes
                         raise InvalidArgument(f"{prefix}{path}: not valid UTF-8")
