@@ -90,9 +90,9 @@ def apply(job: Job | None, event: EventMessage) -> Job:
         if job is not None:
             raise IllegalTransition(f"job {job.id} was already submitted")
         when = _dt(body.created)
-        spec = submit_pb2.Job()
-        spec.CopyFrom(body.job)
-        return Job(spec=spec, state=JobState.SUBMITTED, priority=spec.priority,
+        # The job shares the event's message: both are treated as immutable, and not copying
+        # a whole pod spec per job matters when submitting thousands at once.
+        return Job(spec=body.job, state=JobState.SUBMITTED, priority=body.job.priority,
                    submitted_at=when, last_transition_at=when)
     if job is None:
         raise IllegalTransition(f"{kind} event for job {body.job_id} before it was submitted")

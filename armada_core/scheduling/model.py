@@ -6,6 +6,7 @@ so that both scheduler implementations compare resources exactly.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -44,12 +45,18 @@ _QUANTITY = re.compile(
 )
 
 
+# Exponents beyond this are refused: "1e99999999" would take minutes to expand exactly.
+MAX_EXPONENT = 30
+
+
 def parse_quantity(value: str | int | float, *, milli: bool = False) -> int:
     """Parse a Kubernetes quantity ("500m", "4Gi", "1e3") into an integer.
 
     With ``milli`` the result is in thousandths (how CPU is stored). Fractions are rounded up,
     as Kubernetes does, so that a request is never under-counted.
     """
+    if isinstance(value, str):
+        return _parse_text(value, milli)  # memoised: real workloads repeat a few quantities
     if isinstance(value, bool):
         raise ValueError(f"invalid quantity {value!r}")
     if isinstance(value, int):
@@ -59,14 +66,26 @@ def parse_quantity(value: str | int | float, *, milli: bool = False) -> int:
             raise ValueError(f"invalid quantity {value!r}")
         amount = Fraction(value)
     else:
-        text = value.strip()
-        match = _QUANTITY.match(text)
-        if match is None:
-            raise ValueError(f"invalid quantity {value!r}")
-        number, suffix = match.groups()
-        # "1e3" is an exponent, but "1E" alone would be exa: the regex already prefers the
-        # exponent form when digits follow the E.
-        amount = Fraction(number) * _SUFFIXES[suffix]
+        raise ValueError(f"invalid quantity {value!r}")
+    return _finish(amount, value, milli)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str, milli: bool) -> int:
+    text = value.strip()
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise ValueError(f"invalid quantity {value!r}")
+    number, suffix = match.groups()
+    exponent = number.lower().partition("e")[2]
+    if exponent and abs(int(exponent)) > MAX_EXPONENT:
+        raise ValueError(f"invalid quantity {value!r}: exponent beyond {MAX_EXPONENT}")
+    # "1e3" is an exponent, but "1E" alone would be exa: the regex already prefers the
+    # exponent form when digits follow the E.
+    return _finish(Fraction(number) * _SUFFIXES[suffix], value, milli)
+
+
+def _finish(amount: Fraction, value: object, milli: bool) -> int:
     if amount < 0:
         raise ValueError(f"negative quantity {value!r}")
     if milli:
