@@ -32,6 +32,7 @@ from .errors import (
 )
 from .jobfile import JobRequest, load_job_file, parse_job_request
 from .k8s_convert import SpecError, to_message
+from .logs import JobLogFollower
 from .operations import job_state, queue
 from .sync import ArmadaClient
 from .tracking import TERMINAL, JobResult, JobTracker, state_name
@@ -53,6 +54,7 @@ __all__ = [
     "FailedPrecondition",
     "Internal",
     "InvalidArgument",
+    "JobLogFollower",
     "JobRequest",
     "JobResult",
     "JobTracker",

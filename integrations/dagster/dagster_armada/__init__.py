@@ -1,8 +1,34 @@
-"""Dagster integration that runs assets, ops and Pipes sessions as Armada jobs."""
+"""Run Dagster assets, ops, Pipes sessions and whole runs as Armada jobs and gangs."""
 
-from importlib.metadata import PackageNotFoundError, version
+from armada_core.client import JobLogFollower
 
-try:
-    __version__ = version("dagster-armada")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0"
+from .factories import armada_asset, armada_op
+from .job import (
+    ArmadaJobRun,
+    StepIdentity,
+    container_pod_spec,
+    execute_armada_job,
+    step_identity,
+)
+from .launcher import ArmadaRunLauncher
+from .outcome import ArmadaJobDisappeared, failure_metadata, raise_for_outcome
+from .pipes import PipesArmadaClient, PipesArmadaLogsMessageReader
+from .resource import ArmadaResource
+
+__all__ = [
+    "ArmadaJobDisappeared",
+    "ArmadaJobRun",
+    "ArmadaResource",
+    "ArmadaRunLauncher",
+    "JobLogFollower",
+    "PipesArmadaClient",
+    "PipesArmadaLogsMessageReader",
+    "StepIdentity",
+    "armada_asset",
+    "armada_op",
+    "container_pod_spec",
+    "execute_armada_job",
+    "failure_metadata",
+    "raise_for_outcome",
+    "step_identity",
+]

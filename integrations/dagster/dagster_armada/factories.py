@@ -1,0 +1,76 @@
+"""Assets and ops whose whole body is one Armada job or gang.
+
+The job's identity and how it ran (job id, Armada run id, node, duration, exit code, links)
+become the materialization's or output's metadata, so the Dagster UI answers "where and how
+did this run" without opening Armada.
+"""
+
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dagster import (
+    AssetExecutionContext,
+    AssetsDefinition,
+    MaterializeResult,
+    OpDefinition,
+    OpExecutionContext,
+    Output,
+    asset,
+    op,
+)
+
+from armada_core.client import PodSpecLike
+
+from .job import AnyContext, execute_armada_job
+from .resource import ArmadaResource
+
+#: A pod spec, a list of them (a gang), or a function of the context returning either.
+SpecSource = PodSpecLike | Sequence[PodSpecLike] | Callable[[AnyContext], Any]
+
+
+def _run(context: AnyContext, armada: ArmadaResource, pod_spec: SpecSource | None,
+         job: Mapping[str, Any]) -> Any:
+    spec = pod_spec(context) if callable(pod_spec) else pod_spec
+    return execute_armada_job(context, armada, spec, **job)
+
+
+def armada_asset(*, name: str | None = None, pod_spec: SpecSource | None = None,
+                 command: Sequence[str] | None = None, image: str = "python:3.11",
+                 cpu: str = "1", memory: str = "1Gi", env: Mapping[str, str] | None = None,
+                 replicas: int | None = None, resource_key: str = "armada",
+                 job: Mapping[str, Any] | None = None, **asset_kwargs: Any) -> AssetsDefinition:
+    """An asset materialized by running an Armada job (a gang with `replicas` or a list of
+    pod specs). `job` holds further `execute_armada_job` arguments (priority, retry_policy,
+    minimum_cardinality, node_uniformity_label, log_destination, ...); other keyword
+    arguments go to `@asset` (deps, retry_policy, group_name, key_prefix, ...)."""
+    settings = dict(job or {}, command=command, image=image, cpu=cpu, memory=memory,
+                    env=env, replicas=replicas)
+
+    @asset(name=name, required_resource_keys={resource_key}, **asset_kwargs)
+    def _armada_asset(context: AssetExecutionContext) -> MaterializeResult:
+        armada: ArmadaResource = getattr(context.resources, resource_key)
+        run = _run(context, armada, pod_spec, settings)
+        return MaterializeResult(metadata=run.metadata())
+
+    return _armada_asset
+
+
+def armada_op(*, name: str, pod_spec: SpecSource | None = None,
+              command: Sequence[str] | None = None, image: str = "python:3.11",
+              cpu: str = "1", memory: str = "1Gi", env: Mapping[str, str] | None = None,
+              replicas: int | None = None, resource_key: str = "armada",
+              job: Mapping[str, Any] | None = None, **op_kwargs: Any) -> OpDefinition:
+    """An op that runs an Armada job (or gang) and outputs its ids; the output carries the
+    same metadata as `armada_asset`'s materializations."""
+    settings = dict(job or {}, command=command, image=image, cpu=cpu, memory=memory,
+                    env=env, replicas=replicas)
+
+    @op(name=name, required_resource_keys={resource_key}, **op_kwargs)
+    def _armada_op(context: OpExecutionContext) -> Output[dict]:  # type: ignore[type-arg]
+        armada: ArmadaResource = getattr(context.resources, resource_key)
+        run = _run(context, armada, pod_spec, settings)
+        value = {"job_ids": run.job_ids, "queue": run.queue, "job_set_id": run.job_set_id}
+        return Output(value, metadata=run.metadata())
+
+    return _armada_op

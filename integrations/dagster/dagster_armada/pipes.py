@@ -1,0 +1,159 @@
+"""Dagster Pipes on Armada: the external process runs as an Armada job (or gang), gets the
+Pipes context through its environment and reports back through its own log.
+
+The job writes Pipes messages to stderr (``open_dagster_pipes()`` does so when told by the
+bootstrap variables); the reader follows the job's log through the Logs RPC, hands the
+messages to Dagster and forwards every other line to the compute log. A gang's Pipes messages
+are read from its first member; the other members' lines are forwarded as output.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from dagster import PipesClient, PipesEnvContextInjector, open_pipes_session
+from dagster._core.definitions.resource_annotation import TreatAsResourceParam
+from dagster._core.pipes.client import (
+    PipesClientCompletedInvocation,
+    PipesContextInjector,
+    PipesMessageReader,
+)
+from dagster._core.pipes.context import PipesLaunchedData, PipesMessageHandler
+from dagster._core.pipes.utils import extract_message_or_forward_to_file
+from dagster_pipes import PipesDefaultMessageWriter, PipesExtras, PipesParams
+
+from armada_core.client import JobLogFollower, PodSpecLike
+
+from .job import AnyContext, build_items, container_pod_spec, run_items, step_identity
+from .resource import ArmadaResource
+
+
+class PipesArmadaLogsMessageReader(PipesMessageReader):
+    """Reads Pipes messages from an Armada job's log while it runs.
+
+    Needs the launched job ids: `PipesArmadaClient` reports them with
+    `PipesSession.report_launched({"extras": {"job_ids": [...]}})`.
+    """
+
+    def __init__(self, armada: ArmadaResource, *, context: AnyContext | None = None,
+                 forward_to_event_log: bool = False) -> None:
+        self.armada = armada
+        self.context = context
+        self.forward_to_event_log = forward_to_event_log
+        self._handler: PipesMessageHandler | None = None
+        self._follower: JobLogFollower | None = None
+
+    @contextmanager
+    def read_messages(self, handler: PipesMessageHandler) -> Iterator[PipesParams]:
+        self._handler = handler
+        try:
+            yield {PipesDefaultMessageWriter.STDIO_KEY: PipesDefaultMessageWriter.STDERR}
+        finally:
+            if self._follower is not None:
+                self._follower.stop()  # one last read: the job's final messages
+                self._follower = None
+            self._handler = None
+
+    def on_launched(self, launched_payload: PipesLaunchedData) -> None:
+        job_ids: Sequence[str] = launched_payload["extras"]["job_ids"]
+        handler = self._handler
+        if handler is None or not job_ids:
+            return
+        messenger = job_ids[0]
+
+        def on_line(job_id: str, line: str) -> None:
+            if job_id == messenger:
+                extract_message_or_forward_to_file(handler, line, sys.stdout)
+            else:
+                print(f"[{job_id}] {line}", file=sys.stdout, flush=True)
+            if self.forward_to_event_log and self.context is not None \
+                    and not _is_pipes_message(line):
+                self.context.log.info(f"[armada {job_id}] {line}")
+
+        warn = self.context.log.warning if self.context is not None else None
+        self._follower = JobLogFollower(self.armada.get_client(), job_ids, on_line,
+                                        interval=self.armada.log_poll_interval,
+                                        on_warning=warn).start()
+
+    def no_messages_debug_text(self) -> str:
+        return ("Attempted to read messages from the Armada job's log through the Logs RPC. "
+                "Does the job call open_dagster_pipes() with the default message writer, and "
+                "does the server serve logs?")
+
+
+def _is_pipes_message(line: str) -> bool:
+    return line.startswith("{") and '"__dagster_pipes_version"' in line
+
+
+class PipesArmadaClient(PipesClient, TreatAsResourceParam):
+    """Runs a Pipes process as an Armada job or gang and returns what it reported.
+
+        @asset
+        def evaluation(context, pipes_armada: PipesArmadaClient):
+            return pipes_armada.run(context=context,
+                                    command=["python", "evaluate.py"]).get_materialize_result()
+
+    Submission is idempotent per run, step and retry (a resumed run reattaches); a failed,
+    cancelled or vanished job raises (see outcome.py) instead of leaving the step hanging, and
+    run termination cancels the job.
+    """
+
+    def __init__(self, armada: ArmadaResource, *, env: Mapping[str, str] | None = None,
+                 context_injector: PipesContextInjector | None = None,
+                 message_reader: PipesMessageReader | None = None) -> None:
+        self.armada = armada
+        self.env = dict(env or {})
+        self.context_injector = context_injector or PipesEnvContextInjector()
+        self.message_reader = message_reader
+
+    @classmethod
+    def _is_dagster_maintained(cls) -> bool:
+        return False
+
+    def run(self, *, context: AnyContext, extras: PipesExtras | None = None,  # type: ignore[override]
+            command: Sequence[str] | None = None,
+            pod_spec: PodSpecLike | Sequence[PodSpecLike] | None = None,
+            image: str = "python:3.11", cpu: str = "1", memory: str = "1Gi",
+            env: Mapping[str, str] | None = None, replicas: int | None = None,
+            job_set_id: str | None = None, timeout: float | None = None,
+            **job: Any) -> PipesClientCompletedInvocation:
+        """Launch the job with the Pipes bootstrap variables in its environment, wait for it,
+        and return the invocation (``.get_materialize_result()``, ``.get_results()``).
+
+        Keyword arguments are those of `execute_armada_job`: a full `pod_spec` (or a list of
+        them, a gang) or a `command`; `replicas` makes a gang of identical members.
+        """
+        if pod_spec is None:
+            if command is None:
+                raise ValueError("give a pod_spec or a command")
+            pod_spec = container_pod_spec(command, image=image, cpu=cpu, memory=memory)
+        # Outside Dagster's resource system nothing resolves EnvVar fields: do it here.
+        with self.armada.process_config_and_initialize_cm() as armada:
+            return self._run(armada, context, extras, pod_spec, env, replicas, job_set_id,
+                             timeout, job)
+
+    def _run(self, armada: ArmadaResource, context: AnyContext, extras: PipesExtras | None,
+             pod_spec: Any, env: Mapping[str, str] | None, replicas: int | None,
+             job_set_id: str | None, timeout: float | None,
+             job: dict[str, Any]) -> PipesClientCompletedInvocation:
+        identity = step_identity(context)
+        _, to_event_log = armada.log_lines_to()
+        reader = self.message_reader or PipesArmadaLogsMessageReader(
+            armada, context=context, forward_to_event_log=to_event_log)
+        with open_pipes_session(context=context, context_injector=self.context_injector,
+                                message_reader=reader, extras=extras) as session:
+            variables = {**self.env, **(env or {}), **session.get_bootstrap_env_vars()}
+            items = build_items(armada, identity, pod_spec, replicas=replicas,
+                                env=variables, **job)
+
+            def launched(job_set: str, ids: list[str]) -> None:
+                session.report_launched({"extras": {"job_ids": ids, "job_set_id": job_set,
+                                                    "queue": armada.queue}})
+
+            run = run_items(context, armada, items, identity=identity,
+                            job_set_id=job_set_id, follow_logs=False, on_submitted=launched,
+                            timeout=timeout)
+        return PipesClientCompletedInvocation(session, metadata=run.metadata())
