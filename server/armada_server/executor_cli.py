@@ -28,30 +28,71 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server", default="localhost:50051", help="server address (host:port)")
     p.add_argument("--id", required=True, help="executor (cluster) id, unique per server")
     p.add_argument("--pool", default="default")
-    p.add_argument("--kind", choices=("local", "simulated"), default="local")
+    p.add_argument("--kind", choices=("local", "simulated", "kubernetes"), default="local")
     p.add_argument("--nodes", action="append", metavar="COUNTxCPUxMEMORY[xGPUS]",
-                   help="virtual nodes (repeatable), e.g. 2x4x8Gi", required=True)
+                   help="virtual nodes (repeatable), e.g. 2x4x8Gi; local and simulated only")
     p.add_argument("--sandbox-dir", type=Path, help="local executor: where pods' files live")
     p.add_argument("--token", help="bearer token, when the server requires authentication")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between syncs")
     p.add_argument("--tls-ca", type=Path, help="CA certificate of a TLS server")
+    k8s = p.add_argument_group("kubernetes", "the cluster of a --kind kubernetes executor")
+    k8s.add_argument("--in-cluster", action="store_true",
+                     help="use the pod's service account (when running inside the cluster)")
+    k8s.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or "
+                                          "~/.kube/config)")
+    k8s.add_argument("--context", help="kubeconfig context (default: the current one)")
+    k8s.add_argument("--namespace", help="confine the executor to this namespace (default: "
+                                         "each job's own namespace, cluster-wide)")
+    k8s.add_argument("--default-namespace", default="default",
+                     help="namespace of jobs that name none")
+    k8s.add_argument("--ingress-domain", default="armada.local",
+                     help="ingress hosts are <port>-<pod>.<namespace>.<domain>")
     return p
 
 
+def _kubernetes_backend(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from kubernetes.config import ConfigException
+
+    from armada_server.executors.kubernetes import (
+        KubernetesBackend,
+        KubernetesSettings,
+        load_api_client,
+    )
+
+    try:
+        api = load_api_client(args.kubeconfig, context=args.context,
+                              in_cluster=args.in_cluster)
+    except (ConfigException, OSError) as e:
+        raise ConfigError(f"cannot reach the Kubernetes cluster: {e}") from None
+    settings = KubernetesSettings(namespace=args.namespace,
+                                  default_namespace=args.default_namespace,
+                                  ingress_domain=args.ingress_domain)
+    try:
+        return KubernetesBackend(api, args.id, settings)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 async def _run(args: argparse.Namespace) -> None:
-    nodes = virtual_nodes([parse_nodes(n) for n in args.nodes], args.id)
-    if args.kind == "local":
-        root = args.sandbox_dir or Path.cwd() / "armada-pods"
-        backend = LocalBackend(nodes, root)
+    if args.kind == "kubernetes":
+        backend = _kubernetes_backend(args)
+    elif not args.nodes:
+        raise ConfigError(f"--nodes is required for a {args.kind} executor")
+    elif args.kind == "local":
+        nodes = virtual_nodes([parse_nodes(n) for n in args.nodes], args.id)
+        backend = LocalBackend(nodes, args.sandbox_dir or Path.cwd() / "armada-pods")
     else:
-        backend = SimulatedBackend(nodes)
+        backend = SimulatedBackend(virtual_nodes([parse_nodes(n) for n in args.nodes],
+                                                 args.id))
     channel = (grpc.aio.secure_channel(args.server, grpc.ssl_channel_credentials(
         args.tls_ca.read_bytes())) if args.tls_ca else grpc.aio.insecure_channel(args.server))
     metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
     agent = ExecutorAgent(channel, args.id, args.pool, backend, interval=args.interval,
                           metadata=metadata)
-    print(f"armada-executor {args.id} ({args.kind}, {len(nodes)} nodes) syncing with "
-          f"{args.server}", flush=True)
+    if args.kind == "kubernetes":
+        await backend.open(agent.report)  # adopt its pods before the first sync
+    print(f"armada-executor {args.id} ({args.kind}, {len(backend.nodes())} nodes) syncing "
+          f"with {args.server}", flush=True)
     task = asyncio.create_task(agent.run())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
