@@ -63,7 +63,7 @@ class ContainerResult(_message.Message):
     def __init__(self, name: _Optional[str] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., init_container: _Optional[bool] = ...) -> None: ...
 
 class RunUpdate(_message.Message):
-    __slots__ = ("run_id", "job_id", "time", "pending", "running", "succeeded", "failed", "returned", "stopped")
+    __slots__ = ("run_id", "job_id", "time", "pending", "running", "succeeded", "failed", "returned", "stopped", "ingress_info")
     class Pending(_message.Message):
         __slots__ = ("kubernetes_id",)
         KUBERNETES_ID_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +102,18 @@ class RunUpdate(_message.Message):
     class Stopped(_message.Message):
         __slots__ = ()
         def __init__(self) -> None: ...
+    class IngressInfo(_message.Message):
+        __slots__ = ("addresses",)
+        class AddressesEntry(_message.Message):
+            __slots__ = ("key", "value")
+            KEY_FIELD_NUMBER: _ClassVar[int]
+            VALUE_FIELD_NUMBER: _ClassVar[int]
+            key: int
+            value: str
+            def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+        ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+        addresses: _containers.ScalarMap[int, str]
+        def __init__(self, addresses: _Optional[_Mapping[int, str]] = ...) -> None: ...
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +123,7 @@ class RunUpdate(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     RETURNED_FIELD_NUMBER: _ClassVar[int]
     STOPPED_FIELD_NUMBER: _ClassVar[int]
+    INGRESS_INFO_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     job_id: str
     time: _timestamp_pb2.Timestamp
@@ -120,7 +133,8 @@ class RunUpdate(_message.Message):
     failed: RunUpdate.Failed
     returned: RunUpdate.Returned
     stopped: RunUpdate.Stopped
-    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[_Union[RunUpdate.Pending, _Mapping]] = ..., running: _Optional[_Union[RunUpdate.Running, _Mapping]] = ..., succeeded: _Optional[_Union[RunUpdate.Succeeded, _Mapping]] = ..., failed: _Optional[_Union[RunUpdate.Failed, _Mapping]] = ..., returned: _Optional[_Union[RunUpdate.Returned, _Mapping]] = ..., stopped: _Optional[_Union[RunUpdate.Stopped, _Mapping]] = ...) -> None: ...
+    ingress_info: RunUpdate.IngressInfo
+    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[_Union[RunUpdate.Pending, _Mapping]] = ..., running: _Optional[_Union[RunUpdate.Running, _Mapping]] = ..., succeeded: _Optional[_Union[RunUpdate.Succeeded, _Mapping]] = ..., failed: _Optional[_Union[RunUpdate.Failed, _Mapping]] = ..., returned: _Optional[_Union[RunUpdate.Returned, _Mapping]] = ..., stopped: _Optional[_Union[RunUpdate.Stopped, _Mapping]] = ..., ingress_info: _Optional[_Union[RunUpdate.IngressInfo, _Mapping]] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
     __slots__ = ("executor_id", "pool", "nodes", "run_ids", "updates")

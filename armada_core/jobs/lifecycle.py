@@ -454,6 +454,18 @@ def reprioritize(job: Job, *, priority: float, requestor: str, now: datetime) ->
     ])
 
 
+def report_ingress(job: Job, *, addresses: Mapping[int, str], now: datetime) -> Transition:
+    """Where the running pod's ingresses can be reached (container port -> address)."""
+    run = _run_of(job, "ingress_info", "")
+    body = event_pb2.JobIngressInfoEvent(**_base(job, now), cluster_id=run.cluster_id,
+                                         kubernetes_id=run.kubernetes_id, node_name=run.node,
+                                         pod_number=0, pod_name=pod_name(job.id, run.index),
+                                         pod_namespace=job.spec.namespace)
+    for port, address in addresses.items():
+        body.ingress_addresses[port] = address
+    return _do(job, [EventMessage(ingress_info=body)])
+
+
 def report_utilisation(job: Job, *, usage: Mapping[str, str], now: datetime) -> Transition:
     """Resource usage of the running pod (Kubernetes quantities by resource name)."""
     run = _run_of(job, "utilisation", "")

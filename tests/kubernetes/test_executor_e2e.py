@@ -216,6 +216,13 @@ async def test_services_and_ingresses_are_created_and_deleted(cluster: Cluster) 
     assert ingress["spec"]["tls"] == [{"hosts": [host], "secretName": "tls-cert"}]
     assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/x"] == "y"
     assert ex.backend.ingress_addresses(run_id) == {8080: host}
+
+    def ingress_events() -> list:  # type: ignore[type-arg]
+        return [m.message.ingress_info for m in cluster.client.get_job_set_events("q", "s")
+                if m.message.WhichOneof("events") == "ingress_info"]
+
+    [info] = await cluster.wait(lambda: ingress_events() or None)
+    assert info.job_id == job and dict(info.ingress_addresses) == {8080: host}
     cluster.kubelet.run(NS, name(pod))
     cluster.kubelet.succeed(NS, name(pod))
     await cluster.wait_state(job, "SUCCEEDED")

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, insert, or_, select, update
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import ContainerResult, Failure, Job, JobState, RunState, lifecycle, pod_name
@@ -23,6 +23,11 @@ from armada_server.storage import schema as t
 log = logging.getLogger("armada_server")
 
 ACTIVE_RUN_STATES = (int(RunState.LEASED), int(RunState.PENDING), int(RunState.RUNNING))
+# New leases per sync response are capped by size, well under gRPC's default 4 MiB limit on
+# received messages: a response carrying 80,000 leases (30 MB) was refused by the executor,
+# every time, so it never got any. The rest follow on the next syncs (the agent syncs again
+# at once when it got leases).
+MAX_LEASE_BYTES = 2 * 1024 * 1024
 
 
 def encode_nodes(nodes: Iterable[executor_pb2.Node]) -> bytes:
@@ -103,11 +108,15 @@ class LeaseOps:
             stmt = self._insert(t.executors).values(id=executor, **row)
             conn.execute(stmt.on_conflict_do_update(index_elements=[t.executors.c.id], set_=row))
             catalogue: Catalogue | None = None
-            changes = []
             updated: set[str] = set()
+            # Every job the updates name, read at once; updates apply in order to the job as
+            # the previous ones left it (running and succeeded may arrive in one sync).
+            jobs = self._jobs_by_id(conn, {u.job_id for u in request.updates})
+            before: dict[str, Job] = {}
+            events: list = []
             for u in request.updates:
                 updated.add(u.run_id)
-                [job] = self._load_jobs(conn, t.jobs.c.id == u.job_id) or [None]
+                job = jobs.get(u.job_id)
                 run = job.latest_run if job is not None else None
                 if job is None or run is None or run.id != u.run_id or run.cluster_id != executor:
                     log.info("ignoring %s for unknown run %s", u.WhichOneof("update"), u.run_id)
@@ -116,12 +125,15 @@ class LeaseOps:
                                                                     "stopped"):
                     catalogue = Catalogue.load(conn)
                 try:
-                    after, events = self._apply_update(conn, catalogue, job, u, now)
+                    after, more = self._apply_update(conn, catalogue, job, u, now)
                 except IllegalTransition as e:
                     log.info("ignoring %s for run %s: %s", u.WhichOneof("update"), u.run_id, e)
                     continue
-                changes.append((job, after, events))
-            self._save(conn, touched, changes)
+                before.setdefault(job.id, job)
+                jobs[job.id] = after
+                events.extend(more)
+            self._save_many(conn, touched, [(job, jobs[job_id], []) for job_id, job in
+                                            before.items()], events)
             return self._work_for(conn, touched, executor, set(request.run_ids), updated, now)
 
     def _apply_update(self, conn: Connection, catalogue: Catalogue | None, job: Job,
@@ -137,6 +149,9 @@ class LeaseOps:
                                           kubernetes_id=u.running.kubernetes_id)
         if kind == "succeeded":
             return lifecycle.succeed(job, now=when)
+        if kind == "ingress_info":
+            return lifecycle.report_ingress(job, addresses=dict(u.ingress_info.addresses),
+                                            now=when)
         assert catalogue is not None
         if kind == "failed":
             failure = _failure(u.failed)
@@ -172,28 +187,44 @@ class LeaseOps:
     def _work_for(self, conn: Connection, touched: set, executor: str, held: set[str],
                   updated: set[str], now: datetime) -> executor_pb2.SyncResponse:
         response = executor_pb2.SyncResponse()
+        # Specs are read only for the leases handed out, not for every run the executor holds.
         rows = conn.execute(
             select(t.runs.c.id, t.runs.c.job_id, t.runs.c.run_index, t.runs.c.node,
-                   t.runs.c.state, t.jobs.c.spec, t.jobs.c.preempt_requested,
-                   t.jobs.c.cancel_requested)
+                   t.runs.c.state, t.jobs.c.preempt_requested, t.jobs.c.cancel_requested)
             .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
             .where(t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES))
         ).all()
         active = {r.id for r in rows}
         lost: list[str] = []
+        new = []
         for r in rows:
             if r.preempt_requested and r.id in held:
                 response.stop.add(run_id=r.id, job_id=r.job_id, reason="preempted",
                                   preempt=True)
             elif r.state == RunState.LEASED and r.id not in held:
-                spec = submit_pb2.Job.FromString(r.spec)
-                response.leases.add(run_id=r.id, run_index=r.run_index, node=r.node,
-                                    pod_name=pod_name(r.job_id, r.run_index), job=spec)
+                new.append(r)
             elif r.state != RunState.LEASED and r.id not in held and r.id not in updated:
                 lost.append(r.job_id)
-        for run_id in sorted(held - active):
-            job_id = conn.execute(select(t.runs.c.job_id).where(t.runs.c.id == run_id)).scalar()
-            response.stop.add(run_id=run_id, job_id=job_id or "",
+        size = 0
+        for chunk in _chunks(new, 500):
+            if size >= MAX_LEASE_BYTES:
+                break
+            specs = dict(conn.execute(select(t.jobs.c.id, t.jobs.c.spec).where(
+                t.jobs.c.id.in_([r.job_id for r in chunk]))).all())
+            for r in chunk:
+                if size >= MAX_LEASE_BYTES:
+                    break
+                size += len(specs[r.job_id]) + 100
+                response.leases.add(run_id=r.id, run_index=r.run_index, node=r.node,
+                                    pod_name=pod_name(r.job_id, r.run_index),
+                                    job=submit_pb2.Job.FromString(specs[r.job_id]))
+        gone = sorted(held - active)
+        owners: dict[str, str] = {}
+        for chunk in _chunks(gone, 500):
+            owners.update(conn.execute(select(t.runs.c.id, t.runs.c.job_id).where(
+                t.runs.c.id.in_(chunk))).all())
+        for run_id in gone:
+            response.stop.add(run_id=run_id, job_id=owners.get(run_id) or "",
                               reason="the run is no longer active", preempt=False)
         if lost:
             self._fail_lost(conn, touched, lost, "the executor no longer has the pod",
@@ -204,7 +235,7 @@ class LeaseOps:
                    subcategory: str, now: datetime) -> None:
         catalogue = Catalogue.load(conn)
         changes = []
-        for job in self._load_jobs(conn, t.jobs.c.id.in_(list(job_ids))):
+        for job in self._jobs_by_id(conn, job_ids).values():
             run = job.active_run
             if run is None:
                 continue
@@ -219,7 +250,7 @@ class LeaseOps:
                 after, events = lifecycle.fail(job, failure, retry=decision.retry, now=now,
                                                retry_after=decision.retry_after)
             changes.append((job, after, events))
-        self._save(conn, touched, changes)
+        self._save_many(conn, touched, changes)
 
     def expire_leases(self, *, timeout: float, now: datetime | None = None) -> list[str]:
         """Runs of executors silent for longer than `timeout` seconds fail as lease-expired."""
@@ -236,6 +267,45 @@ class LeaseOps:
             if jobs:
                 self._fail_lost(conn, touched, jobs, "lease expired", "lease_expired", now)
             return jobs
+
+    # --- writing many jobs at once ---------------------------------------------------------
+
+    def _jobs_by_id(self, conn: Connection, job_ids: Iterable[str]) -> dict[str, Job]:
+        jobs: dict[str, Job] = {}
+        for chunk in _chunks(sorted(set(job_ids)), 500):
+            jobs.update((j.id, j) for j in self._load_jobs(conn, t.jobs.c.id.in_(chunk)))
+        return jobs
+
+    def _save_many(self, conn: Connection, touched: set,
+                   changes: Sequence[tuple[Job, Job, list]], events: Sequence | None = None,
+                   ) -> None:
+        """What Store._save writes (the changed jobs, their latest runs, then the events, in
+        `changes` order unless `events` gives them), as one executemany per table: a
+        statement per row costs about a millisecond in SQLAlchemy, which a scheduling cycle
+        or a sync of thousands of runs cannot afford."""
+        from armada_server.storage.store import _run_row  # store imports us
+
+        job_rows, new_runs, changed_runs = [], [], []
+        all_events: list = []
+        for before, after, more in changes:
+            job_rows.append(_mutable_row(after))
+            if after.runs and (not before.runs or after.runs[-1] != before.runs[-1]):
+                run_row = _run_row(after.id, after.runs[-1])
+                if any(r.id == run_row["id"] for r in before.runs):
+                    run_row["_id"] = run_row.pop("id")
+                    changed_runs.append(run_row)
+                else:
+                    new_runs.append(run_row)
+            all_events.extend(more)
+        if job_rows:
+            conn.execute(update(t.jobs).where(t.jobs.c.id == bindparam("_id")), job_rows)
+        if new_runs:
+            conn.execute(insert(t.runs), new_runs)
+        if changed_runs:
+            conn.execute(update(t.runs).where(t.runs.c.id == bindparam("_id")), changed_runs)
+        events = all_events if events is None else events
+        if events:
+            self._append(conn, touched, events)
 
     # --- scheduling -----------------------------------------------------------------------
 
@@ -280,11 +350,7 @@ class LeaseOps:
         now = now or self.clock()
         leased = 0
         with self._write() as (conn, touched):
-            ids = [*scheduled, *preempted, *failed]
-            jobs = {}
-            for i in range(0, len(ids), 500):
-                jobs.update({j.id: j for j in self._load_jobs(
-                    conn, t.jobs.c.id.in_(ids[i:i + 500]))})
+            jobs = self._jobs_by_id(conn, [*scheduled, *preempted, *failed])
             changes = []
             for job_id, (executor, node, pool) in scheduled.items():
                 job = jobs.get(job_id)
@@ -310,7 +376,7 @@ class LeaseOps:
                                                             condition="Unschedulable"),
                                                retry=False, now=now)
                 changes.append((job, after, events))
-            self._save(conn, touched, changes)
+            self._save_many(conn, touched, changes)
             if scheduled:
                 conn.execute(update(t.jobs).where(t.jobs.c.id.in_(list(scheduled))).values(
                     scheduling_reason=""))
@@ -320,6 +386,22 @@ class LeaseOps:
                         t.jobs.c.id.in_(group[i:i + 500]),
                         t.jobs.c.scheduling_reason != reason).values(scheduling_reason=reason))
         return leased
+
+
+def _mutable_row(job: Job) -> dict:
+    """The columns of Store._job_row that a transition can change, keyed for _save_many.
+    The rest (ids, queue, job set, the spec and what derives from it) are fixed at
+    submission, and re-serialising the spec per write was a large part of a cycle."""
+    return {"_id": job.id, "state": int(job.state), "priority": job.priority,
+            "last_transition_at": job.last_transition_at, "retry_after": job.retry_after,
+            "cancel_requested": job.cancel_requested, "cancel_reason": job.cancel_reason,
+            "cancel_user": job.cancel_user, "cancelled_at": job.cancelled_at,
+            "preempt_requested": job.preempt_requested, "failure_reason": job.failure_reason}
+
+
+def _chunks(values: Sequence, size: int) -> Iterable[Sequence]:
+    for i in range(0, len(values), size):
+        yield values[i:i + size]
 
 
 def _group(reasons: Mapping[str, str]) -> dict[str, list[str]]:

@@ -261,9 +261,9 @@ class KubernetesBackend:
         for ingress in wanted.ingresses:
             await self._create_object(self.networking.create_namespaced_ingress, run, ingress)
         if wanted.addresses:
-            # The executor protocol has no ingress_info update yet: log the addresses.
-            log.info("run %s of job %s: ingress addresses %s", run.run_id, run.job_id,
-                     ", ".join(f"{p} -> {h}" for p, h in sorted(wanted.addresses.items())))
+            run.report(update(run.run_id, run.job_id,
+                              ingress_info=executor_pb2.RunUpdate.IngressInfo(
+                                  addresses=wanted.addresses)))
 
     async def _create_object(self, create: Callable[..., Any], run: _Run,
                              body: dict[str, Any]) -> None:
