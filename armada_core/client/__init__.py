@@ -32,7 +32,7 @@ from .errors import (
 )
 from .jobfile import JobRequest, load_job_file, parse_job_request
 from .k8s_convert import SpecError, to_message
-from .logs import JobLogFollower
+from .logs import JobLogFollower, LogCursor, follow_logs
 from .operations import job_state, queue
 from .sync import ArmadaClient
 from .tracking import TERMINAL, JobResult, JobTracker, state_name
@@ -58,6 +58,7 @@ __all__ = [
     "JobRequest",
     "JobResult",
     "JobTracker",
+    "LogCursor",
     "NotFound",
     "Notice",
     "OutOfRange",
@@ -74,6 +75,7 @@ __all__ = [
     "WatchOptions",
     "check_items",
     "error_for",
+    "follow_logs",
     "from_rpc_error",
     "gang_items",
     "is_heartbeat",

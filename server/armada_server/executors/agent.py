@@ -17,9 +17,14 @@ from typing import Protocol
 import grpc
 
 from armada_core.api import executor_pb2, executor_pb2_grpc
-from armada_server.waiting import wait_event
+from armada_core.waiting import wait_event
 
 log = logging.getLogger("armada_server.executor")
+
+# Run updates per sync: each sync is one transaction on the server, and a sync of 80,000
+# updates held the database (and the scheduler) for tens of seconds. The rest go at once in
+# the next sync.
+MAX_UPDATES_PER_SYNC = 10_000
 
 Report = Callable[[executor_pb2.RunUpdate], None]
 
@@ -69,10 +74,14 @@ class ExecutorAgent:
         self._news.set()
 
     async def sync_once(self) -> executor_pb2.SyncResponse:
-        updates, self._updates = self._updates, []
+        updates = self._updates[:MAX_UPDATES_PER_SYNC]
+        self._updates = self._updates[MAX_UPDATES_PER_SYNC:]
+        # Runs whose news waits for a later sync still count as held: otherwise the server
+        # would take a run that ended, and whose end it has not heard of yet, as lost.
+        held = self.backend.held() | {u.run_id for u in self._updates}
         request = executor_pb2.SyncRequest(
             executor_id=self.executor_id, pool=self.pool, nodes=self.backend.nodes(),
-            run_ids=sorted(self.backend.held()), updates=updates)
+            run_ids=sorted(held), updates=updates)
         try:
             response = await self.stub.Sync(request, metadata=self.metadata, timeout=60)
         except BaseException:
@@ -82,11 +91,26 @@ class ExecutorAgent:
         held = self.backend.held()
         for lease in response.leases:
             if lease.run_id not in held:
-                self.backend.start(lease, self.report)
+                try:
+                    self.backend.start(lease, self.report)
+                except Exception as e:  # one bad lease must not stop the executor
+                    log.exception("executor %s could not start run %s", self.executor_id,
+                                  lease.run_id)
+                    self.report(update(lease.run_id, lease.job.id,
+                                       returned=executor_pb2.RunUpdate.Returned(
+                                           reason=f"the executor could not start it: {e}")))
         for stop in response.stop:
-            self.backend.stop(stop.run_id, preempt=stop.preempt)
+            try:
+                self.backend.stop(stop.run_id, preempt=stop.preempt)
+            except Exception:
+                log.exception("executor %s could not stop run %s", self.executor_id,
+                              stop.run_id)
         if response.sync_interval_seconds > 0:
             self.interval = response.sync_interval_seconds
+        if response.leases or self._updates:
+            # More may be waiting (the server sends leases in bounded portions, we send
+            # updates in bounded portions): sync again straight away.
+            self._news.set()
         return response
 
     async def run(self) -> None:
@@ -98,6 +122,8 @@ class ExecutorAgent:
             except grpc.aio.AioRpcError as e:
                 log.warning("executor %s could not sync: %s %s", self.executor_id,
                             e.code().name, e.details())
+            except Exception:  # never let the executor die: its leases would all expire
+                log.exception("executor %s: sync failed", self.executor_id)
             await wait_event(self._news, self.interval)
             # Gather what else happens in the next moment into the same sync.
             await asyncio.sleep(0.005)

@@ -9,12 +9,12 @@ import time
 from datetime import UTC, datetime
 
 from armada_core.scheduling import schedule
+from armada_core.waiting import wait_event
 from armada_server.config import ServerConfig
 from armada_server.metrics import Metrics
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.snapshot import build_snapshot
 from armada_server.storage.store import Store
-from armada_server.waiting import wait_event
 
 log = logging.getLogger("armada_server")
 

@@ -11,9 +11,9 @@ import time
 import grpc
 
 from armada_core.api import event_pb2, event_pb2_grpc, health_pb2
+from armada_core.waiting import wait_event
 from armada_server.errors import InvalidArgument, NotFound
 from armada_server.services.common import Context, rpc, streaming_rpc
-from armada_server.waiting import wait_event
 
 # Clients that understand heartbeats (armada_core.client) ask for them with this metadata key;
 # a heartbeat is an EventStreamMessage with the last id and no event. The official client

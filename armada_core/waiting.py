@@ -1,9 +1,5 @@
-"""Waiting on an asyncio.Event with a timeout, without losing a cancellation.
-
-Python 3.11's `asyncio.wait_for` can swallow a cancellation that arrives together with the
-timeout or the wake-up, leaving a task that was told to stop still running (and a server whose
-shutdown waits on it forever). `asyncio.timeout` does not have that race.
-"""
+"""Waiting on an asyncio.Event with a timeout without losing a cancellation (Python 3.11's
+`asyncio.wait_for` can swallow one that arrives with the timeout)."""
 
 from __future__ import annotations
 

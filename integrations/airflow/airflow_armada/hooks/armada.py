@@ -1,0 +1,264 @@
+"""`ArmadaHook`: an Airflow connection of type ``armada`` turned into an armada_core client.
+
+The hook also owns the one waiting routine both the worker (non-deferrable mode) and the
+triggerer run, so the two modes behave identically: follow the job set's event stream (resuming
+from the last message id, falling back to status polling; armada_core's `wait_for_jobs`), tail
+each job's container logs into the task log, and summarise the end as a JSON payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseHook, Connection
+
+from armada_core.api import submit_pb2
+from armada_core.client import (
+    TERMINAL,
+    ArmadaClient,
+    ArmadaError,
+    AsyncArmadaClient,
+    ConnectionConfig,
+    JobResult,
+    LogCursor,
+    Notice,
+    WatchOptions,
+)
+from armada_core.retry import map_outcome
+
+DEFAULT_PORT = 50051
+DEFAULT_JOB_URL_TEMPLATE = "http://localhost:8080/jobs/{job_id}"
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _pem(value: str | None) -> bytes | None:
+    """PEM text as given, or the contents of the file it names."""
+    if not value:
+        return None
+    if "-----BEGIN" in value:
+        return value.encode()
+    return Path(value).expanduser().read_bytes()
+
+
+def _flag(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in _TRUE
+
+
+def config_from_connection(conn: Connection) -> ConnectionConfig:
+    """How to reach Armada, from an ``armada`` connection.
+
+    host/port give the address (port 50051 by default); login + password give basic
+    authentication, the ``token`` extra (or a password without a login) a bearer token; the
+    extras ``tls``, ``ca_cert``, ``client_cert``, ``client_key``, ``timeout``,
+    ``logs_address`` and ``channel_options`` (a JSON object or list of pairs) the rest.
+    """
+    extra = conn.extra_dejson or {}
+    host = conn.host or "localhost"
+    if "://" in host:  # tolerate "grpc://host" or "https://host" in the host field
+        scheme, host = host.split("://", 1)
+        if scheme in ("https", "grpcs"):
+            extra = {**extra, "tls": extra.get("tls", True)}
+    address = host if ":" in host.rsplit("]", 1)[-1] else f"{host}:{conn.port or DEFAULT_PORT}"
+    settings: dict[str, Any] = {"address": address}
+    root = _pem(extra.get("ca_cert"))
+    if _flag(extra.get("tls", False)) or root is not None:
+        settings.update(tls=True, root_certificates=root,
+                        certificate_chain=_pem(extra.get("client_cert")),
+                        private_key=_pem(extra.get("client_key")))
+    token = extra.get("token")
+    if token:
+        settings["token"] = token
+    elif conn.login:
+        settings.update(username=conn.login, password=conn.password or "")
+    elif conn.password:
+        settings["token"] = conn.password
+    if extra.get("timeout") not in (None, ""):
+        settings["timeout"] = float(extra["timeout"])
+    if extra.get("logs_address"):
+        settings["logs_address"] = extra["logs_address"]
+    options = extra.get("channel_options")
+    if isinstance(options, str) and options.strip():
+        options = json.loads(options)
+    if options:
+        pairs = options.items() if isinstance(options, Mapping) else options
+        settings["options"] = tuple((str(k), v) for k, v in pairs)
+    return ConnectionConfig(**settings)
+
+
+class ArmadaHook(BaseHook):
+    """Connects to an Armada server through an Airflow connection of type ``armada``."""
+
+    conn_name_attr = "armada_conn_id"
+    default_conn_name = "armada_default"
+    conn_type = "armada"
+    hook_name = "Armada"
+
+    def __init__(self, armada_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.armada_conn_id = armada_conn_id
+
+    # --- connection -------------------------------------------------------------------------
+
+    def get_connection_config(self) -> ConnectionConfig:
+        return config_from_connection(self.get_connection(self.armada_conn_id))
+
+    async def aget_connection_config(self) -> ConnectionConfig:
+        """The async lookup: the sync one would block the triggerer's event loop."""
+        return config_from_connection(await self.aget_connection(self.armada_conn_id))
+
+    def get_conn(self) -> ArmadaClient:
+        """A blocking client; close it (or use it as a context manager) when done."""
+        return ArmadaClient(config=self.get_connection_config())
+
+    async def aget_client(self) -> AsyncArmadaClient:
+        """An asyncio client bound to the running loop."""
+        return AsyncArmadaClient(config=await self.aget_connection_config())
+
+    def job_url_template(self) -> str:
+        """The connection's ``job_url_template`` extra, or the default."""
+        try:
+            extra = self.get_connection(self.armada_conn_id).extra_dejson or {}
+        except Exception:  # no connection: links still work with the default
+            extra = {}
+        return extra.get("job_url_template") or DEFAULT_JOB_URL_TEMPLATE
+
+    def test_connection(self) -> tuple[bool, str]:
+        """For the UI's Test button: the Submit service's health."""
+        try:
+            with self.get_conn() as client:
+                client.health("Submit")
+        except Exception as e:  # the UI shows the message
+            return False, str(e)
+        return True, "Connection successfully tested"
+
+    # --- jobs -------------------------------------------------------------------------------
+
+    def cancel(self, queue: str, job_set_id: str, job_ids: Sequence[str], reason: str) -> None:
+        with self.get_conn() as client:
+            client.cancel_jobs(queue, job_set_id, list(job_ids), reason=reason)
+
+    async def acancel(self, queue: str, job_set_id: str, job_ids: Sequence[str],
+                      reason: str) -> None:
+        async with await self.aget_client() as client:
+            await client.cancel_jobs(queue, job_set_id, list(job_ids), reason=reason)
+
+    async def await_jobs(self, queue: str, job_set_id: str, job_ids: Sequence[str], *,
+                         log: logging.Logger | Any, stream_logs: bool = True,
+                         log_interval: float = 5.0, poll_interval: float = 5.0,
+                         member_labels: Sequence[str] | None = None) -> dict[str, Any]:
+        """Wait until every job has ended (server-side retries are waited through) and return
+        the JSON payload `result_payload` describes. Cancelling the awaiting task stops it."""
+        labels = dict(zip(job_ids, member_labels or [f"job {j}" for j in job_ids], strict=True))
+        async with await self.aget_client() as client:
+            tailer = _LogTailer(client, labels, log) if stream_logs else None
+            seen: dict[str, tuple[int, str]] = {}
+
+            def on_event(_message: Any, result: JobResult) -> None:
+                key = (result.state, result.run_id)
+                if seen.get(result.job_id) != key:
+                    seen[result.job_id] = key
+                    where = f" on node {result.node}" if result.node else ""
+                    retried = (f" (after {len(result.retryable_failures)} server-side "
+                               "retries)" if result.retryable_failures else "")
+                    log.info("Armada %s is %s%s%s", labels[result.job_id],
+                             result.state_name, where, retried)
+                if tailer is not None:
+                    tailer.note(result)
+
+            def on_notice(notice: Notice) -> None:
+                log.info("Armada event stream: %s", notice.message)
+
+            follower = (asyncio.create_task(tailer.follow(log_interval))
+                        if tailer is not None else None)
+            try:
+                results = await client.wait_for_jobs(
+                    queue, job_set_id, list(job_ids), on_event=on_event, on_notice=on_notice,
+                    options=WatchOptions(poll_interval=poll_interval))
+            finally:
+                if follower is not None:
+                    follower.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await follower
+            if tailer is not None:
+                for result in results.values():
+                    tailer.note(result)
+                await tailer.poll()
+            details: Mapping[str, Any] = {}
+            with contextlib.suppress(ArmadaError):
+                details = await client.get_job_details(list(job_ids), expand_job_run=True)
+        return result_payload(queue, job_set_id, [results[j] for j in job_ids], details)
+
+
+class _LogTailer:
+    """Copies each job's container log lines (Logs API) into the task log, once each, from the
+    moment a run of it starts; a new run (a server-side retry) is followed from its start."""
+
+    def __init__(self, client: AsyncArmadaClient, labels: Mapping[str, str],
+                 log: logging.Logger | Any) -> None:
+        self.client, self.labels, self.log = client, labels, log
+        self.runs: dict[str, str] = {}  # job id -> run id whose lines we are reading
+        self.cursor = LogCursor((), self._line, on_warning=log.warning)
+
+    def _line(self, job_id: str, line: str) -> None:
+        self.log.info("[%s] %s", self.labels[job_id], line)
+
+    def note(self, result: JobResult) -> None:
+        """Start tailing a job once a run of it has started; switch when a new run starts."""
+        started = result.state == submit_pb2.RUNNING or result.state in TERMINAL
+        if not result.run_id or not started or self.runs.get(result.job_id) == result.run_id:
+            return
+        if result.job_id in self.runs:
+            self.log.info("[%s] --- new run %s ---", self.labels[result.job_id], result.run_id)
+        self.runs[result.job_id] = result.run_id
+        self.cursor.restart(result.job_id)
+
+    async def follow(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await self.poll()
+
+    async def poll(self) -> None:
+        await self.cursor.poll_async(self.client)
+
+
+def _seconds(ts: Any) -> float | None:
+    return ts.ToNanoseconds() / 1e9 if ts is not None and ts.ToNanoseconds() else None
+
+
+def result_payload(queue: str, job_set_id: str, results: Sequence[JobResult],
+                   details: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON-serialisable summary: outcome (armada_core.retry.map_outcome), summary text,
+    and per job its state, run, node, exit codes, termination messages, failure, duration."""
+    report = map_outcome([r.job_end() for r in results])
+    jobs: list[dict[str, Any]] = []
+    for r in results:
+        started = finished = None
+        d = details.get(r.job_id)
+        if d is not None:
+            for run in d.job_runs:
+                if run.run_id == (r.run_id or d.latest_run_id):
+                    started, finished = _seconds(run.started_ts), _seconds(run.finished_ts)
+        jobs.append({
+            "job_id": r.job_id, "state": r.state_name, "run_id": r.run_id, "node": r.node,
+            "cluster": r.cluster, "exit_codes": dict(r.exit_codes),
+            "termination_messages": dict(r.termination_messages),
+            "failure_reason": r.failure_reason, "failure_category": r.failure_category,
+            "failure_subcategory": r.failure_subcategory, "condition": r.condition,
+            "cancel_reason": r.cancel_reason, "server_retries": len(r.retryable_failures),
+            "duration_seconds": (round(finished - started, 3)
+                                 if started is not None and finished is not None else None),
+        })
+    durations = [j["duration_seconds"] for j in jobs if j["duration_seconds"] is not None]
+    return {
+        "outcome": report.outcome.value, "summary": report.summary, "queue": queue,
+        "job_set_id": job_set_id, "job_ids": [j["job_id"] for j in jobs],
+        "run_ids": [j["run_id"] for j in jobs], "nodes": [j["node"] for j in jobs],
+        "duration_seconds": max(durations) if durations else None, "jobs": jobs,
+    }

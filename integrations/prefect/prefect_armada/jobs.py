@@ -1,0 +1,432 @@
+"""`ArmadaJob` (a Prefect `JobBlock`) and `ArmadaJobRun` (its `JobRun`): submit a job or a
+gang idempotently, wait on the event stream (resuming, falling back to polling), stream the
+job's logs into the run's log, cancel it when the Prefect run is cancelled, and map its end
+with `armada_core.retry.map_outcome`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+from prefect.blocks.abstract import JobBlock, JobRun
+from prefect.context import FlowRunContext, TaskRunContext
+from prefect.exceptions import MissingContextError
+from prefect.logging import get_logger, get_run_logger
+from pydantic import Field
+
+from armada_core.api import submit_pb2
+from armada_core.client import (
+    ArmadaError,
+    AsyncArmadaClient,
+    JobResult,
+    Notice,
+    WaitTimeout,
+    WatchOptions,
+    follow_logs,
+    gang_items,
+    job_item,
+    state_name,
+)
+from armada_core.retry import Outcome, OutcomeReport, map_outcome
+
+from ._identity import RunIdentity, current_identity
+from .credentials import ArmadaCredentials
+from .exceptions import ArmadaJobCancelled, ArmadaJobError, error_for
+
+#: Failed generations skipped before giving up (a run re-executed this often is broken).
+_MAX_GENERATIONS = 50
+_ENDED = frozenset({submit_pb2.SUCCEEDED, submit_pb2.FAILED, submit_pb2.CANCELLED,
+                    submit_pb2.PREEMPTED, submit_pb2.REJECTED})
+
+LoggerLike = logging.Logger | logging.LoggerAdapter  # type: ignore[type-arg]
+
+
+def run_logger() -> LoggerLike:
+    """The Prefect run logger when inside a run, else this package's logger."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return get_logger("prefect_armada")
+
+
+def _flow_run_id() -> str | None:
+    task_ctx = TaskRunContext.get()
+    if task_ctx is not None and task_ctx.task_run.flow_run_id is not None:
+        return str(task_ctx.task_run.flow_run_id)
+    flow_ctx = FlowRunContext.get()
+    if flow_ctx is not None and flow_ctx.flow_run is not None:
+        return str(flow_ctx.flow_run.id)
+    return None
+
+
+def result_summary(results: dict[str, JobResult]) -> dict[str, dict[str, Any]]:
+    """A JSON-friendly view of each job's end (what `fetch_result` returns)."""
+    return {job_id: {"state": r.state_name, "run_id": r.run_id, "node": r.node,
+                     "exit_codes": dict(r.exit_codes),
+                     "termination_messages": dict(r.termination_messages),
+                     "failure_reason": r.failure_reason, "failure_category": r.failure_category,
+                     "retried_failures": len(r.retryable_failures)}
+            for job_id, r in results.items()}
+
+
+class ArmadaJob(JobBlock):
+    """A job, or a gang of jobs scheduled all or nothing, to run on Armada.
+
+    `pod_spec` is a Kubernetes PodSpec in JSON shape (or YAML text); a list of pod specs makes
+    a gang with one member per spec, and `replicas > 1` a gang of identical members.
+
+    Example:
+        ```python
+        from prefect_armada import ArmadaCredentials, ArmadaJob
+
+        job = ArmadaJob(
+            credentials=ArmadaCredentials(address="localhost:50051"), queue="ml",
+            pod_spec={"containers": [{"name": "main", "image": "python:3.11",
+                                      "command": ["python", "-c", "print('hi')"],
+                                      "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                                                    "limits": {"cpu": "1", "memory": "1Gi"}}}]})
+        run = await job.trigger()
+        await run.wait_for_completion()
+        print(await run.fetch_result())
+        ```
+    """
+
+    _block_type_name = "Armada Job"
+    _block_type_slug = "armada-job"
+    _description = "A job or gang to run on Armada, waited for through its event stream."
+
+    credentials: ArmadaCredentials = Field(
+        default_factory=ArmadaCredentials, description="Where the Armada server is.")
+    queue: str = Field(description="The Armada queue to submit to.")
+    job_set_id: str | None = Field(
+        default=None, description="Job set; default 'prefect-<flow run id>' inside a flow run.")
+    pod_spec: dict[str, Any] | list[dict[str, Any]] | str = Field(
+        description="Kubernetes PodSpec (JSON shape or YAML); a list makes a gang.")
+    replicas: int = Field(default=1, ge=1, description="Members of a gang of identical pods.")
+    minimum_cardinality: int | None = Field(
+        default=None, description="Elastic gang: members that must be placed at least.")
+    node_uniformity_label: str | None = Field(
+        default=None, description="Place all gang members on nodes sharing this label's value.")
+    priority: float = Field(default=0.0, description="Lower runs first within the queue.")
+    priority_class: str | None = Field(default=None, description="The pods' priority class.")
+    namespace: str = Field(default="default")
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    retry_policy: str | list[str] | None = Field(
+        default=None, description="Server-side retry policies (armadaproject.io/retry-policy).")
+    client_id: str | None = Field(
+        default=None, description="Idempotency key; default derived from the Prefect run "
+                                  "(flow run, task, attempt).")
+    timeout_seconds: float | None = Field(
+        default=None, description="Cancel the job and fail if it has not ended by then.")
+    stream_logs: bool = Field(default=True, description="Copy the job's logs into the run log.")
+    log_interval_seconds: float = Field(default=2.0, gt=0)
+    cancellation_check_seconds: float = Field(
+        default=5.0, gt=0, description="How often to check whether the Prefect run was "
+                                       "cancelled (to cancel the job).")
+    poll_interval_seconds: float = Field(
+        default=5.0, gt=0, description="Status polling period while the event stream is down.")
+    create_artifacts: bool = Field(default=True, description="Record the job in an artifact.")
+
+    def items(self, identity: RunIdentity, generation: int = 0
+              ) -> list[submit_pb2.JobSubmitRequestItem]:
+        """The submission for one generation of this identity (checked before sending)."""
+        common: dict[str, Any] = dict(
+            priority=self.priority, namespace=self.namespace,
+            priority_class=self.priority_class, client_id=identity.client_id(generation),
+            labels=self.labels,
+            annotations=self.annotations, retry_policy=self.retry_policy,
+            external_job_uri=identity.external_job_uri(generation))
+        if isinstance(self.pod_spec, list) or self.replicas > 1:
+            specs = self.pod_spec
+            return gang_items(specs, replicas=None if isinstance(specs, list) else self.replicas,
+                              minimum_cardinality=self.minimum_cardinality,
+                              node_uniformity_label=self.node_uniformity_label, **common)
+        return [job_item(self.pod_spec, **common)]
+
+    def resolved_job_set_id(self) -> str:
+        if self.job_set_id:
+            return self.job_set_id
+        flow_run_id = _flow_run_id()
+        return f"prefect-{flow_run_id}" if flow_run_id else "prefect"
+
+    async def trigger(self) -> ArmadaJobRun:
+        """Submit (or, after a crash, find again) this job; returns its run."""
+        identity = (RunIdentity.explicit(self.client_id) if self.client_id
+                    else current_identity())
+        job_set_id = self.resolved_job_set_id()
+        logger = run_logger()
+        async with self.credentials.get_async_client() as client:
+            job_ids, reattached = await submit_idempotently(
+                client, self.queue, job_set_id, lambda g: self.items(identity, g),
+                identity, logger)
+        run = ArmadaJobRun(self, job_set_id, job_ids, reattached=reattached)
+        if self.create_artifacts:
+            await run.record_artifacts()
+        return run
+
+    def trigger_sync(self) -> ArmadaJobRun:
+        """`trigger` for synchronous code."""
+        return run_sync(self.trigger)
+
+    async def run(self) -> dict[str, dict[str, Any]]:
+        """Submit, wait, and return each job's end; raises an ArmadaJobError subclass when
+        the job or gang did not succeed."""
+        job_run = await self.trigger()
+        await job_run.wait_for_completion()
+        return await job_run.fetch_result()
+
+    def run_sync(self) -> dict[str, dict[str, Any]]:
+        """`run` for synchronous code."""
+        return run_sync(self.run)
+
+
+async def submit_idempotently(
+        client: AsyncArmadaClient, queue: str, job_set_id: str,
+        build: Callable[[int], Sequence[submit_pb2.JobSubmitRequestItem]],
+        identity: RunIdentity, logger: LoggerLike) -> tuple[list[str], bool]:
+    """Submit generation g of a job under its deterministic client id, unless a generation
+    already exists: a running or succeeded one is reattached to; one that ended otherwise
+    (an earlier execution saw it fail) is skipped for the next generation. Returns the job
+    ids and whether they were found rather than submitted."""
+    for generation in range(_MAX_GENERATIONS):
+        items = list(build(generation))
+        uri = items[0].external_job_uri
+        try:
+            existing = await client.get_job_status_by_external_uri(queue, job_set_id, uri)
+        except ArmadaError as e:
+            if e.code != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            existing = {}  # an old server: the client id alone keeps it idempotent
+        existing = {j: s for j, s in existing.items() if s != submit_pb2.UNKNOWN}
+        if existing:
+            states = set(existing.values())
+            if not states <= _ENDED or states == {submit_pb2.SUCCEEDED}:
+                ids = sorted(existing)
+                logger.info("Reattached to Armada job(s) %s in %s/%s (%s)", ", ".join(ids),
+                            queue, job_set_id, ", ".join(state_name(s) for s in states))
+                return ids, True
+            logger.info("An earlier execution's Armada job(s) %s ended %s; submitting anew",
+                        ", ".join(sorted(existing)),
+                        ", ".join(sorted(state_name(s) for s in states)))
+            continue
+        ids = await client.submit_jobs(queue, job_set_id, items)
+        logger.info("Submitted Armada job(s) %s to %s/%s (client id %s)", ", ".join(ids),
+                    queue, job_set_id, items[0].client_id)
+        return ids, False
+    raise RuntimeError(f"{_MAX_GENERATIONS} earlier generations of {identity.key} ended badly")
+
+
+class ArmadaJobRun(JobRun[dict[str, dict[str, Any]]]):
+    """A submitted job or gang: wait for it, fetch its result, cancel it."""
+
+    def __init__(self, job: ArmadaJob, job_set_id: str, job_ids: Sequence[str], *,
+                 reattached: bool = False) -> None:
+        self.job = job
+        self.queue = job.queue
+        self.job_set_id = job_set_id
+        self.job_ids = list(job_ids)
+        self.reattached = reattached
+        self.results: dict[str, JobResult] = {}
+        self.report: OutcomeReport | None = None
+        self._flow_run_id = _flow_run_id()
+        self._logger = run_logger()
+        self._cancel_requested: str | None = None
+
+    @property
+    def logger(self) -> LoggerLike:
+        return self._logger
+
+    def handle(self) -> dict[str, Any]:
+        """What other tasks need to find the jobs again (JSON-friendly)."""
+        return {"queue": self.queue, "job_set_id": self.job_set_id, "job_ids": self.job_ids}
+
+    async def wait_for_completion(self) -> None:  # type: ignore[override]
+        """Wait until every job has ended (server-side retries are waited through); raises
+        the ArmadaJobError subclass of the outcome unless the job or gang succeeded. If the
+        wait is interrupted (cancelled, killed, timed out), the jobs are cancelled first."""
+        self.results = await wait_for_jobs(
+            self.job.credentials, self.queue, self.job_set_id, self.job_ids,
+            logger=self._logger, flow_run_id=self._flow_run_id,
+            stream_logs=self.job.stream_logs, log_interval=self.job.log_interval_seconds,
+            cancellation_check=self.job.cancellation_check_seconds,
+            timeout=self.job.timeout_seconds,
+            options=WatchOptions(poll_interval=self.job.poll_interval_seconds))
+        self.report = map_outcome([r.job_end() for r in self.results.values()])
+        if self.job.create_artifacts:
+            await self.record_artifacts()
+        error = error_for(self.report, self.results)
+        if error is not None:
+            raise error
+        self._logger.info("%s", self.report.summary)
+
+    def wait_for_completion_sync(self) -> None:
+        """`wait_for_completion` for synchronous code; an interrupt cancels the jobs."""
+        try:
+            run_sync(self.wait_for_completion)
+        except BaseException as e:
+            if not isinstance(e, (ArmadaJobError, WaitTimeout)) and not self.results:
+                with contextlib.suppress(Exception), self.job.credentials.get_client() as c:
+                    c.cancel_jobs(self.queue, self.job_set_id, self.job_ids,
+                                  reason=f"Prefect run interrupted ({type(e).__name__})")
+            raise
+
+    async def fetch_result(self) -> dict[str, dict[str, Any]]:
+        """Each job's state, run, node, exit codes and termination messages."""
+        if not self.results:
+            raise RuntimeError("the job has not been waited for; call wait_for_completion")
+        return result_summary(self.results)
+
+    async def cancel(self, reason: str = "cancelled from Prefect") -> list[str]:
+        """Cancel every job of the run; returns the ids actually cancelled."""
+        async with self.job.credentials.get_async_client() as client:
+            return await client.cancel_jobs(self.queue, self.job_set_id, self.job_ids,
+                                            reason=reason)
+
+    async def record_artifacts(self) -> None:
+        """A markdown artifact naming the jobs (and their outcome once ended), plus a link
+        artifact per job when the credentials have a job URL template."""
+        await record_artifacts(self.job.credentials, self.queue, self.job_set_id,
+                               self.job_ids, self.results, self.report)
+
+
+async def record_artifacts(credentials: ArmadaCredentials, queue: str, job_set_id: str,
+                           job_ids: Sequence[str], results: dict[str, JobResult],
+                           report: OutcomeReport | None) -> None:
+    """Best effort: an artifact failure never fails the run."""
+    if TaskRunContext.get() is None and FlowRunContext.get() is None:
+        return
+    from prefect.artifacts import acreate_link_artifact, acreate_markdown_artifact
+
+    rows = ["| job | state | node | exit codes |", "|---|---|---|---|"]
+    for job_id in job_ids:
+        r = results.get(job_id)
+        codes = ", ".join(f"{k}={v}" for k, v in (r.exit_codes if r else {}).items())
+        rows.append(f"| `{job_id}` | {r.state_name if r else 'SUBMITTED'} | "
+                    f"{(r.node if r else '') or '-'} | {codes or '-'} |")
+    outcome = f"\n\n**Outcome:** {report.summary}" if report else ""
+    markdown = (f"### Armada {'gang' if len(job_ids) > 1 else 'job'} in `{queue}` / "
+                f"`{job_set_id}`\n\n" + "\n".join(rows) + outcome +
+                f"\n\nFollow it: `armada watch {queue} {job_set_id}`; logs: "
+                f"`armada logs {job_ids[0]}`")
+    try:
+        await acreate_markdown_artifact(markdown, description="Armada jobs of this run")
+        if not results:
+            for job_id in job_ids:
+                url = credentials.job_url(queue, job_set_id, job_id)
+                if url:
+                    await acreate_link_artifact(url, link_text=f"Armada job {job_id}")
+    except Exception as e:  # artifacts are a convenience
+        run_logger().debug("Could not record Armada artifacts: %s", e)
+
+
+async def wait_for_jobs(credentials: ArmadaCredentials, queue: str, job_set_id: str,
+                        job_ids: Sequence[str], *, logger: LoggerLike,
+                        flow_run_id: str | None = None, stream_logs: bool = True,
+                        log_interval: float = 2.0, cancellation_check: float = 5.0,
+                        timeout: float | None = None, options: WatchOptions | None = None,
+                        on_cancel_requested: Callable[[], None] | None = None,
+                        ) -> dict[str, JobResult]:
+    """Follow the jobs to their end. Meanwhile: copy their logs into `logger`, and, when
+    `flow_run_id` is given, cancel them once that flow run is cancelling. Any interruption
+    (task cancelled, termination signal, timeout) cancels the jobs before propagating."""
+    ids = list(job_ids)
+
+    def notice(n: Notice) -> None:
+        level = logging.WARNING if n.kind in ("polling", "reconnecting") else logging.DEBUG
+        logger.log(level, "Armada event stream: %s", n.message)
+
+    async with credentials.get_async_client() as client:
+        stop = asyncio.Event()
+        logs = (asyncio.create_task(_stream_logs(client, ids, logger, stop, log_interval))
+                if stream_logs else None)
+        watcher = (asyncio.create_task(_cancel_when_flow_run_cancelled(
+            client, queue, job_set_id, ids, flow_run_id, logger, cancellation_check,
+            on_cancel_requested)) if flow_run_id is not None else None)
+        try:
+            results = await client.wait_for_jobs(queue, job_set_id, ids, timeout=timeout,
+                                                 options=options, on_notice=notice)
+        except BaseException as e:
+            reason = (f"timed out after {timeout} s" if isinstance(e, WaitTimeout)
+                      else f"the Prefect run was interrupted ({type(e).__name__})")
+            logger.warning("Cancelling Armada job(s) %s: %s", ", ".join(ids), reason)
+            await asyncio.shield(_cancel_quietly(client, queue, job_set_id, ids, reason))
+            raise
+        finally:
+            stop.set()
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await watcher
+            if logs is not None:
+                # One last read for what the jobs wrote before ending (bounded).
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(logs, 10)
+    return results
+
+
+async def _cancel_quietly(client: AsyncArmadaClient, queue: str, job_set_id: str,
+                          ids: list[str], reason: str) -> None:
+    with contextlib.suppress(ArmadaError):
+        await client.cancel_jobs(queue, job_set_id, ids, reason=reason)
+
+
+async def _stream_logs(client: AsyncArmadaClient, ids: list[str], logger: LoggerLike,
+                       stop: asyncio.Event, interval: float) -> None:
+    """Copy the jobs' log lines into the run log as they are written (armada_core's
+    follower: each line once, one last read after the jobs ended)."""
+    prefix = len(ids) > 1
+
+    def on_line(job_id: str, line: str) -> None:
+        logger.info("%s%s", f"[{job_id}] " if prefix else "", line)
+
+    await follow_logs(client, ids, on_line, stop=stop, interval=interval,
+                      on_warning=logger.debug)
+
+
+async def _cancel_when_flow_run_cancelled(
+        client: AsyncArmadaClient, queue: str, job_set_id: str, ids: list[str],
+        flow_run_id: str, logger: LoggerLike, interval: float,
+        on_cancel_requested: Callable[[], None] | None) -> None:
+    """Cancelling a flow run reaches a process only if something kills it; this makes the
+    jobs follow the flow run's cancellation even when nothing does."""
+    from prefect.client.orchestration import get_client
+
+    async with get_client() as prefect:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                flow_run = await prefect.read_flow_run(flow_run_id)  # type: ignore[arg-type]
+            except Exception as e:  # the API may be briefly down
+                logger.debug("Could not read flow run %s: %s", flow_run_id, e)
+                continue
+            state = flow_run.state
+            if state is not None and (state.is_cancelling() or state.is_cancelled()):
+                reason = f"Prefect flow run {flow_run_id} was cancelled"
+                logger.info("Cancelling Armada job(s) %s: %s", ", ".join(ids), reason)
+                if on_cancel_requested is not None:
+                    on_cancel_requested()
+                await _cancel_quietly(client, queue, job_set_id, ids, reason)
+                return
+
+
+def run_sync(fn: Callable[[], Any]) -> Any:
+    """Run a coroutine function from synchronous code: in this thread when it has no event
+    loop (so a termination signal reaches the coroutine), else in Prefect's sync loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(fn())
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    return run_coro_as_sync(fn())
+
+
+def is_cancelled(error: BaseException) -> bool:
+    return isinstance(error, ArmadaJobCancelled) or (
+        isinstance(error, ArmadaJobError) and error.outcome is Outcome.CANCELLED)

@@ -1,0 +1,216 @@
+"""The ArmadaOperator in real DAG runs (dag.test) against a real embedded Armada server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+
+import pytest
+
+from armada_core.api import submit_pb2
+from armada_core.client import ArmadaClient, NotFound, job_item
+from armada_core.retry import load_policy
+
+from .conftest import QUEUE
+from .helpers import (
+    Background,
+    job_set_of,
+    new_run,
+    run_dag,
+    submitted_jobs,
+    task_instance,
+    wait_until_running,
+    xcom,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("airflow_db", "armada")]
+
+
+@pytest.mark.parametrize("mode", ["deferrable", "sync"])
+def test_a_job_succeeds_and_returns_its_result(mode, client, capfd) -> None:
+    dr = run_dag(f"armada_single_{mode}")
+    assert dr.state == "success"
+    result = xcom(dr, "hello")
+    [job_id] = result["job_ids"]
+    assert result["outcome"] == "succeeded"
+    assert result["jobs"][0]["state"] == "SUCCEEDED"
+    assert result["jobs"][0]["exit_codes"] in ({}, {"main": 0})
+    assert result["run_ids"][0] and result["nodes"][0]
+    assert result["duration_seconds"] >= 1
+    assert result["links"] == [f"http://armada.test/jobs/{job_id}?q=airflow"]
+    assert xcom(dr, "hello", "_link_ArmadaJobLink") == result["links"][0]
+    assert client.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
+    assert submitted_jobs(client, job_set_of(dr)) == [job_id]
+    assert task_instance(dr, "hello").try_number == 1
+    out = capfd.readouterr().out
+    assert f"[job {job_id}] hello from armada" in out
+    assert f"[job {job_id}] second line" in out
+
+
+def test_a_gang_of_three(client, capfd) -> None:
+    dr = run_dag("armada_gang")
+    assert dr.state == "success"
+    result = xcom(dr, "gang")
+    ids = result["job_ids"]
+    assert len(set(ids)) == 3
+    assert [j["state"] for j in result["jobs"]] == ["SUCCEEDED"] * 3
+    details = client.get_job_details(ids, expand_job_spec=True)
+    annotations = [dict(details[i].job_spec.annotations) for i in ids]
+    assert {a["armadaproject.io/gangId"] for a in annotations} != {""}
+    assert len({a["armadaproject.io/gangId"] for a in annotations}) == 1
+    assert {a["armadaproject.io/gangCardinality"] for a in annotations} == {"3"}
+    out = capfd.readouterr().out
+    for i, job_id in enumerate(ids):
+        assert f"[member {i} job {job_id}] member armada-{job_id}-0" in out
+
+
+def test_a_user_error_fails_without_retry(client, capfd) -> None:
+    dr = run_dag("armada_user_error")
+    assert dr.state == "failed"
+    ti = task_instance(dr, "fails")
+    assert (ti.state, ti.try_number) == ("failed", 1)  # retries=2, yet not retried
+    [job_id] = submitted_jobs(client, job_set_of(dr))
+    out = capfd.readouterr().out
+    assert "AirflowFailException" in out
+    assert f"job {job_id} failed: container main exit code 3" in out
+    assert "termination message 'bad input file'" in out
+    assert f"[job {job_id}] about to fail" in out
+
+
+def test_an_infrastructure_failure_is_retried_by_airflow(client, capfd) -> None:
+    run_after, job_set = new_run("armada_preempted")
+
+    def preempt() -> str:
+        victim = wait_until_running(client, job_set)
+        urgent = {"containers": [{"name": "main", "command": ["sleep", "1"], "resources": {
+            "requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}}],
+            "nodeSelector": {"role": "victim"}}
+        client.submit_jobs(QUEUE, f"urgent-{uuid.uuid4()}",
+                           [job_item(urgent, priority_class="high")])
+        return victim
+
+    helper = Background(preempt)
+    helper.start()
+    dr = run_dag("armada_preempted", run_after=run_after)
+    victim = helper.join_checked()
+    assert job_set_of(dr) == job_set
+    assert dr.state == "success"
+    ti = task_instance(dr, "victim")
+    assert ti.try_number == 2
+    first, second = submitted_jobs(client, job_set)
+    assert first == victim
+    states = client.get_job_status([first, second])
+    assert states == {first: submit_pb2.PREEMPTED, second: submit_pb2.SUCCEEDED}
+    assert xcom(dr, "victim")["job_ids"] == [second]
+    assert "failed because of the infrastructure (a retry may help)" in capfd.readouterr().out
+
+
+def test_a_server_side_retry_is_waited_through(client, tmp_path) -> None:
+    try:
+        client.get_retry_policy("airflow-oom")
+    except NotFound:
+        client.create_retry_policy(load_policy("""
+kind: RetryPolicy
+metadata: {name: airflow-oom}
+spec:
+  retryLimit: 2
+  rules:
+    - {action: Retry, onConditions: [OOMKilled]}
+"""))
+    dr = run_dag("armada_server_retry",
+                 conf={"policy": "airflow-oom", "marker": str(tmp_path / "ran-once")})
+    assert dr.state == "success"
+    assert task_instance(dr, "oom_once").try_number == 1
+    result = xcom(dr, "oom_once")
+    assert result["jobs"][0]["server_retries"] == 1
+    [job_id] = submitted_jobs(client, job_set_of(dr))
+    assert result["job_ids"] == [job_id]
+    runs = client.get_job_details([job_id], expand_job_run=True)[job_id].job_runs
+    assert len(runs) == 2
+
+
+def test_a_killed_task_cancels_its_job(client: ArmadaClient, capfd) -> None:
+    """SIGTERM is what Airflow's supervisor sends a task marked failed or cleared in the UI;
+    the task runner's handler calls on_kill (deferred tasks: see test_trigger.py)."""
+    run_after, job_set = new_run("armada_kill_sync")
+
+    def kill() -> str:
+        job_id = wait_until_running(client, job_set)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return job_id
+
+    previous = signal.getsignal(signal.SIGTERM)
+    helper = Background(kill)
+    helper.start()
+    try:
+        dr = run_dag("armada_kill_sync", run_after=run_after)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    job_id = helper.join_checked()
+    assert client.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED
+    assert dr.state == "failed"
+    ti = task_instance(dr, "sleeper")
+    assert (ti.state, ti.try_number) == ("failed", 1)
+    assert submitted_jobs(client, job_set) == [job_id]
+    assert f"Task killed: cancelling Armada jobs {job_id}" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize(("dag_id", "message"), [
+    ("armada_crash_after_submit", "Reattaching to Armada jobs"),
+    ("armada_crash_inside_submit", "Resubmitting with client id"),
+])
+def test_a_worker_crash_after_submission_reattaches(dag_id, message, client, capfd) -> None:
+    dr = run_dag(dag_id)
+    assert dr.state == "success"
+    assert task_instance(dr, "crashy").try_number == 2
+    [job_id] = submitted_jobs(client, job_set_of(dr))  # no second job
+    assert xcom(dr, "crashy")["job_ids"] == [job_id]
+    out = capfd.readouterr().out
+    assert "simulated worker crash" in out
+    assert message in out
+
+
+def test_a_reattached_job_that_fails_is_reported_not_resubmitted(client, capfd) -> None:
+    dr = run_dag("armada_crash_then_user_error")
+    assert dr.state == "failed"
+    ti = task_instance(dr, "crashy")
+    assert (ti.state, ti.try_number) == ("failed", 2)  # the crash, then the user error
+    [job_id] = submitted_jobs(client, job_set_of(dr))
+    assert f"job {job_id} failed: container main exit code 3" in capfd.readouterr().out
+
+
+def test_dry_run_renders_and_validates_without_submitting(client) -> None:
+    dr = run_dag("armada_dry_run", conf={"word": "rendered-word"})
+    assert dr.state == "success"
+    result = xcom(dr, "dry")
+    assert result["dry_run"] is True
+    assert len(result["items"]) == 2
+    container = result["items"][0]["podSpecs"][0]["containers"][0]
+    assert container["command"] == ["sh", "-c", "echo rendered-word"]
+    assert result["items"][0]["annotations"]["armadaproject.io/gangCardinality"] == "2"
+    assert submitted_jobs(client, job_set_of(dr)) == []
+
+
+def test_templated_fields(client, capfd) -> None:
+    job_set = f"templated-{uuid.uuid4()}"
+    dr = run_dag("armada_templated", conf={"job_set": job_set, "team": "ml", "word": "w42"})
+    assert dr.state == "success"
+    [job_id] = submitted_jobs(client, job_set)
+    spec = client.get_job_details([job_id], expand_job_spec=True)[job_id].job_spec
+    assert spec.labels["team"] == "ml"
+    assert spec.annotations["example.com/word"] == "w42"
+    assert spec.annotations["airflow.apache.org/dag-id"] == "armada_templated"
+    assert xcom(dr, "templated")["links"] == [f"http://ui.example/airflow/{job_set}/{job_id}"]
+    assert f"[job {job_id}] word=w42 try=1" in capfd.readouterr().out
+
+
+def test_a_bad_pod_spec_is_rejected_before_submission(client, capfd) -> None:
+    dr = run_dag("armada_bad_spec")
+    assert dr.state == "failed"
+    ti = task_instance(dr, "bad")
+    assert (ti.state, ti.try_number) == ("failed", 1)
+    assert submitted_jobs(client, job_set_of(dr)) == []
+    out = capfd.readouterr().out
+    assert "invalid Armada job spec, nothing submitted" in out
+    assert "did you mean image?" in out

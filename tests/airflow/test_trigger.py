@@ -1,0 +1,80 @@
+"""The trigger inside Airflow's real triggerer runtime (TriggerRunner.run_trigger): a user
+killing a deferred task cancels the job; a triggerer restart does not, and a new trigger built
+from the serialized kwargs finishes the wait."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from airflow.jobs.triggerer_job_runner import TriggerRunner
+
+from airflow_armada.triggers.armada import ArmadaJobTrigger
+from armada_core.api import submit_pb2
+from armada_core.client import ArmadaClient, job_item
+
+from .conftest import QUEUE
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("airflow_db", "armada")]
+
+
+def pod(script: str) -> dict:
+    return {"containers": [{"name": "main", "command": ["sh", "-c", script], "resources": {
+        "requests": {"cpu": "200m", "memory": "64Mi"},
+        "limits": {"cpu": "200m", "memory": "64Mi"}}}]}
+
+
+def start(runner: TriggerRunner, trigger_id: int, trigger: ArmadaJobTrigger) -> asyncio.Task:
+    """What TriggerRunner.create_triggers does once it has built the trigger."""
+    task = asyncio.create_task(runner.run_trigger(trigger_id, trigger))
+    runner.triggers[trigger_id] = {"task": task, "name": f"armada-{trigger_id}", "events": 0,
+                                   "is_watcher": False}
+    return task
+
+
+async def until_running(client: ArmadaClient, job_id: str) -> None:
+    for _ in range(600):
+        if client.get_job_status([job_id])[job_id] == submit_pb2.RUNNING:
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError(job_id)
+
+
+async def test_user_kill_of_a_deferred_task_cancels_the_job(client: ArmadaClient) -> None:
+    job_set = f"trigger-kill-{uuid.uuid4()}"
+    ids = client.submit_jobs(QUEUE, job_set, [job_item(pod("sleep 120")) for _ in range(2)])
+    runner = TriggerRunner()
+    task = start(runner, 1, ArmadaJobTrigger(queue=QUEUE, job_set_id=job_set, job_ids=ids,
+                                             log_interval=0.3))
+    await until_running(client, ids[0])
+    runner.to_cancel.append(1)  # what the triggerer does when the user marks the task failed
+    await runner.cancel_triggers()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    results = client.wait_for_jobs(QUEUE, job_set, ids, timeout=30)
+    assert {r.state for r in results.values()} == {submit_pb2.CANCELLED}
+    assert "killed" in results[ids[0]].cancel_reason
+
+
+async def test_a_triggerer_restart_leaves_the_job_running_and_resumes(
+        client: ArmadaClient) -> None:
+    job_set = f"trigger-restart-{uuid.uuid4()}"
+    [job_id] = client.submit_jobs(QUEUE, job_set, [job_item(pod("sleep 3; echo done"))])
+    trigger = ArmadaJobTrigger(queue=QUEUE, job_set_id=job_set, job_ids=[job_id],
+                               log_interval=0.3, poll_interval=0.5)
+    runner = TriggerRunner()
+    task = start(runner, 1, trigger)
+    await until_running(client, job_id)
+    task.cancel()  # a triggerer shutting down cancels its triggers without the user message
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.get_job_status([job_id])[job_id] == submit_pb2.RUNNING
+
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_armada.triggers.armada.ArmadaJobTrigger"
+    revived = ArmadaJobTrigger(**kwargs)
+    event = await anext(revived.run())
+    assert event.payload["outcome"] == "succeeded"
+    assert event.payload["job_ids"] == [job_id]
+

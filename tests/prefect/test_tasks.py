@@ -1,0 +1,173 @@
+"""Tasks and flows against a real Prefect server and a real armada-server (local executor)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from prefect import flow, task
+from prefect.client.orchestration import get_client
+
+from armada_core.api import submit_pb2
+from armada_core.client import ArmadaClient
+from prefect_armada import (
+    ArmadaCredentials,
+    ArmadaJob,
+    execute_armada_job,
+    execute_armada_job_async,
+    retry_infrastructure_failures,
+    run_armada_job,
+    submit_armada_job,
+    wait_for_armada_job,
+)
+
+from .conftest import jobs_in, pod, wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+
+def make_job(armada: ArmadaClient, queue: str, spec: Any, **fields: Any) -> ArmadaJob:
+    return ArmadaJob(credentials=ArmadaCredentials(address=armada.config.address), queue=queue,
+                     pod_spec=spec, log_interval_seconds=0.2, cancellation_check_seconds=0.5,
+                     poll_interval_seconds=0.5, **fields)
+
+
+def test_a_task_runs_a_job_to_success_and_streams_its_logs(
+        armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture) -> None:
+    job = make_job(armada, queue, pod("echo preparing; echo done > /dev/termination-log"))
+
+    @flow
+    def pipeline() -> dict[str, Any]:
+        handle = submit_armada_job(job)
+        return wait_for_armada_job(job, handle)
+
+    with caplog.at_level("INFO"):
+        result = pipeline()
+    [end] = result.values()
+    assert end["state"] == "SUCCEEDED"
+    assert "preparing" in caplog.messages
+
+
+def test_a_gang_runs_together(armada: ArmadaClient, queue: str) -> None:
+    job = make_job(armada, queue, pod("echo member $HOSTNAME"), replicas=2, job_set_id="gang")
+
+    @flow
+    def pipeline() -> dict[str, Any]:
+        return execute_armada_job(job)
+
+    result = pipeline()
+    assert len(result) == 2
+    assert {end["state"] for end in result.values()} == {"SUCCEEDED"}
+    annotations = [armada.get_job_details([j], expand_job_spec=True)[j].job_spec.annotations
+                   for j in result]
+    assert {a["armadaproject.io/gangId"] for a in annotations} == {
+        annotations[0]["armadaproject.io/gangId"]}
+    assert {a["armadaproject.io/gangCardinality"] for a in annotations} == {"2"}
+
+
+def test_a_user_error_is_not_retried(armada: ArmadaClient, queue: str) -> None:
+    job = make_job(armada, queue,
+                   pod("echo 'bad input file' > /dev/termination-log; exit 3"),
+                   job_set_id="user-error")
+
+    @flow
+    def pipeline() -> tuple[bool, str]:
+        state = execute_armada_job.with_options(retries=2, retry_delay_seconds=0)(
+            job, return_state=True)
+        return state.is_failed(), state.message or ""
+
+    failed, message = pipeline()
+    assert failed
+    assert "ArmadaUserError" in message
+    assert "exit code 3" in message
+    assert "bad input file" in message
+    assert len(jobs_in(armada, queue, "user-error")) == 1  # one attempt, no retry
+
+
+def test_an_infrastructure_failure_is_retried_with_a_new_job(armada: ArmadaClient,
+                                                             queue: str, tmp_path) -> None:
+    marker = tmp_path / "first-attempt"
+    # The first attempt runs until it is preempted; the second finds the marker and succeeds.
+    job = make_job(armada, queue, pod(f"if [ -e {marker} ]; then echo second; exit 0; fi; "
+                                      f"touch {marker}; sleep 120"), job_set_id="infra")
+
+    def preempt_first_job() -> None:
+        [first] = wait_until(lambda: jobs_in(armada, queue, "infra"), message="first job")
+        wait_until(lambda: marker.exists(), message="first attempt running")
+        armada.preempt_jobs(queue, "infra", [first], reason="test preemption")
+
+    @task(retries=1, retry_delay_seconds=0, retry_condition_fn=retry_infrastructure_failures)
+    def run_with_retry() -> dict[str, Any]:
+        return job.run_sync()
+
+    @flow
+    def pipeline() -> dict[str, Any]:
+        return run_with_retry()
+
+    preempter = threading.Thread(target=preempt_first_job)
+    preempter.start()
+    result = pipeline()
+    preempter.join()
+    submitted = jobs_in(armada, queue, "infra")
+    assert len(submitted) == 2
+    states = armada.get_job_status(submitted)
+    assert states[submitted[0]] == submit_pb2.PREEMPTED
+    assert list(result) == [submitted[1]]
+    assert result[submitted[1]]["state"] == "SUCCEEDED"
+
+
+async def test_async_flow_variant(armada: ArmadaClient, queue: str) -> None:
+    job = make_job(armada, queue, pod("true"), job_set_id="async")
+
+    @flow
+    async def pipeline() -> dict[str, Any]:
+        return await execute_armada_job_async(job)
+
+    result = await pipeline()
+    assert [end["state"] for end in result.values()] == ["SUCCEEDED"]
+
+
+def test_a_job_cancelled_elsewhere_ends_the_task_cancelled(armada: ArmadaClient,
+                                                           queue: str) -> None:
+    job = make_job(armada, queue, pod("sleep 120"), job_set_id="cancelled-elsewhere")
+
+    def cancel_it() -> None:
+        [job_id] = wait_until(lambda: jobs_in(armada, queue, "cancelled-elsewhere"))
+        armada.cancel_jobs(queue, "cancelled-elsewhere", [job_id], reason="operator")
+
+    canceller = threading.Thread(target=cancel_it)
+    canceller.start()
+    state = run_armada_job(job, return_state=True)
+    canceller.join()
+    assert state.is_cancelled(), state
+    assert "cancelled" in state.message
+
+
+def test_cancelling_a_started_flow_run_cancels_its_job(armada: ArmadaClient,
+                                                       queue: str) -> None:
+    job = make_job(armada, queue, pod("sleep 120"), job_set_id="cancel-flow")
+    states: list[Any] = []
+
+    @flow
+    def pipeline() -> Any:
+        return execute_armada_job(job)
+
+    runner = threading.Thread(target=lambda: states.append(pipeline(return_state=True)))
+    runner.start()
+    [job_id] = wait_until(lambda: jobs_in(armada, queue, "cancel-flow"), message="the job")
+    wait_until(lambda: armada.get_job_status([job_id])[job_id] == submit_pb2.RUNNING,
+               message="the job running")
+    flow_run_id = armada.get_job_details([job_id], expand_job_spec=True)[job_id] \
+        .job_spec.annotations["armadaproject.io/externalJobUri"].split("/")[3]
+
+    async def cancel() -> None:
+        from prefect.states import Cancelling
+        async with get_client() as client:
+            await client.set_flow_run_state(flow_run_id, Cancelling(), force=True)
+
+    from prefect.utilities.asyncutils import run_coro_as_sync
+    run_coro_as_sync(cancel())
+    runner.join(60)
+    assert armada.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED
+    assert states and states[0].is_cancelled(), states

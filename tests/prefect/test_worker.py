@@ -1,0 +1,119 @@
+"""The `armada` worker running real flow runs as Armada jobs (the job's process runs
+`python -m prefect.engine`, as Prefect's process worker does)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from typing import Any
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import FlowRun
+from prefect.states import Cancelling, Scheduled
+from prefect.workers.base import BaseWorker
+
+from armada_core.api import submit_pb2
+from armada_core.client import ArmadaClient
+from prefect_armada import ArmadaWorker
+from prefect_armada.worker import parse_infrastructure_id
+
+from . import worker_flows
+from .conftest import HERE, jobs_in
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+def job_variables(armada: ArmadaClient, queue: str, flow_name: str) -> dict[str, Any]:
+    return {
+        "credentials": {"address": armada.config.address},
+        "queue": queue,
+        "command": f"{sys.executable} -m prefect.engine",
+        "env": {"PREFECT__FLOW_ENTRYPOINT": f"{HERE / 'worker_flows.py'}:{flow_name}"},
+        "cpu": "500m", "memory": "1Gi",
+        "cancellation_check_seconds": 0.5,
+    }
+
+
+async def start_flow_run(armada: ArmadaClient, queue: str, flow: Any, pool: str,
+                         **parameters: Any) -> FlowRun:
+    async with get_client() as client:
+        return await client.create_flow_run(
+            flow, parameters=parameters, state=Scheduled(), work_pool_name=pool,
+            job_variables=job_variables(armada, queue, flow.fn.__name__))
+
+
+async def final_state(flow_run_id: uuid.UUID, timeout: float = 120) -> FlowRun:
+    async with get_client() as client:
+        for _ in range(int(timeout * 10)):
+            flow_run = await client.read_flow_run(flow_run_id)
+            if flow_run.state is not None and flow_run.state.is_final():
+                return flow_run
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"flow run {flow_run_id} did not end: {flow_run.state}")
+
+
+async def until_running(armada: ArmadaClient, flow_run_id: uuid.UUID) -> str:
+    """The flow run's job id, once the flow run itself reports Running."""
+    async with get_client() as client:
+        for _ in range(1200):
+            flow_run = await client.read_flow_run(flow_run_id)
+            if flow_run.state is not None and flow_run.state.is_running() \
+                    and flow_run.infrastructure_pid:
+                return parse_infrastructure_id(flow_run.infrastructure_pid)[2]
+            await asyncio.sleep(0.1)
+    raise AssertionError("the flow run never started")
+
+
+def test_the_worker_type_is_registered() -> None:
+    assert BaseWorker.get_worker_class_from_type("armada") is ArmadaWorker
+    template = ArmadaWorker.get_default_base_job_template()
+    assert template["job_configuration"]["queue"] == "{{ queue }}"
+    assert "credentials" in template["variables"]["properties"]
+
+
+async def test_the_worker_runs_a_flow_run_as_a_job(armada: ArmadaClient, queue: str) -> None:
+    pool = f"armada-{uuid.uuid4().hex[:6]}"
+    async with ArmadaWorker(work_pool_name=pool) as worker:
+        flow_run = await start_flow_run(armada, queue, worker_flows.hello, pool, name="worker")
+        assert worker.work_pool.type == "armada"
+        [submitted] = await worker.get_and_submit_flow_runs()
+        assert submitted.id == flow_run.id
+    ended = await final_state(flow_run.id)
+    assert ended.state is not None and ended.state.is_completed(), ended.state
+    queue_name, job_set_id, job_id = parse_infrastructure_id(ended.infrastructure_pid or "")
+    assert (queue_name, job_set_id) == (queue, f"prefect-{flow_run.id}")
+    assert armada.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
+    assert [line.line for line in armada.logs(job_id)
+            if "hello worker from" in line.line]
+
+
+async def test_an_infrastructure_failure_crashes_the_flow_run(armada: ArmadaClient,
+                                                              queue: str) -> None:
+    pool = f"armada-{uuid.uuid4().hex[:6]}"
+    async with ArmadaWorker(work_pool_name=pool) as worker:
+        flow_run = await start_flow_run(armada, queue, worker_flows.sleepy, pool)
+        await worker.get_and_submit_flow_runs()
+        job_id = await until_running(armada, flow_run.id)
+        await asyncio.to_thread(armada.preempt_jobs, queue, f"prefect-{flow_run.id}",
+                                [job_id], reason="node drained")
+    ended = await final_state(flow_run.id)
+    assert ended.state is not None and ended.state.is_crashed(), ended.state
+    assert "infrastructure" in (ended.state.message or "")
+    assert "preempted" in (ended.state.message or "")
+
+
+async def test_cancelling_a_started_flow_run_cancels_its_job(armada: ArmadaClient,
+                                                             queue: str) -> None:
+    pool = f"armada-{uuid.uuid4().hex[:6]}"
+    async with ArmadaWorker(work_pool_name=pool) as worker:
+        flow_run = await start_flow_run(armada, queue, worker_flows.sleepy, pool)
+        await worker.get_and_submit_flow_runs()
+        job_id = await until_running(armada, flow_run.id)
+        async with get_client() as client:
+            await client.set_flow_run_state(flow_run.id, Cancelling(), force=True)
+    ended = await final_state(flow_run.id)
+    assert ended.state is not None and ended.state.is_cancelled(), ended.state
+    assert armada.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED
+    assert jobs_in(armada, queue, f"prefect-{flow_run.id}") == [job_id]

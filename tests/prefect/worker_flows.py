@@ -1,0 +1,34 @@
+"""Flows the tests run in separate processes (`python -m prefect.engine`), loaded through
+PREFECT__FLOW_ENTRYPOINT."""
+
+from __future__ import annotations
+
+import time
+
+from prefect import flow
+
+from prefect_armada import ArmadaCredentials, ArmadaJob, execute_armada_job
+
+
+@flow
+def hello(name: str = "armada") -> str:
+    print(f"hello {name} from the flow run's job")
+    return f"hello {name}"
+
+
+@flow
+def sleepy(seconds: float = 120) -> None:
+    time.sleep(seconds)
+
+
+@flow
+def submits_a_job(address: str, queue: str, marker: str) -> dict:
+    """Runs a job that takes a few seconds; the crash test kills this process meanwhile."""
+    job = ArmadaJob(credentials=ArmadaCredentials(address=address), queue=queue,
+                    job_set_id="crash", log_interval_seconds=0.2,
+                    pod_spec={"containers": [{
+                        "name": "main", "image": "busybox",
+                        "command": ["sh", "-c", f"touch {marker}; sleep 4; echo finished"],
+                        "resources": {"requests": {"cpu": "500m", "memory": "256Mi"},
+                                      "limits": {"cpu": "500m", "memory": "256Mi"}}}]})
+    return execute_armada_job(job)
