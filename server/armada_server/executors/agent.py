@@ -25,6 +25,8 @@ log = logging.getLogger("armada_server.executor")
 # updates held the database (and the scheduler) for tens of seconds. The rest go at once in
 # the next sync.
 MAX_UPDATES_PER_SYNC = 10_000
+# A response with this many leases may have been cut short by the server's size bound.
+LARGE_LEASE_BATCH = 1_000
 
 Report = Callable[[executor_pb2.RunUpdate], None]
 
@@ -107,9 +109,9 @@ class ExecutorAgent:
                               stop.run_id)
         if response.sync_interval_seconds > 0:
             self.interval = response.sync_interval_seconds
-        if response.leases or self._updates:
-            # More may be waiting (the server sends leases in bounded portions, we send
-            # updates in bounded portions): sync again straight away.
+        if self._updates or len(response.leases) >= LARGE_LEASE_BATCH:
+            # More is waiting (we send updates in bounded portions) or may be (the server
+            # sends leases in portions of bounded size): sync again straight away.
             self._news.set()
         return response
 

@@ -27,6 +27,7 @@ class SchedulingLoop:
         self.leadership = Leadership(store.engine)
         self._wake = asyncio.Event()
         self.cycles = 0
+        self._jobs: dict = {}  # the snapshot's converted jobs, reused by the next cycle
 
     def poke(self) -> None:
         """Run a cycle soon (e.g. after a submission) instead of waiting the full period."""
@@ -43,7 +44,8 @@ class SchedulingLoop:
                                             now=now)
         if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
             return 0  # nothing to place, or nowhere to place it
-        snapshot, placements = build_snapshot(state, self.config.priority_classes, now)
+        snapshot, placements = build_snapshot(state, self.config.priority_classes, now,
+                                              cache=self._jobs)
         result = schedule(snapshot)
         scheduled = {job: (p.executor, p.node, p.pool) for job, nid in result.scheduled.items()
                      if (p := placements.get(nid)) is not None}

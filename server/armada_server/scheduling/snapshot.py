@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from armada_core import scheduling as s
 from armada_core.api import submit_pb2
 from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import gang_of
 from armada_server.config import PriorityClassConfig
-from armada_server.storage.leases import SchedulingState
+from armada_server.storage.leases import QueuedJob, RunningJob, SchedulingState
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,21 @@ class Placement:
 
 def node_id(executor: str, node: str) -> str:
     return f"{executor}/{node}"
+
+
+_RESOURCES: dict[tuple[tuple[str, str], ...], s.Resources] = {}
+
+
+def _resources(values: Mapping[str, str]) -> s.Resources:
+    """Parsed resource lists, shared: clusters have few distinct shapes, and parsing
+    Kubernetes quantities (with fractions) was most of the cost of building a snapshot."""
+    key = tuple(sorted(values.items()))
+    found = _RESOURCES.get(key)
+    if found is None:
+        if len(_RESOURCES) >= 100_000:
+            _RESOURCES.clear()
+        found = _RESOURCES[key] = s.Resources.from_k8s(dict(key))
+    return found
 
 
 def _job(spec: submit_pb2.Job, *, priority: float, submitted_at: datetime,
@@ -37,8 +53,8 @@ def _job(spec: submit_pb2.Job, *, priority: float, submitted_at: datetime,
         selector[ann.POOL] = spec.annotations[ann.POOL]
     return s.Job(
         id=spec.id, queue=spec.queue, priority_class=pod.priorityClassName,
-        requests=s.Resources.from_k8s({k: v.string for k, v in
-                                       spec.scheduling_resource_requirements.requests.items()}),
+        requests=_resources({k: v.string for k, v in
+                             spec.scheduling_resource_requirements.requests.items()}),
         priority=int(priority), submit_time=submitted_at.timestamp(),
         node_selector=selector,
         tolerations=tuple(s.Toleration(key=t.key, operator=t.operator or "Equal",
@@ -60,8 +76,23 @@ def _job(spec: submit_pb2.Job, *, priority: float, submitted_at: datetime,
 
 def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig],
                    now: datetime, config: s.SchedulingConfig | None = None,
-                   ) -> tuple[s.Snapshot, dict[str, Placement]]:
-    """The scheduler's input, and where each node id lives."""
+                   cache: dict | None = None) -> tuple[s.Snapshot, dict[str, Placement]]:
+    """The scheduler's input, and where each node id lives.
+
+    `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
+    the previous cycle: a job still queued (or running) as it was is not converted again.
+    Specs never change after submission, so the key is what the database may change."""
+    cache = {} if cache is None else cache
+    used: dict = {}
+
+    def job(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
+        key = (j.id, *kw.values())
+        found = cache.get(key)
+        if found is None:
+            found = _job(j.spec, **kw)
+        used[key] = found
+        return found
+
     placements: dict[str, Placement] = {}
     nodes = []
     for executor in state.executors:
@@ -69,14 +100,16 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
             nid = node_id(executor.id, n.name)
             placements[nid] = Placement(executor.id, n.name, executor.pool)
             nodes.append(s.Node(
-                id=nid, capacity=s.Resources.from_k8s(dict(n.allocatable)),
+                id=nid, capacity=_resources(n.allocatable),
                 labels={**n.labels, ann.POOL: executor.pool}, cordoned=n.unschedulable,
                 taints=tuple(s.Taint(t.key, t.value, t.effect or "NoSchedule")
                              for t in n.taints)))
-    jobs = [_job(j.spec, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
-                 started_at=j.started_at) for j in state.running if j.node in placements]
-    jobs += [_job(j.spec, priority=j.priority, submitted_at=j.submitted_at,
-                  avoid_node=j.avoid_node) for j in state.queued]
+    jobs = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
+                started_at=j.started_at) for j in state.running if j.node in placements]
+    jobs += [job(j, priority=j.priority, submitted_at=j.submitted_at,
+                 avoid_node=j.avoid_node) for j in state.queued]
+    cache.clear()
+    cache.update(used)
     snapshot = s.Snapshot(
         queues=tuple(s.Queue(q.name, q.priority_factor or 1.0, q.cordoned)
                      for q in state.queues),

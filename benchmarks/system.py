@@ -1,0 +1,414 @@
+"""Whole-system benchmark: submission-to-running latency, and jobs started per second.
+
+Run: ``python benchmarks/system.py --json OUT.json`` (``--quick`` for a short version).
+Progress goes to stderr; the JSON file (and stdout) gets one object per measurement, each with
+the machine description.
+
+Every component is a real process speaking real gRPC: `armada-server` (SQLite, default
+settings unless said otherwise) and, for throughput, `armada-executor`:
+
+- ``latency_idle_local``: the server with its in-process local executor (one virtual node the
+  size of the machine), nothing else running. One small job (``sleep 0.2``) at a time: the
+  clock starts just before SubmitJobs and stops when the job's ``running`` event arrives on a
+  watch stream (GetJobSetEvents, watch=true) opened beforehand; the next job is submitted once
+  the previous one has finished. Also reported, from the events' ``created`` timestamps: submit
+  to ``leased`` (waiting for the scheduling cycle) and ``leased`` to ``running`` (the executor's
+  sync, then starting the process).
+- ``throughput_simulated``: 100,000 jobs (quick: 10,000) of one CPU are queued first, then an
+  `armada-executor --kind simulated` with 10,000 nodes of 8 CPUs (quick: 1,000) connects, so 80%
+  of the jobs fit and the rest stay queued. Jobs started per second = jobs that reached
+  ``running`` / (last ``running`` event - first ``leased`` event), both from event timestamps;
+  also the time from starting the executor until the cluster was full. Per-cycle figures come
+  from the server's `armada_scheduling_cycle_seconds` metric.
+
+``--profile DIR`` profiles the server's side of the throughput run instead, in this process
+(the server does this work on worker threads, which cProfile of a server process would not
+see): with the same queued jobs and nodes it times, under cProfile, the first scheduling cycle,
+the executor sync that takes the leases, the sync reporting every run as running, an idle sync
+and the next cycle, and writes ``<step>.prof`` files to DIR (read them with ``python -m pstats``)
+and the seconds per step to the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import queue
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import grpc  # noqa: E402
+
+from armada_core.api import submit_pb2  # noqa: E402
+from armada_core.client import ArmadaClient, job_item  # noqa: E402
+from armada_core.jobs import annotations as ann  # noqa: E402
+
+LISTENING = re.compile(r"listening on (\S+):(\d+)")
+BIN = Path(sys.executable).parent
+BATCH = 1000
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor()
+    memory = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory = f"{int(line.split()[1]) // 1024} MiB"
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory": memory,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "grpcio": grpc.__version__}
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(values, 50), 4), "p90": round(percentile(values, 90), 4),
+            "p99": round(percentile(values, 99), 4), "mean": round(statistics.mean(values), 4),
+            "max": round(max(values), 4), "count": len(values)}
+
+
+# --- processes ------------------------------------------------------------------------------
+
+class Process:
+    def __init__(self, name: str, argv: list[str], workdir: Path) -> None:
+        self.name = name
+        self.log_path = workdir / f"{name}.log"
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=workdir)
+
+    def wait_for(self, pattern: re.Pattern[str], timeout: float = 120) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = pattern.search(self.log_path.read_text(errors="replace"))
+            if match:
+                return match
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not print {pattern.pattern!r}; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(300)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def start_server(workdir: Path, name: str, *args: str) -> tuple[Process, str, int]:
+    http_port = free_port()
+    server = Process(name, [str(BIN / "armada-server"), "--port", "0", "--http-port",
+                            str(http_port), "--database-url",
+                            f"sqlite:///{workdir / (name + '.db')}", *args], workdir)
+    match = server.wait_for(LISTENING)
+    return server, f"{match.group(1)}:{match.group(2)}", http_port
+
+
+def metrics(http_port: int) -> dict[str, float]:
+    """The server's Prometheus metrics, `name{labels}` -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=60) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            try:
+                out[key] = float(value)
+            except ValueError:
+                continue
+    return out
+
+
+def spec(command: list[str], cpu: str = "100m", memory: str = "64Mi") -> dict:
+    return {"containers": [{"name": "main", "image": "busybox", "command": command,
+                            "resources": {"requests": {"cpu": cpu, "memory": memory},
+                                          "limits": {"cpu": cpu, "memory": memory}}}]}
+
+
+# --- submission to running, idle, local executor --------------------------------------------
+
+def latency_idle_local(workdir: Path, rounds: int) -> dict[str, Any]:
+    server, address, _ = start_server(workdir, "server-local", "--executor", "local",
+                                      "--sandbox-dir", str(workdir / "pods"))
+    events: queue.Queue[tuple[str, str, float, float]] = queue.Queue()
+    stop = threading.Event()
+    try:
+        with ArmadaClient(address) as client:
+            client.create_queue(submit_pb2.Queue(name="latency"))
+            client.submit_jobs("latency", "idle", [job_item(spec(["true"]))])  # opens the set
+
+            def follow() -> None:
+                for message in client.follow_events("latency", "idle"):
+                    received = time.time()
+                    kind = message.message.WhichOneof("events")
+                    event = getattr(message.message, kind)
+                    events.put((kind, event.job_id, received,
+                                event.created.ToNanoseconds() / 1e9))
+                    if stop.is_set():
+                        return
+
+            watcher = threading.Thread(target=follow, daemon=True)
+            watcher.start()
+            time.sleep(3)  # let the first job finish: from here on the system is idle
+            to_running, to_leased, leased_to_running = [], [], []
+            item = job_item(spec(["sleep", "0.2"]))
+            for i in range(rounds):
+                submitted = time.time()
+                [job] = client.submit_jobs("latency", "idle", [item])
+                seen: dict[str, tuple[float, float]] = {}
+                while "succeeded" not in seen and "failed" not in seen:
+                    kind, job_id, received, created = events.get(timeout=120)
+                    if job_id == job:
+                        seen[kind] = (received, created)
+                if "running" not in seen:
+                    raise RuntimeError(f"job {job} ended without a running event: {seen}")
+                to_running.append(seen["running"][0] - submitted)
+                to_leased.append(seen["leased"][1] - submitted)
+                leased_to_running.append(seen["running"][1] - seen["leased"][1])
+                log(f"latency {i + 1}/{rounds}: {to_running[-1] * 1000:.0f} ms to running")
+                time.sleep(0.3)  # idle again
+            stop.set()
+            client.submit_jobs("latency", "idle", [job_item(spec(["true"]))])  # wake watcher
+            watcher.join(10)
+    finally:
+        server.stop()
+    return {"name": "latency_idle_local", "jobs": rounds,
+            "settings": "defaults: scheduling_period 1 s, executor_sync_interval 1 s",
+            "submit_to_running_seconds": summary(to_running),
+            "submit_to_leased_seconds": summary(to_leased),
+            "leased_to_running_seconds": summary(leased_to_running),
+            "target": "p50 under 1 s",
+            "target_met": percentile(to_running, 50) < 1.0}
+
+
+# --- jobs started per second, simulated executor --------------------------------------------
+
+def throughput_simulated(workdir: Path, nodes: int, jobs: int, timeout: float
+                         ) -> dict[str, Any]:
+    server, address, http_port = start_server(workdir, "server-sim", "--executor", "none")
+    capacity = nodes * 8
+    job_sets = [f"set-{i}" for i in range(max(1, jobs // 10_000))]
+    executor = None
+    try:
+        with ArmadaClient(address, timeout=600) as client:
+            client.create_queue(submit_pb2.Queue(name="load"))
+            item = job_item(spec(["sleep", "3600"], cpu="1", memory="2Gi"),
+                            annotations={ann.PREFIX + "simulatedDuration": "36000"})
+            started = time.monotonic()
+            per_set = jobs // len(job_sets)
+            for n, job_set in enumerate(job_sets):
+                for _ in range(0, per_set, BATCH):
+                    client.submit_jobs("load", job_set, [item] * BATCH, check=False)
+                log(f"submitted {(n + 1) * per_set}/{jobs} jobs")
+            submit_seconds = time.monotonic() - started
+            time.sleep(5)  # let the server settle (a cycle without nodes does nothing)
+
+            executor_started = time.time()
+            executor = Process("executor-sim", [
+                str(BIN / "armada-executor"), "--server", address, "--id", "sim",
+                "--kind", "simulated", "--nodes", f"{nodes}x8x32Gi"], workdir)
+            want = min(capacity, jobs)
+            deadline = time.monotonic() + timeout
+            progress: list[tuple[float, float]] = []
+            last_log = 0.0
+            while True:
+                time.sleep(0.5)
+                values = metrics(http_port)
+                running = values.get('armada_jobs{queue="load",state="running"}', 0)
+                now = time.time() - executor_started
+                progress.append((round(now, 1), running))
+                if now - last_log >= 5 or running >= want:
+                    log(f"{running:.0f}/{want} running after {now:.0f}s")
+                    last_log = now
+                if running >= want or time.monotonic() > deadline:
+                    break
+            full_at = time.time()
+            cycle_count = values.get("armada_scheduling_cycle_seconds_count", 0)
+            cycle_sum = values.get("armada_scheduling_cycle_seconds_sum", 0)
+            executor.stop()  # stop syncing: the measurement is over
+            executor = None
+            first_lease, running_times = None, []
+            for job_set in job_sets:
+                for message in client.get_job_set_events("load", job_set, timeout=600):
+                    kind = message.message.WhichOneof("events")
+                    created = getattr(message.message, kind).created.ToNanoseconds() / 1e9
+                    if kind == "leased":
+                        first_lease = created if first_lease is None else min(first_lease,
+                                                                              created)
+                    elif kind == "running":
+                        running_times.append(created)
+    finally:
+        if executor is not None:
+            executor.stop()
+        server.stop()
+    running_times.sort()
+    started_jobs = int(progress[-1][1]) if progress else 0
+    window = full_at - first_lease if first_lease else None
+    rate = started_jobs / window if window else 0.0
+    thinned = [p for i, p in enumerate(progress) if i % 4 == 0 or i == len(progress) - 1]
+    return {
+        "name": "throughput_simulated", "nodes": nodes, "cpus_per_node": 8,
+        "queued_jobs": jobs, "capacity_jobs": capacity,
+        "submit_seconds": round(submit_seconds, 1),
+        "jobs_started": started_jobs,
+        "seconds_executor_start_to_first_lease": round(first_lease - executor_started, 2)
+        if first_lease else None,
+        "seconds_first_lease_to_full": round(window, 2) if window else None,
+        "seconds_executor_start_to_full": round(full_at - executor_started, 1),
+        "jobs_started_per_second": round(rate, 1),
+        "jobs_started_per_second_from_executor_start": round(
+            started_jobs / (full_at - executor_started), 1),
+        "executor_reported_seconds_first_lease_to_last_running": round(
+            running_times[-1] - first_lease, 2) if running_times and first_lease else None,
+        "scheduling_cycles": cycle_count,
+        "mean_cycle_seconds": round(cycle_sum / cycle_count, 3) if cycle_count else None,
+        "running_over_time": thinned,
+        "target": "at least 5,000 jobs started per second",
+        "target_met": rate >= 5000,
+    }
+
+
+# --- where the server's time goes -----------------------------------------------------------
+
+def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[str, Any]:
+    import cProfile
+    import pstats
+
+    from armada_core.api import executor_pb2
+    from armada_server.config import NodeGroup, ServerConfig
+    from armada_server.executors.agent import update
+    from armada_server.executors.nodes import virtual_nodes
+    from armada_server.metrics import Metrics
+    from armada_server.retries import Retries
+    from armada_server.scheduling.loop import SchedulingLoop
+    from armada_server.storage.database import open_database
+    from armada_server.storage.store import Store
+
+    url = f"sqlite:///{workdir / 'profile.db'}"
+    config = ServerConfig(port=0, http_port=None, executor="none", database_url=url)
+    store = Store(open_database(url), retries=Retries(config.retry))
+    store.create_queue(submit_pb2.Queue(name="load", priority_factor=1))
+    item = job_item(spec(["sleep", "3600"], cpu="1", memory="2Gi"),
+                    priority_class=config.default_priority_class,
+                    annotations={ann.PREFIX + "simulatedDuration": "36000"})
+    for i in range(0, jobs, BATCH):
+        store.submit("load", f"set-{i // 10_000}", [item] * BATCH, owner="bench")
+    log(f"profile: {jobs} jobs stored")
+    node_list = virtual_nodes([NodeGroup(nodes, "8", "32Gi")], "sim")
+
+    def sync(**kw: Any) -> executor_pb2.SyncResponse:
+        return store.executor_sync(executor_pb2.SyncRequest(
+            executor_id="sim", pool="default", nodes=node_list, **kw))
+
+    sync()
+    loop = SchedulingLoop(config, store, Metrics(store))
+    seconds: dict[str, float] = {}
+
+    def step(name: str, work: Any) -> Any:
+        profiler = cProfile.Profile()
+        started = time.perf_counter()
+        profiler.enable()
+        result = work()
+        profiler.disable()
+        seconds[name] = round(time.perf_counter() - started, 3)
+        profiler.dump_stats(out / f"{name}.prof")
+        stats = pstats.Stats(profiler, stream=sys.stderr)
+        log(f"profile: {name} took {seconds[name]} s under cProfile; top functions:")
+        stats.sort_stats("tottime").print_stats(8)
+        return result
+
+    leased = step("cycle", loop.cycle)
+    response = step("sync_leases", sync)
+    held = [lease.run_id for lease in response.leases]
+    running = [update(lease.run_id, lease.job.id, running=executor_pb2.RunUpdate.Running(
+        node=lease.node, kubernetes_id=lease.run_id)) for lease in response.leases]
+    step("sync_running", lambda: sync(run_ids=held, updates=running))
+    step("sync_idle", lambda: sync(run_ids=held))
+    step("cycle_again", loop.cycle)
+    store.engine.dispose()
+    return {"name": "profile_in_process", "nodes": nodes, "queued_jobs": jobs,
+            "leased": leased, "seconds_under_cprofile": seconds, "profiles": str(out)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", type=Path, required=True, help="write the results here")
+    p.add_argument("--quick", action="store_true", help="smaller sizes, a few minutes")
+    p.add_argument("--only", choices=("latency", "throughput"), help="one measurement")
+    p.add_argument("--nodes", type=int, help="simulated nodes (default 10,000; quick 1,000)")
+    p.add_argument("--jobs", type=int, help="queued jobs (default 100,000; quick 10,000)")
+    p.add_argument("--profile", type=Path, help="instead of measuring, profile the server's "
+                                                "work in-process; .prof files go here")
+    args = p.parse_args()
+    nodes = args.nodes or (1_000 if args.quick else 10_000)
+    jobs = args.jobs or (10_000 if args.quick else 100_000)
+    rounds = 20 if args.quick else 100
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        args.profile = args.profile.resolve()
+    results = []
+    only = args.only
+    with tempfile.TemporaryDirectory(prefix="armada-bench-") as tmp:
+        workdir = Path(tmp)
+        if args.profile:
+            results.append(profile_in_process(args.profile, workdir, nodes, jobs))
+            only = "profile"
+        if only in (None, "latency"):
+            log(f"latency: {rounds} jobs, one at a time, local executor")
+            results.append(latency_idle_local(workdir, rounds))
+            log(json.dumps(results[-1]["submit_to_running_seconds"]))
+        if only in (None, "throughput"):
+            log(f"throughput: {jobs} queued jobs, {nodes} simulated nodes")
+            results.append(throughput_simulated(workdir, nodes, jobs,
+                                                timeout=600 if args.quick else 1800))
+            log(f"{results[-1]['jobs_started_per_second']} jobs started per second")
+    info = machine()
+    out = [{**r, "machine": info, "quick": args.quick} for r in results]
+    args.json.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
