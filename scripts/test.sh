@@ -4,5 +4,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" --all-packages --all-extras
 echo "==> ruff" >&2
 .venv/bin/ruff check .
+"$(dirname "${BASH_SOURCE[0]}")/install-browser.sh"
 echo "==> pytest" >&2
 exec .venv/bin/python -m pytest "$@"

@@ -57,6 +57,7 @@ from armada_server.services.submit import SubmitService
 from armada_server.storage.database import default_data_dir, default_database_url, open_database
 from armada_server.storage.notify import Listener
 from armada_server.storage.store import Store
+from armada_server.web import WebServer
 
 log = logging.getLogger("armada_server")
 
@@ -108,6 +109,10 @@ class ArmadaServer:
         self.agent: ExecutorAgent | None = None
         self._channel: grpc.aio.Channel | None = None
         self._executor_token: str | None = None
+        self.context: Context | None = None
+        # The web UI, REST gateway and /metrics on http_port (None when http_port is null).
+        self.http: WebServer | None = None
+        self.http_port: int | None = None
 
     @property
     def address(self) -> str:
@@ -160,6 +165,7 @@ class ArmadaServer:
         auth = self._auth()
         ctx = Context(self.config, self.store, hub, self._pool, Authorizer(auth),
                       self.metrics, self.scheduler.poke)
+        self.context = ctx
         interceptors: list[grpc.aio.ServerInterceptor] = [DecodingInterceptor()]
         if auth.enabled:
             interceptors.append(AuthInterceptor(Authenticator(auth)))
@@ -191,16 +197,20 @@ class ArmadaServer:
             raise OSError(f"cannot listen on {address}")
         await server.start()
         self._server = server
-        if self.config.http_port is not None:
-            self.metrics.serve(self.config.host, self.config.http_port)
         self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
         await self._start_executor()
+        if self.config.http_port is not None:
+            self.http = WebServer(ctx, self.executors, auth)
+            self.http_port = await self.http.start(self.config.host, self.config.http_port)
+            self.metrics.port = self.http_port
 
     async def wait(self) -> None:
         assert self._server is not None
         await self._server.wait_for_termination()
 
     async def stop(self, grace: float = 5.0) -> None:
+        if self.http is not None:
+            await self.http.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -214,8 +224,6 @@ class ArmadaServer:
             await self._server.stop(grace)
         if self.scheduler is not None:
             self.scheduler.close()
-        if self.metrics is not None:
-            self.metrics.stop()
         if self._listener is not None:
             self._listener.stop()
         self._pool.shutdown(wait=True)

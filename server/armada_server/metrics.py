@@ -1,4 +1,4 @@
-"""Prometheus metrics, served over HTTP beside the gRPC port.
+"""Prometheus metrics, served at /metrics by the HTTP app beside the gRPC port (web/).
 
 Job counts are read from the database when scraped, so they are right on every replica; the
 counters and histograms count what this process did.
@@ -6,11 +6,9 @@ counters and histograms count what this process did.
 
 from __future__ import annotations
 
-import threading
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
-from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from armada_core.jobs import JobState
@@ -51,24 +49,11 @@ class Metrics:
             "armada_scheduling_cycle_seconds", "Duration of the leader's scheduling cycles",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry)
-        self._http: WSGIServer | None = None
+        # The HTTP port /metrics is served on, once the server listens (None: not served).
         self.port: int | None = None
 
-    def serve(self, host: str, port: int) -> int:
-        """Serve /metrics on a background thread; returns the port (0 picks a free one)."""
-
-        class Quiet(WSGIRequestHandler):
-            def log_message(self, *args: object) -> None:  # scrapes are not news
-                pass
-
-        self._http = make_server(host, port, make_wsgi_app(self.registry),
-                                 handler_class=Quiet)
-        self.port = self._http.server_port
-        threading.Thread(target=self._http.serve_forever, name="armada-metrics",
-                         daemon=True).start()
-        return self.port
-
-    def stop(self) -> None:
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+    def exposition(self, accept: str | None) -> tuple[bytes, str]:
+        """The scrape's body and content type for an Accept header. Blocking: it reads job
+        counts from the database, so callers run it off the event loop."""
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(self.registry), content_type

@@ -1,0 +1,103 @@
+"""Live updates: which job sets changed, pushed to browsers as server-sent events.
+
+The feed hooks the store's commit callback (the same one that wakes gRPC watchers), so a
+page hears of a change as soon as its transaction commits. Changes made by other replicas
+(PostgreSQL) reach this one through the periodic refresh the pages also do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from armada_server.storage.store import Store
+
+JobSetKey = tuple[str, str]
+KEEP = 2000  # changes remembered for subscribers that fall behind
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def sse(data: Any, *, event: str | None = None, id: str | None = None) -> str:
+    """One server-sent event."""
+    lines = []
+    if id is not None:
+        lines.append(f"id: {id}")
+    if event is not None:
+        lines.append(f"event: {event}")
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    lines += [f"data: {line}" for line in text.split("\n")]
+    return "\n".join(lines) + "\n\n"
+
+
+class ChangeFeed:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.version = 0
+        self._recent: deque[tuple[int, tuple[JobSetKey, ...]]] = deque(maxlen=KEEP)
+        self._waiters: set[asyncio.Event] = set()
+        self.closing = asyncio.Event()
+
+    def attach(self, store: Store) -> None:
+        """Hear of every commit that appends events (after whatever listened before)."""
+        previous = store.on_commit
+
+        def on_commit(keys: set[JobSetKey]) -> None:
+            if previous is not None:
+                previous(keys)
+            self.notify(keys)
+
+        store.on_commit = on_commit
+
+    def notify(self, keys: Iterable[JobSetKey]) -> None:
+        """Thread-safe."""
+        keys = tuple(keys)
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._record, keys)
+
+    def _record(self, keys: tuple[JobSetKey, ...]) -> None:
+        self.version += 1
+        self._recent.append((self.version, keys))
+        for waiter in self._waiters:
+            waiter.set()
+
+    def since(self, version: int) -> set[JobSetKey] | None:
+        """Job sets changed after `version`; None when that is too long ago to know."""
+        if self._recent and self._recent[0][0] > version + 1:
+            return None
+        changed: set[JobSetKey] = set()
+        for v, keys in self._recent:
+            if v > version:
+                changed.update(keys)
+        return changed
+
+    async def follow(self, *, debounce: float = 0.3,
+                     keepalive: float = 15.0) -> AsyncIterator[str]:
+        """Server-sent events: `change` with the changed job sets as ["queue", "set"] pairs
+        (or "*" for all), at most one per `debounce` seconds; a comment on idle streams."""
+        waiter = asyncio.Event()
+        self._waiters.add(waiter)
+        seen = self.version
+        try:
+            yield sse({"version": seen}, event="hello")
+            while not self.closing.is_set():
+                try:
+                    async with asyncio.timeout(keepalive):
+                        await waiter.wait()
+                except TimeoutError:
+                    yield ": keepalive\n\n"
+                    continue
+                await asyncio.sleep(debounce)
+                waiter.clear()
+                changed = self.since(seen)
+                seen = self.version
+                yield sse("*" if changed is None else sorted(changed), event="change")
+        finally:
+            self._waiters.discard(waiter)
+
+    def close(self) -> None:
+        self.closing.set()
+        for waiter in self._waiters:
+            waiter.set()

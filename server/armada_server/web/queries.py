@@ -1,0 +1,330 @@
+"""Read-only queries the UI and the gateway page through, never loading every job.
+
+Job lists use keyset pagination: rows come in the order of an indexed column with the job id
+(a ULID: ids sort by submission time) as tie-breaker, and a page's cursor is its last row's
+(value, id), so page 10,000 costs what page 1 does. Queue, job set and state filters use the
+jobs table's indexes; the annotation filter (annotations live in the stored spec) scans
+within the other filters' result, at most SCAN_LIMIT rows per page.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select, true
+
+from armada_core.api import event_pb2, submit_pb2
+from armada_core.jobs import JobState
+from armada_server.errors import InvalidArgument
+from armada_server.storage import schema as t
+from armada_server.storage.store import Store
+
+MAX_PAGE = 500
+SCAN_BATCH = 500
+SCAN_LIMIT = 10_000
+MAX_EVENTS = 2_000
+MAX_GANG = 1_000
+
+# Sort keys: the column ordered on (the job id always breaks ties).
+SORTS = {
+    "submitted": None,  # the id itself: ULIDs sort by submission time
+    "updated": t.jobs.c.last_transition_at,
+    "priority": t.jobs.c.priority,
+    "state": t.jobs.c.state,
+}
+
+STATE_NAMES = {s.name.lower(): s for s in JobState if s is not JobState.UNKNOWN}
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    queue: str
+    job_set: str
+    state: JobState
+    priority: float
+    priority_class: str
+    gang_id: str | None
+    submitted_at: datetime
+    last_transition_at: datetime
+    reason: str  # why it is not scheduled yet, or why it failed / was cancelled
+    annotations: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class JobPage:
+    rows: list[JobRow]
+    next: str | None  # cursor of the next page (None: this is the last)
+    prev: str | None  # cursor of the previous page (None: this is the first)
+    scanned_out: bool = False  # the annotation filter stopped at SCAN_LIMIT rows
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    queue: str = ""
+    job_set: str = ""
+    states: tuple[JobState, ...] = ()
+    annotation: str = ""  # "key" or "key=value"
+    sort: str = "submitted"
+    descending: bool = True
+
+    def check(self) -> JobFilter:
+        if self.sort not in SORTS:
+            raise InvalidArgument(f"sort: {self.sort!r} is not one of {', '.join(SORTS)}")
+        for name, value in (("queue", self.queue), ("jobSet", self.job_set),
+                            ("annotation", self.annotation)):
+            if "\x00" in value:
+                raise InvalidArgument(f"{name}: must not contain NUL characters")
+        if self.job_set and not self.queue:
+            raise InvalidArgument("jobSet: filtering on a job set needs its queue too")
+        return self
+
+
+def parse_states(values: Sequence[str]) -> tuple[JobState, ...]:
+    out = []
+    for value in values:
+        for part in value.split(","):
+            part = part.strip().lower()
+            if not part:
+                continue
+            if part not in STATE_NAMES:
+                raise InvalidArgument(f"state: {part!r} is not a job state "
+                                      f"({', '.join(STATE_NAMES)})")
+            out.append(STATE_NAMES[part])
+    return tuple(dict.fromkeys(out))
+
+
+def _encode_cursor(direction: str, value: Any, job_id: str) -> str:
+    if isinstance(value, datetime):
+        value = {"t": _aware(value).isoformat()}
+    raw = json.dumps([direction, value, job_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, sort: str) -> tuple[str, Any, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        direction, value, job_id = json.loads(raw)
+        if direction not in ("after", "before") or not isinstance(job_id, str):
+            raise ValueError(direction)
+        if isinstance(value, dict):
+            value = datetime.fromisoformat(value["t"])
+        column = SORTS[sort]
+        is_time = column is t.jobs.c.last_transition_at
+        if column is None:
+            value = None
+        elif (is_time and not isinstance(value, datetime)) or (not is_time and (
+                isinstance(value, bool) or not isinstance(value, int | float))):
+            raise ValueError(value)
+        if "\x00" in job_id:
+            raise ValueError(job_id)
+    except (ValueError, TypeError, KeyError, json.JSONDecodeError):
+        raise InvalidArgument("cursor: not a cursor of this list (start again from the "
+                              "first page)") from None
+    return direction, value, job_id
+
+
+def _annotation_match(spec: bytes, annotation: str) -> tuple[bool, dict[str, str]]:
+    annotations = dict(submit_pb2.Job.FromString(spec).annotations)
+    key, has_value, value = annotation.partition("=")
+    if key not in annotations:
+        return False, annotations
+    return (not has_value or annotations[key] == value), annotations
+
+
+def list_jobs(store: Store, where: JobFilter, *, limit: int = 50,
+              cursor: str | None = None) -> JobPage:
+    """One page of jobs. Blocking."""
+    where = where.check()
+    limit = max(1, min(limit, MAX_PAGE))
+    column = SORTS[where.sort]
+    cond = []
+    if where.queue:
+        cond.append(t.jobs.c.queue == where.queue)
+    if where.job_set:
+        cond.append(t.jobs.c.job_set == where.job_set)
+    if where.states:
+        cond.append(t.jobs.c.state.in_([int(s) for s in where.states]))
+    direction = "after"
+    if cursor:
+        direction, value, job_id = _decode_cursor(cursor, where.sort)
+        # "after" follows the list's order; "before" goes back against it.
+        forward = (direction == "after") != where.descending  # ascending comparison?
+        if column is None:
+            cond.append(t.jobs.c.id > job_id if forward else t.jobs.c.id < job_id)
+        elif forward:
+            cond.append(or_(column > value, and_(column == value, t.jobs.c.id > job_id)))
+        else:
+            cond.append(or_(column < value, and_(column == value, t.jobs.c.id < job_id)))
+    ascending = (direction == "after") != where.descending
+    order = ([] if column is None else [column.asc() if ascending else column.desc()]) + [
+        t.jobs.c.id.asc() if ascending else t.jobs.c.id.desc()]
+    cols = [t.jobs.c.id, t.jobs.c.queue, t.jobs.c.job_set, t.jobs.c.state, t.jobs.c.priority,
+            t.jobs.c.priority_class, t.jobs.c.gang_id, t.jobs.c.submitted_at,
+            t.jobs.c.last_transition_at, t.jobs.c.scheduling_reason, t.jobs.c.failure_reason,
+            t.jobs.c.cancel_reason]
+    if where.annotation:
+        cols.append(t.jobs.c.spec)
+    rows: list[JobRow] = []
+    more = False
+    scanned_out = False
+    with store.engine.connect() as conn:
+        if not where.annotation:
+            found = conn.execute(select(*cols).where(and_(true(), *cond)).order_by(*order)
+                                 .limit(limit + 1)).all()
+            more = len(found) > limit
+            rows = [_row(r) for r in found[:limit]]
+        else:
+            scanned = 0
+            last = None
+            while len(rows) < limit + 1 and scanned < SCAN_LIMIT:
+                extra = []
+                if last is not None:
+                    extra = [_after(column, last, ascending)]
+                batch = conn.execute(select(*cols).where(and_(true(), *cond, *extra))
+                                     .order_by(*order).limit(SCAN_BATCH)).all()
+                for r in batch:
+                    scanned += 1
+                    last = r
+                    ok, annotations = _annotation_match(r.spec, where.annotation)
+                    if ok:
+                        rows.append(_row(r, annotations))
+                        if len(rows) == limit + 1:
+                            break
+                if len(batch) < SCAN_BATCH:
+                    break
+            more = len(rows) > limit
+            rows = rows[:limit]
+            if not more and scanned >= SCAN_LIMIT and last is not None:
+                # Stopped scanning: the next page goes on from the last row looked at.
+                scanned_out = True
+                more = True
+                rows_for_cursor = last
+    if direction == "before":
+        rows.reverse()
+    if not rows and not scanned_out:
+        return JobPage([], None, None)
+
+    def key(r: Any) -> Any:
+        return None if column is None else getattr(r, column.name)
+
+    if direction == "after":
+        has_next, has_prev = more, bool(cursor)
+    else:
+        has_next, has_prev = True, more
+    if scanned_out and direction == "after":
+        next_cursor = _encode_cursor("after", key(rows_for_cursor), rows_for_cursor.id)
+    else:
+        next_cursor = _encode_cursor("after", key(rows[-1]), rows[-1].id) if (
+            has_next and rows) else None
+    prev_cursor = _encode_cursor("before", key(rows[0]), rows[0].id) if (
+        has_prev and rows) else None
+    return JobPage(rows, next_cursor, prev_cursor, scanned_out)
+
+
+def _after(column, row, ascending: bool):  # type: ignore[no-untyped-def]
+    if column is None:
+        return t.jobs.c.id > row.id if ascending else t.jobs.c.id < row.id
+    value = getattr(row, column.name)
+    if ascending:
+        return or_(column > value, and_(column == value, t.jobs.c.id > row.id))
+    return or_(column < value, and_(column == value, t.jobs.c.id < row.id))
+
+
+def _row(r: Any, annotations: dict[str, str] | None = None) -> JobRow:
+    state = JobState(r.state)
+    if state in (JobState.FAILED, JobState.REJECTED):
+        reason = r.failure_reason
+    elif state is JobState.CANCELLED:
+        reason = r.cancel_reason
+    else:
+        reason = r.scheduling_reason
+    return JobRow(r.id, r.queue, r.job_set, state, r.priority, r.priority_class, r.gang_id,
+                  _aware(r.submitted_at), _aware(r.last_transition_at), reason or "",
+                  annotations)
+
+
+@dataclass(frozen=True)
+class JobSetRow:
+    queue: str
+    name: str
+    created_at: datetime
+    last_seq: int
+    counts: dict[JobState, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def list_job_sets(store: Store, queue: str, *, limit: int = 50,
+                  offset: int = 0) -> tuple[list[JobSetRow], bool]:
+    """A queue's job sets, newest first, with their jobs counted by state. Blocking."""
+    limit = max(1, min(limit, MAX_PAGE))
+    with store.engine.connect() as conn:
+        sets = conn.execute(select(t.job_sets).where(t.job_sets.c.queue == queue).order_by(
+            t.job_sets.c.created_at.desc(), t.job_sets.c.name).offset(max(0, offset))
+            .limit(limit + 1)).all()
+        more = len(sets) > limit
+        sets = sets[:limit]
+        counts: dict[str, dict[JobState, int]] = defaultdict(dict)
+        names = [s.name for s in sets]
+        for i in range(0, len(names), 200):
+            for job_set, state, n in conn.execute(
+                    select(t.jobs.c.job_set, t.jobs.c.state, func.count())
+                    .where(t.jobs.c.queue == queue, t.jobs.c.job_set.in_(names[i:i + 200]))
+                    .group_by(t.jobs.c.job_set, t.jobs.c.state)).all():
+                counts[job_set][JobState(state)] = n
+    return [JobSetRow(s.queue, s.name, _aware(s.created_at), s.last_seq, counts[s.name])
+            for s in sets], more
+
+
+def job_set_counts(store: Store, queue: str, job_set: str) -> dict[JobState, int]:
+    with store.engine.connect() as conn:
+        return {JobState(s): n for s, n in conn.execute(
+            select(t.jobs.c.state, func.count()).where(
+                t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
+            .group_by(t.jobs.c.state)).all()}
+
+
+def job_events(store: Store, queue: str, job_set: str,
+               job_id: str) -> list[tuple[int, event_pb2.EventMessage]]:
+    """A job's events from its job set's log, in order (at most MAX_EVENTS). Blocking."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(t.events.c.seq, t.events.c.payload).where(
+            t.events.c.queue == queue, t.events.c.job_set == job_set,
+            t.events.c.job_id == job_id).order_by(t.events.c.seq).limit(MAX_EVENTS)).all()
+    return [(r.seq, event_pb2.EventMessage.FromString(r.payload)) for r in rows]
+
+
+def gang_members(store: Store, queue: str, job_set: str, gang_id: str) -> list[JobRow]:
+    """The jobs of a gang (submitted in one job set). Blocking."""
+    with store.engine.connect() as conn:
+        found = conn.execute(select(
+            t.jobs.c.id, t.jobs.c.queue, t.jobs.c.job_set, t.jobs.c.state, t.jobs.c.priority,
+            t.jobs.c.priority_class, t.jobs.c.gang_id, t.jobs.c.submitted_at,
+            t.jobs.c.last_transition_at, t.jobs.c.scheduling_reason, t.jobs.c.failure_reason,
+            t.jobs.c.cancel_reason).where(
+            t.jobs.c.queue == queue, t.jobs.c.job_set == job_set,
+            t.jobs.c.gang_id == gang_id).order_by(t.jobs.c.id).limit(MAX_GANG)).all()
+    return [_row(r) for r in found]
+
+
+def queue_counts(store: Store) -> dict[str, dict[JobState, int]]:
+    """Jobs per queue and state (what the metrics read). Blocking."""
+    out: dict[str, dict[JobState, int]] = defaultdict(dict)
+    for (queue, state), n in store.count_jobs_by_queue_and_state().items():
+        out[queue][state] = n
+    return out

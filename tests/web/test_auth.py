@@ -1,0 +1,111 @@
+"""With authentication on, pages and API refuse callers without valid credentials, and queue
+permissions decide what each user may do, over HTTP as over gRPC."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from armada_server.app import EmbeddedServer
+from armada_server.auth import AuthConfig, BasicUser, StaticToken
+
+from .conftest import start_server
+from .helpers import Http, job
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+ADMIN = basic("admin", "admin-pw")
+OWNER = basic("olga", "olga-pw")
+VIEWER = basic("vic", "vic-pw")
+AUTH = AuthConfig(enabled=True, basic_users={
+    "admin": BasicUser("admin-pw"), "olga": BasicUser("olga-pw"), "vic": BasicUser("vic-pw")},
+    tokens=(StaticToken("ci-token", "ci"),), admins=("admin",))
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    server = start_server(tmp_path_factory.mktemp("auth"), auth=AUTH)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def base(secured: EmbeddedServer) -> str:
+    return f"http://127.0.0.1:{secured.server.http_port}"
+
+
+PAGES = ["/", "/queues", "/queues/team", "/jobs", "/jobsets/team/s", "/ui/live"]
+API = [("GET", "/api/v1/queues"), ("GET", "/api/v1/jobs"), ("GET", "/api/v1/shares"),
+       ("POST", "/api/v1/jobs"), ("POST", "/api/v1/jobs/cancel"),
+       ("GET", "/api/v1/events?queue=team&jobSetId=s"), ("GET", "/api/v1/jobs/status?id=x")]
+
+
+@pytest.mark.parametrize("credentials", [None, basic("admin", "wrong"), basic("nobody", "x"),
+                                         "Bearer not-a-token", "Basic !!!"])
+def test_everything_but_public_paths_needs_credentials(base: str, credentials) -> None:  # type: ignore[no-untyped-def]
+    http = Http(base, credentials)
+    for path in PAGES:
+        status, headers, body = http.request("GET", path)
+        assert status == 401, path
+        assert headers["www-authenticate"].startswith("Basic realm=")  # the browser asks
+        assert b"<html" in body.lower() or b"<!doctype" in body.lower()
+    for method, path in API:
+        status, headers, body = http.request(method, path, {} if method == "POST" else None)
+        assert status == 401, path
+        assert json.loads(body)["error"]["code"] == "UNAUTHENTICATED"
+    for public in ("/metrics", "/api/v1/openapi.json", "/healthz", "/static/app.css"):
+        assert http.request("GET", public)[0] == 200, public
+
+
+def test_credentials_and_queue_permissions(base: str) -> None:
+    admin, owner, viewer = Http(base, ADMIN), Http(base, OWNER), Http(base, VIEWER)
+    token = Http(base, "Bearer ci-token")
+    admin.post("/api/v1/queues", {"name": "team", "userOwners": ["olga"]}, expect=201)
+    viewer.post("/api/v1/queues", {"name": "mine"}, expect=403)  # only admins create queues
+    # Reading needs only authentication; submitting needs a permission on the queue.
+    assert [q["name"] for q in token.get("/api/v1/queues")["queues"]] == ["team"]
+    assert viewer.post("/api/v1/jobs", {"queue": "team", "jobSetId": "s", "jobs": [job()]},
+                       expect=403)["error"]["code"] == "PERMISSION_DENIED"
+    [job_id] = owner.submit("team", "s", job("sleep 30"))
+    assert owner.get(f"/api/v1/jobs/{job_id}")["owner"] == "olga"  # the authenticated user
+    viewer.post("/api/v1/jobs/cancel", {"queue": "team", "jobSetId": "s", "jobIds": [job_id]},
+                expect=403)
+    viewer.get(f"/api/v1/jobs/{job_id}/logs", expect=403)
+    status, _, _ = viewer.request("GET", "/api/v1/events?queue=team&jobSetId=s")
+    assert status == 403
+    owner.post("/api/v1/queues/team/cordon", {}, expect=403)  # admins only
+    # Pages: everyone signed in sees them; actions show only to those who may use them.
+    status, _, page = viewer.request("GET", f"/jobs/{job_id}")
+    assert status == 200 and b"signed in as <b>vic</b>" in page
+    assert b'id="cancel-job"' not in page and b"may not watch" in page
+    status, _, page = owner.request("GET", f"/jobs/{job_id}")
+    assert b'id="cancel-job"' in page and b'id="logs-box"' in page
+    status, _, page = owner.request("GET", "/queues/team")
+    assert b'id="cordon-queue"' not in page
+    status, _, page = admin.request("GET", "/queues/team")
+    assert b'id="cordon-queue"' in page
+    assert owner.post("/api/v1/jobs/cancel", {"queue": "team", "jobSetId": "s",
+                                              "jobIds": [job_id]}) == {"cancelledIds": [job_id]}
+    assert admin.get(f"/api/v1/jobs/{job_id}")["cancelUser"] == "olga"
+
+
+@pytest.mark.e2e
+def test_browser_signs_in_with_basic_auth(browser, base: str, secured) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    Http(base, ADMIN).request("POST", "/api/v1/queues", {"name": "web"})
+    port = secured.server.http_port
+    browser.get(f"http://admin:admin-pw@127.0.0.1:{port}/queues")
+    wait = WebDriverWait(browser, 60, poll_frequency=0.2)
+    wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, 'tr[data-queue="web"]')))
+    assert "signed in as admin" in browser.find_element(By.CLASS_NAME, "who").text
+    # The page's own requests (live updates) are authenticated too.
+    wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#live-status.live-on")))

@@ -1,0 +1,230 @@
+"""The REST gateway over real HTTP against a running server: the same behaviour as gRPC."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import grpc
+
+from armada_core.api import job_pb2, job_pb2_grpc, submit_pb2
+
+from .helpers import Http, eventually, job
+
+
+def events(base_url: str, query: str, headers: dict[str, str] | None = None,
+           ) -> list[tuple[str, str, dict]]:
+    """(id, event, data) of a finished (watch=false) server-sent event stream."""
+    req = urllib.request.Request(f"{base_url}/api/v1/events?{query}", headers=headers or {})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        text = resp.read().decode()
+    out = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines()
+                      if not line.startswith(":"))
+        if fields:
+            out.append((fields.get("id", ""), fields["event"], json.loads(fields["data"])))
+    return out
+
+
+def test_submit_status_details_and_logs(http: Http, server) -> None:  # type: ignore[no-untyped-def]
+    http.post("/api/v1/queues", {"name": "rest"}, expect=201)
+    ids = http.submit("rest", "s", job("echo hi; exit 3", clientId="c-1"), job("echo ok"))
+    assert len(ids) == 2
+    assert http.submit("rest", "s", job("echo hi; exit 3", clientId="c-1")) == ids[:1]
+    assert http.wait_state(ids[0], "FAILED") == "FAILED"
+    assert http.wait_state(ids[1], "SUCCEEDED") == "SUCCEEDED"
+    states = http.get(f"/api/v1/jobs/status?id={ids[0]}&id=nope")["jobStates"]
+    assert states == {ids[0]: "FAILED", "nope": "UNKNOWN"}
+    # The same answer as the gRPC API.
+    with grpc.insecure_channel(server.address) as channel:
+        grpc_states = job_pb2_grpc.JobsStub(channel).GetJobStatus(
+            job_pb2.JobStatusRequest(job_ids=[ids[0]]), timeout=10).job_states
+    assert grpc_states[ids[0]] == submit_pb2.FAILED
+    detail = http.get(f"/api/v1/jobs/{ids[0]}")
+    assert detail["state"] == "FAILED" and detail["jobSet"] == "s"
+    [run] = detail["runs"]
+    assert run["executor"] == "local" and run["containers"][0]["exitCode"] == 3
+    assert detail["spec"]["podSpecs"][0]["containers"][0]["resources"]["requests"][
+        "cpu"] == "100m"  # quantities read as Kubernetes writes them
+    lines = http.get(f"/api/v1/jobs/{ids[0]}/logs")["lines"]
+    assert [line["line"] for line in lines] == ["hi"]
+    after = http.get(f"/api/v1/jobs/{ids[0]}/logs?sinceTime={lines[0]['timestamp']}")
+    assert after["lines"] == []
+    status, _, body = http.request("GET", "/api/v1/jobs/01NOSUCHJOB0000000000000000")
+    assert status == 404 and json.loads(body)["error"]["code"] == "NOT_FOUND"
+
+
+def test_invalid_requests_name_the_field(http: Http) -> None:
+    http.post("/api/v1/queues", {"name": "strict"}, expect=201)
+    error = http.post("/api/v1/jobs", {"queue": "strict", "jobSetId": "s", "jobs": [
+        {"podSpec": {"containers": [{"name": "c", "image": "x", "command": ["true"]}]},
+         "priorty": 1}]}, expect=400)["error"]
+    assert error["code"] == "INVALID_ARGUMENT" and "priorty" in error["message"]
+    error = http.post("/api/v1/jobs", {"queue": "strict", "jobSetId": "s", "jobs": [
+        {"podSpec": {"containers": [{"name": "c", "image": "x", "command": ["true"]}]}}]},
+        expect=400)["error"]  # the server's own validation: no resources
+    assert "resources" in error["message"] or "request" in error["message"]
+    assert http.post("/api/v1/jobs", {"queue": "nope", "jobSetId": "s", "jobs": [job()]},
+                     expect=404)["error"]["code"] == "NOT_FOUND"
+    status, _, _ = http.request("POST", "/api/v1/jobs/cancel", b"queue=strict",
+                                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 415
+    status, _, body = http.request("GET", "/api/v1/nothing-here")
+    assert status == 404 and json.loads(body)["error"]["code"] == "NOT_FOUND"
+    assert http.post("/api/v1/queues", {"name": "strict"}, expect=409)["error"][
+        "code"] == "ALREADY_EXISTS"
+
+
+def test_cancel_reprioritize_preempt_and_job_set_cancel(http: Http) -> None:
+    http.post("/api/v1/queues", {"name": "acts"}, expect=201)
+    a, b, c = http.submit("acts", "set", job("sleep 60"), job("sleep 60"), job("sleep 60"))
+    for job_id in (a, b, c):
+        http.wait_state(job_id, "RUNNING")
+    results = http.post("/api/v1/jobs/reprioritize", {"queue": "acts", "jobSetId": "set",
+                                                      "jobIds": [a], "newPriority": 3})
+    assert results == {"results": {a: ""}}
+    assert http.get(f"/api/v1/jobs/{a}")["priority"] == 3
+    assert http.post("/api/v1/jobs/preempt", {"queue": "acts", "jobSetId": "set",
+                                              "jobIds": [b]}) == {"results": {b: ""}}
+    assert http.post("/api/v1/jobs/cancel", {"queue": "acts", "jobSetId": "set",
+                                             "jobIds": [a]}) == {"cancelledIds": [a]}
+    assert http.post("/api/v1/jobsets/cancel", {"queue": "acts", "jobSetId": "set"}) == {}
+    assert http.wait_state(b, "PREEMPTED", "FAILED", "CANCELLED") in (
+        "PREEMPTED", "FAILED", "CANCELLED")
+    assert http.wait_state(c, "CANCELLED") == "CANCELLED"
+    assert http.state(a) == "CANCELLED"
+
+
+def test_job_set_events_as_server_sent_events(http: Http, base_url: str) -> None:
+    http.post("/api/v1/queues", {"name": "ev"}, expect=201)
+    [job_id] = http.submit("ev", "stream", job("true"))
+    http.wait_state(job_id, "SUCCEEDED")
+    found = events(base_url, "queue=ev&jobSetId=stream")
+    kinds = [kind for _, kind, _ in found]
+    assert kinds[:2] == ["submitted", "queued"] and kinds[-1] == "succeeded"
+    assert [int(i) for i, _, _ in found] == list(range(1, len(found) + 1))
+    assert all(data["jobId"] == job_id for _, _, data in found)
+    # Resume after an id, with the query or with Last-Event-ID as EventSource sends it.
+    assert events(base_url, "queue=ev&jobSetId=stream&fromMessageId=2") == found[2:]
+    assert events(base_url, "queue=ev&jobSetId=stream",
+                  headers={"Last-Event-ID": "3"}) == found[3:]
+    status, _, _ = Http(base_url).request("GET", "/api/v1/events?queue=ev")
+    assert status == 400
+
+
+def test_watching_events_delivers_new_ones(http: Http, base_url: str) -> None:
+    http.post("/api/v1/queues", {"name": "watch"}, expect=201)
+    req = urllib.request.Request(f"{base_url}/api/v1/events?queue=watch&jobSetId=w&watch=true")
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        [job_id] = http.submit("watch", "w", job("true"))
+        seen = []
+        for raw in resp:
+            line = raw.decode().strip()
+            if line.startswith("event: "):
+                seen.append(line[7:])
+            if "succeeded" in seen:
+                break
+    assert seen[0] == "submitted" and job_id
+
+
+def test_job_list_pages_sorts_and_filters(http: Http) -> None:
+    http.post("/api/v1/queues", {"name": "list"}, expect=201)
+    ids = http.submit("list", "a", *[job("true", annotations={"k": str(i % 3)})
+                                     for i in range(11)])
+    other = http.submit("list", "b", job("true"))
+    for job_id in (*ids, *other):
+        http.wait_state(job_id, "SUCCEEDED")
+
+    def walk(query: str) -> list[str]:
+        out, cursor = [], None
+        while True:
+            page = http.get(f"/api/v1/jobs?{query}" + (f"&cursor={cursor}" if cursor else ""))
+            out += [j["id"] for j in page["jobs"]]
+            cursor = page["next"]
+            if not cursor:
+                return out
+
+    assert walk("queue=list&jobSet=a&limit=4") == sorted(ids, reverse=True)
+    assert walk("queue=list&jobSet=a&limit=4&order=asc") == sorted(ids)
+    assert walk("queue=list&limit=5") == sorted([*ids, *other], reverse=True)
+    assert walk("queue=list&annotation=k%3D1&limit=2") == sorted(
+        [ids[i] for i in range(11) if i % 3 == 1], reverse=True)
+    assert walk("queue=list&annotation=k&limit=50") == sorted(ids, reverse=True)
+    assert walk("queue=list&state=failed") == []
+    # Sorting on another column pages without gaps or repeats, ties broken by id.
+    by_update = walk("queue=list&sort=updated&limit=3")
+    assert sorted(by_update) == sorted([*ids, *other]) and len(set(by_update)) == 12
+    # Going back from a page gives the page before it.
+    first = http.get("/api/v1/jobs?queue=list&limit=4")
+    second = http.get(f"/api/v1/jobs?queue=list&limit=4&cursor={first['next']}")
+    back = http.get(f"/api/v1/jobs?queue=list&limit=4&cursor={second['prev']}")
+    assert back["jobs"] == first["jobs"] and back["prev"] is None
+    assert http.get("/api/v1/jobs?queue=list&cursor=garbage", expect=400)["error"][
+        "code"] == "INVALID_ARGUMENT"
+    sets = http.get("/api/v1/jobsets?queue=list")["jobSets"]
+    assert {s["jobSet"]: s["counts"] for s in sets} == {"a": {"SUCCEEDED": 11},
+                                                        "b": {"SUCCEEDED": 1}}
+
+
+def test_queues_crud_and_cordon(http: Http) -> None:
+    created = http.post("/api/v1/queues", {"name": "crud", "priorityFactor": 2,
+                                           "userOwners": ["ann"]}, expect=201)
+    assert created == {"name": "crud", "priorityFactor": 2.0, "userOwners": ["ann"]}
+    assert http.post("/api/v1/queues/crud/cordon", {})["cordoned"] is True
+    assert http.post("/api/v1/queues/crud/uncordon", {}).get("cordoned", False) is False
+    updated = http.json("PUT", "/api/v1/queues/crud", {"priorityFactor": 3})
+    assert updated["priorityFactor"] == 3.0
+    assert "crud" in [q["name"] for q in http.get("/api/v1/queues")["queues"]]
+    assert http.json("DELETE", "/api/v1/queues/crud") == {}
+    http.get("/api/v1/queues/crud", expect=404)
+
+
+def test_metrics_and_openapi_are_served(http: Http) -> None:
+    status, _, body = http.request("GET", "/metrics")
+    assert status == 200 and b"armada_jobs_submitted_total" in body
+    doc = http.get("/api/v1/openapi.json")
+    assert doc["openapi"].startswith("3.") and "/api/v1/jobs" in doc["paths"]
+
+
+def test_fair_share_from_running_jobs_and_capacity(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from armada_server.config import NodeGroup
+
+    from .conftest import start_server
+
+    server = start_server(tmp_path, executor="simulated", nodes=(NodeGroup(1, "4", "16Gi"),))
+    try:
+        http = Http(f"http://127.0.0.1:{server.server.http_port}")
+        http.post("/api/v1/queues", {"name": "big", "priorityFactor": 1}, expect=201)
+        http.post("/api/v1/queues", {"name": "small", "priorityFactor": 2}, expect=201)
+        long = {"armadaproject.io/simulatedDuration": "600"}
+        one_cpu = {"podSpec": {"containers": [{
+            "name": "c", "image": "x", "command": ["true"], "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "limits": {"cpu": "1", "memory": "1Gi"}}}]}, "annotations": long}
+        big = http.submit("big", "s", one_cpu, one_cpu)
+        small = http.submit("small", "s", one_cpu)
+        for job_id in (*big, *small):
+            http.wait_state(job_id, "RUNNING")
+        server.server.http.sampler.poke()
+
+        def sample():  # type: ignore[no-untyped-def]
+            samples = http.get("/api/v1/shares")["samples"]
+            if not samples:
+                return None
+            queues = {q["name"]: q for q in samples[-1]["queues"]}
+            running = {name: q["running"] for name, q in queues.items()}
+            return queues if running == {"big": 2, "small": 1} else None
+
+        queues = eventually(sample, timeout=60, what="a sample with the running jobs")
+        assert queues["big"]["weight"] == 1.0 and queues["small"]["weight"] == 0.5
+        assert abs(queues["big"]["fairShare"] - 2 / 3) < 1e-9
+        assert abs(queues["small"]["fairShare"] - 1 / 3) < 1e-9
+        assert queues["big"]["shares"]["cpu"] == 0.5 and queues["small"]["shares"]["cpu"] == 0.25
+        assert queues["big"]["share"] == 0.5  # cpu dominates (1 of 4 cpus, 1 of 16Gi)
+        # Demand is what they run: capped fair shares equal demand.
+        assert queues["big"]["adjustedFairShare"] == 0.5
+        assert queues["small"]["adjustedFairShare"] == 0.25
+    finally:
+        server.stop()
