@@ -45,7 +45,8 @@ def job_error(job: Job) -> str:
                 text = f"container {c.name} exited with code {c.exit_code}"
                 if c.message:
                     text += f": {c.message}"
-                parts.append(text)
+                if text not in job.failure_reason:  # executors often say it in the reason
+                    parts.append(text)
         if run.category:
             parts.append(f"category {run.category}"
                          + (f"/{run.subcategory}" if run.subcategory else ""))
