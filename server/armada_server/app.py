@@ -150,6 +150,9 @@ class ArmadaServer:
                                    backend, interval=self.config.executor_sync_interval,
                                    metadata=metadata)
         self.executors[self.config.executor_id] = backend
+        loop = asyncio.get_running_loop()
+        agent = self.agent
+        self.scheduler.on_leased = lambda: loop.call_soon_threadsafe(agent.wake)
         self._tasks.append(asyncio.create_task(self.agent.run()))
 
     async def start(self) -> None:

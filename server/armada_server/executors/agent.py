@@ -71,6 +71,10 @@ class ExecutorAgent:
         self._news = asyncio.Event()
         self.syncs = 0
 
+    def wake(self) -> None:
+        """Sync now (e.g. the scheduler just leased work to this executor)."""
+        self._news.set()
+
     def report(self, message: executor_pb2.RunUpdate) -> None:
         self._updates.append(message)
         self._news.set()

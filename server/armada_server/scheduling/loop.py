@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from armada_core.scheduling import schedule
@@ -27,6 +28,9 @@ class SchedulingLoop:
         self.leadership = Leadership(store.engine)
         self._wake = asyncio.Event()
         self.cycles = 0
+        # Called (from the cycle's thread) after a cycle leased work: an in-process executor
+        # then syncs at once instead of at its next interval.
+        self.on_leased: Callable[[], None] | None = None
         self._jobs: dict = {}  # the snapshot's converted jobs, reused by the next cycle
 
     def poke(self) -> None:
@@ -52,6 +56,8 @@ class SchedulingLoop:
         leased = self.store.apply_schedule(scheduled=scheduled, preempted=result.preempted,
                                            failed=result.failed, reasons=result.unscheduled,
                                            now=now)
+        if leased and self.on_leased is not None:
+            self.on_leased()
         self.cycles += 1
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
         return leased
