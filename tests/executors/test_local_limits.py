@@ -65,11 +65,14 @@ async def test_active_deadline_exceeded(runner: LocalPodRunner) -> None:
                                grace=1, deadline=1))
     final = await handle.wait()
     elapsed = time.monotonic() - began
-    assert 1.9 <= elapsed < 6  # 1 s deadline, then 1 s grace for the one ignoring SIGTERM
+    # 1 s deadline, then 1 s grace for the one ignoring SIGTERM (never the 60 s of sleep);
+    # the upper bound is loose because CI machines can be slow.
+    assert 1.9 <= elapsed < 30
     assert (final.phase, final.reason, final.condition) == (
         PodPhase.FAILED, "DeadlineExceeded", "DeadlineExceeded")
     assert results(final) == [("main", 143, "Error"), ("stubborn", 137, "Error")]
-    assert [line.text for line in handle.read_logs("stubborn")] == ["terminated"]
+    # It got SIGTERM (a second one, when the first failure stops the rest, is harmless).
+    assert {line.text for line in handle.read_logs("stubborn")} == {"terminated"}
 
 
 async def test_deadline_covers_init_containers(runner: LocalPodRunner) -> None:
