@@ -11,7 +11,6 @@ from sqlalchemy import Connection, select, update
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import Failure, Job
-from armada_core.jobs.gangs import gang_of
 from armada_core.retry import (
     Condition,
     ContainerFailure,
@@ -81,18 +80,11 @@ class Retries:
                                      "the job runs at most once (armadaproject.io/atMostOnce)",
                                      history)
         else:
-            gang = gang_of(job.spec.annotations)
             policies = resolve_policies(catalogue.queue_policies.get(job.queue, ()),
                                         job.spec.annotations, catalogue.policies,
                                         self.settings.default_policy_name).policies
             decision = evaluate(job.id, failure, policies=policies, settings=self.settings,
                                 history=history, now=now)
-            if decision.retry and gang is not None and gang.cardinality > 1:
-                # Gangs are retried as a whole generation (seed 001); until the scheduler
-                # restarts whole gangs, a failed member fails rather than running alone.
-                decision = RetryDecision(False, Verdict.FAIL_RULE,
-                                         f"{decision.reason}; gang members are not retried "
-                                         "one by one", history)
         if decision.retry:
             conn.execute(update(t.jobs).where(t.jobs.c.id == job.id).values(
                 retry_history=_dump(decision.history),

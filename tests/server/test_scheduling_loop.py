@@ -283,3 +283,28 @@ def test_jobs_can_target_a_pool(api: Stubs, queue: str) -> None:
         time.sleep(0.05)
     assert [lease.job.id for lease in leases] == [job]
     assert cpu.held == {}
+
+
+def test_a_gang_is_retried_as_a_whole(api: Stubs) -> None:
+    api.policies.CreateRetryPolicy(submit_pb2.RetryPolicy(
+        name="flaky", retry_limit=1, default_action=submit_pb2.RETRY_ACTION_FAIL,
+        rules=[submit_pb2.RetryRule(action=submit_pb2.RETRY_ACTION_RETRY,
+                                    exit_code_operator="In", exit_code_values=[42])]))
+    api.queues.CreateQueue(submit_pb2.Queue(name="q", retry_policies=["flaky"]))
+    ex = Executor(api.channel)
+    ex.sync()
+    gang = {ann.GANG_ID: "retry-me", ann.GANG_CARDINALITY: "2"}
+    a, b = submit(api, low(annotations=gang), low(annotations=gang))
+    first = {lease.job.id: lease for lease in ex.wait_leases(2)}
+    for lease in first.values():
+        ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+    # Member a fails in a way its policy retries: b, still running, is stopped and both are
+    # placed again together (a new generation of the gang).
+    ex.sync(ex.update(first[a], failed=executor_pb2.RunUpdate.Failed(
+        reason="Error", containers=[executor_pb2.ContainerResult(
+            name="main", exit_code=42, reason="Error")])))
+    assert first[b].run_id in {s.run_id for s in ex.stops}
+    ex.held.pop(first[b].run_id)
+    second = {lease.job.id: lease for lease in ex.wait_leases(2)}
+    assert {j: lease.run_index for j, lease in second.items()} == {a: 1, b: 1}
+    assert kinds(api, b)[-4:] == ["running", "failed", "queued", "leased"]

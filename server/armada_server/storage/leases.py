@@ -23,6 +23,7 @@ from armada_server.storage import schema as t
 
 log = logging.getLogger("armada_server")
 
+ACTIVE_JOB_STATES = (JobState.LEASED, JobState.PENDING, JobState.RUNNING)
 ACTIVE_RUN_STATES = (int(RunState.LEASED), int(RunState.PENDING), int(RunState.RUNNING))
 # New leases per sync response are capped by size, well under gRPC's default 4 MiB limit on
 # received messages: a response carrying 80,000 leases (30 MB) was refused by the executor,
@@ -144,9 +145,55 @@ class LeaseOps:
                 before.setdefault(job.id, job)
                 jobs[job.id] = after
                 events.extend(more)
-            self._save_many(conn, touched, [(job, jobs[job_id], []) for job_id, job in
-                                            before.items()], events)
+            changes: list[tuple[Job, Job, list]] = [
+                (job, jobs[job_id], []) for job_id, job in before.items()]
+            restarts, more = self._restart_gangs(conn, changes, now)
+            self._save_many(conn, touched, changes + restarts, events + more)
             return self._work_for(conn, touched, executor, set(request.run_ids), updated, now)
+
+    def _restart_gangs(self, conn: Connection, changes: list[tuple[Job, Job, list]],
+                       now: datetime) -> tuple[list[tuple[Job, Job, list]], list]:
+        """Gangs run together, so they are retried together (seed 001: a new generation):
+        when a member that was running is queued again for a retry, every other member
+        still running is stopped and queued again with it. Members already being preempted
+        are left to finish that; members that ended stay ended.
+
+        `changes` (this transaction's changes so far) is updated in place for members it
+        holds; the other members' changes are returned, with the events of all of them."""
+        retried = [after for before, after, _ in changes
+                   if before.state in ACTIVE_JOB_STATES and after.state == JobState.QUEUED
+                   and (g := after.gang) is not None and g.cardinality > 1]
+        if not retried:
+            return [], []
+        index = {after.id: i for i, (_, after, _) in enumerate(changes)}
+        out: list[tuple[Job, Job, list]] = []
+        events: list = []
+        for member in retried:
+            gang = member.gang
+            assert gang is not None
+            failure = Failure(reason=f"gang member {member.id} is being retried: the gang "
+                                     "restarts together", category="internal",
+                              subcategory="gang_restart")
+            for stored in self._load_jobs(conn, and_(
+                    t.jobs.c.queue == member.queue, t.jobs.c.gang_id == gang.id,
+                    t.jobs.c.id != member.id)):
+                if stored.id in index:
+                    before, current, old = changes[index[stored.id]]
+                elif stored.id in {o.id for o, _, _ in out}:
+                    continue
+                else:
+                    before, current, old = stored, stored, []
+                if current.state not in ACTIVE_JOB_STATES or current.preempt_requested or (
+                        current.active_run is None):
+                    continue
+                after, more = lifecycle.fail(current, failure, retry=True, now=now,
+                                             retry_after=member.retry_after)
+                events.extend(more)
+                if stored.id in index:
+                    changes[index[stored.id]] = (before, after, old)
+                else:
+                    out.append((before, after, []))
+        return out, events
 
     def _apply_update(self, conn: Connection, catalogue: Catalogue | None, job: Job,
                       u: executor_pb2.RunUpdate, now: datetime):  # type: ignore[no-untyped-def]
@@ -268,7 +315,9 @@ class LeaseOps:
                 after, events = lifecycle.fail(job, failure, retry=decision.retry, now=now,
                                                retry_after=decision.retry_after)
             changes.append((job, after, events))
-        self._save_many(conn, touched, changes)
+        restarts, more = self._restart_gangs(conn, changes, now)
+        self._save_many(conn, touched, changes + restarts,
+                        [e for _, _, events in changes for e in events] + more)
 
     def expire_leases(self, *, timeout: float, now: datetime | None = None) -> list[str]:
         """Runs of executors silent for longer than `timeout` seconds fail as lease-expired."""
