@@ -37,7 +37,7 @@ def test_a_job_succeeds_and_returns_its_result(mode, client, capfd) -> None:
     assert result["jobs"][0]["state"] == "SUCCEEDED"
     assert result["jobs"][0]["exit_codes"] in ({}, {"main": 0})
     assert result["run_ids"][0] and result["nodes"][0]
-    assert result["duration_seconds"] >= 1
+    assert result["duration_seconds"] >= 0.9  # the job sleeps 1 s; run timestamps are ms-exact
     assert result["links"] == [f"http://armada.test/jobs/{job_id}?q=airflow"]
     assert xcom(dr, "hello", "_link_ArmadaJobLink") == result["links"][0]
     assert client.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
