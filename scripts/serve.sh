@@ -12,8 +12,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh" --inexact --package armada-server
 demo_only=0
 if [ "${1:-}" = "--demo" ]; then demo_only=1; shift; fi
 port=50051
+http_port=8080
 for ((i = 1; i <= $#; i++)); do
-  if [ "${!i}" = "--port" ]; then j=$((i + 1)); port="${!j}"; fi
+  j=$((i + 1))
+  if [ "${!i}" = "--port" ]; then port="${!j}"; fi
+  if [ "${!i}" = "--http-port" ]; then http_port="${!j}"; fi
 done
 export ARMADA_URL="localhost:$port"
 log="$(mktemp -t armada-server.XXXXXX.log)"
@@ -27,6 +30,7 @@ for _ in $(seq 1 150); do
   sleep 0.1
 done
 head -1 "$log"
+echo "==> web UI and REST gateway on http://localhost:$http_port" >&2
 
 status=0
 echo "==> armada CLI: a gang of 3 (examples/standalone/gang.yaml)" >&2
@@ -41,6 +45,8 @@ if [ $demo_only = 1 ]; then
   [ $status = 0 ] && echo "==> demo succeeded" >&2 || echo "==> demo FAILED" >&2
   exit $status
 fi
-echo "==> armada-server keeps serving on $ARMADA_URL (Ctrl-C stops it); try:" >&2
+echo "==> armada-server keeps serving on $ARMADA_URL (Ctrl-C stops it)" >&2
+echo "    web UI: http://localhost:$http_port/queues (the demo's jobs are in queue 'demo')" >&2
+echo "    try:" >&2
 echo "    .venv/bin/armada queue list; .venv/bin/armada watch demo $job_set" >&2
 wait $server
