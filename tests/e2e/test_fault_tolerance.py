@@ -207,9 +207,11 @@ def test_a_killed_executor_loses_its_leases_and_its_jobs_run_elsewhere(
             assert len(orphans) >= JOBS
 
             start_executor(processes, "e2", address, "local", tmp_path, "1x8x8Gi")
-            wait_until(lambda: count_states(client, jobs).get(submit_pb2.RUNNING) == JOBS
-                       and all(runs[-1].cluster == "e2"
-                               for runs in runs_of(client, jobs).values()),
+            # One read decides: two separate reads (job states, then runs) could see the jobs
+            # still running on e1 and then their e2 runs only leased.
+            wait_until(lambda: all(runs[-1].cluster == "e2"
+                                   and runs[-1].state == job_pb2.RUN_STATE_RUNNING
+                                   for runs in runs_of(client, jobs).values()),
                        180, f"all {JOBS} jobs to run again, on e2")
             # The leases expired no sooner than the timeout (generous upper bound: slow CI).
             assert time.monotonic() - killed_at >= LEASE_TIMEOUT - 1
