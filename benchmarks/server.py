@@ -27,9 +27,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -38,7 +35,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -48,42 +44,15 @@ import grpc  # noqa: E402
 from armada_core.api import event_pb2, event_pb2_grpc, submit_pb2, submit_pb2_grpc  # noqa: E402
 from armada_core.api.k8s import core_v1_pb2 as core  # noqa: E402
 from armada_core.api.k8s import resource_pb2  # noqa: E402
+from benchmarks.common import LISTENING, log, machine, percentile  # noqa: E402
 
 BATCH = 1000
-LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    memory = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                memory = f"{int(line.split()[1]) // 1024} MiB"
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory": memory,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "grpcio": grpc.__version__}
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
-    return ordered[k]
 
 
 # --- the server process ---------------------------------------------------------------------

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import queue
 import re
 import socket
@@ -51,45 +49,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import grpc  # noqa: E402
 
 from armada_core.api import submit_pb2  # noqa: E402
 from armada_core.client import ArmadaClient, job_item  # noqa: E402
 from armada_core.jobs import annotations as ann  # noqa: E402
+from benchmarks.common import LISTENING, log, machine, percentile  # noqa: E402
 
-LISTENING = re.compile(r"listening on (\S+):(\d+)")
 BIN = Path(sys.executable).parent
 BATCH = 1000
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    memory = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                memory = f"{int(line.split()[1]) // 1024} MiB"
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory": memory,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "grpcio": grpc.__version__}
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
-    return ordered[k]
 
 
 def free_port() -> int:
