@@ -22,6 +22,7 @@ import jwt
 
 from armada_core.api import submit_pb2
 from armada_server.errors import PermissionDenied, Unauthenticated
+from armada_server.guarded import guarded
 
 VERBS = ("submit", "cancel", "preempt", "reprioritize", "watch")
 
@@ -212,38 +213,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
 
 def _refusal(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
-    async def unary(request, context):  # type: ignore[no-untyped-def]
+    async def refuse(request, context) -> None:  # type: ignore[no-untyped-def]
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-    async def stream(request, context):  # type: ignore[no-untyped-def]
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-        yield  # pragma: no cover  # makes this an async generator
-
-    return _replace(handler, unary, stream)
+    return guarded(handler, refuse)
 
 
 def _as(handler: grpc.RpcMethodHandler, who: Principal) -> grpc.RpcMethodHandler:
-    inner_unary = handler.unary_unary
-    inner_stream = handler.unary_stream
+    async def record(request, context) -> None:  # type: ignore[no-untyped-def]
+        _current.set(who)  # same task as the method: its code sees this principal
 
-    async def unary(request, context):  # type: ignore[no-untyped-def]
-        _current.set(who)
-        return await inner_unary(request, context)
-
-    async def stream(request, context):  # type: ignore[no-untyped-def]
-        _current.set(who)
-        async for item in inner_stream(request, context):
-            yield item
-
-    return _replace(handler, unary, stream)
-
-
-def _replace(handler: grpc.RpcMethodHandler, unary, stream) -> grpc.RpcMethodHandler:  # type: ignore[no-untyped-def]
-    kw = {"request_deserializer": handler.request_deserializer,
-          "response_serializer": handler.response_serializer}
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(unary, **kw)
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(stream, **kw)
-    # The public API has no client-streaming methods; refuse rather than pass one through.
-    raise TypeError("client-streaming methods are not covered by authentication")
+    return guarded(handler, record)

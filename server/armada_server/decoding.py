@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
+from armada_server.guarded import guarded
+
 
 class _Undecodable:
     def __init__(self, error: Exception) -> None:
@@ -35,23 +37,9 @@ class DecodingInterceptor(grpc.aio.ServerInterceptor):
                 return _Undecodable(e)
 
         message = f"the request is not a valid message for {details.method}"
-        kw = {"request_deserializer": deserialize,
-              "response_serializer": handler.response_serializer}
-        if handler.unary_unary is not None:
-            inner = handler.unary_unary
 
-            async def unary(request, context):  # type: ignore[no-untyped-def]
-                if isinstance(request, _Undecodable):
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
-                return await inner(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(unary, **kw)
-        inner_stream = handler.unary_stream
-
-        async def stream(request, context):  # type: ignore[no-untyped-def]
+        async def refuse_undecodable(request, context) -> None:  # type: ignore[no-untyped-def]
             if isinstance(request, _Undecodable):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
-            async for item in inner_stream(request, context):
-                yield item
 
-        return grpc.unary_stream_rpc_method_handler(stream, **kw)
+        return guarded(handler, refuse_undecodable, request_deserializer=deserialize)
