@@ -10,7 +10,7 @@ from google.protobuf import empty_pb2
 from armada_core.api import health_pb2, submit_pb2, submit_pb2_grpc
 from armada_core.jobs import annotations as ann
 from armada_core.jobs import job_requests, validate_request
-from armada_core.scheduling.model import parse_quantity
+from armada_core.scheduling.model import MAX_EXPONENT, parse_quantity
 from armada_server.errors import InvalidArgument
 from armada_server.executors.local.support import ignored_fields
 from armada_server.services.common import Context, principal_of, rpc
@@ -27,7 +27,6 @@ MAX_QUANTITY = 2**63 - 1
 # A quantity's text is screened before it is parsed: "1e99999999" would take minutes to expand.
 MAX_QUANTITY_TEXT = 64
 _EXPONENT = re.compile(r"[eE][+-]?([0-9]+)")
-MAX_EXPONENT = 30
 
 
 def check_text(field: str, value: str, limit: int) -> None:
