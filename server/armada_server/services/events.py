@@ -11,6 +11,7 @@ import time
 import grpc
 
 from armada_core.api import event_pb2, event_pb2_grpc, health_pb2
+from armada_core.client.watching import HEARTBEAT_METADATA as HEARTBEAT_REQUEST
 from armada_core.waiting import wait_event
 from armada_server.errors import InvalidArgument, NotFound
 from armada_server.services.common import Context, rpc, streaming_rpc
@@ -18,7 +19,7 @@ from armada_server.services.common import Context, rpc, streaming_rpc
 # Clients that understand heartbeats (armada_core.client) ask for them with this metadata key;
 # a heartbeat is an EventStreamMessage with the last id and no event. The official client
 # would reject such a message, so it never gets one.
-HEARTBEAT_METADATA = "x-armada-heartbeat"
+HEARTBEAT_METADATA = HEARTBEAT_REQUEST[0]
 BATCH = 1000
 MAX_MESSAGE_ID = 2**63 - 1  # sequence numbers are 64-bit integers in the database
 
