@@ -44,6 +44,8 @@ class SchedulingLoop:
         started = time.perf_counter()
         now = datetime.now(UTC)
         self.store.expire_leases(timeout=self.config.lease_timeout, now=now)
+        if not self.store.live_executors(executor_timeout=self.config.lease_timeout, now=now):
+            return 0  # nowhere to place anything: do not load every queued job
         state = self.store.scheduling_state(executor_timeout=self.config.lease_timeout,
                                             now=now)
         if not (state.queued or state.running) or not any(e.nodes for e in state.executors):

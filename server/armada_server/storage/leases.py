@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
-from sqlalchemy import Connection, and_, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, func, insert, or_, select, update
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import ContainerResult, Failure, Job, JobState, RunState, lifecycle, pod_name
@@ -375,6 +375,13 @@ class LeaseOps:
             self._append(conn, touched, events)
 
     # --- scheduling -----------------------------------------------------------------------
+
+    def live_executors(self, *, executor_timeout: float, now: datetime | None = None) -> int:
+        """How many executors synced within the timeout (a cheap check before a snapshot)."""
+        cutoff = (now or self.clock()) - timedelta(seconds=executor_timeout)
+        with self._read() as conn:
+            return conn.execute(select(func.count()).select_from(t.executors).where(
+                t.executors.c.last_seen >= cutoff)).scalar_one()
 
     def scheduling_state(self, *, executor_timeout: float,
                          now: datetime | None = None) -> SchedulingState:
