@@ -8,6 +8,7 @@ a missing deadline gets the configured default, a missing priority class the def
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -15,15 +16,29 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from armada_core.api import submit_pb2
+from armada_core.api.k8s import core_v1_pb2 as core
 from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import GangAnnotationError, GangSpec, gang_of
-from armada_core.scheduling.model import Resources, parse_quantity
+from armada_core.scheduling.model import MAX_EXPONENT, Resources, parse_quantity
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]"
                         r"([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+# Lengths of the columns these values are stored in: every storage backend must accept and
+# refuse the same requests (SQLite would store a longer value, PostgreSQL would not).
+MAX_JOB_SET_ID = 1024
+MAX_CLIENT_ID = 1024
+MAX_EXTERNAL_JOB_URI = 2048
+MAX_GANG_ID = 1024
+# Kubernetes caps a quantity at 2^63-1 (in thousandths for cpu); the scheduler counts in int64.
+MAX_QUANTITY = 2**63 - 1
+# A quantity's text is screened before it is parsed: "1e99999999" would take minutes to expand.
+MAX_QUANTITY_TEXT = 64
+_EXPONENT = re.compile(r"[eE][+-]?([0-9]+)")
 
 
 class SubmissionError(ValueError):
@@ -56,12 +71,23 @@ def validate_request(request: submit_pb2.JobSubmitRequest,
     _check_name("queue", request.queue)
     if not request.job_set_id:
         raise SubmissionError("job_set_id", "must not be empty")
+    check_text("job_set_id", request.job_set_id, MAX_JOB_SET_ID)
     if not request.job_request_items:
         raise SubmissionError("job_request_items", "must contain at least one job")
-    items = [_validate_item(item, f"job_request_items[{i}]", config)
+    # Items of one request usually share their pod spec: each distinct one is checked once.
+    checked: dict[bytes, core.PodSpec] = {}
+    items = [_validate_item(item, f"job_request_items[{i}]", config, checked)
              for i, item in enumerate(request.job_request_items)]
     _check_gangs(items)
     return items
+
+
+def check_text(path: str, value: str, limit: int) -> None:
+    """A string stored in a column: no NUL characters, at most `limit` characters."""
+    if "\x00" in value:
+        raise SubmissionError(path, "must not contain NUL characters")
+    if len(value) > limit:
+        raise SubmissionError(path, f"must be at most {limit} characters, got {len(value)}")
 
 
 def job_from_item(item: submit_pb2.JobSubmitRequestItem, *, job_id: str, queue: str,
@@ -78,20 +104,32 @@ def job_from_item(item: submit_pb2.JobSubmitRequestItem, *, job_id: str, queue: 
     if item.external_job_uri:
         job.annotations[ann.EXTERNAL_JOB_URI] = item.external_job_uri
     job.created.FromDatetime(now.astimezone(UTC))
-    requests = job_requests(item.pod_specs[0])
-    for name, quantity in sorted(requests.items()):
-        job.scheduling_resource_requirements.requests[name].string = _format(name, quantity)
+    requests = job.scheduling_resource_requirements.requests
+    for name, text in _formatted_requests(job.pod_specs[0].SerializeToString()):
+        requests[name].string = text
     return job
+
+
+@functools.lru_cache(maxsize=1024)
+def _formatted_requests(spec: bytes) -> tuple[tuple[str, str], ...]:
+    # Keyed on the serialised spec: jobs submitted together mostly share one.
+    total = job_requests(core.PodSpec.FromString(spec))
+    return tuple((name, _format(name, quantity)) for name, quantity in sorted(total.items()))
 
 
 def job_requests(pod_spec) -> Resources:
     """What a pod needs from a node: the sum over containers, at least any init container."""
+    return _total([_effective_requests(c) for c in pod_spec.containers],
+                  [_effective_requests(c) for c in pod_spec.initContainers])
+
+
+def _total(containers: list[dict[str, int]], init_containers: list[dict[str, int]]) -> Resources:
     total: dict[str, int] = {}
-    for c in pod_spec.containers:
-        for name, q in _effective_requests(c).items():
+    for requests in containers:
+        for name, q in requests.items():
             total[name] = total.get(name, 0) + q
-    for c in pod_spec.initContainers:
-        for name, q in _effective_requests(c).items():
+    for requests in init_containers:
+        for name, q in requests.items():
             total[name] = max(total.get(name, 0), q)
     return Resources(total)
 
@@ -116,9 +154,12 @@ def _check_name(path: str, value: str) -> None:
 
 
 def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
-                   config: SubmissionConfig) -> submit_pb2.JobSubmitRequestItem:
+                   config: SubmissionConfig,
+                   checked: dict[bytes, core.PodSpec]) -> submit_pb2.JobSubmitRequestItem:
     out = submit_pb2.JobSubmitRequestItem()
     out.CopyFrom(item)
+    check_text(f"{path}.client_id", out.client_id, MAX_CLIENT_ID)
+    check_text(f"{path}.external_job_uri", out.external_job_uri, MAX_EXTERNAL_JOB_URI)
     if not math.isfinite(out.priority) or out.priority < 0:
         raise SubmissionError(f"{path}.priority", f"must be a non-negative number, got "
                                                   f"{out.priority}")
@@ -142,11 +183,21 @@ def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
     _check_metadata(f"{path}.labels", out.labels, values_are_labels=True)
     _check_metadata(f"{path}.annotations", out.annotations, values_are_labels=False)
     _check_options(f"{path}.annotations", out.annotations)
+    for key, limit in ((ann.EXTERNAL_JOB_URI, MAX_EXTERNAL_JOB_URI), (ann.GANG_ID, MAX_GANG_ID)):
+        if key in out.annotations:
+            check_text(f"{path}.annotations[{key}]", out.annotations[key], limit)
     try:
         gang_of(out.annotations)
     except GangAnnotationError as e:
         raise SubmissionError(f"{path}.annotations", str(e)) from None
-    _validate_pod_spec(out.pod_specs[0], f"{path}.pod_specs[0]", config)
+    spec = out.pod_specs[0]
+    key = spec.SerializeToString()
+    valid = checked.get(key)
+    if valid is None:
+        _validate_pod_spec(spec, f"{path}.pod_specs[0]", config)
+        checked[key] = spec
+    else:
+        spec.CopyFrom(valid)
     return out
 
 
@@ -204,12 +255,14 @@ def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
     if not spec.containers:
         raise SubmissionError(f"{path}.containers", "a pod needs at least one container")
     seen: set[str] = set()
-    for kind, containers in (("initContainers", spec.initContainers),
-                             ("containers", spec.containers)):
-        for i, c in enumerate(containers):
-            _validate_container(c, f"{path}.{kind}[{i}]", seen)
+    effective = {kind: [_validate_container(c, f"{path}.{kind}[{i}]", seen)
+                        for i, c in enumerate(getattr(spec, kind))]
+                 for kind in ("initContainers", "containers")}
+    total = _total(effective["containers"], effective["initContainers"])
+    for name, amount in total.items():
+        if amount > MAX_QUANTITY:
+            raise SubmissionError(path, f"the pod requests more {name} than 2^63-1 in total")
     if config.max_job_resources:
-        total = job_requests(spec)
         for name, limit in config.max_job_resources.items():
             bound = parse_quantity(limit, milli=(name == "cpu"))
             if total.get(name, 0) > bound:
@@ -218,7 +271,8 @@ def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
                                       f"{limit} per job")
 
 
-def _validate_container(c, path: str, seen: set[str]) -> None:
+def _validate_container(c, path: str, seen: set[str]) -> dict[str, int]:
+    """Check a container; returns what it requests (a limit stands in for a missing request)."""
     if not _DNS_LABEL.match(c.name):
         raise SubmissionError(f"{path}.name", f"{c.name!r} is not a valid container name")
     if c.name in seen:
@@ -228,11 +282,7 @@ def _validate_container(c, path: str, seen: set[str]) -> None:
     for kind in ("requests", "limits"):
         parsed[kind] = {}
         for name, q in sorted(getattr(c.resources, kind).items()):
-            try:
-                parsed[kind][name] = parse_quantity(q.string, milli=(name == "cpu"))
-            except ValueError:
-                raise SubmissionError(f"{path}.resources.{kind}[{name}]",
-                                      f"{q.string!r} is not a valid quantity") from None
+            parsed[kind][name] = _quantity(f"{path}.resources.{kind}[{name}]", name, q.string)
     effective = {**parsed["limits"], **parsed["requests"]}
     for name in ("cpu", "memory"):
         if name not in effective:
@@ -243,6 +293,24 @@ def _validate_container(c, path: str, seen: set[str]) -> None:
         if lim is not None and req > lim:
             raise SubmissionError(f"{path}.resources.requests[{name}]",
                                   "is greater than its limit")
+    return effective
+
+
+def _quantity(path: str, name: str, text: str) -> int:
+    if not isinstance(text, str):  # protobuf hands back invalid UTF-8 as bytes
+        raise SubmissionError(path, "not valid UTF-8")
+    exponent = _EXPONENT.search(text) if ("e" in text or "E" in text) else None
+    if len(text) > MAX_QUANTITY_TEXT or (exponent and int(exponent.group(1)) > MAX_EXPONENT):
+        raise SubmissionError(path, f"{text[:80]!r} is not a quantity this server accepts (at "
+                                    f"most {MAX_QUANTITY_TEXT} characters, exponents up to "
+                                    f"{MAX_EXPONENT})")
+    try:
+        value = parse_quantity(text, milli=(name == "cpu"))
+    except ValueError:
+        raise SubmissionError(path, f"{text!r} is not a valid quantity") from None
+    if value > MAX_QUANTITY:
+        raise SubmissionError(path, f"{text!r} is out of range (a quantity is at most 2^63-1)")
+    return value
 
 
 def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:

@@ -142,6 +142,30 @@ REJECTIONS = [
      "job_request_items[1].pod_specs[0].priorityClassName: 'armada-preemptible' differs"),
     ("too many members", request(*[item(annotations=gang(cardinality=2)) for _ in range(3)]),
      "gang 'g' has 3 members but armadaproject.io/gangCardinality is 2"),
+    # What storage needs: both backends refuse the same requests.
+    ("NUL in job set", request(item(), job_set="a\x00b"),
+     "job_set_id: must not contain NUL characters"),
+    ("long job set", request(item(), job_set="s" * 1025),
+     "job_set_id: must be at most 1024 characters, got 1025"),
+    ("long client id", request(item(), item(client_id="c" * 1025)),
+     "job_request_items[1].client_id: must be at most 1024 characters"),
+    ("NUL in external uri", request(item(external_job_uri="x\x00")),
+     "job_request_items[0].external_job_uri: must not contain NUL characters"),
+    ("long gang id", request(item(annotations=gang(gang_id="g" * 1025, cardinality=1))),
+     "annotations[armadaproject.io/gangId]: must be at most 1024 characters"),
+    ("long quantity", request(item({"containers": [container(memory="1" * 65)]})),
+     "requests[memory]: '" + "1" * 65 + "' is not a quantity this server accepts"),
+    ("huge exponent", request(item({"containers": [container(memory="1e99999999")]})),
+     "requests[memory]: '1e99999999' is not a quantity this server accepts (at most 64 "
+     "characters, exponents up to 30)"),
+    ("quantity out of range", request(item({"containers": [container(memory="1e19")]})),
+     "requests[memory]: '1e19' is out of range (a quantity is at most 2^63-1)"),
+    ("total out of range", request(item({"containers": [container(memory="5e18"),
+                                                        container("b", memory="5e18")]})),
+     "job_request_items[0].pod_specs[0]: the pod requests more memory than 2^63-1 in total"),
+    ("second item with a shared spec",
+     request(item(), item(priority=-2)),
+     "job_request_items[1].priority: must be a non-negative number"),
 ]
 
 
@@ -164,3 +188,22 @@ def test_stored_job_carries_requests_and_external_uri() -> None:
     assert job.annotations[ann.EXTERNAL_JOB_URI] == "airflow://x"
     assert job.client_id == "c1" and job.owner == "alice"
     assert job.created.ToSeconds() == int(T0.timestamp())
+
+
+def test_items_sharing_a_spec_get_their_own_copies() -> None:
+    first, second = validate_request(request(item(), item(client_id="b")), CONFIG)
+    assert first.pod_specs[0] == second.pod_specs[0]
+    assert first.pod_specs[0].terminationGracePeriodSeconds == 1
+    first.pod_specs[0].containers[0].name = "changed"
+    assert second.pod_specs[0].containers[0].name == "main"
+    assert second.client_id == "b"
+
+
+def test_a_shared_spec_is_checked_against_each_items_own_fields() -> None:
+    # The same pod spec, once valid on its own and once with a node selector merged in from
+    # the deprecated required_node_labels: the second is a different spec.
+    plain = item()
+    labelled = item(required_node_labels={"zone": "b"})
+    out_plain, out_labelled = validate_request(request(plain, labelled), CONFIG)
+    assert "zone" not in out_plain.pod_specs[0].nodeSelector
+    assert out_labelled.pod_specs[0].nodeSelector["zone"] == "b"

@@ -36,6 +36,7 @@ from armada_core.retry import RetrySettings
 from armada_server.errors import AlreadyExists, InvalidArgument, NotFound
 from armada_server.retries import Retries
 from armada_server.storage import schema as t
+from armada_server.storage.bulk import insert_rows
 from armada_server.storage.database import WRITE
 from armada_server.storage.leases import LeaseOps
 from armada_server.storage.notify import notify
@@ -209,12 +210,18 @@ class Store(LeaseOps):
                 t.job_sets.c.last_seq)).scalar_one()
             first = last - len(batch) + 1
             rows = []
+            times: dict[tuple[int, int], datetime] = {}  # events of a batch share their times
             for seq, e in enumerate(batch, start=first):
                 body = getattr(e, e.WhichOneof("events"))
+                created = body.created
+                stamp = (created.seconds, created.nanos)
+                when = times.get(stamp)
+                if when is None:
+                    when = times[stamp] = created.ToDatetime(tzinfo=UTC)
                 rows.append({"queue": queue, "job_set": job_set, "seq": seq,
-                             "job_id": body.job_id, "created_at": body.created.ToDatetime(
-                                 tzinfo=UTC), "payload": e.SerializeToString()})
-            conn.execute(insert(t.events), rows)
+                             "job_id": body.job_id, "created_at": when,
+                             "payload": e.SerializeToString()})
+            insert_rows(conn, t.events, rows)
             touched.add(key)
         if self._dialect == "postgresql":
             notify(conn, by_set)
@@ -276,8 +283,7 @@ class Store(LeaseOps):
                 all_events.extend(events)
                 ids.append(job_id)
             if job_rows:
-                for chunk in _chunks(job_rows, 2000):
-                    conn.execute(insert(t.jobs), chunk)
+                insert_rows(conn, t.jobs, job_rows)
                 self._append(conn, touched, all_events)
             return ids
 
