@@ -4,6 +4,7 @@ armada_core.retry, and the per-job history kept beside each job."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -73,7 +74,8 @@ class Retries:
                now: datetime) -> RetryDecision:
         """Retry or fail, and record what the decision used."""
         # The job's runs are the truth about how many runs there were.
-        history = replace(_history(conn, job.id), run_count=max(1, len(job.runs)))
+        stored = _stored(conn, job.id)
+        history = replace(_history(stored), run_count=max(1, len(job.runs)))
         if job.at_most_once and not (failure.returned_lease and job.latest_run is not None
                                      and job.latest_run.started_at is None):
             decision = RetryDecision(False, Verdict.FAIL_RULE,
@@ -87,7 +89,7 @@ class Retries:
                                 history=history, now=now)
         if decision.retry:
             conn.execute(update(t.jobs).where(t.jobs.c.id == job.id).values(
-                retry_history=_dump(decision.history),
+                retry_history=json.dumps({**stored, **_fields(decision.history)}),
                 avoid_node=_full_node(job, decision.avoid_node)))
         return decision
 
@@ -99,17 +101,52 @@ def _full_node(job: Job, node: str | None) -> str | None:
     return f"{run.cluster_id}/{node}"
 
 
-def _history(conn: Connection, job_id: str) -> RetryHistory:
+def _stored(conn: Connection, job_id: str) -> dict:
     raw = conn.execute(select(t.jobs.c.retry_history).where(t.jobs.c.id == job_id)).scalar()
-    data = json.loads(raw or "{}")
+    return json.loads(raw or "{}")
+
+
+def _history(data: dict) -> RetryHistory:
     return RetryHistory(rule_retries=data.get("rule_retries", {}),
                         total_retries=data.get("total_retries", 0),
                         run_count=data.get("run_count", 1),
                         gang_generation=data.get("gang_generation", 0))
 
 
-def _dump(history: RetryHistory) -> str:
-    return json.dumps({"rule_retries": dict(history.rule_retries),
-                       "total_retries": history.total_retries,
-                       "run_count": history.run_count,
-                       "gang_generation": history.gang_generation})
+def _fields(history: RetryHistory) -> dict:
+    return {"rule_retries": dict(history.rule_retries),
+            "total_retries": history.total_retries,
+            "run_count": history.run_count,
+            "gang_generation": history.gang_generation}
+
+
+# --- gang generations -------------------------------------------------------------------------
+
+def start_gang_generation(conn: Connection, job_ids: Sequence[str]) -> int:
+    """Record that `job_ids` form the next generation of their gang; returns its number.
+
+    A retried gang is formed from the members still to run: members that ended (a sibling
+    that already succeeded, or one failed or cancelled for good) never run again, so a
+    generation waiting for them would wait forever. The generation's cardinality, the number
+    of its members, is what the scheduler places together (see `gang_cardinalities`)."""
+    ids = sorted(set(job_ids))
+    stored = {r.id: json.loads(r.retry_history or "{}") for r in conn.execute(
+        select(t.jobs.c.id, t.jobs.c.retry_history).where(t.jobs.c.id.in_(ids)))}
+    generation = 1 + max((d.get("gang_generation", 0) for d in stored.values()), default=0)
+    for job_id, data in stored.items():
+        data.update(gang_generation=generation, gang_cardinality=len(ids))
+        conn.execute(update(t.jobs).where(t.jobs.c.id == job_id).values(
+            retry_history=json.dumps(data)))
+    return generation
+
+
+def gang_cardinalities(conn: Connection, where) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Job id -> cardinality of its gang's current generation, for the gang members matched
+    by `where` that are in a retried generation."""
+    out: dict[str, int] = {}
+    for job_id, raw in conn.execute(select(t.jobs.c.id, t.jobs.c.retry_history).where(
+            where, t.jobs.c.gang_id.is_not(None), t.jobs.c.retry_history != "{}")):
+        cardinality = json.loads(raw).get("gang_cardinality")
+        if cardinality:
+            out[job_id] = int(cardinality)
+    return out

@@ -308,3 +308,44 @@ def test_a_gang_is_retried_as_a_whole(api: Stubs) -> None:
     second = {lease.job.id: lease for lease in ex.wait_leases(2)}
     assert {j: lease.run_index for j, lease in second.items()} == {a: 1, b: 1}
     assert kinds(api, b)[-4:] == ["running", "failed", "queued", "leased"]
+
+
+def test_a_retried_gang_does_not_wait_for_a_member_that_succeeded(api: Stubs) -> None:
+    api.policies.CreateRetryPolicy(submit_pb2.RetryPolicy(
+        name="flaky", retry_limit=2, default_action=submit_pb2.RETRY_ACTION_FAIL,
+        rules=[submit_pb2.RetryRule(action=submit_pb2.RETRY_ACTION_RETRY,
+                                    exit_code_operator="In", exit_code_values=[42])]))
+    api.queues.CreateQueue(submit_pb2.Queue(name="q", retry_policies=["flaky"]))
+    ex = Executor(api.channel)
+    ex.sync()
+    gang = {ann.GANG_ID: "trainers", ann.GANG_CARDINALITY: "3"}
+    a, b, c = submit(api, *[low(annotations=gang) for _ in range(3)])
+    first = {lease.job.id: lease for lease in ex.wait_leases(3)}
+    for lease in first.values():
+        ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+    # b finishes; then a fails in a way its policy retries. c is restarted with a, and the
+    # new generation is {a, c}: b is not run again, and not waited for.
+    ex.sync(ex.update(first[b], succeeded=executor_pb2.RunUpdate.Succeeded()))
+    ex.sync(ex.update(first[a], failed=executor_pb2.RunUpdate.Failed(
+        reason="Error", containers=[executor_pb2.ContainerResult(
+            name="main", exit_code=42, reason="Error")])))
+    assert first[c].run_id in {s.run_id for s in ex.stops}
+    ex.held.pop(first[c].run_id)
+    second = {lease.job.id: lease for lease in ex.wait_leases(2)}
+    assert {j: lease.run_index for j, lease in second.items()} == {a: 1, c: 1}
+    assert state(api, b) == submit_pb2.SUCCEEDED
+    # The smaller generation is retried as a whole again, and can finish.
+    for lease in second.values():
+        ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+    ex.sync(ex.update(second[c], failed=executor_pb2.RunUpdate.Failed(
+        reason="Error", containers=[executor_pb2.ContainerResult(
+            name="main", exit_code=42, reason="Error")])))
+    assert second[a].run_id in {s.run_id for s in ex.stops}
+    ex.held.pop(second[a].run_id)
+    third = {lease.job.id: lease for lease in ex.wait_leases(2)}
+    assert {j: lease.run_index for j, lease in third.items()} == {a: 2, c: 2}
+    for lease in third.values():
+        ex.sync(ex.update(lease, succeeded=executor_pb2.RunUpdate.Succeeded()))
+    for job in (a, b, c):
+        wait_state(api, job, submit_pb2.SUCCEEDED, ex)
+    assert kinds(api, b)[-2:] == ["running", "succeeded"]

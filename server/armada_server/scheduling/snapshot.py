@@ -43,9 +43,14 @@ def _resources(values: Mapping[str, str]) -> s.Resources:
 
 def _job(spec: submit_pb2.Job, *, priority: float, submitted_at: datetime,
          node: str | None = None, started_at: datetime | None = None,
-         avoid_node: str | None = None) -> s.Job:
+         avoid_node: str | None = None, gang_cardinality: int | None = None) -> s.Job:
     pod = spec.pod_specs[0] if spec.pod_specs else spec.pod_spec
     gang = gang_of(spec.annotations)
+    cardinality = minimum = None
+    if gang is not None:
+        # A retried generation is formed from the members still to run.
+        cardinality = min(gang.cardinality, gang_cardinality or gang.cardinality)
+        minimum = min(gang.minimum_cardinality, cardinality)
     affinity = pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
     lifetime = spec.annotations.get(ann.LIFETIME)
     selector = dict(pod.nodeSelector)
@@ -65,8 +70,8 @@ def _job(spec: submit_pb2.Job, *, priority: float, submitted_at: datetime,
             for e in term.matchExpressions)) for term in affinity.nodeSelectorTerms),
         avoid_node=avoid_node,
         gang_id=gang.id if gang else None,
-        gang_cardinality=gang.cardinality if gang else 1,
-        gang_min_cardinality=gang.minimum_cardinality if gang else None,
+        gang_cardinality=cardinality or 1,
+        gang_min_cardinality=minimum,
         gang_uniformity_label=(gang.node_uniformity_label or None) if gang else None,
         lifetime=float(lifetime) if lifetime else None,
         start_time=started_at.timestamp() if started_at else None,
@@ -86,7 +91,7 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
     used: dict = {}
 
     def job(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
-        key = (j.id, *kw.values())
+        key = (type(j), j.id, *kw.values())  # a queued and a running view never collide
         found = cache.get(key)
         if found is None:
             found = _job(j.spec, **kw)
@@ -107,7 +112,8 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
     jobs = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
                 started_at=j.started_at) for j in state.running if j.node in placements]
     jobs += [job(j, priority=j.priority, submitted_at=j.submitted_at,
-                 avoid_node=j.avoid_node) for j in state.queued]
+                 avoid_node=j.avoid_node, gang_cardinality=j.gang_cardinality)
+             for j in state.queued]
     cache.clear()
     cache.update(used)
     snapshot = s.Snapshot(

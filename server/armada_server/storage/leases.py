@@ -18,7 +18,13 @@ from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import ContainerResult, Failure, Job, JobState, RunState, lifecycle, pod_name
 from armada_core.jobs.ids import new_run_id
 from armada_core.jobs.lifecycle import IllegalTransition
-from armada_server.retries import Catalogue, Retries, run_failure
+from armada_server.retries import (
+    Catalogue,
+    Retries,
+    gang_cardinalities,
+    run_failure,
+    start_gang_generation,
+)
 from armada_server.storage import schema as t
 
 log = logging.getLogger("armada_server")
@@ -67,6 +73,8 @@ class QueuedJob(_LazySpec):
     submitted_at: datetime
     raw: bytes
     avoid_node: str | None
+    # A retried gang's generation may be smaller than the gang (see _restart_gangs).
+    gang_cardinality: int | None = None
 
 
 @dataclass(frozen=True)
@@ -156,43 +164,52 @@ class LeaseOps:
         """Gangs run together, so they are retried together (seed 001: a new generation):
         when a member that was running is queued again for a retry, every other member
         still running is stopped and queued again with it. Members already being preempted
-        are left to finish that; members that ended stay ended.
+        are left to finish that; members that ended stay ended, so the new generation is
+        the members still to run and its cardinality is their number (a sibling that
+        already succeeded is not waited for: it will never be queued again).
 
         `changes` (this transaction's changes so far) is updated in place for members it
         holds; the other members' changes are returned, with the events of all of them."""
-        retried = [after for before, after, _ in changes
-                   if before.state in ACTIVE_JOB_STATES and after.state == JobState.QUEUED
-                   and (g := after.gang) is not None and g.cardinality > 1]
+        retried: dict[tuple[str, str], list[Job]] = {}
+        for before, after, _ in changes:
+            if before.state in ACTIVE_JOB_STATES and after.state == JobState.QUEUED and (
+                    g := after.gang) is not None and g.cardinality > 1:
+                retried.setdefault((after.queue, g.id), []).append(after)
         if not retried:
             return [], []
         index = {after.id: i for i, (_, after, _) in enumerate(changes)}
         out: list[tuple[Job, Job, list]] = []
         events: list = []
-        for member in retried:
-            gang = member.gang
-            assert gang is not None
+        for (queue, gang_id), members in retried.items():
+            member = members[0]
+            waits = [m.retry_after for m in members if m.retry_after is not None]
+            retry_after = max(waits) if waits else None
             failure = Failure(reason=f"gang member {member.id} is being retried: the gang "
                                      "restarts together", category="internal",
                               subcategory="gang_restart")
-            for stored in self._load_jobs(conn, and_(
-                    t.jobs.c.queue == member.queue, t.jobs.c.gang_id == gang.id,
-                    t.jobs.c.id != member.id)):
+            generation = {m.id for m in members}
+            for stored in self._load_jobs(conn, and_(t.jobs.c.queue == queue,
+                                                     t.jobs.c.gang_id == gang_id)):
+                if stored.id in generation:
+                    continue
                 if stored.id in index:
                     before, current, old = changes[index[stored.id]]
-                elif stored.id in {o.id for o, _, _ in out}:
-                    continue
                 else:
                     before, current, old = stored, stored, []
+                if current.terminal:
+                    continue  # ended: not part of the new generation
+                generation.add(stored.id)
                 if current.state not in ACTIVE_JOB_STATES or current.preempt_requested or (
                         current.active_run is None):
                     continue
                 after, more = lifecycle.fail(current, failure, retry=True, now=now,
-                                             retry_after=member.retry_after)
+                                             retry_after=retry_after)
                 events.extend(more)
                 if stored.id in index:
                     changes[index[stored.id]] = (before, after, old)
                 else:
                     out.append((before, after, []))
+            start_gang_generation(conn, sorted(generation))
         return out, events
 
     def _apply_update(self, conn: Connection, catalogue: Catalogue | None, job: Job,
@@ -395,8 +412,9 @@ class LeaseOps:
                              t.executors.c.last_seen >= cutoff).order_by(t.executors.c.id))]
             cols = (t.jobs.c.id, t.jobs.c.queue, t.jobs.c.priority, t.jobs.c.submitted_at,
                     t.jobs.c.spec)
+            generations = gang_cardinalities(conn, t.jobs.c.state == int(JobState.QUEUED))
             queued = [QueuedJob(r.id, r.queue, r.priority, _aware(r.submitted_at), r.spec,
-                                r.avoid_node)
+                                r.avoid_node, generations.get(r.id))
                       for r in conn.execute(select(*cols, t.jobs.c.avoid_node).where(
                           t.jobs.c.state == int(JobState.QUEUED),
                           or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now))
