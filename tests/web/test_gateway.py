@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Iterator
 
 import grpc
+import pytest
 
 from armada_core.api import job_pb2, job_pb2_grpc, submit_pb2
+from armada_server.app import EmbeddedServer
 
+from .conftest import start_server
 from .helpers import Http, eventually, job
+
+
+@pytest.fixture(scope="module",
+                params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def server(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    """The gateway's queries run on both backends (the browser tests use SQLite)."""
+    tmp = tmp_path_factory.mktemp("gateway")
+    overrides = {}
+    if request.param == "postgres":
+        overrides["database_url"] = request.getfixturevalue("postgres_server").new_database()
+    running = start_server(tmp, **overrides)
+    yield running
+    running.stop()
 
 
 def events(base_url: str, query: str, headers: dict[str, str] | None = None,
