@@ -153,25 +153,25 @@ class _Fast:
         self.cfg = snapshot.config
         self.result = SchedulingResult()
         self.timings = timings
-        #: 1 when the head gang's class priority orders queues before cost, else 0.
-        self.by_class = 1 if snapshot.config.class_priority_first else 0
 
     # ===================================================================== preparation ====
 
     def run(self) -> SchedulingResult:
         start = time.perf_counter()
-        self._prepare()
+        unchanged = self._prepare()
         prepared = time.perf_counter()
-        self._loop()
+        if not unchanged:
+            self._loop()
         looped = time.perf_counter()
-        result = self._finish()
+        result = self.result if unchanged else self._finish()
         if self.timings is not None:
             self.timings["prepare"] = prepared - start
             self.timings["place"] = looped - prepared
             self.timings["finish"] = time.perf_counter() - looped
         return result
 
-    def _prepare(self) -> None:
+    def _prepare(self) -> bool:
+        """Build the cycle's state; True when the cycle is already decided (``_unchanged``)."""
         snap, cfg = self.snap, self.cfg
         jobs = snap.jobs
         self.jobs = jobs
@@ -231,6 +231,33 @@ class _Fast:
         self.cost_cols = np.array([t > 0 for t in self.totals], dtype=bool)
         self.cost_tot = np.array(self.totals, dtype=np.float64)[self.cost_cols]
         self.cost_mult = np.array(self.costs.multipliers, dtype=np.float64)[self.cost_cols]
+        self.cap = cap
+
+        # Jobs.
+        lookup: defaultdict[str, int] = defaultdict(lambda: -1, qrank)
+        qidx = np.fromiter(
+            map(lookup.__getitem__, map(attrgetter("queue"), jobs)), dtype=np.int64, count=nj
+        )
+        node_names = list(map(attrgetter("node"), jobs))
+        is_running = np.fromiter(
+            map(operator.is_not, node_names, repeat(None)), dtype=bool, count=nj
+        )
+        known_pc = self.shape_known[local]
+        job_pcp = self.shape_pcp[local]
+        self.job_pcp = job_pcp
+
+        running_rows = np.flatnonzero(is_running)
+        run_node = np.full(nj, -1, dtype=np.int64)
+        if len(running_rows):
+            where: defaultdict[str | None, int] = defaultdict(lambda: -1, node_index)
+            run_node[running_rows] = list(map(where.__getitem__, _pick(node_names, running_rows)))
+        running_rows = running_rows[run_node[running_rows] >= 0]
+        self.run_node = run_node
+        accounted = np.zeros(nj, dtype=bool)
+        accounted[running_rows] = (qidx[running_rows] >= 0) & known_pc[running_rows]
+        if len(running_rows) == nj and self._unchanged(qidx, local, running_rows, accounted):
+            return True
+
         part_keys: dict[tuple, int] = {}
         part_list = [-1] * nn
         present = (cap > 0).tolist()
@@ -247,24 +274,10 @@ class _Fast:
         partition = np.array(part_list, dtype=np.int64)
         self.part_info = {v: k for k, v in part_keys.items()}
         self.db = NodeDb(cap, partition, ~cordoned)
-        self.cap = cap
 
-        # Jobs.
-        lookup: defaultdict[str, int] = defaultdict(lambda: -1, qrank)
-        qidx = np.fromiter(
-            map(lookup.__getitem__, map(attrgetter("queue"), jobs)), dtype=np.int64, count=nj
-        )
-        node_names = list(map(attrgetter("node"), jobs))
-        is_running = np.fromiter(
-            map(operator.is_not, node_names, repeat(None)), dtype=bool, count=nj
-        )
         self.ids = list(map(attrgetter("id"), jobs))
         gang_ids = list(map(attrgetter("gang_id"), jobs))
         in_gang = np.fromiter(map(operator.is_not, gang_ids, repeat(None)), dtype=bool, count=nj)
-        known_pc = self.shape_known[local]
-        job_pcp = self.shape_pcp[local]
-        self.job_pcp = job_pcp
-
         result = self.result
         queued_rows = np.flatnonzero(~is_running)
         bad_queue = queued_rows[qidx[queued_rows] < 0]
@@ -275,16 +288,6 @@ class _Fast:
                 reasons.UNKNOWN_QUEUE if qidx[i] < 0 else reasons.UNKNOWN_PRIORITY_CLASS
             )
         valid_queued = queued_rows[(qidx[queued_rows] >= 0) & known_pc[queued_rows]]
-
-        running_rows = np.flatnonzero(is_running)
-        run_node = np.full(nj, -1, dtype=np.int64)
-        if len(running_rows):
-            where: defaultdict[str | None, int] = defaultdict(lambda: -1, node_index)
-            run_node[running_rows] = list(map(where.__getitem__, _pick(node_names, running_rows)))
-        running_rows = running_rows[run_node[running_rows] >= 0]
-        self.run_node = run_node
-        accounted = np.zeros(nj, dtype=bool)
-        accounted[running_rows] = (qidx[running_rows] >= 0) & known_pc[running_rows]
 
         # Fair share.
         active_q = np.unique(
@@ -521,6 +524,39 @@ class _Fast:
                 ev = (seq >= 0) & is_running[np.where(seq >= 0, seq, 0)]
                 idx = np.where(ev, len(seq), np.arange(len(seq)))
                 self.next_barrier[q] = np.minimum.accumulate(idx[::-1])[::-1]
+        return False
+
+    def _unchanged(
+        self, qidx: np.ndarray, shape: np.ndarray, rows: np.ndarray, accounted: np.ndarray
+    ) -> bool:
+        """Decide a steady state in one vectorised step.
+
+        With nothing queued, evicted jobs compete only for their own nodes. If every node holds
+        all its running jobs and no queue exceeds a per-class cap with all of its jobs, each
+        evicted job fits back whatever the order of re-placement, so nothing is scheduled or
+        preempted, whichever queues are protected. Otherwise the full cycle decides.
+        """
+        req, nq = self.req, len(self.qnames)
+        held = _sum_by(self.run_node[rows], shape[rows], len(self.nodes), req)
+        if (held > self.cap).any():
+            return False
+        acc = rows[accounted[rows]]
+        alloc = _sum_by(qidx[acc], shape[acc], nq, req)
+        for pc in self.pcs.values():
+            if not pc.max_fraction_per_queue:
+                continue
+            mine = acc[np.array([sh.pc == pc.name for sh in self.shapes], dtype=bool)[shape[acc]]]
+            by_queue = _sum_by(qidx[mine], shape[mine], nq, req).tolist()
+            for d, name in enumerate(self.dims):
+                if name not in pc.max_fraction_per_queue:
+                    continue
+                limit = pc.max_fraction_per_queue[name] * self.totals[d]
+                if any(row[d] > limit for row in by_queue):
+                    return False
+        costs = alloc.tolist()
+        for k, name in enumerate(self.qnames):
+            self.result.queue_costs[name] = self.costs.cost(costs[k])
+        return True
 
     def _complex(self, kind, members, minimum, label, parent=None) -> _Complex:
         total = self.req[self.shape_of_job[members]].sum(axis=0).tolist()
@@ -567,9 +603,9 @@ class _Fast:
         code = int(seq[pos])
         if code < 0:
             item = self.complex[-1 - code]
-            return (-item.pcp * self.by_class, self._key(q, item.total), q, q)
+            return (-item.pcp, self._key(q, item.total), q, q)
         sh = self.shapes[self.shape_of_job[code]]
-        return (-sh.pcp * self.by_class, self._key(q, sh.req_t), q, q)
+        return (-sh.pcp, self._key(q, sh.req_t), q, q)
 
     def _wins(self, q: int, neg_p: int, bound: tuple | None, reqs: np.ndarray) -> int:
         """How many of the next items (requests ``reqs``) q takes before another queue wins."""
@@ -684,14 +720,14 @@ class _Fast:
                 else:
                     pcp, total = int(self.job_pcp[code]), self.req[self.shape_of_job[code]]
                 extra = total if cum is None else cum[-1] + total
-                key = (-pcp * self.by_class, float(self._keys(q, extra[None, :])[0]), q)
+                key = (-pcp, float(self._keys(q, extra[None, :])[0]), q)
                 if barrier is None or key < barrier:
                     barrier = key
             if len(rows):
                 spans.append((q, p0, rows, cum))
         picked = []
         for q, _start, rows, cum in spans:
-            neg = -self.job_pcp[rows] * self.by_class
+            neg = -self.job_pcp[rows]
             keys = self._keys(q, cum)
             if barrier is None:
                 count = len(rows)

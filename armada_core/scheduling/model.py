@@ -319,10 +319,6 @@ class SchedulingConfig:
     max_fraction_per_cycle: Mapping[str, float] = field(default_factory=dict)
     #: Half-life in seconds of decayed-usage fairness; None is instantaneous DRF.
     usage_half_life: float | None = None
-    #: Queues whose next gang has a higher class priority go first, before comparing costs
-    #: (upstream's ordering). Off: queues compete on cost alone, and urgency acts only through
-    #: node selection (a more urgent job may still displace less urgent ones).
-    class_priority_first: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ against, so every tie is broken explicitly:
 * nodes are ordered by id; best fit takes the least free resources left (compared in resource
   order: cpu, memory, gpu, ...), then the node order;
 * queues compete on (-priority-class priority of the head gang, cost after the gang / weight,
-  queue name); the first element is dropped when ``class_priority_first`` is off;
+  queue name): more urgent work first, progressive filling among equals (see SEMANTICS.md);
 * jobs inside a queue: evicted gangs, then evicted members above a gang's minimum, then queued
   gangs; each by (-class priority, job priority, [start time,] submit time, job id).
 """
@@ -249,8 +249,7 @@ class _Reference:
                 if not items[queue]:
                     continue
                 head = items[queue][0]
-                urgency = -head.priority if self.cfg.class_priority_first else 0
-                key = (urgency, self.queue_key_cost(queue, head.total), queue)
+                key = (-head.priority, self.queue_key_cost(queue, head.total), queue)
                 if best is None or key < best:
                     best = key
             if best is None:

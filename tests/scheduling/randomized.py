@@ -112,7 +112,6 @@ def random_config(rng: random.Random, knobs: Knobs) -> SchedulingConfig:
         max_fraction_per_cycle=({"cpu": 0.5} if knobs.limits and rng.random() < 0.15 else {}),
         resource_multipliers=({"memory": 0.5} if rng.random() < 0.2 else {}),
         usage_half_life=(100.0 if knobs.decay and rng.random() < 0.2 else None),
-        class_priority_first=rng.random() < 0.8,
     )
 
 

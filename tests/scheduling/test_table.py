@@ -486,13 +486,15 @@ SCENARIOS: list[Scenario] = [
         ],
     ),
     Scenario(
-        "without class priority first an urgent queue waits for its fair turn",
+        # Cost alone would let A's queued jobs take B's evicted space, and B's urgent jobs
+        # would take it back by urgency next cycle: urgency first keeps the state steady.
+        "evicted urgent jobs go back before a poorer queue's less urgent ones",
         [node("n0")],
         [
-            Round(running(jobs("a", 4, "A"), "n0")),
-            Round(jobs("h", 4, "B", pc="high"), counts={"A": 2, "B": 2}, pre={"a2", "a3"}),
+            Round(running(jobs("h", 3, "B", pc="high"), "n0") + running([job("a0", "A")], "n0")),
+            Round(jobs("q", 2, "A"), sched=set(), pre=set()),
+            Round([], sched=set(), pre=set()),
         ],
-        config=SchedulingConfig(class_priority_first=False),
     ),
     Scenario(
         "fair-share displacement is preferred to urgency",
