@@ -5,7 +5,7 @@ Shared by both implementations so that they agree on Kubernetes matching semanti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from .model import Job, Node, NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
 
@@ -83,3 +83,16 @@ def node_admits(job: Job, node: Node) -> bool:
         and taints_tolerated(node.taints, job.tolerations)
         and affinity_matches(job.affinity, node.labels)
     )
+
+
+def node_order(nodes: Iterable[Node], uniformity_labels: Iterable[str | None]) -> list[Node]:
+    """Nodes in tie-break order: by the values of the labels gangs must be uniform on, then id.
+
+    Best fit breaks ties (equally free nodes, typically empty ones) by this order, so small
+    jobs fill one rack before starting the next and whole racks stay free for gangs. Ordered
+    by id alone, ties would spread them over every rack when racks interleave in id order.
+    """
+    labels = sorted({label for label in uniformity_labels if label is not None})
+    if not labels:
+        return sorted(nodes, key=lambda n: n.id)
+    return sorted(nodes, key=lambda n: (tuple(n.labels.get(k, "") for k in labels), n.id))

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import reasons
-from .constraints import node_admits, taints_tolerated
+from .constraints import node_admits, node_order, taints_tolerated
 from .fairness import CostModel, protected_queues, usage_offsets
 from .model import DEFAULT_RESOURCE_ORDER, Job, SchedulingResult, Snapshot, shape_of
 from .nodedb import INF, NodeDb, best_fit_order, fit_counts, scatter_add
@@ -217,7 +217,7 @@ class _Fast:
         shape_class = np.array([class_rank.get(sh.pc, -1) for sh in self.shapes], dtype=np.int64)
 
         # Nodes.
-        nodes = sorted(snap.nodes, key=lambda n: n.id)
+        nodes = node_order(snap.nodes, set(map(attrgetter("gang_uniformity_label"), jobs)))
         self.nodes = nodes
         nn = len(nodes)
         node_index = {n.id: i for i, n in enumerate(nodes)}

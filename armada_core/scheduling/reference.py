@@ -3,8 +3,9 @@
 It is deliberately simple and slow. It is the oracle the fast implementation is tested
 against, so every tie is broken explicitly:
 
-* nodes are ordered by id; best fit takes the least free resources left (compared in resource
-  order: cpu, memory, gpu, ...), then the node order;
+* nodes are ordered by the values of gang uniformity labels, then id (``node_order``); best
+  fit takes the least free resources left (compared in resource order: cpu, memory, gpu,
+  ...), then the node order;
 * queues compete on (-priority-class priority of the head gang, cost after the gang / weight,
   queue name): more urgent work first, progressive filling among equals (see SEMANTICS.md);
 * jobs inside a queue: evicted gangs, then evicted members above a gang's minimum, then queued
@@ -17,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from . import reasons
-from .constraints import node_admits
+from .constraints import node_admits, node_order
 from .fairness import CostModel, protected_queues, resource_dims, usage_offsets
 from .model import Job, Node, PriorityClass, SchedulingResult, Snapshot
 
@@ -98,7 +99,7 @@ class _Reference:
         self.dims = resource_dims(snapshot)
         self.pcs = {pc.name: pc for pc in snapshot.priority_classes}
         self.queues = {q.name: q for q in snapshot.queues}
-        nodes = sorted(snapshot.nodes, key=lambda n: n.id)
+        nodes = node_order(snapshot.nodes, (j.gang_uniformity_label for j in snapshot.jobs))
         self.node_index = {n.id: i for i, n in enumerate(nodes)}
         totals = [0] * len(self.dims)
         for n in nodes:

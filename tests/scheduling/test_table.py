@@ -581,6 +581,30 @@ SCENARIOS: list[Scenario] = [
         ],
     ),
     Scenario(
+        "best-fit ties fill one rack before the next, keeping a whole rack for a gang",
+        [
+            node("n0", labels={"rack": "r1"}),
+            node("n1", labels={"rack": "r2"}),
+            node("n2", labels={"rack": "r1"}),
+            node("n3", labels={"rack": "r2"}),
+        ],
+        [
+            Round(
+                jobs("a", 2, "A", cpu=4) + gang("g", 2, "B", cpu=4, gang_uniformity_label="rack"),
+                sched={"a0": "n0", "a1": "n2", "g0": "n1", "g1": "n3"},
+            )
+        ],
+    ),
+    Scenario(
+        "without uniformity labels in the snapshot best-fit ties go by node id",
+        [
+            node("n0", labels={"rack": "r1"}),
+            node("n1", labels={"rack": "r2"}),
+            node("n2", labels={"rack": "r1"}),
+        ],
+        [Round(jobs("a", 2, "A", cpu=4), sched={"a0": "n0", "a1": "n1"})],
+    ),
+    Scenario(
         "gang uniformity picks the best-fitting rack",
         [
             node("r2a", cpu=8, labels={"rack": "r2"}),
