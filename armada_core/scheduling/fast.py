@@ -488,8 +488,8 @@ class _Fast:
             # Columns per item (indexed by position in ``anchors``).
             cols = [
                 qidx[anchors],
-                kinds,
                 -job_pcp[anchors],
+                kinds,
                 priority[anchors],
                 np.where(kinds == QUEUED, 0.0, start_t[anchors]),
                 submit[anchors],

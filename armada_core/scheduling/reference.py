@@ -8,8 +8,9 @@ against, so every tie is broken explicitly:
   ...), then the node order;
 * queues compete on (-priority-class priority of the head gang, cost after the gang / weight,
   queue name): more urgent work first, progressive filling among equals (see SEMANTICS.md);
-* jobs inside a queue: evicted gangs, then evicted members above a gang's minimum, then queued
-  gangs; each by (-class priority, job priority, [start time,] submit time, job id).
+* jobs inside a queue: by class priority, highest first; among equals, evicted gangs, then
+  evicted members above a gang's minimum, then queued gangs; each by (job priority, [start
+  time,] submit time, job id).
 """
 
 from __future__ import annotations
@@ -241,7 +242,10 @@ class _Reference:
             QUEUED: lambda it: queued_order(it.members[0], self.pcs),
         }
         for queue in items:
-            items[queue].sort(key=lambda it: (it.kind, order[it.kind](it)))
+            # Class priority first (seed 000's order); among equals, running jobs before queued.
+            items[queue].sort(
+                key=lambda it: (-self.pcp(it.members[0]), it.kind, order[it.kind](it))
+            )
 
         # Progressive filling.
         while True:

@@ -581,6 +581,27 @@ SCENARIOS: list[Scenario] = [
         ],
     ),
     Scenario(
+        # Evicted jobs first regardless of class would re-place all four, and the urgent job
+        # would preempt one by urgency next cycle instead: class priority comes first.
+        "a queue's urgent queued job goes before its own less urgent evicted jobs",
+        [node("n0")],
+        [
+            Round(running(jobs("a", 4, "A"), "n0")),
+            Round([job("u0", "A", pc="high")], sched={"u0"}, pre={"a3"}),
+            Round([], sched=set(), pre=set()),
+        ],
+        config=ALWAYS_EVICT,
+    ),
+    Scenario(
+        "among equally urgent jobs a queue's evicted ones go before its queued ones",
+        [node("n0")],
+        [
+            Round(running(jobs("a", 4, "A"), "n0"), sched=set(), pre=set()),
+            Round([job("b0", "A", priority=-1, submit=-1.0)], sched=set(), pre=set()),
+        ],
+        config=ALWAYS_EVICT,
+    ),
+    Scenario(
         "best-fit ties fill one rack before the next, keeping a whole rack for a gang",
         [
             node("n0", labels={"rack": "r1"}),
