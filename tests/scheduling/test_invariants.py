@@ -137,29 +137,37 @@ def test_invariants_over_cycles(seed: int) -> None:
         snap = replace(snap, jobs=jobs, now=snap.now + 10.0)
 
 
-#: Where a second cycle provably has nothing left to do: one preemptible class, unit jobs, no
-#: node constraints, gangs, limits or protection thresholds. Outside it, discrete effects (a
-#: queue crossing the protected fraction, evicted-before-queued head priorities, constraints
-#: that make progressive filling path-dependent, gang members freed after their turn) can
-#: legitimately move a few jobs in the next cycle; see the table scenarios for those rules.
+#: Where a repeat cycle has nothing left to do: unit jobs, any mix of classes (preemptible or
+#: not, urgency preemption, per-queue class caps, lifetimes), cordoned queues, no protection.
+#: Outside it a repeat cycle can legitimately move a few jobs; SEMANTICS.md ("Steady state")
+#: explains each case: jobs of different sizes and gangs (a large head unit that does not fit
+#: defers its queue's smaller jobs until others have filled the space), node constraints
+#: (greedy best fit does not foresee them), per-cycle limits (the rest comes next cycle),
+#: decayed usage (keys depend on the cost at the start of the cycle), and the protected
+#: fraction with several classes (protection is decided on the start-of-cycle share).
 STABLE = Knobs(
     limits=False,
     decay=False,
-    lifetimes=False,
-    class_limits=False,
     gangs=False,
     constraints=False,
-    single_class=True,
     unit_jobs=True,
     extras={"protected": [None]},
 )
 
+#: With a single preemptible class the protected fraction keeps repeat cycles steady too.
+STABLE_PROTECTED = Knobs(
+    limits=False,
+    decay=False,
+    gangs=False,
+    constraints=False,
+    class_limits=False,
+    single_class=True,
+    unit_jobs=True,
+)
 
-@_settings(400)
-@given(st.integers(min_value=0, max_value=2**40))
-def test_repeat_cycle_changes_nothing(seed: int) -> None:
-    """Once decisions are applied, the same world is a steady state."""
-    snap = random_world(seed, STABLE)
+
+def _repeat_changes_nothing(knobs: Knobs, seed: int) -> None:
+    snap = random_world(seed, knobs)
     first = fast_schedule(snap)
     after = replace(snap, jobs=apply_result(snap, first, snap.now))
     second = fast_schedule(after)
@@ -167,13 +175,27 @@ def test_repeat_cycle_changes_nothing(seed: int) -> None:
     assert not second.scheduled, "a repeat cycle scheduled"
 
 
+@_settings(400)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_repeat_cycle_changes_nothing(seed: int) -> None:
+    """Once decisions are applied, the same world is a steady state (seed 000)."""
+    _repeat_changes_nothing(STABLE, seed)
+
+
+@_settings(300)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_repeat_cycle_changes_nothing_with_protection(seed: int) -> None:
+    _repeat_changes_nothing(STABLE_PROTECTED, seed)
+
+
 def test_resubmitted_preempted_jobs_almost_never_preempt() -> None:
     """Preemption stability (seed 000): resubmitting what was preempted preempts nothing.
 
     Exact in the table scenarios. In random worlds it can fail in rare cases: an evicted job may
     only return to its own node, so a queue can end a cycle one job below what its fair-share
-    key entitled it to, and the resubmitted job then wins a tie it lost only through node
-    locality. The measured rate is about 0.5%; this guards it from growing.
+    key entitled it to, and the resubmitted job, free to go to any node, then takes the place
+    it lost only through node locality (always from another queue). The measured rate is
+    about 1% of worlds (20 of 2,000, 546 of which preempt at all); this guards it from growing.
     """
     worlds = 400
     violations = 0
