@@ -56,14 +56,40 @@ class Failure:
     subcategory: str = ""
 
 
+# A transaction stamps thousands of events with one time, so the conversions between datetimes
+# and Timestamps are memoised. A cached Timestamp is never handed out to be changed: message
+# constructors and CopyFrom copy it.
+_TS: dict[datetime, Timestamp] = {}
+_DT: dict[tuple[int, int], datetime] = {}
+
+
 def _ts(when: datetime) -> Timestamp:
-    ts = Timestamp()
-    ts.FromDatetime(when.astimezone(UTC))
+    ts = _TS.get(when)
+    if ts is None:
+        if len(_TS) >= 1024:
+            _TS.clear()
+        ts = _TS[when] = Timestamp()
+        ts.FromDatetime(when.astimezone(UTC))
     return ts
 
 
 def _dt(ts: Timestamp) -> datetime:
-    return ts.ToDatetime(tzinfo=UTC)
+    key = (ts.seconds, ts.nanos)
+    when = _DT.get(key)
+    if when is None:
+        if len(_DT) >= 1024:
+            _DT.clear()
+        when = _DT[key] = ts.ToDatetime(tzinfo=UTC)
+    return when
+
+
+def _replace(obj, **changes):  # type: ignore[no-untyped-def]
+    """dataclasses.replace for the frozen, validation-free Job and Run, without calling
+    __init__: a transition per job in a batch of tens of thousands made it show."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    new.__dict__.update(changes)
+    return new
 
 
 def _base(job: Job | submit_pb2.Job, now: datetime) -> dict:
@@ -142,13 +168,13 @@ def _run_of(job: Job, kind: str, run_id: str, *, active: bool = True) -> Run:
 
 
 def _with_run(job: Job, run: Run, **changes) -> Job:
-    return dataclasses.replace(job, runs=(*job.runs[:-1], run), **changes)
+    return _replace(job, runs=(*job.runs[:-1], run), **changes)
 
 
 def _on_queued(job: Job, e, when: datetime) -> Job:
     _require(job, "queued", JobState.SUBMITTED, JobState.QUEUED)
     retry_after = _dt(e.retry_after) if e.HasField("retry_after") else None
-    return dataclasses.replace(job, state=JobState.QUEUED, retry_after=retry_after,
+    return _replace(job, state=JobState.QUEUED, retry_after=retry_after,
                                last_transition_at=when)
 
 
@@ -156,21 +182,21 @@ def _on_leased(job: Job, e, when: datetime) -> Job:
     _require(job, "leased", JobState.QUEUED)
     run = Run(id=e.run_id, index=len(job.runs), cluster_id=e.cluster_id, node=e.node_name,
               pool=e.pool, state=RunState.LEASED, leased_at=when)
-    return dataclasses.replace(job, state=JobState.LEASED, runs=(*job.runs, run),
+    return _replace(job, state=JobState.LEASED, runs=(*job.runs, run),
                                retry_after=None, preempt_requested=False,
                                last_transition_at=when)
 
 
 def _on_lease_returned(job: Job, e, when: datetime) -> Job:
     run = _run_of(job, "lease_returned", e.run_id)
-    run = dataclasses.replace(run, state=RunState.LEASE_RETURNED, finished_at=when,
+    run = _replace(run, state=RunState.LEASE_RETURNED, finished_at=when,
                               reason=e.reason)
     return _with_run(job, run, state=JobState.QUEUED, last_transition_at=when)
 
 
 def _on_lease_expired(job: Job, e, when: datetime) -> Job:
     run = _run_of(job, "lease_expired", e.run_id)
-    run = dataclasses.replace(run, state=RunState.LEASE_EXPIRED, finished_at=when,
+    run = _replace(run, state=RunState.LEASE_EXPIRED, finished_at=when,
                               reason="lease expired")
     return _with_run(job, run)
 
@@ -178,7 +204,7 @@ def _on_lease_expired(job: Job, e, when: datetime) -> Job:
 def _on_pending(job: Job, e, when: datetime) -> Job:
     _require(job, "pending", JobState.LEASED)
     run = _run_of(job, "pending", e.run_id)
-    run = dataclasses.replace(run, state=RunState.PENDING, pending_at=when,
+    run = _replace(run, state=RunState.PENDING, pending_at=when,
                               kubernetes_id=e.kubernetes_id or run.kubernetes_id)
     return _with_run(job, run, state=JobState.PENDING, last_transition_at=when)
 
@@ -186,7 +212,7 @@ def _on_pending(job: Job, e, when: datetime) -> Job:
 def _on_running(job: Job, e, when: datetime) -> Job:
     _require(job, "running", JobState.LEASED, JobState.PENDING)
     run = _run_of(job, "running", e.run_id)
-    run = dataclasses.replace(run, state=RunState.RUNNING, started_at=when,
+    run = _replace(run, state=RunState.RUNNING, started_at=when,
                               node=e.node_name or run.node,
                               kubernetes_id=e.kubernetes_id or run.kubernetes_id)
     return _with_run(job, run, state=JobState.RUNNING, last_transition_at=when)
@@ -195,21 +221,21 @@ def _on_running(job: Job, e, when: datetime) -> Job:
 def _on_succeeded(job: Job, e, when: datetime) -> Job:
     _require(job, "succeeded", *ACTIVE_JOB_STATES)
     run = _run_of(job, "succeeded", e.run_id)
-    run = dataclasses.replace(run, state=RunState.SUCCEEDED, finished_at=when)
+    run = _replace(run, state=RunState.SUCCEEDED, finished_at=when)
     return _with_run(job, run, state=JobState.SUCCEEDED, last_transition_at=when)
 
 
 def _on_failed(job: Job, e, when: datetime) -> Job:
     if e.cause == event_pb2.Rejected:
         _require(job, "rejection", JobState.SUBMITTED, JobState.QUEUED)
-        return dataclasses.replace(job, state=JobState.REJECTED, failure_reason=e.reason,
+        return _replace(job, state=JobState.REJECTED, failure_reason=e.reason,
                                    last_transition_at=when)
     new_state = JobState.QUEUED if e.retryable else JobState.FAILED
     if not e.run_id:  # the job failed before running, e.g. a gang member left unplaced
         _require(job, "failed", JobState.QUEUED)
         if e.retryable:
             raise IllegalTransition(f"a retryable failure of job {job.id} must name its run")
-        return dataclasses.replace(job, state=new_state, failure_reason=e.reason,
+        return _replace(job, state=new_state, failure_reason=e.reason,
                                    last_transition_at=when)
     run = _run_of(job, "failed", e.run_id, active=False)
     just_expired = run.state == RunState.LEASE_EXPIRED and not run.category
@@ -220,7 +246,7 @@ def _on_failed(job: Job, e, when: datetime) -> Job:
         ContainerResult(name=c.name, exit_code=c.exitCode, message=c.message, reason=c.reason,
                         init_container=c.init_container)
         for c in e.container_statuses)
-    run = dataclasses.replace(
+    run = _replace(
         run, state=RunState.FAILED if run.state.active else run.state,
         finished_at=run.finished_at or when, containers=containers, condition=e.condition,
         category=e.failure_category, subcategory=e.failure_subcategory, reason=e.reason)
@@ -229,16 +255,16 @@ def _on_failed(job: Job, e, when: datetime) -> Job:
 
 
 def _on_cancelling(job: Job, e, when: datetime) -> Job:
-    return dataclasses.replace(job, cancel_requested=True, cancel_reason=e.reason,
+    return _replace(job, cancel_requested=True, cancel_reason=e.reason,
                                cancel_user=e.requestor)
 
 
 def _on_cancelled(job: Job, e, when: datetime) -> Job:
     runs = job.runs
     if job.active_run is not None:
-        runs = (*runs[:-1], dataclasses.replace(runs[-1], state=RunState.CANCELLED,
+        runs = (*runs[:-1], _replace(runs[-1], state=RunState.CANCELLED,
                                                 finished_at=when))
-    return dataclasses.replace(job, state=JobState.CANCELLED, runs=runs, cancelled_at=when,
+    return _replace(job, state=JobState.CANCELLED, runs=runs, cancelled_at=when,
                                cancel_reason=e.reason or job.cancel_reason,
                                cancel_user=e.requestor or job.cancel_user,
                                last_transition_at=when)
@@ -246,13 +272,13 @@ def _on_cancelled(job: Job, e, when: datetime) -> Job:
 
 def _on_preempting(job: Job, e, when: datetime) -> Job:
     _require(job, "preempting", *ACTIVE_JOB_STATES)
-    return dataclasses.replace(job, preempt_requested=True)
+    return _replace(job, preempt_requested=True)
 
 
 def _on_preempted(job: Job, e, when: datetime) -> Job:
     _require(job, "preempted", *ACTIVE_JOB_STATES)
     run = _run_of(job, "preempted", e.run_id)
-    run = dataclasses.replace(run, state=RunState.PREEMPTED, finished_at=when,
+    run = _replace(run, state=RunState.PREEMPTED, finished_at=when,
                               condition="Preempted", reason=e.reason)
     return _with_run(job, run, state=JobState.PREEMPTED, last_transition_at=when)
 
@@ -262,7 +288,7 @@ def _on_reprioritizing(job: Job, e, when: datetime) -> Job:
 
 
 def _on_reprioritized(job: Job, e, when: datetime) -> Job:
-    return dataclasses.replace(job, priority=e.new_priority)
+    return _replace(job, priority=e.new_priority)
 
 
 def _on_run_report(job: Job, e, when: datetime) -> Job:
@@ -334,7 +360,7 @@ def return_lease(job: Job, *, reason: str, run_attempted: bool, now: datetime) -
 
 def mark_pending(job: Job, *, now: datetime, kubernetes_id: str = "") -> Transition:
     run = _run_of(job, "pending", "")
-    run = dataclasses.replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
+    run = _replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
     return _do(job, [EventMessage(pending=event_pb2.JobPendingEvent(
         **_base(job, now), **_pod(job, run), pool=run.pool))])
 
@@ -342,7 +368,7 @@ def mark_pending(job: Job, *, now: datetime, kubernetes_id: str = "") -> Transit
 def mark_running(job: Job, *, now: datetime, node: str = "",
                  kubernetes_id: str = "") -> Transition:
     run = _run_of(job, "running", "")
-    run = dataclasses.replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
+    run = _replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
     return _do(job, [EventMessage(running=event_pb2.JobRunningEvent(
         **_base(job, now), **_pod(job, run), node_name=node or run.node, pool=run.pool))])
 

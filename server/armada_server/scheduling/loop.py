@@ -15,6 +15,7 @@ from armada_server.config import ServerConfig
 from armada_server.metrics import Metrics
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.snapshot import build_snapshot
+from armada_server.storage.leases import bulk
 from armada_server.storage.store import Store
 
 log = logging.getLogger("armada_server")
@@ -46,13 +47,15 @@ class SchedulingLoop:
         self.store.expire_leases(timeout=self.config.lease_timeout, now=now)
         if not self.store.live_executors(executor_timeout=self.config.lease_timeout, now=now):
             return 0  # nowhere to place anything: do not load every queued job
-        state = self.store.scheduling_state(executor_timeout=self.config.lease_timeout,
-                                            now=now)
-        if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
-            return 0  # nothing to place, or nowhere to place it
-        snapshot, placements = build_snapshot(state, self.config.priority_classes, now,
-                                              cache=self._jobs)
-        result = schedule(snapshot)
+        with bulk():
+            state = self.store.scheduling_state(executor_timeout=self.config.lease_timeout,
+                                                now=now)
+            if not (state.queued or state.running) or not any(
+                    e.nodes for e in state.executors):
+                return 0  # nothing to place, or nowhere to place it
+            snapshot, placements = build_snapshot(state, self.config.priority_classes, now,
+                                                  cache=self._jobs)
+            result = schedule(snapshot)
         scheduled = {job: (p.executor, p.node, p.pool) for job, nid in result.scheduled.items()
                      if (p := placements.get(nid)) is not None}
         leased = self.store.apply_schedule(scheduled=scheduled, preempted=result.preempted,
