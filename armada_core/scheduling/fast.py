@@ -217,7 +217,10 @@ class _Fast:
         shape_class = np.array([class_rank.get(sh.pc, -1) for sh in self.shapes], dtype=np.int64)
 
         # Nodes.
-        nodes = node_order(snap.nodes, set(map(attrgetter("gang_uniformity_label"), jobs)))
+        gang_ids = list(map(attrgetter("gang_id"), jobs))
+        in_gang = np.fromiter(map(operator.is_not, gang_ids, repeat(None)), dtype=bool, count=nj)
+        gang_labels = {jobs[i].gang_uniformity_label for i in np.flatnonzero(in_gang).tolist()}
+        nodes = node_order(snap.nodes, gang_labels)
         self.nodes = nodes
         nn = len(nodes)
         node_index = {n.id: i for i, n in enumerate(nodes)}
@@ -276,8 +279,6 @@ class _Fast:
         self.db = NodeDb(cap, partition, ~cordoned)
 
         self.ids = list(map(attrgetter("id"), jobs))
-        gang_ids = list(map(attrgetter("gang_id"), jobs))
-        in_gang = np.fromiter(map(operator.is_not, gang_ids, repeat(None)), dtype=bool, count=nj)
         result = self.result
         queued_rows = np.flatnonzero(~is_running)
         bad_queue = queued_rows[qidx[queued_rows] < 0]

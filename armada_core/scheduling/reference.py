@@ -100,7 +100,8 @@ class _Reference:
         self.dims = resource_dims(snapshot)
         self.pcs = {pc.name: pc for pc in snapshot.priority_classes}
         self.queues = {q.name: q for q in snapshot.queues}
-        nodes = node_order(snapshot.nodes, (j.gang_uniformity_label for j in snapshot.jobs))
+        gang_labels = (j.gang_uniformity_label for j in snapshot.jobs if j.gang_id is not None)
+        nodes = node_order(snapshot.nodes, gang_labels)
         self.node_index = {n.id: i for i, n in enumerate(nodes)}
         totals = [0] * len(self.dims)
         for n in nodes:
