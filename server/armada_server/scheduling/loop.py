@@ -71,11 +71,17 @@ class SchedulingLoop:
         loop = asyncio.get_running_loop()
         while True:
             self._wake.clear()  # pokes from here on ask for the next cycle
+            started = time.monotonic()
             try:
                 await loop.run_in_executor(pool, self.cycle)
             except Exception:
                 log.exception("scheduling cycle failed; trying again next period")
-            await wait_event(self._wake, self.config.scheduling_period)
+            # A poke starts the next cycle early, but never sooner than the last one took:
+            # a long cycle (a huge backlog) then uses at most about half of the server's
+            # time, and executors' syncs, which start the work it leased, get the rest.
+            took = time.monotonic() - started
+            await asyncio.sleep(took)
+            await wait_event(self._wake, max(0.0, self.config.scheduling_period - took))
 
     def close(self) -> None:
         self.leadership.release()

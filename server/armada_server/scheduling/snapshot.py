@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -89,12 +90,25 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
     Specs never change after submission, so the key is what the database may change."""
     cache = {} if cache is None else cache
     used: dict = {}
+    # The previous view of each job: a job that only moved (queued -> running, started)
+    # keeps everything its spec decides, so it is not converted from its spec again.
+    previous = {key[1]: found for key, found in cache.items()}
 
     def job(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
         key = (type(j), j.id, *kw.values())  # a queued and a running view never collide
         found = cache.get(key)
         if found is None:
-            found = _job(j.spec, **kw)
+            before = previous.get(j.id)
+            if before is not None and before.gang_id is None and kw.get(
+                    "gang_cardinality") is None:
+                started = kw.get("started_at")
+                found = dataclasses.replace(
+                    before, priority=int(kw["priority"]),
+                    submit_time=kw["submitted_at"].timestamp(),
+                    avoid_node=kw.get("avoid_node"), node=kw.get("node"),
+                    start_time=started.timestamp() if started else None)
+            else:
+                found = _job(j.spec, **kw)
         used[key] = found
         return found
 

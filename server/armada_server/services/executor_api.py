@@ -5,12 +5,17 @@ from __future__ import annotations
 from armada_core.api import executor_pb2_grpc
 from armada_server.errors import InvalidArgument
 from armada_server.services.common import Context, rpc
+from armada_server.storage.leases import encode_nodes
+
+# Run updates after which the scheduler may place something new.
+ENDED = frozenset({"succeeded", "failed", "returned", "stopped"})
 
 
 class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
     def __init__(self, ctx: Context, on_sync=None) -> None:  # type: ignore[no-untyped-def]
         self.ctx = ctx
         self.on_sync = on_sync
+        self._nodes: dict[str, bytes] = {}  # each executor's nodes as last reported
 
     @rpc
     async def Sync(self, request, context):  # type: ignore[no-untyped-def]
@@ -24,6 +29,16 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
             seen.add(node.name)
         response = await self.ctx.run(self.ctx.store.executor_sync, request)
         response.sync_interval_seconds = self.ctx.config.executor_sync_interval
-        if self.on_sync is not None and (request.updates or request.nodes):
+        if self.on_sync is not None and self._news(request):
             self.on_sync()
         return response
+
+    def _news(self, request) -> bool:  # type: ignore[no-untyped-def]
+        """Whether the sync changed what the scheduler could do: a run ended (capacity
+        freed, or a job queued again) or the executor's nodes changed. Runs starting change
+        nothing for it, and a cycle per sync while thousands of runs start kept the
+        scheduler busy redoing the same decisions."""
+        nodes = encode_nodes(request.nodes)
+        changed = self._nodes.get(request.executor_id) != nodes
+        self._nodes[request.executor_id] = nodes
+        return changed or any(u.WhichOneof("update") in ENDED for u in request.updates)

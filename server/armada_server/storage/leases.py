@@ -318,21 +318,21 @@ class LeaseOps:
         # a row object per run per sync made idle syncs cost a third of a second. Specs are
         # read only for the leases handed out.
         mine = and_(t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES))
-        leased = conn.execute(
-            select(t.runs.c.id, t.runs.c.job_id, t.runs.c.run_index, t.runs.c.node)
-            .where(t.runs.c.cluster_id == executor, t.runs.c.state == int(RunState.LEASED))
-        ).all()
-        started = set(conn.execute(select(t.runs.c.id).where(
+        leased = _fetch(conn, select(t.runs.c.id, t.runs.c.job_id, t.runs.c.run_index,
+                                     t.runs.c.node)
+                        .where(t.runs.c.cluster_id == executor,
+                               t.runs.c.state == int(RunState.LEASED)))
+        started = {r[0] for r in _fetch(conn, select(t.runs.c.id).where(
             t.runs.c.cluster_id == executor,
-            t.runs.c.state.in_([int(RunState.PENDING), int(RunState.RUNNING)]))).scalars())
+            t.runs.c.state.in_([int(RunState.PENDING), int(RunState.RUNNING)])))}
         for run_id, job_id in conn.execute(
                 select(t.runs.c.id, t.runs.c.job_id).join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
                 .where(mine, t.jobs.c.preempt_requested)).all():
             if run_id in held:
                 response.stop.add(run_id=run_id, job_id=job_id, reason="preempted",
                                   preempt=True)
-        active = started | {r.id for r in leased}
-        new = [r for r in leased if r.id not in held]
+        active = started | {r[0] for r in leased}
+        new = [r for r in leased if r[0] not in held]
         lost_runs = started - held - updated
         lost: list[str] = []
         for chunk in _chunks(sorted(lost_runs), 500):
@@ -342,15 +342,16 @@ class LeaseOps:
         for chunk in _chunks(new, 500):
             if size >= MAX_LEASE_BYTES:
                 break
-            specs = dict(conn.execute(select(t.jobs.c.id, t.jobs.c.spec).where(
-                t.jobs.c.id.in_([r.job_id for r in chunk]))).all())
-            for r in chunk:
+            specs = dict(_fetch(conn, select(t.jobs.c.id, t.jobs.c.spec).where(
+                t.jobs.c.id.in_([r[1] for r in chunk]))))
+            for run_id, job_id, run_index, node in chunk:
                 if size >= MAX_LEASE_BYTES:
                     break
-                size += len(specs[r.job_id]) + 100
-                response.leases.add(run_id=r.id, run_index=r.run_index, node=r.node,
-                                    pod_name=pod_name(r.job_id, r.run_index),
-                                    job=submit_pb2.Job.FromString(specs[r.job_id]))
+                spec = specs[job_id]
+                size += len(spec) + 100
+                lease = response.leases.add(run_id=run_id, run_index=run_index, node=node,
+                                            pod_name=pod_name(job_id, run_index))
+                lease.job.MergeFromString(spec)
         gone = sorted(held - active)
         owners: dict[str, str] = {}
         for chunk in _chunks(gone, 500):
