@@ -9,7 +9,8 @@ How it stays fast without changing a single decision:
 * identical jobs are placed by filling the best-fit node until full, then the next: for
   identical requests that equals placing them one by one;
 * placements that displace nothing use a sorted index on free resources (``nodedb``);
-* evicted jobs go back to their own nodes in vectorised batches;
+* evicted jobs go back to their own nodes in vectorised batches; with nothing queued and
+  every node holding its running jobs, one vectorised check decides that nothing moves;
 * a shape (or gang shape) that fits nowhere is remembered until urgency preemption frees
   space, since free space at the most permissive level only shrinks in between.
 
