@@ -36,7 +36,6 @@ class Knobs:
     urgency: bool = True
     class_limits: bool = True
     single_class: bool = False  # every job in the preemptible class "low"
-    elastic_gangs: bool = True  # gangs may set a minimum cardinality below their size
     unit_jobs: bool = False  # every job requests exactly one CPU and one memory unit
     max_nodes: int = 6
     max_jobs: int = 24
@@ -174,8 +173,6 @@ def random_world(seed: int, knobs: Knobs | None = None) -> Snapshot:
         for g in range(rng.randint(0, 2)):
             size = rng.randint(2, 3)
             minimum = rng.choice([None, None, 1, 2])
-            if not knobs.elastic_gangs:
-                minimum = None
             base = random_job(rng, "x", names, pcs, knobs)
             members = [
                 replace(
@@ -200,8 +197,6 @@ def random_world(seed: int, knobs: Knobs | None = None) -> Snapshot:
             size = rng.randint(2, 4)
             base = random_job(rng, "x", names, pcs, knobs)
             minimum = rng.choice([None, None, 1, size - 1])
-            if not knobs.elastic_gangs:
-                minimum = None
             label = rng.choice([None, None, "rack"])
             count = size if rng.random() < 0.9 else size - 1
             for _ in range(count):
