@@ -349,3 +349,14 @@ def test_a_retried_gang_does_not_wait_for_a_member_that_succeeded(api: Stubs) ->
     for job in (a, b, c):
         wait_state(api, job, submit_pb2.SUCCEEDED, ex)
     assert kinds(api, b)[-2:] == ["running", "succeeded"]
+
+
+def test_a_cycle_writes_its_leases_in_slices_that_never_split_a_gang() -> None:
+    from armada_server.scheduling.loop import slices
+
+    where = ("e1", "n", "default")
+    scheduled = {f"j{i}": where for i in range(7)}
+    gangs = {"j1": ("q", "g"), "j2": ("q", "g"), "j3": ("q", "g"), "j5": ("q", "h")}
+    parts = list(slices(scheduled, gangs, 2))
+    assert [sorted(p) for p in parts] == [["j0", "j1", "j2", "j3"], ["j4", "j5"], ["j6"]]
+    assert list(slices({}, {}, 2)) == [{}]  # preemptions and reasons are still written

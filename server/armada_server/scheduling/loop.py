@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 
 from armada_core.scheduling import schedule
@@ -19,6 +19,31 @@ from armada_server.storage.leases import bulk
 from armada_server.storage.store import Store
 
 log = logging.getLogger("armada_server")
+
+
+# Leases written per transaction. A cycle's decisions are written in slices so that the first
+# executors start runs while the rest are still being written: leasing 80,000 jobs in one
+# transaction kept every executor waiting for all of it. Each slice is one transaction with
+# its events; a gang is never split, and the first slice carries the cycle's preemptions and
+# failures. A slice that fails leaves the rest queued for the next cycle.
+LEASE_SLICE = 5_000
+
+
+def slices(scheduled: Mapping[str, tuple[str, str, str]],
+           gangs: Mapping[str, tuple[str, str]], size: int
+           ) -> Iterator[dict[str, tuple[str, str, str]]]:
+    """`scheduled` in parts of about `size` leases (at least one part), gangs kept whole."""
+    units: dict[object, dict[str, tuple[str, str, str]]] = {}
+    for job_id, placement in scheduled.items():
+        units.setdefault(gangs.get(job_id, job_id), {})[job_id] = placement
+    part: dict[str, tuple[str, str, str]] = {}
+    for unit in units.values():
+        part.update(unit)
+        if len(part) >= size:
+            yield part
+            part = {}
+    if part or not scheduled:
+        yield part
 
 
 class SchedulingLoop:
@@ -58,11 +83,18 @@ class SchedulingLoop:
             result = schedule(snapshot)
         scheduled = {job: (p.executor, p.node, p.pool) for job, nid in result.scheduled.items()
                      if (p := placements.get(nid)) is not None}
-        leased = self.store.apply_schedule(scheduled=scheduled, preempted=result.preempted,
-                                           failed=result.failed, reasons=result.unscheduled,
-                                           now=now)
-        if leased and self.on_leased is not None:
-            self.on_leased()
+        gangs = {j.id: (j.queue, j.gang_id) for j in snapshot.jobs if j.gang_id is not None}
+        leased = 0
+        for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
+            # The first transaction also holds the preemptions the leases may rely on.
+            first = i == 0
+            done = self.store.apply_schedule(
+                scheduled=part, preempted=result.preempted if first else (),
+                failed=result.failed if first else {},
+                reasons=result.unscheduled if first else {}, now=now)
+            leased += done
+            if done and self.on_leased is not None:
+                self.on_leased()
         self.cycles += 1
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
         return leased
