@@ -122,12 +122,6 @@ class SchedulingState:
     running: list[RunningJob]
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
-
-
 def _failure(update: executor_pb2.RunUpdate.Failed) -> Failure:
     return Failure(
         reason=update.reason or "failed",
@@ -466,23 +460,33 @@ class LeaseOps:
             cols = (t.jobs.c.id, t.jobs.c.queue, t.jobs.c.priority, t.jobs.c.submitted_at,
                     t.jobs.c.spec)
             generations = gang_cardinalities(conn, t.jobs.c.state == int(JobState.QUEUED))
-            queued = [QueuedJob(r.id, r.queue, r.priority, _aware(r.submitted_at), r.spec,
-                                r.avoid_node, generations.get(r.id))
-                      for r in conn.execute(select(*cols, t.jobs.c.avoid_node).where(
-                          t.jobs.c.state == int(JobState.QUEUED),
-                          or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now))
-                          .order_by(t.jobs.c.id))]
-            running = [RunningJob(r.id, r.queue, r.priority, _aware(r.submitted_at), r.spec,
-                                  f"{r.cluster_id}/{r.node}", _aware(r.started_at))
-                       for r in conn.execute(
-                           select(*cols, t.runs.c.cluster_id, t.runs.c.node,
-                                  t.runs.c.started_at)
-                           .join(t.runs, and_(t.runs.c.job_id == t.jobs.c.id,
-                                              t.runs.c.state.in_(ACTIVE_RUN_STATES)))
-                           .where(t.jobs.c.state.in_([int(JobState.LEASED),
-                                                      int(JobState.PENDING),
-                                                      int(JobState.RUNNING)]))
-                           .order_by(t.jobs.c.id))]
+            # Driver-level rows and frozen dataclasses filled without __init__: this reads
+            # every queued and running job, each cycle.
+            new = object.__new__
+            queued = []
+            for job_id, queue, priority, submitted, spec, avoid in _fetch(conn, select(
+                    *cols, t.jobs.c.avoid_node).where(
+                        t.jobs.c.state == int(JobState.QUEUED),
+                        or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now))
+                    .order_by(t.jobs.c.id)):
+                job = new(QueuedJob)
+                job.__dict__.update(id=job_id, queue=queue, priority=priority,
+                                    submitted_at=_when(submitted), raw=spec, avoid_node=avoid,
+                                    gang_cardinality=generations.get(job_id))
+                queued.append(job)
+            running = []
+            for job_id, queue, priority, submitted, spec, cluster, node, started in _fetch(
+                    conn, select(*cols, t.runs.c.cluster_id, t.runs.c.node, t.runs.c.started_at)
+                    .join(t.runs, and_(t.runs.c.job_id == t.jobs.c.id,
+                                       t.runs.c.state.in_(ACTIVE_RUN_STATES)))
+                    .where(t.jobs.c.state.in_([int(JobState.LEASED), int(JobState.PENDING),
+                                               int(JobState.RUNNING)]))
+                    .order_by(t.jobs.c.id)):
+                job = new(RunningJob)
+                job.__dict__.update(id=job_id, queue=queue, priority=priority,
+                                    submitted_at=_when(submitted), raw=spec,
+                                    node=f"{cluster}/{node}", started_at=_when(started))
+                running.append(job)
         return SchedulingState(queues, executors, queued, running)
 
     def apply_schedule(self, *, scheduled: Mapping[str, tuple[str, str, str]],
