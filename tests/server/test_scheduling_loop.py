@@ -360,3 +360,26 @@ def test_a_cycle_writes_its_leases_in_slices_that_never_split_a_gang() -> None:
     parts = list(slices(scheduled, gangs, 2))
     assert [sorted(p) for p in parts] == [["j0", "j1", "j2", "j3"], ["j4", "j5"], ["j6"]]
     assert list(slices({}, {}, 2)) == [{}]  # preemptions and reasons are still written
+
+
+def test_jobs_differing_only_in_their_ids_share_one_conversion() -> None:
+    from datetime import UTC, datetime
+
+    from armada_core.jobs import job_from_item
+    from armada_server.scheduling.snapshot import _convert, _job
+    from armada_server.storage.leases import QueuedJob
+
+    now = datetime.now(UTC)
+    gang = {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2"}
+    specs = [job_from_item(low(cpu="2", annotations=gang), job_id=job_id, queue="q",
+                           job_set_id="s", owner="o", now=now, groups=())
+             for job_id in ("01aaaaaaaaaaaaaaaaaaaaaaaa", "01bbbbbbbbbbbbbbbbbbbbbbbb")]
+    other = job_from_item(high(), job_id="01cccccccccccccccccccccccc", queue="q",
+                          job_set_id="s", owner="o", now=now, groups=())
+    for spec in [*specs, other]:
+        queued = QueuedJob(spec.id, "q", 1.0, now, spec.SerializeToString(), None, 1)
+        kw = {"priority": 1.0, "submitted_at": now, "avoid_node": None, "gang_cardinality": 1}
+        assert _convert(queued, **kw) == _job(spec, **kw)
+    # A spec whose id is not where the serialiser puts it is converted from the spec.
+    odd = QueuedJob("x", "q", 1.0, now, specs[0].SerializeToString(), None)
+    assert _convert(odd, priority=1.0, submitted_at=now).id == specs[0].id

@@ -11,7 +11,7 @@ from typing import Any
 from armada_core import scheduling as s
 from armada_core.api import submit_pb2
 from armada_core.jobs import annotations as ann
-from armada_core.jobs.gangs import gang_of
+from armada_core.jobs.gangs import GangSpec, gang_of
 from armada_server.config import PriorityClassConfig
 from armada_server.storage.leases import QueuedJob, RunningJob, SchedulingState
 
@@ -42,42 +42,70 @@ def _resources(values: Mapping[str, str]) -> s.Resources:
     return found
 
 
-def _job(spec: submit_pb2.Job, *, priority: float, submitted_at: datetime,
-         node: str | None = None, started_at: datetime | None = None,
-         avoid_node: str | None = None, gang_cardinality: int | None = None) -> s.Job:
+def _static(spec: submit_pb2.Job) -> tuple[dict[str, Any], GangSpec | None]:
+    """The scheduler's fields that the spec alone decides (all but the id), and the gang."""
     pod = spec.pod_specs[0] if spec.pod_specs else spec.pod_spec
     gang = gang_of(spec.annotations)
-    cardinality = minimum = None
-    if gang is not None:
-        # A retried generation is formed from the members still to run.
-        cardinality = min(gang.cardinality, gang_cardinality or gang.cardinality)
-        minimum = min(gang.minimum_cardinality, cardinality)
     affinity = pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
     lifetime = spec.annotations.get(ann.LIFETIME)
     selector = dict(pod.nodeSelector)
     if spec.annotations.get(ann.POOL):
         selector[ann.POOL] = spec.annotations[ann.POOL]
-    return s.Job(
-        id=spec.id, queue=spec.queue, priority_class=pod.priorityClassName,
-        requests=_resources({k: v.string for k, v in
-                             spec.scheduling_resource_requirements.requests.items()}),
-        priority=int(priority), submit_time=submitted_at.timestamp(),
-        node_selector=selector,
-        tolerations=tuple(s.Toleration(key=t.key, operator=t.operator or "Equal",
-                                       value=t.value, effect=t.effect)
-                          for t in pod.tolerations),
-        affinity=tuple(s.NodeSelectorTerm(tuple(
+    return {
+        "queue": spec.queue, "priority_class": pod.priorityClassName,
+        "requests": _resources({k: v.string for k, v in
+                                spec.scheduling_resource_requirements.requests.items()}),
+        "node_selector": selector,
+        "tolerations": tuple(s.Toleration(key=t.key, operator=t.operator or "Equal",
+                                          value=t.value, effect=t.effect)
+                             for t in pod.tolerations),
+        "affinity": tuple(s.NodeSelectorTerm(tuple(
             s.NodeSelectorRequirement(e.key, e.operator, tuple(e.values))
             for e in term.matchExpressions)) for term in affinity.nodeSelectorTerms),
-        avoid_node=avoid_node,
-        gang_id=gang.id if gang else None,
-        gang_cardinality=cardinality or 1,
-        gang_min_cardinality=minimum,
-        gang_uniformity_label=(gang.node_uniformity_label or None) if gang else None,
-        lifetime=float(lifetime) if lifetime else None,
-        start_time=started_at.timestamp() if started_at else None,
-        node=node,
-    )
+        "gang_id": gang.id if gang else None,
+        "gang_uniformity_label": (gang.node_uniformity_label or None) if gang else None,
+        "lifetime": float(lifetime) if lifetime else None,
+    }, gang
+
+
+def _make(job_id: str, static: dict[str, Any], gang: GangSpec | None, *, priority: float,
+          submitted_at: datetime, node: str | None = None, started_at: datetime | None = None,
+          avoid_node: str | None = None, gang_cardinality: int | None = None) -> s.Job:
+    cardinality = minimum = None
+    if gang is not None:
+        # A retried generation is formed from the members still to run.
+        cardinality = min(gang.cardinality, gang_cardinality or gang.cardinality)
+        minimum = min(gang.minimum_cardinality, cardinality)
+    return s.Job(id=job_id, **static, priority=int(priority),
+                 submit_time=submitted_at.timestamp(), avoid_node=avoid_node,
+                 gang_cardinality=cardinality or 1, gang_min_cardinality=minimum,
+                 start_time=started_at.timestamp() if started_at else None, node=node)
+
+
+def _job(spec: submit_pb2.Job, **kw: Any) -> s.Job:
+    static, gang = _static(spec)
+    return _make(spec.id, static, gang, **kw)
+
+
+# Spec bytes after the job id -> _static of that spec. Jobs submitted together usually differ
+# only in their ids, and parsing and converting 100,000 specs was most of a first cycle.
+# The key is the whole serialised spec but its first field (the id, which the serialiser
+# writes first), so equal keys mean equal specs apart from the id.
+_SPECS: dict[bytes, tuple[dict[str, Any], GangSpec | None]] = {}
+
+
+def _convert(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
+    job_id = j.id
+    prefix = b"\n" + bytes((len(job_id),)) + job_id.encode() if len(job_id) < 128 else b""
+    if not prefix or not j.raw.startswith(prefix):
+        return _job(j.spec, **kw)
+    key = j.raw[len(prefix):]
+    found = _SPECS.get(key)
+    if found is None:
+        if len(_SPECS) >= 10_000:
+            _SPECS.clear()
+        found = _SPECS[key] = _static(j.spec)
+    return _make(job_id, *found, **kw)
 
 
 def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig],
@@ -108,7 +136,7 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
                     avoid_node=kw.get("avoid_node"), node=kw.get("node"),
                     start_time=started.timestamp() if started else None)
             else:
-                found = _job(j.spec, **kw)
+                found = _convert(j, **kw)
         used[key] = found
         return found
 

@@ -6,6 +6,7 @@ armada_core.jobs.lifecycle, so the event log stays the record of what happened.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import logging
@@ -419,21 +420,28 @@ class LeaseOps:
         `changes` order unless `events` gives them), as one executemany per table: a
         statement per row costs about a millisecond in SQLAlchemy, which a scheduling cycle
         or a sync of thousands of runs cannot afford."""
-        job_rows, new_runs, changed_runs = [], [], []
+        job_rows, new_runs, changed_runs, changed_full = [], [], [], []
         all_events: list = []
         for before, after, more in changes:
             job_rows.append(_mutable_row(after))
             if after.runs and (not before.runs or after.runs[-1] != before.runs[-1]):
                 run_row = _run_row(after.id, after.runs[-1])
-                if any(r.id == run_row["id"] for r in before.runs):
+                old = next((r for r in before.runs if r.id == run_row["id"]), None)
+                if old is not None and _fixed(old) == _fixed(after.runs[-1]):
+                    # Only what a run's later events change: rewriting the columns of the
+                    # (job_id, run_index) index cost SQLite an index update per row.
+                    changed_runs.append({k: run_row[k] for k in _RUN_CHANGES}
+                                        | {"_id": run_row["id"]})
+                elif old is not None:
                     run_row["_id"] = run_row.pop("id")
-                    changed_runs.append(run_row)
+                    changed_full.append(run_row)
                 else:
                     new_runs.append(run_row)
             all_events.extend(more)
         _executemany(conn, _UPDATE_JOBS, job_rows)
         _executemany(conn, _INSERT_RUNS, new_runs)
         _executemany(conn, _UPDATE_RUNS, changed_runs)
+        _executemany(conn, _UPDATE_RUNS, changed_full)
         events = all_events if events is None else events
         if events:
             self._append(conn, touched, events)
@@ -548,6 +556,9 @@ class LeaseOps:
 _UPDATE_JOBS = update(t.jobs).where(t.jobs.c.id == bindparam("_id"))
 _INSERT_RUNS = insert(t.runs)
 _UPDATE_RUNS = update(t.runs).where(t.runs.c.id == bindparam("_id"))
+# The run columns set after its lease (see lifecycle's handlers); the rest never change.
+_RUN_CHANGES = ("node", "state", "pending_at", "started_at", "finished_at", "kubernetes_id",
+                "condition", "category", "subcategory", "reason", "containers")
 _COMPILED: dict[tuple, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
 _FORMATTED: dict[datetime, str] = {}
 
@@ -581,24 +592,39 @@ def _when(value: datetime | str | None) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+_JOB_FIELDS = ("spec", "state", "priority", "submitted_at", "last_transition_at", "runs",
+               "retry_after", "cancel_requested", "cancel_reason", "cancel_user",
+               "cancelled_at", "preempt_requested", "failure_reason")
+_RUN_FIELDS = ("id", "index", "cluster_id", "node", "pool", "state", "leased_at", "pending_at",
+               "started_at", "finished_at", "kubernetes_id", "containers", "condition",
+               "category", "subcategory", "reason")
+# Rows become Jobs and Runs without their (frozen, validation-free) __init__, tens of
+# thousands per sync; every field is set, which these checks keep true.
+if (tuple(f.name for f in dataclasses.fields(Job)), tuple(
+        f.name for f in dataclasses.fields(Run))) != (_JOB_FIELDS, _RUN_FIELDS):
+    raise RuntimeError("Job or Run changed its fields: update leases._JOB_FIELDS/_RUN_FIELDS")
+
+
 def _job(r: Sequence, runs: tuple[Run, ...]) -> Job:
     """Store._job_from_row for a row of _JOB_COLUMNS."""
-    return Job(spec=submit_pb2.Job.FromString(r[1]), state=_JOB_STATES[r[2]], priority=r[3],
-               submitted_at=_when(r[4]), last_transition_at=_when(r[5]),  # type: ignore[arg-type]
-               runs=runs, retry_after=_when(r[6]), cancel_requested=bool(r[7]),
-               cancel_reason=r[8], cancel_user=r[9], cancelled_at=_when(r[10]),
-               preempt_requested=bool(r[11]), failure_reason=r[12])
+    job = object.__new__(Job)
+    job.__dict__.update(zip(_JOB_FIELDS, (
+        submit_pb2.Job.FromString(r[1]), _JOB_STATES[r[2]], r[3], _when(r[4]), _when(r[5]),
+        runs, _when(r[6]), bool(r[7]), r[8], r[9], _when(r[10]), bool(r[11]), r[12]),
+        strict=True))
+    return job
 
 
 def _run(r: Sequence) -> Run:
     """Store._run_from_row for a row of _RUN_COLUMNS."""
     containers = () if r[16] == "[]" else tuple(
         ContainerResult(**c) for c in json.loads(r[16]))
-    return Run(id=r[1], index=r[2], cluster_id=r[3], node=r[4], pool=r[5],
-               state=_RUN_STATES[r[6]], leased_at=_when(r[7]), pending_at=_when(r[8]),
-               started_at=_when(r[9]), finished_at=_when(r[10]), kubernetes_id=r[11],
-               containers=containers, condition=r[12], category=r[13], subcategory=r[14],
-               reason=r[15])
+    run = object.__new__(Run)
+    run.__dict__.update(zip(_RUN_FIELDS, (
+        r[1], r[2], r[3], r[4], r[5], _RUN_STATES[r[6]], _when(r[7]), _when(r[8]),
+        _when(r[9]), _when(r[10]), r[11], containers, r[12], r[13], r[14], r[15]),
+        strict=True))
+    return run
 
 
 def _fetch(conn: Connection, stmt) -> list[Sequence]:  # type: ignore[no-untyped-def]
@@ -661,6 +687,11 @@ def _executemany(conn: Connection, stmt, rows: Sequence[dict]) -> None:  # type:
         cursor.executemany(sql, params)
     finally:
         cursor.close()
+
+
+def _fixed(run: Run) -> tuple:
+    """What a run's lease decided, which no later event of the run changes."""
+    return run.index, run.cluster_id, run.pool, run.leased_at
 
 
 def _run_row(job_id: str, run: Run) -> dict:
