@@ -123,6 +123,14 @@ class SchedulingState:
     running: list[RunningJob]
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _from_timestamp(ts) -> datetime:  # type: ignore[no-untyped-def]
+    """Timestamp.ToDatetime(tzinfo=UTC), without its per-call overhead (one per update)."""
+    return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
+
+
 def _failure(update: executor_pb2.RunUpdate.Failed) -> Failure:
     return Failure(
         reason=update.reason or "failed",
@@ -171,9 +179,17 @@ class LeaseOps:
         now = now or self.clock()
         executor = request.executor_id
         with bulk(), self._write() as (conn, touched):
-            row = {"pool": request.pool, "nodes": encode_nodes(request.nodes), "last_seen": now}
-            stmt = self._insert(t.executors).values(id=executor, **row)
-            conn.execute(stmt.on_conflict_do_update(index_elements=[t.executors.c.id], set_=row))
+            nodes = encode_nodes(request.nodes)
+            # Nodes rarely change between syncs: renew the row without rewriting them (a
+            # megabyte for 10,000 nodes) when they are what is stored.
+            renewed = conn.execute(update(t.executors).where(
+                t.executors.c.id == executor, t.executors.c.nodes == nodes).values(
+                    pool=request.pool, last_seen=now)).rowcount
+            if not renewed:
+                row = {"pool": request.pool, "nodes": nodes, "last_seen": now}
+                stmt = self._insert(t.executors).values(id=executor, **row)
+                conn.execute(stmt.on_conflict_do_update(index_elements=[t.executors.c.id],
+                                                        set_=row))
             catalogue: Catalogue | None = None
             updated: set[str] = set()
             # Every job the updates name, read at once; updates apply in order to the job as
@@ -261,7 +277,7 @@ class LeaseOps:
     def _apply_update(self, conn: Connection, catalogue: Catalogue | None, job: Job,
                       u: executor_pb2.RunUpdate, now: datetime):  # type: ignore[no-untyped-def]
         kind = u.WhichOneof("update")
-        when = u.time.ToDatetime(tzinfo=UTC) if u.HasField("time") else now
+        when = _from_timestamp(u.time) if u.HasField("time") else now
         run = job.latest_run
         assert run is not None
         if kind == "pending":
@@ -533,9 +549,10 @@ class LeaseOps:
                                                retry=False, now=now)
                 changes.append((job, after, events))
             self._save_many(conn, touched, changes)
-            if scheduled:
-                conn.execute(update(t.jobs).where(t.jobs.c.id.in_(list(scheduled))).values(
-                    scheduling_reason=""))
+            for chunk in _chunks(list(scheduled), 500):
+                conn.execute(update(t.jobs).where(t.jobs.c.id.in_(chunk),
+                                                  t.jobs.c.scheduling_reason != "")
+                             .values(scheduling_reason=""))
             for reason, group in _group(reasons).items():
                 for i in range(0, len(group), 500):
                     conn.execute(update(t.jobs).where(
