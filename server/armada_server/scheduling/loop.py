@@ -33,12 +33,16 @@ def slices(scheduled: Mapping[str, tuple[str, str, str]],
            gangs: Mapping[str, tuple[str, str]], size: int
            ) -> Iterator[dict[str, tuple[str, str, str]]]:
     """`scheduled` in parts of about `size` leases (at least one part), gangs kept whole."""
-    units: dict[object, dict[str, tuple[str, str, str]]] = {}
-    for job_id, placement in scheduled.items():
-        units.setdefault(gangs.get(job_id, job_id), {})[job_id] = placement
+    members: dict[tuple[str, str], dict[str, tuple[str, str, str]]] = {}
+    for job_id in scheduled.keys() & gangs.keys():
+        members.setdefault(gangs[job_id], {})[job_id] = scheduled[job_id]
     part: dict[str, tuple[str, str, str]] = {}
-    for unit in units.values():
-        part.update(unit)
+    for job_id, placement in scheduled.items():
+        gang = gangs.get(job_id)
+        if gang is None:
+            part[job_id] = placement
+        elif gang in members:
+            part.update(members.pop(gang))  # the whole gang, at its first member
         if len(part) >= size:
             yield part
             part = {}

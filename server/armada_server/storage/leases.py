@@ -325,25 +325,27 @@ class LeaseOps:
     def _work_for(self, conn: Connection, touched: set, executor: str, held: set[str],
                   updated: set[str], now: datetime) -> executor_pb2.SyncResponse:
         response = executor_pb2.SyncResponse()
-        # Three narrow reads instead of one wide one: an executor may hold 100,000 runs, and
-        # a row object per run per sync made idle syncs cost a third of a second. Specs are
-        # read only for the leases handed out.
-        mine = and_(t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES))
-        leased = _fetch(conn, select(t.runs.c.id, t.runs.c.job_id, t.runs.c.run_index,
-                                     t.runs.c.node)
-                        .where(t.runs.c.cluster_id == executor,
-                               t.runs.c.state == int(RunState.LEASED)))
-        started = {r[0] for r in _fetch(conn, select(t.runs.c.id).where(
-            t.runs.c.cluster_id == executor,
-            t.runs.c.state.in_([int(RunState.PENDING), int(RunState.RUNNING)])))}
-        for run_id, job_id in conn.execute(
-                select(t.runs.c.id, t.runs.c.job_id).join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
-                .where(mine, t.jobs.c.preempt_requested)).all():
+        # One narrow read of the executor's active runs (an executor may hold 100,000 and
+        # syncs often) and one of those to preempt; what a new lease needs (its placement
+        # and spec) is read only for the leases handed out.
+        leased: list[str] = []
+        started: set[str] = set()
+        is_leased = int(RunState.LEASED)
+        for run_id, state in _fetch(conn, select(t.runs.c.id, t.runs.c.state).where(
+                t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES))):
+            if state == is_leased:
+                leased.append(run_id)
+            else:
+                started.add(run_id)
+        for run_id, job_id in _fetch(conn, select(t.runs.c.id, t.runs.c.job_id).join(
+                t.jobs, t.jobs.c.id == t.runs.c.job_id).where(
+                    t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES),
+                    t.jobs.c.preempt_requested)):
             if run_id in held:
                 response.stop.add(run_id=run_id, job_id=job_id, reason="preempted",
                                   preempt=True)
-        active = started | {r[0] for r in leased}
-        new = [r for r in leased if r[0] not in held]
+        active = started.union(leased)
+        new = [r for r in leased if r not in held]
         lost_runs = started - held - updated
         lost: list[str] = []
         for chunk in _chunks(sorted(lost_runs), 500):
@@ -353,12 +355,13 @@ class LeaseOps:
         for chunk in _chunks(new, 500):
             if size >= MAX_LEASE_BYTES:
                 break
-            specs = dict(_fetch(conn, select(t.jobs.c.id, t.jobs.c.spec).where(
-                t.jobs.c.id.in_([r[1] for r in chunk]))))
-            for run_id, job_id, run_index, node in chunk:
+            rows = {r[0]: r for r in _fetch(conn, select(
+                t.runs.c.id, t.runs.c.job_id, t.runs.c.run_index, t.runs.c.node, t.jobs.c.spec)
+                .join(t.jobs, t.jobs.c.id == t.runs.c.job_id).where(t.runs.c.id.in_(chunk)))}
+            for run_id in chunk:
                 if size >= MAX_LEASE_BYTES:
                     break
-                spec = specs[job_id]
+                _, job_id, run_index, node, spec = rows[run_id]
                 size += len(spec) + 100
                 lease = response.leases.add(run_id=run_id, run_index=run_index, node=node,
                                             pod_name=pod_name(job_id, run_index))
