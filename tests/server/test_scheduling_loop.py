@@ -383,3 +383,15 @@ def test_jobs_differing_only_in_their_ids_share_one_conversion() -> None:
     # A spec whose id is not where the serialiser puts it is converted from the spec.
     odd = QueuedJob("x", "q", 1.0, now, specs[0].SerializeToString(), None)
     assert _convert(odd, priority=1.0, submitted_at=now).id == specs[0].id
+
+
+def test_run_ids_made_in_bulk_are_random_uuids() -> None:
+    import uuid
+
+    from armada_server.storage.leases import _new_run_ids
+
+    ids = list(_new_run_ids(500))
+    assert len(set(ids)) == 500
+    for run_id in ids:
+        parsed = uuid.UUID(run_id)
+        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, run_id)

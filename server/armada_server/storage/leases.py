@@ -10,6 +10,7 @@ import dataclasses
 import gc
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,7 +42,6 @@ from armada_core.jobs import (
     lifecycle,
     pod_name,
 )
-from armada_core.jobs.ids import new_run_id
 from armada_core.jobs.lifecycle import IllegalTransition
 from armada_server.retries import (
     Catalogue,
@@ -527,11 +527,12 @@ class LeaseOps:
         with bulk(), self._write() as (conn, touched):
             jobs = self._jobs_by_id(conn, [*scheduled, *preempted, *failed])
             changes = []
+            run_ids = _new_run_ids(len(scheduled))
             for job_id, (executor, node, pool) in scheduled.items():
                 job = jobs.get(job_id)
                 if job is None or job.state != JobState.QUEUED:
                     continue
-                after, events = lifecycle.lease(job, run_id=new_run_id(), cluster_id=executor,
+                after, events = lifecycle.lease(job, run_id=next(run_ids), cluster_id=executor,
                                                 node=node, pool=pool, now=now)
                 changes.append((job, after, events))
                 leased += 1
@@ -737,6 +738,17 @@ def _mutable_row(job: Job) -> dict:
             "cancel_requested": job.cancel_requested, "cancel_reason": job.cancel_reason,
             "cancel_user": job.cancel_user, "cancelled_at": job.cancelled_at,
             "preempt_requested": job.preempt_requested, "failure_reason": job.failure_reason}
+
+
+def _new_run_ids(count: int) -> Iterator[str]:
+    """`count` ids as new_run_id makes them (random UUIDs, version 4), from one read of the
+    random source instead of one per lease."""
+    random = bytearray(os.urandom(16 * count))
+    for i in range(0, len(random), 16):
+        random[i + 6] = (random[i + 6] & 0x0F) | 0x40  # version 4
+        random[i + 8] = (random[i + 8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = random[i:i + 16].hex()
+        yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _chunks(values: Sequence, size: int) -> Iterable[Sequence]:
