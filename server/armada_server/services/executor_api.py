@@ -27,18 +27,18 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
             if not node.name or node.name in seen:
                 raise InvalidArgument(f"nodes[{i}].name: missing or repeated")
             seen.add(node.name)
-        response = await self.ctx.run(self.ctx.store.executor_sync, request)
+        nodes = encode_nodes(request.nodes)
+        response = await self.ctx.run(self.ctx.store.executor_sync, request, nodes=nodes)
         response.sync_interval_seconds = self.ctx.config.executor_sync_interval
-        if self.on_sync is not None and self._news(request):
+        if self.on_sync is not None and self._news(request, nodes):
             self.on_sync()
         return response
 
-    def _news(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def _news(self, request, nodes: bytes) -> bool:  # type: ignore[no-untyped-def]
         """Whether the sync changed what the scheduler could do: a run ended (capacity
         freed, or a job queued again) or the executor's nodes changed. Runs starting change
         nothing for it, and a cycle per sync while thousands of runs start kept the
         scheduler busy redoing the same decisions."""
-        nodes = encode_nodes(request.nodes)
         changed = self._nodes.get(request.executor_id) != nodes
         self._nodes[request.executor_id] = nodes
         return changed or any(u.WhichOneof("update") in ENDED for u in request.updates)
