@@ -16,15 +16,17 @@ settings unless said otherwise) and, for throughput, `armada-executor`:
   sync, then starting the process).
 - ``throughput_simulated``: 100,000 jobs (quick: 10,000) of one CPU are queued first, then an
   `armada-executor --kind simulated` with 10,000 nodes of 8 CPUs (quick: 1,000) connects, so 80%
-  of the jobs fit and the rest stay queued. Jobs started per second = jobs that reached
-  ``running`` / (last ``running`` event - first ``leased`` event), both from event timestamps;
-  also the time from starting the executor until the cluster was full. Per-cycle figures come
-  from the server's `armada_scheduling_cycle_seconds` metric.
+  of the jobs fit and the rest stay queued. Jobs started per second = jobs running (the
+  server's ``armada_jobs`` metric, polled every 0.5 s) / (time the cluster was seen full - the
+  first ``leased`` event's timestamp); also the time from starting the executor until the
+  cluster was full, and the last ``running`` event's timestamp as the executor reported it.
+  Per-cycle figures come from the server's `armada_scheduling_cycle_seconds` metric.
 
 ``--profile DIR`` profiles the server's side of the throughput run instead, in this process
 (the server does this work on worker threads, which cProfile of a server process would not
 see): with the same queued jobs and nodes it times, under cProfile, the first scheduling cycle,
-the executor sync that takes the leases, the sync reporting every run as running, an idle sync
+the executor syncs that take all its leases (a response's leases are bounded in size), the
+syncs reporting every run as running (10,000 per sync, as the agent sends them), an idle sync
 and the next cycle, and writes ``<step>.prof`` files to DIR (read them with ``python -m pstats``)
 and the seconds per step to the JSON.
 """
@@ -290,7 +292,7 @@ def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[
 
     from armada_core.api import executor_pb2
     from armada_server.config import NodeGroup, ServerConfig
-    from armada_server.executors.agent import update
+    from armada_server.executors.agent import MAX_UPDATES_PER_SYNC, update
     from armada_server.executors.nodes import virtual_nodes
     from armada_server.metrics import Metrics
     from armada_server.retries import Retries
@@ -332,16 +334,38 @@ def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[
         return result
 
     leased = step("cycle", loop.cycle)
-    response = step("sync_leases", sync)
-    held = [lease.run_id for lease in response.leases]
-    running = [update(lease.run_id, lease.job.id, running=executor_pb2.RunUpdate.Running(
-        node=lease.node, kubernetes_id=lease.run_id)) for lease in response.leases]
-    step("sync_running", lambda: sync(run_ids=held, updates=running))
+    held: list[str] = []
+    running: list[executor_pb2.RunUpdate] = []
+
+    def take_leases() -> int:
+        # A sync response carries leases up to a size bound: sync until none are left.
+        syncs = 0
+        while True:
+            response = sync(run_ids=held)
+            syncs += 1
+            if not response.leases:
+                return syncs
+            held.extend(lease.run_id for lease in response.leases)
+            running.extend(update(lease.run_id, lease.job.id,
+                                  running=executor_pb2.RunUpdate.Running(
+                                      node=lease.node, kubernetes_id=lease.run_id))
+                           for lease in response.leases)
+
+    def report_running() -> int:
+        # In portions of the agent's MAX_UPDATES_PER_SYNC, as the executor sends them.
+        for i in range(0, len(running), MAX_UPDATES_PER_SYNC):
+            sync(run_ids=held, updates=running[i:i + MAX_UPDATES_PER_SYNC])
+        return -(-len(running) // MAX_UPDATES_PER_SYNC)
+
+    lease_syncs = step("sync_leases", take_leases)
+    running_syncs = step("sync_running", report_running)
     step("sync_idle", lambda: sync(run_ids=held))
     step("cycle_again", loop.cycle)
     store.engine.dispose()
     return {"name": "profile_in_process", "nodes": nodes, "queued_jobs": jobs,
-            "leased": leased, "seconds_under_cprofile": seconds, "profiles": str(out)}
+            "leased": leased, "syncs_taking_leases": lease_syncs,
+            "syncs_reporting_running": running_syncs,
+            "seconds_under_cprofile": seconds, "profiles": str(out)}
 
 
 def main() -> int:
