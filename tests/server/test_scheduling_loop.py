@@ -395,3 +395,23 @@ def test_run_ids_made_in_bulk_are_random_uuids() -> None:
     for run_id in ids:
         parsed = uuid.UUID(run_id)
         assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, run_id)
+
+
+def test_bulk_pauses_the_collector_until_the_last_batch_ends(monkeypatch) -> None:
+    import gc
+
+    from armada_server.storage import leases
+
+    assert gc.isenabled()
+    with leases.bulk():
+        with leases.bulk():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        # Overlapping batches past the limit still collect now and then.
+        monkeypatch.setattr(leases, "GC_PAUSE_LIMIT", 0.0)
+        collected: list[int] = []
+        monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
+        with leases.bulk():
+            pass
+        assert collected == [1] and not gc.isenabled()
+    assert gc.isenabled()
