@@ -38,8 +38,8 @@ def test_rows_match_sqlalchemy_insert(database_url: str) -> None:
         for prefix, write in (("a", lambda rows: conn.execute(insert(t.jobs), rows)),
                               ("b", lambda rows: insert_rows(conn, t.jobs, rows))):
             write([job_row(f"{prefix}1"),
-                   job_row(f"{prefix}2", client_id=f"c-{prefix}", cancel_requested=True, priority=0.0,
-                           retry_after=T0, avoid_node="n1", spec=b"")])
+                   job_row(f"{prefix}2", client_id=f"c-{prefix}", cancel_requested=True,
+                           priority=0.0, retry_after=T0, avoid_node="n1", spec=b"")])
         for n in ("1", "2"):
             assert stored(conn, "b" + n) == stored(conn, "a" + n)
         # Defaults fill what a row leaves out; times come back as stored.
