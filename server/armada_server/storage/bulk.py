@@ -1,19 +1,23 @@
-"""Bulk inserts without SQLAlchemy's per-row parameter handling.
+"""Bulk statements without SQLAlchemy's per-row parameter and result handling.
 
-A submission of thousands of jobs writes thousands of rows whose values mostly repeat (one
-timestamp, one queue, one job set). SQLAlchemy converts every value of every row on its way to
-the driver; here each column's conversion runs once per distinct value in the batch, and the
-rows go to the driver's executemany as they are. Same statement, same conversions, same
-transaction: only the bookkeeping differs.
+Submissions, scheduling cycles and executor syncs read and write tens of thousands of rows
+whose values mostly repeat (one timestamp, one queue, one job set). SQLAlchemy converts every
+value of every row in Python on its way to and from the driver (a datetime is formatted or
+parsed per value), which was most of the cost of those writes. Here conversions run once per
+distinct value and rows go to the driver's cursor as they are: the same statements, the same
+stored forms (datetimes on SQLite as UTC text "YYYY-MM-DD HH:MM:SS.ffffff", timezone dropped,
+as SQLAlchemy's SQLite DateTime stores them), the same transaction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, LargeBinary, Table, insert
+from sqlalchemy import Connection, DateTime, LargeBinary, Table, insert
 from sqlalchemy.engine import Dialect
 
 
@@ -90,3 +94,71 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]
     else:
         params = [dict(zip(plan.columns, row, strict=True)) for row in zip(*values, strict=True)]
     conn.exec_driver_sql(plan.sql, params)
+
+
+_COMPILED: dict[tuple, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+_FORMATTED: dict[datetime, str] = {}
+
+
+def fetch(conn: Connection, stmt) -> list[Sequence]:  # type: ignore[no-untyped-def]
+    """The rows of a select as plain tuples; on SQLite straight from the driver, so times
+    come back as text (read them with rows.when)."""
+    if conn.dialect.name != "sqlite":
+        return [tuple(r) for r in conn.execute(stmt)]
+    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    args = [sqlite_value(params[n]) for n in compiled.positiontup or ()]
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        return cursor.execute(compiled.string, args).fetchall()
+    finally:
+        cursor.close()
+
+
+def sqlite_value(value: object) -> object:
+    """A parameter as SQLAlchemy's SQLite dialect would send it."""
+    if isinstance(value, datetime) and value.tzinfo is UTC:
+        text = _FORMATTED.get(value)
+        if text is None:
+            if len(_FORMATTED) >= 4096:
+                _FORMATTED.clear()
+            text = _FORMATTED[value] = value.isoformat(" ", "microseconds")[:26]
+        return text
+    if isinstance(value, datetime):
+        return value.isoformat(" ", "microseconds")[:26]
+    return value
+
+
+def executemany(conn: Connection, stmt, rows: Sequence[dict]) -> None:  # type: ignore[no-untyped-def]
+    """`conn.execute(stmt, rows)` for an UPDATE or INSERT that is a module constant (its
+    compiled form is cached per statement and set of keys). The rows are the caller's
+    throwaway dicts: on SQLite their times are replaced by text."""
+    if not rows:
+        return
+    if conn.dialect.name != "sqlite":
+        conn.execute(stmt, rows)
+        return
+    keys = tuple(rows[0])
+    found = _COMPILED.get((id(stmt), keys))
+    if found is None:
+        compiled = stmt.compile(dialect=conn.dialect, column_keys=list(keys))
+        names = tuple(compiled.positiontup or ())
+        columns = stmt.table.c
+        dated = tuple(n for n in names
+                      if n in columns and isinstance(columns[n].type, DateTime))
+        found = _COMPILED[(id(stmt), keys)] = (compiled.string, names, dated)
+    sql, names, dated = found
+    for r in rows:
+        for n in dated:
+            if r[n] is not None:
+                r[n] = sqlite_value(r[n])
+    if len(names) == 1:
+        params = [(r[names[0]],) for r in rows]
+    else:
+        values = itemgetter(*names)
+        params = [values(r) for r in rows]
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.executemany(sql, params)
+    finally:
+        cursor.close()

@@ -6,9 +6,7 @@ armada_core.jobs.lifecycle, so the event log stays the record of what happened.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
-import json
 import logging
 import os
 import threading
@@ -18,11 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
-from operator import itemgetter
 
 from sqlalchemy import (
     Connection,
-    DateTime,
     and_,
     bindparam,
     func,
@@ -52,6 +48,17 @@ from armada_server.retries import (
     start_gang_generation,
 )
 from armada_server.storage import schema as t
+from armada_server.storage.bulk import executemany, fetch
+from armada_server.storage.rows import (
+    JOB_COLUMNS,
+    RUN_COLUMNS,
+    chunks,
+    job_from_row,
+    mutable_job_row,
+    run_from_row,
+    run_row,
+    when,
+)
 
 log = logging.getLogger("armada_server")
 
@@ -344,13 +351,13 @@ class LeaseOps:
         leased: list[str] = []
         started: set[str] = set()
         is_leased = int(RunState.LEASED)
-        for run_id, state in _fetch(conn, select(t.runs.c.id, t.runs.c.state).where(
+        for run_id, state in fetch(conn, select(t.runs.c.id, t.runs.c.state).where(
                 t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES))):
             if state == is_leased:
                 leased.append(run_id)
             else:
                 started.add(run_id)
-        for run_id, job_id in _fetch(conn, select(t.runs.c.id, t.runs.c.job_id).join(
+        for run_id, job_id in fetch(conn, select(t.runs.c.id, t.runs.c.job_id).join(
                 t.jobs, t.jobs.c.id == t.runs.c.job_id).where(
                     t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES),
                     t.jobs.c.preempt_requested)):
@@ -361,14 +368,14 @@ class LeaseOps:
         new = [r for r in leased if r not in held]
         lost_runs = started - held - updated
         lost: list[str] = []
-        for chunk in _chunks(sorted(lost_runs), 500):
+        for chunk in chunks(sorted(lost_runs), 500):
             lost += conn.execute(select(t.runs.c.job_id).where(
                 t.runs.c.id.in_(chunk))).scalars().all()
         size = 0
-        for chunk in _chunks(new, 500):
+        for chunk in chunks(new, 500):
             if size >= MAX_LEASE_BYTES:
                 break
-            rows = {r[0]: r for r in _fetch(conn, select(
+            rows = {r[0]: r for r in fetch(conn, select(
                 t.runs.c.id, t.runs.c.job_id, t.runs.c.run_index, t.runs.c.node, t.jobs.c.spec)
                 .join(t.jobs, t.jobs.c.id == t.runs.c.job_id).where(t.runs.c.id.in_(chunk)))}
             for run_id in chunk:
@@ -381,7 +388,7 @@ class LeaseOps:
                 lease.job.MergeFromString(spec)
         gone = sorted(held - active)
         owners: dict[str, str] = {}
-        for chunk in _chunks(gone, 500):
+        for chunk in chunks(gone, 500):
             owners.update(conn.execute(select(t.runs.c.id, t.runs.c.job_id).where(
                 t.runs.c.id.in_(chunk))).all())
         for run_id in gone:
@@ -436,13 +443,13 @@ class LeaseOps:
     def _jobs_by_id(self, conn: Connection, job_ids: Iterable[str]) -> dict[str, Job]:
         """The jobs (with their runs) as Store._load_jobs builds them, read in bulk."""
         jobs: dict[str, Job] = {}
-        for chunk in _chunks(sorted(set(job_ids)), 2000):
+        for chunk in chunks(sorted(set(job_ids)), 2000):
             runs: dict[str, list[Run]] = {}
-            for r in _fetch(conn, select(*_RUN_COLUMNS).where(t.runs.c.job_id.in_(chunk))
+            for r in fetch(conn, select(*RUN_COLUMNS).where(t.runs.c.job_id.in_(chunk))
                             .order_by(t.runs.c.job_id, t.runs.c.run_index)):
-                runs.setdefault(r[0], []).append(_run(r))
-            for r in _fetch(conn, select(*_JOB_COLUMNS).where(t.jobs.c.id.in_(chunk))):
-                jobs[r[0]] = _job(r, tuple(runs.get(r[0], ())))
+                runs.setdefault(r[0], []).append(run_from_row(r))
+            for r in fetch(conn, select(*JOB_COLUMNS).where(t.jobs.c.id.in_(chunk))):
+                jobs[r[0]] = job_from_row(r, tuple(runs.get(r[0], ())))
         return jobs
 
     def _save_many(self, conn: Connection, touched: set,
@@ -455,25 +462,25 @@ class LeaseOps:
         job_rows, new_runs, changed_runs, changed_full = [], [], [], []
         all_events: list = []
         for before, after, more in changes:
-            job_rows.append(_mutable_row(after))
+            job_rows.append(mutable_job_row(after))
             if after.runs and (not before.runs or after.runs[-1] != before.runs[-1]):
-                run_row = _run_row(after.id, after.runs[-1])
-                old = next((r for r in before.runs if r.id == run_row["id"]), None)
+                row = run_row(after.id, after.runs[-1])
+                old = next((r for r in before.runs if r.id == row["id"]), None)
                 if old is not None and _fixed(old) == _fixed(after.runs[-1]):
                     # Only what a run's later events change: rewriting the columns of the
                     # (job_id, run_index) index cost SQLite an index update per row.
-                    changed_runs.append({k: run_row[k] for k in _RUN_CHANGES}
-                                        | {"_id": run_row["id"]})
+                    changed_runs.append({k: row[k] for k in _RUN_CHANGES}
+                                        | {"_id": row["id"]})
                 elif old is not None:
-                    run_row["_id"] = run_row.pop("id")
-                    changed_full.append(run_row)
+                    row["_id"] = row.pop("id")
+                    changed_full.append(row)
                 else:
-                    new_runs.append(run_row)
+                    new_runs.append(row)
             all_events.extend(more)
-        _executemany(conn, _UPDATE_JOBS, job_rows)
-        _executemany(conn, _INSERT_RUNS, new_runs)
-        _executemany(conn, _UPDATE_RUNS, changed_runs)
-        _executemany(conn, _UPDATE_RUNS, changed_full)
+        executemany(conn, _UPDATE_JOBS, job_rows)
+        executemany(conn, _INSERT_RUNS, new_runs)
+        executemany(conn, _UPDATE_RUNS, changed_runs)
+        executemany(conn, _UPDATE_RUNS, changed_full)
         events = all_events if events is None else events
         if events:
             self._append(conn, touched, events)
@@ -504,18 +511,18 @@ class LeaseOps:
             # every queued and running job, each cycle.
             new = object.__new__
             queued = []
-            for job_id, queue, priority, submitted, spec, avoid in _fetch(conn, select(
+            for job_id, queue, priority, submitted, spec, avoid in fetch(conn, select(
                     *cols, t.jobs.c.avoid_node).where(
                         t.jobs.c.state == int(JobState.QUEUED),
                         or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now))
                     .order_by(t.jobs.c.id)):
                 job = new(QueuedJob)
                 job.__dict__.update(id=job_id, queue=queue, priority=priority,
-                                    submitted_at=_when(submitted), raw=spec, avoid_node=avoid,
+                                    submitted_at=when(submitted), raw=spec, avoid_node=avoid,
                                     gang_cardinality=generations.get(job_id))
                 queued.append(job)
             running = []
-            for job_id, queue, priority, submitted, spec, cluster, node, started in _fetch(
+            for job_id, queue, priority, submitted, spec, cluster, node, started in fetch(
                     conn, select(*cols, t.runs.c.cluster_id, t.runs.c.node, t.runs.c.started_at)
                     .join(t.runs, and_(t.runs.c.job_id == t.jobs.c.id,
                                        t.runs.c.state.in_(ACTIVE_RUN_STATES)))
@@ -524,8 +531,8 @@ class LeaseOps:
                     .order_by(t.jobs.c.id)):
                 job = new(RunningJob)
                 job.__dict__.update(id=job_id, queue=queue, priority=priority,
-                                    submitted_at=_when(submitted), raw=spec,
-                                    node=f"{cluster}/{node}", started_at=_when(started))
+                                    submitted_at=when(submitted), raw=spec,
+                                    node=f"{cluster}/{node}", started_at=when(started))
                 running.append(job)
         return SchedulingState(queues, executors, queued, running)
 
@@ -566,7 +573,7 @@ class LeaseOps:
                                                retry=False, now=now)
                 changes.append((job, after, events))
             self._save_many(conn, touched, changes)
-            for chunk in _chunks(list(scheduled), 500):
+            for chunk in chunks(list(scheduled), 500):
                 conn.execute(update(t.jobs).where(t.jobs.c.id.in_(chunk),
                                                   t.jobs.c.scheduling_reason != "")
                              .values(scheduling_reason=""))
@@ -593,164 +600,9 @@ _UPDATE_RUNS = update(t.runs).where(t.runs.c.id == bindparam("_id"))
 # The run columns set after its lease (see lifecycle's handlers); the rest never change.
 _RUN_CHANGES = ("node", "state", "pending_at", "started_at", "finished_at", "kubernetes_id",
                 "condition", "category", "subcategory", "reason", "containers")
-_COMPILED: dict[tuple, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
-_FORMATTED: dict[datetime, str] = {}
-
-
-_JOB_COLUMNS = (t.jobs.c.id, t.jobs.c.spec, t.jobs.c.state, t.jobs.c.priority,
-                t.jobs.c.submitted_at, t.jobs.c.last_transition_at, t.jobs.c.retry_after,
-                t.jobs.c.cancel_requested, t.jobs.c.cancel_reason, t.jobs.c.cancel_user,
-                t.jobs.c.cancelled_at, t.jobs.c.preempt_requested, t.jobs.c.failure_reason)
-_RUN_COLUMNS = (t.runs.c.job_id, t.runs.c.id, t.runs.c.run_index, t.runs.c.cluster_id,
-                t.runs.c.node, t.runs.c.pool, t.runs.c.state, t.runs.c.leased_at,
-                t.runs.c.pending_at, t.runs.c.started_at, t.runs.c.finished_at,
-                t.runs.c.kubernetes_id, t.runs.c.condition, t.runs.c.category,
-                t.runs.c.subcategory, t.runs.c.reason, t.runs.c.containers)
-_JOB_STATES = {int(s): s for s in JobState}
-_PARSED: dict[str, datetime] = {}
-_RUN_STATES = {int(s): s for s in RunState}
-
-
-def _when(value: datetime | str | None) -> datetime | None:
-    """A stored time as an aware UTC datetime (SQLite text, or the driver's datetime)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        # Rows written together share their times: parse each text once.
-        when = _PARSED.get(value)
-        if when is None:
-            if len(_PARSED) >= 4096:
-                _PARSED.clear()
-            when = _PARSED[value] = datetime.fromisoformat(value).replace(tzinfo=UTC)
-        return when
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-_JOB_FIELDS = ("spec", "state", "priority", "submitted_at", "last_transition_at", "runs",
-               "retry_after", "cancel_requested", "cancel_reason", "cancel_user",
-               "cancelled_at", "preempt_requested", "failure_reason")
-_RUN_FIELDS = ("id", "index", "cluster_id", "node", "pool", "state", "leased_at", "pending_at",
-               "started_at", "finished_at", "kubernetes_id", "containers", "condition",
-               "category", "subcategory", "reason")
-# Rows become Jobs and Runs without their (frozen, validation-free) __init__, tens of
-# thousands per sync; every field is set, which these checks keep true.
-if (tuple(f.name for f in dataclasses.fields(Job)), tuple(
-        f.name for f in dataclasses.fields(Run))) != (_JOB_FIELDS, _RUN_FIELDS):
-    raise RuntimeError("Job or Run changed its fields: update leases._JOB_FIELDS/_RUN_FIELDS")
-
-
-def _job(r: Sequence, runs: tuple[Run, ...]) -> Job:
-    """Store._job_from_row for a row of _JOB_COLUMNS."""
-    job = object.__new__(Job)
-    job.__dict__.update(zip(_JOB_FIELDS, (
-        submit_pb2.Job.FromString(r[1]), _JOB_STATES[r[2]], r[3], _when(r[4]), _when(r[5]),
-        runs, _when(r[6]), bool(r[7]), r[8], r[9], _when(r[10]), bool(r[11]), r[12]),
-        strict=True))
-    return job
-
-
-def _run(r: Sequence) -> Run:
-    """Store._run_from_row for a row of _RUN_COLUMNS."""
-    containers = () if r[16] == "[]" else tuple(
-        ContainerResult(**c) for c in json.loads(r[16]))
-    run = object.__new__(Run)
-    run.__dict__.update(zip(_RUN_FIELDS, (
-        r[1], r[2], r[3], r[4], r[5], _RUN_STATES[r[6]], _when(r[7]), _when(r[8]),
-        _when(r[9]), _when(r[10]), r[11], containers, r[12], r[13], r[14], r[15]),
-        strict=True))
-    return run
-
-
-def _fetch(conn: Connection, stmt) -> list[Sequence]:  # type: ignore[no-untyped-def]
-    """The rows of a select as plain tuples; on SQLite straight from the driver, so times
-    come back as text (read them with _when)."""
-    if conn.dialect.name != "sqlite":
-        return [tuple(r) for r in conn.execute(stmt)]
-    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    params = compiled.construct_params()
-    args = [_sqlite_value(params[n]) for n in compiled.positiontup or ()]
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        return cursor.execute(compiled.string, args).fetchall()
-    finally:
-        cursor.close()
-
-
-def _sqlite_value(value: object) -> object:
-    if isinstance(value, datetime) and value.tzinfo is UTC:
-        text = _FORMATTED.get(value)
-        if text is None:
-            if len(_FORMATTED) >= 4096:
-                _FORMATTED.clear()
-            text = _FORMATTED[value] = value.isoformat(" ", "microseconds")[:26]
-        return text
-    if isinstance(value, datetime):
-        return value.isoformat(" ", "microseconds")[:26]
-    return value
-
-
-def _executemany(conn: Connection, stmt, rows: Sequence[dict]) -> None:  # type: ignore[no-untyped-def]
-    """`conn.execute(stmt, rows)`; statements are module constants (the compiled form is
-    cached per statement and set of keys)."""
-    if not rows:
-        return
-    if conn.dialect.name != "sqlite":
-        conn.execute(stmt, rows)
-        return
-    keys = tuple(rows[0])
-    found = _COMPILED.get((id(stmt), keys))
-    if found is None:
-        compiled = stmt.compile(dialect=conn.dialect, column_keys=list(keys))
-        names = tuple(compiled.positiontup or ())
-        columns = stmt.table.c
-        dated = tuple(n for n in names
-                      if n in columns and isinstance(columns[n].type, DateTime))
-        found = _COMPILED[(id(stmt), keys)] = (compiled.string, names, dated)
-    sql, names, dated = found
-    for r in rows:  # the rows are the caller's throwaway dicts
-        for n in dated:
-            if r[n] is not None:
-                r[n] = _sqlite_value(r[n])
-    if len(names) == 1:
-        params = [(r[names[0]],) for r in rows]
-    else:
-        values = itemgetter(*names)
-        params = [values(r) for r in rows]
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.executemany(sql, params)
-    finally:
-        cursor.close()
-
-
 def _fixed(run: Run) -> tuple:
     """What a run's lease decided, which no later event of the run changes."""
     return run.index, run.cluster_id, run.pool, run.leased_at
-
-
-def _run_row(job_id: str, run: Run) -> dict:
-    """Store._run_row, without encoding an empty container list per run."""
-    return {
-        "id": run.id, "job_id": job_id, "run_index": run.index, "cluster_id": run.cluster_id,
-        "node": run.node, "pool": run.pool, "state": int(run.state),
-        "leased_at": run.leased_at, "pending_at": run.pending_at,
-        "started_at": run.started_at, "finished_at": run.finished_at,
-        "kubernetes_id": run.kubernetes_id, "condition": run.condition,
-        "category": run.category, "subcategory": run.subcategory, "reason": run.reason,
-        "containers": json.dumps([vars(c) for c in run.containers]) if run.containers
-        else "[]",
-    }
-
-
-def _mutable_row(job: Job) -> dict:
-    """The columns of Store._job_row that a transition can change, keyed for _save_many.
-    The rest (ids, queue, job set, the spec and what derives from it) are fixed at
-    submission, and re-serialising the spec per write was a large part of a cycle."""
-    return {"_id": job.id, "state": int(job.state), "priority": job.priority,
-            "last_transition_at": job.last_transition_at, "retry_after": job.retry_after,
-            "cancel_requested": job.cancel_requested, "cancel_reason": job.cancel_reason,
-            "cancel_user": job.cancel_user, "cancelled_at": job.cancelled_at,
-            "preempt_requested": job.preempt_requested, "failure_reason": job.failure_reason}
 
 
 def _new_run_ids(count: int) -> Iterator[str]:
@@ -762,11 +614,6 @@ def _new_run_ids(count: int) -> Iterator[str]:
         random[i + 8] = (random[i + 8] & 0x3F) | 0x80  # RFC 4122 variant
         h = random[i:i + 16].hex()
         yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def _chunks(values: Sequence, size: int) -> Iterable[Sequence]:
-    for i in range(0, len(values), size):
-        yield values[i:i + size]
 
 
 def _group(reasons: Mapping[str, str]) -> dict[str, list[str]]:

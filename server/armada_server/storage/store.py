@@ -6,7 +6,6 @@ the events appended in the same transaction: the log and the tables never disagr
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,7 +19,6 @@ from sqlalchemy.exc import DataError, IntegrityError
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import (
-    ContainerResult,
     Job,
     JobState,
     Run,
@@ -29,17 +27,25 @@ from armada_core.jobs import (
     lifecycle,
     new_job_id,
 )
-from armada_core.jobs import annotations as ann
-from armada_core.jobs.gangs import gang_of
 from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
 from armada_core.retry import RetrySettings
 from armada_server.errors import AlreadyExists, InvalidArgument, NotFound
 from armada_server.retries import Retries
 from armada_server.storage import schema as t
-from armada_server.storage.bulk import insert_rows
+from armada_server.storage.bulk import fetch, insert_rows
 from armada_server.storage.database import WRITE
 from armada_server.storage.leases import LeaseOps
 from armada_server.storage.notify import notify
+from armada_server.storage.rows import (
+    JOB_COLUMNS,
+    RUN_COLUMNS,
+    chunks,
+    job_from_row,
+    job_row,
+    mutable_job_row,
+    run_from_row,
+    run_row,
+)
 
 JobSetKey = tuple[str, str]  # (queue, job set)
 
@@ -263,7 +269,7 @@ class Store(LeaseOps):
                 raise NotFound(f"queue {queue!r} not found")
             client_ids = {i.client_id for i in items if i.client_id}
             known: dict[str, str] = {}
-            for chunk in _chunks(sorted(client_ids), 500):
+            for chunk in chunks(sorted(client_ids), 500):
                 known.update(conn.execute(select(t.jobs.c.client_id, t.jobs.c.id).where(
                     t.jobs.c.queue == queue, t.jobs.c.client_id.in_(chunk))).all())
             ids: list[str] = []
@@ -279,7 +285,7 @@ class Store(LeaseOps):
                 spec = job_from_item(item, job_id=job_id, queue=queue, job_set_id=job_set,
                                      owner=owner, now=now, groups=groups)
                 job, events = lifecycle.submit(spec, now)
-                job_rows.append(_job_row(job))
+                job_rows.append(job_row(job))
                 all_events.extend(events)
                 ids.append(job_id)
             if job_rows:
@@ -288,32 +294,30 @@ class Store(LeaseOps):
             return ids
 
     def _load_jobs(self, conn: Connection, where) -> list[Job]:  # type: ignore[no-untyped-def]
-        rows = conn.execute(select(t.jobs).where(where).order_by(t.jobs.c.id)).all()
+        rows = fetch(conn, select(*JOB_COLUMNS).where(where).order_by(t.jobs.c.id))
         if not rows:
             return []
         runs: dict[str, list[Run]] = defaultdict(list)
-        ids = [r.id for r in rows]
-        for chunk in _chunks(ids, 500):
-            for r in conn.execute(select(t.runs).where(t.runs.c.job_id.in_(chunk)).order_by(
-                    t.runs.c.job_id, t.runs.c.run_index)).all():
-                runs[r.job_id].append(_run_from_row(r))
-        return [_job_from_row(r, tuple(runs[r.id])) for r in rows]
+        for chunk in chunks([r[0] for r in rows], 500):
+            for r in fetch(conn, select(*RUN_COLUMNS).where(t.runs.c.job_id.in_(chunk))
+                           .order_by(t.runs.c.job_id, t.runs.c.run_index)):
+                runs[r[0]].append(run_from_row(r))
+        return [job_from_row(r, tuple(runs[r[0]])) for r in rows]
 
     def _save(self, conn: Connection, touched: set[JobSetKey],
               changes: Iterable[tuple[Job, Job, list[EventMessage]]]) -> None:
         """Write the jobs a command changed and append its events."""
         all_events: list[EventMessage] = []
         for before, after, events in changes:
-            row = _job_row(after)
-            row.pop("id")
-            row.pop("spec")
+            row = mutable_job_row(after)
+            del row["_id"]
             conn.execute(update(t.jobs).where(t.jobs.c.id == after.id).values(**row))
             if after.runs and (not before.runs or after.runs[-1] != before.runs[-1]):
-                run_row = _run_row(after.id, after.runs[-1])
-                stmt = self._insert(t.runs).values(**run_row)
+                run = run_row(after.id, after.runs[-1])
+                stmt = self._insert(t.runs).values(**run)
                 conn.execute(stmt.on_conflict_do_update(
                     index_elements=[t.runs.c.id],
-                    set_={k: v for k, v in run_row.items() if k != "id"}))
+                    set_={k: v for k, v in run.items() if k != "id"}))
             all_events.extend(events)
         if all_events:
             self._append(conn, touched, all_events)
@@ -411,7 +415,7 @@ class Store(LeaseOps):
     def job_states(self, job_ids: Sequence[str]) -> dict[str, JobState]:
         found: dict[str, JobState] = {}
         with self._read() as conn:
-            for chunk in _chunks(list(job_ids), 500):
+            for chunk in chunks(list(job_ids), 500):
                 for job_id, state in conn.execute(select(t.jobs.c.id, t.jobs.c.state).where(
                         t.jobs.c.id.in_(chunk))).all():
                     found[job_id] = JobState(state)
@@ -421,7 +425,7 @@ class Store(LeaseOps):
         """Why each queued job was not scheduled in the latest cycle (absent: no reason)."""
         out: dict[str, str] = {}
         with self._read() as conn:
-            for chunk in _chunks(list(job_ids), 500):
+            for chunk in chunks(list(job_ids), 500):
                 out.update(conn.execute(select(t.jobs.c.id, t.jobs.c.scheduling_reason).where(
                     t.jobs.c.id.in_(chunk), t.jobs.c.scheduling_reason != "")).all())
         return out
@@ -435,16 +439,16 @@ class Store(LeaseOps):
     def jobs(self, job_ids: Sequence[str]) -> list[Job]:
         with self._read() as conn:
             out: list[Job] = []
-            for chunk in _chunks(list(job_ids), 500):
+            for chunk in chunks(list(job_ids), 500):
                 out += self._load_jobs(conn, t.jobs.c.id.in_(chunk))
         return out
 
     def runs(self, run_ids: Sequence[str]) -> list[tuple[str, Run]]:
         with self._read() as conn:
             out = []
-            for chunk in _chunks(list(run_ids), 500):
-                out += [(r.job_id, _run_from_row(r)) for r in conn.execute(
-                    select(t.runs).where(t.runs.c.id.in_(chunk))).all()]
+            for chunk in chunks(list(run_ids), 500):
+                out += [(r[0], run_from_row(r)) for r in fetch(
+                    conn, select(*RUN_COLUMNS).where(t.runs.c.id.in_(chunk)))]
         return out
 
     def active_queues(self) -> dict[str, list[str]]:
@@ -478,68 +482,3 @@ def _invalid(error: DataError) -> InvalidArgument:
     reason = str(getattr(error, "orig", error)).strip().splitlines()
     return InvalidArgument(f"a value in the request cannot be stored: "
                            f"{reason[0] if reason else 'rejected by the database'}")
-
-
-# --- rows <-> domain --------------------------------------------------------------------------
-
-def _chunks(values: Sequence, size: int) -> Iterator[Sequence]:
-    for i in range(0, len(values), size):
-        yield values[i:i + size]
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    # SQLite hands back naive datetimes; everything stored is UTC.
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
-
-
-def _job_row(job: Job) -> dict:
-    gang = gang_of(job.spec.annotations)
-    return {
-        "id": job.id, "queue": job.queue, "job_set": job.job_set,
-        "client_id": job.spec.client_id or None,
-        "external_job_uri": job.spec.annotations.get(ann.EXTERNAL_JOB_URI) or None,
-        "state": int(job.state), "priority": job.priority,
-        "priority_class": job.priority_class, "gang_id": gang.id if gang else None,
-        "submitted_at": job.submitted_at, "last_transition_at": job.last_transition_at,
-        "retry_after": job.retry_after, "cancel_requested": job.cancel_requested,
-        "cancel_reason": job.cancel_reason, "cancel_user": job.cancel_user,
-        "cancelled_at": job.cancelled_at, "preempt_requested": job.preempt_requested,
-        "failure_reason": job.failure_reason, "spec": job.spec.SerializeToString(),
-    }
-
-
-def _job_from_row(row, runs: tuple[Run, ...]) -> Job:  # type: ignore[no-untyped-def]
-    return Job(
-        spec=submit_pb2.Job.FromString(row.spec), state=JobState(row.state),
-        priority=row.priority, submitted_at=_aware(row.submitted_at),
-        last_transition_at=_aware(row.last_transition_at), runs=runs,
-        retry_after=_aware(row.retry_after), cancel_requested=row.cancel_requested,
-        cancel_reason=row.cancel_reason, cancel_user=row.cancel_user,
-        cancelled_at=_aware(row.cancelled_at), preempt_requested=row.preempt_requested,
-        failure_reason=row.failure_reason)
-
-
-def _run_row(job_id: str, run: Run) -> dict:
-    return {
-        "id": run.id, "job_id": job_id, "run_index": run.index, "cluster_id": run.cluster_id,
-        "node": run.node, "pool": run.pool, "state": int(run.state),
-        "leased_at": run.leased_at, "pending_at": run.pending_at,
-        "started_at": run.started_at, "finished_at": run.finished_at,
-        "kubernetes_id": run.kubernetes_id, "condition": run.condition,
-        "category": run.category, "subcategory": run.subcategory, "reason": run.reason,
-        "containers": json.dumps([vars(c) for c in run.containers]),
-    }
-
-
-def _run_from_row(row) -> Run:  # type: ignore[no-untyped-def]
-    return Run(
-        id=row.id, index=row.run_index, cluster_id=row.cluster_id, node=row.node,
-        pool=row.pool, state=RunState(row.state), leased_at=_aware(row.leased_at),
-        pending_at=_aware(row.pending_at), started_at=_aware(row.started_at),
-        finished_at=_aware(row.finished_at), kubernetes_id=row.kubernetes_id,
-        containers=tuple(ContainerResult(**c) for c in json.loads(row.containers)),
-        condition=row.condition, category=row.category, subcategory=row.subcategory,
-        reason=row.reason)
-
