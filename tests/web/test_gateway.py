@@ -246,3 +246,12 @@ def test_fair_share_from_running_jobs_and_capacity(tmp_path) -> None:  # type: i
         assert queues["small"]["adjustedFairShare"] == 0.25
     finally:
         server.stop()
+
+
+def test_the_share_sampler_keeps_to_a_tenth_of_a_core() -> None:
+    from armada_server.web.shares import pause
+
+    assert pause(10.0, 0.2) == 9.8  # cheap samples: one per period
+    assert pause(10.0, 3.0) == 27.0  # a 3 s sample waits nine times as long
+    assert pause(10.0, 12.0) == 108.0
+    assert pause(0.1, 0.01) == 0.5  # never busy-loops

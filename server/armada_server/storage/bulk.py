@@ -6,7 +6,8 @@ value of every row in Python on its way to and from the driver (a datetime is fo
 parsed per value), which was most of the cost of those writes. Here conversions run once per
 distinct value and rows go to the driver's cursor as they are: the same statements, the same
 stored forms (datetimes on SQLite as UTC text "YYYY-MM-DD HH:MM:SS.ffffff", timezone dropped,
-as SQLAlchemy's SQLite DateTime stores them), the same transaction.
+as SQLAlchemy's SQLite DateTime stores them), the same transaction. On PostgreSQL these
+functions take SQLAlchemy's own path (its multi-row INSERTs are already fast there).
 """
 
 from __future__ import annotations
@@ -27,21 +28,17 @@ class _Plan:
     columns: tuple[str, ...]  # the statement's parameters, in its order
     defaults: tuple[Any, ...]  # the value when a row leaves the column out
     processors: tuple[Callable[[Any], Any] | None, ...]
-    positional: bool
 
 
-_plans: dict[tuple[str, str], _Plan] = {}
+_plans: dict[str, _Plan] = {}
 
 
-def _plan(table: Table, dialect: Dialect) -> _Plan:
-    key = (table.name, dialect.name)
-    plan = _plans.get(key)
+def _sqlite_plan(table: Table, dialect: Dialect) -> _Plan:
+    plan = _plans.get(table.name)
     if plan is None:
         compiled = insert(table).compile(dialect=dialect,
                                          column_keys=[c.key for c in table.columns])
-        # An INSERT's parameters are named after their columns.
-        columns = list(compiled.positiontup) if dialect.positional else [
-            c.key for c in table.columns]
+        columns = list(compiled.positiontup or ())  # an INSERT's parameters are its columns
         defaults, processors = [], []
         for name in columns:
             column = table.columns[name]
@@ -49,29 +46,31 @@ def _plan(table: Table, dialect: Dialect) -> _Plan:
             if default is not None and not default.is_scalar:
                 raise ValueError(f"{table.name}.{name}: only scalar defaults are supported")
             defaults.append(default.arg if default is not None else None)
-            # Both drivers (sqlite3, psycopg) take bytes as they are; SQLAlchemy's wrapping
-            # of each value in the driver's Binary type is only needed by others.
+            # sqlite3 takes bytes as they are: SQLAlchemy's wrapping of each value in the
+            # driver's Binary type is only needed by other drivers.
             binary = isinstance(column.type, LargeBinary)
             processors.append(None if binary else
                               column.type.dialect_impl(dialect).bind_processor(dialect))
-        plan = _plans[key] = _Plan(str(compiled), tuple(columns),
-                                   tuple(defaults), tuple(processors), dialect.positional)
+        plan = _plans[table.name] = _Plan(str(compiled), tuple(columns), tuple(defaults),
+                                          tuple(processors))
     return plan
 
 
 def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
-    """INSERT every row (a mapping of column name to value) in one executemany."""
+    """INSERT every row (a mapping of column name to value), all or none."""
     if not rows:
         return
-    if conn.dialect.driver not in ("pysqlite", "psycopg"):
-        conn.execute(insert(table), list(rows))  # a driver not measured here: the usual way
-        return
-    plan = _plan(table, conn.dialect)
-    known = set(plan.columns)
+    known = set(table.columns.keys())
     for row in rows:
         if not known.issuperset(row):
             unknown = ", ".join(sorted(set(row) - known))
             raise ValueError(f"{table.name}: no column named {unknown}")
+    if conn.dialect.name != "sqlite":
+        # SQLAlchemy sends these as multi-row INSERTs ("insertmanyvalues"), which beats the
+        # driver's executemany on PostgreSQL.
+        conn.execute(insert(table), list(rows))
+        return
+    plan = _sqlite_plan(table, conn.dialect)
     values: list[list[Any]] = []
     for column, default, process in zip(plan.columns, plan.defaults, plan.processors,
                                         strict=True):
@@ -89,12 +88,7 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]
                 converted.append(out)
             raw = converted
         values.append(raw)
-    if plan.positional:
-        params: list[Any] = list(zip(*values, strict=True))
-    else:
-        params = [dict(zip(plan.columns, row, strict=True)) for row in zip(*values, strict=True)]
-    conn.exec_driver_sql(plan.sql, params)
-
+    conn.exec_driver_sql(plan.sql, list(zip(*values, strict=True)))
 
 _COMPILED: dict[tuple, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
 _FORMATTED: dict[datetime, str] = {}

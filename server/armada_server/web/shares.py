@@ -134,6 +134,17 @@ def compute(store: Store, config: ServerConfig, shapes: _Shapes | None = None,
     return Sample(now.timestamp(), capacity, queues)
 
 
+# A sample reads every queued and running job: with a million queued it takes seconds, and the
+# sampler must not take the server's time from submissions and scheduling.
+MAX_BUSY_FRACTION = 0.1
+
+
+def pause(period: float, took: float) -> float:
+    """Seconds until the next sample: the rest of the period, and long enough that sampling
+    keeps to MAX_BUSY_FRACTION of one core."""
+    return max(0.5, period - took, took * (1 / MAX_BUSY_FRACTION - 1))
+
+
 class ShareSampler:
     """Samples every `period` seconds into a ring holding the last hour."""
 
@@ -169,7 +180,7 @@ class ShareSampler:
             except Exception:
                 log.exception("fair-share sample failed; trying again next period")
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.5, self.period - (time.monotonic() - started))):
+                async with asyncio.timeout(pause(self.period, time.monotonic() - started)):
                     await self._wake.wait()
 
     def history(self, since: float | None = None) -> list[Sample]:
