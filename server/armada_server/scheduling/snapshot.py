@@ -89,23 +89,20 @@ def _job(spec: submit_pb2.Job, **kw: Any) -> s.Job:
 
 # Spec bytes after the job id -> _static of that spec. Jobs submitted together usually differ
 # only in their ids, and parsing and converting 100,000 specs was most of a first cycle.
-# The key is the whole serialised spec but its first field (the id, which the serialiser
-# writes first), so equal keys mean equal specs apart from the id.
+# The key (QueuedJob.spec_key) is the serialised spec without its id.
 _SPECS: dict[bytes, tuple[dict[str, Any], GangSpec | None]] = {}
 
 
 def _convert(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
-    job_id = j.id
-    prefix = b"\n" + bytes((len(job_id),)) + job_id.encode() if len(job_id) < 128 else b""
-    if not prefix or not j.raw.startswith(prefix):
+    key = j.spec_key
+    if key is None:
         return _job(j.spec, **kw)
-    key = j.raw[len(prefix):]
     found = _SPECS.get(key)
     if found is None:
         if len(_SPECS) >= 10_000:
             _SPECS.clear()
         found = _SPECS[key] = _static(j.spec)
-    return _make(job_id, *found, **kw)
+    return _make(j.id, *found, **kw)
 
 
 def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig],

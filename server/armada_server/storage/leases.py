@@ -97,6 +97,17 @@ class _LazySpec:
     def spec(self) -> submit_pb2.Job:
         return submit_pb2.Job.FromString(self.raw)
 
+    @property
+    def spec_key(self) -> bytes | None:
+        """The stored spec without its id: jobs submitted together have equal keys, so what
+        a spec decides can be computed once per key. None when the id is not written first
+        (the serialiser writes field 1, the id, first)."""
+        job_id: str = self.id  # type: ignore[attr-defined]
+        if len(job_id) >= 128:
+            return None
+        prefix = b"\n" + bytes((len(job_id),)) + job_id.encode()
+        return self.raw[len(prefix):] if self.raw.startswith(prefix) else None
+
 
 @dataclass(frozen=True)
 class QueuedJob(_LazySpec):

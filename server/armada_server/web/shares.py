@@ -23,6 +23,7 @@ from armada_core.scheduling import Resources
 from armada_core.scheduling.fairness import CostModel, adjusted_fair_shares, fair_shares
 from armada_core.scheduling.model import DEFAULT_RESOURCE_ORDER
 from armada_server.config import ServerConfig
+from armada_server.storage.leases import QueuedJob, RunningJob
 from armada_server.storage.store import Store
 
 log = logging.getLogger("armada_server.web")
@@ -58,6 +59,7 @@ class _Shapes:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[tuple[str, str], ...], Resources] = {}
+        self._by_spec: dict[bytes, Resources] = {}
 
     def __call__(self, values: Mapping[str, str]) -> Resources:
         key = tuple(sorted(values.items()))
@@ -70,6 +72,18 @@ class _Shapes:
             except (ValueError, ArithmeticError):
                 found = Resources()
             self._cache[key] = found
+        return found
+
+    def of_job(self, job: QueuedJob | RunningJob) -> Resources:
+        """A job's requests; jobs whose specs differ only in their ids are parsed once."""
+        key = job.spec_key
+        if key is None:
+            return self(_requests(job.spec))
+        found = self._by_spec.get(key)
+        if found is None:
+            if len(self._by_spec) > 10_000:
+                self._by_spec.clear()
+            found = self._by_spec[key] = self(_requests(job.spec))
         return found
 
 
@@ -101,14 +115,14 @@ def compute(store: Store, config: ServerConfig, shapes: _Shapes | None = None,
         if job.queue not in names or job.node not in live_nodes:
             continue
         running[job.queue] += 1
-        for name, amount in shapes(_requests(job.spec)).items():
+        for name, amount in shapes.of_job(job).items():
             alloc[job.queue][name] = alloc[job.queue].get(name, 0) + amount
             demand[job.queue][name] = demand[job.queue].get(name, 0) + amount
     for job in state.queued:
         if job.queue not in names:
             continue
         queued[job.queue] += 1
-        for name, amount in shapes(_requests(job.spec)).items():
+        for name, amount in shapes.of_job(job).items():
             demand[job.queue][name] = demand[job.queue].get(name, 0) + amount
     known = [n for n in DEFAULT_RESOURCE_ORDER if n in capacity]
     dims = tuple(known + sorted(set(capacity) - set(known)))
