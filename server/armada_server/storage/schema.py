@@ -89,7 +89,7 @@ jobs = Table(
     # Node the next run must avoid (anti-affinity of a retry policy).
     Column("avoid_node", String(253)),
     Index("ix_jobs_queue_job_set", "queue", "job_set"),
-    Index("ix_jobs_state", "state"),
+    Index("ix_jobs_state_queue", "state", "queue"),
     Index("ux_jobs_queue_client_id", "queue", "client_id", unique=True,
           sqlite_where=text("client_id IS NOT NULL"),
           postgresql_where=text("client_id IS NOT NULL")),

@@ -471,7 +471,7 @@ class Store(LeaseOps):
     def count_jobs_by_queue_and_state(self) -> dict[tuple[str, JobState], int]:
         with self._read() as conn:
             rows = conn.execute(select(t.jobs.c.queue, t.jobs.c.state, func.count()).group_by(
-                t.jobs.c.queue, t.jobs.c.state)).all()
+                t.jobs.c.state, t.jobs.c.queue)).all()  # the order of ix_jobs_state_queue
         return {(q, JobState(s)): n for q, s, n in rows}
 
 
