@@ -12,48 +12,29 @@ functions take SQLAlchemy's own path (its multi-row INSERTs are already fast the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, DateTime, LargeBinary, Table, insert
-from sqlalchemy.engine import Dialect
+from sqlalchemy import Connection, DateTime, Table, insert
+
+_INSERTS: dict[str, tuple[Any, dict[str, Any]]] = {}
 
 
-@dataclass(frozen=True)
-class _Plan:
-    sql: str
-    columns: tuple[str, ...]  # the statement's parameters, in its order
-    defaults: tuple[Any, ...]  # the value when a row leaves the column out
-    processors: tuple[Callable[[Any], Any] | None, ...]
-
-
-_plans: dict[str, _Plan] = {}
-
-
-def _sqlite_plan(table: Table, dialect: Dialect) -> _Plan:
-    plan = _plans.get(table.name)
-    if plan is None:
-        compiled = insert(table).compile(dialect=dialect,
-                                         column_keys=[c.key for c in table.columns])
-        columns = list(compiled.positiontup or ())  # an INSERT's parameters are its columns
-        defaults, processors = [], []
-        for name in columns:
-            column = table.columns[name]
+def _insert_of(table: Table) -> tuple[Any, dict[str, Any]]:
+    """The table's INSERT (one object per table, as executemany caches by statement) and
+    every column's value when a row leaves it out."""
+    found = _INSERTS.get(table.name)
+    if found is None:
+        defaults: dict[str, Any] = {}
+        for column in table.columns:
             default = column.default
             if default is not None and not default.is_scalar:
-                raise ValueError(f"{table.name}.{name}: only scalar defaults are supported")
-            defaults.append(default.arg if default is not None else None)
-            # sqlite3 takes bytes as they are: SQLAlchemy's wrapping of each value in the
-            # driver's Binary type is only needed by other drivers.
-            binary = isinstance(column.type, LargeBinary)
-            processors.append(None if binary else
-                              column.type.dialect_impl(dialect).bind_processor(dialect))
-        plan = _plans[table.name] = _Plan(str(compiled), tuple(columns), tuple(defaults),
-                                          tuple(processors))
-    return plan
+                raise ValueError(f"{table.name}.{column.key}: only scalar defaults are supported")
+            defaults[column.key] = default.arg if default is not None else None
+        found = _INSERTS[table.name] = (insert(table), defaults)
+    return found
 
 
 def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -70,25 +51,9 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]
         # driver's executemany on PostgreSQL.
         conn.execute(insert(table), list(rows))
         return
-    plan = _sqlite_plan(table, conn.dialect)
-    values: list[list[Any]] = []
-    for column, default, process in zip(plan.columns, plan.defaults, plan.processors,
-                                        strict=True):
-        raw = [row.get(column, default) for row in rows]
-        if process is not None:
-            seen: dict[Any, Any] = {}
-            converted = []
-            for value in raw:
-                try:
-                    out = seen[value]
-                except KeyError:
-                    out = seen[value] = process(value)
-                except TypeError:  # unhashable: convert every time
-                    out = process(value)
-                converted.append(out)
-            raw = converted
-        values.append(raw)
-    conn.exec_driver_sql(plan.sql, list(zip(*values, strict=True)))
+    stmt, defaults = _insert_of(table)
+    executemany(conn, stmt, [{**defaults, **row} for row in rows])
+
 
 _COMPILED: dict[tuple, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
 _FORMATTED: dict[datetime, str] = {}
