@@ -14,7 +14,7 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select, true
@@ -23,6 +23,7 @@ from armada_core.api import event_pb2, submit_pb2
 from armada_core.jobs import JobState
 from armada_server.errors import InvalidArgument
 from armada_server.storage import schema as t
+from armada_server.storage.rows import when
 from armada_server.storage.store import Store
 
 MAX_PAGE = 500
@@ -40,12 +41,6 @@ SORTS = {
 }
 
 STATE_NAMES = {s.name.lower(): s for s in JobState if s is not JobState.UNKNOWN}
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
 
 
 @dataclass(frozen=True)
@@ -108,7 +103,7 @@ def parse_states(values: Sequence[str]) -> tuple[JobState, ...]:
 
 def _encode_cursor(direction: str, value: Any, job_id: str) -> str:
     if isinstance(value, datetime):
-        value = {"t": _aware(value).isoformat()}
+        value = {"t": when(value).isoformat()}
     raw = json.dumps([direction, value, job_id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -252,7 +247,7 @@ def _row(r: Any, annotations: dict[str, str] | None = None) -> JobRow:
     else:
         reason = r.scheduling_reason
     return JobRow(r.id, r.queue, r.job_set, state, r.priority, r.priority_class, r.gang_id,
-                  _aware(r.submitted_at), _aware(r.last_transition_at), reason or "",
+                  when(r.submitted_at), when(r.last_transition_at), reason or "",
                   annotations)
 
 
@@ -287,7 +282,7 @@ def list_job_sets(store: Store, queue: str, *, limit: int = 50,
                     .where(t.jobs.c.queue == queue, t.jobs.c.job_set.in_(names[i:i + 200]))
                     .group_by(t.jobs.c.job_set, t.jobs.c.state)).all():
                 counts[job_set][JobState(state)] = n
-    return [JobSetRow(s.queue, s.name, _aware(s.created_at), s.last_seq, counts[s.name])
+    return [JobSetRow(s.queue, s.name, when(s.created_at), s.last_seq, counts[s.name])
             for s in sets], more
 
 
