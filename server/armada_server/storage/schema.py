@@ -88,6 +88,9 @@ jobs = Table(
     Column("retry_history", Text, nullable=False, default="{}", server_default="{}"),
     # Node the next run must avoid (anti-affinity of a retry policy).
     Column("avoid_node", String(253)),
+    # Compare-and-set version: every transition writes version + 1 where it is still the
+    # version it read (migration 0004).
+    Column("version", Integer, nullable=False, default=0, server_default="0"),
     Index("ix_jobs_queue_job_set", "queue", "job_set"),
     Index("ix_jobs_state_queue", "state", "queue"),
     Index("ux_jobs_queue_client_id", "queue", "client_id", unique=True,
@@ -102,6 +105,20 @@ executors = Table(
     Column("pool", String(253), nullable=False),
     Column("nodes", LargeBinary, nullable=False),
     Column("last_seen", DateTime(timezone=True), nullable=False),
+    # executor.Capabilities: the pod fields it can honour (None: it never said).
+    Column("capabilities", LargeBinary),
+    # Where the executor serves logs (executor.ExecutorControl), and the secret it expects.
+    Column("address", String(1024)),
+    Column("address_token", String(256)),
+)
+
+# Nodes cordoned by an operator, of any executor: the scheduler places nothing new on them.
+node_cordons = Table(
+    "node_cordons", metadata,
+    Column("executor_id", String(253), primary_key=True),
+    Column("node", String(253), primary_key=True),
+    Column("cordoned_at", DateTime(timezone=True), nullable=False),
+    Column("requestor", String(253), nullable=False, default="", server_default=""),
 )
 
 runs = Table(
@@ -123,5 +140,12 @@ runs = Table(
     Column("subcategory", String(253), nullable=False, default=""),
     Column("reason", Text, nullable=False, default=""),
     Column("containers", Text, nullable=False, default="[]"),  # JSON list of results
+    # A run that ended by the server's decision (cancelled, restarted with its gang, expired)
+    # may still be terminating on its node: until this time, or until its executor no longer
+    # holds it, it keeps its node's capacity.
+    Column("releases_at", DateTime(timezone=True)),
     Index("ix_runs_job_id", "job_id", "run_index", unique=True),
+    Index("ix_runs_releases_at", "cluster_id", "releases_at",
+          sqlite_where=text("releases_at IS NOT NULL"),
+          postgresql_where=text("releases_at IS NOT NULL")),
 )
