@@ -6,12 +6,6 @@ real database; faults are SIGKILLs, so nothing gets to clean up after itself.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,59 +17,17 @@ from armada_core.client import ArmadaClient, job_item
 from armada_core.jobs import JobState
 from armada_core.jobs import annotations as ann
 
+from .processes import (
+    LEADER,
+    Process,
+    kill_leftovers,
+    processes_mentioning,
+    start_executor,
+    start_server,
+    wait_until,
+)
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-BIN = Path(sys.executable).parent
-LISTENING = re.compile(r"listening on (\S+):(\d+)")
-LEADER = "this replica is now the scheduling leader"
-
-
-# --- processes ------------------------------------------------------------------------------
-
-class Process:
-    """A command whose output goes to a file the test can read while it runs."""
-
-    def __init__(self, name: str, argv: list[str], log_dir: Path) -> None:
-        self.name = name
-        self.log = log_dir / f"{name}.log"
-        self._out = self.log.open("wb")
-        self.popen = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, cwd=log_dir)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for(self, pattern: str | re.Pattern[str], timeout: float = 60) -> re.Match[str]:
-        """The first match of `pattern` in the output, waiting for it to appear."""
-        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
-        deadline = time.monotonic() + timeout
-        while True:
-            match = regex.search(self.output())
-            if match:
-                return match
-            if self.popen.poll() is not None:
-                raise AssertionError(f"{self.name} exited ({self.popen.returncode}) before "
-                                     f"printing {regex.pattern!r}:\n{self.output()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name} did not print {regex.pattern!r} in "
-                                     f"{timeout}s:\n{self.output()}")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        """SIGKILL: the process gets no chance to clean anything up."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGKILL)
-        self.popen.wait(30)
-
-    def stop(self) -> None:
-        """SIGTERM (graceful), then SIGKILL if it does not finish in time."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._out.close()
 
 
 @pytest.fixture
@@ -91,68 +43,6 @@ def processes(tmp_path: Path) -> Iterator[Callable[..., Process]]:
     yield start
     for process in reversed(started):
         process.stop()
-
-
-def start_server(start: Callable[..., Process], name: str, tmp_path: Path, database_url: str,
-                 **settings: object) -> tuple[Process, str]:
-    """`armada-server --executor none` with a short config file; returns it and its address."""
-    config = tmp_path / f"{name}.yaml"
-    config.write_text("".join(f"{key}: {value}\n" for key, value in settings.items()))
-    server = start(name, str(BIN / "armada-server"), "--config", str(config), "--port", "0",
-                   "--http-port", "0", "--executor", "none", "--database-url", database_url)
-    match = server.wait_for(LISTENING, timeout=120)
-    return server, f"{match.group(1)}:{match.group(2)}"
-
-
-def start_executor(start: Callable[..., Process], name: str, address: str, kind: str,
-                   tmp_path: Path, *nodes: str, interval: float = 0.2) -> Process:
-    argv = [str(BIN / "armada-executor"), "--server", address, "--id", name, "--kind", kind,
-            "--interval", str(interval), "--sandbox-dir", str(tmp_path / f"{name}-pods")]
-    for group in nodes:
-        argv += ["--nodes", group]
-    executor = start(name, *argv)
-    executor.wait_for("syncing with", timeout=120)
-    return executor
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Pids of this user's processes whose environment contains `text` (pods of the local
-    executor have their sandbox directory in theirs; the executor itself does not)."""
-    found = []
-    needle = text.encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            data = (entry / "environ").read_bytes()
-        except OSError:  # gone, or not ours
-            continue
-        if needle in data:
-            found.append(int(entry.name))
-    return found
-
-
-def kill_leftovers(text: str) -> list[int]:
-    """SIGKILL every process (and its process group) mentioning `text`; returns their pids."""
-    pids = processes_mentioning(text)
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while processes_mentioning(text) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return pids
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str,
-               interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def pod(*command: str, cpu: str = "100m", memory: str = "32Mi") -> dict:
