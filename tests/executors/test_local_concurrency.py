@@ -31,6 +31,8 @@ async def test_twenty_pods_concurrently(runner: LocalPodRunner, tmp_path: Path) 
                for i in range(20)]
     for handle in handles:
         await wait_for_output(handle, "main", handle.run_id)
+        while handle.status.phase is not PodPhase.RUNNING:  # every container has started
+            await asyncio.sleep(0.01)
     # Every pod is running at the same time, all on this thread.
     assert len(runner.active) == 20
     assert len([1 for _, cmd in processes_under(runner.sandbox_root)

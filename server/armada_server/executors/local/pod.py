@@ -4,13 +4,18 @@ A pod ends in one of three ways: every container exits 0 (succeeded); something 
 (a container exits non-zero or exceeds its memory, the deadline passes, a container cannot
 start); or terminate() is called (killed). Whatever ends it first decides the outcome; the
 containers still running then get SIGTERM, and SIGKILL once the grace period is over. When the
-pod ends, every process it started is gone.
+pod ends, every process it started is gone, and its outcome is recorded in the sandbox.
+
+A pod can also be resumed after the executor restarted (`resume=True`): containers whose shim
+already ran or runs them are adopted, the others are started once `gate` is set (the server
+has confirmed the run is still ours); the deadline counts from the pod's original start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -29,6 +34,8 @@ from .monitor import ProcessMonitor
 from .plan import SANDBOX_VARIABLE, ContainerPlan, PodPlan, UnrunnablePod
 from .sandbox import Sandbox
 from .status import PodPhase, PodStatus
+
+FENCED = "Fenced"
 
 _log = logging.getLogger(__name__)
 
@@ -51,7 +58,9 @@ class PodHandle:
     def __init__(self, *, job_id: str, run_id: str, pod_name: str, sandbox: Sandbox,
                  plan: PodPlan | UnrunnablePod, monitor: ProcessMonitor,
                  on_status: StatusCallback | None,
-                 on_done: Callable[[], object] | None = None) -> None:
+                 on_done: Callable[[], object] | None = None, resume: bool = False,
+                 gate: asyncio.Event | None = None, started_at: float | None = None,
+                 heartbeat: Path | None = None) -> None:
         self.job_id = job_id
         self.run_id = run_id
         self.pod_name = pod_name
@@ -59,6 +68,10 @@ class PodHandle:
         self._monitor = monitor
         self._on_status = on_status
         self._on_done = on_done
+        self._resume = resume
+        self._gate = gate
+        self._started_at = time.time() if started_at is None else started_at
+        self._heartbeat = heartbeat
         self._loop = asyncio.get_running_loop()
         self._containers: list[ContainerProcess] = []
         self._ending: _Ending | None = None
@@ -128,9 +141,11 @@ class PodHandle:
         cancelled = False
         try:
             if self._plan is not None:
-                self._emit()
+                if not self._resume:
+                    self._emit()
                 if self._plan.deadline_seconds is not None:
-                    self._deadline = self._loop.call_later(self._plan.deadline_seconds,
+                    left = self._plan.deadline_seconds - (time.time() - self._started_at)
+                    self._deadline = self._loop.call_later(max(left, 0.0),
                                                            self._deadline_passed)
                 await self._run_init_containers(self._plan)
                 if self._ending is None:
@@ -155,11 +170,14 @@ class PodHandle:
 
     async def _run_init_containers(self, plan: PodPlan) -> None:
         for spec in plan.init_containers:
-            container = self._launch(spec)
+            container = await self._launch(spec)
             if container is None:
                 return
             await self._supervise([container], fail_fast=False)
             if self._ending is not None:
+                return
+            if container.fenced:
+                self._fenced(container)
                 return
             if container.exit_code != 0:
                 why = "OOMKilled" if container.oom_killed else "Error"
@@ -169,30 +187,66 @@ class PodHandle:
                 return
 
     async def _run_containers(self, plan: PodPlan) -> None:
-        started = []
-        for spec in plan.containers:
-            container = self._launch(spec)
-            if container is None:
-                break
-            started.append(container)
+        # Together, as a kubelet starts them; results keep the pod spec's order.
+        launched = await asyncio.gather(*(self._launch(spec) for spec in plan.containers))
+        started = [c for c in launched if c is not None]
+        order = {c: i for i, c in enumerate(launched)}
+        self._containers.sort(key=lambda c: order.get(c, -1))
         if self._ending is None:
             self._status = self._make_status(PodPhase.RUNNING)
             self._emit()
         await self._supervise(started, fail_fast=True)
 
-    def _launch(self, spec: ContainerPlan) -> ContainerProcess | None:
-        """Start a container unless the pod is already ending; None if it did not start."""
+    async def _launch(self, spec: ContainerPlan) -> ContainerProcess | None:
+        """Start (or, resuming, adopt) a container unless the pod is already ending; None if
+        it did not start."""
         if self._ending is not None:
             return None
-        container = ContainerProcess(spec, on_exit=self._wake.set)
+        container = ContainerProcess(spec, on_exit=self._wake.set,
+                                     state=self._sandbox.state_path(spec.name),
+                                     heartbeat=self._heartbeat)
+        if self._resume:
+            found = await container.adopt()
+            if found != "absent":
+                self._containers.append(container)
+                if container.start_error:
+                    self._start_failed(container)
+                    return None
+                if not container.exited:
+                    self._monitor.watch(container)
+                return container
+            await self._wait_for_gate()
+            if self._ending is not None:
+                return None
         self._containers.append(container)
-        if not container.start():
-            assert self._plan is not None
-            self._end(PodPhase.FAILED, START_ERROR, container.start_error,
-                      grace=self._plan.grace_seconds)
+        if not await container.start():
+            self._start_failed(container)
             return None
         self._monitor.watch(container)
         return container
+
+    def _start_failed(self, container: ContainerProcess) -> None:
+        assert self._plan is not None
+        self._end(PodPhase.FAILED, START_ERROR, container.start_error,
+                  grace=self._plan.grace_seconds)
+
+    async def _wait_for_gate(self) -> None:
+        """Until the gate opens or the pod is ending."""
+        gate = self._gate
+        while gate is not None and not gate.is_set() and self._ending is None:
+            self._wake.clear()
+            waiters = {asyncio.ensure_future(gate.wait()), asyncio.ensure_future(
+                self._wake.wait())}
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+
+    def _fenced(self, container: ContainerProcess) -> None:
+        self._end(PodPhase.FAILED, FENCED,
+                  f"container {container.name} was killed because the executor had not "
+                  "synced with the server for half the lease timeout", grace=0)
 
     async def _supervise(self, containers: list[ContainerProcess], *, fail_fast: bool) -> None:
         """Wait until all `containers` have exited, stopping them once the pod is ending."""
@@ -226,6 +280,9 @@ class PodHandle:
     def _check_failures(self, containers: list[ContainerProcess]) -> None:
         assert self._plan is not None
         for c in containers:
+            if c.exited and c.fenced:
+                self._fenced(c)
+                return
             if c.exited and c.exit_code != 0:
                 oom = c.oom_killed
                 self._end(PodPhase.FAILED, "OOMKilled" if oom else "Error",
@@ -295,11 +352,22 @@ class PodHandle:
             _log.exception("collecting the results of local pod %s failed", self.pod_name)
             results = ()
         self._status = self._make_status(phase, results)
+        self._record_final()
         self._emit()
         if self._on_done is not None:
             self._on_done()
         if not self._done.done():
             self._done.set_result(self._status)
+
+    def _record_final(self) -> None:
+        """Keep the outcome in the sandbox, for an executor that restarts before reporting
+        it."""
+        try:
+            tmp = self._sandbox.final_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self._status.to_json()))
+            tmp.replace(self._sandbox.final_path)
+        except OSError as e:
+            _log.warning("local pod %s: cannot record its outcome: %s", self.pod_name, e)
 
     def _make_status(self, phase: PodPhase,
                      containers: tuple[ContainerResult, ...] = ()) -> PodStatus:

@@ -8,12 +8,17 @@
     final = await handle.wait()   # PodStatus: succeeded, failed or killed
 
 Everything runs on the asyncio event loop that calls start(), without a thread per process.
+Each container is supervised by a shim process of its own (shim.py), so pods outlive the
+executor; `start(..., resume=True)` adopts a pod an earlier executor started in the same
+sandbox.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import time
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -50,12 +55,16 @@ class LocalPodRunner:
     `base_env` is the environment every container starts from (an image's, in Kubernetes
     terms); by default only this process's PATH, so no server secret leaks into jobs.
     `allocatable` is the default node size for `resourceFieldRef` of unset limits.
+    `heartbeat` is the executor's heartbeat file, which the pods' shims watch to fence
+    themselves (see shim.py); None: pods never fence themselves.
     """
 
     def __init__(self, sandbox_root: Path | str, *, base_env: Mapping[str, str] | None = None,
                  allocatable: Mapping[str, str] | None = None,
-                 monitor_interval: float = DEFAULT_INTERVAL) -> None:
+                 monitor_interval: float = DEFAULT_INTERVAL,
+                 heartbeat: Path | None = None) -> None:
         self.sandbox_root = Path(sandbox_root).absolute()
+        self.heartbeat = heartbeat
         self.base_env = dict(base_env) if base_env is not None else {
             "PATH": os.environ.get("PATH") or DEFAULT_PATH}
         self.allocatable = dict(allocatable) if allocatable is not None else node_allocatable()
@@ -71,10 +80,16 @@ class LocalPodRunner:
               pod_spec: core_v1_pb2.PodSpec, *, on_status: StatusCallback | None = None,
               labels: Mapping[str, str] | None = None,
               annotations: Mapping[str, str] | None = None,
-              allocatable: Mapping[str, str] | None = None) -> PodHandle:
+              allocatable: Mapping[str, str] | None = None, resume: bool = False,
+              gate: asyncio.Event | None = None) -> PodHandle:
         """Start a pod; call from the event loop. Never raises for a bad pod spec: such a pod
         ends FAILED at once with the reason. Raises ValueError for a pod name or run id
-        unusable as a file name, or a run id that is already running."""
+        unusable as a file name, or a run id that is already running.
+
+        `resume` adopts the pod from its sandbox instead (same arguments as when it was first
+        started): running containers are followed, finished ones' results read, and those
+        not started yet are started once `gate` is set.
+        """
         if run_id in self._active:
             raise ValueError(f"run {run_id} is already running here")
         sandbox = Sandbox.locate(self.sandbox_root, pod_name, run_id)
@@ -90,14 +105,24 @@ class LocalPodRunner:
         try:
             plan = plan_pod(pod_spec, sandbox, identity, base_env=base_env, fixed_env=fixed_env,
                             allocatable=allocatable or self.allocatable)
-            sandbox.create(c.name for c in (*plan.init_containers, *plan.containers))
+            sandbox.create((c.name for c in (*plan.init_containers, *plan.containers)),
+                           resume=resume)
         except UnrunnablePod as e:
             plan = e
         except (OSError, ValueError) as e:
             plan = UnrunnablePod("SandboxError", f"cannot prepare the pod's sandbox: {e}")
+        started_at = None
+        if resume:
+            with contextlib.suppress(OSError, ValueError):
+                started_at = float(sandbox.started_path.read_text())
+        else:
+            started_at = time.time()
+            with contextlib.suppress(OSError):
+                sandbox.started_path.write_text(repr(started_at))
         handle = PodHandle(job_id=job_id, run_id=run_id, pod_name=pod_name, sandbox=sandbox,
                            plan=plan, monitor=self._monitor, on_status=on_status,
-                           on_done=lambda: self._active.pop(run_id, None))
+                           on_done=lambda: self._active.pop(run_id, None), resume=resume,
+                           gate=gate, started_at=started_at, heartbeat=self.heartbeat)
         self._active[run_id] = handle
         return handle
 

@@ -5,6 +5,12 @@
         tmp/                       TMPDIR
         logs/<container>.log       timestamped output (logs.py)
         termination/<container>    each container's termination-message file
+        state/<container>.*        what each container's shim records (shim.py): its claim,
+                                   the command's pid, how it ended
+        lease.pb                   the lease, so that a restarted executor can adopt the run
+        started                    when the pod started (wall-clock seconds), for deadlines
+        final.json                 the pod's outcome, once it has ended
+        reported                   the outcome reached the server: nothing left to adopt
 
 The location depends only on the pod name and run id, so logs stay readable after the pod has
 finished, and after the server restarts, until the caller removes the sandbox.
@@ -54,17 +60,44 @@ class Sandbox:
     def message_path(self, container: str) -> Path:
         return self.path / "termination" / container
 
-    def create(self, containers: Iterable[str]) -> None:
+    def state_path(self, container: str) -> Path:
+        """The stem of a container's state files (`<stem>.claim`, `.pid`, `.exit`, ...)."""
+        return self.path / "state" / container
+
+    @property
+    def lease_path(self) -> Path:
+        return self.path / "lease.pb"
+
+    @property
+    def started_path(self) -> Path:
+        return self.path / "started"
+
+    @property
+    def final_path(self) -> Path:
+        return self.path / "final.json"
+
+    @property
+    def reported_path(self) -> Path:
+        return self.path / "reported"
+
+    def create(self, containers: Iterable[str], *, resume: bool = False) -> None:
         """Make the directories and an empty, writable termination-message file per container.
 
         A sandbox left by an earlier start of the same run is reused: messages start empty
-        again, logs are appended to.
+        again (unless `resume`: an adopted pod's containers may have written theirs), logs
+        are appended to.
         """
+        if not resume:  # a new start: what an earlier one recorded no longer applies
+            shutil.rmtree(self.path / "state", ignore_errors=True)
+            for path in (self.final_path, self.reported_path):
+                path.unlink(missing_ok=True)
         for directory in (self.work_dir, self.tmp_dir, self.path / "logs",
-                          self.path / "termination"):
+                          self.path / "termination", self.path / "state"):
             directory.mkdir(parents=True, exist_ok=True)
         for name in containers:
-            self.message_path(name).write_bytes(b"")
+            path = self.message_path(name)
+            if not (resume and path.exists()):
+                path.write_bytes(b"")
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

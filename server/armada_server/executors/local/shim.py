@@ -1,0 +1,209 @@
+"""A container's supervisor: starts its command, logs its output, records how it ended.
+
+The executor starts one shim per container (`python -I -S shim.py SPEC`), in a session of its
+own, and the shim starts the container's command in another new session. The shim, not the
+executor, holds the command's output pipes and is the command's parent, so the container keeps
+running, logging and having its exit status recorded when the executor dies; a restarted
+executor adopts it from the files the shim writes beside the container's other state:
+
+    <state>.claim   "<shim pid> <shim start time>"   the shim owns this container (written once)
+    <state>.pid     "<pid> <start time>"              the command is running
+    <state>.exit    {"returncode": N, "fenced": B, "error": "..."}   the command has ended
+
+Fencing: when the executor's heartbeat file holds a deadline (seconds of CLOCK_BOOTTIME) that
+has passed, the executor has not synced with the server for long enough that the server may
+give the run to someone else: the shim SIGKILLs the container then, so that a job never runs
+twice at once. Without a heartbeat file there is no fencing.
+
+Standard library only, and loaded by path, so it starts in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TICK = 0.1  # seconds between looks at the heartbeat
+DRAIN_SECONDS = 1.0  # output still held by escaped processes is dropped after this
+
+
+def boottime() -> float:
+    """The clock of heartbeat deadlines: shared by every process and counting suspends."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def start_time(pid: int) -> int:
+    """The process's start time in clock ticks since boot (0 when it does not exist)."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return 0
+    return int(data[data.rindex(b")") + 2:].split()[19])
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def claim(path: Path) -> bool:
+    """Record this shim as the container's; False if another shim got there first."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{os.getpid()} {start_time(os.getpid())}")
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink()
+    return True
+
+
+def fence_deadline(heartbeat: str) -> float | None:
+    if not heartbeat:
+        return None
+    try:
+        return float(Path(heartbeat).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def marked_processes(marker: dict[str, str]) -> list[int]:
+    """Live processes whose environment carries all of `marker` (the container's own)."""
+    wanted = {f"{k}={v}".encode() for k, v in marker.items()}
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+        except OSError:
+            continue
+        if wanted.issubset(environ.split(b"\0")):
+            found.append(int(name))
+    return found
+
+
+def kill_container(pid: int, marker: dict[str, str]) -> None:
+    """SIGKILL the command's process group and every process carrying its marker."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if marker:
+        for other in marked_processes(marker):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(other, signal.SIGKILL)
+
+
+def tell(line: str) -> None:
+    """One status line for the executor that started us (it may be gone)."""
+    with contextlib.suppress(OSError):
+        os.write(1, f"{line}\n".encode())
+
+
+def main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    state = Path(spec["state"])
+    if not claim(state.with_name(state.name + ".claim")):
+        tell("claimed")
+        return 0
+    logs = importlib.util.spec_from_file_location("_armada_local_logs",
+                                                  Path(__file__).with_name("logs.py"))
+    assert logs is not None and logs.loader is not None
+    module = importlib.util.module_from_spec(logs)
+    sys.modules[logs.name] = module
+    logs.loader.exec_module(module)
+    log = module.LogWriter(Path(spec["log"]))
+    exit_path = state.with_name(state.name + ".exit")
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    try:
+        child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=spec["env"],
+                                 stdin=subprocess.DEVNULL, stdout=out_write, stderr=err_write,
+                                 start_new_session=True, close_fds=True)
+    except OSError as e:
+        error = f"cannot run {spec['argv'][0]!r}: {e.strerror or e}"
+        log.write("stderr", f"{error}\n".encode())
+        log.close()
+        write_atomically(exit_path, json.dumps({"error": error}))
+        tell(f"error {error}")
+        return 0
+    finally:
+        os.close(out_write)
+        os.close(err_write)
+    pid = child.pid
+    write_atomically(state.with_name(state.name + ".pid"), f"{pid} {start_time(pid)}")
+    tell(f"pid {pid} {start_time(pid)}")
+    os.close(1)  # nothing more to say; the executor may stop listening
+
+    marker = dict(spec.get("marker") or {})
+    heartbeat = spec.get("heartbeat") or ""
+    selector = selectors.DefaultSelector()
+    streams = {out_read: "stdout", err_read: "stderr"}
+    for fd in streams:
+        os.set_blocking(fd, False)
+        selector.register(fd, selectors.EVENT_READ)
+    pidfd = None
+    with contextlib.suppress(OSError, AttributeError):
+        pidfd = os.pidfd_open(pid)
+        selector.register(pidfd, selectors.EVENT_READ)
+    returncode: int | None = None
+    fenced = False
+    drain_until = None
+    while streams and (drain_until is None or time.monotonic() < drain_until):
+        for key, _ in selector.select(TICK):
+            fd = key.fd
+            if fd == pidfd:
+                continue  # handled below
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if data:
+                log.write(streams[fd], data)
+            else:
+                selector.unregister(fd)
+                os.close(fd)
+                log.end_stream(streams.pop(fd))
+        if returncode is None:
+            if not fenced and (deadline := fence_deadline(heartbeat)) is not None and \
+                    boottime() > deadline:
+                fenced = True
+                kill_container(pid, marker)
+            code = child.poll()
+            if code is not None:
+                returncode = code
+                if pidfd is not None:
+                    selector.unregister(pidfd)
+                    os.close(pidfd)
+                # What the command left behind goes with it, as when a container stops.
+                kill_container(pid, marker)
+                drain_until = time.monotonic() + DRAIN_SECONDS
+    if returncode is None:  # both pipes closed early: wait for the command itself
+        while (returncode := child.poll()) is None:
+            if not fenced and (deadline := fence_deadline(heartbeat)) is not None and \
+                    boottime() > deadline:
+                fenced = True
+                kill_container(pid, marker)
+            time.sleep(TICK)
+        kill_container(pid, marker)
+    for fd in list(streams):
+        os.close(fd)
+    log.close()
+    write_atomically(exit_path, json.dumps({"returncode": returncode, "fenced": fenced}))
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the executor
+    sys.exit(main(sys.argv[1]))

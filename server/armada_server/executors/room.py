@@ -1,0 +1,144 @@
+"""The room rule: an executor never starts a run on a node without room for it.
+
+The server places a job by preempting another before the victim has stopped; the victim may
+take its whole grace period to end. Every backend therefore counts, per node, the requests of
+its live runs, including runs still terminating (a stop was requested but their processes or
+pod have not ended yet), and holds a new lease (reported pending) until the node's allocatable
+minus those requests fits it. Held leases start in the order they arrived, as soon as room
+frees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from armada_core.api import executor_pb2
+from armada_core.jobs.submission import job_requests
+from armada_core.scheduling.model import parse_quantity
+
+Requests = dict[str, int]
+
+
+def quantities(values: Mapping[str, str]) -> Requests:
+    """Kubernetes quantities as integers (CPU in thousandths); unparsable ones are skipped."""
+    out: Requests = {}
+    for name, text in values.items():
+        try:
+            out[name] = parse_quantity(text, milli=(name == "cpu"))
+        except ValueError:
+            continue
+    return out
+
+
+def lease_requests(lease: executor_pb2.Lease) -> Requests:
+    """What the leased run needs from its node: the requests the scheduler placed it with."""
+    job = lease.job
+    stored = {k: v.string for k, v in job.scheduling_resource_requirements.requests.items()}
+    if stored:
+        return quantities(stored)
+    if job.pod_specs:
+        try:
+            return dict(job_requests(job.pod_specs[0]))
+        except ValueError:
+            return {}
+    return {}
+
+
+@dataclass
+class _Node:
+    allocatable: Requests
+    used: Requests = field(default_factory=dict)
+    runs: set[str] = field(default_factory=set)
+
+
+class Room:
+    """Per node: what it can hold and what the runs counted on it request."""
+
+    def __init__(self, nodes: Sequence[executor_pb2.Node] = ()) -> None:
+        self._nodes: dict[str, _Node] = {}
+        self._claims: dict[str, tuple[str, Requests]] = {}  # run -> (node, requests)
+        self._waiting: dict[str, tuple[str, Requests, Callable[[], None]]] = {}
+        self.set_nodes(nodes)
+
+    def set_nodes(self, nodes: Iterable[executor_pb2.Node]) -> None:
+        """The nodes as last reported (allocatable may change); claims are kept."""
+        fresh = {n.name: _Node(quantities(dict(n.allocatable))) for n in nodes}
+        for run, (node, requests) in self._claims.items():
+            if node in fresh:
+                self._add(fresh[node], run, requests)
+        self._nodes = fresh
+        self.admit()
+
+    @property
+    def waiting(self) -> set[str]:
+        """Runs whose lease is held for want of room."""
+        return set(self._waiting)
+
+    def counted(self, run_id: str) -> bool:
+        return run_id in self._claims
+
+    def offer(self, run_id: str, node: str, requests: Requests,
+              start: Callable[[], None]) -> bool:
+        """Start the run now (True: `start` was called) if its node has room and no earlier
+        lease waits for that node; otherwise hold it until `admit` finds room."""
+        if not any(n == node for n, _, _ in self._waiting.values()) and \
+                self._fits(node, requests):
+            self.claim(run_id, node, requests)
+            start()
+            return True
+        self._waiting[run_id] = (node, requests, start)
+        return False
+
+    def withdraw(self, run_id: str) -> bool:
+        """Forget a held lease (it was stopped before it started); True if it was held."""
+        return self._waiting.pop(run_id, None) is not None
+
+    def claim(self, run_id: str, node: str, requests: Requests) -> None:
+        """Count a run on its node (one started, or adopted after a restart)."""
+        if run_id in self._claims:
+            return
+        self._claims[run_id] = (node, requests)
+        if node in self._nodes:
+            self._add(self._nodes[node], run_id, requests)
+
+    def release(self, run_id: str) -> None:
+        """The run's processes (or pod) have ended: its node has that much more room."""
+        claim = self._claims.pop(run_id, None)
+        if claim is None:
+            return
+        node, requests = claim
+        state = self._nodes.get(node)
+        if state is not None and run_id in state.runs:
+            state.runs.discard(run_id)
+            for name, amount in requests.items():
+                state.used[name] = state.used.get(name, 0) - amount
+        self.admit()
+
+    def admit(self) -> None:
+        """Start held leases that fit now, in arrival order per node."""
+        blocked: set[str] = set()
+        for run_id, (node, requests, start) in list(self._waiting.items()):
+            if node in blocked or run_id not in self._waiting:  # (started by a nested call)
+                continue
+            if self._fits(node, requests):
+                del self._waiting[run_id]
+                self.claim(run_id, node, requests)
+                start()
+            else:
+                blocked.add(node)
+
+    def _fits(self, node: str, requests: Requests) -> bool:
+        state = self._nodes.get(node)
+        if state is None or not state.runs:
+            # An unknown node is the backend's to refuse; a run too big for an empty node
+            # would otherwise wait forever (the scheduler does not place such runs).
+            return True
+        return all(state.used.get(name, 0) + amount <= state.allocatable.get(name, 0)
+                   for name, amount in requests.items() if amount > 0)
+
+    @staticmethod
+    def _add(state: _Node, run_id: str, requests: Requests) -> None:
+        state.runs.add(run_id)
+        for name, amount in requests.items():
+            state.used[name] = state.used.get(name, 0) + amount
