@@ -18,14 +18,16 @@ from datetime import UTC, datetime
 from armada_core.api import submit_pb2
 from armada_core.api.k8s import core_v1_pb2 as core
 from armada_core.jobs import annotations as ann
+from armada_core.jobs import podspec
+from armada_core.jobs.errors import SubmissionError
 from armada_core.jobs.gangs import GangAnnotationError, GangSpec, gang_of
+from armada_core.jobs.text import shorten
 from armada_core.scheduling.model import MAX_EXPONENT, Resources, parse_quantity
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]"
-                        r"([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+# Matched whole (fullmatch): "$" alone would accept a trailing newline ("default\n").
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DIGITS = re.compile(r"[0-9]{1,19}")
 
 
 # Lengths of the columns these values are stored in: every storage backend must accept and
@@ -39,15 +41,17 @@ MAX_QUANTITY = 2**63 - 1
 # A quantity's text is screened before it is parsed: "1e99999999" would take minutes to expand.
 MAX_QUANTITY_TEXT = 64
 _EXPONENT = re.compile(r"[eE][+-]?([0-9]+)")
+# A job travels whole in the executor protocol's leases, whose messages executors receive
+# with gRPC's default 4 MiB limit: a job is at most 1 MiB as protobuf, its annotations at most
+# 256 KiB in total (Kubernetes' own limit on a pod's annotations).
+MAX_JOB_BYTES = 1024 * 1024
+MAX_ANNOTATIONS_BYTES = 256 * 1024
+MAX_SCHEDULER = 253
+# Gangs of more members than this are refused: the scheduler places a gang in one step.
+MAX_GANG_CARDINALITY = 10_000
+MAX_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
 
-
-class SubmissionError(ValueError):
-    """A submission that cannot be accepted; `path` names the offending field."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}" if path else problem)
-        self.path = path
-        self.problem = problem
+__all__ = ["SubmissionError"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,8 @@ def validate_request(request: submit_pb2.JobSubmitRequest,
 
 def check_text(path: str, value: str, limit: int) -> None:
     """A string stored in a column: no NUL characters, at most `limit` characters."""
+    if not isinstance(value, str):  # protobuf hands back invalid UTF-8 as bytes
+        raise SubmissionError(path, "not valid UTF-8")
     if "\x00" in value:
         raise SubmissionError(path, "must not contain NUL characters")
     if len(value) > limit:
@@ -148,9 +154,9 @@ def _format(name: str, quantity: int) -> str:
 def _check_name(path: str, value: str) -> None:
     if not value:
         raise SubmissionError(path, "must not be empty")
-    if not _NAME.match(value):
-        raise SubmissionError(path, f"{value!r} is not a valid name (letters, digits, '-', "
-                                    "'_' and '.', at most 63 characters)")
+    if not _NAME.fullmatch(value):
+        raise SubmissionError(path, f"{shorten(value)} is not a valid name (letters, digits, "
+                                    "'-', '_' and '.', at most 63 characters)")
 
 
 def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
@@ -171,18 +177,29 @@ def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
     if len(out.pod_specs) != 1:
         raise SubmissionError(f"{path}.pod_specs", f"exactly one pod spec is supported, got "
                                                    f"{len(out.pod_specs)}")
+    size = out.ByteSize()
+    if size > MAX_JOB_BYTES:
+        field, field_size = largest_field(out, path)
+        raise SubmissionError(field, f"the job is {size} bytes, above the limit of "
+                                     f"{MAX_JOB_BYTES} (1 MiB); this field holds "
+                                     f"{field_size} bytes of it")
     if out.required_node_labels:
         # Deprecated upstream: carried on as the pod's node selector.
         for k, v in out.required_node_labels.items():
             out.pod_specs[0].nodeSelector[k] = v
         out.ClearField("required_node_labels")
     out.namespace = out.namespace or config.default_namespace
-    if not _DNS_LABEL.match(out.namespace):
-        raise SubmissionError(f"{path}.namespace", f"{out.namespace!r} is not a valid "
-                                                   "Kubernetes namespace")
-    _check_metadata(f"{path}.labels", out.labels, values_are_labels=True)
-    _check_metadata(f"{path}.annotations", out.annotations, values_are_labels=False)
+    if not _DNS_LABEL.fullmatch(out.namespace):
+        raise SubmissionError(f"{path}.namespace", f"{shorten(out.namespace)} is not a valid "
+                                                   "Kubernetes namespace (a DNS label)")
+    if out.scheduler:
+        check_text(f"{path}.scheduler", out.scheduler, MAX_SCHEDULER)
+        podspec.check_string(f"{path}.scheduler", out.scheduler)
+    podspec.check_labels(f"{path}.labels", out.labels)
+    _check_annotations(f"{path}.annotations", out.annotations)
     _check_options(f"{path}.annotations", out.annotations)
+    if out.ingress or out.services:
+        _check_exposure(out, path)
     for key, limit in ((ann.EXTERNAL_JOB_URI, MAX_EXTERNAL_JOB_URI), (ann.GANG_ID, MAX_GANG_ID)):
         if key in out.annotations:
             check_text(f"{path}.annotations[{key}]", out.annotations[key], limit)
@@ -190,6 +207,8 @@ def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
         gang_of(out.annotations)
     except GangAnnotationError as e:
         raise SubmissionError(f"{path}.annotations", str(e)) from None
+    if ann.GANG_ID in out.annotations:
+        _check_gang_numbers(f"{path}.annotations", out.annotations)
     spec = out.pod_specs[0]
     key = spec.SerializeToString()
     valid = checked.get(key)
@@ -201,38 +220,114 @@ def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
     return out
 
 
-def _check_metadata(path: str, values: Mapping[str, str], *, values_are_labels: bool) -> None:
-    for key, value in sorted(values.items()):  # sorted: the same first error every time
-        if not _QUALIFIED.match(key):
-            raise SubmissionError(f"{path}[{key}]", "is not a valid key (an optional DNS "
-                                                    "prefix and '/', then a name)")
-        if values_are_labels and not _LABEL_VALUE.match(value):
-            raise SubmissionError(f"{path}[{key}]", f"{value!r} is not a valid label value")
+def largest_field(message, path: str) -> tuple[str, int]:  # type: ignore[no-untyped-def]
+    """The path and size of the largest field in `message` (or of one value in it, when that
+    value makes up most of the field): what to name when a job is too large."""
+    best, best_size = path, -1
+    for fd, value in message.ListFields():
+        name = f"{path}.{fd.name}"
+        if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+            elements = [(f"{name}[{shorten(k, 60)[1:-1] if isinstance(k, str) else k}]", v)
+                        for k, v in value.items()]
+        elif fd.is_repeated:
+            elements = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            elements = [(name, value)]
+        sizes = [(_size(v), where, v) for where, v in elements]
+        size = sum(s for s, _, _ in sizes)
+        if size <= best_size:
+            continue
+        best, best_size = name, size
+        largest, where, v = max(sizes, key=lambda s: s[0])
+        if largest * 2 > size:  # one value makes up most of the field: name that
+            best = where
+            if hasattr(v, "ListFields"):
+                inner, inner_size = largest_field(v, where)
+                if inner_size * 2 > largest:
+                    best = inner
+    return best, best_size
+
+
+def _size(value) -> int:  # type: ignore[no-untyped-def]
+    if hasattr(value, "ByteSize"):
+        return value.ByteSize()
+    if isinstance(value, str):
+        return len(value.encode("utf-8", errors="replace"))
+    return len(value) if isinstance(value, bytes) else 8
+
+
+def _check_annotations(path: str, annotations: Mapping[str, str]) -> None:
+    key_ok, bad_text = podspec.QUALIFIED_NAME.fullmatch, podspec.CONTROL_IN_FREE_TEXT.search
+    total = 0
+    for key, value in annotations.items():  # the common case, fast
+        if not key_ok(key) or bad_text(value):
+            break
+        total += len(key) + len(value)
+    else:
+        if total <= MAX_ANNOTATIONS_BYTES:
+            return
+        key = max(annotations, key=lambda k: len(annotations[k]))
+        raise SubmissionError(f"{path}[{key}]", f"the annotations hold {total} characters, "
+                                                f"above the limit of {MAX_ANNOTATIONS_BYTES} "
+                                                f"(256 KiB); this one holds "
+                                                f"{len(annotations[key])}")
+    for key, value in sorted(annotations.items()):  # sorted: the same first error every time
+        podspec.check_label_key(path, key)
+        podspec.check_string(f"{path}[{key}]", value, free=True)
+
+
+def _check_exposure(item: submit_pb2.JobSubmitRequestItem, path: str) -> None:
+    """Ingresses and services name container ports."""
+    for kind in ("ingress", "services"):
+        for i, config in enumerate(getattr(item, kind)):
+            where = f"{path}.{kind}[{i}]"
+            podspec.check_texts(config, where)
+            for j, port in enumerate(config.ports):
+                if not 1 <= port <= 65535:
+                    raise SubmissionError(f"{where}.ports[{j}]",
+                                          f"must be between 1 and 65535, got {port}")
+    for i, config in enumerate(item.ingress):
+        for key in config.annotations:
+            podspec.check_label_key(f"{path}.ingress[{i}].annotations", key)
+
+
+def _check_gang_numbers(path: str, annotations: Mapping[str, str]) -> None:
+    """Gang sizes are plain decimal numbers of at most MAX_GANG_CARDINALITY (`1e20` is not)."""
+    for key in (ann.GANG_CARDINALITY, ann.GANG_MINIMUM_CARDINALITY):
+        raw = annotations.get(key)
+        if raw and (not _DIGITS.fullmatch(raw) or int(raw) > MAX_GANG_CARDINALITY):
+            raise SubmissionError(f"{path}[{key}]", f"must be a whole number between 1 and "
+                                                    f"{MAX_GANG_CARDINALITY}, got "
+                                                    f"{shorten(raw)}")
 
 
 def _check_options(path: str, annotations: Mapping[str, str]) -> None:
     for key in (ann.AT_MOST_ONCE, ann.PREEMPTIBLE):
         if key in annotations and annotations[key].lower() not in ("true", "false"):
             raise SubmissionError(f"{path}[{key}]", f"must be true or false, got "
-                                                    f"{annotations[key]!r}")
+                                                    f"{shorten(annotations[key])}")
     if ann.LIFETIME in annotations:
         raw = annotations[ann.LIFETIME]
-        if not raw.isdigit() or int(raw) < 1:
+        if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIFETIME_SECONDS:
             raise SubmissionError(f"{path}[{ann.LIFETIME}]", f"must be a positive number of "
-                                                             f"seconds, got {raw!r}")
+                                                             f"seconds, at most "
+                                                             f"{MAX_LIFETIME_SECONDS}, got "
+                                                             f"{shorten(raw)}")
 
 
 def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
+    podspec.check_texts(spec, path)  # first: the checks below may assume clean text
     if not spec.priorityClassName:
         spec.priorityClassName = config.default_priority_class
     elif spec.priorityClassName not in config.priority_classes:
         known = ", ".join(sorted(config.priority_classes))
         raise SubmissionError(f"{path}.priorityClassName",
-                              f"unknown priority class {spec.priorityClassName!r} "
+                              f"unknown priority class {shorten(spec.priorityClassName)} "
                               f"(known: {known})")
     if spec.restartPolicy not in ("", "Never"):
         raise SubmissionError(f"{path}.restartPolicy", f"Armada jobs never restart in place; "
-                                                       f"use Never, got {spec.restartPolicy!r}")
+                                                       f"use Never, got "
+                                                       f"{shorten(spec.restartPolicy)}")
     spec.restartPolicy = "Never"
     if not spec.HasField("terminationGracePeriodSeconds"):
         spec.terminationGracePeriodSeconds = config.default_grace_period_seconds
@@ -254,14 +349,18 @@ def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
         spec.activeDeadlineSeconds = config.default_active_deadline_seconds
     if not spec.containers:
         raise SubmissionError(f"{path}.containers", "a pod needs at least one container")
+    podspec.check_scheduling(spec, path)
     seen: set[str] = set()
-    effective = {kind: [_validate_container(c, f"{path}.{kind}[{i}]", seen)
+    effective = {kind: [_validate_container(c, f"{path}.{kind}[{i}]", seen,
+                                            init=(kind == "initContainers"))
                         for i, c in enumerate(getattr(spec, kind))]
                  for kind in ("initContainers", "containers")}
     total = _total(effective["containers"], effective["initContainers"])
     for name, amount in total.items():
-        if amount > MAX_QUANTITY:
-            raise SubmissionError(path, f"the pod requests more {name} than 2^63-1 in total")
+        bound, text = podspec.resource_bound(name)
+        if amount > bound:
+            raise SubmissionError(f"{path}.containers", f"the pod requests more {name} than "
+                                                        f"the maximum of {text} in total")
     if config.max_job_resources:
         for name, limit in config.max_job_resources.items():
             bound = parse_quantity(limit, milli=(name == "cpu"))
@@ -271,18 +370,22 @@ def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
                                       f"{limit} per job")
 
 
-def _validate_container(c, path: str, seen: set[str]) -> dict[str, int]:
+def _validate_container(c, path: str, seen: set[str], *, init: bool) -> dict[str, int]:
     """Check a container; returns what it requests (a limit stands in for a missing request)."""
-    if not _DNS_LABEL.match(c.name):
-        raise SubmissionError(f"{path}.name", f"{c.name!r} is not a valid container name")
+    if not _DNS_LABEL.fullmatch(c.name):
+        raise SubmissionError(f"{path}.name", f"{shorten(c.name)} is not a valid container "
+                                              "name")
     if c.name in seen:
         raise SubmissionError(f"{path}.name", f"container name {c.name!r} is used twice")
     seen.add(c.name)
+    podspec.check_container_fields(c, path, init=init)
     parsed: dict[str, dict[str, int]] = {}
     for kind in ("requests", "limits"):
         parsed[kind] = {}
         for name, q in sorted(getattr(c.resources, kind).items()):
-            parsed[kind][name] = _quantity(f"{path}.resources.{kind}[{name}]", name, q.string)
+            where = f"{path}.resources.{kind}[{name}]"
+            podspec.check_resource_name(where, name)
+            parsed[kind][name] = _quantity(where, name, q.string)
     effective = {**parsed["limits"], **parsed["requests"]}
     for name in ("cpu", "memory"):
         if name not in effective:
@@ -310,6 +413,11 @@ def _quantity(path: str, name: str, text: str) -> int:
         raise SubmissionError(path, f"{text!r} is not a valid quantity") from None
     if value > MAX_QUANTITY:
         raise SubmissionError(path, f"{text!r} is out of range (a quantity is at most 2^63-1)")
+    bound, bound_text = podspec.resource_bound(name)
+    if value > bound:
+        raise SubmissionError(path, f"{text!r} is above the maximum of {bound_text}")
+    if podspec.whole_units_only(name) and not podspec.is_whole(text):
+        raise SubmissionError(path, f"{text!r}: {name} is counted in whole units")
     return value
 
 

@@ -38,7 +38,7 @@ def v1_pod() -> k8s.V1PodSpec:
             volume_mounts=[k8s.V1VolumeMount(name="scratch", mount_path="/scratch")])],
         volumes=[k8s.V1Volume(name="scratch",
                               empty_dir=k8s.V1EmptyDirVolumeSource(size_limit="2Gi"))],
-        tolerations=[k8s.V1Toleration(key="gpu", operator="Exists", effect="NoSchedule",
+        tolerations=[k8s.V1Toleration(key="gpu", operator="Exists", effect="NoExecute",
                                       toleration_seconds=30)],
         node_selector={"pool": "gpu"}, host_ipc=True, termination_grace_period_seconds=10,
         affinity=k8s.V1Affinity(node_affinity=k8s.V1NodeAffinity(

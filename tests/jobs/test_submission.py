@@ -160,9 +160,10 @@ REJECTIONS = [
      "characters, exponents up to 30)"),
     ("quantity out of range", request(item({"containers": [container(memory="1e19")]})),
      "requests[memory]: '1e19' is out of range (a quantity is at most 2^63-1)"),
-    ("total out of range", request(item({"containers": [container(memory="5e18"),
-                                                        container("b", memory="5e18")]})),
-     "job_request_items[0].pod_specs[0]: the pod requests more memory than 2^63-1 in total"),
+    ("total out of range", request(item({"containers": [container(memory="600Ti"),
+                                                        container("b", memory="600Ti")]})),
+     "job_request_items[0].pod_specs[0].containers: the pod requests more memory than the "
+     "maximum of 1Pi in total"),
     ("second item with a shared spec",
      request(item(), item(priority=-2)),
      "job_request_items[1].priority: must be a non-negative number"),

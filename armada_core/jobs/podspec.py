@@ -1,0 +1,318 @@
+"""Checks of the pod spec fields that reach an executor or the scheduler.
+
+Everything a job carries ends up in an executor's hands (as process arguments, environment,
+file names, Kubernetes objects) or in the scheduler's (selectors, tolerations, affinity), so a
+value neither can use is refused at submission, naming the field, rather than failing later
+in every scheduling cycle or on every executor. The rules are Kubernetes' own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+
+from google.protobuf.descriptor import FieldDescriptor
+
+from armada_core.jobs.errors import SubmissionError
+from armada_core.jobs.text import shorten
+
+# Any C0 or C1 control character, and DEL; free text (a command line, a variable's value, an
+# annotation) may hold tabs and line breaks.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+CONTROL_IN_FREE_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_CORE = "k8s.io.api.core.v1."
+# String fields whose values are free text, by (message, field).
+FREE_TEXT_FIELDS = frozenset({
+    (_CORE + "Container", "command"), (_CORE + "Container", "args"),
+    (_CORE + "EphemeralContainerCommon", "command"), (_CORE + "EphemeralContainerCommon", "args"),
+    (_CORE + "EnvVar", "value"), (_CORE + "ExecAction", "command"),
+    ("api.IngressConfig", "annotations"),
+})
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# Kubernetes' qualified names (label keys, resource names): an optional DNS subdomain prefix
+# and '/', then a name of at most 63 characters.
+QUALIFIED_NAME = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]"
+                            r"([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+# IANA service names (container port names): at most 15 characters, at least one letter.
+_PORT_NAME = re.compile(r"(?=.*[a-z])(?!.*--)[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?")
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+_QUANTITY = re.compile(r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|"
+                       r"[numkMGTPE]?)\s*")
+_SUFFIXES = {"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
+             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+TOLERATION_OPERATORS = ("", "Equal", "Exists")
+TAINT_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+PROTOCOLS = ("", "TCP", "UDP", "SCTP")
+PULL_POLICIES = ("", "Always", "IfNotPresent", "Never")
+MESSAGE_POLICIES = ("", "File", "FallbackToLogsOnError")
+DNS_POLICIES = ("", "ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")
+PREEMPTION_POLICIES = ("", "PreemptLowerPriority", "Never")
+
+# Resources counted in fractions; every other resource (GPUs, devices) is counted in whole units.
+FRACTIONAL_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+HUGEPAGES = "hugepages-"
+# Upper bounds on what one container, and one pod in total, may request: far above any real
+# machine, low enough that a typo (10^9 CPUs) is caught instead of making the job wait forever.
+MAX_CPU_MILLIS = 100_000 * 1000  # 100,000 cores
+MAX_MEMORY = 2**50  # 1 PiB (also hugepages-*)
+MAX_STORAGE = 2**60  # 1 EiB of ephemeral-storage
+MAX_UNITS = 1_000_000  # of any other resource (GPUs, devices)
+
+
+PodSpecError = SubmissionError
+
+
+def check_texts(message, path: str) -> None:  # type: ignore[no-untyped-def]
+    """Every string in `message`: valid UTF-8, no NUL, no control characters (in free text,
+    tabs and line breaks are allowed); map keys are never free text."""
+    descriptor = message.DESCRIPTOR
+    for field, value in message.ListFields():
+        name = f"{path}.{field.name}"
+        message_type = field.message_type
+        if message_type is not None and message_type.GetOptions().map_entry:
+            _check_map(name, value, message_type,
+                       (descriptor.full_name, field.name) in FREE_TEXT_FIELDS)
+        elif message_type is not None:
+            if field.is_repeated:
+                for i, element in enumerate(value):
+                    check_texts(element, f"{name}[{i}]")
+            else:
+                check_texts(value, name)
+        elif field.type == FieldDescriptor.TYPE_STRING:
+            free = (descriptor.full_name, field.name) in FREE_TEXT_FIELDS
+            if field.is_repeated:
+                for i, text in enumerate(value):
+                    check_string(f"{name}[{i}]", text, free=free)
+            else:
+                check_string(name, value, free=free)
+
+
+def _check_map(path: str, value, entry, free: bool) -> None:  # type: ignore[no-untyped-def]
+    value_field = entry.fields_by_name["value"]
+    try:
+        items = list(value.items())
+    except UnicodeDecodeError:
+        raise PodSpecError(path, "not valid UTF-8") from None
+    for key, element in items:
+        if isinstance(key, str):
+            check_string(f"{path}[{shorten(key, 60)[1:-1]}]", key, free=False)
+        elif isinstance(key, bytes):
+            raise PodSpecError(f"{path}[{shorten(key, 60)}]", "key not valid UTF-8")
+        where = f"{path}[{key}]"
+        if value_field.message_type is not None:
+            check_texts(element, where)
+        elif value_field.type == FieldDescriptor.TYPE_STRING:
+            check_string(where, element, free=free)
+
+
+def check_string(path: str, text: object, *, free: bool = False) -> None:
+    """One string: valid UTF-8 without NUL or (outside free text) control characters."""
+    if not isinstance(text, str):  # protobuf hands back text that is not UTF-8 as bytes
+        raise PodSpecError(path, "not valid UTF-8")
+    found = (CONTROL_IN_FREE_TEXT if free else _CONTROL).search(text)
+    if found is not None:
+        what = "NUL characters" if found.group() == "\x00" else (
+            f"control characters ({found.group()!r} at position {found.start()})")
+        raise PodSpecError(path, f"must not contain {what}")
+
+
+def _one_of(path: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        names = ", ".join(a for a in allowed if a)
+        empty = " or empty" if "" in allowed else ""
+        raise PodSpecError(path, f"{shorten(value)} is not one of {names}{empty}")
+
+
+def check_label_key(path: str, key: str) -> None:
+    if not QUALIFIED_NAME.fullmatch(key):
+        raise PodSpecError(f"{path}[{shorten(key, 60)[1:-1]}]",
+                           "is not a valid key (an optional DNS prefix and '/', then a name "
+                           "of at most 63 letters, digits, '-', '_' and '.')")
+
+
+def check_labels(path: str, labels: Mapping[str, str]) -> None:
+    """Kubernetes label syntax: qualified-name keys, label values."""
+    key_ok, value_ok = QUALIFIED_NAME.fullmatch, LABEL_VALUE.fullmatch
+    for key, value in labels.items():  # the common case, fast
+        if not key_ok(key) or not value_ok(value):
+            break
+    else:
+        return
+    for key, value in sorted(labels.items()):  # sorted: the same first error every time
+        check_label_key(path, key)
+        if not LABEL_VALUE.fullmatch(value):
+            raise PodSpecError(f"{path}[{key}]", f"{shorten(value)} is not a valid label value "
+                                                 "(at most 63 letters, digits, '-', '_' and "
+                                                 "'.', starting and ending with a letter or "
+                                                 "digit)")
+
+
+def check_scheduling(spec, path: str) -> None:  # type: ignore[no-untyped-def]
+    """The fields the scheduler reads: node selector, tolerations, affinity, enums."""
+    check_labels(f"{path}.nodeSelector", spec.nodeSelector)
+    for i, t in enumerate(spec.tolerations):
+        _check_toleration(t, f"{path}.tolerations[{i}]")
+    if spec.HasField("affinity"):
+        _check_affinity(spec.affinity, f"{path}.affinity")
+    _one_of(f"{path}.dnsPolicy", spec.dnsPolicy, DNS_POLICIES)
+    _one_of(f"{path}.preemptionPolicy", spec.preemptionPolicy, PREEMPTION_POLICIES)
+
+
+def _check_toleration(t, path: str) -> None:  # type: ignore[no-untyped-def]
+    if t.key and not QUALIFIED_NAME.fullmatch(t.key):
+        raise PodSpecError(f"{path}.key", f"{shorten(t.key)} is not a valid taint key")
+    _one_of(f"{path}.operator", t.operator, TOLERATION_OPERATORS)
+    _one_of(f"{path}.effect", t.effect, TAINT_EFFECTS)
+    if t.operator == "Exists":
+        if t.value:
+            raise PodSpecError(f"{path}.value", "must be empty when the operator is Exists")
+    else:
+        if not t.key:
+            raise PodSpecError(f"{path}.operator", "must be Exists when the key is empty")
+        if not LABEL_VALUE.fullmatch(t.value):
+            raise PodSpecError(f"{path}.value", f"{shorten(t.value)} is not a valid taint "
+                                                "value")
+    if t.HasField("tolerationSeconds") and t.effect != "NoExecute":
+        raise PodSpecError(f"{path}.tolerationSeconds", "is only allowed with the effect "
+                                                        "NoExecute")
+
+
+def _check_affinity(affinity, path: str) -> None:  # type: ignore[no-untyped-def]
+    node = affinity.nodeAffinity
+    required = node.requiredDuringSchedulingIgnoredDuringExecution
+    where = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    if node.HasField("requiredDuringSchedulingIgnoredDuringExecution") and not (
+            required.nodeSelectorTerms):
+        raise PodSpecError(f"{where}.nodeSelectorTerms", "must have at least one term")
+    for i, term in enumerate(required.nodeSelectorTerms):
+        _check_node_term(term, f"{where}.nodeSelectorTerms[{i}]")
+    where = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    for i, preferred in enumerate(node.preferredDuringSchedulingIgnoredDuringExecution):
+        _check_weight(f"{where}[{i}].weight", preferred.weight)
+        _check_node_term(preferred.preference, f"{where}[{i}].preference")
+    for kind in ("podAffinity", "podAntiAffinity"):
+        pods = getattr(affinity, kind)
+        where = f"{path}.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
+        for i, term in enumerate(pods.requiredDuringSchedulingIgnoredDuringExecution):
+            _check_pod_term(term, f"{where}[{i}]")
+        where = f"{path}.{kind}.preferredDuringSchedulingIgnoredDuringExecution"
+        for i, weighted in enumerate(pods.preferredDuringSchedulingIgnoredDuringExecution):
+            _check_weight(f"{where}[{i}].weight", weighted.weight)
+            _check_pod_term(weighted.podAffinityTerm, f"{where}[{i}].podAffinityTerm")
+
+
+def _check_weight(path: str, weight: int) -> None:
+    if not 1 <= weight <= 100:
+        raise PodSpecError(path, f"must be between 1 and 100, got {weight}")
+
+
+def _check_node_term(term, path: str) -> None:  # type: ignore[no-untyped-def]
+    for i, req in enumerate(term.matchExpressions):
+        check_requirement(req, f"{path}.matchExpressions[{i}]", NODE_SELECTOR_OPERATORS)
+    for i, req in enumerate(term.matchFields):
+        where = f"{path}.matchFields[{i}]"
+        if req.key != "metadata.name":
+            raise PodSpecError(f"{where}.key", f"{shorten(req.key)} is not a node field "
+                                               "(only metadata.name is)")
+        _one_of(f"{where}.operator", req.operator, ("In", "NotIn"))
+        if len(req.values) != 1:
+            raise PodSpecError(f"{where}.values", "must hold exactly one node name")
+
+
+def _check_pod_term(term, path: str) -> None:  # type: ignore[no-untyped-def]
+    if not term.topologyKey or not QUALIFIED_NAME.fullmatch(term.topologyKey):
+        raise PodSpecError(f"{path}.topologyKey", f"{shorten(term.topologyKey)} is not a "
+                                                  "valid label key")
+    for selector in ("labelSelector", "namespaceSelector"):
+        s = getattr(term, selector)
+        check_labels(f"{path}.{selector}.matchLabels", s.matchLabels)
+        for i, req in enumerate(s.matchExpressions):
+            check_requirement(req, f"{path}.{selector}.matchExpressions[{i}]",
+                              LABEL_SELECTOR_OPERATORS)
+
+
+def check_requirement(req, path: str, operators: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    """A selector requirement: a label key, a known operator, and values that suit it."""
+    if not QUALIFIED_NAME.fullmatch(req.key):
+        raise PodSpecError(f"{path}.key", f"{shorten(req.key)} is not a valid label key")
+    _one_of(f"{path}.operator", req.operator, operators)
+    values = list(req.values)
+    if req.operator in ("In", "NotIn") and not values:
+        raise PodSpecError(f"{path}.values", f"{req.operator} needs at least one value")
+    if req.operator in ("Exists", "DoesNotExist") and values:
+        raise PodSpecError(f"{path}.values", f"{req.operator} takes no values")
+    if req.operator in ("Gt", "Lt") and (len(values) != 1 or not _INTEGER.fullmatch(values[0])):
+        raise PodSpecError(f"{path}.values", f"{req.operator} takes exactly one integer")
+    for i, value in enumerate(values):
+        if req.operator not in ("Gt", "Lt") and not LABEL_VALUE.fullmatch(value):
+            raise PodSpecError(f"{path}.values[{i}]", f"{shorten(value)} is not a valid label "
+                                                      "value")
+
+
+def check_container_fields(c, path: str, *, init: bool) -> None:  # type: ignore[no-untyped-def]
+    """Enums, ports and names of a container (its resources are checked separately)."""
+    _one_of(f"{path}.imagePullPolicy", c.imagePullPolicy, PULL_POLICIES)
+    _one_of(f"{path}.terminationMessagePolicy", c.terminationMessagePolicy, MESSAGE_POLICIES)
+    if c.restartPolicy and not (init and c.restartPolicy == "Always"):
+        raise PodSpecError(f"{path}.restartPolicy", f"{shorten(c.restartPolicy)}: only an init "
+                                                    "container may set one, and only Always")
+    names: set[str] = set()
+    for i, port in enumerate(c.ports):
+        where = f"{path}.ports[{i}]"
+        if not 1 <= port.containerPort <= 65535:
+            raise PodSpecError(f"{where}.containerPort", f"must be between 1 and 65535, got "
+                                                         f"{port.containerPort}")
+        if port.HasField("hostPort") and not 0 <= port.hostPort <= 65535:
+            raise PodSpecError(f"{where}.hostPort", f"must be between 1 and 65535, got "
+                                                    f"{port.hostPort}")
+        _one_of(f"{where}.protocol", port.protocol, PROTOCOLS)
+        if port.name:
+            if not _PORT_NAME.fullmatch(port.name):
+                raise PodSpecError(f"{where}.name", f"{shorten(port.name)} is not a valid port "
+                                                    "name (at most 15 lower-case letters, "
+                                                    "digits and '-', with a letter)")
+            if port.name in names:
+                raise PodSpecError(f"{where}.name", f"{port.name!r} is used twice")
+            names.add(port.name)
+    for i, env in enumerate(c.env):
+        if not env.name or "=" in env.name:
+            raise PodSpecError(f"{path}.env[{i}].name", f"{shorten(env.name)} is not a valid "
+                                                        "variable name")
+
+
+def check_resource_name(path: str, name: str) -> None:
+    if not QUALIFIED_NAME.fullmatch(name):
+        raise PodSpecError(path, "is not a valid resource name (an optional DNS prefix and "
+                                 "'/', then a name of letters, digits, '-', '_' and '.')")
+
+
+def is_whole(text: str) -> bool:
+    """Whether a (valid) quantity is a whole number of units."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        return False
+    return (Fraction(match.group(1)) * _SUFFIXES[match.group(2)]).denominator == 1
+
+
+def resource_bound(name: str) -> tuple[int, str]:
+    """The most of resource `name` a job may request (cpu in thousandths), as a number and
+    as text."""
+    if name == "cpu":
+        return MAX_CPU_MILLIS, "100000 cores"
+    if name == "memory" or name.startswith(HUGEPAGES):
+        return MAX_MEMORY, "1Pi"
+    if name == "ephemeral-storage":
+        return MAX_STORAGE, "1Ei"
+    return MAX_UNITS, str(MAX_UNITS)
+
+
+def whole_units_only(name: str) -> bool:
+    return name not in FRACTIONAL_RESOURCES and not name.startswith(HUGEPAGES)
+
