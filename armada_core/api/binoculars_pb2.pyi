@@ -37,7 +37,9 @@ class LogLine(_message.Message):
     def __init__(self, timestamp: _Optional[str] = ..., line: _Optional[str] = ...) -> None: ...
 
 class CordonRequest(_message.Message):
-    __slots__ = ("node_name",)
+    __slots__ = ("node_name", "uncordon_node_name")
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    UNCORDON_NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     node_name: str
-    def __init__(self, node_name: _Optional[str] = ...) -> None: ...
+    uncordon_node_name: str
+    def __init__(self, node_name: _Optional[str] = ..., uncordon_node_name: _Optional[str] = ...) -> None: ...

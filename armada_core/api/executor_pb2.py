@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from armada_core.api import submit_pb2 as armada__core_dot_api_dot_submit__pb2
+from armada_core.api import binoculars_pb2 as armada__core_dot_api_dot_binoculars__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x61rmada_core/api/executor.proto\x12\x08\x65xecutor\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1c\x61rmada_core/api/submit.proto\"\x91\x02\n\x04Node\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x06labels\x18\x02 \x03(\x0b\x32\x1a.executor.Node.LabelsEntry\x12\x1f\n\x06taints\x18\x03 \x03(\x0b\x32\x0f.executor.Taint\x12\x15\n\runschedulable\x18\x04 \x01(\x08\x12\x34\n\x0b\x61llocatable\x18\x05 \x03(\x0b\x32\x1f.executor.Node.AllocatableEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41llocatableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"3\n\x05Taint\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\t\"k\n\x0f\x43ontainerResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x16\n\x0einit_container\x18\x05 \x01(\x08\"\xe2\x06\n\tRunUpdate\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x07pending\x18\n \x01(\x0b\x32\x1b.executor.RunUpdate.PendingH\x00\x12.\n\x07running\x18\x0b \x01(\x0b\x32\x1b.executor.RunUpdate.RunningH\x00\x12\x32\n\tsucceeded\x18\x0c \x01(\x0b\x32\x1d.executor.RunUpdate.SucceededH\x00\x12,\n\x06\x66\x61iled\x18\r \x01(\x0b\x32\x1a.executor.RunUpdate.FailedH\x00\x12\x30\n\x08returned\x18\x0e \x01(\x0b\x32\x1c.executor.RunUpdate.ReturnedH\x00\x12.\n\x07stopped\x18\x0f \x01(\x0b\x32\x1b.executor.RunUpdate.StoppedH\x00\x12\x37\n\x0cingress_info\x18\x10 \x01(\x0b\x32\x1f.executor.RunUpdate.IngressInfoH\x00\x1a \n\x07Pending\x12\x15\n\rkubernetes_id\x18\x01 \x01(\t\x1a.\n\x07Running\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x15\n\rkubernetes_id\x18\x02 \x01(\t\x1a\x0b\n\tSucceeded\x1a\x81\x01\n\x06\x46\x61iled\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12-\n\ncontainers\x18\x02 \x03(\x0b\x32\x19.executor.ContainerResult\x12\x11\n\tcondition\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x04 \x01(\t\x12\x13\n\x0bsubcategory\x18\x05 \x01(\t\x1a\x31\n\x08Returned\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x15\n\rrun_attempted\x18\x02 \x01(\x08\x1a\t\n\x07Stopped\x1a\x82\x01\n\x0bIngressInfo\x12\x41\n\taddresses\x18\x01 \x03(\x0b\x32..executor.RunUpdate.IngressInfo.AddressesEntry\x1a\x30\n\x0e\x41\x64\x64ressesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06update\"\x86\x01\n\x0bSyncRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x0c\n\x04pool\x18\x02 \x01(\t\x12\x1d\n\x05nodes\x18\x03 \x03(\x0b\x32\x0e.executor.Node\x12\x0f\n\x07run_ids\x18\x04 \x03(\t\x12$\n\x07updates\x18\x05 \x03(\x0b\x32\x13.executor.RunUpdate\"a\n\x05Lease\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\trun_index\x18\x02 \x01(\x05\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x10\n\x08pod_name\x18\x04 \x01(\t\x12\x15\n\x03job\x18\x05 \x01(\x0b\x32\x08.api.Job\"J\n\x07StopRun\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07preempt\x18\x04 \x01(\x08\"o\n\x0cSyncResponse\x12\x1f\n\x06leases\x18\x01 \x03(\x0b\x32\x0f.executor.Lease\x12\x1f\n\x04stop\x18\x02 \x03(\x0b\x32\x11.executor.StopRun\x12\x1d\n\x15sync_interval_seconds\x18\x03 \x01(\x01\x32\x44\n\x0b\x45xecutorApi\x12\x35\n\x04Sync\x12\x15.executor.SyncRequest\x1a\x16.executor.SyncResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x61rmada_core/api/executor.proto\x12\x08\x65xecutor\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1c\x61rmada_core/api/submit.proto\x1a armada_core/api/binoculars.proto\"\xa9\x01\n\x13\x45xecutorLogsRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x10\n\x08pod_name\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12\x11\n\tcontainer\x18\x05 \x01(\t\x12\x12\n\nsince_time\x18\x06 \x01(\t\x12\x17\n\ntail_lines\x18\x07 \x01(\x03H\x00\x88\x01\x01\x42\r\n\x0b_tail_lines\"8\n\x14\x45xecutorLogsResponse\x12 \n\x03log\x18\x01 \x03(\x0b\x32\x13.binoculars.LogLine\"\x91\x02\n\x04Node\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x06labels\x18\x02 \x03(\x0b\x32\x1a.executor.Node.LabelsEntry\x12\x1f\n\x06taints\x18\x03 \x03(\x0b\x32\x0f.executor.Taint\x12\x15\n\runschedulable\x18\x04 \x01(\x08\x12\x34\n\x0b\x61llocatable\x18\x05 \x03(\x0b\x32\x1f.executor.Node.AllocatableEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41llocatableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"3\n\x05Taint\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\t\"k\n\x0f\x43ontainerResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\texit_code\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x16\n\x0einit_container\x18\x05 \x01(\x08\"\xe2\x06\n\tRunUpdate\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x07pending\x18\n \x01(\x0b\x32\x1b.executor.RunUpdate.PendingH\x00\x12.\n\x07running\x18\x0b \x01(\x0b\x32\x1b.executor.RunUpdate.RunningH\x00\x12\x32\n\tsucceeded\x18\x0c \x01(\x0b\x32\x1d.executor.RunUpdate.SucceededH\x00\x12,\n\x06\x66\x61iled\x18\r \x01(\x0b\x32\x1a.executor.RunUpdate.FailedH\x00\x12\x30\n\x08returned\x18\x0e \x01(\x0b\x32\x1c.executor.RunUpdate.ReturnedH\x00\x12.\n\x07stopped\x18\x0f \x01(\x0b\x32\x1b.executor.RunUpdate.StoppedH\x00\x12\x37\n\x0cingress_info\x18\x10 \x01(\x0b\x32\x1f.executor.RunUpdate.IngressInfoH\x00\x1a \n\x07Pending\x12\x15\n\rkubernetes_id\x18\x01 \x01(\t\x1a.\n\x07Running\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x15\n\rkubernetes_id\x18\x02 \x01(\t\x1a\x0b\n\tSucceeded\x1a\x81\x01\n\x06\x46\x61iled\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12-\n\ncontainers\x18\x02 \x03(\x0b\x32\x19.executor.ContainerResult\x12\x11\n\tcondition\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x04 \x01(\t\x12\x13\n\x0bsubcategory\x18\x05 \x01(\t\x1a\x31\n\x08Returned\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x15\n\rrun_attempted\x18\x02 \x01(\x08\x1a\t\n\x07Stopped\x1a\x82\x01\n\x0bIngressInfo\x12\x41\n\taddresses\x18\x01 \x03(\x0b\x32..executor.RunUpdate.IngressInfo.AddressesEntry\x1a\x30\n\x0e\x41\x64\x64ressesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06update\"\xb6\x01\n\x0bSyncRequest\x12\x13\n\x0b\x65xecutor_id\x18\x01 \x01(\t\x12\x0c\n\x04pool\x18\x02 \x01(\t\x12\x1d\n\x05nodes\x18\x03 \x03(\x0b\x32\x0e.executor.Node\x12\x0f\n\x07run_ids\x18\x04 \x03(\t\x12$\n\x07updates\x18\x05 \x03(\x0b\x32\x13.executor.RunUpdate\x12\x17\n\x0f\x63ontrol_address\x18\x1e \x01(\t\x12\x15\n\rcontrol_token\x18\x1f \x01(\t\"a\n\x05Lease\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x11\n\trun_index\x18\x02 \x01(\x05\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x10\n\x08pod_name\x18\x04 \x01(\t\x12\x15\n\x03job\x18\x05 \x01(\x0b\x32\x08.api.Job\"J\n\x07StopRun\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07preempt\x18\x04 \x01(\x08\"o\n\x0cSyncResponse\x12\x1f\n\x06leases\x18\x01 \x03(\x0b\x32\x0f.executor.Lease\x12\x1f\n\x04stop\x18\x02 \x03(\x0b\x32\x11.executor.StopRun\x12\x1d\n\x15sync_interval_seconds\x18\x03 \x01(\x01\x32\x44\n\x0b\x45xecutorApi\x12\x35\n\x04Sync\x12\x15.executor.SyncRequest\x1a\x16.executor.SyncResponse2X\n\x0f\x45xecutorControl\x12\x45\n\x04Logs\x12\x1d.executor.ExecutorLogsRequest\x1a\x1e.executor.ExecutorLogsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,42 +40,48 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODE_ALLOCATABLEENTRY']._serialized_options = b'8\001'
   _globals['_RUNUPDATE_INGRESSINFO_ADDRESSESENTRY']._loaded_options = None
   _globals['_RUNUPDATE_INGRESSINFO_ADDRESSESENTRY']._serialized_options = b'8\001'
-  _globals['_NODE']._serialized_start=108
-  _globals['_NODE']._serialized_end=381
-  _globals['_NODE_LABELSENTRY']._serialized_start=284
-  _globals['_NODE_LABELSENTRY']._serialized_end=329
-  _globals['_NODE_ALLOCATABLEENTRY']._serialized_start=331
-  _globals['_NODE_ALLOCATABLEENTRY']._serialized_end=381
-  _globals['_TAINT']._serialized_start=383
-  _globals['_TAINT']._serialized_end=434
-  _globals['_CONTAINERRESULT']._serialized_start=436
-  _globals['_CONTAINERRESULT']._serialized_end=543
-  _globals['_RUNUPDATE']._serialized_start=546
-  _globals['_RUNUPDATE']._serialized_end=1412
-  _globals['_RUNUPDATE_PENDING']._serialized_start=982
-  _globals['_RUNUPDATE_PENDING']._serialized_end=1014
-  _globals['_RUNUPDATE_RUNNING']._serialized_start=1016
-  _globals['_RUNUPDATE_RUNNING']._serialized_end=1062
-  _globals['_RUNUPDATE_SUCCEEDED']._serialized_start=1064
-  _globals['_RUNUPDATE_SUCCEEDED']._serialized_end=1075
-  _globals['_RUNUPDATE_FAILED']._serialized_start=1078
-  _globals['_RUNUPDATE_FAILED']._serialized_end=1207
-  _globals['_RUNUPDATE_RETURNED']._serialized_start=1209
-  _globals['_RUNUPDATE_RETURNED']._serialized_end=1258
-  _globals['_RUNUPDATE_STOPPED']._serialized_start=1260
-  _globals['_RUNUPDATE_STOPPED']._serialized_end=1269
-  _globals['_RUNUPDATE_INGRESSINFO']._serialized_start=1272
-  _globals['_RUNUPDATE_INGRESSINFO']._serialized_end=1402
-  _globals['_RUNUPDATE_INGRESSINFO_ADDRESSESENTRY']._serialized_start=1354
-  _globals['_RUNUPDATE_INGRESSINFO_ADDRESSESENTRY']._serialized_end=1402
-  _globals['_SYNCREQUEST']._serialized_start=1415
-  _globals['_SYNCREQUEST']._serialized_end=1549
-  _globals['_LEASE']._serialized_start=1551
-  _globals['_LEASE']._serialized_end=1648
-  _globals['_STOPRUN']._serialized_start=1650
-  _globals['_STOPRUN']._serialized_end=1724
-  _globals['_SYNCRESPONSE']._serialized_start=1726
-  _globals['_SYNCRESPONSE']._serialized_end=1837
-  _globals['_EXECUTORAPI']._serialized_start=1839
-  _globals['_EXECUTORAPI']._serialized_end=1907
+  _globals['_EXECUTORLOGSREQUEST']._serialized_start=142
+  _globals['_EXECUTORLOGSREQUEST']._serialized_end=311
+  _globals['_EXECUTORLOGSRESPONSE']._serialized_start=313
+  _globals['_EXECUTORLOGSRESPONSE']._serialized_end=369
+  _globals['_NODE']._serialized_start=372
+  _globals['_NODE']._serialized_end=645
+  _globals['_NODE_LABELSENTRY']._serialized_start=548
+  _globals['_NODE_LABELSENTRY']._serialized_end=593
+  _globals['_NODE_ALLOCATABLEENTRY']._serialized_start=595
+  _globals['_NODE_ALLOCATABLEENTRY']._serialized_end=645
+  _globals['_TAINT']._serialized_start=647
+  _globals['_TAINT']._serialized_end=698
+  _globals['_CONTAINERRESULT']._serialized_start=700
+  _globals['_CONTAINERRESULT']._serialized_end=807
+  _globals['_RUNUPDATE']._serialized_start=810
+  _globals['_RUNUPDATE']._serialized_end=1676
+  _globals['_RUNUPDATE_PENDING']._serialized_start=1246
+  _globals['_RUNUPDATE_PENDING']._serialized_end=1278
+  _globals['_RUNUPDATE_RUNNING']._serialized_start=1280
+  _globals['_RUNUPDATE_RUNNING']._serialized_end=1326
+  _globals['_RUNUPDATE_SUCCEEDED']._serialized_start=1328
+  _globals['_RUNUPDATE_SUCCEEDED']._serialized_end=1339
+  _globals['_RUNUPDATE_FAILED']._serialized_start=1342
+  _globals['_RUNUPDATE_FAILED']._serialized_end=1471
+  _globals['_RUNUPDATE_RETURNED']._serialized_start=1473
+  _globals['_RUNUPDATE_RETURNED']._serialized_end=1522
+  _globals['_RUNUPDATE_STOPPED']._serialized_start=1524
+  _globals['_RUNUPDATE_STOPPED']._serialized_end=1533
+  _globals['_RUNUPDATE_INGRESSINFO']._serialized_start=1536
+  _globals['_RUNUPDATE_INGRESSINFO']._serialized_end=1666
+  _globals['_RUNUPDATE_INGRESSINFO_ADDRESSESENTRY']._serialized_start=1618
+  _globals['_RUNUPDATE_INGRESSINFO_ADDRESSESENTRY']._serialized_end=1666
+  _globals['_SYNCREQUEST']._serialized_start=1679
+  _globals['_SYNCREQUEST']._serialized_end=1861
+  _globals['_LEASE']._serialized_start=1863
+  _globals['_LEASE']._serialized_end=1960
+  _globals['_STOPRUN']._serialized_start=1962
+  _globals['_STOPRUN']._serialized_end=2036
+  _globals['_SYNCRESPONSE']._serialized_start=2038
+  _globals['_SYNCRESPONSE']._serialized_end=2149
+  _globals['_EXECUTORAPI']._serialized_start=2151
+  _globals['_EXECUTORAPI']._serialized_end=2219
+  _globals['_EXECUTORCONTROL']._serialized_start=2221
+  _globals['_EXECUTORCONTROL']._serialized_end=2309
 # @@protoc_insertion_point(module_scope)

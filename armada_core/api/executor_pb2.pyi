@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from armada_core.api import submit_pb2 as _submit_pb2
+from armada_core.api import binoculars_pb2 as _binoculars_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -9,6 +10,30 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ExecutorLogsRequest(_message.Message):
+    __slots__ = ("run_id", "job_id", "pod_name", "namespace", "container", "since_time", "tail_lines")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    POD_NAME_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    SINCE_TIME_FIELD_NUMBER: _ClassVar[int]
+    TAIL_LINES_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    job_id: str
+    pod_name: str
+    namespace: str
+    container: str
+    since_time: str
+    tail_lines: int
+    def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., pod_name: _Optional[str] = ..., namespace: _Optional[str] = ..., container: _Optional[str] = ..., since_time: _Optional[str] = ..., tail_lines: _Optional[int] = ...) -> None: ...
+
+class ExecutorLogsResponse(_message.Message):
+    __slots__ = ("log",)
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    log: _containers.RepeatedCompositeFieldContainer[_binoculars_pb2.LogLine]
+    def __init__(self, log: _Optional[_Iterable[_Union[_binoculars_pb2.LogLine, _Mapping]]] = ...) -> None: ...
 
 class Node(_message.Message):
     __slots__ = ("name", "labels", "taints", "unschedulable", "allocatable")
@@ -137,18 +162,22 @@ class RunUpdate(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[_Union[RunUpdate.Pending, _Mapping]] = ..., running: _Optional[_Union[RunUpdate.Running, _Mapping]] = ..., succeeded: _Optional[_Union[RunUpdate.Succeeded, _Mapping]] = ..., failed: _Optional[_Union[RunUpdate.Failed, _Mapping]] = ..., returned: _Optional[_Union[RunUpdate.Returned, _Mapping]] = ..., stopped: _Optional[_Union[RunUpdate.Stopped, _Mapping]] = ..., ingress_info: _Optional[_Union[RunUpdate.IngressInfo, _Mapping]] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("executor_id", "pool", "nodes", "run_ids", "updates")
+    __slots__ = ("executor_id", "pool", "nodes", "run_ids", "updates", "control_address", "control_token")
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     RUN_IDS_FIELD_NUMBER: _ClassVar[int]
     UPDATES_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_TOKEN_FIELD_NUMBER: _ClassVar[int]
     executor_id: str
     pool: str
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     run_ids: _containers.RepeatedScalarFieldContainer[str]
     updates: _containers.RepeatedCompositeFieldContainer[RunUpdate]
-    def __init__(self, executor_id: _Optional[str] = ..., pool: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., run_ids: _Optional[_Iterable[str]] = ..., updates: _Optional[_Iterable[_Union[RunUpdate, _Mapping]]] = ...) -> None: ...
+    control_address: str
+    control_token: str
+    def __init__(self, executor_id: _Optional[str] = ..., pool: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., run_ids: _Optional[_Iterable[str]] = ..., updates: _Optional[_Iterable[_Union[RunUpdate, _Mapping]]] = ..., control_address: _Optional[str] = ..., control_token: _Optional[str] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("run_id", "run_index", "node", "pod_name", "job")

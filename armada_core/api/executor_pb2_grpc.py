@@ -95,3 +95,84 @@ class ExecutorApi:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ExecutorControlStub:
+    """Served by each executor (on the address it reports in SyncRequest.control_address), called
+    by any server replica: the container logs of the runs it ran. Callers present the token the
+    executor reported (SyncRequest.control_token) as `authorization: Bearer <token>`.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Logs = channel.unary_unary(
+                '/executor.ExecutorControl/Logs',
+                request_serializer=armada__core_dot_api_dot_executor__pb2.ExecutorLogsRequest.SerializeToString,
+                response_deserializer=armada__core_dot_api_dot_executor__pb2.ExecutorLogsResponse.FromString,
+                _registered_method=True)
+
+
+class ExecutorControlServicer:
+    """Served by each executor (on the address it reports in SyncRequest.control_address), called
+    by any server replica: the container logs of the runs it ran. Callers present the token the
+    executor reported (SyncRequest.control_token) as `authorization: Bearer <token>`.
+    """
+
+    def Logs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ExecutorControlServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Logs': grpc.unary_unary_rpc_method_handler(
+                    servicer.Logs,
+                    request_deserializer=armada__core_dot_api_dot_executor__pb2.ExecutorLogsRequest.FromString,
+                    response_serializer=armada__core_dot_api_dot_executor__pb2.ExecutorLogsResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'executor.ExecutorControl', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('executor.ExecutorControl', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ExecutorControl:
+    """Served by each executor (on the address it reports in SyncRequest.control_address), called
+    by any server replica: the container logs of the runs it ran. Callers present the token the
+    executor reported (SyncRequest.control_token) as `authorization: Bearer <token>`.
+    """
+
+    @staticmethod
+    def Logs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/executor.ExecutorControl/Logs',
+            armada__core_dot_api_dot_executor__pb2.ExecutorLogsRequest.SerializeToString,
+            armada__core_dot_api_dot_executor__pb2.ExecutorLogsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

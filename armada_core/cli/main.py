@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,6 +20,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from armada_core.client import (
+    TERMINAL,
     ArmadaClient,
     ArmadaError,
     ConnectionConfig,
@@ -31,6 +33,7 @@ from armada_core.client import (
     queue,
     state_name,
 )
+from armada_core.client.errors import TRANSIENT_CODES
 from armada_core.retry import (
     RetryConfigError,
     dump_policies,
@@ -309,11 +312,41 @@ def details(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def logs(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
-    for line in c.logs(args.job_id, pod_number=args.pod_number, namespace=args.namespace,
-                       since_time=args.since_time, tail_lines=args.tail,
-                       container=args.container, timestamps=args.timestamps):
-        out.write((f"{line.timestamp} " if args.timestamps and line.timestamp else "")
-                  + line.line + ("" if line.line.endswith("\n") else "\n"))
+    since, tail = args.since_time, args.tail
+    repeated = 0  # lines shown with the timestamp `since` (an inclusive server repeats them)
+    while True:
+        # The state first: lines read after it said "finished" are the last ones.
+        done = not args.follow or c.get_job_status([args.job_id]).get(args.job_id) in TERMINAL
+        try:
+            lines = c.logs(args.job_id, pod_number=args.pod_number, namespace=args.namespace,
+                           since_time=since, tail_lines=tail, container=args.container,
+                           timestamps=args.timestamps)
+        except ArmadaError as e:
+            if not args.follow or e.code not in TRANSIENT_CODES:
+                raise
+            lines = []  # the executor is out of reach for now: try again
+        skip = repeated
+        for line in lines:
+            if since and line.timestamp == since and skip > 0:
+                skip -= 1
+                continue
+            if line.timestamp and line.timestamp != since:
+                since, repeated = line.timestamp, 0
+            repeated += 1
+            out.write((f"{line.timestamp} " if args.timestamps and line.timestamp else "")
+                      + line.line + ("" if line.line.endswith("\n") else "\n"))
+        out.flush()
+        if lines:
+            tail = None  # --tail limits the first read only
+        if done:
+            return 0
+        time.sleep(args.interval)
+
+
+def node_cordon(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
+    for name in args.names:
+        (c.cordon_node if args.command_name == "cordon" else c.uncordon_node)(name)
+        out.write(f"{args.command_name.capitalize()}ed node {name}\n")
     return 0
 
 
@@ -469,7 +502,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--since-time", default="", help="RFC 3339 time")
     sp.add_argument("--tail", type=int, help="only the last N lines")
     sp.add_argument("--timestamps", action="store_true")
+    sp.add_argument("-f", "--follow", action="store_true",
+                    help="keep printing new lines until the job has finished")
+    sp.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                    help="with --follow: how often to ask for new lines (default 1)")
     sp.set_defaults(handler=logs)
+
+    n = commands.add_parser("node", help="cordon and uncordon executors' nodes")
+    ns = n.add_subparsers(dest="command_name", required=True, metavar="ACTION")
+    for name in ("cordon", "uncordon"):
+        sp = ns.add_parser(name, help=f"{name} nodes (cordoned nodes take no new jobs)")
+        sp.add_argument("names", nargs="+", metavar="NODE",
+                        help="a node name, or EXECUTOR/NODE when executors share names")
+        sp.set_defaults(handler=node_cordon)
     return parser
 
 

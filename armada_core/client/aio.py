@@ -236,6 +236,14 @@ class AsyncArmadaClient:
                                         timestamps=timestamps, container=container,
                                         previous=previous))
 
+    async def cordon_node(self, node: str) -> None:
+        """Schedule nothing new on `node` (`NODE` or `EXECUTOR/NODE`); administrators only."""
+        await self._run(ops.cordon_node(node))
+
+    async def uncordon_node(self, node: str) -> None:
+        """Undo cordon_node (an extension of upstream's Binoculars/Cordon)."""
+        await self._run(ops.uncordon_node(node))
+
     # --- events -----------------------------------------------------------------------------
 
     async def get_job_set_events(self, queue: str, job_set_id: str, *,

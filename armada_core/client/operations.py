@@ -270,3 +270,14 @@ def logs(job_id: str, *, pod_number: int = 0, namespace: str = "", since_time: s
                                         pod_namespace=namespace, since_time=since_time,
                                         log_options=options)
     return Call("Binoculars", "Logs", request, lambda r: list(r.log))
+
+
+def cordon_node(node: str) -> Call[None]:
+    """`node` is `NODE`, or `EXECUTOR/NODE` when several executors have a node of that name."""
+    return Call("Binoculars", "Cordon", binoculars_pb2.CordonRequest(node_name=node), _nothing)
+
+
+def uncordon_node(node: str) -> Call[None]:
+    """Our extension of Cordon (field 100); a server without it refuses the empty node_name."""
+    return Call("Binoculars", "Cordon",
+                binoculars_pb2.CordonRequest(uncordon_node_name=node), _nothing)

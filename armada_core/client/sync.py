@@ -292,6 +292,14 @@ class ArmadaClient:
                                   timestamps=timestamps, container=container,
                                   previous=previous))
 
+    def cordon_node(self, node: str) -> None:
+        """Schedule nothing new on `node` (`NODE` or `EXECUTOR/NODE`); administrators only."""
+        self._run(ops.cordon_node(node))
+
+    def uncordon_node(self, node: str) -> None:
+        """Undo cordon_node (an extension of upstream's Binoculars/Cordon)."""
+        self._run(ops.uncordon_node(node))
+
     # --- events -----------------------------------------------------------------------------
 
     def get_job_set_events(self, queue: str, job_set_id: str, *, from_message_id: str = "",

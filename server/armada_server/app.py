@@ -39,6 +39,7 @@ from armada_server.config import NodeGroup, ServerConfig
 from armada_server.decoding import DecodingInterceptor
 from armada_server.eventhub import EventHub
 from armada_server.executors.agent import Backend, ExecutorAgent
+from armada_server.executors.control import ControlServer, join_address
 from armada_server.executors.local.runner import node_allocatable
 from armada_server.executors.local_backend import LocalBackend
 from armada_server.executors.nodes import virtual_nodes
@@ -46,7 +47,7 @@ from armada_server.executors.simulated import SimulatedBackend
 from armada_server.metrics import Metrics
 from armada_server.retries import Retries
 from armada_server.scheduling.loop import SchedulingLoop
-from armada_server.services.binoculars import BinocularsService
+from armada_server.services.binoculars import BinocularsService, ExecutorChannels
 from armada_server.services.common import Context
 from armada_server.services.events import EventService
 from armada_server.services.executor_api import ExecutorApiService
@@ -109,6 +110,10 @@ class ArmadaServer:
         self.agent: ExecutorAgent | None = None
         self._channel: grpc.aio.Channel | None = None
         self._executor_token: str | None = None
+        # The in-process executor serves its logs as a remote one does (ExecutorControl).
+        self.control: ControlServer | None = None
+        # Channels to executors' ExecutorControl, for Binoculars.Logs.
+        self.executor_channels = ExecutorChannels()
         self.context: Context | None = None
         # The web UI, REST gateway and /metrics on http_port (None when http_port is null).
         self.http: WebServer | None = None
@@ -146,9 +151,11 @@ class ArmadaServer:
                 Path(self.config.tls_cert).read_bytes()))
         metadata = ([("authorization", f"Bearer {self._executor_token}")]
                     if self._executor_token else [])
+        self.control = ControlServer(backend, listen=join_address(self.config.host, 0))
+        await self.control.start()
         self.agent = ExecutorAgent(self._channel, self.config.executor_id, self.config.pool,
                                    backend, interval=self.config.executor_sync_interval,
-                                   metadata=metadata)
+                                   metadata=metadata, control=self.control)
         self.executors[self.config.executor_id] = backend
         loop = asyncio.get_running_loop()
         agent = self.agent
@@ -180,7 +187,7 @@ class ArmadaServer:
         event_pb2_grpc.add_EventServicer_to_server(EventService(ctx), server)
         job_pb2_grpc.add_JobsServicer_to_server(JobsService(ctx), server)
         binoculars_pb2_grpc.add_BinocularsServicer_to_server(
-            BinocularsService(ctx, self.executors), server)
+            BinocularsService(ctx, self.executor_channels), server)
         executor_pb2_grpc.add_ExecutorApiServicer_to_server(
             ExecutorApiService(ctx, on_sync=self.scheduler.poke), server)
         health_servicer = health.aio.HealthServicer()
@@ -203,7 +210,7 @@ class ArmadaServer:
         self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
         await self._start_executor()
         if self.config.http_port is not None:
-            self.http = WebServer(ctx, self.executors, auth)
+            self.http = WebServer(ctx, self.executor_channels, auth)
             self.http_port = await self.http.start(self.config.host, self.config.http_port)
             self.metrics.port = self.http_port
 
@@ -219,8 +226,11 @@ class ArmadaServer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.control is not None:
+            await self.control.stop()
         for backend in self.executors.values():
             await backend.close()
+        await self.executor_channels.close()
         if self._channel is not None:
             await self._channel.close()
         if self._server is not None:

@@ -33,3 +33,7 @@ class Unauthenticated(ApiError):
 
 class PermissionDenied(ApiError):
     code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class Unavailable(ApiError):
+    code = grpc.StatusCode.UNAVAILABLE

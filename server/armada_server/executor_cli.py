@@ -15,6 +15,12 @@ import grpc
 from armada_server import __version__
 from armada_server.config import ConfigError, parse_nodes
 from armada_server.executors.agent import ExecutorAgent
+from armada_server.executors.control import (
+    ControlServer,
+    join_address,
+    local_address_towards,
+    split_address,
+)
 from armada_server.executors.local_backend import LocalBackend
 from armada_server.executors.nodes import virtual_nodes
 from armada_server.executors.simulated import SimulatedBackend
@@ -25,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Run an executor that takes work from an "
                                             "armada-server over the executor protocol.")
     p.add_argument("--version", action="version", version=f"armada-executor {__version__}")
-    p.add_argument("--server", default="localhost:50051", help="server address (host:port)")
+    p.add_argument("--server", action="append", metavar="HOST:PORT[,HOST:PORT...]",
+                   help="server address; several (repeated or comma-separated) for failover "
+                        "between replicas (default localhost:50051)")
     p.add_argument("--id", required=True, help="executor (cluster) id, unique per server")
     p.add_argument("--pool", default="default")
     p.add_argument("--kind", choices=("local", "simulated", "kubernetes"), default="local")
@@ -35,6 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="bearer token, when the server requires authentication")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between syncs")
     p.add_argument("--tls-ca", type=Path, help="CA certificate of a TLS server")
+    p.add_argument("--sync-timeout", type=float, default=60.0,
+                   help="seconds a sync may take before the next server address is tried")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="where to serve logs to the servers (default: this machine's address "
+                        "on the route to the first server, any free port)")
+    p.add_argument("--advertise-address", metavar="HOST:PORT",
+                   help="the address servers dial for logs, when not the --listen one "
+                        "(a wildcard bind, NAT, a Kubernetes Service)")
     k8s = p.add_argument_group("kubernetes", "the cluster of a --kind kubernetes executor")
     k8s.add_argument("--in-cluster", action="store_true",
                      help="use the pod's service account (when running inside the cluster)")
@@ -47,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="namespace of jobs that name none")
     k8s.add_argument("--ingress-domain", default="armada.local",
                      help="ingress hosts are <port>-<pod>.<namespace>.<domain>")
+    k8s.add_argument("--log-dir", type=Path,
+                     help="keep finished pods' logs in this directory (default: in memory)")
+    k8s.add_argument("--log-retention", type=int, default=1000, metavar="RUNS",
+                     help="finished runs whose logs are kept after their pods are deleted "
+                          "(oldest dropped first; default 1000)")
     return p
 
 
@@ -66,14 +87,26 @@ def _kubernetes_backend(args: argparse.Namespace):  # type: ignore[no-untyped-de
         raise ConfigError(f"cannot reach the Kubernetes cluster: {e}") from None
     settings = KubernetesSettings(namespace=args.namespace,
                                   default_namespace=args.default_namespace,
-                                  ingress_domain=args.ingress_domain)
+                                  ingress_domain=args.ingress_domain,
+                                  log_dir=str(args.log_dir) if args.log_dir else None,
+                                  log_retention=args.log_retention)
     try:
         return KubernetesBackend(api, args.id, settings)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
 
+def server_addresses(values: list[str] | None) -> list[str]:
+    """Every --server address, in order: repeatable, each possibly comma-separated."""
+    found = [a.strip() for value in values or ["localhost:50051"] for a in value.split(",")]
+    found = [a for a in found if a]
+    if not found:
+        raise ConfigError("--server: no address given")
+    return found
+
+
 async def _run(args: argparse.Namespace) -> None:
+    servers = server_addresses(args.server)
     if args.kind == "kubernetes":
         backend = _kubernetes_backend(args)
     elif not args.nodes:
@@ -84,15 +117,28 @@ async def _run(args: argparse.Namespace) -> None:
     else:
         backend = SimulatedBackend(virtual_nodes([parse_nodes(n) for n in args.nodes],
                                                  args.id))
-    channel = (grpc.aio.secure_channel(args.server, grpc.ssl_channel_credentials(
-        args.tls_ca.read_bytes())) if args.tls_ca else grpc.aio.insecure_channel(args.server))
+    channels = [grpc.aio.secure_channel(a, grpc.ssl_channel_credentials(
+        args.tls_ca.read_bytes())) if args.tls_ca else grpc.aio.insecure_channel(a)
+        for a in servers]
     metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
-    agent = ExecutorAgent(channel, args.id, args.pool, backend, interval=args.interval,
-                          metadata=metadata)
+    listen = args.listen or join_address(local_address_towards(servers[0]), 0)
+    try:
+        split_address(listen)
+        if args.advertise_address:
+            split_address(args.advertise_address)
+    except ValueError as e:
+        raise ConfigError(f"--listen/--advertise-address: {e}") from None
+    control = ControlServer(backend, listen=listen, advertise=args.advertise_address)
+    try:
+        await control.start()
+    except (OSError, RuntimeError) as e:
+        raise ConfigError(f"cannot serve logs on {listen}: {e}") from None
+    agent = ExecutorAgent(channels, args.id, args.pool, backend, interval=args.interval,
+                          metadata=metadata, control=control, sync_timeout=args.sync_timeout)
     if args.kind == "kubernetes":
         await backend.open(agent.report)  # adopt its pods before the first sync
-    print(f"armada-executor {args.id} ({args.kind}, {len(backend.nodes())} nodes) syncing "
-          f"with {args.server}", flush=True)
+    print(f"armada-executor {args.id} ({args.kind}, {len(backend.nodes())} nodes) serving "
+          f"logs on {control.address}, syncing with {', '.join(servers)}", flush=True)
     task = asyncio.create_task(agent.run())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -102,8 +148,10 @@ async def _run(args: argparse.Namespace) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    await control.stop()
     await backend.close()
-    await channel.close()
+    for channel in channels:
+        await channel.close()
 
 
 def main(argv: list[str] | None = None) -> int:

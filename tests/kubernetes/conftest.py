@@ -19,6 +19,7 @@ from armada_core.client import ArmadaClient
 from armada_server.app import EmbeddedServer
 from armada_server.config import PriorityClassConfig, ServerConfig
 from armada_server.executors.agent import ExecutorAgent
+from armada_server.executors.control import ControlServer
 from armada_server.executors.kubernetes import KubernetesBackend, KubernetesSettings
 
 from .fake_apiserver import FakeApiServer
@@ -51,6 +52,7 @@ class Executor:
     agent: ExecutorAgent
     task: asyncio.Task
     channel: grpc.aio.Channel
+    control: ControlServer
     closed: bool = False
 
     async def close(self) -> None:
@@ -60,6 +62,7 @@ class Executor:
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
+        await self.control.stop()
         await self.backend.close()
         await self.channel.close()
 
@@ -79,10 +82,13 @@ class Cluster:
         backend = KubernetesBackend(self.fake.api_client(), EXECUTOR,
                                     replace(self.settings, **changes))
         channel = grpc.aio.insecure_channel(self.server.address)
-        agent = ExecutorAgent(channel, EXECUTOR, "default", backend, interval=0.1)
+        control = ControlServer(backend)  # serves the pods' logs to the server
+        await control.start()
+        agent = ExecutorAgent(channel, EXECUTOR, "default", backend, interval=0.1,
+                              control=control)
         await backend.open(agent.report)
         executor = Executor(backend, agent, asyncio.get_running_loop().create_task(agent.run()),
-                            channel)
+                            channel, control)
         self.executors.append(executor)
         return executor
 

@@ -21,6 +21,8 @@ client, configured with `Configuration(host=fake.url)`, works against it unchang
   `deletionGracePeriodSeconds` and disappears when the grace period ends (or earlier, when the
   fake kubelet reports its containers gone); an unbound or finished pod, or grace 0, goes at
   once;
+- pod logs (`GET .../pods/NAME/log`: `container`, `timestamps`, `tailLines`), written by the
+  fake kubelet, refused while the container has not started, gone with the pod;
 - errors as Kubernetes `Status` bodies: 400 BadRequest, 404 NotFound, 405 MethodNotAllowed,
   409 AlreadyExists/Conflict, 410 Expired, 415 UnsupportedMediaType, 422 Invalid.
 
@@ -216,6 +218,9 @@ class Cluster:
         # Called (with the lock held) after a pod is created or removed, or a node changes:
         # the fake scheduler uses it.
         self.on_change: list[Callable[[str, Obj], None]] = []
+        # Container logs: pod key -> container -> [(RFC 3339 nanosecond time, line)].
+        self.logs: dict[Key, dict[str, list[tuple[str, str]]]] = {}
+        self._last_log_ns = 0
 
     # Writes. Each bumps the revision and records the event; callers hold the lock.
 
@@ -248,6 +253,8 @@ class Cluster:
         with self.lock:
             obj = self.objects[resource].pop(key, None)
             self.terminating.pop(key, None)
+            if resource == "pods":
+                self.logs.pop(key, None)  # a pod's logs go with it
             if obj is None:
                 return None
             old = copy.deepcopy(obj)
@@ -266,6 +273,18 @@ class Cluster:
         with self.lock:
             obj = self.objects[resource].get((namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
+
+    def write_log(self, key: Key, container: str, *lines: str) -> None:
+        """Lines a container printed, each stamped as the kubelet does (nanoseconds, strictly
+        increasing here)."""
+        with self.lock:
+            for line in lines:
+                ns = max(time.time_ns(), self._last_log_ns + 1)
+                self._last_log_ns = ns
+                seconds, nanos = divmod(ns, 1_000_000_000)
+                stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+                self.logs.setdefault(key, {}).setdefault(container, []).append(
+                    (f"{stamp}.{nanos:09d}Z", line))
 
     def pods(self) -> list[Obj]:
         with self.lock:
@@ -292,6 +311,9 @@ _ROUTES = [
     (re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/([^/]+)/(ingresses)/([^/]+)$"),
      "ns-item"),
 ]
+
+
+_LOG_ROUTE = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
 
 
 @dataclass
@@ -379,6 +401,36 @@ class Api:
         if obj is None:
             raise _not_found(target.kind, target.name)
         return self._with_kind(target.kind, obj)
+
+    def pod_log(self, namespace: str, name: str, query: dict[str, str]) -> str:
+        """A container's log as the kubelet serves it through the API server."""
+        with self.cluster.lock:
+            pod = self.cluster.objects["pods"].get((namespace, name))
+            if pod is None:
+                raise _not_found(KINDS["pods"], name)
+            names = [c["name"] for c in [*(pod["spec"].get("initContainers") or []),
+                                          *pod["spec"]["containers"]]]
+            container = query.get("container")
+            if not container:
+                if len(pod["spec"]["containers"]) != 1:
+                    raise ApiError(400, "BadRequest", "a container name must be specified "
+                                   f"for pod {name}, choose one of: {names}")
+                container = names[-1]
+            if container not in names:
+                raise ApiError(400, "BadRequest",
+                               f'container {container} is not valid for pod {name}')
+            statuses = [*(pod["status"].get("initContainerStatuses") or []),
+                        *(pod["status"].get("containerStatuses") or [])]
+            state = next((s["state"] for s in statuses if s["name"] == container), {})
+            if "running" not in state and "terminated" not in state:
+                raise ApiError(400, "BadRequest", f'container "{container}" in pod "{name}" '
+                               "is waiting to start: ContainerCreating")
+            lines = list(self.cluster.logs.get((namespace, name), {}).get(container, []))
+        tail = query.get("tailLines")
+        if tail is not None:
+            lines = lines[-int(tail):] if int(tail) > 0 else []
+        stamps = _true(query.get("timestamps"))
+        return "".join(f"{t} {line}\n" if stamps else f"{line}\n" for t, line in lines)
 
     def watch(self, target: Target, query: dict[str, str]) -> Iterator[Obj]:
         """The events of a watch, as they happen; ends on timeoutSeconds or shutdown.
@@ -645,6 +697,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _send_text(self, text: str) -> None:
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
         if not length:
@@ -661,6 +721,10 @@ class _Handler(BaseHTTPRequestHandler):
         api.cluster.requests.append((method, url.path))
         try:
             body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
+            log = _LOG_ROUTE.match(url.path)
+            if log and method == "GET":
+                self._send_text(api.pod_log(log.group(1), log.group(2), query))
+                return
             target = route(url.path)
             if method == "GET" and target.name is None and _true(query.get("watch")):
                 self._stream(api.watch(target, query))

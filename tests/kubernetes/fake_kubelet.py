@@ -221,6 +221,10 @@ class FakeKubelet:
                 for c in pod["spec"]["containers"]]
         self._update((namespace, name), change)
 
+    def log(self, namespace: str, name: str, container: str, *lines: str) -> None:
+        """The container prints `lines` (the pod's log, read through the API)."""
+        self.cluster.write_log((namespace, name), container, *lines)
+
     def image_pull_error(self, namespace: str, name: str, *, reason: str = "ErrImagePull",
                          message: str = "failed to pull image: not found") -> None:
         def change(pod: Obj) -> None:

@@ -27,6 +27,8 @@ log = logging.getLogger("armada_server.executor")
 MAX_UPDATES_PER_SYNC = 10_000
 # A response with this many leases may have been cut short by the server's size bound.
 LARGE_LEASE_BATCH = 1_000
+# A sync failing with one of these moves the agent to the next server address, if it has one.
+FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 Report = Callable[[executor_pb2.RunUpdate], None]
 
@@ -57,11 +59,30 @@ def update(run_id: str, job_id: str, **kind: object) -> executor_pb2.RunUpdate:
     return message
 
 
+class Control(Protocol):
+    """Where the executor serves ExecutorControl (see control.py), reported in each sync."""
+
+    address: str
+    token: str
+
+
 class ExecutorAgent:
-    def __init__(self, channel: grpc.aio.Channel, executor_id: str, pool: str,
-                 backend: Backend, *, interval: float = 1.0,
-                 metadata: Sequence[tuple[str, str]] = ()) -> None:
-        self.stub = executor_pb2_grpc.ExecutorApiStub(channel)
+    """Syncs a backend with the server. Given several channels (one per server replica), a
+    sync that fails as UNAVAILABLE or times out moves it to the next one; the backend keeps
+    its runs meanwhile, and the next sync renews them all on whichever replica answers."""
+
+    def __init__(self, channel: grpc.aio.Channel | Sequence[grpc.aio.Channel],
+                 executor_id: str, pool: str, backend: Backend, *, interval: float = 1.0,
+                 metadata: Sequence[tuple[str, str]] = (), control: Control | None = None,
+                 sync_timeout: float = 60.0) -> None:
+        self.channels = [channel] if isinstance(channel, grpc.aio.Channel) else list(channel)
+        if not self.channels:
+            raise ValueError("at least one channel is required")
+        self.current = 0  # index of the channel in use
+        self.stub = executor_pb2_grpc.ExecutorApiStub(self.channels[0])
+        self.control = control
+        self.sync_timeout = sync_timeout
+        self.failovers = 0
         self.executor_id = executor_id
         self.pool = pool
         self.backend = backend
@@ -88,8 +109,12 @@ class ExecutorAgent:
         request = executor_pb2.SyncRequest(
             executor_id=self.executor_id, pool=self.pool, nodes=self.backend.nodes(),
             run_ids=sorted(held), updates=updates)
+        if self.control is not None:
+            request.control_address = self.control.address
+            request.control_token = self.control.token
         try:
-            response = await self.stub.Sync(request, metadata=self.metadata, timeout=60)
+            response = await self.stub.Sync(request, metadata=self.metadata,
+                                            timeout=self.sync_timeout)
         except BaseException:
             self._updates[:0] = updates  # send them again next time, in order
             raise
@@ -119,15 +144,31 @@ class ExecutorAgent:
             self._news.set()
         return response
 
+    def fail_over(self) -> None:
+        """Use the next server address (after the last, the first again)."""
+        self.current = (self.current + 1) % len(self.channels)
+        self.stub = executor_pb2_grpc.ExecutorApiStub(self.channels[self.current])
+        self.failovers += 1
+
     async def run(self) -> None:
         """Sync until cancelled; connection problems are retried, never fatal."""
+        failed_in_a_row = 0
         while True:
             self._news.clear()
             try:
                 await self.sync_once()
+                failed_in_a_row = 0
             except grpc.aio.AioRpcError as e:
                 log.warning("executor %s could not sync: %s %s", self.executor_id,
                             e.code().name, e.details())
+                if e.code() in FAILOVER_CODES and len(self.channels) > 1:
+                    self.fail_over()
+                    failed_in_a_row += 1
+                    log.warning("executor %s fails over to server address %d of %d",
+                                self.executor_id, self.current + 1, len(self.channels))
+                    if failed_in_a_row < len(self.channels):
+                        continue  # try the next address at once; a full round waits
+                    failed_in_a_row = 0
             except Exception:  # never let the executor die: its leases would all expire
                 log.exception("executor %s: sync failed", self.executor_id)
             await wait_event(self._news, self.interval)

@@ -1,25 +1,54 @@
 """Binoculars: container logs of a job's pods, and cordoning nodes.
 
-Logs come from the executor that ran the job's latest run; this server can read them for the
-executor running inside it (the local executor keeps every container's output on disk).
+Logs stay with the executor that ran the job's run (in the server process or an
+`armada-executor` elsewhere): this service, on any replica, asks that executor over
+`executor.ExecutorControl` at the address and with the token it reported in its last sync, and
+relays the lines. Cordons are stored (node_cordons) and read by every scheduling cycle, so they
+apply to nodes of every executor on every replica.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import asyncio
 
+import grpc
 from google.protobuf import empty_pb2
 
-from armada_core.api import binoculars_pb2, binoculars_pb2_grpc
+from armada_core.api import binoculars_pb2, binoculars_pb2_grpc, executor_pb2, executor_pb2_grpc
 from armada_core.jobs import pod_name
-from armada_server.errors import FailedPrecondition, InvalidArgument, NotFound
+from armada_server.auth import current_principal
+from armada_server.errors import InvalidArgument, NotFound, Unavailable
+from armada_server.executors.control import parse_time_ns
 from armada_server.services.common import Context, rpc
+from armada_server.storage.nodes import NodeInfo
+
+# How long a log read from an executor may take.
+LOGS_TIMEOUT = 30.0
+MAX_LOG_MESSAGE = 64 * 1024 * 1024
+
+
+class ExecutorChannels:
+    """One channel per executor address, reused across calls; closed with the server."""
+
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def stub(self, address: str) -> executor_pb2_grpc.ExecutorControlStub:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = grpc.aio.insecure_channel(
+                address, options=[("grpc.max_receive_message_length", MAX_LOG_MESSAGE)])
+        return executor_pb2_grpc.ExecutorControlStub(channel)
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), {}
+        await asyncio.gather(*(c.close() for c in channels), return_exceptions=True)
 
 
 class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
-    def __init__(self, ctx: Context, executors: dict) -> None:  # type: ignore[type-arg]
+    def __init__(self, ctx: Context, channels: ExecutorChannels | None = None) -> None:
         self.ctx = ctx
-        self.executors = executors  # executor id -> in-process backend
+        self.channels = channels or ExecutorChannels()
 
     @rpc
     async def Logs(self, request, context):  # type: ignore[no-untyped-def]
@@ -29,38 +58,77 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
         if job is None:
             raise NotFound(f"job {request.job_id!r} not found")
         await self.ctx.authorize(job.queue, "watch")
-        run = job.latest_run
-        if run is None:
-            return binoculars_pb2.LogResponse()  # never ran: nothing logged yet
-        backend = self.executors.get(run.cluster_id)
-        if backend is None or not hasattr(backend, "logs"):
-            raise FailedPrecondition(f"the logs of job {job.id} are on executor "
-                                     f"{run.cluster_id!r}, which does not serve them here")
         options = request.log_options
         containers = [c.name for c in job.pod_spec.containers]
         container = options.container or containers[0]
         if container not in containers:
             raise InvalidArgument(f"log_options.container: {container!r} is not a container "
                                   f"of job {job.id} ({', '.join(containers)})")
-        since = None
         if request.since_time:
             try:
-                since = datetime.fromisoformat(request.since_time.replace("Z", "+00:00"))
+                parse_time_ns(request.since_time)
             except ValueError:
                 raise InvalidArgument(f"since_time: {request.since_time!r} is not an "
                                       "RFC 3339 time") from None
-        tail = options.tailLines if options.HasField("tailLines") else None
-        lines = await self.ctx.run(backend.logs, pod_name(job.id, run.index), run.id,
-                                   container, since=since, tail=tail)
-        return binoculars_pb2.LogResponse(log=[
-            binoculars_pb2.LogLine(timestamp=line.timestamp, line=line.text) for line in lines])
+        run = job.latest_run
+        if run is None:
+            return binoculars_pb2.LogResponse()  # never ran: nothing logged yet
+        executor = run.cluster_id
+        control = await self.ctx.run(self.ctx.store.executor_control, executor)
+        if control is None:
+            raise Unavailable(f"the logs of job {job.id} are on executor {executor!r}, which "
+                              "has not said where it serves them (is it running?)")
+        ask = executor_pb2.ExecutorLogsRequest(
+            run_id=run.id, job_id=job.id, pod_name=pod_name(job.id, run.index),
+            namespace=job.spec.namespace, container=container, since_time=request.since_time)
+        if options.HasField("tailLines"):
+            ask.tail_lines = options.tailLines
+        try:
+            answer = await self.channels.stub(control.address).Logs(
+                ask, timeout=LOGS_TIMEOUT,
+                metadata=[("authorization", f"Bearer {control.token}")])
+        except grpc.aio.AioRpcError as e:
+            if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise Unavailable(f"executor {executor!r} at {control.address}, which has the "
+                                  f"logs of job {job.id}, is unreachable: {e.details()}"
+                                  ) from None
+            if e.code() == grpc.StatusCode.NOT_FOUND:
+                raise NotFound(f"executor {executor!r}: {e.details()}") from None
+            if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise InvalidArgument(e.details() or "invalid") from None
+            raise Unavailable(f"executor {executor!r} at {control.address} could not read "
+                              f"the logs of job {job.id}: {e.code().name} {e.details()}"
+                              ) from None
+        return binoculars_pb2.LogResponse(log=answer.log)
 
     @rpc
     async def Cordon(self, request, context):  # type: ignore[no-untyped-def]
-        self.ctx.require_admin("cordon nodes")
-        for backend in self.executors.values():
-            for node in backend.nodes():
-                if node.name == request.node_name:
-                    node.unschedulable = True
-                    return empty_pb2.Empty()
-        raise NotFound(f"node {request.node_name!r} is not a node of this server's executors")
+        """Cordon `node_name`, or (extension field 100) uncordon `uncordon_node_name`. A node
+        is named `NODE`, or `EXECUTOR/NODE` when several executors have a node of that name."""
+        uncordon = bool(request.uncordon_node_name)
+        if uncordon and request.node_name:
+            raise InvalidArgument("node_name and uncordon_node_name: give one of them")
+        name = request.uncordon_node_name or request.node_name
+        field = "uncordon_node_name" if uncordon else "node_name"
+        if not name:
+            raise InvalidArgument(f"{field}: must not be empty")
+        self.ctx.require_admin("uncordon nodes" if uncordon else "cordon nodes")
+        node = await self._resolve(name, field)
+        changed = await self.ctx.run(self.ctx.store.set_node_cordon, node.executor, node.name,
+                                     not uncordon, current_principal().name)
+        if changed:
+            self.ctx.wake_scheduler()
+        return empty_pb2.Empty()
+
+    async def _resolve(self, name: str, field: str) -> NodeInfo:
+        nodes = await self.ctx.run(self.ctx.store.nodes_with_cordons)
+        executor, _, node = name.rpartition("/")
+        found = [n for n in nodes if n.name == node and (not executor or n.executor == executor)]
+        if not found:
+            raise NotFound(f"{field}: {name!r} is not a node of any executor")
+        if len(found) > 1:
+            owners = ", ".join(sorted(n.executor for n in found))
+            raise InvalidArgument(f"{field}: executors {owners} each have a node {node!r}: "
+                                  f"name it as EXECUTOR/{node}")
+        return found[0]
+

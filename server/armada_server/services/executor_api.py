@@ -16,6 +16,8 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
         self.ctx = ctx
         self.on_sync = on_sync
         self._nodes: dict[str, bytes] = {}  # each executor's nodes as last reported
+        # Each executor's control address and token as this replica last stored them.
+        self._controls: dict[str, tuple[str, str]] = {}
 
     @rpc
     async def Sync(self, request, context):  # type: ignore[no-untyped-def]
@@ -30,6 +32,11 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
         nodes = encode_nodes(request.nodes)
         response = await self.ctx.run(self.ctx.store.executor_sync, request, nodes=nodes)
         response.sync_interval_seconds = self.ctx.config.executor_sync_interval
+        control = (request.control_address, request.control_token)
+        if self._controls.get(request.executor_id) != control:
+            await self.ctx.run(self.ctx.store.record_executor_control, request.executor_id,
+                               *control)
+            self._controls[request.executor_id] = control
         if self.on_sync is not None and self._news(request, nodes):
             self.on_sync()
         return response

@@ -515,6 +515,7 @@ class LeaseOps:
             executors = [ExecutorNodes(r.id, r.pool, decode_nodes(r.nodes)) for r in
                          conn.execute(select(t.executors).where(
                              t.executors.c.last_seen >= cutoff).order_by(t.executors.c.id))]
+            self._mark_cordoned(conn, executors)  # type: ignore[attr-defined]
             cols = (t.jobs.c.id, t.jobs.c.queue, t.jobs.c.priority, t.jobs.c.submitted_at,
                     t.jobs.c.spec)
             generations = gang_cardinalities(conn, t.jobs.c.state == int(JobState.QUEUED))

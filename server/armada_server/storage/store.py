@@ -35,6 +35,7 @@ from armada_server.storage import schema as t
 from armada_server.storage.bulk import fetch, insert_rows
 from armada_server.storage.database import WRITE
 from armada_server.storage.leases import LeaseOps
+from armada_server.storage.nodes import NodeOps
 from armada_server.storage.notify import notify
 from armada_server.storage.rows import (
     JOB_COLUMNS,
@@ -63,7 +64,7 @@ class StoredEvent:
     payload: bytes
 
 
-class Store(LeaseOps):
+class Store(NodeOps, LeaseOps):
     """Transactional access to queues, retry policies, jobs, runs and the event log.
 
     `on_commit` is called with the job sets that got new events, after their transaction

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from armada_server.auth import Authorizer, current_principal
-from armada_server.services.binoculars import BinocularsService
+from armada_server.services.binoculars import BinocularsService, ExecutorChannels
 from armada_server.services.common import Context
 from armada_server.services.events import EventService
 from armada_server.services.jobs import JobsService
@@ -27,10 +27,10 @@ class Services:
     binoculars: BinocularsService
 
     @classmethod
-    def build(cls, ctx: Context, executors: dict[str, Any]) -> Services:
+    def build(cls, ctx: Context, channels: ExecutorChannels) -> Services:
         queues = QueueService(ctx)
         return cls(SubmitService(ctx, queues), queues, JobsService(ctx), EventService(ctx),
-                   BinocularsService(ctx, executors))
+                   BinocularsService(ctx, channels))
 
 
 @dataclass

@@ -29,6 +29,7 @@ from armada_core.jobs import Job
 from armada_server.errors import ApiError, InvalidArgument
 from armada_server.services.events import HEARTBEAT_METADATA, check_job_set, parse_message_id
 from armada_server.services.jobs import job_error, storable
+from armada_server.storage.nodes import NodeInfo
 from armada_server.web import queries
 from armada_server.web.calls import CallError, call, stream
 from armada_server.web.context import Web
@@ -357,6 +358,51 @@ async def job_logs(request: Request) -> Response:
                                    for line in answer.log]})
 
 
+# --- nodes -------------------------------------------------------------------------------
+
+def node_json(node: NodeInfo) -> dict[str, Any]:
+    return {"id": f"{node.executor}/{node.name}", "executor": node.executor,
+            "pool": node.pool, "name": node.name, "allocatable": dict(node.node.allocatable),
+            "labels": dict(node.node.labels),
+            "taints": [{"key": t.key, "value": t.value, "effect": t.effect}
+                       for t in node.node.taints],
+            "unschedulable": node.node.unschedulable, "cordoned": node.cordoned,
+            "cordonedAt": iso(node.cordoned_at) if node.cordoned_at else None,
+            "cordonedBy": node.cordoned_by, "lastSeen": iso(node.last_seen)}
+
+
+@endpoint
+async def list_nodes(request: Request) -> Response:
+    web = web_of(request)
+    nodes = await web.ctx.run(web.ctx.store.nodes_with_cordons)
+    return JSONResponse({"nodes": [node_json(n) for n in nodes]})
+
+
+async def _set_cordon(request: Request, cordon: bool) -> Response:
+    web = web_of(request)
+    body = await body_of(request)
+    name = body.get("node")
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("node: a node name (NODE or EXECUTOR/NODE) is required")
+    message = (binoculars_pb2.CordonRequest(node_name=name) if cordon
+               else binoculars_pb2.CordonRequest(uncordon_node_name=name))
+    await call(web.services.binoculars.Cordon, message)
+    executor, _, node = name.rpartition("/")
+    nodes = await web.ctx.run(web.ctx.store.nodes_with_cordons)
+    found = next(n for n in nodes if n.name == node and executor in ("", n.executor))
+    return JSONResponse(node_json(found))
+
+
+@endpoint
+async def cordon_node(request: Request) -> Response:
+    return await _set_cordon(request, True)
+
+
+@endpoint
+async def uncordon_node(request: Request) -> Response:
+    return await _set_cordon(request, False)
+
+
 @endpoint
 async def list_job_sets(request: Request) -> Response:
     web = web_of(request)
@@ -433,6 +479,9 @@ routes = [
     resource("/api/v1/queues/{name}/cordon", post=cordon_queue),
     resource("/api/v1/queues/{name}/uncordon", post=uncordon_queue),
     resource("/api/v1/shares", get=shares),
+    resource("/api/v1/nodes", get=list_nodes),
+    resource("/api/v1/nodes/cordon", post=cordon_node),
+    resource("/api/v1/nodes/uncordon", post=uncordon_node),
     resource("/api/v1/jobs", get=list_jobs, post=submit_jobs),
     resource("/api/v1/jobs/status", get=job_status),
     resource("/api/v1/jobs/cancel", post=cancel_jobs),

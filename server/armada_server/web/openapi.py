@@ -110,6 +110,15 @@ SCHEMAS: dict[str, Any] = {
         "filter": _obj({"states": _array({"type": "string", "enum": JOB_SET_STATES})}),
     }, ("queue", "jobSetId")),
     "Empty": _obj({}),
+    "NodeRequest": _obj({"node": {"type": "string", "minLength": 1, "description":
+                                  "NODE, or EXECUTOR/NODE when executors share names"}},
+                        ("node",)),
+    "Node": _obj({
+        "id": STR, "executor": STR, "pool": STR, "name": STR, "allocatable": STR_MAP,
+        "labels": STR_MAP, "taints": _array(_obj({"key": STR, "value": STR, "effect": STR})),
+        "unschedulable": BOOL, "cordoned": BOOL, "cordonedAt": TIME, "cordonedBy": STR,
+        "lastSeen": TIME}, ("id", "executor", "name", "cordoned")),
+    "NodeList": _obj({"nodes": _array(_ref("Node"))}, ("nodes",)),
     "LogLines": _obj({"lines": _array(_obj({"timestamp": STR, "line": STR}))},
                      ("lines",)),
     "JobSets": _obj({"jobSets": _array(_obj({
@@ -129,6 +138,7 @@ _ERRORS = {
     "403": "the caller may not do this",
     "404": "no such queue, job or job set",
     "409": "already exists",
+    "503": "the executor holding the logs cannot be reached",
     "415": "the body is not sent as application/json",
 }
 
@@ -219,6 +229,18 @@ def document() -> dict[str, Any]:
                            "queue, sampled over the last hour", _json(_ref("Shares"), "samples"),
                            errors=("401",), tag="queues"),
             },
+            "/api/v1/nodes": {
+                "get": _op("listNodes", "Every executor's nodes, with their cordons",
+                           _json(_ref("NodeList"), "nodes"), errors=("401",), tag="nodes"),
+            },
+            "/api/v1/nodes/cordon": {
+                "post": _op("cordonNode", "Place no new jobs on a node (administrators)",
+                            _json(_ref("Node"), "the node"), body="NodeRequest", tag="nodes"),
+            },
+            "/api/v1/nodes/uncordon": {
+                "post": _op("uncordonNode", "Place jobs on a node again (administrators)",
+                            _json(_ref("Node"), "the node"), body="NodeRequest", tag="nodes"),
+            },
             "/api/v1/jobs": {
                 "post": _op("submitJobs", "Submit jobs to a job set (the `armada` job-file "
                             "format); one id per job, in order",
@@ -250,12 +272,13 @@ def document() -> dict[str, Any]:
                            errors=("401", "404")),
             },
             "/api/v1/jobs/{id}/logs": {
-                "get": _op("getJobLogs", "Log lines of the job's latest run (executors that "
-                           "serve logs to this server)", _json(_ref("LogLines"), "lines"),
+                "get": _op("getJobLogs", "Log lines of the job's latest run, from the "
+                           "executor that ran it", _json(_ref("LogLines"), "lines"),
                            params=[JOB_ID, _q("container", STR),
                                    _q("sinceTime", STR, "RFC 3339: lines after this time"),
                                    _q("tailLines", {"type": "integer", "minimum": 0,
-                                                    "maximum": 1000000})]),
+                                                    "maximum": 1000000})],
+                           errors=("400", "401", "403", "404", "503")),
             },
             "/api/v1/jobs/cancel": {
                 "post": _op("cancelJobs", "Cancel jobs of a job set",

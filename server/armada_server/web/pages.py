@@ -1,7 +1,7 @@
 """The web UI: server-rendered pages, each with a live region the browser refreshes when the
 job sets it shows change (live.py), and actions that call the REST gateway after a
 confirmation. Stable URLs: /queues, /queues/<name>, /jobsets/<queue>/<job set>, /jobs,
-/jobs/<id>.
+/jobs/<id>, /nodes.
 """
 
 from __future__ import annotations
@@ -297,6 +297,16 @@ async def job_page(request: Request) -> Response:
                   running=job.state in (JobState.LEASED, JobState.PENDING, JobState.RUNNING))
 
 
+@page
+async def nodes_page(request: Request) -> Response:
+    web = web_of(request)
+    nodes = await web.ctx.run(web.ctx.store.nodes_with_cordons)
+    now = datetime.now(UTC)
+    live = {n.executor for n in nodes
+            if (now - n.last_seen).total_seconds() <= web.ctx.config.lease_timeout}
+    return render(request, "nodes.html", nodes=nodes, live=live, is_admin=web.is_admin())
+
+
 def _summary(body: dict[str, Any]) -> str:
     parts = []
     for key, value in body.items():
@@ -322,5 +332,6 @@ routes = [
     Route("/jobsets/{queue}/{jobset:path}", job_set_page, methods=["GET"]),
     Route("/jobs", jobs_page, methods=["GET"]),
     Route("/jobs/{id}", job_page, methods=["GET"]),
+    Route("/nodes", nodes_page, methods=["GET"]),
     Route("/ui/live", live, methods=["GET"]),
 ]

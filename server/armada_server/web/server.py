@@ -9,7 +9,6 @@ import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -21,6 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from armada_server.auth import AuthConfig, Authenticator
+from armada_server.services.binoculars import ExecutorChannels
 from armada_server.services.common import Context
 from armada_server.web import gateway, pages
 from armada_server.web.auth import AuthMiddleware
@@ -89,9 +89,9 @@ def _bind(host: str, port: int) -> socket.socket:
 class WebServer:
     """The HTTP side of one ArmadaServer."""
 
-    def __init__(self, ctx: Context, executors: dict[str, Any], auth: AuthConfig) -> None:
+    def __init__(self, ctx: Context, channels: ExecutorChannels, auth: AuthConfig) -> None:
         self.ctx = ctx
-        self.executors = executors
+        self.channels = channels
         self.auth = auth
         self.port: int | None = None
         self.web: Web | None = None
@@ -109,7 +109,7 @@ class WebServer:
         loop = asyncio.get_running_loop()
         feed = ChangeFeed(loop)
         feed.attach(self.ctx.store)
-        self.web = Web(self.ctx, Services.build(self.ctx, self.executors), feed,
+        self.web = Web(self.ctx, Services.build(self.ctx, self.channels), feed,
                        ShareSampler(self.ctx.store, self.ctx.config), self.auth.enabled)
         self.app = build_app(self.web, Authenticator(self.auth) if self.auth.enabled else None)
         sock = _bind(host, port)

@@ -7,6 +7,11 @@ was reported) or, when stopped, until the pod object is gone. Everything created
 executor's labels, so that after a restart `open()` re-adopts the pods the server still leases
 (they are reported as held; the server answers with a stop for the others, which are then
 deleted) and removes auxiliary objects whose pod is gone.
+
+The room rule (room.py): the executor counts per node what its live pods request, pods being
+deleted included until they are gone, and holds a new lease (reported pending) until its node
+has room; kube-scheduler would keep the pod Pending anyway, but the server would hear of it
+only as a pod that does not start.
 """
 
 from __future__ import annotations
@@ -26,13 +31,16 @@ from kubernetes import client
 
 from armada_core.api import executor_pb2
 from armada_server.executors.agent import Report, update
+from armada_server.executors.control import LogQuery, LogUnavailable
 from armada_server.executors.kubernetes import labels as lb
 from armada_server.executors.kubernetes.exposure import exposure
+from armada_server.executors.kubernetes.logs import LogArchive, PodLogLine, parse_log, select
 from armada_server.executors.kubernetes.nodes import executor_nodes
 from armada_server.executors.kubernetes.pods import namespace_of, pod_manifest
 from armada_server.executors.kubernetes.settings import KubernetesSettings
 from armada_server.executors.kubernetes.status import Observation, State, observe, vanished
 from armada_server.executors.kubernetes.watcher import PodWatcher
+from armada_server.executors.room import Requests, Room, lease_requests, quantities
 
 log = logging.getLogger("armada_server.executor.kubernetes")
 
@@ -100,6 +108,8 @@ class KubernetesBackend:
         self._pool = ThreadPoolExecutor(self.settings.api_threads,
                                         thread_name_prefix="kubernetes-api")
         self._runs: dict[str, _Run] = {}
+        self._room = Room()
+        self._waiting: dict[str, tuple[executor_pb2.Lease, Report]] = {}
         self._nodes: list[executor_pb2.Node] = []
         self._node_labels: dict[str, dict[str, str]] = {}
         self._nodes_at = -float("inf")
@@ -108,6 +118,9 @@ class KubernetesBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._report: Report | None = None
         self._ticker: asyncio.Task | None = None
+        self.log_archive = LogArchive(self.settings.log_dir,
+                                      retention=self.settings.log_retention,
+                                      max_bytes=self.settings.log_max_bytes)
         self.watcher = PodWatcher(
             self.core, lb.of_executor(executor_id), self.settings.namespace,
             on_event=self._from_thread(self._on_pod), on_list=self._from_thread(self._on_list),
@@ -154,11 +167,23 @@ class KubernetesBackend:
         return self._nodes
 
     def held(self) -> set[str]:
-        return {run_id for run_id, run in self._runs.items() if not run.done}
+        return {run_id for run_id, run in self._runs.items() if not run.done} | set(
+            self._waiting)
 
     def start(self, lease: executor_pb2.Lease, report: Report) -> None:
-        if lease.run_id in self._runs:
+        run_id = lease.run_id
+        if run_id in self._runs or run_id in self._waiting:
             return
+
+        def go() -> None:
+            self._waiting.pop(run_id, None)
+            self._create_run(lease, report)
+
+        self._waiting[run_id] = (lease, report)
+        if not self._room.offer(run_id, lease.node, lease_requests(lease), go):
+            report(update(run_id, lease.job.id, pending=Pending(kubernetes_id="")))
+
+    def _create_run(self, lease: executor_pb2.Lease, report: Report) -> None:
         spec = lease.job.pod_specs[0] if lease.job.pod_specs else None
         grace = spec.terminationGracePeriodSeconds if spec is not None and \
             spec.HasField("terminationGracePeriodSeconds") else None
@@ -168,6 +193,10 @@ class KubernetesBackend:
         self._spawn(self._create(run))
 
     def stop(self, run_id: str, *, preempt: bool) -> None:
+        if self._room.withdraw(run_id):  # held for room: it never started
+            lease, report = self._waiting.pop(run_id)
+            report(update(run_id, lease.job.id, stopped=executor_pb2.RunUpdate.Stopped()))
+            return
         run = self._runs.get(run_id)
         if run is None or run.done or run.stopping:
             return  # the server repeats its stop on every sync until the run has ended
@@ -190,6 +219,58 @@ class KubernetesBackend:
         await loop.run_in_executor(None, self.watcher.stop)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._loop = None
+
+    async def container_log(self, query: LogQuery) -> list[PodLogLine]:
+        """A container's log lines (ExecutorControl.Logs): from the pod while it exists, then
+        from the archive kept when it was deleted (see logs.py)."""
+        if query.run_id not in self.log_archive:
+            run = self._runs.get(query.run_id)
+            namespace = run.namespace if run is not None else (
+                self.settings.namespace or query.namespace or self.settings.default_namespace)
+            name = run.pod_name if run is not None else query.pod_name
+            try:
+                text = await self._call(self.core.read_namespaced_pod_log, name, namespace,
+                                        container=query.container, timestamps=True,
+                                        tail_lines=query.tail)
+            except client.ApiException as e:
+                if e.status == 400:  # the container has not started: nothing logged yet
+                    return []
+                if e.status != 404:
+                    raise
+                if query.run_id not in self.log_archive:  # (or kept meanwhile)
+                    raise LogUnavailable(
+                        f"pod {namespace}/{name} of run {query.run_id} is gone and this "
+                        "executor no longer keeps its log") from None
+            else:
+                return select(parse_log(text or ""), query)
+        text = self.log_archive.get(query.run_id, query.container) or ""
+        return select(parse_log(text), query)
+
+    async def _archive_logs(self, run: _Run) -> None:
+        """Keep the pod's logs before deleting it (Kubernetes deletes them with the pod)."""
+        if run.run_id in self.log_archive or run.last is None:
+            return
+        spec = run.last.spec
+        names = [c.name for c in [*(spec.init_containers or []), *(spec.containers or [])]]
+        logs: dict[str, str] = {}
+        for name in names:
+            try:
+                logs[name] = await self._call(self.core.read_namespaced_pod_log, run.pod_name,
+                                              run.namespace, container=name,
+                                              timestamps=True) or ""
+            except client.ApiException as e:
+                if e.status == 404:
+                    return  # gone already: nothing left to keep
+                logs[name] = ""  # never started
+            except Exception as e:
+                log.warning("could not keep the log of pod %s/%s: %s", run.namespace,
+                            run.pod_name, e)
+                return
+        try:
+            self.log_archive.put(run.run_id, logs)
+        except (OSError, ValueError) as e:
+            log.warning("could not keep the log of pod %s/%s: %s", run.namespace,
+                        run.pod_name, e)
 
     def ingress_addresses(self, run_id: str) -> dict[int, str]:
         """The run's ingress addresses (port -> host), what upstream reports as ingress_info."""
@@ -287,6 +368,7 @@ class KubernetesBackend:
         run = _Run(run_id, job_id, pod.metadata.namespace, pod.metadata.name, self._report,
                    node, grace=grace, uid=pod.metadata.uid, created=True, last=pod)
         self._runs[run_id] = run
+        self._room.claim(run_id, node, _pod_requests(pod))  # until it ends or is gone
         if pod.metadata.deletion_timestamp is not None:
             run.stopping = run.deleting = True  # being deleted: report stopped once gone
             return
@@ -351,6 +433,7 @@ class KubernetesBackend:
         if run.done:
             return
         run.done = True
+        self._room.release(run.run_id)  # stopped runs end only once their pod is gone
         self._send(run, **kind)
         if run.created:
             delay = 0.0 if remove_pod else self.settings.finished_pod_retention
@@ -379,6 +462,7 @@ class KubernetesBackend:
 
     async def _delete_pod(self, run: _Run, *, grace: int | None = None) -> None:
         run.deleting = True
+        await self._archive_logs(run)
         grace = run.grace if grace is None else grace
         options = client.V1DeleteOptions(
             grace_period_seconds=grace,
@@ -474,6 +558,7 @@ class KubernetesBackend:
                     field_selector="status.phase!=Succeeded,status.phase!=Failed")).items
             self._nodes = executor_nodes(nodes.items, pods, self.executor_id,
                                          subtract_foreign=self.settings.subtract_foreign_pods)
+            self._room.set_nodes(self._nodes)
             self._node_labels = {n.metadata.name: dict(n.metadata.labels or {})
                                  for n in nodes.items}
         except Exception as e:
@@ -481,3 +566,21 @@ class KubernetesBackend:
         finally:
             self._nodes_at = self.clock()
             self._refreshing = False
+
+
+def _pod_requests(pod: Any) -> Requests:
+    """What an existing pod requests (requests, else limits; at least any init container)."""
+    def of(container: Any) -> Requests:
+        resources = container.resources
+        raw = dict((resources.limits or {}) if resources else {})
+        raw.update((resources.requests or {}) if resources else {})
+        return quantities({k: str(v) for k, v in raw.items()})
+
+    total: Requests = {}
+    for container in pod.spec.containers or []:
+        for name, amount in of(container).items():
+            total[name] = total.get(name, 0) + amount
+    for container in pod.spec.init_containers or []:
+        for name, amount in of(container).items():
+            total[name] = max(total.get(name, 0), amount)
+    return total

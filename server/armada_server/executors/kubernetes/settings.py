@@ -42,6 +42,13 @@ class KubernetesSettings:
     api_threads: int = 8
     #: Operator-defined failure categories (armada_core.retry.load_classification).
     classification: ClassificationConfig = field(default_factory=ClassificationConfig)
+    #: Where the logs of finished pods are kept after the pods are deleted (one file per
+    #: container); None: in memory, lost when the executor stops.
+    log_dir: str | None = None
+    #: How many finished runs' logs are kept (the oldest are dropped first).
+    log_retention: int = 1000
+    #: At most this much of each container's log is kept (its end).
+    log_max_bytes: int = 10 * 1024 * 1024
 
 
 def load_api_client(kubeconfig: str | None = None, *, context: str | None = None,
