@@ -151,11 +151,26 @@ def _from_timestamp(ts) -> datetime:  # type: ignore[no-untyped-def]
 
 
 def _failure(update: executor_pb2.RunUpdate.Failed) -> Failure:
+    """The failure an executor reports, its texts cleaned and bounded: one NUL would make
+    PostgreSQL refuse the executor's whole sync, and a huge text would be in every event."""
+    from armada_core.jobs.text import (
+        MAX_CONDITION,
+        MAX_FAILURE_TEXT,
+        MAX_FAILURE_WORD,
+        clean_text,
+    )
+
+    def word(value: str) -> str:
+        return clean_text(value, MAX_FAILURE_WORD)
+
     return Failure(
-        reason=update.reason or "failed",
-        containers=tuple(ContainerResult(c.name, c.exit_code, c.message, c.reason,
-                                         c.init_container) for c in update.containers),
-        condition=update.condition, category=update.category, subcategory=update.subcategory)
+        reason=clean_text(update.reason, MAX_FAILURE_TEXT) or "failed",
+        containers=tuple(ContainerResult(word(c.name), c.exit_code,
+                                         clean_text(c.message, MAX_FAILURE_TEXT),
+                                         word(c.reason), c.init_container)
+                         for c in update.containers),
+        condition=clean_text(update.condition, MAX_CONDITION), category=word(update.category),
+        subcategory=word(update.subcategory))
 
 
 _gc_lock = threading.Lock()
