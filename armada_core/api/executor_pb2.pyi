@@ -162,12 +162,13 @@ class RunUpdate(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[_Union[RunUpdate.Pending, _Mapping]] = ..., running: _Optional[_Union[RunUpdate.Running, _Mapping]] = ..., succeeded: _Optional[_Union[RunUpdate.Succeeded, _Mapping]] = ..., failed: _Optional[_Union[RunUpdate.Failed, _Mapping]] = ..., returned: _Optional[_Union[RunUpdate.Returned, _Mapping]] = ..., stopped: _Optional[_Union[RunUpdate.Stopped, _Mapping]] = ..., ingress_info: _Optional[_Union[RunUpdate.IngressInfo, _Mapping]] = ...) -> None: ...
 
 class SyncRequest(_message.Message):
-    __slots__ = ("executor_id", "pool", "nodes", "run_ids", "updates", "control_address", "control_token")
+    __slots__ = ("executor_id", "pool", "nodes", "run_ids", "updates", "capabilities", "control_address", "control_token")
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     RUN_IDS_FIELD_NUMBER: _ClassVar[int]
     UPDATES_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     CONTROL_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CONTROL_TOKEN_FIELD_NUMBER: _ClassVar[int]
     executor_id: str
@@ -175,9 +176,16 @@ class SyncRequest(_message.Message):
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     run_ids: _containers.RepeatedScalarFieldContainer[str]
     updates: _containers.RepeatedCompositeFieldContainer[RunUpdate]
+    capabilities: Capabilities
     control_address: str
     control_token: str
-    def __init__(self, executor_id: _Optional[str] = ..., pool: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., run_ids: _Optional[_Iterable[str]] = ..., updates: _Optional[_Iterable[_Union[RunUpdate, _Mapping]]] = ..., control_address: _Optional[str] = ..., control_token: _Optional[str] = ...) -> None: ...
+    def __init__(self, executor_id: _Optional[str] = ..., pool: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., run_ids: _Optional[_Iterable[str]] = ..., updates: _Optional[_Iterable[_Union[RunUpdate, _Mapping]]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., control_address: _Optional[str] = ..., control_token: _Optional[str] = ...) -> None: ...
+
+class Capabilities(_message.Message):
+    __slots__ = ("unsupported_pod_fields",)
+    UNSUPPORTED_POD_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    unsupported_pod_fields: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, unsupported_pod_fields: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("run_id", "run_index", "node", "pod_name", "job")

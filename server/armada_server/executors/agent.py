@@ -112,6 +112,9 @@ class ExecutorAgent:
         if self.control is not None:
             request.control_address = self.control.address
             request.control_token = self.control.token
+        capabilities = getattr(self.backend, "capabilities", None)
+        if capabilities is not None:  # what it cannot honour: the server refuses such jobs
+            request.capabilities.CopyFrom(capabilities())
         try:
             response = await self.stub.Sync(request, metadata=self.metadata,
                                             timeout=self.sync_timeout)

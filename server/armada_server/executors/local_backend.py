@@ -29,6 +29,7 @@ from pathlib import Path
 
 from armada_core.api import executor_pb2
 from armada_server.executors.agent import Report, update
+from armada_server.executors.capabilities import local_capabilities
 from armada_server.executors.local.logs import LogLine
 from armada_server.executors.local.pod import FENCED, PodHandle
 from armada_server.executors.local.runner import LocalPodRunner
@@ -89,6 +90,10 @@ class LocalBackend:
 
     def nodes(self) -> Sequence[executor_pb2.Node]:
         return self._nodes
+
+    def capabilities(self) -> executor_pb2.Capabilities:
+        """What it cannot honour (sent in every sync; the server refuses such jobs)."""
+        return local_capabilities()
 
     def held(self) -> set[str]:
         return {run for run, pod in self._pods.items() if not pod.done} | set(self._waiting)

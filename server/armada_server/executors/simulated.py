@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from armada_core.api import executor_pb2
 from armada_core.jobs.annotations import PREFIX
 from armada_server.executors.agent import Report, update
+from armada_server.executors.capabilities import full_capabilities
 
 DURATION = PREFIX + "simulatedDuration"
 FAILURE = PREFIX + "simulatedFailure"
@@ -42,6 +43,10 @@ class SimulatedBackend:
 
     def nodes(self) -> Sequence[executor_pb2.Node]:
         return self._nodes
+
+    def capabilities(self) -> executor_pb2.Capabilities:
+        """It only simulates runs: any pod spec is as good as another."""
+        return full_capabilities()
 
     def held(self) -> set[str]:
         return set(self._runs)

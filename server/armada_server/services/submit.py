@@ -10,7 +10,8 @@ from armada_core.api import health_pb2, submit_pb2, submit_pb2_grpc
 from armada_core.jobs import validate_request
 from armada_core.jobs.submission import MAX_JOB_SET_ID, check_text
 from armada_server.errors import InvalidArgument
-from armada_server.executors.local.support import ignored_fields
+from armada_server.executors.capabilities import full_capabilities, local_capabilities
+from armada_server.services.capabilities import CapabilityIndex, ExecutorCapabilities
 from armada_server.services.common import Context, principal_of, rpc
 from armada_server.services.queues import QueueService, states_from_filter
 
@@ -67,14 +68,14 @@ def invalid_text(message, path: str = "") -> str | None:  # type: ignore[no-unty
     return None
 
 
-def check_runs_locally(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
-    """Refuse what the local executor would silently ignore: a field is never dropped."""
-    for i, item in enumerate(items):
-        ignored = ignored_fields(item.pod_specs[0])
-        if ignored:
-            raise InvalidArgument(
-                f"job_request_items[{i}].pod_specs[0]: the local executor cannot honour "
-                f"{', '.join(ignored)}; remove them or use the kubernetes executor")
+def builtin_capabilities(config) -> ExecutorCapabilities | None:  # type: ignore[no-untyped-def]
+    """What the server's own executor honours, known before its first sync."""
+    declared = {"local": local_capabilities, "simulated": full_capabilities}.get(
+        config.executor)
+    if declared is None:
+        return None
+    return ExecutorCapabilities(config.executor_id, config.pool,
+                                tuple(declared().unsupported_pod_fields))
 
 
 class SubmitService(submit_pb2_grpc.SubmitServicer):
@@ -82,6 +83,8 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         self.ctx = ctx
         self.queues = queues
         self.submission = ctx.config.submission()
+        self.capabilities = CapabilityIndex(ctx.store.engine,
+                                            builtin=builtin_capabilities(ctx.config))
         # Upstream kept the queue calls on Submit for older clients: same behaviour.
         for name in ("CreateQueue", "CreateQueues", "UpdateQueue", "UpdateQueues",
                      "DeleteQueue", "GetQueue", "GetQueues"):
@@ -90,9 +93,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     @rpc
     async def SubmitJobs(self, request, context):  # type: ignore[no-untyped-def]
         # Off the event loop: a large request takes a while to check, and watchers wait.
-        items = await self.ctx.run(validate_submission, request, self.submission)
-        if self.ctx.config.executor == "local":
-            check_runs_locally(items)
+        items = await self.ctx.run(self._validate, request)
         await self.ctx.authorize(request.queue, "submit")
         who = principal_of(context)
         ids = await self.ctx.run(self.ctx.store.submit, request.queue, request.job_set_id,
@@ -101,6 +102,12 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         self.ctx.wake_scheduler()
         return submit_pb2.JobSubmitResponse(
             job_response_items=[submit_pb2.JobSubmitResponseItem(job_id=i) for i in ids])
+
+    def _validate(self, request: submit_pb2.JobSubmitRequest
+                  ) -> list[submit_pb2.JobSubmitRequestItem]:
+        items = validate_submission(request, self.submission)
+        self.capabilities.check(items)  # refuse what no executor of the pool can honour
+        return items
 
     @rpc
     async def CancelJobs(self, request, context):  # type: ignore[no-untyped-def]

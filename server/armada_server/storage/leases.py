@@ -228,11 +228,15 @@ class LeaseOps:
             nodes = encode_nodes(request.nodes) if nodes is None else nodes
             # Nodes rarely change between syncs: renew the row without rewriting them (a
             # megabyte for 10,000 nodes) when they are what is stored.
+            # What the executor can honour (None: it never said), read by submissions.
+            capabilities = (request.capabilities.SerializeToString()
+                            if request.HasField("capabilities") else None)
             renewed = conn.execute(update(t.executors).where(
                 t.executors.c.id == executor, t.executors.c.nodes == nodes).values(
-                    pool=request.pool, last_seen=now)).rowcount
+                    pool=request.pool, last_seen=now, capabilities=capabilities)).rowcount
             if not renewed:
-                row = {"pool": request.pool, "nodes": nodes, "last_seen": now}
+                row = {"pool": request.pool, "nodes": nodes, "last_seen": now,
+                       "capabilities": capabilities}
                 stmt = self._insert(t.executors).values(id=executor, **row)
                 conn.execute(stmt.on_conflict_do_update(index_elements=[t.executors.c.id],
                                                         set_=row))

@@ -31,6 +31,7 @@ from kubernetes import client
 
 from armada_core.api import executor_pb2
 from armada_server.executors.agent import Report, update
+from armada_server.executors.capabilities import full_capabilities
 from armada_server.executors.control import LogQuery, LogUnavailable
 from armada_server.executors.kubernetes import labels as lb
 from armada_server.executors.kubernetes.exposure import exposure
@@ -165,6 +166,10 @@ class KubernetesBackend:
 
     def nodes(self) -> Sequence[executor_pb2.Node]:
         return self._nodes
+
+    def capabilities(self) -> executor_pb2.Capabilities:
+        """Kubernetes honours every pod-spec field (the API server checks the rest)."""
+        return full_capabilities()
 
     def held(self) -> set[str]:
         return {run_id for run_id, run in self._runs.items() if not run.done} | set(
