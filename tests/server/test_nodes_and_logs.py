@@ -116,3 +116,21 @@ def test_logs_say_which_executor_cannot_answer(api: Stubs, queue: str) -> None:
     assert code == "UNAVAILABLE" and "'ghost'" in details and dead in details
     code, details = code_of(binoculars.Logs, binoculars_pb2.LogRequest(job_id="nope"))
     assert code == "NOT_FOUND"
+
+
+def test_cordons_survive_a_restart_of_the_server(database_url: str) -> None:
+    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
+                          scheduling_period=0.1, lease_timeout=30.0)
+    with EmbeddedServer(config) as first, grpc.insecure_channel(first.address) as channel:
+        Executor(channel, "e1", nodes=2).sync()
+        binoculars_pb2_grpc.BinocularsStub(channel).Cordon(
+            binoculars_pb2.CordonRequest(node_name="e1-n1"))
+    with EmbeddedServer(config) as second:
+        store = second.server.store
+        assert store is not None
+        [executor] = store.scheduling_state(executor_timeout=30.0).executors
+        assert {n.name: n.unschedulable for n in executor.nodes} == {"e1-n0": False,
+                                                                      "e1-n1": True}
+        cordoned = [(n.executor, n.name, n.cordoned_by) for n in store.nodes_with_cordons()
+                    if n.cordoned]
+        assert cordoned == [("e1", "e1-n1", "anonymous")]

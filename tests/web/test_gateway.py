@@ -255,3 +255,17 @@ def test_the_share_sampler_keeps_to_a_tenth_of_a_core() -> None:
     assert pause(10.0, 3.0) == 27.0  # a 3 s sample waits nine times as long
     assert pause(10.0, 12.0) == 108.0
     assert pause(0.1, 0.01) == 0.5  # never busy-loops
+
+
+def test_nodes_are_listed_cordoned_and_uncordoned(http: Http) -> None:
+    [node] = eventually(lambda: http.get("/api/v1/nodes")["nodes"], what="the executor's node")
+    assert (node["id"], node["executor"], node["cordoned"]) == ("local/local-0", "local", False)
+    assert node["allocatable"]["cpu"] and node["lastSeen"]
+    cordoned = http.post("/api/v1/nodes/cordon", {"node": "local-0"})
+    assert cordoned["cordoned"] is True and cordoned["cordonedAt"]
+    assert http.get("/api/v1/nodes")["nodes"][0]["cordoned"] is True
+    assert http.post("/api/v1/nodes/uncordon", {"node": "local/local-0"})["cordoned"] is False
+    error = http.post("/api/v1/nodes/cordon", {"node": "ghost"}, expect=404)["error"]
+    assert error["code"] == "NOT_FOUND" and "ghost" in error["message"]
+    assert http.post("/api/v1/nodes/cordon", {}, expect=400)["error"]["code"] == \
+        "INVALID_ARGUMENT"
