@@ -121,6 +121,9 @@ class Job:
     cancelled_at: datetime | None = None
     preempt_requested: bool = False
     failure_reason: str = ""
+    # The stored row's version when this job was read: storage writes a transition only
+    # where the row still has it (compare-and-set). Not part of what the events say.
+    version: int = field(default=0, compare=False)
 
     __hash__ = None  # type: ignore[assignment]  # holds a mutable protobuf message
 

@@ -179,11 +179,21 @@ class Toleration:
     effect: str = ""  # empty matches every effect
 
 
+NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSelectorRequirement:
     key: str
     operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
     values: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Refused here, where one job is converted, rather than while matching nodes, where
+        # it would stop the whole cycle.
+        if self.operator not in NODE_SELECTOR_OPERATORS:
+            raise ValueError(f"node selector operator {self.operator!r} is not one of "
+                             f"{', '.join(sorted(NODE_SELECTOR_OPERATORS))}")
 
 
 @dataclass(frozen=True, slots=True)

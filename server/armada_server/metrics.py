@@ -7,7 +7,7 @@ counters and histograms count what this process did.
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
@@ -33,10 +33,25 @@ class _JobCounts(Collector):
         yield family
 
 
+class _IsolatedFailures(Collector):
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        family = CounterMetricFamily(
+            "armada_isolated_job_failures",
+            "Jobs failed alone because processing them raised, so that the scheduling loop "
+            "and executor syncs went on for everyone else", labels=["stage"])
+        for stage, count in sorted(self.store.isolated_failures.items()):
+            family.add_metric([stage], count)
+        yield family
+
+
 class Metrics:
     def __init__(self, store: Store) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(_JobCounts(store))
+        self.registry.register(_IsolatedFailures(store))
         self.jobs_submitted = Counter(
             "armada_jobs_submitted", "Jobs accepted through SubmitJobs", ["queue"],
             registry=self.registry)

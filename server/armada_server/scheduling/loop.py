@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
 
 from armada_core.scheduling import schedule
@@ -15,7 +15,7 @@ from armada_server.config import ServerConfig
 from armada_server.metrics import Metrics
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.snapshot import build_snapshot
-from armada_server.storage.leases import bulk
+from armada_server.storage.leases import SchedulingState, bulk
 from armada_server.storage.store import Store
 
 log = logging.getLogger("armada_server")
@@ -50,6 +50,19 @@ def slices(scheduled: Mapping[str, tuple[str, str, str]],
         yield part
 
 
+def _seen(state: SchedulingState, queued: Collection[str], preempted: Collection[str]
+          ) -> dict[str, int | str]:
+    """What the snapshot saw of the jobs a cycle decided about: the row version of a queued
+    job, the run of a running one (apply_schedule skips jobs that changed since)."""
+    seen: dict[str, int | str] = {}
+    if queued:
+        seen.update((j.id, j.version) for j in state.queued if j.id in queued)
+    if preempted:
+        wanted = set(preempted)
+        seen.update((j.id, j.run_id) for j in state.running if j.id in wanted)
+    return seen
+
+
 class SchedulingLoop:
     def __init__(self, config: ServerConfig, store: Store, metrics: Metrics) -> None:
         self.config = config
@@ -82,12 +95,19 @@ class SchedulingLoop:
             if not (state.queued or state.running) or not any(
                     e.nodes for e in state.executors):
                 return 0  # nothing to place, or nowhere to place it
+            broken: dict[str, str] = {}
             snapshot, placements = build_snapshot(state, self.config.priority_classes, now,
-                                                  cache=self._jobs)
+                                                  cache=self._jobs, broken=broken)
             result = schedule(snapshot)
+        if broken:
+            # Jobs the scheduler cannot read fail alone; everyone else is scheduled.
+            log.error("failing %d jobs the scheduler cannot read, e.g. %s: %s", len(broken),
+                      *next(iter(broken.items())))
+            self.store.isolated_failures["scheduling"] += self.store.fail_jobs(broken, now=now)
         scheduled = {job: (p.executor, p.node, p.pool) for job, nid in result.scheduled.items()
                      if (p := placements.get(nid)) is not None}
         gangs = {j.id: (j.queue, j.gang_id) for j in snapshot.jobs if j.gang_id is not None}
+        seen = _seen(state, scheduled.keys() | result.failed.keys(), result.preempted)
         leased = 0
         for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
             # The first transaction also holds the preemptions the leases may rely on.
@@ -95,7 +115,7 @@ class SchedulingLoop:
             done = self.store.apply_schedule(
                 scheduled=part, preempted=result.preempted if first else (),
                 failed=result.failed if first else {},
-                reasons=result.unscheduled if first else {}, now=now)
+                reasons=result.unscheduled if first else {}, seen=seen, gangs=gangs, now=now)
             leased += done
             if done and self.on_leased is not None:
                 self.on_leased()

@@ -13,7 +13,7 @@ from armada_core.api import submit_pb2
 from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import GangSpec, gang_of
 from armada_server.config import PriorityClassConfig
-from armada_server.storage.leases import QueuedJob, RunningJob, SchedulingState
+from armada_server.storage.leases import QueuedJob, RunningJob, SchedulingState, TerminatingRun
 
 
 @dataclass(frozen=True)
@@ -105,21 +105,47 @@ def _convert(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
     return _make(j.id, *found, **kw)
 
 
+def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]
+          ) -> dict[str, s.Resources]:
+    """What runs on their way out still hold, per node id."""
+    held: dict[str, s.Resources] = {}
+    for run in terminating:
+        try:
+            requests = _static(run.spec)[0]["requests"]
+        except Exception:  # unreadable: it holds nothing we can count
+            continue
+        held[run.node] = held[run.node] + requests if run.node in held else requests
+    return held
+
+
 def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig],
                    now: datetime, config: s.SchedulingConfig | None = None,
-                   cache: dict | None = None) -> tuple[s.Snapshot, dict[str, Placement]]:
+                   cache: dict | None = None, broken: dict[str, str] | None = None,
+                   ) -> tuple[s.Snapshot, dict[str, Placement]]:
     """The scheduler's input, and where each node id lives.
 
     `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
     the previous cycle: a job still queued (or running) as it was is not converted again.
-    Specs never change after submission, so the key is what the database may change."""
+    Specs never change after submission, so the key is what the database may change.
+
+    A job whose conversion raises is left out (with the reason in `broken`): one bad spec
+    must not stop scheduling for everyone. Nodes lose the capacity that terminating runs
+    still hold (`state.terminating`)."""
+    broken = {} if broken is None else broken
     cache = {} if cache is None else cache
     used: dict = {}
     # The previous view of each job: a job that only moved (queued -> running, started)
     # keeps everything its spec decides, so it is not converted from its spec again.
     previous = {key[1]: found for key, found in cache.items()}
 
-    def job(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
+    def job(j: QueuedJob | RunningJob, **kw: Any) -> s.Job | None:
+        try:
+            return view(j, **kw)
+        except Exception as e:  # an error in one job's spec is that job's alone
+            broken[j.id] = f"the scheduler cannot read the job: {type(e).__name__}: {e}"
+            return None
+
+    def view(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
         key = (type(j), j.id, *kw.values())  # a queued and a running view never collide
         found = cache.get(key)
         if found is None:
@@ -139,20 +165,26 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
 
     placements: dict[str, Placement] = {}
     nodes = []
+    held = _held(state.terminating, broken)
     for executor in state.executors:
         for n in executor.nodes:
             nid = node_id(executor.id, n.name)
             placements[nid] = Placement(executor.id, n.name, executor.pool)
+            capacity = _resources(n.allocatable)
+            if nid in held:
+                capacity = s.Resources({k: max(v - held[nid].get(k), 0)
+                                        for k, v in capacity.items()})
             nodes.append(s.Node(
-                id=nid, capacity=_resources(n.allocatable),
+                id=nid, capacity=capacity,
                 labels={**n.labels, ann.POOL: executor.pool}, cordoned=n.unschedulable,
                 taints=tuple(s.Taint(t.key, t.value, t.effect or "NoSchedule")
                              for t in n.taints)))
-    jobs = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
-                started_at=j.started_at) for j in state.running if j.node in placements]
-    jobs += [job(j, priority=j.priority, submitted_at=j.submitted_at,
-                 avoid_node=j.avoid_node, gang_cardinality=j.gang_cardinality)
-             for j in state.queued]
+    views = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
+                 started_at=j.started_at) for j in state.running if j.node in placements]
+    views += [job(j, priority=j.priority, submitted_at=j.submitted_at,
+                  avoid_node=j.avoid_node, gang_cardinality=j.gang_cardinality)
+              for j in state.queued]
+    jobs = [j for j in views if j is not None]
     cache.clear()
     cache.update(used)
     snapshot = s.Snapshot(

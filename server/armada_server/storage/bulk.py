@@ -88,15 +88,15 @@ def sqlite_value(value: object) -> object:
     return value
 
 
-def executemany(conn: Connection, stmt, rows: Sequence[dict]) -> None:  # type: ignore[no-untyped-def]
+def executemany(conn: Connection, stmt, rows: Sequence[dict]) -> int:  # type: ignore[no-untyped-def]
     """`conn.execute(stmt, rows)` for an UPDATE or INSERT that is a module constant (its
-    compiled form is cached per statement and set of keys). The rows are the caller's
-    throwaway dicts: on SQLite their times are replaced by text."""
+    compiled form is cached per statement and set of keys); returns the rows it matched
+    (the transition guard compares them with the rows it meant to change). The rows are the
+    caller's throwaway dicts: on SQLite their times are replaced by text."""
     if not rows:
-        return
+        return 0
     if conn.dialect.name != "sqlite":
-        conn.execute(stmt, rows)
-        return
+        return conn.execute(stmt, rows).rowcount
     keys = tuple(rows[0])
     found = _COMPILED.get((id(stmt), keys))
     if found is None:
@@ -119,5 +119,6 @@ def executemany(conn: Connection, stmt, rows: Sequence[dict]) -> None:  # type: 
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.executemany(sql, params)
+        return cursor.rowcount
     finally:
         cursor.close()

@@ -11,9 +11,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
@@ -27,6 +27,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.exc import DBAPIError
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import (
@@ -40,6 +41,8 @@ from armada_core.jobs import (
     pod_name,
 )
 from armada_core.jobs.lifecycle import IllegalTransition
+from armada_core.jobs.text import MAX_FAILURE_TEXT, clean_text
+from armada_server.errors import InvalidArgument
 from armada_server.retries import (
     Catalogue,
     Retries,
@@ -49,6 +52,7 @@ from armada_server.retries import (
 )
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import executemany, fetch
+from armada_server.storage.guard import Conflict, retried
 from armada_server.storage.rows import (
     JOB_COLUMNS,
     RUN_COLUMNS,
@@ -64,11 +68,26 @@ log = logging.getLogger("armada_server")
 
 ACTIVE_JOB_STATES = (JobState.LEASED, JobState.PENDING, JobState.RUNNING)
 ACTIVE_RUN_STATES = (int(RunState.LEASED), int(RunState.PENDING), int(RunState.RUNNING))
+# Run updates by which an executor says the run has ended on its side.
+ENDED_UPDATES = frozenset({"succeeded", "failed", "returned", "stopped"})
 # New leases per sync response are capped by size, well under gRPC's default 4 MiB limit on
 # received messages: a response carrying 80,000 leases (30 MB) was refused by the executor,
 # every time, so it never got any. The rest follow on the next syncs (the agent syncs again
 # at once when it got leases).
 MAX_LEASE_BYTES = 3 * 1024 * 1024
+# A run stopped by the server (cancelled, restarted with its gang, expired) keeps its node's
+# capacity for its grace period plus this long (the executor hears of the stop at its next
+# sync, then kills), unless its executor says sooner that it no longer holds the run.
+RELEASE_SLACK = timedelta(seconds=10)
+
+
+def clean_reason(text: str) -> str:
+    return clean_text(text, MAX_FAILURE_TEXT)
+
+
+def _first_line(error: Exception) -> str:
+    text = str(getattr(error, "orig", None) or error).strip()
+    return clean_text(text.splitlines()[0] if text else type(error).__name__, 500)
 
 
 def encode_nodes(nodes: Iterable[executor_pb2.Node]) -> bytes:
@@ -119,6 +138,7 @@ class QueuedJob(_LazySpec):
     avoid_node: str | None
     # A retried gang's generation may be smaller than the gang (see _restart_gangs).
     gang_cardinality: int | None = None
+    version: int = 0  # the row's version: a lease applies only while it is unchanged
 
 
 @dataclass(frozen=True)
@@ -130,6 +150,17 @@ class RunningJob(_LazySpec):
     raw: bytes
     node: str  # "<executor>/<node>"
     started_at: datetime | None
+    run_id: str = ""  # a preemption applies only while this is still the job's run
+
+
+@dataclass(frozen=True)
+class TerminatingRun(_LazySpec):
+    """A run on its way out (preemption requested, or stopped by the server and not yet
+    confirmed ended): its node's capacity is not free yet."""
+
+    id: str  # the job's id
+    raw: bytes
+    node: str  # "<executor>/<node>"
 
 
 @dataclass(frozen=True)
@@ -140,6 +171,7 @@ class SchedulingState:
     executors: list[ExecutorNodes]
     queued: list[QueuedJob]
     running: list[RunningJob]
+    terminating: list[TerminatingRun] = field(default_factory=list)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -221,11 +253,34 @@ class LeaseOps:
     def executor_sync(self, request: executor_pb2.SyncRequest, *, now: datetime | None = None,
                       nodes: bytes | None = None) -> executor_pb2.SyncResponse:
         """Record the executor's nodes and run updates, renew its leases, hand out work.
-        `nodes` is `encode_nodes(request.nodes)` when the caller has it already."""
+        `nodes` is `encode_nodes(request.nodes)` when the caller has it already.
+
+        No report can stop an executor's syncs: when the database refuses a sync's
+        transaction (a value it cannot store), its reports are applied one per transaction,
+        and a job whose report still cannot be stored is failed with a reason saying why."""
         now = now or self.clock()
+        nodes = encode_nodes(request.nodes) if nodes is None else nodes
+        try:
+            return self._sync(request, request.updates, nodes, now)
+        except (InvalidArgument, DBAPIError) as e:
+            if not request.updates:
+                raise
+            log.warning("executor %s: its sync could not be stored (%s); applying its %d "
+                        "reports one at a time", request.executor_id, _first_line(e),
+                        len(request.updates))
+        for u in request.updates:
+            try:
+                self._sync(request, [u], nodes, now, hand_out=False)
+            except (InvalidArgument, DBAPIError) as e:
+                self._refuse_report(request.executor_id, u, e, now)
+        return self._sync(request, [], nodes, now)
+
+    @retried
+    def _sync(self, request: executor_pb2.SyncRequest,
+              updates: Sequence[executor_pb2.RunUpdate], nodes: bytes, now: datetime, *,
+              hand_out: bool = True) -> executor_pb2.SyncResponse:
         executor = request.executor_id
         with bulk(), self._write() as (conn, touched):
-            nodes = encode_nodes(request.nodes) if nodes is None else nodes
             # Nodes rarely change between syncs: renew the row without rewriting them (a
             # megabyte for 10,000 nodes) when they are what is stored.
             # What the executor can honour (None: it never said), read by submissions.
@@ -241,35 +296,90 @@ class LeaseOps:
                 conn.execute(stmt.on_conflict_do_update(index_elements=[t.executors.c.id],
                                                         set_=row))
             catalogue: Catalogue | None = None
-            updated: set[str] = set()
             # Every job the updates name, read at once; updates apply in order to the job as
             # the previous ones left it (running and succeeded may arrive in one sync).
-            jobs = self._jobs_by_id(conn, {u.job_id for u in request.updates})
+            jobs = self._jobs_by_id(conn, {u.job_id for u in updates})
             before: dict[str, Job] = {}
             events: list = []
-            for u in request.updates:
-                updated.add(u.run_id)
+            confirmed: set[str] = set()  # runs whose executor says they ended
+            for u in updates:
+                kind = u.WhichOneof("update")
                 job = jobs.get(u.job_id)
                 run = job.latest_run if job is not None else None
                 if job is None or run is None or run.id != u.run_id or run.cluster_id != executor:
-                    log.info("ignoring %s for unknown run %s", u.WhichOneof("update"), u.run_id)
+                    log.info("ignoring %s for unknown run %s", kind, u.run_id)
                     continue
-                if catalogue is None and u.WhichOneof("update") in ("failed", "returned",
-                                                                    "stopped"):
+                if kind in ENDED_UPDATES:
+                    confirmed.add(u.run_id)
+                if catalogue is None and kind in ("failed", "returned", "stopped"):
                     catalogue = Catalogue.load(conn)
                 try:
                     after, more = self._apply_update(conn, catalogue, job, u, now)
                 except IllegalTransition as e:
-                    log.info("ignoring %s for run %s: %s", u.WhichOneof("update"), u.run_id, e)
+                    log.info("ignoring %s for run %s: %s", kind, u.run_id, e)
                     continue
+                except Exception as e:  # one job's report must not stop the executor
+                    after, more = self._isolate(job, "executor report", f"the executor's "
+                                                f"{kind} report could not be processed", e, now)
                 before.setdefault(job.id, job)
                 jobs[job.id] = after
                 events.extend(more)
             changes: list[tuple[Job, Job, list]] = [
                 (job, jobs[job_id], []) for job_id, job in before.items()]
             restarts, more = self._restart_gangs(conn, changes, now)
-            self._save_many(conn, touched, changes + restarts, events + more)
-            return self._work_for(conn, touched, executor, set(request.run_ids), updated, now)
+            self._save_many(conn, touched, changes + restarts, events + more,
+                            confirmed=confirmed)
+            held = set(request.run_ids)
+            self._release(conn, executor, held)
+            if not hand_out:
+                return executor_pb2.SyncResponse()
+            return self._work_for(conn, touched, executor, held,
+                                  {u.run_id for u in request.updates}, now)
+
+    def _isolate(self, job: Job, stage: str, what: str, error: Exception,
+                 now: datetime) -> tuple[Job, list]:
+        """Fail `job` alone for an error its processing raised, so that everyone else's
+        work goes on; the reason names the problem (counted by `stage` in a metric)."""
+        log.error("job %s: %s", job.id, what, exc_info=error)
+        self.isolated_failures[stage] += 1
+        failure = Failure(reason=clean_reason(f"{what}: {type(error).__name__}: {error}"),
+                          category="internal", subcategory="server_error")
+        return lifecycle.fail(job, failure, retry=False, now=now)
+
+    def _refuse_report(self, executor: str, u: executor_pb2.RunUpdate, error: Exception,
+                       now: datetime) -> None:
+        """A report the database refuses even alone: its job fails, saying why (the executor
+        never sends it again, and the run would otherwise be lost track of)."""
+        kind = u.WhichOneof("update")
+        self.isolated_failures["executor report"] += 1
+        log.error("executor %s: the %s report of run %s cannot be stored: %s", executor, kind,
+                  u.run_id, _first_line(error))
+
+        @retried
+        def fail() -> None:
+            with self._write() as (conn, touched):
+                job = self._jobs_by_id(conn, [u.job_id]).get(u.job_id)
+                if job is None or job.active_run is None or job.active_run.id != u.run_id:
+                    return
+                failure = Failure(reason=clean_reason(
+                    f"the executor's {kind} report could not be stored: {_first_line(error)}"),
+                    category="internal", subcategory="server_error")
+                after, events = lifecycle.fail(job, failure, retry=False, now=now)
+                self._save_many(conn, touched, [(job, after, events)])
+
+        try:
+            fail()
+        except Exception:
+            log.exception("job %s: could not fail it either", u.job_id)
+
+    def _release(self, conn: Connection, executor: str, held: set[str]) -> None:
+        """Runs the server stopped keep their node's capacity until their executor no
+        longer holds them (it has seen them end); from then on the node is free."""
+        ended = [r for r in conn.execute(select(t.runs.c.id).where(
+            t.runs.c.cluster_id == executor, t.runs.c.releases_at.is_not(None))).scalars()
+            if r not in held]
+        for chunk in chunks(ended, 500):
+            conn.execute(update(t.runs).where(t.runs.c.id.in_(chunk)).values(releases_at=None))
 
     def _restart_gangs(self, conn: Connection, changes: list[tuple[Job, Job, list]],
                        now: datetime) -> tuple[list[tuple[Job, Job, list]], list]:
@@ -402,6 +512,7 @@ class LeaseOps:
             lost += conn.execute(select(t.runs.c.job_id).where(
                 t.runs.c.id.in_(chunk))).scalars().all()
         size = 0
+        unsendable: list[str] = []
         for chunk in chunks(new, 500):
             if size >= MAX_LEASE_BYTES:
                 break
@@ -412,6 +523,9 @@ class LeaseOps:
                 if size >= MAX_LEASE_BYTES:
                     break
                 _, job_id, run_index, node, spec = rows[run_id]
+                if len(spec) + 100 > MAX_LEASE_BYTES:
+                    unsendable.append(job_id)  # it would never fit in a response
+                    continue
                 size += len(spec) + 100
                 lease = response.leases.add(run_id=run_id, run_index=run_index, node=node,
                                             pod_name=pod_name(job_id, run_index))
@@ -427,7 +541,26 @@ class LeaseOps:
         if lost:
             self._fail_lost(conn, touched, lost, "the executor no longer has the pod",
                             "pod_missing", now)
+        if unsendable:
+            self._fail_unsendable(conn, touched, unsendable, now)
         return response
+
+    def _fail_unsendable(self, conn: Connection, touched: set, job_ids: Sequence[str],
+                         now: datetime) -> None:
+        """Jobs too large for any lease response: without this they would be offered to
+        their executor in every sync and never reach it."""
+        changes = []
+        for job in self._jobs_by_id(conn, job_ids).values():
+            if job.active_run is None:
+                continue
+            failure = Failure(reason=f"the job ({len(job.spec.SerializeToString())} bytes) is "
+                                     "larger than the executor protocol can carry "
+                                     f"({MAX_LEASE_BYTES} bytes)", category="internal",
+                              subcategory="unsendable")
+            changes.append((job, *lifecycle.fail(job, failure, retry=False, now=now)))
+        self.isolated_failures["lease"] += len(changes)
+        self._save_many(conn, touched, changes, confirmed={
+            job.active_run.id for job, _, _ in changes if job.active_run is not None})
 
     def _fail_lost(self, conn: Connection, touched: set, job_ids: Sequence[str], reason: str,
                    subcategory: str, now: datetime) -> None:
@@ -438,25 +571,41 @@ class LeaseOps:
             if run is None:
                 continue
             failure = Failure(reason=reason, category="internal", subcategory=subcategory)
-            decision = self.retries.decide(
-                conn, catalogue, job,
-                run_failure(job, failure, node=run.node, returned_lease=True), now)
-            if subcategory == "lease_expired":
-                after, events = lifecycle.expire_lease(job, retry=decision.retry, now=now,
-                                                       retry_after=decision.retry_after)
-            else:
-                after, events = lifecycle.fail(job, failure, retry=decision.retry, now=now,
-                                               retry_after=decision.retry_after)
+            try:
+                decision = self.retries.decide(
+                    conn, catalogue, job,
+                    run_failure(job, failure, node=run.node, returned_lease=True), now)
+                if subcategory == "lease_expired":
+                    after, events = lifecycle.expire_lease(job, retry=decision.retry, now=now,
+                                                           retry_after=decision.retry_after)
+                else:
+                    after, events = lifecycle.fail(job, failure, retry=decision.retry, now=now,
+                                                   retry_after=decision.retry_after)
+            except IllegalTransition as e:
+                log.info("job %s: no %s: %s", job.id, subcategory, e)
+                continue
+            except Exception as e:  # one job must not stop every cycle's lease expiry
+                after, events = self._isolate(job, subcategory, f"its {subcategory} could "
+                                                                "not be processed", e, now)
             changes.append((job, after, events))
         restarts, more = self._restart_gangs(conn, changes, now)
+        # The executor said it no longer has these runs: they hold no node (pod_missing).
+        confirmed = () if subcategory == "lease_expired" else {
+            job.active_run.id for job, _, _ in changes if job.active_run is not None}
         self._save_many(conn, touched, changes + restarts,
-                        [e for _, _, events in changes for e in events] + more)
+                        [e for _, _, events in changes for e in events] + more,
+                        confirmed=confirmed)
 
+    @retried
     def expire_leases(self, *, timeout: float, now: datetime | None = None) -> list[str]:
         """Runs of executors silent for longer than `timeout` seconds fail as lease-expired."""
         now = now or self.clock()
         cutoff = now - timedelta(seconds=timeout)
         with self._write() as (conn, touched):
+            # Runs whose grace to terminate has run out no longer hold their nodes.
+            conn.execute(update(t.runs).where(t.runs.c.releases_at.is_not(None),
+                                              t.runs.c.releases_at < now)
+                         .values(releases_at=None))
             stale = [r.id for r in conn.execute(select(t.executors.c.id).where(
                 t.executors.c.last_seen < cutoff))]
             if not stale:
@@ -484,11 +633,15 @@ class LeaseOps:
 
     def _save_many(self, conn: Connection, touched: set,
                    changes: Sequence[tuple[Job, Job, list]], events: Sequence | None = None,
-                   ) -> None:
-        """What Store._save writes (the changed jobs, their latest runs, then the events, in
-        `changes` order unless `events` gives them), as one executemany per table: a
-        statement per row costs about a millisecond in SQLAlchemy, which a scheduling cycle
-        or a sync of thousands of runs cannot afford."""
+                   *, confirmed: Collection[str] = ()) -> None:
+        """The one way a transition is written: the changed jobs (each only where its row
+        still has the version it was read at, else Conflict), their latest runs, then the
+        events (in `changes` order unless `events` gives them), as one executemany per
+        table: a statement per row costs about a millisecond in SQLAlchemy, which a
+        scheduling cycle or a sync of thousands of runs cannot afford.
+
+        A run that ends here keeps its node's capacity for its grace period (see
+        RELEASE_SLACK) unless it is in `confirmed`: its executor reported its end."""
         job_rows, new_runs, changed_runs, changed_full = [], [], [], []
         all_events: list = []
         for before, after, more in changes:
@@ -496,6 +649,7 @@ class LeaseOps:
             if after.runs and (not before.runs or after.runs[-1] != before.runs[-1]):
                 row = run_row(after.id, after.runs[-1])
                 old = next((r for r in before.runs if r.id == row["id"]), None)
+                row["releases_at"] = _releases_at(after, old, confirmed)
                 if old is not None and _fixed(old) == _fixed(after.runs[-1]):
                     # Only what a run's later events change: rewriting the columns of the
                     # (job_id, run_index) index cost SQLite an index update per row.
@@ -507,7 +661,10 @@ class LeaseOps:
                 else:
                     new_runs.append(row)
             all_events.extend(more)
-        executemany(conn, _UPDATE_JOBS, job_rows)
+        written = executemany(conn, _UPDATE_JOBS, job_rows)
+        if written != len(job_rows):
+            raise Conflict(f"{len(job_rows) - written} of {len(job_rows)} jobs changed since "
+                           "they were read")
         executemany(conn, _INSERT_RUNS, new_runs)
         executemany(conn, _UPDATE_RUNS, changed_runs)
         executemany(conn, _UPDATE_RUNS, changed_full)
@@ -528,7 +685,7 @@ class LeaseOps:
                          now: datetime | None = None) -> SchedulingState:
         now = now or self.clock()
         cutoff = now - timedelta(seconds=executor_timeout)
-        with self._read() as conn:
+        with self._read(snapshot=True) as conn:
             queues = [submit_pb2.Queue.FromString(r.spec) for r in conn.execute(
                 select(t.queues.c.spec).order_by(t.queues.c.name))]
             executors = [ExecutorNodes(r.id, r.pool, decode_nodes(r.nodes)) for r in
@@ -542,46 +699,81 @@ class LeaseOps:
             # every queued and running job, each cycle.
             new = object.__new__
             queued = []
-            for job_id, queue, priority, submitted, spec, avoid in fetch(conn, select(
-                    *cols, t.jobs.c.avoid_node).where(
+            for job_id, queue, priority, submitted, spec, version, avoid in fetch(conn, select(
+                    *cols, t.jobs.c.version, t.jobs.c.avoid_node).where(
                         t.jobs.c.state == int(JobState.QUEUED),
                         or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now))
                     .order_by(t.jobs.c.id)):
                 job = new(QueuedJob)
                 job.__dict__.update(id=job_id, queue=queue, priority=priority,
                                     submitted_at=when(submitted), raw=spec, avoid_node=avoid,
-                                    gang_cardinality=generations.get(job_id))
+                                    gang_cardinality=generations.get(job_id), version=version)
                 queued.append(job)
             running = []
-            for job_id, queue, priority, submitted, spec, cluster, node, started in fetch(
-                    conn, select(*cols, t.runs.c.cluster_id, t.runs.c.node, t.runs.c.started_at)
+            terminating = []
+            for (job_id, queue, priority, submitted, spec, cluster, node, started, run_id,
+                 leaving) in fetch(conn, select(
+                    *cols, t.runs.c.cluster_id, t.runs.c.node, t.runs.c.started_at,
+                    t.runs.c.id, t.jobs.c.preempt_requested)
                     .join(t.runs, and_(t.runs.c.job_id == t.jobs.c.id,
                                        t.runs.c.state.in_(ACTIVE_RUN_STATES)))
                     .where(t.jobs.c.state.in_([int(JobState.LEASED), int(JobState.PENDING),
                                                int(JobState.RUNNING)]))
                     .order_by(t.jobs.c.id)):
+                if leaving:  # being preempted: it holds its node until it has stopped
+                    stopping = new(TerminatingRun)
+                    stopping.__dict__.update(id=job_id, raw=spec, node=f"{cluster}/{node}")
+                    terminating.append(stopping)
+                    continue
                 job = new(RunningJob)
                 job.__dict__.update(id=job_id, queue=queue, priority=priority,
                                     submitted_at=when(submitted), raw=spec,
-                                    node=f"{cluster}/{node}", started_at=when(started))
+                                    node=f"{cluster}/{node}", started_at=when(started),
+                                    run_id=run_id)
                 running.append(job)
-        return SchedulingState(queues, executors, queued, running)
+            for job_id, spec, cluster, node in fetch(conn, select(
+                    t.jobs.c.id, t.jobs.c.spec, t.runs.c.cluster_id, t.runs.c.node)
+                    .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+                    .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at > now)):
+                stopping = new(TerminatingRun)
+                stopping.__dict__.update(id=job_id, raw=spec, node=f"{cluster}/{node}")
+                terminating.append(stopping)
+        return SchedulingState(queues, executors, queued, running, terminating)
 
+    @retried
     def apply_schedule(self, *, scheduled: Mapping[str, tuple[str, str, str]],
                        preempted: Iterable[str], failed: Mapping[str, str],
-                       reasons: Mapping[str, str], now: datetime | None = None) -> int:
+                       reasons: Mapping[str, str], seen: Mapping[str, int | str],
+                       gangs: Mapping[str, tuple[str, str | None]] | None = None,
+                       now: datetime | None = None) -> int:
         """Write one cycle's decisions: leases (job -> executor, node, pool), preemption
-        requests, failures, and why the rest stayed queued. Jobs that changed since the
-        snapshot (e.g. cancelled meanwhile) are left alone. Returns the leases made."""
+        requests, failures, and why the rest stayed queued. Returns the leases made.
+
+        A decision applies only to a job still as the snapshot saw it (`seen`: the row
+        version of a queued job, the run id of a running one); the others changed meanwhile
+        (cancelled, reprioritised, ended) and are skipped, a gang's members all together
+        (`gangs`: job -> its gang's key), so a gang is never leased in part."""
         now = now or self.clock()
         leased = 0
         with bulk(), self._write() as (conn, touched):
             jobs = self._jobs_by_id(conn, [*scheduled, *preempted, *failed])
+
+            def unchanged(job_id: str) -> Job | None:
+                job = jobs.get(job_id)
+                if job is None or job.state != JobState.QUEUED or seen.get(job_id) != job.version:
+                    return None
+                return job
+
+            changed = [j for j in scheduled if unchanged(j) is None]
+            skipped_gangs = {gangs[j] for j in changed if gangs and j in gangs}
+            if changed:
+                log.info("%d leases not made: their jobs changed since the snapshot",
+                         len(changed))
             changes = []
             run_ids = _new_run_ids(len(scheduled))
             for job_id, (executor, node, pool) in scheduled.items():
-                job = jobs.get(job_id)
-                if job is None or job.state != JobState.QUEUED:
+                job = unchanged(job_id)
+                if job is None or (gangs and gangs.get(job_id) in skipped_gangs):
                     continue
                 after, events = lifecycle.lease(job, run_id=next(run_ids), cluster_id=executor,
                                                 node=node, pool=pool, now=now)
@@ -589,14 +781,15 @@ class LeaseOps:
                 leased += 1
             for job_id in preempted:
                 job = jobs.get(job_id)
-                if job is None or job.active_run is None or job.preempt_requested:
+                run = job.active_run if job is not None else None
+                if run is None or run.id != seen.get(job_id) or job.preempt_requested:
                     continue
                 after, events = lifecycle.request_preempt(
                     job, requestor="scheduler", reason="preempted by the scheduler", now=now)
                 changes.append((job, after, events))
             for job_id, reason in failed.items():
-                job = jobs.get(job_id)
-                if job is None or job.state != JobState.QUEUED:
+                job = unchanged(job_id)
+                if job is None:
                     continue
                 after, events = lifecycle.fail(job, Failure(reason=reason, category="internal",
                                                             subcategory="unschedulable",
@@ -615,6 +808,26 @@ class LeaseOps:
                         t.jobs.c.scheduling_reason != reason).values(scheduling_reason=reason))
         return leased
 
+    def fail_jobs(self, failures: Mapping[str, str], *, now: datetime | None = None) -> int:
+        """Fail queued jobs that cannot be scheduled at all (e.g. a spec the scheduler cannot
+        read), each with its reason; returns how many were failed."""
+        now = now or self.clock()
+
+        @retried
+        def write() -> int:
+            with self._write() as (conn, touched):
+                changes = []
+                for job in self._jobs_by_id(conn, failures).values():
+                    if job.state != JobState.QUEUED:
+                        continue
+                    failure = Failure(reason=clean_reason(failures[job.id]), category="internal",
+                                      subcategory="server_error")
+                    changes.append((job, *lifecycle.fail(job, failure, retry=False, now=now)))
+                self._save_many(conn, touched, changes)
+                return len(changes)
+
+        return write()
+
 
 # --- bulk statements without SQLAlchemy's per-row work (SQLite) ------------------------------
 #
@@ -625,12 +838,25 @@ class LeaseOps:
 # ("YYYY-MM-DD HH:MM:SS.ffffff", timezone dropped, as SQLAlchemy's SQLite DateTime does).
 # PostgreSQL keeps the ordinary path: its driver takes datetimes as they are.
 
-_UPDATE_JOBS = update(t.jobs).where(t.jobs.c.id == bindparam("_id"))
+_UPDATE_JOBS = update(t.jobs).where(t.jobs.c.id == bindparam("_id"),
+                                    t.jobs.c.version == bindparam("_version"))
 _INSERT_RUNS = insert(t.runs)
 _UPDATE_RUNS = update(t.runs).where(t.runs.c.id == bindparam("_id"))
 # The run columns set after its lease (see lifecycle's handlers); the rest never change.
 _RUN_CHANGES = ("node", "state", "pending_at", "started_at", "finished_at", "kubernetes_id",
-                "condition", "category", "subcategory", "reason", "containers")
+                "condition", "category", "subcategory", "reason", "containers", "releases_at")
+
+
+def _releases_at(job: Job, old: Run | None, confirmed: Collection[str]) -> datetime | None:
+    """Until when a run that ends in this change still holds its node: it was active, and
+    the server, not its executor, ended it (the processes may still be terminating)."""
+    run = job.runs[-1]
+    if old is None or not old.state.active or run.state.active or run.id in confirmed:
+        return None
+    grace = job.pod_spec.terminationGracePeriodSeconds or 1
+    return (run.finished_at or job.last_transition_at) + timedelta(seconds=grace) + RELEASE_SLACK
+
+
 def _fixed(run: Run) -> tuple:
     """What a run's lease decided, which no later event of the run changes."""
     return run.index, run.cluster_id, run.pool, run.leased_at

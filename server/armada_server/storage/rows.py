@@ -20,7 +20,8 @@ from armada_server.storage import schema as t
 JOB_COLUMNS = (t.jobs.c.id, t.jobs.c.spec, t.jobs.c.state, t.jobs.c.priority,
                t.jobs.c.submitted_at, t.jobs.c.last_transition_at, t.jobs.c.retry_after,
                t.jobs.c.cancel_requested, t.jobs.c.cancel_reason, t.jobs.c.cancel_user,
-               t.jobs.c.cancelled_at, t.jobs.c.preempt_requested, t.jobs.c.failure_reason)
+               t.jobs.c.cancelled_at, t.jobs.c.preempt_requested, t.jobs.c.failure_reason,
+               t.jobs.c.version)
 RUN_COLUMNS = (t.runs.c.job_id, t.runs.c.id, t.runs.c.run_index, t.runs.c.cluster_id,
                t.runs.c.node, t.runs.c.pool, t.runs.c.state, t.runs.c.leased_at,
                t.runs.c.pending_at, t.runs.c.started_at, t.runs.c.finished_at,
@@ -33,7 +34,7 @@ _PARSED: dict[str, datetime] = {}
 
 _JOB_FIELDS = ("spec", "state", "priority", "submitted_at", "last_transition_at", "runs",
                "retry_after", "cancel_requested", "cancel_reason", "cancel_user",
-               "cancelled_at", "preempt_requested", "failure_reason")
+               "cancelled_at", "preempt_requested", "failure_reason", "version")
 _RUN_FIELDS = ("id", "index", "cluster_id", "node", "pool", "state", "leased_at", "pending_at",
                "started_at", "finished_at", "kubernetes_id", "containers", "condition",
                "category", "subcategory", "reason")
@@ -64,7 +65,7 @@ def job_from_row(r: Sequence, runs: tuple[Run, ...]) -> Job:
     job = object.__new__(Job)
     job.__dict__.update(zip(_JOB_FIELDS, (
         submit_pb2.Job.FromString(r[1]), _JOB_STATES[r[2]], r[3], when(r[4]), when(r[5]),
-        runs, when(r[6]), bool(r[7]), r[8], r[9], when(r[10]), bool(r[11]), r[12]),
+        runs, when(r[6]), bool(r[7]), r[8], r[9], when(r[10]), bool(r[11]), r[12], r[13]),
         strict=True))
     return job
 
@@ -99,10 +100,12 @@ def job_row(job: Job) -> dict:
 
 
 def mutable_job_row(job: Job) -> dict:
-    """The columns of job_row that a transition can change, keyed by `_id` for an UPDATE.
-    The rest (ids, queue, job set, the spec and what derives from it) are fixed at
+    """The columns of job_row that a transition can change, keyed by `_id` and guarded by
+    `_version` (the version `job` was read at) for an UPDATE that also writes the next
+    version. The rest (ids, queue, job set, the spec and what derives from it) are fixed at
     submission, and re-serialising the spec per write was a large part of a cycle."""
-    return {"_id": job.id, "state": int(job.state), "priority": job.priority,
+    return {"_id": job.id, "_version": job.version, "version": job.version + 1,
+            "state": int(job.state), "priority": job.priority,
             "last_transition_at": job.last_transition_at, "retry_after": job.retry_after,
             "cancel_requested": job.cancel_requested, "cancel_reason": job.cancel_reason,
             "cancel_user": job.cancel_user, "cancelled_at": job.cancelled_at,

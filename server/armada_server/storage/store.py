@@ -7,8 +7,8 @@ the events appended in the same transaction: the log and the tables never disagr
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +34,7 @@ from armada_server.retries import Retries
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import fetch, insert_rows
 from armada_server.storage.database import WRITE
+from armada_server.storage.guard import retried
 from armada_server.storage.leases import LeaseOps
 from armada_server.storage.nodes import NodeOps
 from armada_server.storage.notify import notify
@@ -43,9 +44,7 @@ from armada_server.storage.rows import (
     chunks,
     job_from_row,
     job_row,
-    mutable_job_row,
     run_from_row,
-    run_row,
 )
 
 JobSetKey = tuple[str, str]  # (queue, job set)
@@ -81,6 +80,8 @@ class Store(NodeOps, LeaseOps):
         self._dialect = engine.dialect.name
         # SQLite allows one writer; queueing writers here is cheaper than on its busy lock.
         self._write_lock = threading.Lock() if self._dialect == "sqlite" else None
+        # Jobs failed because processing them raised, by where (see LeaseOps._isolate).
+        self.isolated_failures: Counter[str] = Counter()
 
     # --- transactions -----------------------------------------------------------------------
 
@@ -102,10 +103,15 @@ class Store(NodeOps, LeaseOps):
             self.on_commit(touched)
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def _read(self, *, snapshot: bool = False) -> Iterator[Connection]:
+        """A read transaction; with `snapshot`, every statement in it sees the same committed
+        state (SQLite's read transactions always do; PostgreSQL needs REPEATABLE READ)."""
         try:
-            with self.engine.connect() as conn, conn.begin():
-                yield conn
+            with self.engine.connect() as conn:
+                if snapshot and self._dialect == "postgresql":
+                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
+                with conn.begin():
+                    yield conn
         except DataError as e:
             raise _invalid(e) from None
 
@@ -305,24 +311,7 @@ class Store(NodeOps, LeaseOps):
                 runs[r[0]].append(run_from_row(r))
         return [job_from_row(r, tuple(runs[r[0]])) for r in rows]
 
-    def _save(self, conn: Connection, touched: set[JobSetKey],
-              changes: Iterable[tuple[Job, Job, list[EventMessage]]]) -> None:
-        """Write the jobs a command changed and append its events."""
-        all_events: list[EventMessage] = []
-        for before, after, events in changes:
-            row = mutable_job_row(after)
-            del row["_id"]
-            conn.execute(update(t.jobs).where(t.jobs.c.id == after.id).values(**row))
-            if after.runs and (not before.runs or after.runs[-1] != before.runs[-1]):
-                run = run_row(after.id, after.runs[-1])
-                stmt = self._insert(t.runs).values(**run)
-                conn.execute(stmt.on_conflict_do_update(
-                    index_elements=[t.runs.c.id],
-                    set_={k: v for k, v in run.items() if k != "id"}))
-            all_events.extend(events)
-        if all_events:
-            self._append(conn, touched, all_events)
-
+    @retried
     def cancel(self, queue: str, job_set: str, job_ids: Sequence[str] | None = None, *,
                states: Sequence[JobState] = NON_TERMINAL, reason: str = "",
                requestor: str = "") -> list[str]:
@@ -339,7 +328,7 @@ class Store(NodeOps, LeaseOps):
                                                       now=now)
                 after, ev2 = lifecycle.cancel(after, requestor=requestor, reason=reason, now=now)
                 changes.append((job, after, ev1 + ev2))
-            self._save(conn, touched, changes)
+            self._save_many(conn, touched, changes)
         return [after.id for _, after, _ in changes]
 
     def cancel_on_queue(self, queue: str, *, priority_classes: Sequence[str],
@@ -358,6 +347,7 @@ class Store(NodeOps, LeaseOps):
                                      reason="cancelled on queue", requestor=requestor)
         return cancelled
 
+    @retried
     def reprioritize(self, queue: str, job_set: str, job_ids: Sequence[str] | None,
                      priority: float, *, requestor: str) -> dict[str, str]:
         """New priority for non-terminal jobs; returns job id -> error ("" when done)."""
@@ -377,11 +367,12 @@ class Store(NodeOps, LeaseOps):
                     continue
                 changes.append((job, after, events))
                 results[job.id] = ""
-            self._save(conn, touched, changes)
+            self._save_many(conn, touched, changes)
         for job_id in job_ids or ():
             results.setdefault(job_id, "job not found in this queue and job set")
         return results
 
+    @retried
     def request_preemption(self, queue: str, job_set: str, job_ids: Sequence[str] | None, *,
                            reason: str, requestor: str,
                            priority_classes: Sequence[str] = ()) -> dict[str, str]:
@@ -406,7 +397,7 @@ class Store(NodeOps, LeaseOps):
                                                           reason=reason, now=now)
                 changes.append((job, after, events))
                 results[job.id] = ""
-            self._save(conn, touched, changes)
+            self._save_many(conn, touched, changes)
         for job_id in job_ids or ():
             results.setdefault(job_id, "job is not running in this queue and job set")
         return results
