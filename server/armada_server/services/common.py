@@ -22,6 +22,15 @@ from armada_server.storage.store import Store
 
 log = logging.getLogger("armada_server")
 T = TypeVar("T")
+# An error's message travels in gRPC trailing metadata, which clients cap at a few KB: a
+# longer one would reach them only as "received metadata size exceeds hard limit".
+MAX_ERROR_MESSAGE = 2000
+
+
+def bounded(message: str) -> str:
+    """`message`, cut to MAX_ERROR_MESSAGE characters."""
+    return message if len(message) <= MAX_ERROR_MESSAGE else (
+        message[:MAX_ERROR_MESSAGE] + "... (truncated)")
 
 
 @dataclass
@@ -64,9 +73,9 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return await method(self, request, context)
         except ApiError as e:
-            await context.abort(e.code, str(e))
+            await context.abort(e.code, bounded(str(e)))
         except SubmissionError as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bounded(str(e)))
 
     return unary
 
@@ -78,6 +87,6 @@ def streaming_rpc(method: Callable[..., Any]) -> Callable[..., Any]:
             async for item in method(self, request, context):
                 yield item
         except ApiError as e:
-            await context.abort(e.code, str(e))
+            await context.abort(e.code, bounded(str(e)))
 
     return stream
