@@ -10,7 +10,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from armada_core.api import event_pb2, event_pb2_grpc
 
-from .helpers import Http, job
+from .helpers import Http, eventually, job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 WAIT = 90  # seconds: the machine is small and shared
@@ -185,3 +185,24 @@ def test_jobs_page_filters_sorts_and_pages(browser, base_url: str, http: Http) -
     wait(browser).until(lambda d: "order=asc" in d.current_url)
     rows = browser.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-job-id]")
     assert [r.get_attribute("data-job-id") for r in rows] == [ids[i] for i in (1, 3, 5)]
+
+
+def test_cordon_and_uncordon_a_node_from_the_ui(browser, base_url: str, http: Http) -> None:
+    http.post("/api/v1/queues", {"name": "nodes"}, expect=201)
+    browser.get(f"{base_url}/nodes")
+    row = 'tr[data-node="local/local-0"]'
+    wait(browser).until(ec.element_to_be_clickable((By.CSS_SELECTOR,
+                                                    f"{row} .cordon-node"))).click()
+    assert "local/local-0" in wait(browser).until(ec.visibility_of_element_located(
+        (By.ID, "confirm-message"))).text
+    browser.find_element(By.ID, "confirm-ok").click()
+    wait(browser).until(ec.element_to_be_clickable((By.CSS_SELECTOR, f"{row} .uncordon-node")))
+    assert "cordoned" in text_of(browser, f"{row} .node-state")
+    # Nothing is placed on the only node while it is cordoned.
+    [job_id] = http.submit("nodes", "wait", job("true"))
+    eventually(lambda: http.get(f"/api/v1/jobs/{job_id}").get("schedulingReason"))
+    assert http.state(job_id) == "QUEUED"
+    browser.find_element(By.CSS_SELECTOR, f"{row} .uncordon-node").click()
+    wait(browser).until(ec.element_to_be_clickable((By.ID, "confirm-ok"))).click()
+    wait(browser).until(ec.element_to_be_clickable((By.CSS_SELECTOR, f"{row} .cordon-node")))
+    http.wait_state(job_id, "SUCCEEDED")
