@@ -247,3 +247,16 @@ def test_console_script_in_a_subprocess(server: EmbeddedServer, tmp_path: Path) 
     failed = run("queue", "get", "ghost")
     assert failed.returncode == 1
     assert failed.stderr == "armada: error: not found: queue 'ghost' not found\n"
+
+
+def test_node_cordon_and_following_logs_name_what_is_missing(armada) -> None:  # type: ignore[no-untyped-def]
+    result = armada("node", "cordon", "ghost")
+    assert result.code == 1
+    assert result.err == ("armada: error: not found: node_name: 'ghost' is not a node of any "
+                          "executor\n")
+    result = armada("node", "uncordon", "e1/ghost")
+    assert result.code == 1 and "uncordon_node_name: 'e1/ghost'" in result.err
+    assert armada("node", "drain", "n").code == 2
+    # Following a job that does not exist stops at once, saying so.
+    result = armada("logs", "-f", "some-job", "--interval", "0.05")
+    assert result.code == 1 and result.err.startswith("armada: error: not found: job")
