@@ -85,11 +85,17 @@ class CapabilityIndex:
         executors = self.executors()
         if not any(e.restricted for e in executors):
             return  # the common case: nothing to check
+        # Per pool: the executors to ask, or None when some executor there honours anything.
+        pools: dict[str, list[ExecutorCapabilities] | None] = {}
         decided: dict[tuple[bytes, str], str | None] = {}
         for i, item in enumerate(items):
             pool = item.annotations.get(ann.POOL, "")
-            candidates = [e for e in executors if not pool or e.pool == pool]
-            if not candidates or not all(e.restricted for e in candidates):
+            if pool not in pools:
+                candidates = [e for e in executors if not pool or e.pool == pool]
+                pools[pool] = candidates if candidates and all(
+                    e.restricted for e in candidates) else None
+            candidates = pools[pool]
+            if candidates is None:
                 continue
             spec = item.pod_specs[0]
             key = (spec.SerializeToString(), pool)
