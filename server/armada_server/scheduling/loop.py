@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
 
-from armada_core.scheduling import schedule
 from armada_core.waiting import wait_event
 from armada_server.config import ServerConfig
 from armada_server.metrics import Metrics
+from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.snapshot import build_snapshot
 from armada_server.storage.leases import SchedulingState, bulk
@@ -98,7 +98,8 @@ class SchedulingLoop:
             broken: dict[str, str] = {}
             snapshot, placements = build_snapshot(state, self.config.priority_classes, now,
                                                   cache=self._jobs, broken=broken)
-            result = schedule(snapshot)
+            result, unschedulable = schedule_isolating(snapshot)
+            broken.update(unschedulable)
         if broken:
             # Jobs the scheduler cannot read fail alone; everyone else is scheduled.
             log.error("failing %d jobs the scheduler cannot read, e.g. %s: %s", len(broken),
