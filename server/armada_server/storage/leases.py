@@ -41,7 +41,7 @@ from armada_core.jobs import (
     pod_name,
 )
 from armada_core.jobs.lifecycle import IllegalTransition
-from armada_core.jobs.text import MAX_FAILURE_TEXT, clean_text
+from armada_core.jobs.text import MAX_CONDITION, MAX_FAILURE_TEXT, MAX_FAILURE_WORD, clean_text
 from armada_server.errors import InvalidArgument
 from armada_server.retries import (
     Catalogue,
@@ -185,13 +185,6 @@ def _from_timestamp(ts) -> datetime:  # type: ignore[no-untyped-def]
 def _failure(update: executor_pb2.RunUpdate.Failed) -> Failure:
     """The failure an executor reports, its texts cleaned and bounded: one NUL would make
     PostgreSQL refuse the executor's whole sync, and a huge text would be in every event."""
-    from armada_core.jobs.text import (
-        MAX_CONDITION,
-        MAX_FAILURE_TEXT,
-        MAX_FAILURE_WORD,
-        clean_text,
-    )
-
     def word(value: str) -> str:
         return clean_text(value, MAX_FAILURE_WORD)
 
@@ -448,7 +441,9 @@ class LeaseOps:
         if kind == "succeeded":
             return lifecycle.succeed(job, now=when)
         if kind == "ingress_info":
-            return lifecycle.report_ingress(job, addresses=dict(u.ingress_info.addresses),
+            return lifecycle.report_ingress(job, addresses={
+                port: clean_text(address, MAX_FAILURE_WORD)
+                for port, address in u.ingress_info.addresses.items()},
                                             now=when)
         assert catalogue is not None
         if kind == "failed":
@@ -458,7 +453,7 @@ class LeaseOps:
             return lifecycle.fail(job, failure, retry=decision.retry, now=when,
                                   retry_after=decision.retry_after)
         if kind == "returned":
-            failure = Failure(reason=u.returned.reason or "lease returned")
+            failure = Failure(reason=clean_reason(u.returned.reason) or "lease returned")
             decision = self.retries.decide(
                 conn, catalogue, job,
                 run_failure(job, failure, node=run.node, returned_lease=True), when)
