@@ -13,6 +13,7 @@ from armada_core.api import submit_pb2
 from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import GangSpec, gang_of
 from armada_server.config import PriorityClassConfig
+from armada_server.executors.capabilities import unhonoured
 from armada_server.storage.leases import QueuedJob, RunningJob, SchedulingState, TerminatingRun
 
 
@@ -105,6 +106,50 @@ def _convert(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
     return _make(j.id, *found, **kw)
 
 
+CAPABILITY_LABEL = "armadaproject.io/capabilities"
+# (spec key, the executors' distinct declarations) -> the declarations the spec needs avoided.
+_AVOIDED: dict[tuple[bytes | str, tuple[tuple[str, ...], ...]], tuple[str, ...]] = {}
+
+
+def _capability_kinds(state: SchedulingState) -> tuple[tuple[str, ...], ...]:
+    """The executors' distinct declarations of what they cannot honour, in a fixed order."""
+    return tuple(sorted({e.unsupported for e in state.executors}))
+
+
+def _honoured(jobs: list[tuple[QueuedJob, s.Job]],
+              classes: tuple[tuple[str, ...], ...]) -> list[s.Job]:
+    """Queued jobs keep off the nodes of executors that cannot honour their specs.
+
+    Submission refuses a job no executor of its pool can run; in a pool whose executors
+    differ (local processes beside a Kubernetes cluster), the job must also be placed where
+    it can run. Nodes carry their executor's class of declaration as a label, and a job that
+    a class cannot honour gets a requirement `NotIn` that class (on every affinity term)."""
+    if len(classes) < 2:
+        return [job for _, job in jobs]  # one kind of executor: submission decided
+    out = []
+    for source, job in jobs:
+        avoided = _avoided(source, classes)
+        if avoided:
+            requirement = s.NodeSelectorRequirement(CAPABILITY_LABEL, "NotIn", avoided)
+            terms = job.affinity or (s.NodeSelectorTerm(()),)
+            job = dataclasses.replace(job, affinity=tuple(
+                s.NodeSelectorTerm((*t.match_expressions, requirement)) for t in terms))
+        out.append(job)
+    return out
+
+
+def _avoided(job: QueuedJob, classes: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+    key = (job.spec_key or job.id, classes)
+    found = _AVOIDED.get(key)
+    if found is None:
+        if len(_AVOIDED) >= 10_000:
+            _AVOIDED.clear()
+        pod = job.spec.pod_specs[0] if job.spec.pod_specs else job.spec.pod_spec
+        found = _AVOIDED[key] = tuple(f"c{i}" for i, unsupported in enumerate(classes)
+                                      if unsupported and unhonoured(pod, unsupported))
+    return found
+
+
 def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]
           ) -> dict[str, s.Resources]:
     """What runs on their way out still hold, per node id."""
@@ -166,9 +211,12 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
     placements: dict[str, Placement] = {}
     nodes = []
     held = _held(state.terminating, broken)
+    kinds = _capability_kinds(state)
     for executor in state.executors:
         for n in executor.nodes:
             nid = node_id(executor.id, n.name)
+            capability = {CAPABILITY_LABEL: f"c{kinds.index(executor.unsupported)}"} \
+                if len(kinds) > 1 else {}
             placements[nid] = Placement(executor.id, n.name, executor.pool)
             capacity = _resources(n.allocatable)
             if nid in held:
@@ -176,15 +224,18 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
                                         for k, v in capacity.items()})
             nodes.append(s.Node(
                 id=nid, capacity=capacity,
-                labels={**n.labels, ann.POOL: executor.pool}, cordoned=n.unschedulable,
+                labels={**n.labels, ann.POOL: executor.pool, **capability},
+                cordoned=n.unschedulable,
                 taints=tuple(s.Taint(t.key, t.value, t.effect or "NoSchedule")
                              for t in n.taints)))
-    views = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
-                 started_at=j.started_at) for j in state.running if j.node in placements]
-    views += [job(j, priority=j.priority, submitted_at=j.submitted_at,
+    running = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
+                   started_at=j.started_at) for j in state.running if j.node in placements]
+    queued = [job(j, priority=j.priority, submitted_at=j.submitted_at,
                   avoid_node=j.avoid_node, gang_cardinality=j.gang_cardinality)
               for j in state.queued]
-    jobs = [j for j in views if j is not None]
+    jobs = [j for j in running if j is not None] + _honoured(
+        [(source, view) for source, view in zip(state.queued, queued, strict=True)
+         if view is not None], kinds)
     cache.clear()
     cache.update(used)
     snapshot = s.Snapshot(

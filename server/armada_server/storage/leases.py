@@ -90,6 +90,12 @@ def _first_line(error: Exception) -> str:
     return clean_text(text.splitlines()[0] if text else type(error).__name__, 500)
 
 
+def _unsupported(capabilities: bytes | None) -> tuple[str, ...]:
+    if not capabilities:
+        return ()
+    return tuple(executor_pb2.Capabilities.FromString(capabilities).unsupported_pod_fields)
+
+
 def encode_nodes(nodes: Iterable[executor_pb2.Node]) -> bytes:
     # A SyncRequest holding only nodes: a plain protobuf list.
     return executor_pb2.SyncRequest(nodes=nodes).SerializeToString()
@@ -104,6 +110,8 @@ class ExecutorNodes:
     id: str
     pool: str
     nodes: list[executor_pb2.Node]
+    # The pod-spec fields the executor declared it cannot honour (executors/capabilities.py).
+    unsupported: tuple[str, ...] = ()
 
 
 class _LazySpec:
@@ -683,7 +691,8 @@ class LeaseOps:
         with self._read(snapshot=True) as conn:
             queues = [submit_pb2.Queue.FromString(r.spec) for r in conn.execute(
                 select(t.queues.c.spec).order_by(t.queues.c.name))]
-            executors = [ExecutorNodes(r.id, r.pool, decode_nodes(r.nodes)) for r in
+            executors = [ExecutorNodes(r.id, r.pool, decode_nodes(r.nodes), _unsupported(
+                r.capabilities)) for r in
                          conn.execute(select(t.executors).where(
                              t.executors.c.last_seen >= cutoff).order_by(t.executors.c.id))]
             self._mark_cordoned(conn, executors)  # type: ignore[attr-defined]

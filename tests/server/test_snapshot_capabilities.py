@@ -1,0 +1,85 @@
+"""In a pool whose executors honour different pod-spec fields, jobs are placed only where
+their specs can be honoured."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from armada_core import scheduling as s
+from armada_core.api import executor_pb2, submit_pb2
+from armada_core.api.k8s import core_v1_pb2
+from armada_server.config import PriorityClassConfig
+from armada_server.scheduling.snapshot import build_snapshot
+from armada_server.storage.leases import ExecutorNodes, QueuedJob, SchedulingState
+
+NOW = datetime(2026, 11, 24, tzinfo=UTC)
+CLASSES = (PriorityClassConfig("default", 0, preemptible=False),)
+
+
+def node(name: str) -> executor_pb2.Node:
+    return executor_pb2.Node(name=name, allocatable={"cpu": "4", "memory": "8Gi"})
+
+
+def queued(job_id: str, *, volume: bool = False, zone: str | None = None) -> QueuedJob:
+    pod = core_v1_pb2.PodSpec(priorityClassName="default", containers=[
+        core_v1_pb2.Container(name="main", image="busybox")])
+    if volume:
+        pod.volumes.add(name="data").volumeSource.emptyDir.SetInParent()
+    if zone:
+        pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution \
+            .nodeSelectorTerms.add().matchExpressions.add(key="zone", operator="In",
+                                                          values=[zone])
+    spec = submit_pb2.Job(id=job_id, queue="q", job_set_id="s", pod_specs=[pod])
+    spec.scheduling_resource_requirements.requests["cpu"].string = "1"
+    return QueuedJob(id=job_id, queue="q", priority=0, submitted_at=NOW,
+                     raw=spec.SerializeToString(), avoid_node=None)
+
+
+def placements(executors: list[ExecutorNodes], jobs: list[QueuedJob]) -> dict[str, str]:
+    state = SchedulingState(queues=[submit_pb2.Queue(name="q", priority_factor=1)],
+                            executors=executors, queued=jobs, running=[])
+    snapshot, where = build_snapshot(state, CLASSES, NOW)
+    result = s.schedule(snapshot)
+    return {job: where[nid].executor for job, nid in result.scheduled.items()}
+
+
+LOCAL = ("volumes", "containers.livenessProbe")
+
+
+@pytest.mark.parametrize(("job", "allowed"), [
+    (queued("plain"), {"local", "k8s"}),
+    (queued("volume", volume=True), {"k8s"}),
+    (queued("volume-zone", volume=True, zone="a"), {"k8s"}),
+])
+def test_a_job_goes_only_where_its_spec_is_honoured(job: QueuedJob, allowed: set[str]) -> None:
+    for first in ("local", "k8s"):  # whichever executor the scheduler would try first
+        executors = [ExecutorNodes("local", "default", [node("l1")], LOCAL),
+                     ExecutorNodes("k8s", "default", [node("k1")], ())]
+        for e in executors:
+            for n in e.nodes:
+                n.labels["zone"] = "a"
+        executors.sort(key=lambda e: e.id != first)
+        assert placements(executors, [job]).get(job.id) in allowed
+
+
+def test_one_kind_of_executor_leaves_snapshots_as_they_were() -> None:
+    executors = [ExecutorNodes("a", "default", [node("a1")], LOCAL),
+                 ExecutorNodes("b", "default", [node("b1")], LOCAL)]
+    state = SchedulingState(queues=[submit_pb2.Queue(name="q", priority_factor=1)],
+                            executors=executors, queued=[queued("v", volume=True)], running=[])
+    snapshot, _ = build_snapshot(state, CLASSES, NOW)
+    assert all("armadaproject.io/capabilities" not in n.labels for n in snapshot.nodes)
+    assert snapshot.jobs[0].affinity == ()
+
+
+def test_jobs_an_executor_cannot_honour_wait_rather_than_run_there() -> None:
+    executors = [ExecutorNodes("local", "default", [node("l1")], LOCAL),
+                 ExecutorNodes("k8s", "default", [node("k1")], ())]
+    jobs = [queued(f"v{i}", volume=True) for i in range(6)] + [queued("p")]
+    placed = placements(executors, jobs)
+    volume_jobs = {job: where for job, where in placed.items() if job != "p"}
+    assert set(volume_jobs.values()) == {"k8s"}  # none spills over to the local executor
+    assert len(volume_jobs) + (placed.get("p") == "k8s") == 4  # k1 is full; l1 takes none
+    assert "p" in placed
