@@ -26,11 +26,13 @@ import pytest
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient, gang_items, job_item
 from armada_core.client.errors import ArmadaError, DeadlineExceeded, Unavailable
+from armada_core.jobs import annotations as ann
 
 from .processes import Process, kill_leftovers, wait_until
 from .topology import (
     GRACE_SECONDS,
     TERMINAL_STATES,
+    History,
     Topology,
     canary,
     close_open,
@@ -45,6 +47,7 @@ from .topology import (
     recorded_spec,
     run_violations,
     simulated_spec,
+    timeline,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -54,7 +57,7 @@ QUEUES = ("alpha", "beta")
 LEASE_TIMEOUT = 4
 SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2,
             "lease_timeout": LEASE_TIMEOUT}
-SETTLE = 180  # seconds for every job to end once the load stops (a bound, not a measurement)
+SETTLE = 120  # seconds for every job to end once the load stops (a bound, not a measurement)
 CYCLE_FAILED = "scheduling cycle failed"
 
 
@@ -328,6 +331,36 @@ def settle(topology: Topology, job_ids: list[str], timeout: float = SETTLE) -> l
     return left
 
 
+def stuck(topology: Topology, jobs: list[str], histories: dict[str, History]) -> list[str]:
+    """Jobs that did not end: where they are, why the scheduler says they wait, and how the
+    other members of their gang ended."""
+    if not jobs:
+        return []
+    with topology.client(timeout=60) as client:
+        details = client.get_job_details(jobs, expand_job_spec=True)
+    out = []
+    for job in jobs:
+        d = details.get(job)
+        h = histories.get(job)
+        where = f"{h.queue}/{h.job_set}" if h else "?"
+        gang = d.job_spec.annotations.get(ann.GANG_ID, "") if d else ""
+        siblings = ""
+        if gang:
+            members = [
+                other for other, oh in histories.items()
+                if oh.job_set == (h.job_set if h else "") and other != job]
+            with topology.client(timeout=60) as client:
+                specs = client.get_job_details(members, expand_job_spec=True)
+            siblings = "; gang members: " + ", ".join(
+                f"{m} {histories[m].final} ({histories[m].story()})"
+                for m, md in specs.items() if md.job_spec.annotations.get(ann.GANG_ID) == gang)
+        out.append(f"{job} ({where}{', gang ' + gang if gang else ''}) not terminal "
+                   f"{SETTLE}s after the load stopped; scheduler: "
+                   f"{d.scheduling_reason if d else '?'!r}; "
+                   f"{h.story() if h else '(no events)'}{siblings}")
+    return out
+
+
 def check(topology: Topology, storm: Storm, record: Path, *, expect_all: str | None = None
           ) -> None:
     """Every invariant over everything the storm submitted; one assertion with all the
@@ -341,9 +374,7 @@ def check(topology: Topology, storm: Storm, record: Path, *, expect_all: str | N
         details = job_details(client, jobs)
     violations = [f"{job}: acknowledged at submission, but no events" for job in
                   storm.submitted if job not in histories]
-    violations += [f"{job}: not terminal {SETTLE}s after the load stopped: "
-                   f"{histories[job].story() if job in histories else '(no events)'}"
-                   for job in unsettled]
+    violations += stuck(topology, unsettled, histories)
     violations += event_violations(histories, storm.acked_cancels)
     violations += run_violations(details, histories)
     violations += [f"{name}: {line}" for name, lines in topology.log_lines(CYCLE_FAILED).items()
@@ -452,8 +483,9 @@ def test_an_executor_restarted_under_running_jobs_never_runs_a_job_twice(
     """SIGKILL the local executor while 50 jobs run, start it again (at once, while the server
     still leases it the runs; or once those leases have expired and the jobs wait for another
     run): from the processes' own records, no job is ever running twice at any moment."""
+    # Two nodes: a run whose lease expired is retried away from its node.
     topology = cluster(postgres_server.new_database(), simulated=False,
-                       local_nodes="1x8x8Gi")
+                       local_nodes="2x8x8Gi")
     record = tmp_path / "records.log"
     storm = Storm(topology, record, FULL)  # only its bookkeeping and checks are used
     queue, job_set = QUEUES[0], "restart"
@@ -483,10 +515,32 @@ CLASSES = ("[{name: low, priority: 0, preemptible: true}, "
            "{name: urgent, priority: 100, preemptible: false}]")
 
 
-def wait_states(client: ArmadaClient, jobs: list[str], state: int, count: int,
-                what: str) -> None:
-    wait_until(lambda: Counter(client.get_job_status(jobs).values())[state] >= count, 120,
-               what)
+def stories(client: ArmadaClient, queue: str, job_set: str, topology: Topology) -> str:
+    """A job set's jobs, each with its events (and the preempting job where there is one)."""
+    lines = []
+    for message in client.get_job_set_events(queue, job_set, watch=False):
+        kind = message.message.WhichOneof("events")
+        if kind == "preempted":
+            body = message.message.preempted
+            lines.append(f"  {body.job_id} preempted by {body.preempting_job_id or '?'}: "
+                         f"{body.reason}")
+    lines += [f"  {job} {h.final}: {h.story()}" for job, h in sorted(read_histories(
+        client, [(queue, job_set)]).items())]
+    return f"{queue}/{job_set}:\n" + "\n".join(lines) + "\ncomponents' logs:\n" + \
+        topology.problems()
+
+
+def wait_states(client: ArmadaClient, topology: Topology, queue: str, job_set: str,
+                jobs: list[str], state: int, what: str) -> None:
+    try:
+        wait_until(lambda: Counter(client.get_job_status(jobs).values())[state] == len(jobs),
+                   120, what)
+    except AssertionError as e:
+        with topology.client() as other:
+            reasons = other.get_job_details(jobs)
+        raise AssertionError(f"{e}\n" + "\n".join(
+            f"  {j}: scheduler: {d.scheduling_reason!r}" for j, d in reasons.items())
+            + "\n" + stories(client, queue, job_set, topology)) from None
 
 
 @pytest.mark.postgres
@@ -494,13 +548,13 @@ def test_preemption_never_overcommits_a_node(
         cluster: Callable[..., Topology], tmp_path: Path, postgres_server) -> None:
     """One node of 2 CPUs. Urgency: four low-priority half-CPU jobs fill it and two urgent
     one-CPU jobs take it over. Fair share: one queue fills it, a second queue's jobs take
-    their half. Victims take 2 s to wind down after SIGTERM. From the processes' own records,
+    their share. Victims take 2 s to wind down after SIGTERM. From the processes' own records,
     what the processes alive on the node request never exceeds its 2 CPUs."""
     topology = cluster(postgres_server.new_database(), simulated=False,
                        local_nodes="1x2x4Gi", priority_classes=CLASSES,
                        default_priority_class="low")
     record = tmp_path / "records.log"
-    storm = Storm(topology, record, FULL)
+    sets = [("alpha", "urgency"), ("alpha", "share"), ("beta", "share")]
 
     def victims(n: int, key: str) -> list[submit_pb2.JobSubmitRequestItem]:
         return [job_item(recorded_spec(record, 120, cpu="500m", stop_delay=2,
@@ -508,48 +562,56 @@ def test_preemption_never_overcommits_a_node(
                          client_id=f"{key}-{i}", annotations=in_pool(LOCAL))
                 for i in range(n)]
 
+    def evidence(client: ArmadaClient) -> str:
+        lifetimes, _ = read_records(record)
+        close_open(lifetimes, topology.watch)
+        return ("\ntimeline:\n" + timeline(read_histories(client, sets), lifetimes)
+                + "\ncomponents' logs:\n" + topology.problems())
+
     with topology.client() as client:
-        # Urgency preemption.
-        storm.job_sets.add(("alpha", "urgency"))
+        # Urgency preemption: the urgent jobs are not preemptible, so they run to the end.
         low = client.submit_jobs("alpha", "urgency", victims(4, "low"))
-        wait_states(client, low, submit_pb2.RUNNING, 4, "four low jobs to fill the node")
+        wait_states(client, topology, "alpha", "urgency", low, submit_pb2.RUNNING,
+                    "four low jobs to fill the node")
         urgent = client.submit_jobs("alpha", "urgency", [
             job_item(recorded_spec(record, 2, cpu="1", priority_class="urgent"),
                      client_id=f"urgent-{i}", annotations=in_pool(LOCAL)) for i in range(2)])
         results = client.wait_for_jobs("alpha", "urgency", urgent, timeout=120)
-        assert {r.state_name for r in results.values()} == {"SUCCEEDED"}, results
+        assert {r.state_name for r in results.values()} == {"SUCCEEDED"}, (
+            "urgent jobs did not all succeed" + evidence(client))
         client.cancel_job_set("alpha", "urgency")
-        assert not settle(topology, low + urgent)
+        assert not settle(topology, low + urgent), evidence(client)
 
-        # Fair-share preemption.
-        storm.job_sets.update({("alpha", "share"), ("beta", "share")})
+        # Fair-share preemption: beta's jobs end (they may be preempted in turn).
         first = client.submit_jobs("alpha", "share", victims(4, "share"))
-        wait_states(client, first, submit_pb2.RUNNING, 4, "queue alpha to fill the node")
+        wait_states(client, topology, "alpha", "share", first, submit_pb2.RUNNING,
+                    "queue alpha to fill the node")
         second = client.submit_jobs("beta", "share", [
             job_item(recorded_spec(record, 3, cpu="500m", priority_class="low"),
                      client_id=f"second-{i}", annotations=in_pool(LOCAL)) for i in range(4)])
         results = client.wait_for_jobs("beta", "share", second, timeout=120)
-        assert {r.state_name for r in results.values()} == {"SUCCEEDED"}, results
+        assert "SUCCEEDED" in {r.state_name for r in results.values()}, (
+            "none of queue beta's jobs ran to the end" + evidence(client))
         client.cancel_job_set("alpha", "share")
-        assert not settle(topology, first)
-        histories = read_histories(client, storm.job_sets)
+        assert not settle(topology, first), evidence(client)
+        histories = read_histories(client, sets)
+        report = evidence(client)
 
     # The preemptions really happened (otherwise this proves nothing).
     for jobs, what in ((low, "urgency"), (first, "fair share")):
         preempted = [j for j in jobs if any(
             e.kind == "preempted" or (e.kind == "failed" and "reempt" in e.detail)
             for e in histories[j].events)]
-        assert preempted, f"no {what} preemption: " + "; ".join(
-            histories[j].story() for j in jobs)
+        assert preempted, f"no {what} preemption" + report
 
     lifetimes, anomalies = read_records(record)
     close_open(lifetimes, topology.watch)
     over = []
-    for node, (cpu_m, alive) in sorted(peak_cpu(lifetimes).items()):
+    peaks = peak_cpu(lifetimes)
+    print(f"{len(lifetimes)} processes; peak requests per node (milli-CPU): "
+          f"{ {node: cpu for node, (cpu, _) in peaks.items()} }")
+    for node, (cpu_m, alive) in sorted(peaks.items()):
         if cpu_m > NODE_CPU_M:
             over.append(f"node {node}: {cpu_m}m requested at once by " + ", ".join(
-                f"{life.job_id} ({life.cpu_m}m, {histories[life.job_id].story()})"
-                if life.job_id in histories else f"{life.job_id} ({life.cpu_m}m)"
-                for life in alive))
-    assert not over and not anomalies, "\n".join(over + anomalies) + "\ncomponents' logs:\n" \
-        + topology.problems()
+                f"{life.job_id} run {life.run_id[:8]} ({life.cpu_m}m)" for life in alive))
+    assert not over and not anomalies, "\n".join(over + anomalies) + report

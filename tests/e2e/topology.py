@@ -235,6 +235,7 @@ class Event:
     run_id: str = ""
     retryable: bool = False
     detail: str = ""
+    at: float = 0.0  # the event's creation time (seconds since the epoch)
 
     def __str__(self) -> str:
         text = self.kind
@@ -293,9 +294,27 @@ def read_histories(client: ArmadaClient, job_sets: Iterable[tuple[str, str]]
                     [:60])
             elif kind in ("cancelled", "preempted", "lease_returned"):
                 detail = body.reason[:60]
+            at = body.created.ToNanoseconds() / 1e9 if body.HasField("created") else 0.0
             history.events.append(Event(int(message.id), kind, getattr(body, "run_id", ""),
-                                        retryable, detail))
+                                        retryable, detail, at))
     return histories
+
+
+def timeline(histories: Mapping[str, History], lifetimes: Iterable[Lifetime] = ()
+             ) -> str:
+    """Every event of `histories` and every process start and end, in time order, relative
+    to the first."""
+    rows = [(e.at, f"{h.queue}/{h.job_set} {job[-6:]} {e}")
+            for job, h in histories.items() for e in h.events]
+    for life in lifetimes:
+        rows.append((life.start / 1e9, f"process {life.job_id[-6:]} run {life.run_id[:8]} "
+                                       f"starts on {life.node} ({life.cpu_m}m)"))
+        if life.end is not None:
+            rows.append((life.end / 1e9, f"process {life.job_id[-6:]} run {life.run_id[:8]} "
+                                         f"ends on {life.node} ({life.cpu_m}m)"))
+    rows.sort()
+    first = rows[0][0] if rows else 0.0
+    return "\n".join(f"  {at - first:8.3f} {what}" for at, what in rows)
 
 
 def event_violations(histories: Mapping[str, History], acked_cancels: Iterable[str]
