@@ -145,7 +145,10 @@ def local_address_towards(server: str) -> str:
     likely reach us back. No packet is sent (a UDP socket's connect only picks the route)."""
     try:
         host, port = split_address(server)
-        family, _, _, _, target = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+        # IPv4 first: "localhost" may resolve to ::1 on hosts without IPv6 loopback.
+        found.sort(key=lambda a: a[0] != socket.AF_INET)
+        family, _, _, _, target = found[0]
         with socket.socket(family, socket.SOCK_DGRAM) as s:
             s.connect(target)
             return s.getsockname()[0]

@@ -24,6 +24,8 @@ from armada_server.storage.nodes import NodeInfo
 
 # How long a log read from an executor may take.
 LOGS_TIMEOUT = 30.0
+# Channels kept open to executors (each restart of an executor may bring a new address).
+MAX_CHANNELS = 64
 MAX_LOG_MESSAGE = 64 * 1024 * 1024
 
 
@@ -36,6 +38,9 @@ class ExecutorChannels:
     def stub(self, address: str) -> executor_pb2_grpc.ExecutorControlStub:
         channel = self._channels.get(address)
         if channel is None:
+            if len(self._channels) >= MAX_CHANNELS:  # the oldest: most likely a stale address
+                oldest = self._channels.pop(next(iter(self._channels)))
+                asyncio.get_running_loop().create_task(oldest.close())
             channel = self._channels[address] = grpc.aio.insecure_channel(
                 address, options=[("grpc.max_receive_message_length", MAX_LOG_MESSAGE)])
         return executor_pb2_grpc.ExecutorControlStub(channel)
