@@ -312,7 +312,7 @@ def timeline(histories: Mapping[str, History], lifetimes: Iterable[Lifetime] = (
         if life.end is not None:
             rows.append((life.end / 1e9, f"process {life.job_id[-6:]} run {life.run_id[:8]} "
                                          f"ends on {life.node} ({life.cpu_m}m)"))
-    rows.sort()
+    rows.sort(key=lambda row: row[0])  # stable: a job set's events stay in order
     first = rows[0][0] if rows else 0.0
     return "\n".join(f"  {at - first:8.3f} {what}" for at, what in rows)
 
