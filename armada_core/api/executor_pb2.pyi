@@ -214,11 +214,13 @@ class StopRun(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., reason: _Optional[str] = ..., preempt: _Optional[bool] = ...) -> None: ...
 
 class SyncResponse(_message.Message):
-    __slots__ = ("leases", "stop", "sync_interval_seconds")
+    __slots__ = ("leases", "stop", "sync_interval_seconds", "lease_timeout_seconds")
     LEASES_FIELD_NUMBER: _ClassVar[int]
     STOP_FIELD_NUMBER: _ClassVar[int]
     SYNC_INTERVAL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     leases: _containers.RepeatedCompositeFieldContainer[Lease]
     stop: _containers.RepeatedCompositeFieldContainer[StopRun]
     sync_interval_seconds: float
-    def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., stop: _Optional[_Iterable[_Union[StopRun, _Mapping]]] = ..., sync_interval_seconds: _Optional[float] = ...) -> None: ...
+    lease_timeout_seconds: float
+    def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., stop: _Optional[_Iterable[_Union[StopRun, _Mapping]]] = ..., sync_interval_seconds: _Optional[float] = ..., lease_timeout_seconds: _Optional[float] = ...) -> None: ...

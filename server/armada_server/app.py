@@ -142,7 +142,7 @@ class ArmadaServer:
         if kind == "local":
             root = Path(self.config.sandbox_dir) if self.config.sandbox_dir else (
                 default_data_dir() / "pods")
-            backend = LocalBackend(nodes, root)
+            backend = LocalBackend(nodes, root, owner=self.config.executor_id)
         else:
             backend = SimulatedBackend(nodes)
         self._channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") if not (
@@ -160,6 +160,8 @@ class ArmadaServer:
         loop = asyncio.get_running_loop()
         agent = self.agent
         self.scheduler.on_leased = lambda: loop.call_soon_threadsafe(agent.wake)
+        if isinstance(backend, LocalBackend):
+            await backend.open(self.agent.report)  # adopt its pods before the first sync
         self._tasks.append(asyncio.create_task(self.agent.run()))
 
     async def start(self) -> None:

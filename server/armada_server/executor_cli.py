@@ -113,7 +113,8 @@ async def _run(args: argparse.Namespace) -> None:
         raise ConfigError(f"--nodes is required for a {args.kind} executor")
     elif args.kind == "local":
         nodes = virtual_nodes([parse_nodes(n) for n in args.nodes], args.id)
-        backend = LocalBackend(nodes, args.sandbox_dir or Path.cwd() / "armada-pods")
+        backend = LocalBackend(nodes, args.sandbox_dir or Path.cwd() / "armada-pods",
+                               owner=args.id)
     else:
         backend = SimulatedBackend(virtual_nodes([parse_nodes(n) for n in args.nodes],
                                                  args.id))
@@ -135,7 +136,7 @@ async def _run(args: argparse.Namespace) -> None:
         raise ConfigError(f"cannot serve logs on {listen}: {e}") from None
     agent = ExecutorAgent(channels, args.id, args.pool, backend, interval=args.interval,
                           metadata=metadata, control=control, sync_timeout=args.sync_timeout)
-    if args.kind == "kubernetes":
+    if args.kind in ("kubernetes", "local"):
         await backend.open(agent.report)  # adopt its pods before the first sync
     print(f"armada-executor {args.id} ({args.kind}, {len(backend.nodes())} nodes) serving "
           f"logs on {control.address}, syncing with {', '.join(servers)}", flush=True)

@@ -115,6 +115,7 @@ class ExecutorAgent:
         capabilities = getattr(self.backend, "capabilities", None)
         if capabilities is not None:  # what it cannot honour: the server refuses such jobs
             request.capabilities.CopyFrom(capabilities())
+        sent = asyncio.get_running_loop().time()
         try:
             response = await self.stub.Sync(request, metadata=self.metadata,
                                             timeout=self.sync_timeout)
@@ -139,6 +140,9 @@ class ExecutorAgent:
             except Exception:
                 log.exception("executor %s could not stop run %s", self.executor_id,
                               stop.run_id)
+        synced = getattr(self.backend, "synced", None)
+        if synced is not None:  # e.g. the local executor renews its pods' heartbeat (fencing)
+            synced(response.lease_timeout_seconds, asyncio.get_running_loop().time() - sent)
         if response.sync_interval_seconds > 0:
             self.interval = response.sync_interval_seconds
         if self._updates or len(response.leases) >= LARGE_LEASE_BATCH:

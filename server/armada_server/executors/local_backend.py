@@ -7,9 +7,10 @@ outcomes of those that ended meanwhile, and then follows the ones the server sti
 it; the server answers the others with a stop, and they are killed.
 
 Fencing: after every successful sync the executor writes a heartbeat file with a deadline of
-half the server's lease timeout after the sync was sent. A pod's shim kills the pod once the
-deadline has passed, so that when the executor stays away (dead, or cut off from the server),
-its pods are gone before the server can expire their leases and run the jobs elsewhere.
+three quarters of the server's lease timeout after the sync was sent. A pod's shim kills the
+pod once the deadline has passed, so that when the executor stays away (dead, or cut off from
+the server), its pods are gone before the server can expire their leases and run the jobs
+elsewhere.
 
 The room rule (room.py): a lease waits, reported pending, until its node has room for it next
 to the pods still running or terminating there.
@@ -40,8 +41,10 @@ from armada_server.executors.room import Room, lease_requests
 
 log = logging.getLogger("armada_server.executor.local")
 
-# Pods kill themselves when the executor has not synced for this share of the lease timeout.
-FENCE_FRACTION = 0.5
+# Pods kill themselves when the executor has not synced for this share of the lease timeout:
+# well before the server can expire the lease (the kill takes a tenth of a second), late
+# enough that a busy executor whose syncs take a second does not kill healthy pods.
+FENCE_FRACTION = 0.75
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -212,5 +215,8 @@ class LocalBackend:
         return self.runner.read_logs(pod_name, run_id, container, since=since, tail=tail)
 
     async def close(self) -> None:
+        for run in list(self._waiting):  # nothing starts any more
+            self._room.withdraw(run)
+        self._waiting.clear()
         await self.runner.shutdown()
 

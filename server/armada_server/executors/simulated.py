@@ -4,6 +4,10 @@ For tests, demos and whole-system benchmarks. A run lasts the seconds given in t
 `armadaproject.io/simulatedDuration` (default: the executor's `default_duration`), then
 succeeds, or fails as `armadaproject.io/simulatedFailure` says: `exit:<code>` or a condition
 (`OOMKilled`, `Evicted`, `DeadlineExceeded`).
+
+It keeps nothing across restarts: a restarted simulated executor holds no runs, so the server
+fails the runs it had as `pod_missing` and retries them. Like every executor it never starts a
+run on a node without room for it (room.py): such a lease waits, reported pending.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from armada_core.api import executor_pb2
 from armada_core.jobs.annotations import PREFIX
 from armada_server.executors.agent import Report, update
 from armada_server.executors.capabilities import full_capabilities
+from armada_server.executors.room import Room, lease_requests
 
 DURATION = PREFIX + "simulatedDuration"
 FAILURE = PREFIX + "simulatedFailure"
@@ -40,6 +45,8 @@ class SimulatedBackend:
         self.default_duration = default_duration
         self._runs: dict[str, asyncio.Task] = {}
         self._reports: dict[str, tuple[str, Report]] = {}
+        self._waiting: dict[str, tuple[executor_pb2.Lease, Report]] = {}
+        self._room = Room(self._nodes)
 
     def nodes(self) -> Sequence[executor_pb2.Node]:
         return self._nodes
@@ -49,12 +56,23 @@ class SimulatedBackend:
         return full_capabilities()
 
     def held(self) -> set[str]:
-        return set(self._runs)
+        return set(self._runs) | set(self._waiting)
 
     def start(self, lease: executor_pb2.Lease, report: Report) -> None:
-        self._reports[lease.run_id] = (lease.job.id, report)
-        self._runs[lease.run_id] = asyncio.get_running_loop().create_task(
-            self._run(lease, report))
+        run = lease.run_id
+        if run in self._runs or run in self._waiting:
+            return
+        loop = asyncio.get_running_loop()
+
+        def go() -> None:
+            self._waiting.pop(run, None)
+            self._reports[run] = (lease.job.id, report)
+            self._runs[run] = loop.create_task(self._run(lease, report))
+
+        self._waiting[run] = (lease, report)
+        if not self._room.offer(run, lease.node, lease_requests(lease), go):
+            report(update(run, lease.job.id,
+                          pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run)))
 
     async def _run(self, lease: executor_pb2.Lease, report: Report) -> None:
         job = lease.job
@@ -66,8 +84,10 @@ class SimulatedBackend:
         except asyncio.CancelledError:
             self._runs.pop(lease.run_id, None)
             report(update(lease.run_id, job.id, stopped=executor_pb2.RunUpdate.Stopped()))
+            self._room.release(lease.run_id)
             raise
         self._runs.pop(lease.run_id, None)
+        self._room.release(lease.run_id)
         failure = job.annotations.get(FAILURE)
         if failure:
             container = job.pod_specs[0].containers[0].name if job.pod_specs else "main"
@@ -76,11 +96,18 @@ class SimulatedBackend:
             report(update(lease.run_id, job.id, succeeded=executor_pb2.RunUpdate.Succeeded()))
 
     def stop(self, run_id: str, *, preempt: bool) -> None:
+        if self._room.withdraw(run_id):
+            lease, report = self._waiting.pop(run_id)
+            report(update(run_id, lease.job.id, stopped=executor_pb2.RunUpdate.Stopped()))
+            return
         task = self._runs.get(run_id)
         if task is not None:
             task.cancel()
 
     async def close(self) -> None:
+        for run in list(self._waiting):  # nothing starts any more
+            self._room.withdraw(run)
+        self._waiting.clear()
         tasks = list(self._runs.values())
         for task in tasks:
             task.cancel()

@@ -32,6 +32,7 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
         nodes = encode_nodes(request.nodes)
         response = await self.ctx.run(self.ctx.store.executor_sync, request, nodes=nodes)
         response.sync_interval_seconds = self.ctx.config.executor_sync_interval
+        response.lease_timeout_seconds = self.ctx.config.lease_timeout
         control = (request.control_address, request.control_token)
         if self._controls.get(request.executor_id) != control:
             await self.ctx.run(self.ctx.store.record_executor_control, request.executor_id,

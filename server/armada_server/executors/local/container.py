@@ -111,13 +111,10 @@ class ContainerProcess:
                 "heartbeat": str(self._heartbeat) if self._heartbeat else ""}
         spec_path = _suffixed(self._state, ".spec.json")
         try:
-            spec_path.write_text(json.dumps(spec))
-            with open(_suffixed(self._state, ".shim.log"), "ab") as errors:
-                self._shim = subprocess.Popen(
-                    [sys.executable, "-I", "-S", str(SHIM), str(spec_path)],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-                    start_new_session=True, close_fds=True,
-                    env={"ARMADA_SHIM": str(self._state)})
+            # Off the event loop: forking takes milliseconds, and a hundred pods starting at
+            # once must not hold up the executor's syncs (its pods fence themselves when
+            # syncs stop).
+            self._shim = await self._loop.run_in_executor(None, self._spawn, spec, spec_path)
         except OSError as e:
             return self._failed_to_start(f"cannot start the container's supervisor: {e}")
         self._shim_pid = self._shim.pid
@@ -137,6 +134,14 @@ class ContainerProcess:
             return self._failed_to_start(rest)
         return self._failed_to_start(f"the container's supervisor failed (see "
                                      f"{_suffixed(self._state, '.shim.log')})")
+
+    def _spawn(self, spec: dict[str, object], spec_path: Path) -> subprocess.Popen[bytes]:
+        spec_path.write_text(json.dumps(spec))
+        with open(_suffixed(self._state, ".shim.log"), "ab") as errors:
+            return subprocess.Popen(
+                [sys.executable, "-I", "-S", str(SHIM), str(spec_path)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
+                start_new_session=True, close_fds=True, env={"ARMADA_SHIM": str(self._state)})
 
     async def adopt(self) -> str:
         """Take over a container a shim already supervises (the executor restarted).
