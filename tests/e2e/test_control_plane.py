@@ -331,7 +331,8 @@ def settle(topology: Topology, job_ids: list[str], timeout: float = SETTLE) -> l
     return left
 
 
-def stuck(topology: Topology, jobs: list[str], histories: dict[str, History]) -> list[str]:
+def stuck(topology: Topology, jobs: list[str], histories: dict[str, History],
+          waited: float = SETTLE) -> list[str]:
     """Jobs that did not end: where they are, why the scheduler says they wait, and how the
     other members of their gang ended."""
     if not jobs:
@@ -355,7 +356,7 @@ def stuck(topology: Topology, jobs: list[str], histories: dict[str, History]) ->
                 f"{m} {histories[m].final} ({histories[m].story()})"
                 for m, md in specs.items() if md.job_spec.annotations.get(ann.GANG_ID) == gang)
         out.append(f"{job} ({where}{', gang ' + gang if gang else ''}) not terminal "
-                   f"{SETTLE}s after the load stopped; scheduler: "
+                   f"{waited:g}s after the load stopped; scheduler: "
                    f"{d.scheduling_reason if d else '?'!r}; "
                    f"{h.story() if h else '(no events)'}{siblings}")
     return out
@@ -615,3 +616,21 @@ def test_preemption_never_overcommits_a_node(
             over.append(f"node {node}: {cpu_m}m requested at once by " + ", ".join(
                 f"{life.job_id} run {life.run_id[:8]} ({life.cpu_m}m)" for life in alive))
     assert not over and not anomalies, "\n".join(over + anomalies) + report
+
+
+# --- a gang cut short while it waits -------------------------------------------------------
+
+def test_cancelling_one_member_of_a_waiting_gang_still_ends_the_others(
+        cluster: Callable[..., Topology], tmp_path: Path, database_url: str) -> None:
+    """A gang waits (its pool has no executor yet); one member is cancelled. The others can
+    never be placed whole: they must still end, in a terminal state, once the pool exists."""
+    topology = cluster(database_url, simulated=False)
+    spec, annotations = simulated_spec(0.5)
+    with topology.client() as client:
+        gang = client.submit_jobs("alpha", "gang", gang_items(
+            spec, replicas=3, client_id="cut", annotations=in_pool("later", annotations)))
+        assert client.cancel_jobs("alpha", "gang", gang[:1]) == gang[:1]
+        topology.add_executor("e-later", "simulated", "later", "1x4x16Gi")
+        unsettled = settle(topology, gang, timeout=30)
+        histories = read_histories(client, [("alpha", "gang")])
+    assert not unsettled, "\n".join(stuck(topology, unsettled, histories, 30))
