@@ -25,6 +25,7 @@ from armada_core.api import (
     submit_pb2_grpc,
 )
 from armada_core.jobs import JobState, lifecycle
+from armada_core.jobs import annotations as ann
 from armada_server.app import EmbeddedServer
 from armada_server.config import ServerConfig
 from armada_server.scheduling.loop import _seen
@@ -255,3 +256,26 @@ def test_a_cancelled_run_holds_its_node_until_its_executor_lets_it_go(
     ex.held.pop(lease.run_id)
     ex.wait_leases(1)
     assert ex.lease_of(second).job.id == second
+
+
+# --- gangs cut short while they wait -------------------------------------------------------
+
+def test_cancelling_a_member_of_a_waiting_gang_fails_the_rest(api: Stubs, queue: str) -> None:
+    gang = {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "3"}
+    members = submit(api, *[item(annotations=gang) for _ in range(3)])
+    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s",
+                                                      job_ids=members[:1]))
+    for job_id in members[1:]:
+        wait_state(api, job_id, submit_pb2.FAILED)
+        [reason] = failure_reasons(api, job_id)
+        assert f"gang member {members[0]} was cancelled" in reason
+
+
+def test_an_elastic_gang_that_loses_a_member_runs_with_the_rest(api: Stubs, queue: str) -> None:
+    gang = {ann.GANG_ID: "e", ann.GANG_CARDINALITY: "3", ann.GANG_MINIMUM_CARDINALITY: "2"}
+    members = submit(api, *[item(annotations=gang) for _ in range(3)])
+    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s",
+                                                      job_ids=members[:1]))
+    ex = Executor(api.channel)  # the gang waited for an executor
+    leases = ex.wait_leases(2)
+    assert {lease.job.id for lease in leases} == set(members[1:])

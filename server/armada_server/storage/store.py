@@ -27,10 +27,10 @@ from armada_core.jobs import (
     lifecycle,
     new_job_id,
 )
-from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
+from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
 from armada_core.retry import RetrySettings
 from armada_server.errors import AlreadyExists, InvalidArgument, NotFound
-from armada_server.retries import Retries
+from armada_server.retries import Retries, start_gang_generation
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import fetch, insert_rows
 from armada_server.storage.database import WRITE
@@ -328,8 +328,36 @@ class Store(NodeOps, LeaseOps):
                                                       now=now)
                 after, ev2 = lifecycle.cancel(after, requestor=requestor, reason=reason, now=now)
                 changes.append((job, after, ev1 + ev2))
-            self._save_many(conn, touched, changes)
+            cut = self._cut_gangs(conn, changes, now)
+            self._save_many(conn, touched, changes + cut)
         return [after.id for _, after, _ in changes]
+
+    def _cut_gangs(self, conn: Connection, cancelled: Sequence[tuple[Job, Job, list]],
+                   now: datetime) -> list[tuple[Job, Job, list]]:
+        """Gangs that wait to be placed and lost members to a cancel: the members left are
+        a smaller generation when they still reach the gang's minimum cardinality (an
+        elastic gang), and fail otherwise, since the gang can never be placed whole (they
+        would wait for ever). Gangs already running are left as they are."""
+        gone = {after.id for _, after, _ in cancelled}
+        gangs = {(after.queue, g.id): (g, after.id) for before, after, _ in cancelled
+                 if before.state == JobState.QUEUED and (g := after.gang) is not None
+                 and g.cardinality > 1}
+        out: list[tuple[Job, Job, list]] = []
+        for (queue, gang_id), (gang, member) in sorted(gangs.items()):
+            left = [j for j in self._load_jobs(conn, and_(
+                t.jobs.c.queue == queue, t.jobs.c.gang_id == gang_id))
+                if j.id not in gone and not j.terminal]
+            if not left or any(j.state != JobState.QUEUED for j in left):
+                continue
+            if len(left) >= gang.minimum_cardinality:
+                start_gang_generation(conn, [j.id for j in left])
+                continue
+            failure = Failure(reason=f"gang member {member} was cancelled: the gang can no "
+                                     f"longer be placed whole ({len(left)} of its "
+                                     f"{gang.minimum_cardinality} members left)",
+                              category="user", subcategory="gang_member_cancelled")
+            out += [(j, *lifecycle.fail(j, failure, retry=False, now=now)) for j in left]
+        return out
 
     def cancel_on_queue(self, queue: str, *, priority_classes: Sequence[str],
                         states: Sequence[JobState], requestor: str) -> list[str]:
