@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -150,6 +150,29 @@ def _avoided(job: QueuedJob, classes: tuple[tuple[str, ...], ...]) -> tuple[str,
     return found
 
 
+def _avoidable(nodes: Sequence[s.Node]) -> Callable[[QueuedJob], str | None]:
+    """A retry avoids the node its last run failed on, unless that node is the only one the
+    job could run on (a pool of one node): the job would otherwise wait for ever."""
+    counts: dict[str, int] = {}
+    pools: dict[str, str] = {}
+    for n in nodes:
+        if not n.cordoned:
+            pool = n.labels.get(ann.POOL, "")
+            counts[pool] = counts.get(pool, 0) + 1
+            pools[n.id] = pool
+    total = sum(counts.values())
+
+    def avoided(j: QueuedJob) -> str | None:
+        node = j.avoid_node
+        pool = j.spec.annotations.get(ann.POOL)
+        candidates = counts.get(pool, 0) if pool else total
+        if node in pools and (not pool or pools[node] == pool):
+            candidates -= 1
+        return node if candidates > 0 else None
+
+    return avoided
+
+
 def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]
           ) -> dict[str, s.Resources]:
     """What runs on their way out still hold, per node id."""
@@ -230,8 +253,10 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
                              for t in n.taints)))
     running = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
                    started_at=j.started_at) for j in state.running if j.node in placements]
+    avoidable = _avoidable(nodes)
     queued = [job(j, priority=j.priority, submitted_at=j.submitted_at,
-                  avoid_node=j.avoid_node, gang_cardinality=j.gang_cardinality)
+                  avoid_node=j.avoid_node and avoidable(j),
+                  gang_cardinality=j.gang_cardinality)
               for j in state.queued]
     jobs = [j for j in running if j is not None] + _honoured(
         [(source, view) for source, view in zip(state.queued, queued, strict=True)

@@ -1,5 +1,5 @@
-"""In a pool whose executors honour different pod-spec fields, jobs are placed only where
-their specs can be honoured."""
+"""From stored state to the scheduler's snapshot: placement by executor capabilities, and
+node avoidance of retries that cannot strand a job."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def node(name: str) -> executor_pb2.Node:
     return executor_pb2.Node(name=name, allocatable={"cpu": "4", "memory": "8Gi"})
 
 
-def queued(job_id: str, *, volume: bool = False, zone: str | None = None) -> QueuedJob:
+def queued(job_id: str, *, volume: bool = False, zone: str | None = None,
+           avoid: str | None = None, pool: str | None = None) -> QueuedJob:
     pod = core_v1_pb2.PodSpec(priorityClassName="default", containers=[
         core_v1_pb2.Container(name="main", image="busybox")])
     if volume:
@@ -32,17 +33,18 @@ def queued(job_id: str, *, volume: bool = False, zone: str | None = None) -> Que
             .nodeSelectorTerms.add().matchExpressions.add(key="zone", operator="In",
                                                           values=[zone])
     spec = submit_pb2.Job(id=job_id, queue="q", job_set_id="s", pod_specs=[pod])
+    if pool:
+        spec.annotations["armadaproject.io/pool"] = pool
     spec.scheduling_resource_requirements.requests["cpu"].string = "1"
     return QueuedJob(id=job_id, queue="q", priority=0, submitted_at=NOW,
-                     raw=spec.SerializeToString(), avoid_node=None)
+                     raw=spec.SerializeToString(), avoid_node=avoid)
 
 
 def placements(executors: list[ExecutorNodes], jobs: list[QueuedJob]) -> dict[str, str]:
     state = SchedulingState(queues=[submit_pb2.Queue(name="q", priority_factor=1)],
                             executors=executors, queued=jobs, running=[])
-    snapshot, where = build_snapshot(state, CLASSES, NOW)
-    result = s.schedule(snapshot)
-    return {job: where[nid].executor for job, nid in result.scheduled.items()}
+    snapshot, _ = build_snapshot(state, CLASSES, NOW)
+    return dict(s.schedule(snapshot).scheduled)
 
 
 LOCAL = ("volumes", "containers.livenessProbe")
@@ -61,7 +63,8 @@ def test_a_job_goes_only_where_its_spec_is_honoured(job: QueuedJob, allowed: set
             for n in e.nodes:
                 n.labels["zone"] = "a"
         executors.sort(key=lambda e: e.id != first)
-        assert placements(executors, [job]).get(job.id) in allowed
+        placed = placements(executors, [job]).get(job.id)
+        assert placed is not None and placed.split("/")[0] in allowed
 
 
 def test_one_kind_of_executor_leaves_snapshots_as_they_were() -> None:
@@ -79,7 +82,22 @@ def test_jobs_an_executor_cannot_honour_wait_rather_than_run_there() -> None:
                  ExecutorNodes("k8s", "default", [node("k1")], ())]
     jobs = [queued(f"v{i}", volume=True) for i in range(6)] + [queued("p")]
     placed = placements(executors, jobs)
+    placed = {job: nid.split("/")[0] for job, nid in placed.items()}
     volume_jobs = {job: where for job, where in placed.items() if job != "p"}
     assert set(volume_jobs.values()) == {"k8s"}  # none spills over to the local executor
     assert len(volume_jobs) + (placed.get("p") == "k8s") == 4  # k1 is full; l1 takes none
     assert "p" in placed
+
+
+@pytest.mark.parametrize(("nodes", "avoid", "pool", "expected"), [
+    ({"default": ["n1", "n2"]}, "e-default/n1", None, "e-default/n2"),
+    ({"default": ["n1", "n2"]}, "e-default/n2", None, "e-default/n1"),
+    ({"default": ["n1"]}, "e-default/n1", None, "e-default/n1"),  # the only node: not avoided
+    ({"default": ["n1"], "gpu": ["g1"]}, "e-gpu/g1", "gpu", "e-gpu/g1"),  # its pool's only one
+    ({"default": ["n1"], "gpu": ["g1"]}, "e-default/n1", None, "e-gpu/g1"),
+])
+def test_a_retry_avoids_its_node_unless_it_is_the_only_one(nodes, avoid, pool,
+                                                           expected) -> None:
+    executors = [ExecutorNodes(f"e-{p}", p, [node(n) for n in names])
+                 for p, names in nodes.items()]
+    assert placements(executors, [queued("j", avoid=avoid, pool=pool)]) == {"j": expected}
