@@ -148,7 +148,7 @@ def rewrite_spec(server: EmbeddedServer, job_id: str,
     accepted it."""
     store = server.server.store
     assert store is not None
-    with store.engine.begin() as conn:
+    with store._write() as (conn, _):  # the store's writer: queued behind the server's own
         raw = conn.execute(select(t.jobs.c.spec).where(t.jobs.c.id == job_id)).scalar_one()
         spec = submit_pb2.Job.FromString(raw)
         change(spec)

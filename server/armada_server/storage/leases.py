@@ -163,8 +163,8 @@ class RunningJob(_LazySpec):
 
 @dataclass(frozen=True)
 class TerminatingRun(_LazySpec):
-    """A run on its way out (preemption requested, or stopped by the server and not yet
-    confirmed ended): its node's capacity is not free yet."""
+    """A run the server ended (cancelled, restarted with its gang, expired) whose end its
+    executor has not confirmed: its node's capacity is not free yet."""
 
     id: str  # the job's id
     raw: bytes
@@ -724,10 +724,11 @@ class LeaseOps:
                     .where(t.jobs.c.state.in_([int(JobState.LEASED), int(JobState.PENDING),
                                                int(JobState.RUNNING)]))
                     .order_by(t.jobs.c.id)):
-                if leaving:  # being preempted: it holds its node until it has stopped
-                    stopping = new(TerminatingRun)
-                    stopping.__dict__.update(id=job_id, raw=spec, node=f"{cluster}/{node}")
-                    terminating.append(stopping)
+                if leaving:
+                    # Being preempted: the cycle that preempted it gave its room to the job
+                    # placed instead (counted as that job's), and executors start that job
+                    # only once this one has stopped. Counted here too, the node would look
+                    # overcommitted and the next cycle would preempt another job.
                     continue
                 job = new(RunningJob)
                 job.__dict__.update(id=job_id, queue=queue, priority=priority,
