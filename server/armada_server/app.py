@@ -35,7 +35,7 @@ from armada_server.auth import (
     Authorizer,
     StaticToken,
 )
-from armada_server.config import NodeGroup, ServerConfig
+from armada_server.config import ConfigError, NodeGroup, ServerConfig, reload_scheduling
 from armada_server.decoding import DecodingInterceptor
 from armada_server.eventhub import EventHub
 from armada_server.executors.agent import Backend, ExecutorAgent
@@ -95,8 +95,13 @@ GRPC_OPTIONS = [
 class ArmadaServer:
     """One server process: call `start()` inside a running event loop, `stop()` to finish."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, config_file: Path | None = None) -> None:
         self.config = config
+        # The file `config` was read from: its `scheduling:` block is reloaded when it
+        # changes (checked every config_reload_interval seconds) or on `reload_config()`.
+        self.config_file = config_file
+        self._config_text: bytes | None = None
+        self.config_error: str | None = None  # why the file's last version was refused
         self.database_url = config.database_url or default_database_url()
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
@@ -132,6 +137,49 @@ class ArmadaServer:
                 self._executor_token, INTERNAL_EXECUTOR_USER)),
                 admins=(*auth.admins, INTERNAL_EXECUTOR_USER))
         return auth
+
+    def reload_config(self) -> bool:
+        """Apply the config file's `scheduling:` block to the next cycle.
+
+        An invalid file is logged with the error naming the key and the running
+        configuration stays. Other settings take effect only after a restart."""
+        if self.config_file is None:
+            log.warning("no config file was given (--config): nothing to reload")
+            return False
+        try:
+            self._config_text = self.config_file.read_bytes()
+            settings = reload_scheduling(self.config_file, self.config)
+        except (OSError, ConfigError) as e:
+            self.config_error = str(e)
+            log.error("configuration not reloaded, keeping the running one: %s", e)
+            return False
+        self.config_error = None
+        if settings == self.config.scheduling:
+            return True
+        self.config = replace(self.config, scheduling=settings)
+        if self.scheduler is not None:
+            self.scheduler.config = replace(self.scheduler.config, scheduling=settings)
+            self.scheduler.poke()
+        log.info("scheduling configuration reloaded from %s: %s", self.config_file, settings)
+        return True
+
+    async def _watch_config(self, interval: float) -> None:
+        """Reload the file whenever its content changes."""
+        assert self.config_file is not None
+        with contextlib.suppress(OSError):
+            self._config_text = self.config_file.read_bytes()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                text = self.config_file.read_bytes()
+            except OSError as e:
+                text = None
+                if self.config_error is None:
+                    self.config_error = str(e)
+                    log.error("cannot read %s, keeping the running configuration: %s",
+                              self.config_file, e)
+            if text is not None and text != self._config_text:
+                self.reload_config()
 
     async def _start_executor(self) -> None:
         kind = self.config.executor
@@ -210,6 +258,9 @@ class ArmadaServer:
         await server.start()
         self._server = server
         self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
+        if self.config_file is not None and self.config.config_reload_interval:
+            self._tasks.append(asyncio.create_task(
+                self._watch_config(self.config.config_reload_interval)))
         await self._start_executor()
         if self.config.http_port is not None:
             self.http = WebServer(ctx, self.executor_channels, auth)
@@ -253,10 +304,11 @@ class EmbeddedServer:
             client = ArmadaClient(server.address)
     """
 
-    def __init__(self, config: ServerConfig | None = None, **overrides: Any) -> None:
+    def __init__(self, config: ServerConfig | None = None, *, config_file: Path | None = None,
+                 **overrides: Any) -> None:
         base = config or ServerConfig(port=0, http_port=0, executor="none")
         self.config = replace(base, **overrides).validate()
-        self.server = ArmadaServer(self.config)
+        self.server = ArmadaServer(self.config, config_file)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="armada-server",
                                         daemon=True)

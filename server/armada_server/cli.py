@@ -56,8 +56,8 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         scheduling_period=args.scheduling_period, sandbox_dir=args.sandbox_dir)
 
 
-async def _serve(config: ServerConfig) -> None:
-    server = ArmadaServer(config)
+async def _serve(config: ServerConfig, config_file: Path | None = None) -> None:
+    server = ArmadaServer(config, config_file)
     await server.start()
     print(f"armada-server {__version__} listening on {server.address} "
           f"(database {server.database_url})", flush=True)
@@ -68,6 +68,8 @@ async def _serve(config: ServerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # SIGHUP reloads the config file's scheduling block (and never stops the server).
+    loop.add_signal_handler(signal.SIGHUP, server.reload_config)
     await stop.wait()
     print("armada-server shutting down", file=sys.stderr, flush=True)
     await server.stop(grace=5.0)
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"armada-server: {e}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_serve(config))
+        asyncio.run(_serve(config, args.config))
     except OSError as e:
         print(f"armada-server: {e}", file=sys.stderr)
         return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -12,7 +13,7 @@ import yaml
 
 from armada_core.jobs import SubmissionConfig
 from armada_core.retry import RetryConfigError, RetrySettings, settings_from_mapping
-from armada_core.scheduling.model import parse_quantity
+from armada_core.scheduling.model import SchedulingConfig, parse_quantity
 from armada_server.auth import AuthConfig
 
 EXECUTORS = ("local", "simulated", "kubernetes", "none")
@@ -54,6 +55,129 @@ class NodeGroup:
                    tuple(TaintConfig(**t) for t in data.get("taints", ())))
 
 
+def _number(key: str, value: object, *, low: float = 0.0, high: float | None = None,
+            low_open: bool = False) -> float:
+    """A finite number in range, or a ConfigError naming `key` and the value given."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
+            value):
+        raise ConfigError(f"{key}: must be a number, got {value!r}")
+    if high is not None and not low <= value <= high:
+        raise ConfigError(f"{key}: must be between {low:g} and {high:g}, got {value!r}")
+    if value < low or (low_open and value == low):
+        raise ConfigError(f"{key}: must be {'above' if low_open else 'at least'} {low:g}, "
+                          f"got {value!r}")
+    return float(value)
+
+
+def _fractions(key: str, value: object, *, high: float | None = 1.0) -> dict[str, float]:
+    """`{resource: number}`, each in range."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: must be a mapping of resource names to numbers, "
+                          f"got {value!r}")
+    out = {}
+    for name, number in value.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{key}: resource names must be non-empty strings, got {name!r}")
+        out[name] = _number(f"{key}.{name}", number, high=high)
+    return out
+
+
+@dataclass(frozen=True)
+class SchedulingSettings:
+    """The scheduler's options (`armada_core.scheduling.SchedulingConfig`, plus per-class caps).
+
+    This is the part of the configuration that the server reloads while it runs: each cycle
+    reads it afresh."""
+
+    #: Queues at or below this fraction of their fair share keep their running jobs;
+    #: None: every queue's preemptible jobs are evicted and re-placed each cycle.
+    protected_fraction: float | None = 1.0
+    #: Newly leased jobs per cycle (re-placed evicted jobs are exempt); None: no cap.
+    max_jobs_per_cycle: int | None = None
+    #: Per resource, the fraction of the cluster that new jobs may take in one cycle.
+    max_fraction_per_cycle: Mapping[str, float] = field(default_factory=dict)
+    #: Per priority class, per resource: the fraction of the cluster each queue may hold
+    #: with jobs of that class.
+    max_fraction_per_queue: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: Fair-share cost multiplier per resource (default 1).
+    resource_multipliers: Mapping[str, float] = field(default_factory=dict)
+    #: Seconds; queues carry their past usage, halved every this many seconds. None: off.
+    usage_half_life: float | None = None
+    #: Resource order for best fit (and fairness dimensions); None: cpu, memory,
+    #: nvidia.com/gpu, ephemeral-storage, then the others by name.
+    resource_names: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_mapping(cls, data: object, key: str = "scheduling") -> SchedulingSettings:
+        """Parse and check the `scheduling:` block; errors name the offending key."""
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{key}: must be a mapping, got {data!r}")
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            attr = str(name).replace("-", "_")
+            if attr not in known:
+                raise ConfigError(f"{key}.{name}: unknown setting (known: "
+                                  f"{', '.join(sorted(known))})")
+            values[attr] = value
+        names = values.get("resource_names")
+        if names is not None:
+            if not isinstance(names, list | tuple):
+                raise ConfigError(f"{key}.resource_names: must be a list of resource names, "
+                                  f"got {names!r}")
+            values["resource_names"] = tuple(names)
+        return cls(**values).check(key)
+
+    def check(self, key: str = "scheduling") -> SchedulingSettings:
+        """Every value in range (a ConfigError naming the key otherwise); returns self."""
+        if self.protected_fraction is not None:
+            _number(f"{key}.protected_fraction", self.protected_fraction)
+        if self.max_jobs_per_cycle is not None and (
+                isinstance(self.max_jobs_per_cycle, bool)
+                or not isinstance(self.max_jobs_per_cycle, int)
+                or self.max_jobs_per_cycle < 0):
+            raise ConfigError(f"{key}.max_jobs_per_cycle: must be a whole number at least 0, "
+                              f"got {self.max_jobs_per_cycle!r}")
+        _fractions(f"{key}.max_fraction_per_cycle", self.max_fraction_per_cycle)
+        _fractions(f"{key}.resource_multipliers", self.resource_multipliers, high=None)
+        caps = self.max_fraction_per_queue
+        if not isinstance(caps, Mapping):
+            raise ConfigError(f"{key}.max_fraction_per_queue: must map priority classes to "
+                              f"{{resource: fraction}}, got {caps!r}")
+        for name, limits in caps.items():
+            _fractions(f"{key}.max_fraction_per_queue.{name}", limits)
+        if self.usage_half_life is not None:
+            _number(f"{key}.usage_half_life", self.usage_half_life, low_open=True)
+        if self.resource_names is not None:
+            names = self.resource_names
+            if not all(isinstance(n, str) and n for n in names):
+                raise ConfigError(f"{key}.resource_names: must be non-empty strings, "
+                                  f"got {list(names)!r}")
+            if len(set(names)) != len(names):
+                raise ConfigError(f"{key}.resource_names: names must be unique, "
+                                  f"got {list(names)!r}")
+        return self
+
+    def check_classes(self, classes: tuple[str, ...], key: str = "scheduling") -> None:
+        """Caps name only configured priority classes."""
+        for name in self.max_fraction_per_queue:
+            if name not in classes:
+                raise ConfigError(f"{key}.max_fraction_per_queue.{name}: {name!r} is not one "
+                                  f"of the priority classes ({', '.join(classes)})")
+
+    def model(self) -> SchedulingConfig:
+        """The scheduler's own configuration (class caps travel on the priority classes)."""
+        return SchedulingConfig(
+            resource_names=self.resource_names,
+            resource_multipliers=dict(self.resource_multipliers),
+            protected_fraction=self.protected_fraction,
+            max_jobs_per_cycle=self.max_jobs_per_cycle,
+            max_fraction_per_cycle=dict(self.max_fraction_per_cycle),
+            usage_half_life=self.usage_half_life)
+
+
 DEFAULT_PRIORITY_CLASSES = (
     PriorityClassConfig("armada-default", 1000, preemptible=False),
     PriorityClassConfig("armada-preemptible", 1000, preemptible=True),
@@ -88,6 +212,10 @@ class ServerConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     tls_cert: str | None = None  # PEM files; both given: the gRPC port speaks TLS only
     tls_key: str | None = None
+    # The scheduler's options; the only part reloaded from the file while the server runs.
+    scheduling: SchedulingSettings = field(default_factory=SchedulingSettings)
+    # Seconds between checks of the config file for changes; None: only on SIGHUP.
+    config_reload_interval: float | None = 5.0
 
     def submission(self) -> SubmissionConfig:
         return SubmissionConfig(
@@ -106,6 +234,8 @@ class ServerConfig:
         for name in ("scheduling_period", "executor_sync_interval", "lease_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be positive")
+        if self.config_reload_interval is not None:
+            _number("config_reload_interval", self.config_reload_interval, low_open=True)
         names = [p.name for p in self.priority_classes]
         if not names:
             raise ConfigError("priority_classes: at least one is needed")
@@ -122,6 +252,8 @@ class ServerConfig:
         if self.default_priority_class not in names:
             raise ConfigError(f"default_priority_class: {self.default_priority_class!r} is "
                               f"not one of the priority classes ({', '.join(names)})")
+        self.scheduling.check()
+        self.scheduling.check_classes(tuple(names))
         return self
 
 
@@ -185,11 +317,30 @@ def load_file(path: Path) -> dict[str, Any]:
                 value = settings_from_mapping(value, "retry")
             except RetryConfigError as e:
                 raise ConfigError(f"{path}: {e}") from None
+        elif name == "scheduling":
+            try:
+                value = SchedulingSettings.from_mapping(value)
+            except ConfigError as e:
+                raise ConfigError(f"{path}: {e}") from None
+            except TypeError as e:
+                raise ConfigError(f"{path}: scheduling: {e}") from None
         elif name == "priority_classes":
             value = tuple(parse_priority_class(v) if isinstance(v, str)
                           else PriorityClassConfig(**v) for v in value)
         values[name] = value
     return values
+
+
+def reload_scheduling(path: Path, current: ServerConfig) -> SchedulingSettings:
+    """The `scheduling:` block of `path`, checked as at start-up (the whole file must be
+    valid) and against the running priority classes."""
+    values = load_file(path)
+    settings = values.get("scheduling", SchedulingSettings())
+    try:
+        settings.check_classes(tuple(p.name for p in current.priority_classes))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return settings
 
 
 def build(file: Path | None = None, **overrides: Any) -> ServerConfig:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
 
+from armada_core.scheduling.fairness import decay_usage
 from armada_core.waiting import wait_event
 from armada_server.config import ServerConfig
 from armada_server.metrics import Metrics
@@ -75,6 +76,21 @@ class SchedulingLoop:
         # then syncs at once instead of at its next interval.
         self.on_leased: Callable[[], None] | None = None
         self._jobs: dict = {}  # the snapshot's converted jobs, reused by the next cycle
+        # Each queue's decayed usage (with a usage half-life), and when it was recorded.
+        # Kept in memory by the leader: a restart or a new leader starts from zero.
+        self.usage: dict[str, float] = {}
+        self._usage_at: float | None = None
+
+    def _record_usage(self, half_life: float | None, costs: Mapping[str, float],
+                      now: float, elapsed: float) -> None:
+        """Carry each queue's usage to the next cycle (decayed towards its cost now)."""
+        if half_life is None:
+            self.usage, self._usage_at = {}, None
+            return
+        usage = {q: decay_usage(self.usage.get(q, 0.0), costs.get(q, 0.0), elapsed,
+                                half_life) for q in self.usage.keys() | costs.keys()}
+        self.usage = {q: u for q, u in usage.items() if u > 1e-9}
+        self._usage_at = now
 
     def poke(self) -> None:
         """Run a cycle soon (e.g. after a submission) instead of waiting the full period."""
@@ -86,6 +102,8 @@ class SchedulingLoop:
             return 0
         started = time.perf_counter()
         now = datetime.now(UTC)
+        config = self.config  # replaced whole when the file is reloaded
+        settings = config.scheduling
         self.store.expire_leases(timeout=self.config.lease_timeout, now=now)
         if not self.store.live_executors(executor_timeout=self.config.lease_timeout, now=now):
             return 0  # nowhere to place anything: do not load every queued job
@@ -96,10 +114,17 @@ class SchedulingLoop:
                     e.nodes for e in state.executors):
                 return 0  # nothing to place, or nowhere to place it
             broken: dict[str, str] = {}
-            snapshot, placements = build_snapshot(state, self.config.priority_classes, now,
-                                                  cache=self._jobs, broken=broken)
+            elapsed = (max(0.0, now.timestamp() - self._usage_at)
+                       if self._usage_at is not None else 0.0)
+            snapshot, placements = build_snapshot(
+                state, config.priority_classes, now, config=settings.model(),
+                cache=self._jobs, broken=broken, class_caps=settings.max_fraction_per_queue,
+                usage=self.usage if settings.usage_half_life is not None else None,
+                usage_elapsed=elapsed)
             result, unschedulable = schedule_isolating(snapshot)
             broken.update(unschedulable)
+            self._record_usage(settings.usage_half_life, result.queue_costs,
+                               now.timestamp(), elapsed)
         if broken:
             # Jobs the scheduler cannot read fail alone; everyone else is scheduled.
             log.error("failing %d jobs the scheduler cannot read, e.g. %s: %s", len(broken),

@@ -189,8 +189,15 @@ def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]
 def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig],
                    now: datetime, config: s.SchedulingConfig | None = None,
                    cache: dict | None = None, broken: dict[str, str] | None = None,
+                   class_caps: Mapping[str, Mapping[str, float]] | None = None,
+                   usage: Mapping[str, float] | None = None, usage_elapsed: float = 0.0,
                    ) -> tuple[s.Snapshot, dict[str, Placement]]:
     """The scheduler's input, and where each node id lives.
+
+    `config` carries the operator's scheduling options, `class_caps` the per-class,
+    per-resource cap on the fraction of the cluster each queue may hold, and `usage` each
+    queue's decayed usage as recorded `usage_elapsed` seconds ago (the scheduler is pure:
+    the caller keeps usage between cycles).
 
     `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
     the previous cycle: a job still queued (or running) as it was is not converted again.
@@ -263,11 +270,15 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
          if view is not None], kinds)
     cache.clear()
     cache.update(used)
+    usage = usage or {}
+    class_caps = class_caps or {}
     snapshot = s.Snapshot(
-        queues=tuple(s.Queue(q.name, q.priority_factor or 1.0, q.cordoned)
+        queues=tuple(s.Queue(q.name, q.priority_factor or 1.0, q.cordoned,
+                             decayed_usage=usage.get(q.name, 0.0))
                      for q in state.queues),
-        priority_classes=tuple(s.PriorityClass(p.name, p.priority, p.preemptible)
+        priority_classes=tuple(s.PriorityClass(p.name, p.priority, p.preemptible,
+                                               dict(class_caps.get(p.name, {})))
                                for p in classes),
         nodes=tuple(nodes), jobs=tuple(jobs), config=config or s.SchedulingConfig(),
-        now=now.timestamp())
+        now=now.timestamp(), usage_elapsed=usage_elapsed)
     return snapshot, placements

@@ -1,0 +1,427 @@
+"""The `scheduling:` block of the server's config file, end to end.
+
+Each option is set in YAML, the server is started from that file, and the effect is observed
+through the gRPC API while the test speaks the executor protocol (as in
+test_scheduling_loop.py). Orderings and counts are observed, never durations: a contest
+between queues is set up with the executor's nodes unschedulable, so that the cycle that
+decides it sees every competitor queued.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import pytest
+
+from armada_core.api import (
+    event_pb2,
+    event_pb2_grpc,
+    executor_pb2,
+    job_pb2,
+    job_pb2_grpc,
+    submit_pb2,
+    submit_pb2_grpc,
+)
+from armada_core.scheduling import reasons
+from armada_server.app import EmbeddedServer
+from armada_server.config import ConfigError, SchedulingSettings, build
+
+from ..jobs.factories import container, item
+from .conftest import Stubs
+from .test_crash_safety import LISTENING, server_command
+from .test_scheduling_loop import Executor
+
+BASE = """
+port: 0
+http_port: null
+executor: none
+database_url: sqlite:///{db}
+lease_timeout: 60
+scheduling_period: 0.1
+config_reload_interval: {reload}
+priority_classes:
+  - {{name: low, priority: 0, preemptible: true}}
+  - {{name: high, priority: 10}}
+default_priority_class: low
+"""
+
+
+def config_text(tmp_path: Path, scheduling: str = "", reload: str = "0.1") -> str:
+    text = BASE.format(db=tmp_path / "armada.db", reload=reload)
+    return text + (f"scheduling:\n{scheduling}" if scheduling.strip() else "")
+
+
+def stubs(channel: grpc.Channel) -> Stubs:
+    return Stubs(channel, submit_pb2_grpc.SubmitStub(channel),
+                 submit_pb2_grpc.QueueServiceStub(channel),
+                 submit_pb2_grpc.RetryPolicyServiceStub(channel),
+                 event_pb2_grpc.EventStub(channel), job_pb2_grpc.JobsStub(channel))
+
+
+@contextmanager
+def serving(tmp_path: Path, scheduling: str = "", queues: tuple[str, ...] = ("a", "b")
+            ) -> Iterator[tuple[EmbeddedServer, Stubs, Path]]:
+    """A server started from a config file with this `scheduling:` block (indented)."""
+    path = tmp_path / "server.yaml"
+    path.write_text(config_text(tmp_path, scheduling))
+    with EmbeddedServer(build(path), config_file=path) as server, \
+            grpc.insecure_channel(server.address) as channel:
+        api = stubs(channel)
+        for name in queues:
+            api.queues.CreateQueue(submit_pb2.Queue(name=name, priority_factor=1))
+        yield server, api, path
+
+
+def job(cpu: str = "1", memory: str = "1Gi", pc: str = "low") -> submit_pb2.JobSubmitRequestItem:
+    return item({"containers": [container(cpu=cpu, memory=memory)], "priorityClassName": pc})
+
+
+def submit(api: Stubs, queue: str, *items: submit_pb2.JobSubmitRequestItem) -> list[str]:
+    response = api.submit.SubmitJobs(submit_pb2.JobSubmitRequest(
+        queue=queue, job_set_id="s", job_request_items=list(items)))
+    return [i.job_id for i in response.job_response_items]
+
+
+def reason(api: Stubs, job_id: str) -> str:
+    return api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(
+        job_ids=[job_id])).job_details[job_id].scheduling_reason
+
+
+def until(condition: Callable[[], object], what: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def wait_reasons(api: Stubs, job_ids: list[str], expected: str | None = None) -> None:
+    """Until every job carries a scheduling reason (this one, when given)."""
+    until(lambda: all(reason(api, j) if expected is None else reason(api, j) == expected
+                      for j in job_ids), f"reasons {expected!r} on {job_ids}")
+
+
+def leased_jobs(ex: Executor) -> set[str]:
+    return {lease.job.id for lease in ex.held.values()}
+
+
+def leases_per_cycle(api: Stubs, queue: str) -> list[int]:
+    """Leases grouped by the cycle that made them: a cycle stamps its events with its time."""
+    stream = api.events.GetJobSetEvents(event_pb2.JobSetRequest(queue=queue, id="s"))
+    cycles = Counter(m.message.leased.created.ToNanoseconds() for m in stream
+                     if m.message.WhichOneof("events") == "leased")
+    return [cycles[t] for t in sorted(cycles)]
+
+
+def contest(api: Stubs, ex: Executor, jobs: dict[str, list[submit_pb2.JobSubmitRequestItem]]
+            ) -> dict[str, list[str]]:
+    """Submit every queue's jobs while the nodes are unschedulable, then open the nodes:
+    the first cycle that can place anything sees them all queued."""
+    for node in ex.nodes:
+        node.unschedulable = True
+    ex.sync()
+    ids = {queue: submit(api, queue, *items) for queue, items in jobs.items()}
+    for node in ex.nodes:
+        node.unschedulable = False
+    ex.sync()
+    return ids
+
+
+def running(ex: Executor) -> None:
+    for lease in list(ex.held.values()):
+        ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+
+
+# --- one test per option -------------------------------------------------------------------
+
+
+def test_max_jobs_per_cycle_leases_at_most_that_many_per_cycle(tmp_path: Path) -> None:
+    with serving(tmp_path, "  max_jobs_per_cycle: 2\n") as (_, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        ids = submit(api, "a", *[job() for _ in range(5)])
+        ex.wait_leases(5)
+        assert leased_jobs(ex) == set(ids)
+        assert leases_per_cycle(api, "a") == [2, 2, 1]
+
+
+def test_max_fraction_per_cycle_caps_what_new_jobs_take_in_a_cycle(tmp_path: Path) -> None:
+    # 8 CPUs in all: a quarter is two 1-CPU jobs per cycle.
+    with serving(tmp_path, "  max_fraction_per_cycle: {cpu: 0.25}\n") as (_, api, _path):
+        ex = Executor(api.channel, nodes=2, cpu="4", memory="16Gi")
+        ex.sync()
+        submit(api, "a", *[job() for _ in range(5)])
+        ex.wait_leases(5)
+        assert leases_per_cycle(api, "a") == [2, 2, 1]
+
+
+def test_per_class_caps_hold_each_queue_to_its_fraction_of_the_pool(tmp_path: Path) -> None:
+    # 8 CPUs: each queue may hold 2 CPUs with jobs of class low; class high is not capped.
+    caps = "  max_fraction_per_queue:\n    low: {cpu: 0.25}\n"
+    with serving(tmp_path, caps) as (_, api, _path):
+        ex = Executor(api.channel, nodes=2, cpu="4", memory="16Gi")
+        ex.sync()
+        a_low = submit(api, "a", *[job() for _ in range(4)])
+        [a_high] = submit(api, "a", job(pc="high"))
+        b_low = submit(api, "b", *[job() for _ in range(4)])
+        ex.wait_leases(5)
+        held = leased_jobs(ex)
+        assert a_high in held
+        assert len(held & set(a_low)) == 2 and len(held & set(b_low)) == 2
+        waiting = [j for j in a_low + b_low if j not in held]
+        wait_reasons(api, waiting, reasons.queue_class_limit("low"))
+        ex.sync()
+        assert len(ex.held) == 5
+
+
+@pytest.mark.parametrize(("fraction", "preempted"), [("2.0", 0), ("1.0", 2), ("null", 2)])
+def test_protected_fraction_decides_whether_a_queue_above_its_share_is_preempted(
+        tmp_path: Path, fraction: str, preempted: int) -> None:
+    # Queue a holds the whole node: twice its fair share once b has work. Protected up to
+    # twice its share, it keeps everything; otherwise it gives b half the node.
+    with serving(tmp_path, f"  protected_fraction: {fraction}\n") as (_, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="4", memory="16Gi")
+        ex.sync()
+        submit(api, "a", *[job() for _ in range(4)])
+        ex.wait_leases(4)
+        running(ex)
+        b = submit(api, "b", *[job() for _ in range(4)])
+        if preempted:
+            until(lambda: ex.sync() is not None and len(ex.stops) >= preempted,
+                  "preemptions")
+            assert len(ex.stops) == preempted and all(s.preempt for s in ex.stops)
+        else:
+            wait_reasons(api, b, reasons.NO_CAPACITY)  # the cycle that would preempt ran
+            ex.sync()
+            assert ex.stops == []
+
+
+@pytest.mark.parametrize(("multipliers", "winner"), [("{memory: 2}", "a"), ("{cpu: 2}", "b")])
+def test_resource_multipliers_change_which_queue_wins(tmp_path: Path, multipliers: str,
+                                                       winner: str) -> None:
+    # a holds CPU, b memory, at equal cost; the next job fits once. Weighting memory makes b
+    # the richer queue, weighting CPU makes a the richer one.
+    with serving(tmp_path, f"  resource_multipliers: {multipliers}\n") as (_, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        submit(api, "a", job(cpu="4", memory="100Mi", pc="high"))
+        submit(api, "b", job(cpu="100m", memory="8Gi", pc="high"))
+        ex.wait_leases(2)
+        ids = contest(api, ex, {q: [job(cpu="3", memory="6Gi", pc="high")] for q in "ab"})
+        ex.wait_leases(3)
+        loser = "b" if winner == "a" else "a"
+        assert ids[winner][0] in leased_jobs(ex)
+        wait_reasons(api, ids[loser], reasons.NO_CAPACITY)
+        ex.sync()
+        assert ids[loser][0] not in leased_jobs(ex)
+
+
+@pytest.mark.parametrize(("half_life", "a_share"), [("3600", 0), (None, 2)])
+def test_usage_half_life_puts_a_queue_that_used_a_lot_recently_behind(
+        tmp_path: Path, half_life: str | None, a_share: int) -> None:
+    block = f"  usage_half_life: {half_life}\n" if half_life else ""
+    with serving(tmp_path, block) as (server, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="4", memory="8Gi")
+        ex.sync()
+        submit(api, "a", *[job(pc="high") for _ in range(4)])  # a uses the whole node...
+        for lease in ex.wait_leases(4):
+            ex.sync(ex.update(lease, succeeded=executor_pb2.RunUpdate.Succeeded()))
+        assert ex.held == {}  # ...and is done: a and b now both use nothing
+        ids = contest(api, ex, {q: [job(pc="high") for _ in range(4)] for q in "ab"})
+        ex.wait_leases(4)
+        held = leased_jobs(ex)
+        # Without decayed usage the two alternate (a first, by name); with it, b takes the
+        # node: a still carries nearly its whole past usage after an hour's half-life.
+        assert len(held & set(ids["a"])) == a_share
+        assert len(held & set(ids["b"])) == 4 - a_share
+        if half_life:
+            assert server.server.scheduler.usage["a"] > 0.9
+
+
+@pytest.mark.parametrize(("order", "node"), [("[cpu, memory]", "e1-n0"),
+                                             ("[memory, cpu]", "e1-n1")])
+def test_resource_names_decide_the_best_fit_order(tmp_path: Path, order: str,
+                                                  node: str) -> None:
+    # n0 has less CPU free, n1 less memory: best fit takes the node with the least of the
+    # first resource.
+    with serving(tmp_path, f"  resource_names: {order}\n") as (_, api, _path):
+        ex = Executor(api.channel, nodes=2)
+        ex.nodes[0].allocatable.update({"cpu": "4", "memory": "32Gi"})
+        ex.nodes[1].allocatable.update({"cpu": "16", "memory": "8Gi"})
+        ex.sync()
+        [job_id] = submit(api, "a", job())
+        [lease] = ex.wait_leases(1)
+        assert (lease.job.id, lease.node) == (job_id, node)
+
+
+# --- validation ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ("  protected_fraction: -1\n", "scheduling.protected_fraction: must be at least 0, got -1"),
+    ("  protected_fraction: lots\n",
+     "scheduling.protected_fraction: must be a number, got 'lots'"),
+    ("  max_jobs_per_cycle: 1.5\n",
+     "scheduling.max_jobs_per_cycle: must be a whole number at least 0, got 1.5"),
+    ("  max_jobs_per_cycle: -2\n",
+     "scheduling.max_jobs_per_cycle: must be a whole number at least 0, got -2"),
+    ("  max_fraction_per_cycle: {cpu: 2}\n",
+     "scheduling.max_fraction_per_cycle.cpu: must be between 0 and 1, got 2"),
+    ("  max_fraction_per_cycle: 0.5\n",
+     "scheduling.max_fraction_per_cycle: must be a mapping of resource names to numbers"),
+    ("  max_fraction_per_queue: {low: {cpu: 3}}\n",
+     "scheduling.max_fraction_per_queue.low.cpu: must be between 0 and 1, got 3"),
+    ("  max_fraction_per_queue: {nope: {cpu: 0.5}}\n",
+     "scheduling.max_fraction_per_queue.nope: 'nope' is not one of the priority classes"),
+    ("  resource_multipliers: {nvidia.com/gpu: -1}\n",
+     "scheduling.resource_multipliers.nvidia.com/gpu: must be at least 0, got -1"),
+    ("  usage_half_life: 0\n", "scheduling.usage_half_life: must be above 0, got 0"),
+    ("  resource_names: [cpu, cpu]\n", "scheduling.resource_names: names must be unique"),
+    ("  resource_names: cpu\n", "scheduling.resource_names: must be a list"),
+    ("  colour: blue\n", "scheduling.colour: unknown setting"),
+    ("  - protected_fraction\n", "scheduling: must be a mapping"),
+])
+def test_invalid_values_are_refused_naming_the_key(tmp_path: Path, block: str,
+                                                   message: str) -> None:
+    path = tmp_path / "server.yaml"
+    path.write_text(config_text(tmp_path, block))
+    with pytest.raises(ConfigError) as raised:
+        build(path)
+    assert message in str(raised.value)
+
+
+def test_config_reload_interval_must_be_positive(tmp_path: Path) -> None:
+    path = tmp_path / "server.yaml"
+    path.write_text(config_text(tmp_path, reload="0"))
+    with pytest.raises(ConfigError, match="config_reload_interval: must be above 0, got 0"):
+        build(path)
+
+
+def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
+    path = tmp_path / "server.yaml"
+    path.write_text(config_text(tmp_path, """\
+  protected_fraction: 0.5
+  max_jobs_per_cycle: 100
+  max-fraction-per-cycle: {cpu: 0.5}
+  max_fraction_per_queue: {low: {cpu: 0.25, memory: 0.5}}
+  resource_multipliers: {nvidia.com/gpu: 4}
+  usage_half_life: 600
+  resource_names: [memory, cpu]
+"""))
+    settings = build(path).scheduling
+    assert settings == SchedulingSettings(
+        protected_fraction=0.5, max_jobs_per_cycle=100, max_fraction_per_cycle={"cpu": 0.5},
+        max_fraction_per_queue={"low": {"cpu": 0.25, "memory": 0.5}},
+        resource_multipliers={"nvidia.com/gpu": 4.0}, usage_half_life=600.0,
+        resource_names=("memory", "cpu"))
+    model = settings.model()
+    assert (model.protected_fraction, model.max_jobs_per_cycle, model.usage_half_life,
+            model.resource_names, dict(model.resource_multipliers)) == (
+        0.5, 100, 600.0, ("memory", "cpu"), {"nvidia.com/gpu": 4.0})
+    assert build(tmp_path / "server.yaml").config_reload_interval == 0.1
+
+
+# --- reloading ----------------------------------------------------------------------------
+
+
+def test_changing_the_file_changes_scheduling_without_a_restart(tmp_path: Path) -> None:
+    with serving(tmp_path, "  max_fraction_per_queue: {low: {cpu: 0.25}}\n") as (
+            server, api, path):
+        ex = Executor(api.channel, nodes=1, cpu="4", memory="16Gi")
+        ex.sync()
+        ids = submit(api, "a", *[job() for _ in range(4)])
+        [first] = ex.wait_leases(1)
+        waiting = [j for j in ids if j != first.job.id]
+        wait_reasons(api, waiting, reasons.queue_class_limit("low"))
+
+        # An invalid file is refused with the key named; the running configuration stays.
+        path.write_text(config_text(tmp_path, "  max_fraction_per_queue: {low: {cpu: 3}}\n"))
+        until(lambda: server.server.config_error, "the invalid file to be refused")
+        assert "scheduling.max_fraction_per_queue.low.cpu: must be between 0 and 1, got 3" in (
+            server.server.config_error)
+        wait_reasons(api, waiting, reasons.queue_class_limit("low"))
+        ex.sync()
+        assert len(ex.held) == 1
+
+        # A valid change applies to the next cycles.
+        path.write_text(config_text(tmp_path, "  max_fraction_per_queue: {low: {cpu: 0.75}}\n"))
+        ex.wait_leases(3)
+        [last] = [j for j in ids if j not in leased_jobs(ex)]
+        wait_reasons(api, [last], reasons.queue_class_limit("low"))
+        assert server.server.config_error is None
+
+        # Removing the block restores the defaults.
+        path.write_text(config_text(tmp_path))
+        ex.wait_leases(4)
+
+
+class ServerProcess:
+    """`armada-server --config FILE` as a child process."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.log = log.open("ab")
+        self.proc = subprocess.Popen([*server_command(), "--config", str(config)],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()),
+                                  daemon=True)
+        reader.start()
+        reader.join(60)
+        match = LISTENING.search(line[0]) if line else None
+        if match is None:
+            self.close()
+            raise AssertionError(f"armada-server did not start: {line!r}, see {log}")
+        self.address = f"{match.group(1)}:{match.group(2)}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.log.close()
+
+
+def test_sighup_reloads_a_running_server(tmp_path: Path) -> None:
+    path = tmp_path / "server.yaml"
+    # No polling: only SIGHUP can make the change take effect.
+    caps = "  max_fraction_per_queue: {{low: {{cpu: {}}}}}\n"
+    path.write_text(config_text(tmp_path, caps.format(0.25), reload="null"))
+    server = ServerProcess(path, tmp_path / "server.log")
+    try:
+        with grpc.insecure_channel(server.address) as channel:
+            api = stubs(channel)
+            api.queues.CreateQueue(submit_pb2.Queue(name="a", priority_factor=1))
+            ex = Executor(channel, nodes=1, cpu="4", memory="16Gi")
+            ex.sync()
+            ids = submit(api, "a", *[job() for _ in range(4)])
+            [first] = ex.wait_leases(1)
+            waiting = [j for j in ids if j != first.job.id]
+            wait_reasons(api, waiting, reasons.queue_class_limit("low"))
+
+            path.write_text(config_text(tmp_path, caps.format(3), reload="null"))
+            os.kill(server.proc.pid, signal.SIGHUP)  # invalid: logged, nothing changes
+            until(lambda: "scheduling.max_fraction_per_queue.low.cpu" in (
+                tmp_path / "server.log").read_text(), "the refusal in the log")
+            wait_reasons(api, waiting, reasons.queue_class_limit("low"))
+            ex.sync()
+            assert len(ex.held) == 1 and server.proc.poll() is None
+
+            path.write_text(config_text(tmp_path, caps.format(1.0), reload="null"))
+            os.kill(server.proc.pid, signal.SIGHUP)
+            ex.wait_leases(4)
+            assert leased_jobs(ex) == set(ids)
+    finally:
+        server.close()
