@@ -93,8 +93,20 @@ def marked_processes(marker: dict[str, str]) -> list[int]:
     return found
 
 
+def exited(pid: int) -> bool:
+    """Whether the command has exited, without reaping it. Until it is reaped its pid, and
+    so its process group's id, cannot be given to another process: killing the group is
+    only safe before then (pids are reused quickly: pid_max may be 32768, and database
+    servers start every backend as a group leader)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
+    except ChildProcessError:
+        return True
+
+
 def kill_container(pid: int, marker: dict[str, str]) -> None:
-    """SIGKILL the command's process group and every process carrying its marker."""
+    """SIGKILL the command's process group (call it only while the command is not yet
+    reaped) and every process carrying its marker."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     if marker:
@@ -180,23 +192,23 @@ def main(spec_path: str) -> int:
                     boottime() > deadline:
                 fenced = True
                 kill_container(pid, marker)
-            code = child.poll()
-            if code is not None:
-                returncode = code
+            if exited(pid):
+                # What the command left behind goes with it, as when a container stops.
+                kill_container(pid, marker)
+                returncode = child.wait()
                 if pidfd is not None:
                     selector.unregister(pidfd)
                     os.close(pidfd)
-                # What the command left behind goes with it, as when a container stops.
-                kill_container(pid, marker)
                 drain_until = time.monotonic() + DRAIN_SECONDS
     if returncode is None:  # both pipes closed early: wait for the command itself
-        while (returncode := child.poll()) is None:
+        while not exited(pid):
             if not fenced and (deadline := fence_deadline(heartbeat)) is not None and \
                     boottime() > deadline:
                 fenced = True
                 kill_container(pid, marker)
             time.sleep(TICK)
         kill_container(pid, marker)
+        returncode = child.wait()
     for fd in list(streams):
         os.close(fd)
     log.close()
