@@ -35,7 +35,13 @@ from armada_server.auth import (
     Authorizer,
     StaticToken,
 )
-from armada_server.config import ConfigError, NodeGroup, ServerConfig, reload_scheduling
+from armada_server.config import (
+    ConfigError,
+    NodeGroup,
+    ServerConfig,
+    load_file,
+    reload_scheduling,
+)
 from armada_server.decoding import DecodingInterceptor
 from armada_server.eventhub import EventHub
 from armada_server.executors.agent import Backend, ExecutorAgent
@@ -102,6 +108,10 @@ class ArmadaServer:
         self.config_file = config_file
         self._config_text: bytes | None = None
         self.config_error: str | None = None  # why the file's last version was refused
+        self._file_values: dict[str, Any] = {}  # the file as started with
+        if config_file is not None:
+            with contextlib.suppress(ConfigError):
+                self._file_values = load_file(config_file)
         self.database_url = config.database_url or default_database_url()
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
@@ -148,12 +158,16 @@ class ArmadaServer:
             return False
         try:
             self._config_text = self.config_file.read_bytes()
-            settings = reload_scheduling(self.config_file, self.config)
+            settings, changed = reload_scheduling(self.config_file, self.config,
+                                                  self._file_values)
         except (OSError, ConfigError) as e:
             self.config_error = str(e)
             log.error("configuration not reloaded, keeping the running one: %s", e)
             return False
         self.config_error = None
+        if changed:
+            log.warning("%s: %s changed; only the scheduling block is reloaded, the rest "
+                        "takes effect after a restart", self.config_file, ", ".join(changed))
         if settings == self.config.scheduling:
             return True
         self.config = replace(self.config, scheduling=settings)

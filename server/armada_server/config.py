@@ -331,16 +331,22 @@ def load_file(path: Path) -> dict[str, Any]:
     return values
 
 
-def reload_scheduling(path: Path, current: ServerConfig) -> SchedulingSettings:
+def reload_scheduling(path: Path, current: ServerConfig,
+                      before: Mapping[str, Any] | None = None
+                      ) -> tuple[SchedulingSettings, list[str]]:
     """The `scheduling:` block of `path`, checked as at start-up (the whole file must be
-    valid) and against the running priority classes."""
+    valid) and against the running priority classes; and the other settings that differ
+    from `before` (the file's values at start), which only a restart applies."""
     values = load_file(path)
     settings = values.get("scheduling", SchedulingSettings())
     try:
         settings.check_classes(tuple(p.name for p in current.priority_classes))
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
-    return settings
+    before = {} if before is None else before
+    changed = sorted(k for k in values.keys() | before.keys()
+                     if k != "scheduling" and values.get(k) != before.get(k))
+    return settings, changed
 
 
 def build(file: Path | None = None, **overrides: Any) -> ServerConfig:

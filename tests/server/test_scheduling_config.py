@@ -33,7 +33,13 @@ from armada_core.api import (
 )
 from armada_core.scheduling import reasons
 from armada_server.app import EmbeddedServer
-from armada_server.config import ConfigError, SchedulingSettings, build
+from armada_server.config import (
+    ConfigError,
+    SchedulingSettings,
+    build,
+    load_file,
+    reload_scheduling,
+)
 
 from ..jobs.factories import container, item
 from .conftest import Stubs
@@ -361,6 +367,17 @@ def test_changing_the_file_changes_scheduling_without_a_restart(tmp_path: Path) 
         # Removing the block restores the defaults.
         path.write_text(config_text(tmp_path))
         ex.wait_leases(4)
+
+
+def test_a_reload_names_the_settings_only_a_restart_applies(tmp_path: Path) -> None:
+    path = tmp_path / "server.yaml"
+    path.write_text(config_text(tmp_path))
+    before, config = load_file(path), build(path)
+    path.write_text(config_text(tmp_path, "  max_jobs_per_cycle: 3\n").replace(
+        "lease_timeout: 60", "lease_timeout: 90"))
+    settings, changed = reload_scheduling(path, config, before)
+    assert settings == SchedulingSettings(max_jobs_per_cycle=3)
+    assert changed == ["lease_timeout"]
 
 
 class ServerProcess:
