@@ -29,6 +29,20 @@ def server(database_url: str) -> Iterator[EmbeddedServer]:
 
 
 @pytest.fixture
+def executorless_server(database_url: str) -> Iterator[EmbeddedServer]:
+    """A server without an executor of its own, whose tests speak the executor protocol
+    themselves; leases last long enough that a slow test never loses one."""
+    from armada_server.config import ServerConfig
+
+    from .test_scheduling_loop import CLASSES
+    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
+                          scheduling_period=0.1, lease_timeout=30.0, priority_classes=CLASSES,
+                          default_priority_class="low")
+    with EmbeddedServer(config) as running:
+        yield running
+
+
+@pytest.fixture
 def api(server: EmbeddedServer) -> Iterator[Stubs]:
     channel = grpc.insecure_channel(server.address)
     yield Stubs(channel, submit_pb2_grpc.SubmitStub(channel),

@@ -7,26 +7,19 @@ every event and error message. Both backends store the same cleaned, bounded tex
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from armada_core.api import executor_pb2, job_pb2, submit_pb2
 from armada_core.jobs.text import MAX_FAILURE_TEXT, TRUNCATED
 from armada_server.app import EmbeddedServer
-from armada_server.config import ServerConfig
 
 from .conftest import Stubs
-from .test_scheduling_loop import CLASSES, Executor, low, state, submit
+from .test_scheduling_loop import Executor, low, state, submit
 
 
 @pytest.fixture
-def server(database_url: str) -> Iterator[EmbeddedServer]:
-    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
-                          scheduling_period=0.1, lease_timeout=30.0, priority_classes=CLASSES,
-                          default_priority_class="low")
-    with EmbeddedServer(config) as running:
-        yield running
+def server(executorless_server: EmbeddedServer) -> EmbeddedServer:
+    return executorless_server
 
 
 def test_hostile_failure_text_is_cleaned_and_the_sync_succeeds(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -19,16 +18,12 @@ from armada_server.app import EmbeddedServer
 from armada_server.config import ServerConfig
 
 from .conftest import Stubs
-from .test_scheduling_loop import CLASSES, Executor, low, submit, wait_state
+from .test_scheduling_loop import Executor, low, submit, wait_state
 
 
 @pytest.fixture
-def server(database_url: str) -> Iterator[EmbeddedServer]:
-    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
-                          scheduling_period=0.1, lease_timeout=30.0, priority_classes=CLASSES,
-                          default_priority_class="low")
-    with EmbeddedServer(config) as running:
-        yield running
+def server(executorless_server: EmbeddedServer) -> EmbeddedServer:
+    return executorless_server
 
 
 def executor(api: Stubs, name: str, cpu: str) -> Executor:

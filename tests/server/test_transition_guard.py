@@ -134,12 +134,8 @@ def test_a_transaction_that_loses_a_race_is_decided_again(
 # --- isolation: one bad job fails alone ---------------------------------------------------
 
 @pytest.fixture
-def server(database_url: str) -> Iterator[EmbeddedServer]:
-    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
-                          scheduling_period=0.1, lease_timeout=30.0, priority_classes=CLASSES,
-                          default_priority_class="low")
-    with EmbeddedServer(config) as running:
-        yield running
+def server(executorless_server: EmbeddedServer) -> EmbeddedServer:
+    return executorless_server
 
 
 def rewrite_spec(server: EmbeddedServer, job_id: str,
