@@ -396,6 +396,16 @@ class _Fast:
         alloc = np.zeros((nq, nd), dtype=np.int64)
         alloc += _sum_by(qidx[acc_fixed], local[acc_fixed], nq, req)
         self.alloc = [row for row in alloc.tolist()]
+        #: What each queue holds or may still get back (evicted, not yet re-placed): the
+        #: basis of its fraction of fair share when victims are chosen.
+        self.usage = [row for row in start.tolist()]
+        #: Evicted jobs re-placed or dropped; per class priority, a counter of such changes.
+        self.ev_gone = np.zeros(nj, dtype=bool)
+        #: Per class priority, per queue: evicted jobs not yet re-placed, per node (built on
+        #: first use, then kept up to date).
+        self.ev_groups: dict[int, dict[int, np.ndarray]] = {}
+        self.hold_epoch = 0
+        self.hold_groups: tuple[int, dict[tuple[float, int], np.ndarray]] | None = None
         by_class = np.zeros((nq, max(len(class_names), 1), nd), dtype=np.int64)
         nc = by_class.shape[1]
         by_class += _sum_by(
@@ -752,6 +762,7 @@ class _Fast:
         if not (db.fixed[touched] + need[touched] <= db.cap[touched]).all():
             return 0, scanned
         pcps = self.job_pcp[all_rows]
+        self._ev_done(all_rows)
         for pcp in np.unique(pcps).tolist():
             sel = pcps == pcp
             db.replace_evicted(nodes[sel], reqs[sel], int(pcp))
@@ -792,12 +803,35 @@ class _Fast:
             return 1
         pcp = int(self.job_pcp[rows[0]])
         db.replace_evicted(nodes, reqs, pcp)
+        self._ev_done(rows)
         total = reqs.sum(axis=0).tolist()
         self.alloc[q] = [a + b for a, b in zip(self.alloc[q], total, strict=True)]
         for s in np.unique(shapes).tolist():
             sel = reqs[shapes == s].sum(axis=0).tolist()
             self._add_class(q, self.shapes[s].pc, sel)
         return k
+
+    def _ev_done(self, rows: np.ndarray) -> None:
+        """Evicted jobs re-placed or dropped: no longer victims of displacement."""
+        self.ev_gone[rows] = True
+        if not self.ev_groups:
+            return
+        if len(rows) == 1:
+            i = int(rows[0])
+            groups = self.ev_groups.get(int(self.job_pcp[i]))
+            if groups is not None:
+                groups[int(self.qidx[i])][int(self.run_node[i])] -= self.req[self.shape_of_job[i]]
+            return
+        pcps = self.job_pcp[rows]
+        for pcp in np.unique(pcps).tolist():
+            groups = self.ev_groups.get(int(pcp))
+            if groups is None:
+                continue
+            sel = rows[pcps == pcp]
+            qs = self.qidx[sel]
+            for q in np.unique(qs).tolist():
+                mine = sel[qs == q]
+                scatter_add(groups[q], self.run_node[mine], self.req[self.shape_of_job[mine]], -1)
 
     def _add_class(self, q: int, pc: str, vec: list[int], sign: int = 1) -> None:
         key = (q, pc)
@@ -852,6 +886,7 @@ class _Fast:
                 s = self.shape_of_job[i]
                 r = self.req[s]
                 db.replace_evicted(np.array([n]), r[None, :], int(self.job_pcp[i]))
+                self._ev_done(np.array([i]))
                 self.alloc[q] = [
                     a + b for a, b in zip(self.alloc[q], self.shapes[s].req_t, strict=True)
                 ]
@@ -862,6 +897,8 @@ class _Fast:
         for i in members:
             n = int(self.run_node[i])
             db.drop_evicted(n, self.req[self.shape_of_job[i]], int(self.job_pcp[i]))
+            self._ev_done(np.array([i]))
+            self._use(q, self.shapes[self.shape_of_job[i]].req_t, -1)
             self.preempted.add(i)
 
     # --- queued single jobs ---------------------------------------------------------------
@@ -928,12 +965,14 @@ class _Fast:
         by_class = self.alloc_class.get((q, sh.pc))
         if by_class is None:
             by_class = self.alloc_class[(q, sh.pc)] = [0] * len(alloc)
+        usage = self.usage[q]
         for d, v in enumerate(sh.req_t):
             if v:
                 v *= p
                 alloc[d] += v
                 new_total[d] += v
                 by_class[d] += v
+                usage[d] += v
         self.new_count += p
 
     def _run_limits(self, q: int, sh: _Shape, m: int) -> tuple[int, str | None]:
@@ -1039,6 +1078,15 @@ class _Fast:
                 placed.extend([n] * c)
         if len(placed) < want and db.evicted:
             for level in sorted(db.evicted):
+                if level < sh.pcp:
+                    # Displacing less urgent evicted jobs: one job at a time, on the node
+                    # chosen by its victims, whose order depends on the queues' usage.
+                    n = self._by_victims(sh, sh.cands, level, evicted=True)
+                    if n is None:
+                        continue
+                    db.add_fixed(n, sh.req, INF)
+                    placed.append(n)
+                    return placed, None, True
                 got = self._fill_level(sh, want - len(placed), level)
                 placed.extend(got)
                 if len(placed) == want:
@@ -1082,15 +1130,78 @@ class _Fast:
         own = sh.pcp
         db = self.db
         for level in sorted(h for h in db.holds if h < own):
-            free = db.free_hold_level(cands, level)
-            ok = (free >= sh.req).all(axis=1)
-            if ok.any():
-                sub = cands[ok]
-                order = best_fit_order(free[ok], sub)
-                return int(sub[order[0]]), level
+            n = self._by_victims(sh, cands, level, evicted=False)
+            if n is not None:
+                return n, level
         return None
 
+    # --- victims ------------------------------------------------------------------------------
+
+    def _use(self, q: int, req: tuple[int, ...], sign: int) -> None:
+        self.usage[q] = [a + sign * b for a, b in zip(self.usage[q], req, strict=True)]
+
+    def _fraction(self, q: int) -> float:
+        """The queue's fraction of its fair share, up to a common factor (see reference)."""
+        return (self.costs.cost(self.usage[q]) + self.q_offset[q]) / self.q_weight[q]
+
+    def _groups(self, level: float, evicted: bool) -> list[tuple[tuple, np.ndarray]]:
+        """Per node, what each (class priority, queue) that may give way at ``level`` holds,
+        in the order victims are taken: lowest priority, the queue furthest above its fair
+        share, then queue name."""
+        nn = len(self.nodes)
+        found: list[tuple[float, int, np.ndarray]] = []
+        if evicted:
+            for pcp in sorted(p for p in self.db.evicted if p <= level):
+                groups = self.ev_groups.get(pcp)
+                if groups is None:
+                    rows = np.flatnonzero(self.evicted_mask & ~self.ev_gone & (self.job_pcp == pcp))
+                    groups = self.ev_groups[pcp] = self._by_queue(rows, nn)
+                found += [(float(pcp), q, arr) for q, arr in groups.items()]
+        else:
+            if self.hold_groups is None or self.hold_groups[0] != self.hold_epoch:
+                rows = self.displaceable
+                if self.preempted:
+                    rows = rows[~np.isin(rows, np.fromiter(self.preempted, dtype=np.int64))]
+                by_hold: dict[tuple[float, int], np.ndarray] = {}
+                for h in np.unique(self.hold[rows]).tolist():
+                    sel = rows[self.hold[rows] == h]
+                    for q, arr in self._by_queue(sel, nn).items():
+                        by_hold[(float(h), q)] = arr
+                self.hold_groups = (self.hold_epoch, by_hold)
+            found += [(h, q, arr) for (h, q), arr in self.hold_groups[1].items() if h <= level]
+        keyed = [((p, -self._fraction(q), self.qnames[q]), arr) for p, q, arr in found]
+        keyed.sort(key=itemgetter(0))
+        return keyed
+
+    def _by_queue(self, rows: np.ndarray, nn: int) -> dict[int, np.ndarray]:
+        out: dict[int, np.ndarray] = {}
+        qs = self.qidx[rows]
+        for q in np.unique(qs).tolist():
+            sel = rows[qs == q]
+            out[int(q)] = _sum_by(self.run_node[sel], self.shape_of_job[sel], nn, self.req)
+        return out
+
+    def _by_victims(self, sh: _Shape, cands: np.ndarray, level: float, evicted: bool) -> int | None:
+        """The node to displace on, chosen by the victims it needs (see reference)."""
+        db = self.db
+        free_at = db.free_evicted_level if evicted else db.free_hold_level
+        free = free_at(cands, level)
+        ok = (free >= sh.req).all(axis=1)
+        if not ok.any():
+            return None
+        sub = cands[ok]
+        free = free[ok]
+        room = db.free_all(sub) if evicted else db.cap[sub] - db.fixed[sub]
+        worst = np.where((room >= sh.req).all(axis=1), -1, len(sub) + 10**9)
+        for k, (_, arr) in enumerate(self._groups(level, evicted)):
+            room = room + arr[sub]
+            fits = (room >= sh.req).all(axis=1)
+            worst = np.where(fits & (worst > k), np.minimum(worst, k), worst)
+        keys = [sub] + [free[:, d] for d in range(free.shape[1] - 1, -1, -1)] + [worst]
+        return int(sub[np.lexsort(keys)[0]])
+
     def _preempt_for(self, sh: _Shape, n: int, level: float) -> None:
+        """Urgency preemption of a minimal set (see reference ``_preempt_for``)."""
         db = self.db
         if self.by_node is None:
             self.by_node = defaultdict(list)
@@ -1098,24 +1209,63 @@ class _Fast:
                 self.by_node[int(self.run_node[i])].append(i)
         victims = [i for i in self.by_node[n] if self.hold[i] <= level and i not in self.preempted]
         victims.sort(key=self._running_order, reverse=True)
-        victims.sort(key=lambda i: (self.hold[i], -self._key(int(self.qidx[i]), None)))
+        fractions: dict[int, float] = {}
+        for i in victims:
+            q = int(self.qidx[i])
+            if q not in fractions:
+                fractions[q] = self._fraction(q)
+        victims.sort(
+            key=lambda i: (
+                self.hold[i],
+                -fractions[int(self.qidx[i])],
+                self.qnames[int(self.qidx[i])],
+            )
+        )
+        room = db.cap[n] - db.fixed[n]
+        taken: list[list[int]] = []
+        seen: set[int] = set()
         for v in victims:
-            if (db.cap[n] - db.fixed[n] >= sh.req).all():
+            if (room >= sh.req).all():
                 break
-            if v in self.preempted:
+            if v in seen:
                 continue
-            for member in self.unit_of.get(v, [v]):
+            unit = self.unit_of.get(v, [v])
+            seen.update(unit)
+            taken.append(unit)
+            room = room + self._unit_on(unit, n)
+        keep = [True] * len(taken)
+        for k in range(len(taken) - 2, -1, -1):
+            back = room - self._unit_on(taken[k], n)
+            if (back >= sh.req).all():
+                room = back
+                keep[k] = False
+        for unit, kept in zip(taken, keep, strict=True):
+            if not kept:
+                continue
+            for member in unit:
                 ms = self.shape_of_job[member]
                 db.remove_fixed(int(self.run_node[member]), self.req[ms], float(self.hold[member]))
                 mq = int(self.qidx[member])
                 self.alloc[mq] = [
                     a - b for a, b in zip(self.alloc[mq], self.shapes[ms].req_t, strict=True)
                 ]
+                self._use(mq, self.shapes[ms].req_t, -1)
+                if self.hold_groups is not None and self.hold_groups[0] == self.hold_epoch:
+                    arr = self.hold_groups[1][(float(self.hold[member]), mq)]
+                    arr[int(self.run_node[member])] -= self.req[ms]
                 self._add_class(mq, self.shapes[ms].pc, list(self.shapes[ms].req_t), -1)
                 self.preempted.add(member)
                 if self.journal is not None:
                     self.journal.append(("pre", member))
         self.shrink_epoch += 1
+
+    def _unit_on(self, unit: list[int], n: int) -> np.ndarray:
+        """What the members of a running gang hold on node ``n``."""
+        out = np.zeros(self.db.d, dtype=np.int64)
+        for m in unit:
+            if int(self.run_node[m]) == n:
+                out = out + self.req[self.shape_of_job[m]]
+        return out
 
     # --- queued gangs -------------------------------------------------------------------------
 
@@ -1190,7 +1340,12 @@ class _Fast:
         return None
 
     def _urgency_possible(self, own: int) -> bool:
-        return any(h < own and arr.any() for h, arr in self.db.holds.items())
+        """Whether a job of class priority ``own`` may displace anything by urgency: held jobs
+        or evicted jobs of a lower class priority (chosen by victims, one at a time)."""
+        db = self.db
+        return any(h < own and arr.any() for h, arr in db.holds.items()) or any(
+            p < own and arr.any() for p, arr in db.evicted.items()
+        )
 
     def _labels(self, label: str) -> tuple[list[str], np.ndarray]:
         found = self.label_cache.get(label)
@@ -1325,6 +1480,11 @@ class _Fast:
             if ok.any():
                 return int(cands[ok][best_fit_order(free[ok], cands[ok])[0]]), (0, 0.0), None
         for level in sorted(db.evicted):
+            if level < sh.pcp:
+                found = self._by_victims(sh, cands, level, evicted=True)
+                if found is not None:
+                    return found, (1, float(level)), None
+                continue
             free = db.free_evicted_level(cands, level)
             ok = (free >= sh.req).all(axis=1)
             if ok.any():
@@ -1357,10 +1517,13 @@ class _Fast:
             list(self.new_total),
             self.new_count,
             self.rebuild,
+            [list(u) for u in self.usage],
         )
 
     def _rollback(self, saved: tuple) -> None:
-        db_saved, alloc, alloc_class, new_total, new_count, rebuild = saved
+        db_saved, alloc, alloc_class, new_total, new_count, rebuild, usage = saved
+        self.usage = usage
+        self.hold_epoch += 1
         self.db.restore(db_saved)
         self.alloc, self.alloc_class = alloc, alloc_class
         self.new_total, self.new_count, self.rebuild = new_total, new_count, rebuild

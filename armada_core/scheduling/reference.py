@@ -6,6 +6,8 @@ against, so every tie is broken explicitly:
 * nodes are ordered by the values of gang uniformity labels, then id (``node_order``); best
   fit takes the least free resources left (compared in resource order: cpu, memory, gpu,
   ...), then the node order;
+* where jobs of a lower class give way, the node is chosen by the victims it needs, and
+  urgency preempts a minimal set of them (``_by_victims``, ``_preempt_for``, SEMANTICS.md);
 * queues compete on (-priority-class priority of the head gang, cost after the gang / weight,
   queue name): more urgent work first, progressive filling among equals (see SEMANTICS.md);
 * jobs inside a queue: by class priority, highest first; among equals, evicted gangs, then
@@ -425,18 +427,87 @@ class _Reference:
         found = best(self._free_all)
         if found is not None:
             return found, (0, 0.0), None
+        own = self.pcp(job)
         evicted_levels = sorted({pcp for ns in st.nodes for _, pcp in ns.evicted.values()})
         for level in evicted_levels:
-            found = best(lambda ns, lv=level: self._free_evicted_level(ns, lv))
+            if level < own:
+                found = self._by_victims(candidates, vec, level, evicted=True)
+            else:
+                found = best(lambda ns, lv=level: self._free_evicted_level(ns, lv))
             if found is not None:
                 return found, (1, float(level)), None
-        own = self.pcp(job)
         hold_levels = sorted({h for ns in st.nodes for _, h in ns.fixed.values() if h < own})
         for level in hold_levels:
-            found = best(lambda ns, lv=level: self._free_fixed(ns, lv))
+            found = self._by_victims(candidates, vec, level, evicted=False)
             if found is not None:
                 return found, (2, float(level)), level
         return reasons.NO_CAPACITY
+
+    # --- victims ------------------------------------------------------------------------
+
+    def _fraction(self, queue: str) -> float:
+        """The queue's fraction of its fair share (up to a common factor): cost of what it
+        holds or may still get back (its evicted jobs not yet re-placed), per weight."""
+        usage = self.state.alloc[queue]
+        for ns in self.state.nodes:
+            for jid, (vec, _) in ns.evicted.items():
+                if self.running_jobs[jid].queue == queue:
+                    usage = _add(usage, vec)
+        return (self.costs.cost(usage) + self.offsets[queue]) / self.weights[queue]
+
+    def _victims_on(
+        self, ns: _NodeState, level: float, evicted: bool
+    ) -> list[tuple[tuple[float, float, str], str, list[int]]]:
+        """Jobs on the node that may give way at ``level``, as (group, job id, requests) in
+        the order they are taken: lowest class priority, then the queue furthest above its
+        fair share (then queue name), then the most recently ordered job."""
+        fractions: dict[str, float] = {}
+
+        def group(job: Job, priority: float) -> tuple[float, float, str]:
+            if job.queue not in fractions:
+                fractions[job.queue] = self._fraction(job.queue)
+            return (priority, -fractions[job.queue], job.queue)
+
+        out = []
+        if evicted:
+            for jid, (vec, pcp) in ns.evicted.items():
+                if pcp <= level:
+                    out.append((self.running_jobs[jid], float(pcp), vec))
+        else:
+            for jid, (vec, hold) in ns.fixed.items():
+                if hold <= level:
+                    out.append((self.running_jobs[jid], hold, vec))
+        out.sort(key=lambda t: running_order(t[0], self.pcs), reverse=True)
+        keyed = [(group(j, p), j.id, vec) for j, p, vec in out]
+        keyed.sort(key=lambda t: t[0])
+        return keyed
+
+    def _by_victims(
+        self, candidates: list[_NodeState], vec: list[int], level: float, evicted: bool
+    ) -> _NodeState | None:
+        """The node to displace on, chosen by the victims it needs (seed 000): the least
+        protected job that must give way (lowest class priority, then the queue furthest
+        above its fair share), then best fit at the level, then node order."""
+        chosen, chosen_key = None, None
+        for ns in candidates:
+            if evicted:
+                free = self._free_evicted_level(ns, level)
+                room = self._free_all(ns)
+            else:
+                free = self._free_fixed(ns, level)
+                room = self._free_fixed(ns, -INF)
+            if not _fits(free, vec):
+                continue
+            worst: tuple = ()
+            for grp, _, v in self._victims_on(ns, level, evicted):
+                if _fits(room, vec):
+                    break
+                room = _add(room, v)
+                worst = grp
+            key = (worst, free, ns.index)
+            if chosen_key is None or key < chosen_key:
+                chosen, chosen_key = ns, key
+        return chosen
 
     def _place(self, job: Job, allowed: set[int] | None) -> tuple[int, float] | str:
         """Place one queued job on the chosen node, preempting by urgency if needed."""
@@ -456,25 +527,41 @@ class _Reference:
         return rank
 
     def _preempt_for(self, job: Job, ns: _NodeState, vec: list[int], level: float) -> None:
-        """Urgency preemption: lowest priority first, then the queue most above its share,
-        then the most recently ordered job."""
+        """Urgency preemption of a minimal set: victims are taken in order until the job fits,
+        then any victim that a later one made unnecessary is put back (latest first)."""
         st = self.state
-        victims = []
-        for jid, (_, hold) in ns.fixed.items():
-            if hold <= level:
-                victims.append(self.running_jobs[jid])
-        victims.sort(key=lambda j: running_order(j, self.pcs), reverse=True)
-        victims.sort(key=lambda j: (self.hold_of[j.id], -self.queue_key_cost(j.queue)))
-        for victim in victims:
-            if _fits(self._free_fixed(ns, -INF), vec):
+        room = self._free_fixed(ns, -INF)
+        taken: list[list[Job]] = []
+        seen: set[str] = set()
+        for _, jid, _ in self._victims_on(ns, level, evicted=False):
+            if _fits(room, vec):
                 break
-            if victim.id in st.preempted:
+            if jid in seen:
                 continue
-            for member in self.running_gangs[victim.id]:
+            unit = self.running_gangs[jid]
+            seen.update(m.id for m in unit)
+            taken.append(unit)
+            room = _add(room, self._on_node(unit, ns))
+        keep = [True] * len(taken)
+        for k in range(len(taken) - 2, -1, -1):
+            back = _sub(room, self._on_node(taken[k], ns))
+            if _fits(back, vec):
+                room = back
+                keep[k] = False
+        for unit in (u for u, kept in zip(taken, keep, strict=True) if kept):
+            for member in unit:
                 owner = st.nodes[self.node_index[member.node]]  # type: ignore[index]
                 held = owner.fixed.pop(member.id)
                 self._account(member, held[0], -1)
                 st.preempted.add(member.id)
+
+    def _on_node(self, unit: list[Job], ns: _NodeState) -> list[int]:
+        """What the members of a running gang hold on one node."""
+        total = [0] * len(self.dims)
+        for member in unit:
+            if member.node == ns.node.id:
+                total = _add(total, _vec(member, self.dims))
+        return total
 
     # --- queued gangs ---------------------------------------------------------------------
 

@@ -35,6 +35,9 @@ from .helpers import (
 
 ABC = (Queue("A"), Queue("B"), Queue("C"))
 ALWAYS_EVICT = SchedulingConfig(protected_fraction=None)
+#: Every queue protected: no fair-share preemption, only urgency.
+NEVER_EVICT = SchedulingConfig(protected_fraction=float("inf"))
+LOW_HIGH = (PriorityClass("low", 0, preemptible=True), PriorityClass("high", 1, preemptible=True))
 
 
 def aff(*terms: list[tuple[str, str, tuple[str, ...]]]) -> tuple[NodeSelectorTerm, ...]:
@@ -521,6 +524,97 @@ SCENARIOS: list[Scenario] = [
                 pre={f"a{i}" for i in range(4)} | {f"b{i}" for i in range(4)},
             ),
         ],
+    ),
+    Scenario(
+        # A ends at half its fair share if a0 goes, B stays at twice its own: take from B.
+        "urgency preempts the queue furthest above its fair share, not the first node",
+        [node("n1", cpu=1), node("n2", cpu=1), node("n3", cpu=1)],
+        [
+            Round(
+                running([job("a0", "A")], "n1")
+                + running([job("b0", "B")], "n2")
+                + running([job("b1", "B")], "n3")
+                + [job("a1", "A", pc="high")],
+                sched={"a1": "n2"},
+                pre={"b0"},
+            ),
+            Round([], sched=set(), pre=set()),
+        ],
+        queues=(Queue("A", 0.5), Queue("B", 1.0)),
+        config=SchedulingConfig(protected_fraction=0.0),
+        classes=LOW_HIGH,
+    ),
+    Scenario(
+        "urgency victims do not follow node order",
+        [node("n1", cpu=1), node("n2", cpu=1), node("n3", cpu=1)],
+        [
+            Round(
+                running([job("b0", "B")], "n1")
+                + running([job("b1", "B")], "n2")
+                + running([job("a0", "A")], "n3")
+                + [job("a1", "A", pc="high")],
+                sched={"a1": "n1"},
+                pre={"b0"},
+            ),
+        ],
+        queues=(Queue("A", 0.5), Queue("B", 1.0)),
+        config=SchedulingConfig(protected_fraction=0.0),
+        classes=LOW_HIGH,
+    ),
+    Scenario(
+        "urgency among held jobs preempts the queue furthest above its fair share",
+        [node("n1", cpu=1), node("n2", cpu=1), node("n3", cpu=1)],
+        [
+            Round(
+                running([job("a0", "A")], "n1")
+                + running([job("b0", "B")], "n2")
+                + running([job("b1", "B")], "n3")
+                + [job("a1", "A", pc="high")],
+                sched={"a1": "n2"},
+                pre={"b0"},
+            ),
+            Round([], sched=set(), pre=set()),
+        ],
+        queues=(Queue("A", 0.5), Queue("B", 1.0)),
+        config=NEVER_EVICT,
+        classes=LOW_HIGH,
+    ),
+    Scenario(
+        # b0 goes first (B is further above its share) but x still does not fit; once a0
+        # is taken b0 is no longer needed and is put back.
+        "urgency preempts a minimal set",
+        [node("n1", cpu=4)],
+        [
+            Round(
+                [
+                    *running([job("a0", "A", cpu=3), job("b0", "B", cpu=1)], "n1"),
+                    job("x", "A", cpu=2, pc="high"),
+                ],
+                sched={"x": "n1"},
+                pre={"a0"},
+            ),
+            Round([], sched=set(), pre=set()),
+        ],
+        queues=(Queue("A"), Queue("B", 4.0)),
+        config=NEVER_EVICT,
+        classes=LOW_HIGH,
+    ),
+    Scenario(
+        "urgency preempts a minimal set among protected queues",
+        [node("n1", cpu=4), node("n2", cpu=4)],
+        [
+            Round(
+                running([job("a0", "A", cpu=3), job("b0", "B", cpu=1)], "n1")
+                + running([job("c0", "C", cpu=4, pc="np")], "n2")
+                + [job("x", "A", cpu=2, pc="high")],
+                sched={"x": "n1"},
+                pre={"a0"},
+            ),
+            Round([], sched=set(), pre=set()),
+        ],
+        queues=(Queue("A"), Queue("B", 4.0), Queue("C", 2.0)),
+        config=SchedulingConfig(protected_fraction=1.0),
+        classes=(*LOW_HIGH, PriorityClass("np", 3, preemptible=False)),
     ),
     # --- gangs ------------------------------------------------------------------------------
     Scenario(
