@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from airflow_armada.operators.armada import client_id_for
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient, NotFound, job_item
 from armada_core.retry import load_policy
@@ -171,8 +172,9 @@ def test_a_worker_crash_after_submission_reattaches(dag_id, message, client, cap
     assert message in out
 
 
-def test_a_reattached_job_that_fails_is_reported_not_resubmitted(client, capfd) -> None:
-    dr = run_dag("armada_crash_then_user_error")
+def test_a_reattached_job_that_fails_is_reported_not_resubmitted(client, tmp_path,
+                                                                  capfd) -> None:
+    dr = run_dag("armada_crash_then_user_error", conf={"marker": str(tmp_path / "go")})
     assert dr.state == "failed"
     ti = task_instance(dr, "crashy")
     assert (ti.state, ti.try_number) == ("failed", 2)  # the crash, then the user error
@@ -214,3 +216,94 @@ def test_a_bad_pod_spec_is_rejected_before_submission(client, capfd) -> None:
     out = capfd.readouterr().out
     assert "invalid Armada job spec, nothing submitted" in out
     assert "did you mean image?" in out
+
+
+def jobs_of_task(client: ArmadaClient, job_set_id: str, dag_id: str, task_id: str
+                 ) -> list[str]:
+    """Every job the server holds for one logical task, found by its Airflow annotations."""
+    ids = submitted_jobs(client, job_set_id)
+    details = client.get_job_details(ids, expand_job_spec=True) if ids else {}
+    return [i for i in ids
+            if details[i].job_spec.annotations["airflow.apache.org/dag-id"] == dag_id
+            and details[i].job_spec.annotations["airflow.apache.org/task-id"] == task_id]
+
+
+def test_a_cleared_task_runs_a_new_job_on_its_next_try(client, capfd) -> None:
+    """Clearing a running task kills it (on_kill cancels the job); the next try must not
+    reattach to the cancelled job."""
+    dr = run_dag("armada_dies_when_jobs_end", conf={"kill": True, "until": "CANCELLED"})
+    assert dr.state == "success"
+    ti = task_instance(dr, "dies")
+    assert (ti.state, ti.try_number) == ("success", 2)
+    first, second = jobs_of_task(client, job_set_of(dr), "armada_dies_when_jobs_end", "dies")
+    assert client.get_job_status([first, second]) == {first: submit_pb2.CANCELLED,
+                                                      second: submit_pb2.SUCCEEDED}
+    assert xcom(dr, "dies")["job_ids"] == [second]
+    out = capfd.readouterr().out
+    assert f"{first} CANCELLED" in out
+    assert "submitting new jobs" in out
+    assert f"[job {second}] done try 2" in out
+
+
+def test_a_try_after_an_unseen_preemption_submits_a_new_job(client) -> None:
+    """The try that watched the job died before it saw the preemption (as when Airflow puts a
+    task up for retry on a state mismatch): the next try runs a new job, one try per
+    preemption."""
+    run_after, job_set = new_run("armada_dies_when_jobs_end")
+
+    def preempt() -> str:
+        victim = wait_until_running(client, job_set)
+        urgent = {"containers": [{"name": "main", "command": ["sleep", "1"], "resources": {
+            "requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}}],
+            "nodeSelector": {"role": "victim"}}
+        client.submit_jobs(QUEUE, f"urgent-{uuid.uuid4()}",
+                           [job_item(urgent, priority_class="high")])
+        return victim
+
+    helper = Background(preempt)
+    helper.start()
+    dr = run_dag("armada_dies_when_jobs_end", conf={"until": "PREEMPTED"}, run_after=run_after)
+    victim = helper.join_checked()
+    assert dr.state == "success"
+    assert task_instance(dr, "dies").try_number == 2
+    first, second = jobs_of_task(client, job_set, "armada_dies_when_jobs_end", "dies")
+    assert first == victim
+    assert client.get_job_status([first, second]) == {first: submit_pb2.PREEMPTED,
+                                                      second: submit_pb2.SUCCEEDED}
+
+
+def test_the_same_try_after_a_crash_reattaches_to_its_running_job(client, tmp_path,
+                                                                   capfd) -> None:
+    dr = run_dag("armada_same_try_again", conf={"marker": str(tmp_path / "go")})
+    assert dr.state == "success"
+    assert task_instance(dr, "again").try_number == 1
+    [job_id] = jobs_of_task(client, job_set_of(dr), "armada_same_try_again", "again")
+    assert xcom(dr, "again")["job_ids"] == [job_id]
+    assert "Reattaching to Armada jobs" in capfd.readouterr().out
+
+
+def test_the_same_try_after_its_job_was_cancelled_submits_under_a_new_client_id(
+        client, tmp_path) -> None:
+    dr = run_dag("armada_same_try_again", conf={"marker": str(tmp_path / "go"), "kill": True})
+    assert dr.state == "success"
+    assert task_instance(dr, "again").try_number == 1
+    first, second = jobs_of_task(client, job_set_of(dr), "armada_same_try_again", "again")
+    assert client.get_job_status([first, second]) == {first: submit_pb2.CANCELLED,
+                                                      second: submit_pb2.SUCCEEDED}
+    assert xcom(dr, "again")["job_ids"] == [second]
+
+
+def test_client_ids_differ_per_try_and_attempt() -> None:
+    ids = {client_id_for("d", "t", "r", -1, try_number, attempt)
+           for try_number in (1, 2) for attempt in (0, 1, 2)}
+    assert len(ids) == 6
+    assert client_id_for("d", "t", "r", -1, 1) == client_id_for("d", "t", "r", -1, 1, 0)
+
+
+def test_cancel_on_kill_reaches_the_trigger() -> None:
+    """Deferred, the trigger's on_kill is what cancels (see test_trigger.py): it must know."""
+    dr = run_dag("armada_trigger_kwargs")
+    assert dr.state == "success"
+    for keep in (False, True):
+        kwargs = xcom(dr, f"cancel_on_kill_{keep}", "trigger_kwargs")
+        assert kwargs["cancel_on_kill"] is keep

@@ -57,6 +57,25 @@ async def test_user_kill_of_a_deferred_task_cancels_the_job(client: ArmadaClient
     assert "killed" in results[ids[0]].cancel_reason
 
 
+async def test_cancel_on_kill_false_leaves_the_job_running(client: ArmadaClient) -> None:
+    """cancel_on_kill=False survives serialization (the triggerer builds the trigger from its
+    kwargs), and a user kill then leaves the job running."""
+    job_set = f"trigger-keep-{uuid.uuid4()}"
+    [job_id] = client.submit_jobs(QUEUE, job_set, [job_item(pod("sleep 120"))])
+    _, kwargs = ArmadaJobTrigger(queue=QUEUE, job_set_id=job_set, job_ids=[job_id],
+                                 log_interval=0.3, cancel_on_kill=False).serialize()
+    assert kwargs["cancel_on_kill"] is False
+    runner = TriggerRunner()
+    task = start(runner, 1, ArmadaJobTrigger(**kwargs))
+    await until_running(client, job_id)
+    runner.to_cancel.append(1)
+    await runner.cancel_triggers()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert client.get_job_status([job_id])[job_id] == submit_pb2.RUNNING
+    client.cancel_jobs(QUEUE, job_set, [job_id], reason="test cleanup")
+
+
 async def test_a_triggerer_restart_leaves_the_job_running_and_resumes(
         client: ArmadaClient) -> None:
     job_set = f"trigger-restart-{uuid.uuid4()}"

@@ -6,12 +6,15 @@ Per-run details come from the run's conf (templated), so one file serves every t
 from __future__ import annotations
 
 import sys
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG
 
+from airflow_armada.hooks.armada import ArmadaHook
 from airflow_armada.operators.armada import ArmadaOperator
+from armada_core.api import submit_pb2
 
 QUEUE = "airflow"
 START = datetime(2024, 1, 1)
@@ -37,13 +40,68 @@ def dag(dag_id: str, **kwargs: Any) -> DAG:
 FAST = {"log_interval": 0.3, "poll_interval": 1.0}
 
 
+def wait_for_state(hook: ArmadaHook, job_ids: list[str], state: str,
+                   timeout: float = 60) -> None:
+    """Until every job is in `state` (a JobState name)."""
+    wanted = submit_pb2.JobState.Value(state)
+    deadline = time.monotonic() + timeout
+    with hook.get_conn() as client:
+        while time.monotonic() < deadline:
+            if set(client.get_job_status(job_ids).values()) == {wanted}:
+                return
+            time.sleep(0.1)
+    raise TimeoutError(f"jobs {job_ids} not {state} within {timeout}s")
+
+
 class CrashAfterSubmit(ArmadaOperator):
-    """Simulates a worker that dies on its first try right after submitting (job ids stored)."""
+    """Simulates a worker that dies on its first try right after submitting (job ids stored).
+    With conf `marker`, a later try creates that file once it has its jobs (a job waiting for
+    it is then certainly still running when that try reattaches)."""
 
     def _submit_or_reattach(self, context, hook, client_id, items):  # type: ignore[no-untyped-def]
         job_ids = super()._submit_or_reattach(context, hook, client_id, items)
         if context["ti"].try_number == 1:
             raise RuntimeError("simulated worker crash after submission")
+        marker = context["dag_run"].conf.get("marker")
+        if marker:
+            open(marker, "w").close()
+        return job_ids
+
+
+class DiesWhenJobsEnd(ArmadaOperator):
+    """Simulates a first try whose process dies before it sees its jobs end: with conf
+    `kill` it is killed as a cleared task is (on_kill cancels the jobs); either way it dies
+    once its jobs are in conf `until` (CANCELLED, or PREEMPTED by the test), leaving the task
+    state store unfinished for the next try."""
+
+    def _submit_or_reattach(self, context, hook, client_id, items):  # type: ignore[no-untyped-def]
+        job_ids = super()._submit_or_reattach(context, hook, client_id, items)
+        if context["ti"].try_number == 1:
+            conf = context["dag_run"].conf
+            if conf.get("kill"):
+                self._submitted = (self.armada_queue, self.job_set_id, job_ids)
+                self.on_kill()
+            wait_for_state(hook, job_ids, conf["until"])
+            raise RuntimeError("simulated task process death")
+        return job_ids
+
+
+class SameTryAgain(ArmadaOperator):
+    """Simulates one try whose process crashes after submitting and is run again with the same
+    try number: the second pass starts from the task state store alone. With conf `kill`, the
+    jobs are cancelled (as on_kill does) before the second pass. The jobs wait for the file
+    conf `marker`, made after the second pass, so none ends before that pass has seen it."""
+
+    def _submit_or_reattach(self, context, hook, client_id, items):  # type: ignore[no-untyped-def]
+        job_ids = super()._submit_or_reattach(context, hook, client_id, items)
+        if context["dag_run"].conf.get("kill"):
+            self._submitted = (self.armada_queue, self.job_set_id, job_ids)
+            self.on_kill()
+            wait_for_state(hook, job_ids, "CANCELLED")
+        self.log.info("simulated crash: the same try runs again")
+        job_ids = super()._submit_or_reattach(context, ArmadaHook(self.armada_conn_id),
+                                              client_id, items)
+        open(context["dag_run"].conf["marker"], "w").close()
         return job_ids
 
 
@@ -59,6 +117,21 @@ class CrashInsideSubmit(ArmadaOperator):
             raise RuntimeError("simulated worker crash during submission")
         return job_ids
 
+
+class RecordsTrigger(ArmadaOperator):
+    """Pushes the kwargs of the trigger it defers to (what the triggerer will build it from)."""
+
+    def defer(self, *, trigger, **kwargs):  # type: ignore[no-untyped-def,override]
+        from airflow.sdk import get_current_context
+
+        get_current_context()["ti"].xcom_push(key="trigger_kwargs", value=trigger.serialize()[1])
+        super().defer(trigger=trigger, **kwargs)
+
+
+with dag("armada_trigger_kwargs"):
+    for keep in (False, True):
+        RecordsTrigger(task_id=f"cancel_on_kill_{keep}", armada_queue=QUEUE, **FAST,
+                       cancel_on_kill=keep, pod_spec=pod("true"))
 
 for mode, deferrable in (("deferrable", True), ("sync", False)):
     with dag(f"armada_single_{mode}"):
@@ -100,7 +173,22 @@ with dag("armada_crash_after_submit"):
 
 with dag("armada_crash_then_user_error"):
     CrashAfterSubmit(task_id="crashy", armada_queue=QUEUE, retries=3, retry_delay=timedelta(0),
-                     **FAST, pod_spec=pod("sleep 1; exit 3"))
+                     **FAST, pod_spec=pod("while [ ! -e {{ dag_run.conf['marker'] }} ]; "
+                                          "do sleep 0.1; done; exit 3"))
+
+with dag("armada_dies_when_jobs_end"):
+    # The first try dies once its job is cancelled (a clear) or preempted; the second runs a
+    # new job that succeeds. retries=1: reattaching to the ended job would fail the task.
+    DiesWhenJobsEnd(task_id="dies", armada_queue=QUEUE, retries=1, retry_delay=timedelta(0),
+                    priority_class="low", **FAST,
+                    pod_spec=pod("if [ {{ ti.try_number }} -eq 1 ]; then sleep 60; fi; "
+                                 "echo done try {{ ti.try_number }}",
+                                 cpu="1", nodeSelector={"role": "victim"}))
+
+with dag("armada_same_try_again"):
+    SameTryAgain(task_id="again", armada_queue=QUEUE, retries=0, **FAST,
+                 pod_spec=pod("while [ ! -e {{ dag_run.conf['marker'] }} ]; do sleep 0.1; done; "
+                              "echo finished"))
 
 with dag("armada_crash_inside_submit"):
     CrashInsideSubmit(task_id="crashy", armada_queue=QUEUE, retries=1, retry_delay=timedelta(0),

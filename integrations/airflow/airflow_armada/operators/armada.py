@@ -25,6 +25,7 @@ from armada_core.client import (
     gang_items,
     job_item,
 )
+from armada_core.client.reattach import decide_reattach
 from armada_core.retry import Outcome
 
 if TYPE_CHECKING:
@@ -49,13 +50,18 @@ def _plain_pod_spec(spec: Any) -> Any:
 
 
 def client_id_for(dag_id: str, task_id: str, run_id: str, map_index: int,
-                  try_number: int) -> str:
-    """Deterministic and unique per task try: a resubmission from the same try is deduplicated
-    by the server, a new try gets a new job. Readable prefix, hashed identity (run ids may be
-    long and hold any character)."""
-    identity = json.dumps([dag_id, task_id, run_id, map_index, try_number])
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:24]
-    return f"airflow-{task_id[:40]}-{try_number}-{digest}"
+                  try_number: int, attempt: int = 0) -> str:
+    """Deterministic and unique per task try and submission attempt: a resubmission from the
+    same try is deduplicated by the server, a new try gets a new job. `attempt` counts the
+    submissions a single try had to make because its earlier jobs ended otherwise than
+    succeeding (cancelled, preempted...); the server would answer the old id with those jobs.
+    Readable prefix, hashed identity (run ids may be long and hold any character)."""
+    parts: list[Any] = [dag_id, task_id, run_id, map_index, try_number]
+    if attempt:
+        parts.append(attempt)
+    digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
+    suffix = f".{attempt}" if attempt else ""
+    return f"airflow-{task_id[:40]}-{try_number}{suffix}-{digest}"
 
 
 class ArmadaOperator(BaseOperator):
@@ -215,7 +221,8 @@ class ArmadaOperator(BaseOperator):
                 queue=self.armada_queue, job_set_id=self.job_set_id, job_ids=job_ids,
                 armada_conn_id=self.armada_conn_id, stream_logs=self.stream_logs,
                 log_interval=self.log_interval, poll_interval=self.poll_interval,
-                member_labels=self._member_labels(job_ids)),
+                member_labels=self._member_labels(job_ids),
+                cancel_on_kill=self.cancel_on_kill),
                 method_name="execute_complete", timeout=self.execution_timeout)
         payload = asyncio.run(hook.await_jobs(
             self.armada_queue, self.job_set_id, job_ids, log=self.log, stream_logs=self.stream_logs,
@@ -236,37 +243,33 @@ class ArmadaOperator(BaseOperator):
 
     def _submit_or_reattach(self, context: Context, hook: ArmadaHook, client_id: str,
                             items: list[submit_pb2.JobSubmitRequestItem]) -> list[str]:
-        """Reattach to this task's jobs from an earlier try if they still run (or finished
-        unobserved); otherwise submit. The intent is stored before submitting and the job ids
-        after, so a crash anywhere leaves enough to find the jobs again."""
+        """Reattach to this task's jobs from an earlier try if they can still succeed or did
+        succeed (`armada_core.client.reattach`); otherwise submit new ones. The intent is
+        stored before submitting and the job ids after, so a crash anywhere leaves enough to
+        find the jobs again."""
         store = context.get("task_state_store")
         record = store.get(STATE_KEY) if store is not None else None
+        ti = context["ti"]
+        attempt = 0
         with hook.get_conn() as client:
-            if (isinstance(record, dict) and not record.get("finished")
-                    and record.get("queue") == self.armada_queue
-                    and record.get("job_set_id") == self.job_set_id):
-                job_ids = record.get("job_ids")
-                if not job_ids:
-                    # The last try crashed while submitting: the same client id makes the
-                    # server answer with the jobs it created then (or create them now).
-                    self.log.info("Resubmitting with client id %s of an interrupted try",
-                                  record["client_id"])
-                    job_ids = self._submit(client, self.build_items(context,
-                                                                    record["client_id"]))
-                    store.set(STATE_KEY, {**record, "job_ids": job_ids})
-                states = client.get_job_status(job_ids)
-                if submit_pb2.UNKNOWN not in states.values():
-                    # Running, or ended while no task watched: either way this try reports
-                    # their end (a user error still fails, an infrastructure failure retries).
-                    self.log.info("Reattaching to Armada jobs %s of an earlier try (%s)",
-                                  ", ".join(job_ids), ", ".join(
-                                      submit_pb2.JobState.Name(s) for s in states.values()))
-                    return list(job_ids)
-                self.log.info("The server no longer knows the earlier try's Armada jobs; "
-                              "submitting anew")
+            if isinstance(record, dict):
+                same_place = (record.get("queue") == self.armada_queue
+                              and record.get("job_set_id") == self.job_set_id)
+                if same_place and not record.get("finished"):
+                    job_ids = self._earlier_jobs(context, client, store, record)
+                    if job_ids:
+                        return job_ids
+                if record.get("try_number") == ti.try_number:
+                    # This very try submitted before: a new client id, or the server would
+                    # answer with the jobs that just ended.
+                    attempt = int(record.get("attempt", 0)) + 1
+            if attempt:
+                client_id = client_id_for(ti.dag_id, ti.task_id, ti.run_id, ti.map_index,
+                                          ti.try_number, attempt)
+                items = self.build_items(context, client_id)
             record = {"client_id": client_id, "queue": self.armada_queue,
                       "job_set_id": self.job_set_id, "job_ids": None,
-                      "try_number": context["ti"].try_number}
+                      "try_number": ti.try_number, "attempt": attempt}
             if store is not None:
                 store.set(STATE_KEY, record)
             job_ids = self._submit(client, items)
@@ -275,6 +278,38 @@ class ArmadaOperator(BaseOperator):
         self.log.info("Submitted %d Armada job(s) to queue %r, job set %r: %s", len(job_ids),
                       self.armada_queue, self.job_set_id, ", ".join(job_ids))
         return job_ids
+
+    def _earlier_jobs(self, context: Context, client: Any, store: Any,
+                      record: dict[str, Any]) -> list[str] | None:
+        """The unfinished record's jobs if this try may reattach to them, else None (after
+        cancelling what still runs of them, so two tries never run at once)."""
+        job_ids = record.get("job_ids")
+        if not job_ids:
+            # The last try crashed while submitting: the same client id makes the server
+            # answer with the jobs it created then (or create them now).
+            self.log.info("Resubmitting with client id %s of an interrupted try",
+                          record["client_id"])
+            job_ids = self._submit(client, self.build_items(context, record["client_id"]))
+            store.set(STATE_KEY, {**record, "job_ids": job_ids})
+        states = client.get_job_status(job_ids)
+        described = ", ".join(f"{j} {submit_pb2.JobState.Name(s)}" for j, s in states.items())
+        decision = decide_reattach(states)
+        if decision.reattach:
+            # Still able to succeed, or succeeded while no task watched: this try reports it.
+            self.log.info("Reattaching to Armada jobs %s of an earlier try (%s)",
+                          ", ".join(job_ids), described)
+            return list(job_ids)
+        self.log.info("The earlier try's Armada jobs ended without succeeding or are unknown "
+                      "to the server (%s): submitting new jobs", described)
+        if decision.live:
+            self.log.info("Cancelling what still runs of them: %s", ", ".join(decision.live))
+            try:
+                client.cancel_jobs(record["queue"], record["job_set_id"], decision.live,
+                                   reason="Airflow: replaced by a new submission of the task")
+            except ArmadaError as e:
+                raise AirflowException(f"cancelling the earlier try's Armada jobs failed: "
+                                       f"{e}") from e
+        return None
 
     def _submit(self, client: Any, items: list[submit_pb2.JobSubmitRequestItem]) -> list[str]:
         try:

@@ -17,13 +17,15 @@ class ArmadaJobTrigger(BaseTrigger):
 
     Everything it needs is in its serialized kwargs, so after a triggerer restart a new
     instance replays the job set's log from the start and picks up where the jobs are; a user
-    killing the task (mark failed/success, clear) calls `on_kill`, which cancels the jobs.
+    killing the task (mark failed/success, clear) calls `on_kill`, which cancels the jobs
+    unless the operator said `cancel_on_kill=False`.
     """
 
     def __init__(self, *, queue: str, job_set_id: str, job_ids: Sequence[str],
                  armada_conn_id: str = ArmadaHook.default_conn_name, stream_logs: bool = True,
                  log_interval: float = 5.0, poll_interval: float = 5.0,
-                 member_labels: Sequence[str] | None = None) -> None:
+                 member_labels: Sequence[str] | None = None,
+                 cancel_on_kill: bool = True) -> None:
         super().__init__()
         self.queue = queue
         self.job_set_id = job_set_id
@@ -33,13 +35,14 @@ class ArmadaJobTrigger(BaseTrigger):
         self.log_interval = log_interval
         self.poll_interval = poll_interval
         self.member_labels = list(member_labels) if member_labels else None
+        self.cancel_on_kill = cancel_on_kill
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
             "queue": self.queue, "job_set_id": self.job_set_id, "job_ids": self.job_ids,
             "armada_conn_id": self.armada_conn_id, "stream_logs": self.stream_logs,
             "log_interval": self.log_interval, "poll_interval": self.poll_interval,
-            "member_labels": self.member_labels,
+            "member_labels": self.member_labels, "cancel_on_kill": self.cancel_on_kill,
         })
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -57,7 +60,12 @@ class ArmadaJobTrigger(BaseTrigger):
         yield TriggerEvent(payload)
 
     async def on_kill(self) -> None:
-        """The user killed the deferred task: cancel every job (the whole gang)."""
+        """The user killed the deferred task: cancel every job (the whole gang), unless the
+        operator asked to leave them running."""
+        if not self.cancel_on_kill:
+            self.log.info("Task killed: leaving Armada jobs %s running (cancel_on_kill=False)",
+                          ", ".join(self.job_ids))
+            return
         self.log.info("Task killed: cancelling Armada jobs %s", ", ".join(self.job_ids))
         await ArmadaHook(self.armada_conn_id).acancel(
             self.queue, self.job_set_id, self.job_ids, reason="Airflow task killed by a user")
