@@ -408,6 +408,10 @@ def read_records(record: Path) -> tuple[list[Lifetime], list[str]]:
         return [], []
     for line in record.read_text().splitlines():
         parts = line.split()
+        if len(parts) == 6 and parts[0] == "end":
+            # Killed while recording its end (the `date` of the record went first): as if
+            # it had no end record; the process watch gives it one.
+            continue
         if len(parts) != 7:
             anomalies.append(f"malformed record {line!r}")
             continue
