@@ -36,6 +36,7 @@ from .constraints import node_admits, node_order, taints_tolerated
 from .fairness import CostModel, protected_queues, usage_offsets
 from .model import DEFAULT_RESOURCE_ORDER, Job, SchedulingResult, Snapshot, shape_of
 from .nodedb import INF, NodeDb, best_fit_order, fit_counts, scatter_add
+from .ratelimit import allowance
 
 EVICTED, EXTRA, QUEUED = 0, 1, 2
 _PROBE = 64
@@ -416,6 +417,17 @@ class _Fast:
             self.alloc_class[(int(q), class_names[int(c)])] = by_class[q, c].tolist()
         self.new_total = [0] * nd
         self.new_count = 0
+        #: New jobs per queue, and the rate limits' allowances (None: no limit).
+        self.new_by_q = [0] * nq
+        self.rate_global = allowance(cfg.scheduling_rate, cfg.scheduling_burst, snap.rate_tokens)
+        self.q_rate = [
+            allowance(
+                cfg.queue_scheduling_rate,
+                cfg.queue_scheduling_burst,
+                snap.queue_rate_tokens.get(name),
+            )
+            for name in self.qnames
+        ]
         self.shrink_epoch = 0
         self.gang_cache: dict[tuple, tuple[int, str]] = {}
         self.label_cache: dict[str, tuple[list[str], np.ndarray]] = {}
@@ -507,6 +519,20 @@ class _Fast:
                 submit[anchors],
             ]
             order = _stable_order(cols, ids, anchors)
+            if cfg.max_queue_lookback is not None:
+                sizes = np.concatenate(
+                    [
+                        np.zeros(n_single_ev, dtype=np.int64),
+                        np.array(
+                            [len(c.members) if c.kind == QUEUED else 0 for c in complex_items],
+                            dtype=np.int64,
+                        ),
+                        np.ones(len(single_queued), dtype=np.int64),
+                    ]
+                )
+                order = self._lookback(order, cols[0], sizes, codes)
+                if len(order) == 0:
+                    return False  # nothing left to order
             ordered_codes = codes[order]
             ordered_q = cols[0][order]
             # Run classes: identical queued shapes, or evicted singles of equal priority.
@@ -537,6 +563,29 @@ class _Fast:
                 idx = np.where(ev, len(seq), np.arange(len(seq)))
                 self.next_barrier[q] = np.minimum.accumulate(idx[::-1])[::-1]
         return False
+
+    def _lookback(
+        self, order: np.ndarray, qcol: np.ndarray, sizes: np.ndarray, codes: np.ndarray
+    ) -> np.ndarray:
+        """Drop the queued items that start beyond the queue's first ``max_queue_lookback``
+        queued jobs (``order`` is grouped by queue), giving their jobs the lookback reason."""
+        lookback = self.cfg.max_queue_lookback
+        assert lookback is not None
+        sz = sizes[order]
+        q = qcol[order]
+        before = np.cumsum(sz) - sz
+        starts = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
+        lengths = np.diff(np.concatenate((starts, [len(q)])))
+        before -= np.repeat(before[starts], lengths)
+        beyond = (sz > 0) & (before >= lookback)
+        if not beyond.any():
+            return order
+        reason = reasons.queue_lookback(lookback)
+        dropped = codes[order[beyond]]
+        self._fail_rows(dropped[dropped >= 0], reason)
+        for c in dropped[dropped < 0].tolist():
+            self._fail_rows(np.array(self.complex[-1 - c].members), reason)
+        return order[~beyond]
 
     def _unchanged(
         self, qidx: np.ndarray, shape: np.ndarray, rows: np.ndarray, accounted: np.ndarray
@@ -974,6 +1023,7 @@ class _Fast:
                 by_class[d] += v
                 usage[d] += v
         self.new_count += p
+        self.new_by_q[q] += p
 
     def _run_limits(self, q: int, sh: _Shape, m: int) -> tuple[int, str | None]:
         cfg = self.cfg
@@ -993,13 +1043,24 @@ class _Fast:
                 if name in limits:
                     limit = limits[name] * self.totals[d]
                     c_cls = min(c_cls, _count_within(base[d], sh.req_t[d], limit, m))
-        b = min(c_jobs, c_res, c_cls, m)
+        c_rate = m
+        if self.rate_global is not None:
+            c_rate = max(0, min(m, self.rate_global - self.new_count))
+        c_qrate = m
+        own = self.q_rate[q]
+        if own is not None:
+            c_qrate = max(0, min(m, own - self.new_by_q[q]))
+        b = min(c_jobs, c_res, c_rate, c_qrate, c_cls, m)
         if b >= m:
             return m, None
         if c_jobs == b:
             return b, reasons.MAX_JOBS_PER_CYCLE
         if c_res == b:
             return b, reasons.MAX_RESOURCES_PER_CYCLE
+        if c_rate == b:
+            return b, reasons.GLOBAL_RATE_LIMIT
+        if c_qrate == b:
+            return b, reasons.QUEUE_RATE_LIMIT
         return b, reasons.queue_class_limit(sh.pc)
 
     # --- static constraints ---------------------------------------------------------------
@@ -1271,7 +1332,7 @@ class _Fast:
 
     def _queued_gang(self, q: int, item: _Complex) -> None:
         members = item.members
-        reason = self._cycle_limit(item) or self._class_limit(q, members)
+        reason = self._cycle_limit(q, item) or self._class_limit(q, members)
         if reason is not None:
             self._fail_rows(np.array(members), reason)
             return
@@ -1323,7 +1384,8 @@ class _Fast:
         self._fail_rows(np.array(members), reason)
         return True
 
-    def _cycle_limit(self, item: _Complex) -> str | None:
+    def _cycle_limit(self, q: int, item: _Complex) -> str | None:
+        """Per-cycle limits, then the rate limits: a gang must fit whole in each."""
         cfg = self.cfg
         if (
             cfg.max_jobs_per_cycle is not None
@@ -1337,6 +1399,12 @@ class _Fast:
                 > cfg.max_fraction_per_cycle[name] * self.totals[d]
             ):
                 return reasons.MAX_RESOURCES_PER_CYCLE
+        size = len(item.members)
+        if self.rate_global is not None and self.new_count + size > self.rate_global:
+            return reasons.GLOBAL_RATE_LIMIT
+        own = self.q_rate[q]
+        if own is not None and self.new_by_q[q] + size > own:
+            return reasons.QUEUE_RATE_LIMIT
         return None
 
     def _urgency_possible(self, own: int) -> bool:
@@ -1518,11 +1586,13 @@ class _Fast:
             self.new_count,
             self.rebuild,
             [list(u) for u in self.usage],
+            list(self.new_by_q),
         )
 
     def _rollback(self, saved: tuple) -> None:
-        db_saved, alloc, alloc_class, new_total, new_count, rebuild, usage = saved
+        db_saved, alloc, alloc_class, new_total, new_count, rebuild, usage, new_by_q = saved
         self.usage = usage
+        self.new_by_q = new_by_q
         self.hold_epoch += 1
         self.db.restore(db_saved)
         self.alloc, self.alloc_class = alloc, alloc_class
@@ -1595,6 +1665,7 @@ class _Fast:
         result = self.result
         ids = self.ids
         result.preempted = {ids[i] for i in self.preempted}
+        result.rate_consumed = {self.qnames[k]: n for k, n in enumerate(self.new_by_q) if n}
         for q in self.queues:
             k = self.qnames.index(q)
             result.queue_costs[q] = self.costs.cost(self.alloc[k])

@@ -329,6 +329,18 @@ class SchedulingConfig:
     max_fraction_per_cycle: Mapping[str, float] = field(default_factory=dict)
     #: Half-life in seconds of decayed-usage fairness; None is instantaneous DRF.
     usage_half_life: float | None = None
+    #: Queued jobs of a queue considered per cycle, in the queue's order (a gang starting
+    #: within them is considered whole); None considers every job.
+    max_queue_lookback: int | None = None
+    #: Global token bucket: new jobs per second (re-placed evicted jobs are exempt); None: no
+    #: limit. The bucket's level at ``now`` travels in ``Snapshot.rate_tokens``.
+    scheduling_rate: float | None = None
+    #: Tokens the global bucket holds when full; None: the rate rounded up (at least 1).
+    scheduling_burst: int | None = None
+    #: The same bucket, one per queue (``Snapshot.queue_rate_tokens``); None: no limit.
+    queue_scheduling_rate: float | None = None
+    #: Tokens each queue's bucket holds when full; None: the rate rounded up (at least 1).
+    queue_scheduling_burst: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +354,11 @@ class Snapshot:
     now: float = 0.0
     #: Seconds since each queue's ``decayed_usage`` was recorded.
     usage_elapsed: float = 0.0
+    #: Tokens in the global rate-limit bucket at ``now``; None: a full bucket. The scheduler
+    #: is a pure function, so the caller carries the bucket between cycles (``ratelimit``).
+    rate_tokens: float | None = None
+    #: Tokens in each queue's bucket at ``now``; a queue absent has a full bucket.
+    queue_rate_tokens: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -356,6 +373,8 @@ class SchedulingResult:
     unscheduled: dict[str, str] = field(default_factory=dict)
     #: DRF cost of every queue once the decisions are applied (input to decayed usage).
     queue_costs: dict[str, float] = field(default_factory=dict)
+    #: Rate-limit tokens taken per queue: its new jobs scheduled (queues with none absent).
+    rate_consumed: dict[str, int] = field(default_factory=dict)
 
     def decisions(self) -> tuple[Any, ...]:
         """Everything two implementations must agree on, in comparable form."""
@@ -365,4 +384,5 @@ class SchedulingResult:
             dict(sorted(self.failed.items())),
             dict(sorted(self.unscheduled.items())),
             dict(sorted(self.queue_costs.items())),
+            dict(sorted(self.rate_consumed.items())),
         )

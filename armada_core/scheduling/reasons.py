@@ -9,6 +9,8 @@ TOO_LARGE = "job does not fit on any matching node even when the node is empty"
 NO_CAPACITY = "insufficient free resources on matching nodes"
 MAX_JOBS_PER_CYCLE = "maximum number of jobs scheduled per cycle reached"
 MAX_RESOURCES_PER_CYCLE = "maximum resources scheduled per cycle reached"
+GLOBAL_RATE_LIMIT = "global scheduling rate limit reached (scheduling_rate)"
+QUEUE_RATE_LIMIT = "queue's scheduling rate limit reached (queue_scheduling_rate)"
 GANG_ELASTIC_REST = "gang minimum cardinality met; member could not be scheduled"
 
 
@@ -26,3 +28,7 @@ def gang_failed(member_reason: str) -> str:
 
 def gang_uniformity_failed(label: str) -> str:
     return f"gang could not be scheduled on nodes sharing one value of label {label!r}"
+
+
+def queue_lookback(lookback: int) -> str:
+    return f"beyond the queue's lookback of {lookback} jobs this cycle"

@@ -24,6 +24,7 @@ from . import reasons
 from .constraints import node_admits, node_order
 from .fairness import CostModel, protected_queues, resource_dims, usage_offsets
 from .model import Job, Node, PriorityClass, SchedulingResult, Snapshot
+from .ratelimit import allowance
 
 INF = float("inf")
 
@@ -63,6 +64,8 @@ class _State:
     new_count: int
     scheduled: dict[str, str]
     preempted: set[str]
+    #: New jobs scheduled per queue (what the rate limits count).
+    new_by_queue: dict[str, int] = field(default_factory=dict)
 
 
 def _vec(job: Job, dims: tuple[str, ...]) -> list[int]:
@@ -125,6 +128,9 @@ class _Reference:
         self.running_gangs: dict[tuple[str, str], list[Job]] = {}
         self.hold_of: dict[str, float] = {}
         self.running_jobs: dict[str, Job] = {}
+        self.rate_global = allowance(
+            self.cfg.scheduling_rate, self.cfg.scheduling_burst, snapshot.rate_tokens
+        )
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -249,6 +255,7 @@ class _Reference:
             items[queue].sort(
                 key=lambda it: (-self.pcp(it.members[0]), it.kind, order[it.kind](it))
             )
+            self._lookback(items[queue])
 
         # Progressive filling.
         while True:
@@ -269,6 +276,7 @@ class _Reference:
                 self._replace_evicted(item)
 
         alloc = self.state.alloc  # gang attempts may have replaced the state object
+        self.result.rate_consumed = {q: n for q, n in self.state.new_by_queue.items() if n}
         for q in self.queues:
             self.result.queue_costs[q] = self.costs.cost(alloc[q]) if q in alloc else 0.0
         return self.result
@@ -304,7 +312,41 @@ class _Reference:
             key = (job.queue, job.priority_class)
             st.alloc_by_class[key] = _add(st.alloc_by_class[key], vec)
 
+    def _lookback(self, queue_items: list[_Item]) -> None:
+        """Keep the queued gangs that start within the queue's first ``max_queue_lookback``
+        queued jobs (in the queue's order); the rest wait for a later cycle, unattempted."""
+        lookback = self.cfg.max_queue_lookback
+        if lookback is None:
+            return
+        seen = 0
+        kept = []
+        for it in queue_items:
+            if it.kind == QUEUED:
+                if seen >= lookback:
+                    for j in it.members:
+                        self.result.unscheduled[j.id] = reasons.queue_lookback(lookback)
+                    continue
+                seen += len(it.members)
+            kept.append(it)
+        queue_items[:] = kept
+
     # --- limits ------------------------------------------------------------------------
+
+    def _rate_limit(self, item: _Item) -> str | None:
+        """Token buckets: the whole gang must fit in what is left of each."""
+        st = self.state
+        size = len(item.members)
+        if self.rate_global is not None and st.new_count + size > self.rate_global:
+            return reasons.GLOBAL_RATE_LIMIT
+        cfg = self.cfg
+        own = allowance(
+            cfg.queue_scheduling_rate,
+            cfg.queue_scheduling_burst,
+            self.snap.queue_rate_tokens.get(item.queue),
+        )
+        if own is not None and st.new_by_queue.get(item.queue, 0) + size > own:
+            return reasons.QUEUE_RATE_LIMIT
+        return None
 
     def _class_limit(self, item: _Item) -> str | None:
         by_class: dict[str, list[int]] = {}
@@ -523,6 +565,7 @@ class _Reference:
         st = self.state
         st.scheduled[job.id] = ns.node.id
         st.new_count += 1
+        st.new_by_queue[job.queue] = st.new_by_queue.get(job.queue, 0) + 1
         st.new_total = _add(st.new_total, vec)
         return rank
 
@@ -567,7 +610,7 @@ class _Reference:
 
     def _schedule_queued(self, item: _Item) -> None:
         members = item.members
-        reason = self._cycle_limit(item) or self._class_limit(item)
+        reason = self._cycle_limit(item) or self._rate_limit(item) or self._class_limit(item)
         if reason is not None:
             for j in members:
                 self.result.unscheduled[j.id] = reason
@@ -633,6 +676,7 @@ class _Reference:
             new_count=st.new_count,
             scheduled=dict(st.scheduled),
             preempted=set(st.preempted),
+            new_by_queue=dict(st.new_by_queue),
         )
 
     def _restore(self, saved: _State) -> None:

@@ -106,6 +106,16 @@ class SchedulingSettings:
     #: Resource order for best fit (and fairness dimensions); None: cpu, memory,
     #: nvidia.com/gpu, ephemeral-storage, then the others by name.
     resource_names: tuple[str, ...] | None = None
+    #: Queued jobs of each queue considered per cycle, in the queue's order; None: all.
+    max_queue_lookback: int | None = None
+    #: New jobs leased per second, all queues together (a token bucket); None: no limit.
+    scheduling_rate: float | None = None
+    #: The global bucket's size; None: the rate rounded up.
+    scheduling_burst: int | None = None
+    #: New jobs leased per second by each queue (one bucket per queue); None: no limit.
+    queue_scheduling_rate: float | None = None
+    #: Each queue's bucket size; None: the rate rounded up.
+    queue_scheduling_burst: int | None = None
 
     @classmethod
     def from_mapping(cls, data: object, key: str = "scheduling") -> SchedulingSettings:
@@ -140,6 +150,15 @@ class SchedulingSettings:
                 or self.max_jobs_per_cycle < 0):
             raise ConfigError(f"{key}.max_jobs_per_cycle: must be a whole number at least 0, "
                               f"got {self.max_jobs_per_cycle!r}")
+        for name in ("max_queue_lookback", "scheduling_burst", "queue_scheduling_burst"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ConfigError(f"{key}.{name}: must be a whole number at least 1, "
+                                  f"got {value!r}")
+        for name in ("scheduling_rate", "queue_scheduling_rate"):
+            if getattr(self, name) is not None:
+                _number(f"{key}.{name}", getattr(self, name), low_open=True)
         _fractions(f"{key}.max_fraction_per_cycle", self.max_fraction_per_cycle)
         _fractions(f"{key}.resource_multipliers", self.resource_multipliers, high=None)
         caps = self.max_fraction_per_queue
@@ -175,7 +194,12 @@ class SchedulingSettings:
             protected_fraction=self.protected_fraction,
             max_jobs_per_cycle=self.max_jobs_per_cycle,
             max_fraction_per_cycle=dict(self.max_fraction_per_cycle),
-            usage_half_life=self.usage_half_life)
+            usage_half_life=self.usage_half_life,
+            max_queue_lookback=self.max_queue_lookback,
+            scheduling_rate=self.scheduling_rate,
+            scheduling_burst=self.scheduling_burst,
+            queue_scheduling_rate=self.queue_scheduling_rate,
+            queue_scheduling_burst=self.queue_scheduling_burst)
 
 
 DEFAULT_PRIORITY_CLASSES = (

@@ -106,6 +106,8 @@ class Round:
     counts: dict[str, int] | None = None  # running jobs per queue once decisions are applied
     reasons: dict[str, str] = field(default_factory=dict)  # job id -> substring of its reason
     queues: tuple[Queue, ...] | None = None  # replaces the scenario's queues from this round on
+    rate_tokens: float | None = None  # the global rate-limit bucket's level (None: full)
+    queue_rate_tokens: dict[str, float] = field(default_factory=dict)  # absent: full
 
 
 @dataclass
@@ -148,6 +150,8 @@ def run_scenario(scenario: Scenario, impl: Impl) -> list[SchedulingResult]:
             scenario.config,
             now=now,
             usage_elapsed=scenario.usage_elapsed,
+            rate_tokens=rnd.rate_tokens,
+            queue_rate_tokens=rnd.queue_rate_tokens,
         )
         result = impl(snap)
         results.append(result)

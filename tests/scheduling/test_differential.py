@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -158,3 +159,37 @@ def test_long_runs_match_reference(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(12, 60))
 def test_more_long_runs_match_reference(seed: int) -> None:
     _same(_bulk_world(seed))
+
+
+def _rate_and_lookback(snap, seed: int):
+    """The same world with random rate limits (bucket levels included) and lookback."""
+    rng = random.Random(seed ^ 0x5EED)
+    names = [q.name for q in snap.queues]
+    config = replace(
+        snap.config,
+        max_queue_lookback=rng.choice([None, 0, 1, 2, 3, 5, 10]),
+        scheduling_rate=rng.choice([None, 0.5, 1.0, 4.0]),
+        scheduling_burst=rng.choice([None, 1, 3, 8]),
+        queue_scheduling_rate=rng.choice([None, 0.5, 2.0]),
+        queue_scheduling_burst=rng.choice([None, 1, 2, 5]),
+    )
+    return replace(
+        snap,
+        config=config,
+        rate_tokens=rng.choice([None, 0.0, 0.7, 2.5, 100.0]),
+        queue_rate_tokens={
+            n: rng.choice([0.0, 0.9, 1.0, 3.2]) for n in names if rng.random() < 0.5
+        },
+    )
+
+
+@_settings(800)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_rate_limits_and_lookback_match_reference(seed: int) -> None:
+    _same(_rate_and_lookback(random_world(seed), seed))
+
+
+@_settings(100)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_rate_limits_and_lookback_on_larger_worlds_match_reference(seed: int) -> None:
+    _same(_rate_and_lookback(random_world(seed, Knobs(max_nodes=12, max_jobs=60)), seed))

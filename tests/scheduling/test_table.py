@@ -908,6 +908,125 @@ SCENARIOS: list[Scenario] = [
         [Round(jobs("a", 4, "A") + jobs("b", 4, "B"), counts={"A": 2, "B": 2})],
         queues=(Queue("A", decayed_usage=1.0), Queue("B")),
     ),
+    # --- rate limits and lookback ----------------------------------------------------------
+    Scenario(
+        "global rate limit: a full bucket lets its burst through, then what has refilled",
+        [node("n0", cpu=16)],
+        [
+            Round(
+                jobs("a", 3, "A") + jobs("b", 2, "B"),
+                sched={"a0", "b0", "a1"},
+                reasons={"a2": "global scheduling rate limit", "b1": "global scheduling rate"},
+            ),
+            Round(
+                [], rate_tokens=1.5, sched={"b1"}, pre=set(), reasons={"a2": "(scheduling_rate)"}
+            ),
+            Round([], rate_tokens=0.5, sched=set(), pre=set(), reasons={"a2": "global"}),
+        ],
+        config=SchedulingConfig(scheduling_rate=1.0, scheduling_burst=3),
+    ),
+    Scenario(
+        "per-queue rate limit: each queue has its own bucket",
+        [node("n0", cpu=16)],
+        [
+            Round(
+                jobs("a", 3, "A") + jobs("b", 3, "B"),
+                sched={"a0", "a1", "b0", "b1"},
+                reasons={"a2": "queue's scheduling rate limit", "b2": "queue_scheduling_rate"},
+            ),
+            # A's bucket holds half a token; B's is absent: full again.
+            Round(
+                [],
+                queue_rate_tokens={"A": 0.5},
+                sched={"b2"},
+                pre=set(),
+                reasons={"a2": "queue's scheduling rate limit"},
+            ),
+        ],
+        config=SchedulingConfig(queue_scheduling_rate=0.1, queue_scheduling_burst=2),
+    ),
+    Scenario(
+        "rate limits: evicted jobs placed back are exempt",
+        [node("n0", cpu=16)],
+        [
+            Round(jobs("a", 2, "A"), sched={"a0", "a1"}),
+            # Every running job is evicted and re-placed, with no tokens left for new ones.
+            Round(
+                [job("a2", "A"), job("b0", "B")],
+                rate_tokens=0.0,
+                queue_rate_tokens={"A": 0.0, "B": 0.0},
+                sched=set(),
+                pre=set(),
+                counts={"A": 2},
+                reasons={"a2": "global scheduling rate limit", "b0": "global"},
+            ),
+        ],
+        config=SchedulingConfig(
+            protected_fraction=None,
+            scheduling_rate=1.0,
+            scheduling_burst=2,
+            queue_scheduling_rate=1.0,
+            queue_scheduling_burst=2,
+        ),
+    ),
+    Scenario(
+        "global rate limit: a gang larger than the tokens left waits whole",
+        [node("n0", cpu=16)],
+        [
+            Round(
+                [job("a0", "A"), *gang("g", 3, "B"), job("b0", "B")],
+                sched={"a0", "b0"},
+                reasons={"g0": "global scheduling rate", "g1": "global", "g2": "global"},
+            ),
+            Round([], rate_tokens=3.0, sched={"g0", "g1", "g2"}, pre=set()),
+        ],
+        config=SchedulingConfig(scheduling_rate=1.0, scheduling_burst=3),
+    ),
+    Scenario(
+        "per-queue rate limit: a gang larger than the queue's tokens waits whole",
+        [node("n0", cpu=16)],
+        [
+            Round(
+                [job("a0", "A"), *gang("g", 2, "A"), job("b0", "B")],
+                sched={"a0", "b0"},
+                reasons={"g0": "queue's scheduling rate", "g1": "queue's scheduling rate"},
+            ),
+            Round([], sched={"g0", "g1"}, pre=set()),
+        ],
+        config=SchedulingConfig(queue_scheduling_rate=1.0, queue_scheduling_burst=2),
+    ),
+    Scenario(
+        "lookback: jobs beyond a queue's first N queued jobs are not attempted",
+        [node("n0")],
+        [
+            Round(
+                [job("x0", "A", cpu=8), job("x1", "A", cpu=8), job("a0", "A"), job("b0", "B")],
+                sched={"b0"},
+                reasons={
+                    "x0": "even when the node is empty",
+                    "x1": "even when the node is empty",
+                    "a0": "beyond the queue's lookback of 2 jobs this cycle",
+                },
+            ),
+            Round([], sched=set(), pre=set(), reasons={"a0": "lookback of 2 jobs"}),
+        ],
+        config=SchedulingConfig(max_queue_lookback=2),
+    ),
+    Scenario(
+        "lookback: queue order decides, a gang starting within is whole, running jobs do not count",
+        [node("n0", cpu=16)],
+        [
+            Round(jobs("r", 2, "A"), sched={"r0", "r1"}),
+            Round(
+                [*gang("g", 2, "A"), job("a0", "A"), job("h0", "A", pc="mid")],
+                sched={"h0", "g0", "g1"},
+                pre=set(),
+                reasons={"a0": "beyond the queue's lookback of 2 jobs"},
+            ),
+            Round([], sched={"a0"}, pre=set()),
+        ],
+        config=SchedulingConfig(protected_fraction=None, max_queue_lookback=2),
+    ),
     # --- bookkeeping ------------------------------------------------------------------------
     Scenario(
         "unknown queue or class fails the job",

@@ -268,6 +268,67 @@ def test_resource_names_decide_the_best_fit_order(tmp_path: Path, order: str,
         assert (lease.job.id, lease.node) == (job_id, node)
 
 
+def test_max_queue_lookback_leaves_jobs_beyond_it_unattempted(tmp_path: Path) -> None:
+    # Two jobs that fit nowhere head queue a: with a lookback of 2, the small job behind them
+    # is never attempted, while queue b's job is leased.
+    with serving(tmp_path, "  max_queue_lookback: 2\n") as (_, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="4", memory="16Gi")
+        ex.sync()
+        huge = submit(api, "a", job(cpu="100"), job(cpu="100"))
+        wait_reasons(api, huge, reasons.TOO_LARGE)
+        [small] = submit(api, "a", job())
+        [other] = submit(api, "b", job())
+        ex.wait_leases(1)
+        wait_reasons(api, [small], reasons.queue_lookback(2))
+        ex.sync()
+        assert leased_jobs(ex) == {other}
+
+
+def test_max_queue_lookback_considers_that_many_jobs_per_cycle(tmp_path: Path) -> None:
+    with serving(tmp_path, "  max_queue_lookback: 2\n") as (_, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        submit(api, "a", *[job() for _ in range(5)])
+        ex.wait_leases(5)
+        assert leases_per_cycle(api, "a") == [2, 2, 1]
+
+
+def test_scheduling_rate_and_burst_limit_new_jobs_of_all_queues(tmp_path: Path) -> None:
+    # A bucket of 3 tokens that refills one token every 1000 seconds: the first cycle leases
+    # 3 jobs of the two queues together, later cycles none while the test runs.
+    block = "  scheduling_rate: 0.001\n  scheduling_burst: 3\n"
+    with serving(tmp_path, block) as (server, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        ids = contest(api, ex, {q: [job() for _ in range(3)] for q in "ab"})
+        ex.wait_leases(3)
+        waiting = [j for j in ids["a"] + ids["b"] if j not in leased_jobs(ex)]
+        assert len(waiting) == 3
+        wait_reasons(api, waiting, reasons.GLOBAL_RATE_LIMIT)
+        cycles = server.server.scheduler.cycles
+        until(lambda: server.server.scheduler.cycles >= cycles + 3, "three more cycles")
+        ex.sync()
+        assert len(ex.held) == 3
+        assert leases_per_cycle(api, "a") + leases_per_cycle(api, "b") in ([2, 1], [1, 2])
+
+
+def test_queue_scheduling_rate_and_burst_limit_each_queue(tmp_path: Path) -> None:
+    block = "  queue_scheduling_rate: 0.001\n  queue_scheduling_burst: 2\n"
+    with serving(tmp_path, block) as (server, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        ids = contest(api, ex, {q: [job() for _ in range(3)] for q in "ab"})
+        ex.wait_leases(4)
+        held = leased_jobs(ex)
+        assert len(held & set(ids["a"])) == 2 and len(held & set(ids["b"])) == 2
+        waiting = [j for j in ids["a"] + ids["b"] if j not in held]
+        wait_reasons(api, waiting, reasons.QUEUE_RATE_LIMIT)
+        cycles = server.server.scheduler.cycles
+        until(lambda: server.server.scheduler.cycles >= cycles + 3, "three more cycles")
+        ex.sync()
+        assert len(ex.held) == 4
+
+
 # --- validation ---------------------------------------------------------------------------
 
 
@@ -292,6 +353,15 @@ def test_resource_names_decide_the_best_fit_order(tmp_path: Path, order: str,
     ("  usage_half_life: 0\n", "scheduling.usage_half_life: must be above 0, got 0"),
     ("  resource_names: [cpu, cpu]\n", "scheduling.resource_names: names must be unique"),
     ("  resource_names: cpu\n", "scheduling.resource_names: must be a list"),
+    ("  max_queue_lookback: 0\n",
+     "scheduling.max_queue_lookback: must be a whole number at least 1, got 0"),
+    ("  scheduling_rate: 0\n", "scheduling.scheduling_rate: must be above 0, got 0"),
+    ("  scheduling_burst: 1.5\n",
+     "scheduling.scheduling_burst: must be a whole number at least 1, got 1.5"),
+    ("  queue_scheduling_rate: fast\n",
+     "scheduling.queue_scheduling_rate: must be a number, got 'fast'"),
+    ("  queue_scheduling_burst: 0\n",
+     "scheduling.queue_scheduling_burst: must be a whole number at least 1, got 0"),
     ("  colour: blue\n", "scheduling.colour: unknown setting"),
     ("  - protected_fraction\n", "scheduling: must be a mapping"),
 ])
@@ -321,17 +391,25 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
   resource_multipliers: {nvidia.com/gpu: 4}
   usage_half_life: 600
   resource_names: [memory, cpu]
+  max_queue_lookback: 1000
+  scheduling_rate: 50
+  scheduling_burst: 200
+  queue-scheduling-rate: 2.5
+  queue_scheduling_burst: 10
 """))
     settings = build(path).scheduling
     assert settings == SchedulingSettings(
         protected_fraction=0.5, max_jobs_per_cycle=100, max_fraction_per_cycle={"cpu": 0.5},
         max_fraction_per_queue={"low": {"cpu": 0.25, "memory": 0.5}},
         resource_multipliers={"nvidia.com/gpu": 4.0}, usage_half_life=600.0,
-        resource_names=("memory", "cpu"))
+        resource_names=("memory", "cpu"), max_queue_lookback=1000, scheduling_rate=50,
+        scheduling_burst=200, queue_scheduling_rate=2.5, queue_scheduling_burst=10)
     model = settings.model()
     assert (model.protected_fraction, model.max_jobs_per_cycle, model.usage_half_life,
             model.resource_names, dict(model.resource_multipliers)) == (
         0.5, 100, 600.0, ("memory", "cpu"), {"nvidia.com/gpu": 4.0})
+    assert (model.max_queue_lookback, model.scheduling_rate, model.scheduling_burst,
+            model.queue_scheduling_rate, model.queue_scheduling_burst) == (1000, 50, 200, 2.5, 10)
     assert build(tmp_path / "server.yaml").config_reload_interval == 0.1
 
 

@@ -4,12 +4,14 @@ writes the decisions, each step its own transaction."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
 
 from armada_core.scheduling.fairness import decay_usage
+from armada_core.scheduling.ratelimit import RateBuckets
 from armada_core.waiting import wait_event
 from armada_server.config import ServerConfig
 from armada_server.metrics import Metrics
@@ -80,6 +82,9 @@ class SchedulingLoop:
         # Kept in memory by the leader: a restart or a new leader starts from zero.
         self.usage: dict[str, float] = {}
         self._usage_at: float | None = None
+        # The scheduling rate limits' token buckets, likewise in the leader's memory: a restart
+        # or a new leader starts with full buckets.
+        self.rate = RateBuckets()
 
     def _record_usage(self, half_life: float | None, costs: Mapping[str, float],
                       now: float, elapsed: float) -> None:
@@ -116,12 +121,17 @@ class SchedulingLoop:
             broken: dict[str, str] = {}
             elapsed = (max(0.0, now.timestamp() - self._usage_at)
                        if self._usage_at is not None else 0.0)
+            model = settings.model()
             snapshot, placements = build_snapshot(
-                state, config.priority_classes, now, config=settings.model(),
+                state, config.priority_classes, now, config=model,
                 cache=self._jobs, broken=broken, class_caps=settings.max_fraction_per_queue,
                 usage=self.usage if settings.usage_half_life is not None else None,
                 usage_elapsed=elapsed)
+            tokens, queue_tokens = self.rate.refill(model, now.timestamp())
+            snapshot = dataclasses.replace(snapshot, rate_tokens=tokens,
+                                           queue_rate_tokens=queue_tokens)
             result, unschedulable = schedule_isolating(snapshot)
+            self.rate.consume(model, result.rate_consumed)
             broken.update(unschedulable)
             self._record_usage(settings.usage_half_life, result.queue_costs,
                                now.timestamp(), elapsed)
