@@ -27,7 +27,7 @@ def submit(api: Stubs, *items, queue: str = "q", job_set: str = "s") -> list[str
 
 def events(api: Stubs, job_set: str = "s", **kw) -> list[event_pb2.EventStreamMessage]:
     return list(api.events.GetJobSetEvents(event_pb2.JobSetRequest(
-        id=job_set, queue="q", **kw), timeout=10))
+        id=job_set, queue="q", **kw), timeout=60))
 
 
 def kinds(messages) -> list[str]:

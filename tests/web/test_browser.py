@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -17,7 +18,10 @@ WAIT = 90  # seconds: the machine is small and shared
 
 
 def wait(browser, timeout: float = WAIT) -> WebDriverWait:  # type: ignore[no-untyped-def]
-    return WebDriverWait(browser, timeout, poll_frequency=0.2)
+    # Pages re-render as data arrives: an element found a moment ago may have been replaced.
+    return WebDriverWait(browser, timeout, poll_frequency=0.2,
+                         ignored_exceptions=(NoSuchElementException,
+                                             StaleElementReferenceException))
 
 
 def text_of(browser, css: str) -> str:  # type: ignore[no-untyped-def]
