@@ -94,16 +94,24 @@ def _job(spec: submit_pb2.Job, **kw: Any) -> s.Job:
 _SPECS: dict[bytes, tuple[dict[str, Any], GangSpec | None]] = {}
 
 
-def _convert(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
+def _static_of(j: QueuedJob | RunningJob | TerminatingRun
+               ) -> tuple[dict[str, Any], GangSpec | None]:
+    """_static of a stored job's spec, converted once per distinct spec."""
     key = j.spec_key
     if key is None:
-        return _job(j.spec, **kw)
+        return _static(j.spec)
     found = _SPECS.get(key)
     if found is None:
         if len(_SPECS) >= 10_000:
             _SPECS.clear()
         found = _SPECS[key] = _static(j.spec)
-    return _make(j.id, *found, **kw)
+    return found
+
+
+def _convert(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
+    if j.spec_key is None:
+        return _job(j.spec, **kw)
+    return _make(j.id, *_static_of(j), **kw)
 
 
 CAPABILITY_LABEL = "armadaproject.io/capabilities"
@@ -179,7 +187,7 @@ def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]
     held: dict[str, s.Resources] = {}
     for run in terminating:
         try:
-            requests = _static(run.spec)[0]["requests"]
+            requests = _static_of(run)[0]["requests"]
         except Exception:  # unreadable: it holds nothing we can count
             continue
         held[run.node] = held[run.node] + requests if run.node in held else requests

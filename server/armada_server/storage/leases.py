@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -355,21 +355,11 @@ class LeaseOps:
         self.isolated_failures["executor report"] += 1
         log.error("executor %s: the %s report of run %s cannot be stored: %s", executor, kind,
                   u.run_id, _first_line(error))
-
-        @retried
-        def fail() -> None:
-            with self._write() as (conn, touched):
-                job = self._jobs_by_id(conn, [u.job_id]).get(u.job_id)
-                if job is None or job.active_run is None or job.active_run.id != u.run_id:
-                    return
-                failure = Failure(reason=clean_reason(
-                    f"the executor's {kind} report could not be stored: {_first_line(error)}"),
-                    category="internal", subcategory="server_error")
-                after, events = lifecycle.fail(job, failure, retry=False, now=now)
-                self._save_many(conn, touched, [(job, after, events)])
-
+        reason = f"the executor's {kind} report could not be stored: {_first_line(error)}"
         try:
-            fail()
+            self._fail_now({u.job_id: reason}, "server_error",
+                           lambda job: job.active_run is not None
+                           and job.active_run.id == u.run_id, now)
         except Exception:
             log.exception("job %s: could not fail it either", u.job_id)
 
@@ -515,7 +505,7 @@ class LeaseOps:
             lost += conn.execute(select(t.runs.c.job_id).where(
                 t.runs.c.id.in_(chunk))).scalars().all()
         size = 0
-        unsendable: list[str] = []
+        unsendable: dict[str, str] = {}
         for chunk in chunks(new, 500):
             if size >= MAX_LEASE_BYTES:
                 break
@@ -527,7 +517,9 @@ class LeaseOps:
                     break
                 _, job_id, run_index, node, spec = rows[run_id]
                 if len(spec) + 100 > MAX_LEASE_BYTES:
-                    unsendable.append(job_id)  # it would never fit in a response
+                    unsendable[job_id] = (  # it would never fit in a response
+                        f"the job ({len(spec)} bytes) is larger than the executor protocol "
+                        f"can carry ({MAX_LEASE_BYTES} bytes)")
                     continue
                 size += len(spec) + 100
                 lease = response.leases.add(run_id=run_id, run_index=run_index, node=node,
@@ -545,25 +537,36 @@ class LeaseOps:
             self._fail_lost(conn, touched, lost, "the executor no longer has the pod",
                             "pod_missing", now)
         if unsendable:
-            self._fail_unsendable(conn, touched, unsendable, now)
+            # Never sent, so the executor holds nothing of them.
+            self.isolated_failures["lease"] += self._fail_alone(
+                conn, touched, unsendable, "unsendable",
+                lambda job: job.active_run is not None, now, confirmed=True)
         return response
 
-    def _fail_unsendable(self, conn: Connection, touched: set, job_ids: Sequence[str],
-                         now: datetime) -> None:
-        """Jobs too large for any lease response: without this they would be offered to
-        their executor in every sync and never reach it."""
+    def _fail_alone(self, conn: Connection, touched: set, failures: Mapping[str, str],
+                    subcategory: str, still: Callable[[Job], bool], now: datetime, *,
+                    confirmed: bool = False) -> int:
+        """Fail each job of `failures` with its reason, for good, if it is `still` as the
+        failure was decided on; returns how many were failed. `confirmed`: their runs hold
+        nothing on their nodes."""
         changes = []
-        for job in self._jobs_by_id(conn, job_ids).values():
-            if job.active_run is None:
+        for job in self._jobs_by_id(conn, failures).values():
+            if not still(job):
                 continue
-            failure = Failure(reason=f"the job ({len(job.spec.SerializeToString())} bytes) is "
-                                     "larger than the executor protocol can carry "
-                                     f"({MAX_LEASE_BYTES} bytes)", category="internal",
-                              subcategory="unsendable")
+            failure = Failure(reason=clean_reason(failures[job.id]), category="internal",
+                              subcategory=subcategory)
             changes.append((job, *lifecycle.fail(job, failure, retry=False, now=now)))
-        self.isolated_failures["lease"] += len(changes)
         self._save_many(conn, touched, changes, confirmed={
-            job.active_run.id for job, _, _ in changes if job.active_run is not None})
+            job.active_run.id for job, _, _ in changes
+            if confirmed and job.active_run is not None})
+        return len(changes)
+
+    @retried
+    def _fail_now(self, failures: Mapping[str, str], subcategory: str,
+                  still: Callable[[Job], bool], now: datetime) -> int:
+        """_fail_alone in a transaction of its own."""
+        with self._write() as (conn, touched):
+            return self._fail_alone(conn, touched, failures, subcategory, still, now)
 
     def _fail_lost(self, conn: Connection, touched: set, job_ids: Sequence[str], reason: str,
                    subcategory: str, now: datetime) -> None:
@@ -816,22 +819,8 @@ class LeaseOps:
     def fail_jobs(self, failures: Mapping[str, str], *, now: datetime | None = None) -> int:
         """Fail queued jobs that cannot be scheduled at all (e.g. a spec the scheduler cannot
         read), each with its reason; returns how many were failed."""
-        now = now or self.clock()
-
-        @retried
-        def write() -> int:
-            with self._write() as (conn, touched):
-                changes = []
-                for job in self._jobs_by_id(conn, failures).values():
-                    if job.state != JobState.QUEUED:
-                        continue
-                    failure = Failure(reason=clean_reason(failures[job.id]), category="internal",
-                                      subcategory="server_error")
-                    changes.append((job, *lifecycle.fail(job, failure, retry=False, now=now)))
-                self._save_many(conn, touched, changes)
-                return len(changes)
-
-        return write()
+        return self._fail_now(failures, "server_error",
+                              lambda job: job.state == JobState.QUEUED, now or self.clock())
 
 
 # --- bulk statements without SQLAlchemy's per-row work (SQLite) ------------------------------
