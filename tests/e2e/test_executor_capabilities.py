@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,19 +58,6 @@ class Process:
                 self.popen.kill()
                 self.popen.wait(30)
         self._out.close()
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Callable[..., Process]]:
-    started: list[Process] = []
-
-    def start(name: str, *argv: str) -> Process:
-        started.append(Process(name, list(argv), tmp_path))
-        return started[-1]
-
-    yield start
-    for process in reversed(started):
-        process.stop()
 
 
 def pod(*command: str, **extra: object) -> dict:

@@ -10,7 +10,7 @@ the jobs' own records, also for runs killed without a chance to record their end
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,21 +103,6 @@ class Runs:
                 _, job, run, when, how = parts
                 runs.ends.setdefault(job, {})[run] = (float(when), how)
         return runs
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Callable[..., Process]]:
-    """Starts processes; stops every one of them at the end, whatever happened."""
-    started: list[Process] = []
-
-    def start(name: str, *argv: str) -> Process:
-        process = Process(name, list(argv), tmp_path)
-        started.append(process)
-        return process
-
-    yield start
-    for process in reversed(started):
-        process.stop()
 
 
 def job_spec(tmp_path: Path, seconds: float, *, cpu: str = "100m", term_delay: float = 0,

@@ -7,7 +7,7 @@ real database; faults are SIGKILLs, so nothing gets to clean up after itself.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,21 +28,6 @@ from .processes import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Callable[..., Process]]:
-    """Starts processes; stops every one of them at the end, whatever happened."""
-    started: list[Process] = []
-
-    def start(name: str, *argv: str) -> Process:
-        process = Process(name, list(argv), tmp_path)
-        started.append(process)
-        return process
-
-    yield start
-    for process in reversed(started):
-        process.stop()
 
 
 def pod(*command: str, cpu: str = "100m", memory: str = "32Mi") -> dict:

@@ -29,17 +29,12 @@ SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2,
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Callable[..., Topology]]:
-    """Builds a topology (replicas: two on PostgreSQL, one on SQLite); stops every process."""
-    started: list[Process] = []
-
-    def start(name: str, *argv: str) -> Process:
-        process = Process(name, list(argv), tmp_path)
-        started.append(process)
-        return process
-
+def cluster(tmp_path: Path, processes: Callable[..., Process]
+            ) -> Iterator[Callable[..., Topology]]:
+    """Builds a topology (replicas: two on PostgreSQL, one on SQLite); every process it
+    starts is stopped at the end."""
     def build(database_url: str, *, replicas: int | None = None) -> Topology:
-        topology = Topology(start, tmp_path, database_url, **SETTINGS)
+        topology = Topology(processes, tmp_path, database_url, **SETTINGS)
         count = replicas or (2 if database_url.startswith("postgresql") else 1)
         for i in range(count):
             topology.add_replica("abcdefgh"[i])
@@ -48,8 +43,6 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Topology]]:
         return topology
 
     yield build
-    for process in reversed(started):
-        process.stop()
 
 
 def shell(script: str, name: str = "main", cpu: str = "100m") -> dict:
