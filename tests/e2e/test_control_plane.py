@@ -580,6 +580,12 @@ def test_preemption_never_overcommits_a_node(
         results = client.wait_for_jobs("alpha", "urgency", urgent, timeout=120)
         assert {r.state_name for r in results.values()} == {"SUCCEEDED"}, (
             "urgent jobs did not all succeed" + evidence(client))
+        # Every low job preempted on the one node made room for an urgent one, and says so.
+        rooms = {m.message.preempted.job_id: m.message.preempted.preempting_job_id
+                 for m in client.get_job_set_events("alpha", "urgency")
+                 if m.message.WhichOneof("events") == "preempted"}
+        assert set(rooms.values()) <= set(urgent), (
+            f"preempted for jobs other than the urgent ones: {rooms}" + evidence(client))
         client.cancel_job_set("alpha", "urgency")
         assert not settle(topology, low + urgent), evidence(client)
 

@@ -187,6 +187,9 @@ def test_urgent_job_preempts_a_preemptible_one(api: Stubs, queue: str) -> None:
     ex.sync(ex.update(victim, stopped=executor_pb2.RunUpdate.Stopped()))
     assert state(api, stop.job_id) == submit_pb2.PREEMPTED
     assert kinds(api, stop.job_id)[-2:] == ["preempting", "preempted"]
+    [preempted] = [m.message.preempted for m in api.events.GetJobSetEvents(
+        event_pb2.JobSetRequest(queue="q", id="s")) if m.message.preempted.job_id == stop.job_id]
+    assert preempted.preempting_job_id == urgent  # the job placed in its room
     ex.wait_leases(2)
     assert any(lease.job.id == urgent for lease in ex.held.values())
     survivor = next(j for j in fillers if j != stop.job_id)

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime
 
+from armada_core import scheduling as s
 from armada_core.scheduling.fairness import decay_usage
 from armada_core.scheduling.ratelimit import RateBuckets
 from armada_core.waiting import wait_event
@@ -64,6 +65,33 @@ def _seen(state: SchedulingState, queued: Collection[str], preempted: Collection
         wanted = set(preempted)
         seen.update((j.id, j.run_id) for j in state.running if j.id in wanted)
     return seen
+
+
+def made_room_for(snapshot: s.Snapshot, result: s.SchedulingResult) -> dict[str, str]:
+    """For each job the cycle preempts, the job it made room for: one the cycle newly placed
+    on the preempted job's node (an evicted job can only come back to its own node, so what
+    took its room was placed there). Of several, the most urgent: the highest priority
+    class, then the earliest submitted, then the lowest id. A preempted job whose node got
+    nothing new (e.g. preempted to bring its queue under a class cap) is left out."""
+    if not result.preempted or not result.scheduled:
+        return {}
+    wanted = result.preempted | result.scheduled.keys()
+    jobs = {j.id: j for j in snapshot.jobs if j.id in wanted}
+    urgency = {c.name: c.priority for c in snapshot.priority_classes}
+    best: dict[str, tuple[int, float, str]] = {}  # node -> its most urgent new job's key
+    for job_id, node in result.scheduled.items():
+        job = jobs.get(job_id)
+        if job is None:
+            continue
+        key = (-urgency.get(job.priority_class, 0), job.submit_time, job_id)
+        if node not in best or key < best[node]:
+            best[node] = key
+    out: dict[str, str] = {}
+    for job_id in result.preempted:
+        victim = jobs.get(job_id)
+        if victim is not None and victim.node is not None and victim.node in best:
+            out[job_id] = best[victim.node][2]
+    return out
 
 
 class SchedulingLoop:
@@ -144,6 +172,7 @@ class SchedulingLoop:
                      if (p := placements.get(nid)) is not None}
         gangs = {j.id: (j.queue, j.gang_id) for j in snapshot.jobs if j.gang_id is not None}
         seen = _seen(state, scheduled.keys() | result.failed.keys(), result.preempted)
+        preempting = made_room_for(snapshot, result)
         leased = 0
         for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
             # The first transaction also holds the preemptions the leases may rely on.
@@ -151,7 +180,8 @@ class SchedulingLoop:
             done = self.store.apply_schedule(
                 scheduled=part, preempted=result.preempted if first else (),
                 failed=result.failed if first else {},
-                reasons=result.unscheduled if first else {}, seen=seen, gangs=gangs, now=now)
+                reasons=result.unscheduled if first else {}, seen=seen, gangs=gangs,
+                preempting=preempting if first else None, now=now)
             leased += done
             if done and self.on_leased is not None:
                 self.on_leased()

@@ -471,8 +471,13 @@ class LeaseOps:
             failure = Failure(reason="preempted", condition="Preempted")
             decision = self.retries.decide(conn, catalogue, job,
                                            run_failure(job, failure, node=run.node), when)
+            # The job the cycle that preempted the run made room for (none for a manual
+            # preemption), as apply_schedule recorded it on the run.
+            preempting = conn.execute(select(t.runs.c.preempting_job_id).where(
+                t.runs.c.id == run.id)).scalar_one_or_none() or ""
             return lifecycle.preempt(job, reason="preempted", now=when, retry=decision.retry,
-                                     retry_after=decision.retry_after, requestor="scheduler")
+                                     retry_after=decision.retry_after, requestor="scheduler",
+                                     preempting_job_id=preempting)
         raise IllegalTransition(f"unknown update {kind!r}")
 
     def _work_for(self, conn: Connection, touched: set, executor: str, held: set[str],
@@ -753,9 +758,13 @@ class LeaseOps:
                        preempted: Iterable[str], failed: Mapping[str, str],
                        reasons: Mapping[str, str], seen: Mapping[str, int | str],
                        gangs: Mapping[str, tuple[str, str | None]] | None = None,
+                       preempting: Mapping[str, str] | None = None,
                        now: datetime | None = None) -> int:
         """Write one cycle's decisions: leases (job -> executor, node, pool), preemption
         requests, failures, and why the rest stayed queued. Returns the leases made.
+
+        `preempting` names, for a preempted job, the job the cycle made room for: it is kept
+        on the preempted run, and the preempted event names it once the run has stopped.
 
         A decision applies only to a job still as the snapshot saw it (`seen`: the row
         version of a queued job, the run id of a running one); the others changed meanwhile
@@ -787,6 +796,7 @@ class LeaseOps:
                                                 node=node, pool=pool, now=now)
                 changes.append((job, after, events))
                 leased += 1
+            made_room: list[dict] = []  # preempted runs -> the job placed in their room
             for job_id in preempted:
                 job = jobs.get(job_id)
                 run = job.active_run if job is not None else None
@@ -795,6 +805,8 @@ class LeaseOps:
                 after, events = lifecycle.request_preempt(
                     job, requestor="scheduler", reason="preempted by the scheduler", now=now)
                 changes.append((job, after, events))
+                if preempting and (placed := preempting.get(job_id)):
+                    made_room.append({"_id": run.id, "preempting_job_id": placed})
             for job_id, reason in failed.items():
                 job = unchanged(job_id)
                 if job is None:
@@ -805,6 +817,7 @@ class LeaseOps:
                                                retry=False, now=now)
                 changes.append((job, after, events))
             self._save_many(conn, touched, changes)
+            executemany(conn, _UPDATE_RUNS, made_room)
             for chunk in chunks(list(scheduled), 500):
                 conn.execute(update(t.jobs).where(t.jobs.c.id.in_(chunk),
                                                   t.jobs.c.scheduling_reason != "")

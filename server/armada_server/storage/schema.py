@@ -144,6 +144,10 @@ runs = Table(
     # may still be terminating on its node: until this time, or until its executor no longer
     # holds it, it keeps its node's capacity.
     Column("releases_at", DateTime(timezone=True)),
+    # The job a scheduling cycle preempted this run to make room for (placed on its node in
+    # that cycle); the preempted event names it once the run has stopped. NULL: none (a
+    # manual preemption, or a preemption that placed nothing on the node).
+    Column("preempting_job_id", String(26)),
     Index("ix_runs_job_id", "job_id", "run_index", unique=True),
     Index("ix_runs_releases_at", "cluster_id", "releases_at",
           sqlite_where=text("releases_at IS NOT NULL"),
