@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import time
 import uuid
 
 import pytest
 
-from airflow_armada.operators.armada import client_id_for
+from airflow_armada.operators.armada import task_identity
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient, NotFound, job_item
+from armada_core.client.lifecycle import ATTEMPT_ANNOTATION, GENERATION_ANNOTATION
 from armada_core.retry import load_policy
 
 from .conftest import QUEUE
@@ -44,6 +47,13 @@ def test_a_job_succeeds_and_returns_its_result(mode, client, capfd) -> None:
     assert client.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
     assert submitted_jobs(client, job_set_of(dr)) == [job_id]
     assert task_instance(dr, "hello").try_number == 1
+    uri = f"airflow://armada_single_{mode}/{dr.run_id}/hello/-1"
+    assert client.get_job_status_by_external_uri(QUEUE, job_set_of(dr), uri) == \
+        {job_id: submit_pb2.SUCCEEDED}
+    spec = client.get_job_details([job_id], expand_job_spec=True)[job_id].job_spec
+    assert spec.annotations["airflow.apache.org/try-number"] == "1"
+    assert (spec.annotations[ATTEMPT_ANNOTATION], spec.annotations[GENERATION_ANNOTATION]) == \
+        ("0", "0")
     out = capfd.readouterr().out
     assert f"[job {job_id}] hello from armada" in out
     assert f"[job {job_id}] second line" in out
@@ -154,14 +164,14 @@ def test_a_killed_task_cancels_its_job(client: ArmadaClient, capfd) -> None:
     ti = task_instance(dr, "sleeper")
     assert (ti.state, ti.try_number) == ("failed", 1)
     assert submitted_jobs(client, job_set) == [job_id]
+    assert client.get_job_details([job_id])[job_id].cancel_reason == \
+        "Airflow task killed (try 1)"
     assert f"Task killed: cancelling Armada jobs {job_id}" in capfd.readouterr().out
 
 
-@pytest.mark.parametrize(("dag_id", "message"), [
-    ("armada_crash_after_submit", "Reattaching to Armada jobs"),
-    ("armada_crash_inside_submit", "Resubmitting with client id"),
-])
-def test_a_worker_crash_after_submission_reattaches(dag_id, message, client, capfd) -> None:
+@pytest.mark.parametrize("dag_id", ["armada_crash_after_submit", "armada_crash_inside_submit"])
+def test_a_worker_crash_after_submission_reattaches(dag_id, client, capfd) -> None:
+    """Found again by the task's external job URI, whether or not the ids came back."""
     dr = run_dag(dag_id)
     assert dr.state == "success"
     assert task_instance(dr, "crashy").try_number == 2
@@ -169,7 +179,7 @@ def test_a_worker_crash_after_submission_reattaches(dag_id, message, client, cap
     assert xcom(dr, "crashy")["job_ids"] == [job_id]
     out = capfd.readouterr().out
     assert "simulated worker crash" in out
-    assert message in out
+    assert f"Reattaching to Armada job(s) {job_id}" in out
 
 
 def test_a_reattached_job_that_fails_is_reported_not_resubmitted(client, tmp_path,
@@ -239,9 +249,10 @@ def test_a_cleared_task_runs_a_new_job_on_its_next_try(client, capfd) -> None:
     assert client.get_job_status([first, second]) == {first: submit_pb2.CANCELLED,
                                                       second: submit_pb2.SUCCEEDED}
     assert xcom(dr, "dies")["job_ids"] == [second]
+    details = client.get_job_details([second], expand_job_spec=True)[second].job_spec
+    assert details.annotations[GENERATION_ANNOTATION] == "1"
     out = capfd.readouterr().out
-    assert f"{first} CANCELLED" in out
-    assert "submitting new jobs" in out
+    assert f"this attempt's jobs ended without succeeding ({first} CANCELLED)" in out
     assert f"[job {second}] done try 2" in out
 
 
@@ -279,7 +290,7 @@ def test_the_same_try_after_a_crash_reattaches_to_its_running_job(client, tmp_pa
     assert task_instance(dr, "again").try_number == 1
     [job_id] = jobs_of_task(client, job_set_of(dr), "armada_same_try_again", "again")
     assert xcom(dr, "again")["job_ids"] == [job_id]
-    assert "Reattaching to Armada jobs" in capfd.readouterr().out
+    assert f"Reattaching to Armada job(s) {job_id}" in capfd.readouterr().out
 
 
 def test_the_same_try_after_its_job_was_cancelled_submits_under_a_new_client_id(
@@ -293,11 +304,79 @@ def test_the_same_try_after_its_job_was_cancelled_submits_under_a_new_client_id(
     assert xcom(dr, "again")["job_ids"] == [second]
 
 
-def test_client_ids_differ_per_try_and_attempt() -> None:
-    ids = {client_id_for("d", "t", "r", -1, try_number, attempt)
-           for try_number in (1, 2) for attempt in (0, 1, 2)}
+def test_a_kill_of_an_earlier_try_reaching_the_job_late_starts_it_again(client,
+                                                                           capfd) -> None:
+    """A cleared deferred task: the next try may find the job before the triggerer cancels it
+    for the old try. The cancellation is the old try's (its reason says so): the new try
+    submits a new job instead of failing as if someone else had cancelled it."""
+    dr = run_dag("armada_killed_late")
+    assert dr.state == "success"
+    ti = task_instance(dr, "late")
+    assert (ti.state, ti.try_number) == ("success", 2)
+    first, second = submitted_jobs(client, job_set_of(dr))
+    details = client.get_job_details([first, second])
+    assert (details[first].state, details[first].cancel_reason) == \
+        (submit_pb2.CANCELLED, "Airflow task killed (try 1)")
+    assert details[second].state == submit_pb2.SUCCEEDED
+    assert xcom(dr, "late")["job_ids"] == [second]
+    assert "cancelled by the kill of an earlier try" in capfd.readouterr().out
+
+
+def test_a_successful_task_run_again_runs_a_new_job(client, capfd) -> None:
+    """A cleared successful task is meant to run again: its reported job is not reused."""
+    dr = run_dag("armada_runs_again_after_success")
+    assert dr.state == "success"
+    result = xcom(dr, "twice")
+    [first], [second] = result["first"]["job_ids"], result["second"]["job_ids"]
+    assert first != second
+    assert submitted_jobs(client, job_set_of(dr)) == [first, second]
+    attempts = [client.get_job_details([j], expand_job_spec=True)[j].job_spec
+                .annotations[ATTEMPT_ANNOTATION] for j in (first, second)]
+    assert attempts == ["0", "1"]
+
+
+@pytest.mark.parametrize("mode", ["deferrable", "sync"])
+def test_a_waiting_job_says_why_in_the_task_log(mode, client, capfd) -> None:
+    """The only node the job fits on is busy until its task log has said why it waits."""
+    blocker_set = f"blocker-{uuid.uuid4()}"
+    blocker = {"containers": [{"name": "main", "command": ["sleep", "120"], "resources": {
+        "requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}}],
+        "nodeSelector": {"role": "victim"}}
+    [blocking] = client.submit_jobs(QUEUE, blocker_set, [job_item(blocker, priority_class="high")])
+    wait_until_running(client, blocker_set)
+    said = re.compile(r"Armada job (\w+) QUEUED \w+: insufficient free resources on matching "
+                      r"nodes")
+
+    def release_once_said() -> str:
+        out, deadline = "", time.monotonic() + 60
+        try:
+            while not said.search(out) and time.monotonic() < deadline:
+                out += capfd.readouterr().out
+                time.sleep(0.1)
+        finally:
+            client.cancel_jobs(QUEUE, blocker_set, [blocking])
+        return out
+
+    helper = Background(release_once_said)
+    helper.start()
+    dr = run_dag(f"armada_waits_{mode}")
+    out = helper.join_checked()
+    assert dr.state == "success"
+    [job_id] = submitted_jobs(client, job_set_of(dr))
+    match = said.search(out)
+    assert match is not None, "no waiting reason in the task log"
+    assert match.group(1) == job_id
+
+
+def test_one_identity_for_every_try_of_a_task_instance() -> None:
+    identity = task_identity("d", "manual__2024", "t", -1)
+    assert identity.external_job_uri == "airflow://d/manual__2024/t/-1"
+    assert identity.client_id() == task_identity("d", "manual__2024", "t", -1).client_id()
+    ids = {task_identity("d", "r", "t", -1, attempt).client_id(generation)
+           for attempt in (0, 1) for generation in (0, 1)}
+    ids |= {task_identity("d", "r", "t", 0).client_id(), task_identity("d", "r2", "t", -1)
+            .client_id()}
     assert len(ids) == 6
-    assert client_id_for("d", "t", "r", -1, 1) == client_id_for("d", "t", "r", -1, 1, 0)
 
 
 def test_cancel_on_kill_reaches_the_trigger() -> None:

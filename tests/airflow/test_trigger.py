@@ -46,7 +46,7 @@ async def test_user_kill_of_a_deferred_task_cancels_the_job(client: ArmadaClient
     ids = client.submit_jobs(QUEUE, job_set, [job_item(pod("sleep 120")) for _ in range(2)])
     runner = TriggerRunner()
     task = start(runner, 1, ArmadaJobTrigger(queue=QUEUE, job_set_id=job_set, job_ids=ids,
-                                             log_interval=0.3))
+                                             log_interval=0.3, try_number=3))
     await until_running(client, ids[0])
     runner.to_cancel.append(1)  # what the triggerer does when the user marks the task failed
     await runner.cancel_triggers()
@@ -54,7 +54,7 @@ async def test_user_kill_of_a_deferred_task_cancels_the_job(client: ArmadaClient
         await task
     results = client.wait_for_jobs(QUEUE, job_set, ids, timeout=30)
     assert {r.state for r in results.values()} == {submit_pb2.CANCELLED}
-    assert "killed" in results[ids[0]].cancel_reason
+    assert results[ids[0]].cancel_reason == "Airflow task killed (try 3)"
 
 
 async def test_cancel_on_kill_false_leaves_the_job_running(client: ArmadaClient) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.sdk import DAG
 
-from airflow_armada.hooks.armada import ArmadaHook
+from airflow_armada.hooks.armada import ArmadaHook, kill_reason
 from airflow_armada.operators.armada import ArmadaOperator
 from armada_core.api import submit_pb2
 
@@ -54,68 +54,97 @@ def wait_for_state(hook: ArmadaHook, job_ids: list[str], state: str,
 
 
 class CrashAfterSubmit(ArmadaOperator):
-    """Simulates a worker that dies on its first try right after submitting (job ids stored).
-    With conf `marker`, a later try creates that file once it has its jobs (a job waiting for
-    it is then certainly still running when that try reattaches)."""
+    """Simulates a worker that dies on its first try right after submitting. With conf
+    `marker`, a later try creates that file once it has its jobs (a job waiting for it is then
+    certainly still running when that try reattaches)."""
 
-    def _submit_or_reattach(self, context, hook, client_id, items):  # type: ignore[no-untyped-def]
-        job_ids = super()._submit_or_reattach(context, hook, client_id, items)
+    def _submit_or_reattach(self, context, client, identity):  # type: ignore[no-untyped-def]
+        submission = super()._submit_or_reattach(context, client, identity)
         if context["ti"].try_number == 1:
             raise RuntimeError("simulated worker crash after submission")
         marker = context["dag_run"].conf.get("marker")
         if marker:
             open(marker, "w").close()
-        return job_ids
+        return submission
 
 
 class DiesWhenJobsEnd(ArmadaOperator):
     """Simulates a first try whose process dies before it sees its jobs end: with conf
     `kill` it is killed as a cleared task is (on_kill cancels the jobs); either way it dies
-    once its jobs are in conf `until` (CANCELLED, or PREEMPTED by the test), leaving the task
-    state store unfinished for the next try."""
+    once its jobs are in conf `until` (CANCELLED, or PREEMPTED by the test), having reported
+    nothing."""
 
-    def _submit_or_reattach(self, context, hook, client_id, items):  # type: ignore[no-untyped-def]
-        job_ids = super()._submit_or_reattach(context, hook, client_id, items)
+    def _submit_or_reattach(self, context, client, identity):  # type: ignore[no-untyped-def]
+        submission = super()._submit_or_reattach(context, client, identity)
         if context["ti"].try_number == 1:
             conf = context["dag_run"].conf
             if conf.get("kill"):
-                self._submitted = (self.armada_queue, self.job_set_id, job_ids)
+                self._submitted = (self.armada_queue, self.job_set_id, submission.job_ids)
                 self.on_kill()
-            wait_for_state(hook, job_ids, conf["until"])
+            wait_for_state(ArmadaHook(self.armada_conn_id), submission.job_ids, conf["until"])
             raise RuntimeError("simulated task process death")
-        return job_ids
+        return submission
 
 
 class SameTryAgain(ArmadaOperator):
     """Simulates one try whose process crashes after submitting and is run again with the same
-    try number: the second pass starts from the task state store alone. With conf `kill`, the
+    try number: the second pass starts from what the server holds alone. With conf `kill`, the
     jobs are cancelled (as on_kill does) before the second pass. The jobs wait for the file
     conf `marker`, made after the second pass, so none ends before that pass has seen it."""
 
-    def _submit_or_reattach(self, context, hook, client_id, items):  # type: ignore[no-untyped-def]
-        job_ids = super()._submit_or_reattach(context, hook, client_id, items)
+    def _submit_or_reattach(self, context, client, identity):  # type: ignore[no-untyped-def]
+        submission = super()._submit_or_reattach(context, client, identity)
         if context["dag_run"].conf.get("kill"):
-            self._submitted = (self.armada_queue, self.job_set_id, job_ids)
+            self._submitted = (self.armada_queue, self.job_set_id, submission.job_ids)
             self.on_kill()
-            wait_for_state(hook, job_ids, "CANCELLED")
+            wait_for_state(ArmadaHook(self.armada_conn_id), submission.job_ids, "CANCELLED")
         self.log.info("simulated crash: the same try runs again")
-        job_ids = super()._submit_or_reattach(context, ArmadaHook(self.armada_conn_id),
-                                              client_id, items)
+        submission = super()._submit_or_reattach(context, client, self.identity(context))
         open(context["dag_run"].conf["marker"], "w").close()
-        return job_ids
+        return submission
 
 
 class CrashInsideSubmit(ArmadaOperator):
     """Simulates a worker that dies on its first try after the server accepted the jobs but
-    before their ids reached the task state store."""
+    before their ids came back."""
 
-    def _submit(self, client, items):  # type: ignore[no-untyped-def]
-        job_ids = super()._submit(client, items)
-        from airflow.sdk import get_current_context
+    def _submit_or_reattach(self, context, client, identity):  # type: ignore[no-untyped-def]
+        if context["ti"].try_number == 1:
+            run = client._run
 
-        if get_current_context()["ti"].try_number == 1:
-            raise RuntimeError("simulated worker crash during submission")
-        return job_ids
+            def dies_once_submitted(call, timeout=None):  # type: ignore[no-untyped-def]
+                answer = run(call, timeout)
+                if call.method == "SubmitJobs":
+                    raise RuntimeError("simulated worker crash during submission")
+                return answer
+
+            client._run = dies_once_submitted
+        return super()._submit_or_reattach(context, client, identity)
+
+
+class KilledLate(ArmadaOperator):
+    """Simulates a deferred task cleared while its next try starts before the triggerer has
+    run the old try's on_kill: try 1 dies once it has submitted; try 2 reattaches to the job,
+    which is then cancelled as try 1's kill does."""
+
+    def _submit_or_reattach(self, context, client, identity):  # type: ignore[no-untyped-def]
+        submission = super()._submit_or_reattach(context, client, identity)
+        if context["ti"].try_number == 1:
+            raise RuntimeError("simulated kill of try 1, its trigger still running")
+        if submission.reattached and submission.generation == 0:
+            client.cancel_jobs(self.armada_queue, self.job_set_id, submission.job_ids,
+                               reason=kill_reason(1))
+        return submission
+
+
+class RunsAgainAfterSuccess(ArmadaOperator):
+    """Simulates a successful task cleared and run again: the same task instance executes
+    twice (in one process, with the task state store as it is after the first end)."""
+
+    def execute(self, context):  # type: ignore[no-untyped-def]
+        first = super().execute(context)
+        self.log.info("simulated clear of a successful task: running it again")
+        return {"first": first, "second": super().execute(context)}
 
 
 class RecordsTrigger(ArmadaOperator):
@@ -189,6 +218,21 @@ with dag("armada_same_try_again"):
     SameTryAgain(task_id="again", armada_queue=QUEUE, retries=0, **FAST,
                  pod_spec=pod("while [ ! -e {{ dag_run.conf['marker'] }} ]; do sleep 0.1; done; "
                               "echo finished"))
+
+with dag("armada_killed_late"):
+    KilledLate(task_id="late", armada_queue=QUEUE, retries=1, retry_delay=timedelta(0), **FAST,
+               pod_spec=pod("if [ {{ ti.try_number }} -eq 1 ]; then sleep 60; fi; "
+                            "echo done try {{ ti.try_number }}"))
+
+with dag("armada_runs_again_after_success"):
+    RunsAgainAfterSuccess(task_id="twice", armada_queue=QUEUE, deferrable=False, **FAST,
+                          pod_spec=pod("echo run try {{ ti.try_number }}"))
+
+for mode, deferrable in (("deferrable", True), ("sync", False)):
+    with dag(f"armada_waits_{mode}"):
+        # The test fills the only "victim" node first: the task's job waits, and says why.
+        ArmadaOperator(task_id="waits", armada_queue=QUEUE, deferrable=deferrable, **FAST,
+                       pod_spec=pod("echo ran", cpu="1", nodeSelector={"role": "victim"}))
 
 with dag("armada_crash_inside_submit"):
     CrashInsideSubmit(task_id="crashy", armada_queue=QUEUE, retries=1, retry_delay=timedelta(0),

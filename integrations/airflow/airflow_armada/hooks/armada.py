@@ -3,7 +3,8 @@
 The hook also owns the one waiting routine both the worker (non-deferrable mode) and the
 triggerer run, so the two modes behave identically: follow the job set's event stream (resuming
 from the last message id, falling back to status polling; armada_core's `wait_for_jobs`), tail
-each job's container logs into the task log, and summarise the end as a JSON payload.
+each job's container logs into the task log, and summarise the end as the result payload every
+integration returns (`armada_core.client.lifecycle.result_payload`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,12 +32,27 @@ from armada_core.client import (
     Notice,
     WatchOptions,
 )
-from armada_core.retry import map_outcome
+from armada_core.client.lifecycle import result_payload
 
 DEFAULT_PORT = 50051
 DEFAULT_JOB_URL_TEMPLATE = "http://localhost:8080/jobs/{job_id}"
 
 _TRUE = ("1", "true", "yes", "on")
+_KILLED = re.compile(r"Airflow task killed \(try (\d+)\)")
+
+
+def kill_reason(try_number: int | None) -> str:
+    """The cancel reason of the jobs a killed try cancels. It names the try, so a later try
+    that reattached to the jobs before the kill reached the server (a deferred task cleared:
+    the triggerer cancels while the next try starts) recognises the kill as not its own."""
+    return "Airflow task killed" if try_number is None else \
+        f"Airflow task killed (try {try_number})"
+
+
+def killed_by_try(cancel_reason: str) -> int | None:
+    """The try whose kill cancelled a job, from the job's cancel reason (see `kill_reason`)."""
+    match = _KILLED.fullmatch(cancel_reason)
+    return int(match.group(1)) if match else None
 
 
 def _pem(value: str | None) -> bytes | None:
@@ -154,7 +171,8 @@ class ArmadaHook(BaseHook):
                          log_interval: float = 5.0, poll_interval: float = 5.0,
                          member_labels: Sequence[str] | None = None) -> dict[str, Any]:
         """Wait until every job has ended (server-side retries are waited through) and return
-        the JSON payload `result_payload` describes. Cancelling the awaiting task stops it."""
+        the lifecycle's result payload (`armada_core.client.lifecycle.result_payload`).
+        Cancelling the awaiting task stops it."""
         labels = dict(zip(job_ids, member_labels or [f"job {j}" for j in job_ids], strict=True))
         async with await self.aget_client() as client:
             tailer = _LogTailer(client, labels, log) if stream_logs else None
@@ -226,39 +244,3 @@ class _LogTailer:
 
     async def poll(self) -> None:
         await self.cursor.poll_async(self.client)
-
-
-def _seconds(ts: Any) -> float | None:
-    return ts.ToNanoseconds() / 1e9 if ts is not None and ts.ToNanoseconds() else None
-
-
-def result_payload(queue: str, job_set_id: str, results: Sequence[JobResult],
-                   details: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON-serialisable summary: outcome (armada_core.retry.map_outcome), summary text,
-    and per job its state, run, node, exit codes, termination messages, failure, duration."""
-    report = map_outcome([r.job_end() for r in results])
-    jobs: list[dict[str, Any]] = []
-    for r in results:
-        started = finished = None
-        d = details.get(r.job_id)
-        if d is not None:
-            for run in d.job_runs:
-                if run.run_id == (r.run_id or d.latest_run_id):
-                    started, finished = _seconds(run.started_ts), _seconds(run.finished_ts)
-        jobs.append({
-            "job_id": r.job_id, "state": r.state_name, "run_id": r.run_id, "node": r.node,
-            "cluster": r.cluster, "exit_codes": dict(r.exit_codes),
-            "termination_messages": dict(r.termination_messages),
-            "failure_reason": r.failure_reason, "failure_category": r.failure_category,
-            "failure_subcategory": r.failure_subcategory, "condition": r.condition,
-            "cancel_reason": r.cancel_reason, "server_retries": len(r.retryable_failures),
-            "duration_seconds": (round(finished - started, 3)
-                                 if started is not None and finished is not None else None),
-        })
-    durations = [j["duration_seconds"] for j in jobs if j["duration_seconds"] is not None]
-    return {
-        "outcome": report.outcome.value, "summary": report.summary, "queue": queue,
-        "job_set_id": job_set_id, "job_ids": [j["job_id"] for j in jobs],
-        "run_ids": [j["run_id"] for j in jobs], "nodes": [j["node"] for j in jobs],
-        "duration_seconds": max(durations) if durations else None, "jobs": jobs,
-    }

@@ -1,10 +1,14 @@
-"""`ArmadaOperator`: run a task as an Armada job or gang and map its end to the task's state."""
+"""`ArmadaOperator`: run a task as an Armada job or gang and map its end to the task's state.
+
+The operator keeps only what is Airflow's: which task instance this is (`task_identity`) and
+what an outcome means to Airflow (`ArmadaOperator._finish`). Finding the task's jobs,
+reattaching, replacing and cancelling them, the waiting reasons and the result payload are the
+task lifecycle every integration shares (`armada_core.client.lifecycle`).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -13,30 +17,54 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from google.protobuf.json_format import MessageToDict
 
-from airflow_armada.hooks.armada import ArmadaHook
+from airflow_armada.hooks.armada import ArmadaHook, kill_reason, killed_by_try
 from airflow_armada.links.armada import ArmadaJobLink
 from airflow_armada.triggers.armada import ArmadaJobTrigger
 from armada_core.api import submit_pb2
 from armada_core.client import (
+    ArmadaClient,
     ArmadaError,
     InvalidArgument,
     SpecError,
+    SubmitRejected,
     check_items,
     gang_items,
     job_item,
 )
-from armada_core.client.reattach import decide_reattach
+from armada_core.client.lifecycle import (
+    Submission,
+    TaskIdentity,
+    WaitingReporter,
+    submit_or_reattach,
+)
 from armada_core.retry import Outcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: Key of the task state store entry (survives retries; XCom does not).
-STATE_KEY = "armada_submission"
 #: The default job set: one per DAG run, so a run's jobs are watched and cancelled together.
 DEFAULT_JOB_SET_ID = "{{ dag.dag_id }}-{{ run_id }}"
-#: Annotations naming the Airflow task instance that submitted a job.
+#: Annotations naming the Airflow task instance that submitted a job (for people: the
+#: lifecycle finds a task's jobs by their external job URI).
 ANNOTATION_PREFIX = "airflow.apache.org/"
+#: Task state store key (it survives retries and clears; XCom does not): how many times a try
+#: of this task instance has reported its jobs' end, i.e. the lifecycle attempt of the next try.
+ATTEMPT_KEY = "armada_attempt"
+
+
+def task_identity(dag_id: str, run_id: str, task_id: str, map_index: int,
+                  attempt: int = 0) -> TaskIdentity:
+    """A task instance as the task lifecycle names it.
+
+    The task is the DAG, run, task and map index (external job URI
+    ``airflow://<dag>/<run>/<task>/<map index>``). The attempt is the same for every try
+    until one of them has reported the jobs' end (`ATTEMPT_KEY`): so a try reattaches to the
+    jobs an earlier try left while they can still succeed or did, submits a new generation if
+    they ended otherwise (a cleared task, a preemption nobody saw), and a try after a reported
+    end (a retry after a failure, a cleared successful task) runs new jobs.
+    """
+    return TaskIdentity("airflow", f"{dag_id}/{run_id}/{task_id}/{map_index}", str(attempt),
+                        name=task_id)
 
 
 def _plain_pod_spec(spec: Any) -> Any:
@@ -49,21 +77,6 @@ def _plain_pod_spec(spec: Any) -> Any:
     return spec
 
 
-def client_id_for(dag_id: str, task_id: str, run_id: str, map_index: int,
-                  try_number: int, attempt: int = 0) -> str:
-    """Deterministic and unique per task try and submission attempt: a resubmission from the
-    same try is deduplicated by the server, a new try gets a new job. `attempt` counts the
-    submissions a single try had to make because its earlier jobs ended otherwise than
-    succeeding (cancelled, preempted...); the server would answer the old id with those jobs.
-    Readable prefix, hashed identity (run ids may be long and hold any character)."""
-    parts: list[Any] = [dag_id, task_id, run_id, map_index, try_number]
-    if attempt:
-        parts.append(attempt)
-    digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
-    suffix = f".{attempt}" if attempt else ""
-    return f"airflow-{task_id[:40]}-{try_number}{suffix}-{digest}"
-
-
 class ArmadaOperator(BaseOperator):
     """Submit one Armada job, or a gang, and wait for it to end.
 
@@ -72,10 +85,11 @@ class ArmadaOperator(BaseOperator):
     objects, dicts (camelCase or snake_case) or YAML text; they are templated.
 
     Waiting is deferrable by default (the triggerer follows the event stream; no worker slot is
-    held). Success returns (and pushes to XCom) the result: job ids, run ids, nodes, duration,
-    links and per-job details. An infrastructure failure (preemption, eviction, lost lease)
-    raises a retryable ``AirflowException``; a user error, a rejection or a cancellation by
-    someone else raises ``AirflowFailException``. See the README for every parameter.
+    held); while a job waits to run, the task log says why. Success returns (and pushes to
+    XCom) the lifecycle's result: job ids, run ids, nodes, duration, links and per-job
+    details. An infrastructure failure (preemption, eviction, lost lease) raises a retryable
+    ``AirflowException``; a user error, a rejection or a cancellation by someone else raises
+    ``AirflowFailException``. See the README for every parameter.
     """
 
     template_fields: Sequence[str] = (
@@ -147,6 +161,7 @@ class ArmadaOperator(BaseOperator):
         self.job_url_template = job_url_template
         self.cancel_on_kill = cancel_on_kill
         self._submitted: tuple[str, str, list[str]] | None = None
+        self._try_number: int | None = None
 
     # --- building ---------------------------------------------------------------------------
 
@@ -156,7 +171,8 @@ class ArmadaOperator(BaseOperator):
 
     def build_items(self, context: Context, client_id: str
                     ) -> list[submit_pb2.JobSubmitRequestItem]:
-        """The request items, validated as the server would; SpecError names a bad field."""
+        """The request items, validated as the server would; SpecError names a bad field.
+        (The lifecycle adds the task's external job URI and its own annotations.)"""
         ti = context["ti"]
         annotations = {
             f"{ANNOTATION_PREFIX}dag-id": ti.dag_id, f"{ANNOTATION_PREFIX}task-id": ti.task_id,
@@ -170,8 +186,6 @@ class ArmadaOperator(BaseOperator):
             "priority_class": self.priority_class or None, "client_id": client_id,
             "labels": {str(k): str(v) for k, v in self.labels.items()},
             "annotations": annotations, "retry_policy": self.armada_retry_policy or None,
-            "external_job_uri": f"airflow://{ti.dag_id}/{ti.run_id}/{ti.task_id}/"
-                                f"{ti.map_index}",
         }
         if self.is_gang:
             specs = self.pod_specs if self.pod_specs is not None else self.pod_spec
@@ -197,37 +211,48 @@ class ArmadaOperator(BaseOperator):
 
     # --- running ----------------------------------------------------------------------------
 
+    def identity(self, context: Context) -> TaskIdentity:
+        """This task instance for the lifecycle, at the attempt the task state store gives."""
+        ti = context["ti"]
+        store = context.get("task_state_store")
+        attempt = int(store.get(ATTEMPT_KEY) or 0) if store is not None else 0
+        return task_identity(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, attempt)
+
     def execute(self, context: Context) -> Any:
         ti = context["ti"]
+        self._try_number = ti.try_number
         if not self.armada_queue or not self.job_set_id:
             raise AirflowFailException("armada_queue and job_set_id must not be empty")
-        client_id = client_id_for(ti.dag_id, ti.task_id, ti.run_id, ti.map_index,
-                                  ti.try_number)
-        try:
-            items = self.build_items(context, client_id)
+        identity = self.identity(context)
+        try:  # validated before anything reaches the server
+            items = identity.stamp(self.build_items(context, identity.client_id()), 0)
         except (SpecError, ValueError) as e:
             raise AirflowFailException(f"invalid Armada job spec, nothing submitted: {e}") from e
         if self.is_dry_run:
             return self._dry_run(items)
         hook = ArmadaHook(self.armada_conn_id)
-        job_ids = self._submit_or_reattach(context, hook, client_id, items)
-        self._submitted = (self.armada_queue, self.job_set_id, job_ids)
-        urls = self._job_urls(job_ids)
-        ti.xcom_push(key=ArmadaJobLink().xcom_key, value=urls[0])
-        ti.xcom_push(key="armada_job_ids", value=job_ids)
-        self.log.info("Armada jobs: %s", ", ".join(urls))
-        if self.deferrable:
-            self.defer(trigger=ArmadaJobTrigger(
-                queue=self.armada_queue, job_set_id=self.job_set_id, job_ids=job_ids,
-                armada_conn_id=self.armada_conn_id, stream_logs=self.stream_logs,
-                log_interval=self.log_interval, poll_interval=self.poll_interval,
-                member_labels=self._member_labels(job_ids),
-                cancel_on_kill=self.cancel_on_kill),
-                method_name="execute_complete", timeout=self.execution_timeout)
-        payload = asyncio.run(hook.await_jobs(
-            self.armada_queue, self.job_set_id, job_ids, log=self.log, stream_logs=self.stream_logs,
-            log_interval=self.log_interval, poll_interval=self.poll_interval,
-            member_labels=self._member_labels(job_ids)))
+        with hook.get_conn() as client:
+            job_ids = self._submit_or_reattach(context, client, identity).job_ids
+            self._submitted = (self.armada_queue, self.job_set_id, job_ids)
+            urls = self._job_urls(job_ids)
+            ti.xcom_push(key=ArmadaJobLink().xcom_key, value=urls[0])
+            ti.xcom_push(key="armada_job_ids", value=job_ids)
+            self.log.info("Armada jobs: %s", ", ".join(urls))
+            labels = self._member_labels(job_ids)
+            if self.deferrable:
+                self.defer(trigger=ArmadaJobTrigger(
+                    queue=self.armada_queue, job_set_id=self.job_set_id, job_ids=job_ids,
+                    armada_conn_id=self.armada_conn_id, stream_logs=self.stream_logs,
+                    log_interval=self.log_interval, poll_interval=self.poll_interval,
+                    member_labels=labels, cancel_on_kill=self.cancel_on_kill,
+                    try_number=ti.try_number),
+                    method_name="execute_complete", timeout=self.execution_timeout)
+            with WaitingReporter(client, dict(zip(job_ids, labels, strict=True)),
+                                 self.log.info, poll=self.poll_interval):
+                payload = asyncio.run(hook.await_jobs(
+                    self.armada_queue, self.job_set_id, job_ids, log=self.log,
+                    stream_logs=self.stream_logs, log_interval=self.log_interval,
+                    poll_interval=self.poll_interval, member_labels=labels))
         return self._finish(context, payload)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
@@ -241,92 +266,34 @@ class ArmadaOperator(BaseOperator):
         return {"dry_run": True, "queue": self.armada_queue, "job_set_id": self.job_set_id,
                 "items": rendered}
 
-    def _submit_or_reattach(self, context: Context, hook: ArmadaHook, client_id: str,
-                            items: list[submit_pb2.JobSubmitRequestItem]) -> list[str]:
-        """Reattach to this task's jobs from an earlier try if they can still succeed or did
-        succeed (`armada_core.client.reattach`); otherwise submit new ones. The intent is
-        stored before submitting and the job ids after, so a crash anywhere leaves enough to
-        find the jobs again."""
-        store = context.get("task_state_store")
-        record = store.get(STATE_KEY) if store is not None else None
-        ti = context["ti"]
-        attempt = 0
-        with hook.get_conn() as client:
-            if isinstance(record, dict):
-                same_place = (record.get("queue") == self.armada_queue
-                              and record.get("job_set_id") == self.job_set_id)
-                if same_place and not record.get("finished"):
-                    job_ids = self._earlier_jobs(context, client, store, record)
-                    if job_ids:
-                        return job_ids
-                if record.get("try_number") == ti.try_number:
-                    # This very try submitted before: a new client id, or the server would
-                    # answer with the jobs that just ended.
-                    attempt = int(record.get("attempt", 0)) + 1
-            if attempt:
-                client_id = client_id_for(ti.dag_id, ti.task_id, ti.run_id, ti.map_index,
-                                          ti.try_number, attempt)
-                items = self.build_items(context, client_id)
-            record = {"client_id": client_id, "queue": self.armada_queue,
-                      "job_set_id": self.job_set_id, "job_ids": None,
-                      "try_number": ti.try_number, "attempt": attempt}
-            if store is not None:
-                store.set(STATE_KEY, record)
-            job_ids = self._submit(client, items)
-            if store is not None:
-                store.set(STATE_KEY, {**record, "job_ids": job_ids})
-        self.log.info("Submitted %d Armada job(s) to queue %r, job set %r: %s", len(job_ids),
-                      self.armada_queue, self.job_set_id, ", ".join(job_ids))
-        return job_ids
-
-    def _earlier_jobs(self, context: Context, client: Any, store: Any,
-                      record: dict[str, Any]) -> list[str] | None:
-        """The unfinished record's jobs if this try may reattach to them, else None (after
-        cancelling what still runs of them, so two tries never run at once)."""
-        job_ids = record.get("job_ids")
-        if not job_ids:
-            # The last try crashed while submitting: the same client id makes the server
-            # answer with the jobs it created then (or create them now).
-            self.log.info("Resubmitting with client id %s of an interrupted try",
-                          record["client_id"])
-            job_ids = self._submit(client, self.build_items(context, record["client_id"]))
-            store.set(STATE_KEY, {**record, "job_ids": job_ids})
-        states = client.get_job_status(job_ids)
-        described = ", ".join(f"{j} {submit_pb2.JobState.Name(s)}" for j, s in states.items())
-        decision = decide_reattach(states)
-        if decision.reattach:
-            # Still able to succeed, or succeeded while no task watched: this try reports it.
-            self.log.info("Reattaching to Armada jobs %s of an earlier try (%s)",
-                          ", ".join(job_ids), described)
-            return list(job_ids)
-        self.log.info("The earlier try's Armada jobs ended without succeeding or are unknown "
-                      "to the server (%s): submitting new jobs", described)
-        if decision.live:
-            self.log.info("Cancelling what still runs of them: %s", ", ".join(decision.live))
-            try:
-                client.cancel_jobs(record["queue"], record["job_set_id"], decision.live,
-                                   reason="Airflow: replaced by a new submission of the task")
-            except ArmadaError as e:
-                raise AirflowException(f"cancelling the earlier try's Armada jobs failed: "
-                                       f"{e}") from e
-        return None
-
-    def _submit(self, client: Any, items: list[submit_pb2.JobSubmitRequestItem]) -> list[str]:
+    def _submit_or_reattach(self, context: Context, client: ArmadaClient,
+                            identity: TaskIdentity) -> Submission:
+        """The lifecycle's submit-or-reattach, its errors mapped to Airflow's: a rejected job
+        fails the task, anything else (the server unreachable, an earlier attempt's job that
+        would not end) is retried."""
         try:
-            return client.submit_jobs(self.armada_queue, self.job_set_id, items)
-        except (InvalidArgument, SpecError) as e:
+            return submit_or_reattach(client, self.armada_queue, self.job_set_id, identity,
+                                      lambda client_id: self.build_items(context, client_id),
+                                      log=self.log.info)
+        except (InvalidArgument, SubmitRejected, SpecError) as e:
             raise AirflowFailException(f"Armada rejected the job: {e}") from e
         except ArmadaError as e:
             raise AirflowException(f"submitting to Armada failed: {e}") from e
 
-    def _finish(self, context: Context, payload: Mapping[str, Any]) -> dict[str, Any]:
+    def _finish(self, context: Context, payload: Mapping[str, Any]) -> Any:
         outcome = payload.get("outcome")
         summary = payload.get("summary", "")
+        if outcome == Outcome.CANCELLED and _killed_by_an_earlier_try(payload,
+                                                                      context["ti"].try_number):
+            # This try reattached to jobs an earlier try's kill then cancelled: the task was
+            # restarted (cleared) on purpose, so it runs, with new jobs.
+            self.log.info("The Armada jobs were cancelled by the kill of an earlier try of this "
+                          "task, after this try had found them: submitting new ones")
+            return self.execute(context)
         store = context.get("task_state_store")
         if store is not None and outcome != "error":
-            record = store.get(STATE_KEY)
-            if isinstance(record, dict):
-                store.set(STATE_KEY, {**record, "finished": True, "outcome": outcome})
+            # The jobs' end is reported: the next try (a retry, a cleared task) runs new jobs.
+            store.set(ATTEMPT_KEY, int(store.get(ATTEMPT_KEY) or 0) + 1)
         if outcome == Outcome.SUCCEEDED:
             result = dict(payload)
             result["links"] = self._job_urls(payload["job_ids"])
@@ -344,9 +311,16 @@ class ArmadaOperator(BaseOperator):
         self.log.info("Task killed: cancelling Armada jobs %s", ", ".join(job_ids))
         try:
             ArmadaHook(self.armada_conn_id).cancel(queue, job_set_id, job_ids,
-                                                   reason="Airflow task killed")
+                                                   reason=kill_reason(self._try_number))
         except ArmadaError as e:
             self.log.warning("Cancelling Armada jobs %s failed: %s", ", ".join(job_ids), e)
 
 
-__all__ = ["DEFAULT_JOB_SET_ID", "STATE_KEY", "ArmadaOperator", "client_id_for"]
+def _killed_by_an_earlier_try(payload: Mapping[str, Any], try_number: int) -> bool:
+    """Some jobs were cancelled by the kill of a try before `try_number`, none otherwise."""
+    killers = [killed_by_try(job.get("cancel_reason", "")) for job in payload.get("jobs", ())
+               if job.get("state") == "CANCELLED"]
+    return bool(killers) and all(k is not None and k < try_number for k in killers)
+
+
+__all__ = ["ATTEMPT_KEY", "DEFAULT_JOB_SET_ID", "ArmadaOperator", "task_identity"]

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_armada.hooks.armada import ArmadaHook
+from airflow_armada.hooks.armada import ArmadaHook, kill_reason
 from armada_core.client import ArmadaError
+from armada_core.client.lifecycle import report_waiting
 
 
 class ArmadaJobTrigger(BaseTrigger):
     """Follows a job set's event stream until every listed job (a job or a gang) has ended,
-    then fires one event carrying the result payload (see `ArmadaHook.await_jobs`).
+    then fires one event carrying the result payload (see `ArmadaHook.await_jobs`). While a
+    job waits to run, the task log says why (`armada_core.client.lifecycle.report_waiting`: on
+    change and every minute).
 
     Everything it needs is in its serialized kwargs, so after a triggerer restart a new
     instance replays the job set's log from the start and picks up where the jobs are; a user
@@ -25,7 +29,7 @@ class ArmadaJobTrigger(BaseTrigger):
                  armada_conn_id: str = ArmadaHook.default_conn_name, stream_logs: bool = True,
                  log_interval: float = 5.0, poll_interval: float = 5.0,
                  member_labels: Sequence[str] | None = None,
-                 cancel_on_kill: bool = True) -> None:
+                 cancel_on_kill: bool = True, try_number: int | None = None) -> None:
         super().__init__()
         self.queue = queue
         self.job_set_id = job_set_id
@@ -36,6 +40,7 @@ class ArmadaJobTrigger(BaseTrigger):
         self.poll_interval = poll_interval
         self.member_labels = list(member_labels) if member_labels else None
         self.cancel_on_kill = cancel_on_kill
+        self.try_number = try_number
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
@@ -43,15 +48,25 @@ class ArmadaJobTrigger(BaseTrigger):
             "armada_conn_id": self.armada_conn_id, "stream_logs": self.stream_logs,
             "log_interval": self.log_interval, "poll_interval": self.poll_interval,
             "member_labels": self.member_labels, "cancel_on_kill": self.cancel_on_kill,
+            "try_number": self.try_number,
         })
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = ArmadaHook(self.armada_conn_id)
+        labels = self.member_labels or [f"job {j}" for j in self.job_ids]
         try:
-            payload = await hook.await_jobs(
-                self.queue, self.job_set_id, self.job_ids, log=self.log,
-                stream_logs=self.stream_logs, log_interval=self.log_interval,
-                poll_interval=self.poll_interval, member_labels=self.member_labels)
+            async with await hook.aget_client() as client:
+                waiting = asyncio.create_task(report_waiting(
+                    client, dict(zip(self.job_ids, labels, strict=True)), self.log.info,
+                    poll=self.poll_interval))
+                try:
+                    payload = await hook.await_jobs(
+                        self.queue, self.job_set_id, self.job_ids, log=self.log,
+                        stream_logs=self.stream_logs, log_interval=self.log_interval,
+                        poll_interval=self.poll_interval, member_labels=labels)
+                finally:  # (waiting reasons are best effort: their errors end only them)
+                    waiting.cancel()
+                    await asyncio.gather(waiting, return_exceptions=True)
         except ArmadaError as e:  # NotFound, PermissionDenied...: let the task decide
             payload = {"outcome": "error", "queue": self.queue, "job_set_id": self.job_set_id,
                        "job_ids": self.job_ids,
@@ -68,4 +83,4 @@ class ArmadaJobTrigger(BaseTrigger):
             return
         self.log.info("Task killed: cancelling Armada jobs %s", ", ".join(self.job_ids))
         await ArmadaHook(self.armada_conn_id).acancel(
-            self.queue, self.job_set_id, self.job_ids, reason="Airflow task killed by a user")
+            self.queue, self.job_set_id, self.job_ids, reason=kill_reason(self.try_number))
