@@ -1,0 +1,146 @@
+"""Placing gangs (SEMANTICS.md, "Placing"): evicted gangs back on their own nodes, queued
+gangs all or nothing (down to ``gang_min_cardinality``), on one value of
+``gang_uniformity_label`` if they name one. A single job is a gang of one.
+
+A gang is tried on the live state; a failed or trial attempt is taken back with
+``CycleState.save``/``restore``.
+"""
+
+from __future__ import annotations
+
+from .. import reasons
+from ..model import Job
+from .limits import class_limit, first_limit
+from .nodes import Rank, place
+from .state import INF, CycleState, Item, NodeState, add, fits
+
+
+def return_evicted(state: CycleState, item: Item) -> None:
+    """Every member back on its own node, all or nothing, if the node's capacity minus
+    everything now holding space fits it and the queue's class cap allows; otherwise the
+    members are preempted (an extra member too, once its core failed)."""
+    ok = not (item.parent is not None and item.parent.failed)
+    if ok and class_limit(state, item) is not None:
+        ok = False
+    placed: list[tuple[NodeState, Job, list[int]]] = []
+    if ok:
+        for job in item.members:
+            ns, vec = state.node_of(job), state.vec(job)
+            if not fits(ns.free_held_giving_way(-INF), vec):
+                ok = False
+                break
+            ns.held[job.id] = (vec, INF)
+            placed.append((ns, job, vec))
+    if ok:
+        for ns, job, vec in placed:
+            del ns.evicted[job.id]
+            state.account(job, vec, +1)
+        return
+    for ns, job, _ in placed:
+        del ns.held[job.id]
+    item.failed = True
+    for job in item.members:
+        del state.node_of(job).evicted[job.id]
+        state.result.preempted.add(job.id)
+
+
+def schedule_queued(state: CycleState, item: Item) -> None:
+    """Limits first, then the members; every job of the gang ends scheduled, unscheduled
+    (with the reason) or, above an elastic gang's placement, failed."""
+    members = item.members
+    reason = first_limit(state, item)
+    if reason is not None:
+        for j in members:
+            state.result.unscheduled[j.id] = reason
+        return
+    if len(members) == 1 and members[0].gang_id is None:
+        outcome = place(state, members[0], None)
+        if isinstance(outcome, str):
+            state.result.unscheduled[members[0].id] = outcome
+        return
+    minimum = max(1, min(members[0].min_cardinality, len(members)))
+    label = members[0].gang_uniformity_label
+    if label is None:
+        place_gang(state, members, minimum)
+    else:
+        place_uniform_gang(state, members, minimum, label)
+
+
+def place_gang(state: CycleState, members: list[Job], minimum: int) -> None:
+    """A gang on any nodes, or none of it."""
+    saved = state.save()
+    attempt = try_gang(state, members, minimum, None)
+    if isinstance(attempt, str):
+        state.restore(saved)
+        for j in members:
+            state.result.unscheduled[j.id] = reasons.gang_failed(attempt)
+        return
+    fail_unplaced(state, members, attempt[0])
+
+
+def place_uniform_gang(state: CycleState, members: list[Job], minimum: int, label: str) -> None:
+    """A gang on the nodes of the best value of its uniformity label, or none of it."""
+    value = best_value(state, members, minimum, label)
+    if value is None:
+        for j in members:
+            state.result.unscheduled[j.id] = reasons.gang_uniformity_failed(label)
+        return
+    attempt = try_gang(state, members, minimum, nodes_with(state, label, value))
+    assert not isinstance(attempt, str)
+    fail_unplaced(state, members, attempt[0])
+
+
+def best_value(state: CycleState, members: list[Job], minimum: int, label: str) -> str | None:
+    """Try every value of the label; the winner has the most members placed, then the
+    lowest worst stage, then the least free resources left on its nodes, then the smallest
+    value. Each trial is taken back."""
+    values = sorted({ns.node.labels[label] for ns in state.nodes if label in ns.node.labels})
+    best_key, best = None, None
+    for value in values:
+        allowed = nodes_with(state, label, value)
+        saved = state.save()
+        attempt = try_gang(state, members, minimum, allowed)
+        if not isinstance(attempt, str):
+            placed, worst = attempt
+            leftover = state.zeros()
+            for ns in state.nodes:
+                if ns.index in allowed:
+                    leftover = add(leftover, ns.free())
+            key = (-len(placed), worst, leftover, value)
+            if best_key is None or key < best_key:
+                best_key, best = key, value
+        state.restore(saved)
+    return best
+
+
+def nodes_with(state: CycleState, label: str, value: str) -> set[int]:
+    return {ns.index for ns in state.nodes if ns.node.labels.get(label) == value}
+
+
+def try_gang(
+    state: CycleState, members: list[Job], minimum: int, allowed: set[int] | None
+) -> tuple[set[str], Rank] | str:
+    """Place members in order; with fewer than ``minimum`` placed the attempt fails (the
+    caller takes it back). Returns the members placed and the worst stage, or a reason."""
+    placed: set[str] = set()
+    worst = (0, 0.0)
+    first_reason: str | None = None
+    for job in members:
+        outcome = place(state, job, allowed)
+        if isinstance(outcome, str):
+            first_reason = first_reason or outcome
+            if minimum == len(members):
+                return outcome
+            continue
+        placed.add(job.id)
+        worst = max(worst, outcome)
+    if len(placed) < minimum:
+        return first_reason or reasons.NO_CAPACITY
+    return placed, worst
+
+
+def fail_unplaced(state: CycleState, members: list[Job], placed: set[str]) -> None:
+    """The gang runs with the members placed; the others fail."""
+    for j in members:
+        if j.id not in placed:
+            state.result.failed[j.id] = reasons.GANG_ELASTIC_REST

@@ -1,0 +1,74 @@
+"""Inputs and fairness (SEMANTICS.md, "Inputs and units", "Fairness").
+
+Which jobs take part, each active queue's weight and usage offset, which queues are
+protected, and the two costs queues are compared by: the progressive-filling key and, for
+victims, the fraction of fair share.
+"""
+
+from __future__ import annotations
+
+from .. import reasons
+from ..fairness import protected_queues, usage_offsets
+from ..model import Job
+from .state import CycleState, add
+
+
+def sort_jobs(state: CycleState) -> tuple[list[Job], list[Job]]:
+    """Running jobs on known nodes and valid queued jobs, each by id. Queued jobs of an
+    unknown queue or class fail; running jobs on unknown nodes are ignored."""
+    running: list[Job] = []
+    queued: list[Job] = []
+    failed = state.result.failed
+    for job in sorted(state.snapshot.jobs, key=lambda j: j.id):
+        if job.node is not None:
+            if job.node in state.node_index:
+                running.append(job)
+        elif job.queue not in state.queues:
+            failed[job.id] = reasons.UNKNOWN_QUEUE
+        elif job.priority_class not in state.classes:
+            failed[job.id] = reasons.UNKNOWN_PRIORITY_CLASS
+        else:
+            queued.append(job)
+    return running, queued
+
+
+def weigh_queues(state: CycleState, running: list[Job], queued: list[Job]) -> set[str]:
+    """Set the weights and usage offsets of the active queues (those with a valid queued or
+    running job); return the protected ones, whose preemptible jobs are not evicted."""
+    accounted = [j for j in running if state.accounted(j)]
+    active = sorted({j.queue for j in queued} | {j.queue for j in accounted})
+    state.weights = {q: state.queues[q].weight for q in active}
+    start = {q: state.zeros() for q in active}
+    for job in accounted:
+        start[job.queue] = add(start[job.queue], state.vec(job))
+    demand = {q: list(start[q]) for q in active}
+    for job in queued:
+        demand[job.queue] = add(demand[job.queue], state.vec(job))
+    shares = {q: state.costs.cost(start[q]) for q in active}
+    demands = {q: state.costs.cost(demand[q]) for q in active}
+    cfg = state.snapshot.config
+    state.offsets = usage_offsets(
+        {q: state.queues[q].decayed_usage for q in active},
+        shares,
+        state.snapshot.usage_elapsed,
+        cfg.usage_half_life,
+    )
+    return protected_queues(shares, state.weights, demands, cfg.protected_fraction)
+
+
+def queue_key(state: CycleState, queue: str, extra: list[int]) -> float:
+    """Progressive filling: the queue's cost once ``extra`` (its head gang) is added, plus
+    its decayed usage, per weight."""
+    alloc = add(state.alloc[queue], extra)
+    return (state.costs.cost(alloc) + state.offsets[queue]) / state.weights[queue]
+
+
+def fair_share_fraction(state: CycleState, queue: str) -> float:
+    """The queue's fraction of its fair share (up to a common factor): cost of what it
+    holds or may still get back (its evicted jobs not yet back), per weight."""
+    usage = state.alloc[queue]
+    for ns in state.nodes:
+        for jid, (vec, _) in ns.evicted.items():
+            if state.running[jid].queue == queue:
+                usage = add(usage, vec)
+    return (state.costs.cost(usage) + state.offsets[queue]) / state.weights[queue]

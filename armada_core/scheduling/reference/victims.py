@@ -1,0 +1,111 @@
+"""Victims: which jobs give way when a job displaces jobs of a lower class (SEMANTICS.md,
+"Placing", stages 2 and 3).
+
+Seed 000: "preempt jobs of as low PC priority as possible; for jobs of equal PC priority,
+preempt jobs from queues allocated the largest fraction of fair share possible". Victims
+are taken by class priority (a held gang: its hold priority), then their queue's fraction
+of fair share, highest first, then queue name, then the most recently ordered job. A node
+is chosen by the victims it needs; urgency then preempts a minimal set on it.
+"""
+
+from __future__ import annotations
+
+from ..model import Job
+from .order import running_order
+from .queues import fair_share_fraction
+from .state import INF, CycleState, NodeState, add, fits, sub
+
+#: A victim's place in the order: (class or hold priority, -fraction of fair share, queue).
+Group = tuple[float, float, str]
+
+
+def victims_on(
+    state: CycleState, ns: NodeState, level: float, evicted: bool
+) -> list[tuple[Group, str, list[int]]]:
+    """Jobs on the node that may give way at ``level`` (evicted ones in stage 2, held ones
+    in stage 3), as (group, job id, requests) in the order they are taken."""
+    fractions: dict[str, float] = {}
+
+    def group(job: Job, priority: float) -> Group:
+        if job.queue not in fractions:
+            fractions[job.queue] = fair_share_fraction(state, job.queue)
+        return (priority, -fractions[job.queue], job.queue)
+
+    out = []
+    if evicted:
+        for jid, (vec, pcp) in ns.evicted.items():
+            if pcp <= level:
+                out.append((state.running[jid], float(pcp), vec))
+    else:
+        for jid, (vec, hold) in ns.held.items():
+            if hold <= level:
+                out.append((state.running[jid], hold, vec))
+    # Most recently ordered first within a group: the sort by group below is stable.
+    out.sort(key=lambda t: running_order(t[0], state.classes), reverse=True)
+    keyed = [(group(j, p), j.id, vec) for j, p, vec in out]
+    keyed.sort(key=lambda t: t[0])
+    return keyed
+
+
+def by_victims(
+    state: CycleState, candidates: list[NodeState], vec: list[int], level: float, evicted: bool
+) -> NodeState | None:
+    """The node to displace on: the one whose last needed victim comes earliest in the
+    order, then the least free resources at the level, then node order."""
+    chosen, chosen_key = None, None
+    for ns in candidates:
+        if evicted:
+            free = ns.free_evicted_giving_way(level)
+            room = ns.free()
+        else:
+            free = ns.free_held_giving_way(level)
+            room = ns.free_held_giving_way(-INF)
+        if not fits(free, vec):
+            continue
+        worst: tuple = ()
+        for grp, _, v in victims_on(state, ns, level, evicted):
+            if fits(room, vec):
+                break
+            room = add(room, v)
+            worst = grp
+        key = (worst, free, ns.index)
+        if chosen_key is None or key < chosen_key:
+            chosen, chosen_key = ns, key
+    return chosen
+
+
+def preempt_for(state: CycleState, ns: NodeState, vec: list[int], level: float) -> None:
+    """Urgency preemption of a minimal set: victims' gangs are taken in order until the job
+    fits, then any one a later, larger victim made unnecessary is put back (latest first)."""
+    room = ns.free_held_giving_way(-INF)
+    taken: list[list[Job]] = []
+    seen: set[str] = set()
+    for _, jid, _ in victims_on(state, ns, level, evicted=False):
+        if fits(room, vec):
+            break
+        if jid in seen:
+            continue
+        unit = state.gang_of[jid]
+        seen.update(m.id for m in unit)
+        taken.append(unit)
+        room = add(room, on_node(state, unit, ns))
+    keep = [True] * len(taken)
+    for k in range(len(taken) - 2, -1, -1):
+        back = sub(room, on_node(state, taken[k], ns))
+        if fits(back, vec):
+            room = back
+            keep[k] = False
+    for unit in (u for u, kept in zip(taken, keep, strict=True) if kept):
+        for member in unit:
+            held = state.node_of(member).held.pop(member.id)
+            state.account(member, held[0], -1)
+            state.result.preempted.add(member.id)
+
+
+def on_node(state: CycleState, unit: list[Job], ns: NodeState) -> list[int]:
+    """What the members of a running gang hold on one node."""
+    total = state.zeros()
+    for member in unit:
+        if member.node == ns.node.id:
+            total = add(total, state.vec(member))
+    return total
