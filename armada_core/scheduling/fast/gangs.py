@@ -1,0 +1,303 @@
+"""Placing queued gangs (SEMANTICS.md, Placing): all or nothing down to the gang's minimum
+cardinality, on one value of the uniformity label when it has one.
+
+A gang of identical members that cannot displace anything is placed by simulation, without
+touching the state until it is known to fit. Any other gang is placed member by member like
+the reference, tentatively (``_begin``/``_rollback``) when it may not fit or when label values
+are compared. A gang shape that fits nowhere is remembered until something is preempted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import reasons
+from ..nodedb import INF, best_fit_order, fit_counts
+from .limits import class_limit, cycle_limit
+from .nodes import place_one, static
+from .outcomes import commit_run, fail_rows
+from .state import CycleState, Item, Shape
+from .victims import urgency_possible
+
+
+def queued_gang(st: CycleState, q: int, item: Item) -> None:
+    """Limits for the gang as a whole, then its placement (or its jobs' reason)."""
+    members = item.members
+    reason = cycle_limit(st, q, item) or class_limit(st, q, members)
+    if reason is not None:
+        fail_rows(st, np.array(members), reason)
+        return
+    shapes = {int(st.shape_of_job[i]) for i in members}
+    if len(shapes) == 1:
+        s = shapes.pop()
+        sh = st.shapes[s]
+        if sh.cands is None:
+            static(st, sh, s)
+        if not urgency_possible(st, sh.pcp):
+            _identical_gang(st, q, item, s, sh)
+            return
+        if _cannot_fit(st, item, s, sh):
+            return
+    _generic_gang(st, q, item)
+
+
+def labels(st: CycleState, label: str) -> tuple[list[str], np.ndarray]:
+    """The label's values, sorted, and each node's value index (-1 without the label)."""
+    found = st.label_cache.get(label)
+    if found is None:
+        values = sorted({n.labels[label] for n in st.nodes if label in n.labels})
+        pos = {v: k for k, v in enumerate(values)}
+        of = np.array([pos.get(n.labels.get(label), -1) for n in st.nodes], dtype=np.int64)
+        found = (values, of)
+        st.label_cache[label] = found
+    return found
+
+
+def _room_per_value(
+    sh: Shape, free: np.ndarray, of: np.ndarray, n_values: int, want: int
+) -> np.ndarray:
+    """How many members fit on each label value's candidate nodes, given their ``free``."""
+    perm = fit_counts(free, sh.req, want)
+    cv = of[sh.cands]
+    has = cv >= 0
+    return np.bincount(cv[has], weights=perm[has], minlength=n_values)
+
+
+def _failed_before(st: CycleState, item: Item, cache_key: tuple) -> bool:
+    """The same gang shape failed in this shrink epoch: fail with the same reason."""
+    cached = st.gang_cache.get(cache_key)
+    if cached is not None and cached[0] == st.shrink_epoch:
+        fail_rows(st, np.array(item.members), cached[1])
+        return True
+    return False
+
+
+def _fail(st: CycleState, item: Item, cache_key: tuple, reason: str) -> None:
+    st.gang_cache[cache_key] = (st.shrink_epoch, reason)
+    fail_rows(st, np.array(item.members), reason)
+
+
+def _cannot_fit(st: CycleState, item: Item, s: int, sh: Shape) -> bool:
+    """Fail a gang of identical members at once when even displacing everything that
+    may be displaced leaves too little room (for each label value, if uniform)."""
+    want = len(item.members)
+    cache_key = (s, want, item.minimum, item.label, "urgent")
+    if _failed_before(st, item, cache_key):
+        return True
+    db = st.db
+    if item.label is None:
+        if sh.static_reason is not None:
+            reason = reasons.gang_failed(sh.static_reason)
+        else:
+            free = db.free_hold_level(sh.cands, sh.pcp - 0.5)
+            if int(fit_counts(free, sh.req, want).sum()) >= item.minimum:
+                return False
+            reason = reasons.gang_failed(reasons.NO_CAPACITY)
+    else:
+        values, of = labels(st, item.label)
+        if len(values) and len(sh.cands):
+            free = db.free_hold_level(sh.cands, sh.pcp - 0.5)
+            if (_room_per_value(sh, free, of, len(values), want) >= item.minimum).any():
+                return False
+        reason = reasons.gang_uniformity_failed(item.label)
+    _fail(st, item, cache_key, reason)
+    return True
+
+
+# --- identical members, nothing to displace by urgency: simulate, then apply --------------
+
+
+def _identical_gang(st: CycleState, q: int, item: Item, s: int, sh: Shape) -> None:
+    cache_key = (s, len(item.members), item.minimum, item.label)
+    if _failed_before(st, item, cache_key):
+        return
+    found = _anywhere(st, item, sh) if item.label is None else _best_value(st, item, sh)
+    if isinstance(found, str):
+        _fail(st, item, cache_key, found)
+        return
+    _apply(st, q, item.members, found)
+
+
+def _anywhere(st: CycleState, item: Item, sh: Shape) -> list[tuple[int, int]] | str:
+    """A placement on any candidate nodes (node, count), or the reason there is none."""
+    if sh.static_reason is not None:
+        return reasons.gang_failed(sh.static_reason)
+    placed, _ = _simulate(st, sh, sh.cands, len(item.members))
+    if sum(c for _, c in placed) < item.minimum:
+        return reasons.gang_failed(reasons.NO_CAPACITY)
+    return placed
+
+
+def _best_value(st: CycleState, item: Item, sh: Shape) -> list[tuple[int, int]] | str:
+    """A placement on one label value (or the reason there is none): the value with the most
+    members placed, then the lowest worst stage, then the least free resources left on the
+    value's nodes, then the smallest value."""
+    assert item.label is not None
+    values, of = labels(st, item.label)
+    want = len(item.members)
+    best_key, best_placed = None, None
+    cands = sh.cands
+    db = st.db
+    if len(values) and len(cands):
+        free = db.cap[cands] - db.fixed[cands]
+        room = _room_per_value(sh, free, of, len(values), want)
+        cv = of[cands]
+        for v in np.flatnonzero(room >= item.minimum).tolist():
+            placed, worst = _simulate(st, sh, cands[cv == v], want)
+            got = sum(c for _, c in placed)
+            if got < item.minimum:
+                continue
+            value_nodes = np.flatnonzero(of == v)
+            leftover = (db.free_all(value_nodes).sum(axis=0) - sh.req * got).tolist()
+            key = (-got, worst, leftover, values[v])
+            if best_key is None or key < best_key:
+                best_key, best_placed = key, placed
+    if best_placed is None:
+        return reasons.gang_uniformity_failed(item.label)
+    return best_placed
+
+
+def _simulate(
+    st: CycleState, sh: Shape, rows: np.ndarray, want: int
+) -> tuple[list[tuple[int, int]], tuple]:
+    """Sequential placement of identical members on ``rows`` (nothing displaced, then evicted
+    levels), without touching the state: [(node, count)], worst rank."""
+    db = st.db
+    placed: list[tuple[int, int]] = []
+    taken = np.zeros((len(rows), db.d), dtype=np.int64)
+    worst = (0, 0.0)
+    levels: list[tuple[tuple[int, float], Any]] = [((0, 0.0), None)]
+    levels += [((1, float(lv)), lv) for lv in sorted(db.evicted)]
+    got = 0
+    for rank, lv in levels:
+        if got == want:
+            break
+        free = db.free_all(rows) if lv is None else db.free_evicted_level(rows, lv)
+        free = free - taken
+        counts = fit_counts(free, sh.req, want - got)
+        ok = np.flatnonzero(counts > 0)
+        if len(ok) == 0:
+            continue
+        order = ok[best_fit_order(free[ok], rows[ok])]
+        for k in order.tolist():
+            c = min(int(counts[k]), want - got)
+            placed.append((int(rows[k]), c))
+            taken[k] += sh.req * c
+            got += c
+            worst = max(worst, rank)
+            if got == want:
+                break
+    return placed, worst
+
+
+def _apply(st: CycleState, q: int, members: list[int], placed: list[tuple[int, int]]) -> None:
+    """Commit a simulated placement; members beyond it (an elastic gang's rest) fail."""
+    nodes: list[int] = []
+    for n, c in placed:
+        nodes.extend([n] * c)
+    s = st.shape_of_job[members[0]]
+    for n, c in placed:
+        st.db.add_fixed(n, st.req[s], INF, c)
+    p = len(nodes)
+    commit_run(st, q, st.shapes[s], np.array(members[:p]), nodes)
+    for i in members[p:]:
+        st.result.failed[st.ids[i]] = reasons.GANG_ELASTIC_REST
+
+
+# --- any gang: member by member, tentatively ------------------------------------------------
+
+
+def _generic_gang(st: CycleState, q: int, item: Item) -> None:
+    members, minimum, label = item.members, item.minimum, item.label
+    if label is None:
+        saved = _begin(st)
+        attempt = _try(st, q, members, minimum, None)
+        if isinstance(attempt, str):
+            _rollback(st, saved)
+            fail_rows(st, np.array(members), reasons.gang_failed(attempt))
+            return
+        st.journal = None
+        _elastic_rest(st, members, attempt[0])
+        return
+    values, of = labels(st, label)
+    best_key, best_value = None, None
+    for v, value in enumerate(values):
+        allowed = of == v
+        saved = _begin(st)
+        attempt = _try(st, q, members, minimum, allowed)
+        if not isinstance(attempt, str):
+            placed, worst = attempt
+            leftover = st.db.free_all(np.flatnonzero(allowed)).sum(axis=0).tolist()
+            key = (-len(placed), worst, leftover, value)
+            if best_key is None or key < best_key:
+                best_key, best_value = key, v
+        _rollback(st, saved)
+    if best_value is None:
+        fail_rows(st, np.array(members), reasons.gang_uniformity_failed(label))
+        return
+    attempt = _try(st, q, members, minimum, of == best_value)
+    assert not isinstance(attempt, str)
+    _elastic_rest(st, members, attempt[0])
+
+
+def _try(
+    st: CycleState, q: int, members: list[int], minimum: int, allowed: np.ndarray | None
+) -> tuple[set[int], tuple] | str:
+    """Place members in order; the placed set and worst stage rank, or the first reason."""
+    placed: set[int] = set()
+    worst = (0, 0.0)
+    first_reason = None
+    for i in members:
+        outcome = place_one(st, q, i, allowed)
+        if isinstance(outcome, str):
+            first_reason = first_reason or outcome
+            if minimum == len(members):
+                return outcome
+            continue
+        placed.add(i)
+        worst = max(worst, outcome)
+    if len(placed) < minimum:
+        return first_reason or reasons.NO_CAPACITY
+    return placed, worst
+
+
+def _elastic_rest(st: CycleState, members: list[int], placed: set[int]) -> None:
+    for i in members:
+        if i not in placed:
+            st.result.failed[st.ids[i]] = reasons.GANG_ELASTIC_REST
+
+
+def _begin(st: CycleState) -> tuple:
+    """Start tentative work: a copy of everything placing changes, and a journal for the
+    result's entries."""
+    st.journal = []
+    return (
+        st.db.save(),
+        [list(a) for a in st.alloc],
+        {k: list(v) for k, v in st.alloc_class.items()},
+        list(st.new_total),
+        st.new_count,
+        st.rebuild,
+        [list(u) for u in st.usage],
+        list(st.new_by_q),
+    )
+
+
+def _rollback(st: CycleState, saved: tuple) -> None:
+    """Undo tentative work. Epochs move forward, so no cache sees the undone state."""
+    db_saved, alloc, alloc_class, new_total, new_count, rebuild, usage, new_by_q = saved
+    st.usage = usage
+    st.new_by_q = new_by_q
+    st.hold_epoch += 1
+    st.db.restore(db_saved)
+    st.alloc, st.alloc_class = alloc, alloc_class
+    st.new_total, st.new_count, st.rebuild = new_total, new_count, rebuild
+    for entry in reversed(st.journal or []):
+        if entry[0] == "sched":
+            del st.result.scheduled[entry[1]]
+        else:
+            st.preempted.discard(entry[1])
+    st.journal = None
+    st.shrink_epoch += 1

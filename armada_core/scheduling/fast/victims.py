@@ -1,0 +1,170 @@
+"""Placing with displacement (SEMANTICS.md, stages 2 and 3): choosing a node by the victims
+it needs, and urgency preemption of a minimal set of victims.
+
+Victims are taken by class priority (a held gang: its hold priority), then their queue's
+fraction of fair share, highest first, then queue name, then the most recently ordered job.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import partial
+from operator import itemgetter
+
+import numpy as np
+
+from .order import running_order
+from .queues import add_class, fraction, use
+from .state import CycleState, Shape, sum_by
+
+
+def urgency_possible(st: CycleState, own: int) -> bool:
+    """Whether a job of class priority ``own`` may displace anything by urgency: held jobs
+    or evicted jobs of a lower class priority (chosen by victims, one at a time)."""
+    db = st.db
+    return any(h < own and arr.any() for h, arr in db.holds.items()) or any(
+        p < own and arr.any() for p, arr in db.evicted.items()
+    )
+
+
+def urgency(st: CycleState, sh: Shape, cands: np.ndarray) -> tuple[int, float] | None:
+    """Stage 3: the node and the hold level at which held jobs give way to this job."""
+    for level in sorted(h for h in st.db.holds if h < sh.pcp):
+        n = by_victims(st, sh, cands, level, evicted=False)
+        if n is not None:
+            return n, level
+    return None
+
+
+def by_victims(
+    st: CycleState, sh: Shape, cands: np.ndarray, level: float, evicted: bool
+) -> int | None:
+    """The node to displace on at ``level``, chosen by the victims it needs: the node whose
+    last victim comes earliest in victim order, then least free, then node order."""
+    db = st.db
+    free_at = db.free_evicted_level if evicted else db.free_hold_level
+    free = free_at(cands, level)
+    ok = (free >= sh.req).all(axis=1)
+    if not ok.any():
+        return None
+    sub = cands[ok]
+    free = free[ok]
+    room = db.free_all(sub) if evicted else db.cap[sub] - db.fixed[sub]
+    worst = np.where((room >= sh.req).all(axis=1), -1, len(sub) + 10**9)
+    for k, (_, arr) in enumerate(_groups(st, level, evicted)):
+        room = room + arr[sub]
+        fits = (room >= sh.req).all(axis=1)
+        worst = np.where(fits & (worst > k), np.minimum(worst, k), worst)
+    keys = [sub] + [free[:, d] for d in range(free.shape[1] - 1, -1, -1)] + [worst]
+    return int(sub[np.lexsort(keys)[0]])
+
+
+def _groups(st: CycleState, level: float, evicted: bool) -> list[tuple[tuple, np.ndarray]]:
+    """Per node, what each (class priority, queue) that may give way at ``level`` holds,
+    in the order victims are taken: lowest priority, the queue furthest above its fair
+    share, then queue name."""
+    nn = len(st.nodes)
+    found: list[tuple[float, int, np.ndarray]] = []
+    if evicted:
+        for pcp in sorted(p for p in st.db.evicted if p <= level):
+            groups = st.ev_groups.get(pcp)
+            if groups is None:
+                rows = np.flatnonzero(st.evicted_mask & ~st.ev_gone & (st.job_pcp == pcp))
+                groups = st.ev_groups[pcp] = _by_queue(st, rows, nn)
+            found += [(float(pcp), q, arr) for q, arr in groups.items()]
+    else:
+        if st.hold_groups is None or st.hold_groups[0] != st.hold_epoch:
+            rows = st.displaceable
+            if st.preempted:
+                rows = rows[~np.isin(rows, np.fromiter(st.preempted, dtype=np.int64))]
+            by_hold: dict[tuple[float, int], np.ndarray] = {}
+            for h in np.unique(st.hold[rows]).tolist():
+                sel = rows[st.hold[rows] == h]
+                for q, arr in _by_queue(st, sel, nn).items():
+                    by_hold[(float(h), q)] = arr
+            st.hold_groups = (st.hold_epoch, by_hold)
+        found += [(h, q, arr) for (h, q), arr in st.hold_groups[1].items() if h <= level]
+    keyed = [((p, -fraction(st, q), st.qnames[q]), arr) for p, q, arr in found]
+    keyed.sort(key=itemgetter(0))
+    return keyed
+
+
+def _by_queue(st: CycleState, rows: np.ndarray, nn: int) -> dict[int, np.ndarray]:
+    out: dict[int, np.ndarray] = {}
+    qs = st.qidx[rows]
+    for q in np.unique(qs).tolist():
+        sel = rows[qs == q]
+        out[int(q)] = sum_by(st.run_node[sel], st.shape_of_job[sel], nn, st.req)
+    return out
+
+
+def preempt_for(st: CycleState, sh: Shape, n: int, level: float) -> None:
+    """Urgency preemption on node ``n``: victims in order until the job fits, then every
+    victim but the last, latest first, put back if the job still fits without it."""
+    victims = _victims_on(st, n, level)
+    room = st.db.cap[n] - st.db.fixed[n]
+    taken: list[list[int]] = []
+    seen: set[int] = set()
+    for v in victims:
+        if (room >= sh.req).all():
+            break
+        if v in seen:
+            continue
+        unit = st.unit_of.get(v, [v])  # a victim's whole gang goes
+        seen.update(unit)
+        taken.append(unit)
+        room = room + _unit_on(st, unit, n)
+    keep = [True] * len(taken)
+    for k in range(len(taken) - 2, -1, -1):
+        back = room - _unit_on(st, taken[k], n)
+        if (back >= sh.req).all():
+            room = back
+            keep[k] = False
+    for unit, kept in zip(taken, keep, strict=True):
+        if kept:
+            for member in unit:
+                _preempt(st, member)
+    st.shrink_epoch += 1
+
+
+def _victims_on(st: CycleState, n: int, level: float) -> list[int]:
+    """Jobs on node ``n`` that give way at ``level``, in victim order."""
+    if st.by_node is None:
+        st.by_node = defaultdict(list)
+        for i in st.displaceable.tolist():
+            st.by_node[int(st.run_node[i])].append(i)
+    hold, qidx = st.hold, st.qidx
+    victims = [i for i in st.by_node[n] if hold[i] <= level and i not in st.preempted]
+    victims.sort(key=partial(running_order, st), reverse=True)
+    fractions: dict[int, float] = {}
+    for i in victims:
+        q = int(qidx[i])
+        if q not in fractions:
+            fractions[q] = fraction(st, q)
+    victims.sort(key=lambda i: (hold[i], -fractions[int(qidx[i])], st.qnames[int(qidx[i])]))
+    return victims
+
+
+def _preempt(st: CycleState, member: int) -> None:
+    """A held job stops: its space, its queue's allocation and usage, its hold group."""
+    s = st.shape_of_job[member]
+    sh = st.shapes[s]
+    n, h, q = int(st.run_node[member]), float(st.hold[member]), int(st.qidx[member])
+    st.db.remove_fixed(n, st.req[s], h)
+    st.alloc[q] = [a - b for a, b in zip(st.alloc[q], sh.req_t, strict=True)]
+    use(st, q, sh.req_t, -1)
+    if st.hold_groups is not None and st.hold_groups[0] == st.hold_epoch:
+        st.hold_groups[1][(h, q)][n] -= st.req[s]
+    add_class(st, q, sh.pc, list(sh.req_t), -1)
+    st.preempted.add(member)
+    if st.journal is not None:
+        st.journal.append(("pre", member))
+
+
+def _unit_on(st: CycleState, unit: list[int], n: int) -> np.ndarray:
+    """What the members of a running gang hold on node ``n``."""
+    out = np.zeros(st.db.d, dtype=np.int64)
+    for m in unit:
+        if int(st.run_node[m]) == n:
+            out = out + st.req[st.shape_of_job[m]]
+    return out
