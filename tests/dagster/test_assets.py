@@ -56,6 +56,7 @@ def test_asset_backed_by_a_job_reports_metadata_and_logs(armada: ArmadaResource,
     metadata = materialization_metadata(result, "ingest")
     job_id = metadata["armada/job_id"]
     assert metadata["armada/exit_code"] == 0
+    assert metadata["armada/outcome"] == "succeeded"
     assert metadata["armada/node"]
     assert metadata["armada/run_id"]
     assert metadata["armada/queue"] == armada.queue

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.instance.ref import InstanceRef
-from dagster._core.launcher.base import WorkerStatus
+from dagster._core.launcher.base import ResumeRunContext, WorkerStatus
 from dagster._core.test_utils import in_process_test_workspace, poll_for_finished_run
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
@@ -18,6 +18,7 @@ from armada_core.client import ArmadaClient
 from dagster_armada import ArmadaRunLauncher
 from dagster_armada.launcher import JOB_ID_TAG
 from tests.dagster.scripts import launched_defs
+from tests.dagster.test_assets import submitted
 from tests.dagster.test_lifecycle import wait_for_file
 
 pytestmark = pytest.mark.e2e
@@ -72,15 +73,19 @@ def test_a_launched_run_executes_as_an_armada_job(launcher_instance: DagsterInst
 
 
 def test_terminating_a_launched_run_cancels_its_job(launcher_instance: DagsterInstance,
-                                                    admin: ArmadaClient,
+                                                    admin: ArmadaClient, queue: str,
                                                     tmp_path: Path) -> None:
     run_id = launch(launcher_instance, "slow_job")
     wait_for_file(tmp_path / "worker-started", timeout=120)
     run = launcher_instance.get_run_by_id(run_id)
     assert launcher_instance.run_launcher.check_run_worker_health(run).status == \
         WorkerStatus.RUNNING
+    job_id = run.tags[JOB_ID_TAG]
+    # Resuming a run whose worker still runs reattaches to it: never a second worker.
+    launcher_instance.run_launcher.resume_run(ResumeRunContext(run, None, 1))
+    assert launcher_instance.get_run_by_id(run_id).tags[JOB_ID_TAG] == job_id
+    assert submitted(admin, queue, run.tags["armada/job_set_id"]) == [job_id]
     assert launcher_instance.run_launcher.terminate(run_id)
     run = poll_for_finished_run(launcher_instance, run_id, timeout=60)
     assert run.status == DagsterRunStatus.CANCELED
-    job_id = run.tags[JOB_ID_TAG]
     assert admin.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED

@@ -2,6 +2,7 @@
 and Armada disagreeing about what happened."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,12 +13,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dagster import DagsterEventType, DagsterInstance, RetryPolicy, materialize
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    OpExecutionContext,
+    RetryPolicy,
+    job,
+    materialize,
+    op,
+)
 
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient
 from armada_core.retry import load_policy
-from dagster_armada import ArmadaResource, armada_asset
+from armada_core.scheduling.reasons import QUEUE_CORDONED
+from dagster_armada import ArmadaResource, armada_asset, armada_op, execute_armada_job
+from tests.dagster.conftest import event_log
 from tests.dagster.scripts.crash_run import build_job, resource
 from tests.dagster.test_assets import materialization_metadata, submitted
 
@@ -150,6 +161,61 @@ def test_a_resumed_run_reattaches_to_its_job(armada: ArmadaResource, admin: Arma
         run_id=run_id, resources={"armada": resource(server.address, armada.queue)})
     timer.join()
     assert result.success
-    output = result.output_for_node("wait_for_release")
+    output = result.output_for_node("wait_for_release")  # the shared result payload
     assert output["job_ids"] == [job_id]
+    assert output["outcome"] == "succeeded"
+    assert output["jobs"][0]["state"] == "SUCCEEDED"
+    assert output["duration_seconds"] is not None
     assert submitted(admin, armada.queue, f"dagster-{run_id}") == [job_id]
+
+
+def test_the_step_log_says_why_its_job_still_waits(armada: ArmadaResource, admin: ArmadaClient,
+                                                   instance: DagsterInstance) -> None:
+    """A cordoned queue holds the job: the step's log gives the scheduler's reason."""
+    waiting = armada.model_copy(update={"waiting_poll_interval": 0.2})
+    quick = armada_op(name="quick", command=["true"], cpu="100m", memory="64Mi")
+
+    @job
+    def held() -> None:
+        quick()
+
+    run_id = str(uuid.uuid4())
+    reason = f"QUEUED [0-9]+s: {QUEUE_CORDONED}"
+
+    def uncordon_once_told() -> None:
+        deadline = time.monotonic() + 60
+        while not any(re.search(reason, m or "") for m in event_log(instance, run_id)):
+            assert time.monotonic() < deadline, event_log(instance, run_id)
+            time.sleep(0.05)
+        admin.uncordon_queue(armada.queue)
+
+    admin.cordon_queue(armada.queue)
+    helper = in_background(uncordon_once_told)
+    result = held.execute_in_process(run_id=run_id, instance=instance,
+                                     resources={"armada": waiting})
+    helper.join(10)
+    assert not helper.errors  # type: ignore[attr-defined]
+    assert result.success
+    [line] = [m for m in event_log(instance, run_id) if re.search(reason, m or "")]
+    assert line.startswith("Armada job ")
+
+
+def test_a_step_submitting_several_jobs_names_them_with_client_ids(
+        armada: ArmadaResource, admin: ArmadaClient) -> None:
+    """Each client_id is a task of its own: the second job is not taken for the first."""
+
+    @op
+    def two_jobs(context: OpExecutionContext) -> list[str]:
+        return [execute_armada_job(context, armada, command=["true"], cpu="100m",
+                                   memory="64Mi", client_id=key).job_ids[0]
+                for key in ("prepare", "publish")]
+
+    @job
+    def both() -> None:
+        two_jobs()
+
+    result = both.execute_in_process()
+    first, second = result.output_for_node("two_jobs")
+    assert first != second
+    assert sorted(submitted(admin, armada.queue, f"dagster-{result.run_id}")) == \
+        sorted([first, second])

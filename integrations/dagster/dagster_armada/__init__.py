@@ -9,8 +9,9 @@ from .job import (
     container_pod_spec,
     execute_armada_job,
     step_identity,
+    task_identity,
 )
-from .launcher import ArmadaRunLauncher
+from .launcher import ArmadaRunLauncher, run_task_identity
 from .outcome import ArmadaJobDisappeared, failure_metadata, raise_for_outcome
 from .pipes import PipesArmadaClient, PipesArmadaLogsMessageReader
 from .resource import ArmadaResource
@@ -30,5 +31,7 @@ __all__ = [
     "execute_armada_job",
     "failure_metadata",
     "raise_for_outcome",
+    "run_task_identity",
     "step_identity",
+    "task_identity",
 ]

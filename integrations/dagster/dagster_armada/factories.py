@@ -61,8 +61,10 @@ def armada_op(*, name: str, pod_spec: SpecSource | None = None,
               cpu: str = "1", memory: str = "1Gi", env: Mapping[str, str] | None = None,
               replicas: int | None = None, resource_key: str = "armada",
               job: Mapping[str, Any] | None = None, **op_kwargs: Any) -> OpDefinition:
-    """An op that runs an Armada job (or gang) and outputs its ids; the output carries the
-    same metadata as `armada_asset`'s materializations."""
+    """An op that runs an Armada job (or gang) and outputs its result payload (the one every
+    integration reports: outcome, summary, queue, job set, job ids, and per job its state,
+    run, node, exit codes and duration); the output carries the same metadata as
+    `armada_asset`'s materializations."""
     settings = dict(job or {}, command=command, image=image, cpu=cpu, memory=memory,
                     env=env, replicas=replicas)
 
@@ -70,7 +72,6 @@ def armada_op(*, name: str, pod_spec: SpecSource | None = None,
     def _armada_op(context: OpExecutionContext) -> Output[dict]:  # type: ignore[type-arg]
         armada: ArmadaResource = getattr(context.resources, resource_key)
         run = _run(context, armada, pod_spec, settings)
-        value = {"job_ids": run.job_ids, "queue": run.queue, "job_set_id": run.job_set_id}
-        return Output(value, metadata=run.metadata())
+        return Output(run.result, metadata=run.metadata())
 
     return _armada_op

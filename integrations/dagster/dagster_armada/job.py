@@ -1,9 +1,17 @@
 """Running an Armada job (or gang) as part of a Dagster step: the shared path behind
 `execute_armada_job`, the asset/op factories and `PipesArmadaClient`.
 
-Submission is idempotent: the client id is derived from the Dagster run id, step key and retry
-number, so a step re-executed after its process crashed (a resumed run) gets the same job ids
-back from the server and waits on the jobs it started before, instead of submitting again.
+Submission follows the task lifecycle every integration shares
+(`armada_core.client.lifecycle`). A step is a `TaskIdentity`: the task is the root run of its
+re-execution lineage plus the step key (the same for every run that re-executes the step), the
+attempt is the run id plus the step's retry number. So:
+
+- the same attempt again (a resumed run after its worker crashed) reattaches to its jobs while
+  they can still succeed or did;
+- a new attempt (a Dagster step retry, or a re-execution under a new run id such as a run
+  retry) cancels the jobs earlier attempts left running, in its own job set and in the job sets
+  of the earlier runs of the lineage, and waits for their end before submitting: one step
+  never has two jobs running at once, and a killed run leaves no zombie behind.
 """
 
 from __future__ import annotations
@@ -27,43 +35,117 @@ from armada_core.client import (
     job_item,
 )
 from armada_core.client import pod_spec as to_pod_spec
+from armada_core.client.lifecycle import (
+    ATTEMPT_ANNOTATION,
+    Submission,
+    TaskIdentity,
+    WaitingReporter,
+    result_payload,
+    submit_or_reattach,
+)
+from armada_core.client.reattach import LIVE_STATES
 from armada_core.retry import OutcomeReport
 
 from .outcome import raise_for_outcome
 from .resource import ArmadaResource
 
 AnyContext = OpExecutionContext | AssetExecutionContext
+Items = list[submit_pb2.JobSubmitRequestItem]
+#: Makes a step's request items from the client id the lifecycle chose.
+BuildItems = Callable[[str], Items]
+
+#: The orchestrator part of every Dagster task identity (and of its external job URI).
+ORCHESTRATOR = "dagster"
 
 #: Annotations that tie a job to the Dagster step that submitted it.
 RUN_ID_ANNOTATION = "dagster.io/run-id"
 STEP_KEY_ANNOTATION = "dagster.io/step-key"
 RETRY_ANNOTATION = "dagster.io/retry-number"
 
+#: Dagster's run tags naming a re-execution's lineage.
+PARENT_RUN_ID_TAG = "dagster/parent_run_id"
+ROOT_RUN_ID_TAG = "dagster/root_run_id"
+
+#: Longest lineage followed (a guard against a cycle in corrupt run storage).
+_MAX_LINEAGE = 1000
+
 
 @dataclass(frozen=True)
 class StepIdentity:
-    """Who is submitting: the Dagster run, step and attempt."""
+    """Who is submitting: the Dagster run, step and attempt, and the Armada task they are.
+
+    `task` is what the lifecycle submits and reattaches under (see the module docstring;
+    derived from the other fields when not given, without earlier job sets);
+    `earlier_runs` lists the re-execution lineage's earlier runs, parent first up to the root,
+    as (run id, job name).
+    """
 
     run_id: str
     step_key: str
     retry_number: int
     job_name: str = ""
     retry_policy: RetryPolicy | None = None
+    root_run_id: str = ""
+    earlier_runs: tuple[tuple[str, str], ...] = ()
+    task: TaskIdentity = field(default_factory=lambda: TaskIdentity(ORCHESTRATOR, "", ""))
 
-    @property
-    def client_id(self) -> str:
-        """Deterministic, so a resubmission by the same attempt is deduplicated."""
-        return f"dagster-{self.run_id}-{self.step_key}-{self.retry_number}"
-
-    @property
-    def external_job_uri(self) -> str:
-        return f"dagster://{self.run_id}/{self.step_key}/{self.retry_number}"
+    def __post_init__(self) -> None:
+        if not self.task.task:
+            object.__setattr__(self, "task", task_identity(
+                root_run_id=self.root_run_id or self.run_id, step_key=self.step_key,
+                run_id=self.run_id, retry_number=self.retry_number))
 
 
-def step_identity(context: AnyContext) -> StepIdentity:
-    """The run id, step key, retry number and RetryPolicy of the executing step."""
-    op_context = (context.op_execution_context if isinstance(context, AssetExecutionContext)
-                  else context)
+def task_identity(*, root_run_id: str, step_key: str, run_id: str, retry_number: int,
+                  job_sets: Sequence[str] = (), key: str = "") -> TaskIdentity:
+    """The task identity of a step: task = root run id + step key (+ `key`, when one step
+    submits several jobs), attempt = run id + retry number, searched in `job_sets` too."""
+    task = f"{root_run_id}/{step_key}" + (f"/{key}" if key else "")
+    name = f"{step_key}-{key}" if key else step_key
+    return TaskIdentity(ORCHESTRATOR, task, f"{run_id}/{retry_number}", name=name,
+                        job_sets=tuple(dict.fromkeys(job_sets)))
+
+
+def run_lineage(context: AnyContext) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(root run id, earlier runs) of the executing run: walks `dagster/parent_run_id`
+    through the instance up to the root. A parent missing from the instance (deleted) still
+    counts, with this run's job name, and ends the walk at the root the run's tags name."""
+    op_context = _op_context(context)
+    try:
+        run = op_context.run
+    except Exception:  # direct invocation (build_op_context): no run, no lineage
+        return op_context.run_id, ()
+    root = run.tags.get(ROOT_RUN_ID_TAG) or run.root_run_id or run.run_id
+    earlier: list[tuple[str, str]] = []
+    seen = {run.run_id}
+    parent_id = run.tags.get(PARENT_RUN_ID_TAG) or run.parent_run_id
+    while parent_id and parent_id not in seen and len(earlier) < _MAX_LINEAGE:
+        seen.add(parent_id)
+        try:
+            parent = op_context.instance.get_run_by_id(parent_id)
+        except Exception:  # storage unreachable: the tags still name the root
+            parent = None
+        earlier.append((parent_id, parent.job_name if parent is not None else run.job_name))
+        if parent is None:
+            if root not in seen:
+                earlier.append((root, run.job_name))
+            break
+        parent_id = parent.tags.get(PARENT_RUN_ID_TAG) or parent.parent_run_id
+    return root, tuple(earlier)
+
+
+def _op_context(context: AnyContext) -> OpExecutionContext:
+    return (context.op_execution_context if isinstance(context, AssetExecutionContext)
+            else context)
+
+
+def step_identity(context: AnyContext, armada: ArmadaResource | None = None, *,
+                  job_set_id: str | None = None, key: str = "") -> StepIdentity:
+    """The run id, step key, retry number, RetryPolicy and task identity of the executing
+    step. With `armada`, the task's job sets are those the resource names for the lineage's
+    earlier runs; `job_set_id` (an explicit job set) is searched too; `key` tells several
+    submissions of one step apart."""
+    op_context = _op_context(context)
     step_key = op_context.op_def.name
     policy: RetryPolicy | None = None
     job_name = ""
@@ -74,9 +156,15 @@ def step_identity(context: AnyContext) -> StepIdentity:
         job_name = op_context.job_name
     except Exception:  # direct invocation (build_op_context): no plan, no step
         pass
+    root, earlier = run_lineage(context)
+    job_sets = [armada.job_set_for(run_id, name) for run_id, name in earlier] if armada else []
+    if job_set_id:
+        job_sets.append(job_set_id)
+    task = task_identity(root_run_id=root, step_key=step_key, run_id=op_context.run_id,
+                         retry_number=op_context.retry_number, job_sets=job_sets, key=key)
     return StepIdentity(run_id=op_context.run_id, step_key=step_key,
                         retry_number=op_context.retry_number, job_name=job_name,
-                        retry_policy=policy)
+                        retry_policy=policy, root_run_id=root, earlier_runs=earlier, task=task)
 
 
 def container_pod_spec(command: Sequence[str], *, image: str = "python:3.11",
@@ -107,16 +195,20 @@ def with_env(spec: PodSpecLike, env: Mapping[str, str]) -> core_v1_pb2.PodSpec:
 def build_items(armada: ArmadaResource, identity: StepIdentity, pod_spec: PodSpecLike |
                 Sequence[PodSpecLike], *, replicas: int | None = None,
                 env: Mapping[str, str] | None = None, client_id: str | None = None,
-                **job: Any) -> list[submit_pb2.JobSubmitRequestItem]:
-    """Job items for one job (a single spec, no replicas) or a gang (replicas or a list)."""
+                **job: Any) -> Items:
+    """Job items for one job (a single spec, no replicas) or a gang (replicas or a list).
+
+    `client_id` is the one the lifecycle chose for this attempt and generation (a gang's
+    members get `-<i>`, and the gang id is the client id); the task's external job URI and
+    annotations are set by the lifecycle when it submits.
+    """
     annotations = {RUN_ID_ANNOTATION: identity.run_id, STEP_KEY_ANNOTATION: identity.step_key,
                    RETRY_ANNOTATION: str(identity.retry_number),
                    **(job.pop("annotations", None) or {})}
     job.setdefault("namespace", armada.namespace)
     if armada.priority_class is not None:
         job.setdefault("priority_class", armada.priority_class)
-    job.setdefault("external_job_uri", identity.external_job_uri)
-    cid = client_id or identity.client_id
+    cid = client_id or identity.task.client_id()
     if isinstance(pod_spec, (list, tuple)) or replicas is not None:
         specs: Any = ([with_env(s, env or {}) for s in pod_spec]
                       if isinstance(pod_spec, (list, tuple)) else with_env(pod_spec, env or {}))
@@ -128,7 +220,8 @@ def build_items(armada: ArmadaResource, identity: StepIdentity, pod_spec: PodSpe
 
 @dataclass
 class ArmadaJobRun:
-    """A finished job or gang: ids, per-job results and when each ran."""
+    """A finished job or gang: ids, per-job results, when each ran, and the result payload
+    every integration reports (`armada_core.client.lifecycle.result_payload`)."""
 
     queue: str
     job_set_id: str
@@ -138,39 +231,54 @@ class ArmadaJobRun:
     started: dict[str, float] = field(default_factory=dict)
     ended: dict[str, float] = field(default_factory=dict)
     urls: dict[str, str] = field(default_factory=dict)
+    payload: dict[str, Any] = field(default_factory=dict)
+    #: Whether the step reattached to jobs an earlier process of the same attempt submitted.
+    reattached: bool = False
 
     @property
     def is_gang(self) -> bool:
         return len(self.job_ids) > 1
 
     @property
+    def result(self) -> dict[str, Any]:
+        """The result payload (built from `results` alone when no payload was recorded)."""
+        return self.payload or result_payload(self.queue, self.job_set_id,
+                                              [self.results[j] for j in self.job_ids], {})
+
+    @property
     def duration_seconds(self) -> float | None:
-        """From the first member starting its last run to the last member ending."""
+        """How long the job ran (the longest member of a gang), from its run's start and end
+        on the server; from the events' timestamps when the server did not say."""
+        if self.payload.get("duration_seconds") is not None:
+            return float(self.payload["duration_seconds"])
         if not self.started or not self.ended:
             return None
         return round(max(self.ended.values()) - min(self.started.values()), 3)
 
     def metadata(self) -> dict[str, Any]:
-        """Materialization / output metadata: job id, run id, node, duration, exit code,
-        links, queue and job set."""
-        results = [self.results[j] for j in self.job_ids]
-        codes = [code for r in results for code in r.exit_codes.values()]
+        """Materialization / output metadata, from the result payload: job id, run id, node,
+        duration, exit code, outcome, links, queue and job set."""
+        result = self.result
+        jobs = result["jobs"]
+        first = jobs[0]
+        codes = [code for j in jobs for code in j["exit_codes"].values()]
         metadata: dict[str, Any] = {
-            "armada/job_id": self.job_ids[0],
-            "armada/run_id": results[0].run_id,
-            "armada/node": results[0].node,
-            "armada/queue": self.queue,
-            "armada/job_set_id": self.job_set_id,
+            "armada/job_id": first["job_id"],
+            "armada/run_id": first["run_id"],
+            "armada/node": first["node"],
+            "armada/queue": result["queue"],
+            "armada/job_set_id": result["job_set_id"],
             "armada/exit_code": max(codes, key=abs) if codes else 0,
-            "armada/state": results[0].state_name,
+            "armada/state": first["state"],
+            "armada/outcome": result["outcome"],
         }
         if self.duration_seconds is not None:
             metadata["armada/duration_seconds"] = self.duration_seconds
         if self.is_gang:
-            metadata["armada/job_ids"] = list(self.job_ids)
-            metadata["armada/run_ids"] = [r.run_id for r in results]
-            metadata["armada/nodes"] = [r.node for r in results]
-        retries = sum(len(r.retryable_failures) for r in results)
+            metadata["armada/job_ids"] = list(result["job_ids"])
+            metadata["armada/run_ids"] = list(result["run_ids"])
+            metadata["armada/nodes"] = list(result["nodes"])
+        retries = sum(j["server_retries"] for j in jobs)
         if retries:
             metadata["armada/server_retries"] = retries
         for job_id, url in self.urls.items():
@@ -221,51 +329,101 @@ def _line_forwarder(context: AnyContext, armada: ArmadaResource, gang: bool,
     return forward
 
 
-def run_items(context: AnyContext, armada: ArmadaResource,
-              items: Sequence[submit_pb2.JobSubmitRequestItem], *,
+def _cancel(context: AnyContext, armada: ArmadaResource, job_set: str, ids: Sequence[str],
+            identity: StepIdentity) -> None:
+    what = f"gang of {len(ids)} jobs" if len(ids) > 1 else "job"
+    context.log.warning(f"Dagster run interrupted: cancelling Armada {what} {', '.join(ids)}")
+    try:
+        armada.cancel(ids, job_set_id=job_set,
+                      reason=f"Dagster run {identity.run_id} was terminated")
+    except ArmadaError as e:
+        context.log.error(f"could not cancel Armada {what} {', '.join(ids)}: {e}")
+
+
+def _cancel_attempt(context: AnyContext, armada: ArmadaResource, job_set: str,
+                    identity: StepIdentity) -> None:
+    """Interrupted while submitting: cancel whatever live jobs this attempt has by now."""
+    client = armada.get_client()
+    try:
+        states = client.get_job_status_by_external_uri(armada.queue, job_set,
+                                                       identity.task.external_job_uri)
+        live = [j for j, s in states.items() if s in LIVE_STATES]
+        details = client.get_job_details(live, expand_job_spec=True) if live else {}
+    except ArmadaError as e:
+        context.log.error(f"could not look up this attempt's Armada jobs to cancel them: {e}")
+        return
+    attempt = identity.task.annotations()[ATTEMPT_ANNOTATION]
+    mine = [j for j in live if j in details
+            and details[j].job_spec.annotations.get(ATTEMPT_ANNOTATION) == attempt]
+    if mine:
+        _cancel(context, armada, job_set, mine, identity)
+
+
+def submit_step(context: AnyContext, armada: ArmadaResource, build: BuildItems, *,
+                identity: StepIdentity, job_set_id: str) -> Submission:
+    """Submit this attempt's jobs or reattach to them (`submit_or_reattach`), logging the
+    decision to the step's log; an interruption meanwhile cancels what was submitted."""
+    try:
+        return submit_or_reattach(armada.get_client(), armada.queue, job_set_id,
+                                  identity.task, build, log=context.log.info,
+                                  cancel_wait=armada.cancel_wait)
+    except (DagsterExecutionInterruptedError, KeyboardInterrupt):
+        _cancel_attempt(context, armada, job_set_id, identity)
+        raise
+
+
+def run_items(context: AnyContext, armada: ArmadaResource, build: BuildItems, *,
               identity: StepIdentity | None = None, job_set_id: str | None = None,
               log_destination: str | None = None, follow_logs: bool = True,
               on_submitted: Callable[[str, list[str]], None] | None = None,
               timeout: float | None = None) -> ArmadaJobRun:
-    """Submit (idempotently), stream logs, wait through server retries, cancel on run
-    termination, and map the end to Dagster: returns on success, else raises RetryRequested
-    or Failure (see outcome.py)."""
-    identity = identity or step_identity(context)
+    """Submit or reattach (the shared task lifecycle), stream logs, log why the jobs still
+    wait, wait through server retries, cancel on run termination, and map the end to Dagster:
+    returns on success, else raises RetryRequested or Failure (see outcome.py).
+
+    `build(client_id)` makes the request items (see `build_items`)."""
+    identity = identity or step_identity(context, armada, job_set_id=job_set_id)
     job_set = job_set_id or armada.job_set_for(identity.run_id, identity.job_name)
-    ids = armada.submit_items(job_set, items)
-    what = f"gang of {len(ids)} jobs" if len(ids) > 1 else "job"
-    context.log.info(f"Armada {what} {', '.join(ids)} in queue {armada.queue!r}, job set "
-                     f"{job_set!r} (client id {items[0].client_id!r})")
+    submission = submit_step(context, armada, build, identity=identity, job_set_id=job_set)
+    ids = submission.job_ids
     if on_submitted is not None:
         on_submitted(job_set, ids)
+    client = armada.get_client()
     timeline = _Timeline(context, ids)
     follower = None
     if follow_logs and armada.log_lines_to(log_destination) != (False, False):  # type: ignore[arg-type]
-        follower = JobLogFollower(armada.get_client(), ids,
+        follower = JobLogFollower(client, ids,
                                   _line_forwarder(context, armada, len(ids) > 1,
                                                   log_destination),
                                   interval=armada.log_poll_interval,
                                   on_warning=context.log.warning).start()
+    labels = {j: (f"gang member {j}" if len(ids) > 1 else f"job {j}") for j in ids}
+    waiting = WaitingReporter(client, labels, context.log.info,
+                              interval=armada.waiting_log_interval,
+                              poll=armada.waiting_poll_interval).start()
     try:
         results = armada.wait(ids, job_set_id=job_set, on_event=timeline, timeout=timeout)
     except (DagsterExecutionInterruptedError, KeyboardInterrupt):
-        context.log.warning(f"Dagster run interrupted: cancelling Armada {what} "
-                            f"{', '.join(ids)}")
-        try:
-            armada.cancel(ids, job_set_id=job_set, reason=f"Dagster run {identity.run_id} was "
-                                                          "terminated")
-        except ArmadaError as e:
-            context.log.error(f"could not cancel Armada {what} {', '.join(ids)}: {e}")
+        _cancel(context, armada, job_set, ids, identity)
         raise
     finally:
+        waiting.stop()
         if follower is not None:
             follower.stop()
     report = raise_for_outcome(results, retry_policy=identity.retry_policy,
                                retry_number=identity.retry_number,
                                max_infrastructure_retries=armada.max_infrastructure_retries)
+    try:
+        details = client.get_job_details(ids, expand_job_run=True)
+    except ArmadaError:
+        details = {}
     run = ArmadaJobRun(queue=armada.queue, job_set_id=job_set, job_ids=ids, results=results,
                        report=report, started=timeline.started, ended=timeline.ended,
-                       urls={j: u for j in ids if (u := armada.job_url(j, job_set))})
+                       urls={j: u for j in ids if (u := armada.job_url(j, job_set))},
+                       payload=result_payload(armada.queue, job_set,
+                                              [results[j] for j in ids], details),
+                       reattached=submission.reattached)
+    what = f"gang of {len(ids)} jobs" if len(ids) > 1 else "job"
     context.log.info(f"Armada {what} {', '.join(ids)} succeeded")
     return run
 
@@ -284,13 +442,22 @@ def execute_armada_job(context: AnyContext, armada: ArmadaResource,
     Give a full `pod_spec` (V1PodSpec, dict, YAML or protobuf) or just a `command`. Other
     keyword arguments go to armada_core's `job_item`/`gang_items` (priority, labels,
     annotations, retry_policy, minimum_cardinality, node_uniformity_label, ...).
+
+    `client_id` names this submission within the step, for a step that submits several jobs
+    (each its own task: `<root run>/<step>/<client_id>`); the client ids sent to Armada are
+    derived from it, the attempt and the generation, so that the server deduplicates a
+    resubmission by the same attempt and never hands one attempt another's jobs.
     """
     if pod_spec is None:
         if command is None:
             raise ValueError("give a pod_spec or a command")
         pod_spec = container_pod_spec(command, image=image, cpu=cpu, memory=memory)
-    identity = step_identity(context)
-    items = build_items(armada, identity, pod_spec, replicas=replicas, env=env,
-                        client_id=client_id, **job)
-    return run_items(context, armada, items, identity=identity, job_set_id=job_set_id,
+    identity = step_identity(context, armada, job_set_id=job_set_id, key=client_id or "")
+    spec = pod_spec
+
+    def build(cid: str) -> Items:
+        return build_items(armada, identity, spec, replicas=replicas, env=env, client_id=cid,
+                           **dict(job))
+
+    return run_items(context, armada, build, identity=identity, job_set_id=job_set_id,
                      log_destination=log_destination, timeout=timeout)

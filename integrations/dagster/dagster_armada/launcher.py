@@ -1,8 +1,11 @@
 """`ArmadaRunLauncher`: every Dagster run executes as one Armada job running
 ``dagster api execute_run``, as dagster-k8s's K8sRunLauncher does with a Kubernetes Job.
 
-The job's client id is derived from the run id (and the resume attempt), so launching the same
-run twice never starts two run workers. Terminating the run cancels the job; the worker gets
+The run worker follows the task lifecycle every integration shares
+(`armada_core.client.lifecycle`): its task and its attempt are both the run id. Launching the
+same run twice reattaches to the worker's job instead of starting a second one; resuming a run
+(run monitoring found its worker gone) reattaches to the job while it can still succeed and
+submits a new generation of it otherwise. Terminating the run cancels the job; the worker gets
 SIGTERM, which Dagster turns into an interrupt, and its steps cancel their own Armada jobs.
 """
 
@@ -27,8 +30,9 @@ from dagster._serdes import ConfigurableClass, ConfigurableClassData
 
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaError, job_item
+from armada_core.client.lifecycle import TaskIdentity, submit_or_reattach
 
-from .job import RUN_ID_ANNOTATION, container_pod_spec
+from .job import ORCHESTRATOR, RUN_ID_ANNOTATION, container_pod_spec
 from .resource import ArmadaResource
 
 JOB_ID_TAG = "armada/job_id"
@@ -37,6 +41,11 @@ JOB_SET_TAG = "armada/job_set_id"
 
 _RUNNING = (submit_pb2.QUEUED, submit_pb2.SUBMITTED, submit_pb2.LEASED, submit_pb2.PENDING,
             submit_pb2.RUNNING)
+
+
+def run_task_identity(run_id: str) -> TaskIdentity:
+    """The run worker's identity: a run is one task, and every launch of it one attempt."""
+    return TaskIdentity(ORCHESTRATOR, run_id, run_id, name="run")
 
 
 def _env(entries: Sequence[str]) -> dict[str, str]:
@@ -122,23 +131,32 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
 
     # --- launching -------------------------------------------------------------------------
 
-    def _submit(self, run: DagsterRun, command: Sequence[str], client_id: str) -> str:
+    def _submit(self, run: DagsterRun, command: Sequence[str]) -> str:
         if self.entry_point:
             command = [*self.entry_point, *command[list(command).index("api"):]]
         job_set = self.armada.job_set_for(run.run_id, run.job_name)
         spec = container_pod_spec(command, image=self.image, cpu=self.cpu, memory=self.memory,
                                   env=_env(self.env_vars), name="dagster",
                                   terminationGracePeriodSeconds=self.grace)
-        item = job_item(spec, client_id=client_id, namespace=self.armada.namespace,
-                        priority_class=self.armada.priority_class, labels=self.labels,
-                        annotations={**self.annotations, RUN_ID_ANNOTATION: run.run_id},
-                        external_job_uri=f"dagster://{run.run_id}")
-        [job_id] = self.armada.submit_items(job_set, [item])
+
+        def build(client_id: str) -> list[submit_pb2.JobSubmitRequestItem]:
+            return [job_item(spec, client_id=client_id, namespace=self.armada.namespace,
+                             priority_class=self.armada.priority_class, labels=self.labels,
+                             annotations={**self.annotations, RUN_ID_ANNOTATION: run.run_id})]
+
+        def log(message: str) -> None:
+            self._instance.report_engine_event(message, run, cls=self.__class__)
+
+        submission = submit_or_reattach(self.armada.get_client(), self.armada.queue, job_set,
+                                        run_task_identity(run.run_id), build, log=log,
+                                        cancel_wait=self.armada.cancel_wait)
+        job_id = submission.job_ids[0]
         self._instance.add_run_tags(run.run_id, {JOB_ID_TAG: job_id,
                                                  QUEUE_TAG: self.armada.queue,
                                                  JOB_SET_TAG: job_set})
+        verb = "reattached to" if submission.reattached else "submitted as"
         self._instance.report_engine_event(
-            f"Run worker submitted as Armada job {job_id} (queue {self.armada.queue!r}, job set "
+            f"Run worker {verb} Armada job {job_id} (queue {self.armada.queue!r}, job set "
             f"{job_set!r})", run, cls=self.__class__)
         return job_id
 
@@ -148,7 +166,7 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
         command = ExecuteRunArgs(job_origin=origin, run_id=run.run_id,
                                  instance_ref=self._instance.get_ref(),
                                  set_exit_code_on_failure=True).get_command_args()
-        self._submit(run, command, client_id=f"dagster-run-{run.run_id}")
+        self._submit(run, command)
 
     @property
     def supports_resume_run(self) -> bool:
@@ -160,8 +178,7 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
         command = ResumeRunArgs(job_origin=origin, run_id=run.run_id,
                                 instance_ref=self._instance.get_ref(),
                                 set_exit_code_on_failure=True).get_command_args()
-        self._submit(run, command, client_id=f"dagster-run-{run.run_id}-resume-"
-                                             f"{context.resume_attempt_number or 0}")
+        self._submit(run, command)
 
     # --- watching and stopping -------------------------------------------------------------
 

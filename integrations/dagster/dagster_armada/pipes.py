@@ -27,7 +27,14 @@ from dagster_pipes import PipesDefaultMessageWriter, PipesExtras, PipesParams
 
 from armada_core.client import JobLogFollower, PodSpecLike
 
-from .job import AnyContext, build_items, container_pod_spec, run_items, step_identity
+from .job import (
+    AnyContext,
+    Items,
+    build_items,
+    container_pod_spec,
+    run_items,
+    step_identity,
+)
 from .resource import ArmadaResource
 
 
@@ -96,9 +103,10 @@ class PipesArmadaClient(PipesClient, TreatAsResourceParam):
             return pipes_armada.run(context=context,
                                     command=["python", "evaluate.py"]).get_materialize_result()
 
-    Submission is idempotent per run, step and retry (a resumed run reattaches); a failed,
-    cancelled or vanished job raises (see outcome.py) instead of leaving the step hanging, and
-    run termination cancels the job.
+    Submission follows the shared task lifecycle, as `execute_armada_job` does (a resumed run
+    reattaches; a re-execution cancels the earlier runs' live jobs before submitting); a
+    failed, cancelled or vanished job raises (see outcome.py) instead of leaving the step
+    hanging, and run termination cancels the job.
     """
 
     def __init__(self, armada: ArmadaResource, *, env: Mapping[str, str] | None = None,
@@ -139,21 +147,26 @@ class PipesArmadaClient(PipesClient, TreatAsResourceParam):
              pod_spec: Any, env: Mapping[str, str] | None, replicas: int | None,
              job_set_id: str | None, timeout: float | None,
              job: dict[str, Any]) -> PipesClientCompletedInvocation:
-        identity = step_identity(context)
+        # An explicit client_id names this submission within the step (as in
+        # execute_armada_job); the client ids sent are derived from it per attempt.
+        identity = step_identity(context, armada, job_set_id=job_set_id,
+                                 key=job.pop("client_id", None) or "")
         _, to_event_log = armada.log_lines_to()
         reader = self.message_reader or PipesArmadaLogsMessageReader(
             armada, context=context, forward_to_event_log=to_event_log)
         with open_pipes_session(context=context, context_injector=self.context_injector,
                                 message_reader=reader, extras=extras) as session:
             variables = {**self.env, **(env or {}), **session.get_bootstrap_env_vars()}
-            items = build_items(armada, identity, pod_spec, replicas=replicas,
-                                env=variables, **job)
+
+            def build(client_id: str) -> Items:
+                return build_items(armada, identity, pod_spec, replicas=replicas,
+                                   env=variables, client_id=client_id, **dict(job))
 
             def launched(job_set: str, ids: list[str]) -> None:
                 session.report_launched({"extras": {"job_ids": ids, "job_set_id": job_set,
                                                     "queue": armada.queue}})
 
-            run = run_items(context, armada, items, identity=identity,
+            run = run_items(context, armada, build, identity=identity,
                             job_set_id=job_set_id, follow_logs=False, on_submitted=launched,
                             timeout=timeout)
         return PipesClientCompletedInvocation(session, metadata=run.metadata())

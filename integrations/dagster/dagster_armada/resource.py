@@ -74,6 +74,16 @@ class ArmadaResource(ConfigurableResource):  # type: ignore[type-arg]
     max_infrastructure_retries: int = Field(
         default=2,
         description="Retries of an infrastructure failure when the op has no RetryPolicy.")
+    waiting_log_interval: float = Field(
+        default=60.0,
+        description="While a job waits to run, the step's log says why (the scheduler's "
+                    "reason) when it changes and again every this many seconds.")
+    waiting_poll_interval: float = Field(
+        default=10.0, description="How often the waiting reason is read (s).")
+    cancel_wait: float = Field(
+        default=300.0,
+        description="How long a new attempt waits for the jobs of earlier attempts it "
+                    "cancelled to end before giving up (it never submits beside them).")
 
     _client: ArmadaClient | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
