@@ -37,7 +37,7 @@ print("gang member", os.environ["HOSTNAME"], "training")
 
 @task
 def summarise(preprocessed: dict[str, Any], trained: dict[str, Any]) -> str:
-    states = [end["state"] for end in (*preprocessed.values(), *trained.values())]
+    states = [end["state"] for end in (*preprocessed["jobs"], *trained["jobs"])]
     return f"{len(states)} Armada jobs: {', '.join(states)}"
 
 

@@ -59,7 +59,7 @@ async def test_no_duplicate_submission_after_a_crash(armada: ArmadaClient, queue
         ended = await client.read_flow_run(flow_run.id)
     assert ended.state is not None and ended.state.is_completed(), ended.state
     assert jobs_in(armada, queue, "crash") == [job_id]
-    assert b"Reattached to Armada job(s) " + job_id.encode() in stderr
+    assert b"Reattaching to Armada job(s) " + job_id.encode() in stderr
 
 
 def test_a_failed_generation_is_replaced_and_a_running_one_reattached(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -44,8 +45,9 @@ def test_a_task_runs_a_job_to_success_and_streams_its_logs(
 
     with caplog.at_level("INFO"):
         result = pipeline()
-    [end] = result.values()
-    assert end["state"] == "SUCCEEDED"
+    [end] = result["jobs"]
+    assert (result["outcome"], end["state"]) == ("succeeded", "SUCCEEDED")
+    assert result["duration_seconds"] is not None
     assert "preparing" in caplog.messages
 
 
@@ -57,10 +59,10 @@ def test_a_gang_runs_together(armada: ArmadaClient, queue: str) -> None:
         return execute_armada_job(job)
 
     result = pipeline()
-    assert len(result) == 2
-    assert {end["state"] for end in result.values()} == {"SUCCEEDED"}
+    assert len(result["job_ids"]) == 2
+    assert {end["state"] for end in result["jobs"]} == {"SUCCEEDED"}
     annotations = [armada.get_job_details([j], expand_job_spec=True)[j].job_spec.annotations
-                   for j in result]
+                   for j in result["job_ids"]]
     assert {a["armadaproject.io/gangId"] for a in annotations} == {
         annotations[0]["armadaproject.io/gangId"]}
     assert {a["armadaproject.io/gangCardinality"] for a in annotations} == {"2"}
@@ -113,8 +115,8 @@ def test_an_infrastructure_failure_is_retried_with_a_new_job(armada: ArmadaClien
     assert len(submitted) == 2
     states = armada.get_job_status(submitted)
     assert states[submitted[0]] == submit_pb2.PREEMPTED
-    assert list(result) == [submitted[1]]
-    assert result[submitted[1]]["state"] == "SUCCEEDED"
+    assert result["job_ids"] == [submitted[1]]
+    assert result["jobs"][0]["state"] == "SUCCEEDED"
 
 
 async def test_async_flow_variant(armada: ArmadaClient, queue: str) -> None:
@@ -125,7 +127,7 @@ async def test_async_flow_variant(armada: ArmadaClient, queue: str) -> None:
         return await execute_armada_job_async(job)
 
     result = await pipeline()
-    assert [end["state"] for end in result.values()] == ["SUCCEEDED"]
+    assert [end["state"] for end in result["jobs"]] == ["SUCCEEDED"]
 
 
 def test_a_job_cancelled_elsewhere_ends_the_task_cancelled(armada: ArmadaClient,
@@ -171,3 +173,53 @@ def test_cancelling_a_started_flow_run_cancels_its_job(armada: ArmadaClient,
     runner.join(60)
     assert armada.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED
     assert states and states[0].is_cancelled(), states
+
+
+def test_a_waiting_job_logs_why(armada: ArmadaClient, queue: str,
+                                caplog: pytest.LogCaptureFixture) -> None:
+    """The task's log says why the job is not running yet (the scheduler's reason)."""
+    armada.cordon_queue(queue)
+    job = make_job(armada, queue, pod("true"), job_set_id="waiting")
+    states: list[Any] = []
+    runner = threading.Thread(target=lambda: states.append(
+        run_armada_job(job, infrastructure_retries=0, return_state=True)))
+    with caplog.at_level("INFO"):
+        runner.start()
+        try:
+            wait_until(lambda: [m for m in caplog.messages if "queue is cordoned" in m], 30,
+                       "the waiting reason in the task's log")
+        finally:
+            armada.uncordon_queue(queue)
+            runner.join(60)
+    assert states and states[0].is_completed(), states
+    [line] = [m for m in caplog.messages if "queue is cordoned" in m]
+    assert re.fullmatch(r"Armada job \w+ QUEUED \d+s: queue is cordoned", line), line
+
+
+def test_a_retry_cancels_the_previous_tries_live_job(armada: ArmadaClient,
+                                                     queue: str) -> None:
+    """The try is part of a task's identity: a retry never runs beside the job of the try
+    before it (a re-execution of the same try would reattach instead)."""
+    job = make_job(armada, queue, pod("sleep 120"), job_set_id="retried")
+    tries: list[list[str]] = []
+
+    @task(retries=1, retry_delay_seconds=0)
+    def submits_then_fails_once() -> list[str]:
+        tries.append(job.trigger_sync().job_ids)
+        if len(tries) == 1:
+            raise RuntimeError("failed after submitting")
+        return tries[-1]
+
+    @flow
+    def pipeline() -> list[str]:
+        return submits_then_fails_once()
+
+    [second] = pipeline()
+    [[first], _] = tries
+    assert first != second
+    assert jobs_in(armada, queue, "retried") == [first, second]
+    details = armada.get_job_details([first, second])
+    assert details[first].state == submit_pb2.CANCELLED
+    assert details[first].cancel_reason == "replaced by attempt 2 of submits_then_fails_once"
+    assert details[second].state not in (submit_pb2.CANCELLED, submit_pb2.FAILED)
+    armada.cancel_jobs(queue, "retried", [second])

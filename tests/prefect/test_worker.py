@@ -17,7 +17,7 @@ from prefect.workers.base import BaseWorker
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient
 from prefect_armada import ArmadaWorker
-from prefect_armada.worker import parse_infrastructure_id
+from prefect_armada.worker import flow_run_owner, parse_infrastructure_id
 
 from . import worker_flows
 from .conftest import HERE, jobs_in
@@ -64,6 +64,20 @@ async def until_running(armada: ArmadaClient, flow_run_id: uuid.UUID) -> str:
                 return parse_infrastructure_id(flow_run.infrastructure_pid)[2]
             await asyncio.sleep(0.1)
     raise AssertionError("the flow run never started")
+
+
+def test_the_owner_of_a_flow_run() -> None:
+    """The recorded worker keeps its flow runs while online; otherwise rendezvous hashing
+    over the online workers, whatever their order, and a worker leaving moves only its own
+    flow runs."""
+    ids = [str(uuid.uuid4()) for _ in range(300)]
+    assert flow_run_owner(ids[0], "w1", ["w1", "w2", "w3"]) == "w1"
+    assert flow_run_owner(ids[0], "w9", []) is None
+    three = {i: flow_run_owner(i, "gone", ["w1", "w2", "w3"]) for i in ids}
+    assert three == {i: flow_run_owner(i, None, ["w3", "w1", "w2"]) for i in ids}
+    assert set(three.values()) == {"w1", "w2", "w3"}
+    two = {i: flow_run_owner(i, None, ["w1", "w3"]) for i in ids}
+    assert {i for i in ids if two[i] != three[i]} == {i for i in ids if three[i] == "w2"}
 
 
 def test_the_worker_type_is_registered() -> None:

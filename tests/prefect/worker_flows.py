@@ -4,6 +4,7 @@ PREFECT__FLOW_ENTRYPOINT."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from prefect import flow
 
@@ -19,6 +20,17 @@ def hello(name: str = "armada") -> str:
 @flow
 def sleepy(seconds: float = 120) -> None:
     time.sleep(seconds)
+
+
+@flow
+def waits(marker: str, seconds: float = 180) -> str:
+    """Runs until `marker` exists (the deployment tests decide when it ends)."""
+    deadline = time.monotonic() + seconds
+    while not Path(marker).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{marker} never appeared")
+        time.sleep(0.2)
+    return "released"
 
 
 @flow

@@ -1,10 +1,16 @@
-"""Deterministic job identities from Prefect's run identity, so a crashed and re-executed
-submitter finds its job instead of submitting a second one.
+"""Prefect context -> `TaskIdentity` (armada_core.client.lifecycle), the only part of the
+task lifecycle that is Prefect's own.
 
-The key names the flow run, the task inside it and the attempt. A task run's id (and, in
-Prefect 3.7, its dynamic key) is new each time Prefect executes the flow run again, so the
-task is named by what stays the same: its task key, a hash of its parameters, and which call
-with those parameters it is within the flow run (identical calls are interchangeable).
+- A flow run's job (the `armada` worker): task and attempt are both the flow run id, so any
+  worker that submits or watches the flow run finds the same job.
+- A job started from a task run: the task is named by what stays the same when Prefect
+  executes the flow run again (the flow run, the task key, a hash of the parameters, which
+  identical call it is, which job of the task run); the attempt is the task run's
+  `run_count`. A re-executed flow run (new task run ids, `run_count` from 1 again) finds and
+  reattaches to its jobs; a Prefect retry of the task (a higher `run_count`) cancels a job of
+  the previous try that is still live before submitting its own.
+- A job started from a flow outside any task: the flow run and which job of the flow run it
+  is; the attempt is the flow run, so a re-executed flow run reattaches.
 """
 
 from __future__ import annotations
@@ -15,14 +21,17 @@ import json
 import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect.context import FlowRunContext, TaskRunContext
 from pydantic import BaseModel
 
-#: Fixed namespace of the uuid5 client ids (any constant would do; it must never change).
-_NAMESPACE = uuid.UUID("5f0c4a52-53a9-4d8e-9a8c-3c1f6e2b7d41")
+from armada_core.client.lifecycle import TaskIdentity
+
+if TYPE_CHECKING:
+    from prefect.client.schemas.objects import FlowRun
+
+ORCHESTRATOR = "prefect"
 
 _counters: dict[str, itertools.count[int]] = {}
 _occurrences: dict[str, int] = {}  # task run id -> which identical call of its task it is
@@ -41,46 +50,19 @@ def parameters_hash(parameters: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class RunIdentity:
-    """Where a job was started from: `key` is stable across re-executions of the same
-    attempt; `flow_run_id` and `task_run_id` are the Prefect ids, when known."""
-
-    key: str
-    flow_run_id: str | None = None
-    task_run_id: str | None = None
-    attempt: int = 1
-    #: A client id chosen by the user, used instead of the derived one.
-    explicit_client_id: str | None = None
-
-    @classmethod
-    def explicit(cls, client_id: str) -> RunIdentity:
-        return cls(f"client-id/{client_id}", explicit_client_id=client_id)
-
-    def client_id(self, generation: int = 0) -> str:
-        """The submission's client id; generation > 0 when earlier ones ended badly."""
-        base = self.explicit_client_id or "prefect-" + uuid.uuid5(_NAMESPACE, self.key).hex
-        return base if generation == 0 else f"{base}-g{generation}"
-
-    def external_job_uri(self, generation: int = 0) -> str:
-        """Stored on the jobs so a re-execution can find them with
-        GetJobStatusUsingExternalJobUri."""
-        return f"prefect://{self.key}" + (f"#g{generation}" if generation else "")
-
-
 def _next(counter_key: str) -> int:
     with _lock:
         return next(_counters.setdefault(counter_key, itertools.count(1)))
 
 
-def current_identity(name: str = "armada-job") -> RunIdentity:
-    """The identity of the code calling it: the task run (flow run, task key, dynamic key,
-    attempt), else the flow run (a counter of jobs started by the flow run in this
-    process), else a random one (no idempotency outside Prefect runs)."""
+def current_identity() -> TaskIdentity:
+    """The identity of the code calling it: the task run, else the flow run, else a random
+    one (no reattaching outside Prefect runs)."""
     task_ctx = TaskRunContext.get()
     if task_ctx is not None:
         run = task_ctx.task_run
-        attempt = max(run.run_count, 1)
+        attempt = str(max(run.run_count, 1))
+        job = _next(f"{run.id}/{attempt}")  # which job of this try of the task run
         if run.flow_run_id is not None:
             call = f"{run.flow_run_id}/{run.task_key}/{parameters_hash(task_ctx.parameters)}"
             with _lock:
@@ -88,20 +70,26 @@ def current_identity(name: str = "armada-job") -> RunIdentity:
                     _occurrences[str(run.id)] = next(
                         _counters.setdefault(call, itertools.count(1)))
                 occurrence = _occurrences[str(run.id)]
-            key = (f"flow-run/{call}/{occurrence}/{name}/"
-                   f"{_next(f'{run.id}/{attempt}/{name}')}/try/{attempt}")
+            task = f"flow-run/{call}/{occurrence}/{job}"
         else:
-            key = f"task-run/{run.id}/{name}/{_next(f'{run.id}/{attempt}/{name}')}/try/{attempt}"
-        return RunIdentity(key, str(run.flow_run_id) if run.flow_run_id else None,
-                           str(run.id), attempt)
+            task = f"task-run/{run.id}/{job}"
+        return TaskIdentity(ORCHESTRATOR, task, attempt, name=task_ctx.task.name)
     flow_ctx = FlowRunContext.get()
     if flow_ctx is not None and flow_ctx.flow_run is not None:
         flow_run_id = str(flow_ctx.flow_run.id)
-        key = f"flow-run/{flow_run_id}/{name}/{_next(f'{flow_run_id}/{name}')}"
-        return RunIdentity(key, flow_run_id)
-    return RunIdentity(f"adhoc/{uuid.uuid4()}")
+        task = f"flow-run/{flow_run_id}/{_next(flow_run_id)}"
+        name = flow_ctx.flow.name if flow_ctx.flow is not None else "flow"
+        return TaskIdentity(ORCHESTRATOR, task, flow_run_id, name=name)
+    return TaskIdentity(ORCHESTRATOR, f"adhoc/{uuid.uuid4()}", "1", name="armada-job")
 
 
-def flow_run_identity(flow_run_id: str) -> RunIdentity:
-    """The worker's identity for the job that runs a whole flow run."""
-    return RunIdentity(f"flow-run/{flow_run_id}/infrastructure", flow_run_id)
+def explicit_identity(client_id: str) -> TaskIdentity:
+    """A job whose idempotency key the user chose: one attempt, reattached to while its jobs
+    live or succeeded, submitted again (as a new generation) once they ended otherwise."""
+    return TaskIdentity(ORCHESTRATOR, f"client-id/{client_id}", "explicit", name=client_id)
+
+
+def flow_run_identity(flow_run: FlowRun) -> TaskIdentity:
+    """The identity of the job that runs a whole flow run (the worker's)."""
+    flow_run_id = str(flow_run.id)
+    return TaskIdentity(ORCHESTRATOR, flow_run_id, flow_run_id, name=flow_run.name or "flow-run")

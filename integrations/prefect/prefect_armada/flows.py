@@ -7,18 +7,16 @@ from typing import Any
 from prefect import flow
 from prefect.states import State
 
-from .jobs import ArmadaJob
+from .jobs import ArmadaJob, Payload
 from .tasks import execute_armada_job, execute_armada_job_async
-
-Result = dict[str, dict[str, Any]]
 
 
 @flow(name="run-armada-job")
 async def run_armada_job_async(armada_job: ArmadaJob, infrastructure_retries: int = 2,
-                               retry_delay_seconds: float = 0) -> Result | State[Any]:
+                               retry_delay_seconds: float = 0) -> Payload | State[Any]:
     """Run the job or gang until it ends: infrastructure failures are retried with a new
     job (up to `infrastructure_retries` times), user errors and rejections fail the flow
-    run, a job cancelled elsewhere ends it Cancelled. Returns each job's end.
+    run, a job cancelled elsewhere ends it Cancelled. Returns the result payload.
 
     Example:
         ```python
@@ -34,7 +32,7 @@ async def run_armada_job_async(armada_job: ArmadaJob, infrastructure_retries: in
 
 @flow(name="run-armada-job")
 def run_armada_job(armada_job: ArmadaJob, infrastructure_retries: int = 2,
-                   retry_delay_seconds: float = 0) -> Result | State[Any]:
+                   retry_delay_seconds: float = 0) -> Payload | State[Any]:
     """Synchronous `run_armada_job_async`."""
     return execute_armada_job.with_options(
         retries=infrastructure_retries, retry_delay_seconds=retry_delay_seconds,

@@ -1,7 +1,9 @@
 """`ArmadaJob` (a Prefect `JobBlock`) and `ArmadaJobRun` (its `JobRun`): submit a job or a
-gang idempotently, wait on the event stream (resuming, falling back to polling), stream the
-job's logs into the run's log, cancel it when the Prefect run is cancelled, and map its end
-with `armada_core.retry.map_outcome`.
+gang through the task lifecycle of `armada_core.client.lifecycle` (reattach after a crash,
+cancel a previous try's live job before a retry), wait on the event stream (resuming, falling
+back to polling) while logging why a waiting job is not running yet, stream the job's logs
+into the run's log, cancel it when the Prefect run is cancelled, and map its end with
+`armada_core.retry.map_outcome` into the lifecycle's result payload.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import grpc
 from prefect.blocks.abstract import JobBlock, JobRun
 from prefect.context import FlowRunContext, TaskRunContext
 from prefect.exceptions import MissingContextError
@@ -30,20 +31,22 @@ from armada_core.client import (
     follow_logs,
     gang_items,
     job_item,
-    state_name,
 )
-from armada_core.retry import Outcome, OutcomeReport, map_outcome
+from armada_core.client.lifecycle import (
+    TaskIdentity,
+    asubmit_or_reattach,
+    report_waiting,
+    result_payload,
+)
+from armada_core.retry import OutcomeReport, map_outcome
 
-from ._identity import RunIdentity, current_identity
+from ._identity import current_identity, explicit_identity
 from .credentials import ArmadaCredentials
-from .exceptions import ArmadaJobCancelled, ArmadaJobError, error_for
-
-#: Failed generations skipped before giving up (a run re-executed this often is broken).
-_MAX_GENERATIONS = 50
-_ENDED = frozenset({submit_pb2.SUCCEEDED, submit_pb2.FAILED, submit_pb2.CANCELLED,
-                    submit_pb2.PREEMPTED, submit_pb2.REJECTED})
+from .exceptions import ArmadaJobError, error_for
 
 LoggerLike = logging.Logger | logging.LoggerAdapter  # type: ignore[type-arg]
+#: The result of a job or gang: `armada_core.client.lifecycle.result_payload`.
+Payload = dict[str, Any]
 
 
 def run_logger() -> LoggerLike:
@@ -62,16 +65,6 @@ def _flow_run_id() -> str | None:
     if flow_ctx is not None and flow_ctx.flow_run is not None:
         return str(flow_ctx.flow_run.id)
     return None
-
-
-def result_summary(results: dict[str, JobResult]) -> dict[str, dict[str, Any]]:
-    """A JSON-friendly view of each job's end (what `fetch_result` returns)."""
-    return {job_id: {"state": r.state_name, "run_id": r.run_id, "node": r.node,
-                     "exit_codes": dict(r.exit_codes),
-                     "termination_messages": dict(r.termination_messages),
-                     "failure_reason": r.failure_reason, "failure_category": r.failure_category,
-                     "retried_failures": len(r.retryable_failures)}
-            for job_id, r in results.items()}
 
 
 class ArmadaJob(JobBlock):
@@ -121,7 +114,7 @@ class ArmadaJob(JobBlock):
         default=None, description="Server-side retry policies (armadaproject.io/retry-policy).")
     client_id: str | None = Field(
         default=None, description="Idempotency key; default derived from the Prefect run "
-                                  "(flow run, task, attempt).")
+                                  "(flow run, task, try).")
     timeout_seconds: float | None = Field(
         default=None, description="Cancel the job and fail if it has not ended by then.")
     stream_logs: bool = Field(default=True, description="Copy the job's logs into the run log.")
@@ -130,24 +123,31 @@ class ArmadaJob(JobBlock):
         default=5.0, gt=0, description="How often to check whether the Prefect run was "
                                        "cancelled (to cancel the job).")
     poll_interval_seconds: float = Field(
-        default=5.0, gt=0, description="Status polling period while the event stream is down.")
+        default=5.0, gt=0, description="Status polling period while the event stream is down; "
+                                       "also how often a waiting job's scheduling reason is "
+                                       "read.")
+    waiting_log_seconds: float = Field(
+        default=60.0, gt=0, description="While a job waits, log why (the scheduler's reason) "
+                                        "when it changes and at least this often.")
     create_artifacts: bool = Field(default=True, description="Record the job in an artifact.")
 
-    def items(self, identity: RunIdentity, generation: int = 0
-              ) -> list[submit_pb2.JobSubmitRequestItem]:
-        """The submission for one generation of this identity (checked before sending)."""
+    def items(self, client_id: str) -> list[submit_pb2.JobSubmitRequestItem]:
+        """The submission under `client_id` (checked before sending; the lifecycle adds the
+        task's external job URI and annotations)."""
         common: dict[str, Any] = dict(
             priority=self.priority, namespace=self.namespace,
-            priority_class=self.priority_class, client_id=identity.client_id(generation),
-            labels=self.labels,
-            annotations=self.annotations, retry_policy=self.retry_policy,
-            external_job_uri=identity.external_job_uri(generation))
+            priority_class=self.priority_class, client_id=client_id, labels=self.labels,
+            annotations=self.annotations, retry_policy=self.retry_policy)
         if isinstance(self.pod_spec, list) or self.replicas > 1:
             specs = self.pod_spec
             return gang_items(specs, replicas=None if isinstance(specs, list) else self.replicas,
                               minimum_cardinality=self.minimum_cardinality,
                               node_uniformity_label=self.node_uniformity_label, **common)
         return [job_item(self.pod_spec, **common)]
+
+    def identity(self) -> TaskIdentity:
+        """The task this job is submitted as (see `_identity`)."""
+        return explicit_identity(self.client_id) if self.client_id else current_identity()
 
     def resolved_job_set_id(self) -> str:
         if self.job_set_id:
@@ -156,16 +156,23 @@ class ArmadaJob(JobBlock):
         return f"prefect-{flow_run_id}" if flow_run_id else "prefect"
 
     async def trigger(self) -> ArmadaJobRun:
-        """Submit (or, after a crash, find again) this job; returns its run."""
-        identity = (RunIdentity.explicit(self.client_id) if self.client_id
-                    else current_identity())
+        """Submit this job, or reattach to it (a re-executed run finds its live or succeeded
+        job); a retry cancels the previous try's live job first."""
+        identity = self.identity()
         job_set_id = self.resolved_job_set_id()
         logger = run_logger()
+
+        def build(client_id: str) -> list[submit_pb2.JobSubmitRequestItem]:
+            # A chosen client id is used as it is for the first generation.
+            if self.client_id and client_id == identity.client_id(0):
+                client_id = self.client_id
+            return self.items(client_id)
+
         async with self.credentials.get_async_client() as client:
-            job_ids, reattached = await submit_idempotently(
-                client, self.queue, job_set_id, lambda g: self.items(identity, g),
-                identity, logger)
-        run = ArmadaJobRun(self, job_set_id, job_ids, reattached=reattached)
+            submission = await asubmit_or_reattach(client, self.queue, job_set_id, identity,
+                                                   build, log=logger.info)
+        run = ArmadaJobRun(self, job_set_id, submission.job_ids,
+                           reattached=submission.reattached)
         if self.create_artifacts:
             await run.record_artifacts()
         return run
@@ -174,55 +181,20 @@ class ArmadaJob(JobBlock):
         """`trigger` for synchronous code."""
         return run_sync(self.trigger)
 
-    async def run(self) -> dict[str, dict[str, Any]]:
-        """Submit, wait, and return each job's end; raises an ArmadaJobError subclass when
-        the job or gang did not succeed."""
+    async def run(self) -> Payload:
+        """Submit, wait, and return the result payload (outcome, summary, and per job its
+        state, node, exit codes, termination messages, duration...); raises an ArmadaJobError
+        subclass when the job or gang did not succeed."""
         job_run = await self.trigger()
         await job_run.wait_for_completion()
         return await job_run.fetch_result()
 
-    def run_sync(self) -> dict[str, dict[str, Any]]:
+    def run_sync(self) -> Payload:
         """`run` for synchronous code."""
         return run_sync(self.run)
 
 
-async def submit_idempotently(
-        client: AsyncArmadaClient, queue: str, job_set_id: str,
-        build: Callable[[int], Sequence[submit_pb2.JobSubmitRequestItem]],
-        identity: RunIdentity, logger: LoggerLike) -> tuple[list[str], bool]:
-    """Submit generation g of a job under its deterministic client id, unless a generation
-    already exists: a running or succeeded one is reattached to; one that ended otherwise
-    (an earlier execution saw it fail) is skipped for the next generation. Returns the job
-    ids and whether they were found rather than submitted."""
-    for generation in range(_MAX_GENERATIONS):
-        items = list(build(generation))
-        uri = items[0].external_job_uri
-        try:
-            existing = await client.get_job_status_by_external_uri(queue, job_set_id, uri)
-        except ArmadaError as e:
-            if e.code != grpc.StatusCode.UNIMPLEMENTED:
-                raise
-            existing = {}  # an old server: the client id alone keeps it idempotent
-        existing = {j: s for j, s in existing.items() if s != submit_pb2.UNKNOWN}
-        if existing:
-            states = set(existing.values())
-            if not states <= _ENDED or states == {submit_pb2.SUCCEEDED}:
-                ids = sorted(existing)
-                logger.info("Reattached to Armada job(s) %s in %s/%s (%s)", ", ".join(ids),
-                            queue, job_set_id, ", ".join(state_name(s) for s in states))
-                return ids, True
-            logger.info("An earlier execution's Armada job(s) %s ended %s; submitting anew",
-                        ", ".join(sorted(existing)),
-                        ", ".join(sorted(state_name(s) for s in states)))
-            continue
-        ids = await client.submit_jobs(queue, job_set_id, items)
-        logger.info("Submitted Armada job(s) %s to %s/%s (client id %s)", ", ".join(ids),
-                    queue, job_set_id, items[0].client_id)
-        return ids, False
-    raise RuntimeError(f"{_MAX_GENERATIONS} earlier generations of {identity.key} ended badly")
-
-
-class ArmadaJobRun(JobRun[dict[str, dict[str, Any]]]):
+class ArmadaJobRun(JobRun[Payload]):
     """A submitted job or gang: wait for it, fetch its result, cancel it."""
 
     def __init__(self, job: ArmadaJob, job_set_id: str, job_ids: Sequence[str], *,
@@ -234,9 +206,9 @@ class ArmadaJobRun(JobRun[dict[str, dict[str, Any]]]):
         self.reattached = reattached
         self.results: dict[str, JobResult] = {}
         self.report: OutcomeReport | None = None
+        self.payload: Payload | None = None
         self._flow_run_id = _flow_run_id()
         self._logger = run_logger()
-        self._cancel_requested: str | None = None
 
     @property
     def logger(self) -> LoggerLike:
@@ -256,8 +228,12 @@ class ArmadaJobRun(JobRun[dict[str, dict[str, Any]]]):
             stream_logs=self.job.stream_logs, log_interval=self.job.log_interval_seconds,
             cancellation_check=self.job.cancellation_check_seconds,
             timeout=self.job.timeout_seconds,
-            options=WatchOptions(poll_interval=self.job.poll_interval_seconds))
+            options=WatchOptions(poll_interval=self.job.poll_interval_seconds),
+            waiting_log=self._logger.info, waiting_interval=self.job.waiting_log_seconds,
+            waiting_poll=self.job.poll_interval_seconds)
         self.report = map_outcome([r.job_end() for r in self.results.values()])
+        self.payload = await job_payload(self.job.credentials, self.queue, self.job_set_id,
+                                         self.job_ids, self.results)
         if self.job.create_artifacts:
             await self.record_artifacts()
         error = error_for(self.report, self.results)
@@ -276,11 +252,13 @@ class ArmadaJobRun(JobRun[dict[str, dict[str, Any]]]):
                                   reason=f"Prefect run interrupted ({type(e).__name__})")
             raise
 
-    async def fetch_result(self) -> dict[str, dict[str, Any]]:
-        """Each job's state, run, node, exit codes and termination messages."""
-        if not self.results:
+    async def fetch_result(self) -> Payload:
+        """The result payload (`armada_core.client.lifecycle.result_payload`): outcome,
+        summary, job ids, nodes, duration, and per job its state, run, node, exit codes,
+        termination messages, failure and server-side retries."""
+        if self.payload is None:
             raise RuntimeError("the job has not been waited for; call wait_for_completion")
-        return result_summary(self.results)
+        return self.payload
 
     async def cancel(self, reason: str = "cancelled from Prefect") -> list[str]:
         """Cancel every job of the run; returns the ids actually cancelled."""
@@ -293,6 +271,18 @@ class ArmadaJobRun(JobRun[dict[str, dict[str, Any]]]):
         artifact per job when the credentials have a job URL template."""
         await record_artifacts(self.job.credentials, self.queue, self.job_set_id,
                                self.job_ids, self.results, self.report)
+
+
+async def job_payload(credentials: ArmadaCredentials, queue: str, job_set_id: str,
+                      job_ids: Sequence[str], results: dict[str, JobResult]) -> Payload:
+    """The lifecycle's result payload for ended jobs (run durations from GetJobDetails,
+    left out if the details cannot be read)."""
+    details = {}
+    with contextlib.suppress(ArmadaError):
+        async with credentials.get_async_client() as client:
+            details = await client.get_job_details(job_ids, expand_job_run=True)
+    return result_payload(queue, job_set_id, [results[j] for j in job_ids if j in results],
+                          details)
 
 
 async def record_artifacts(credentials: ArmadaCredentials, queue: str, job_set_id: str,
@@ -331,10 +321,14 @@ async def wait_for_jobs(credentials: ArmadaCredentials, queue: str, job_set_id: 
                         log_interval: float = 2.0, cancellation_check: float = 5.0,
                         timeout: float | None = None, options: WatchOptions | None = None,
                         on_cancel_requested: Callable[[], None] | None = None,
-                        ) -> dict[str, JobResult]:
-    """Follow the jobs to their end. Meanwhile: copy their logs into `logger`, and, when
-    `flow_run_id` is given, cancel them once that flow run is cancelling. Any interruption
-    (task cancelled, termination signal, timeout) cancels the jobs before propagating."""
+                        waiting_log: Callable[[str], None] | None = None,
+                        waiting_interval: float = 60.0, waiting_poll: float = 10.0,
+                        cancel_on_interrupt: bool = True) -> dict[str, JobResult]:
+    """Follow the jobs to their end. Meanwhile: copy their logs into `logger`; log into
+    `waiting_log` why a job still waits (on change and every `waiting_interval` seconds);
+    and, when `flow_run_id` is given, cancel them once that flow run is cancelling. A timeout
+    cancels the jobs; so does any other interruption (task cancelled, termination signal)
+    with `cancel_on_interrupt`."""
     ids = list(job_ids)
 
     def notice(n: Notice) -> None:
@@ -343,26 +337,33 @@ async def wait_for_jobs(credentials: ArmadaCredentials, queue: str, job_set_id: 
 
     async with credentials.get_async_client() as client:
         stop = asyncio.Event()
+        helpers: list[asyncio.Task[None]] = []
         logs = (asyncio.create_task(_stream_logs(client, ids, logger, stop, log_interval))
                 if stream_logs else None)
-        watcher = (asyncio.create_task(_cancel_when_flow_run_cancelled(
-            client, queue, job_set_id, ids, flow_run_id, logger, cancellation_check,
-            on_cancel_requested)) if flow_run_id is not None else None)
+        if flow_run_id is not None:
+            helpers.append(asyncio.create_task(_cancel_when_flow_run_cancelled(
+                client, queue, job_set_id, ids, flow_run_id, logger, cancellation_check,
+                on_cancel_requested)))
+        if waiting_log is not None:
+            helpers.append(asyncio.create_task(report_waiting(
+                client, {j: f"job {j}" for j in ids}, waiting_log, interval=waiting_interval,
+                poll=waiting_poll)))
         try:
             results = await client.wait_for_jobs(queue, job_set_id, ids, timeout=timeout,
                                                  options=options, on_notice=notice)
         except BaseException as e:
-            reason = (f"timed out after {timeout} s" if isinstance(e, WaitTimeout)
-                      else f"the Prefect run was interrupted ({type(e).__name__})")
-            logger.warning("Cancelling Armada job(s) %s: %s", ", ".join(ids), reason)
-            await asyncio.shield(_cancel_quietly(client, queue, job_set_id, ids, reason))
+            if isinstance(e, WaitTimeout) or cancel_on_interrupt:
+                reason = (f"timed out after {timeout} s" if isinstance(e, WaitTimeout)
+                          else f"the Prefect run was interrupted ({type(e).__name__})")
+                logger.warning("Cancelling Armada job(s) %s: %s", ", ".join(ids), reason)
+                await asyncio.shield(_cancel_quietly(client, queue, job_set_id, ids, reason))
             raise
         finally:
             stop.set()
-            if watcher is not None:
-                watcher.cancel()
+            for helper in helpers:
+                helper.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await watcher
+                    await helper
             if logs is not None:
                 # One last read for what the jobs wrote before ending (bounded).
                 with contextlib.suppress(Exception):
@@ -426,7 +427,3 @@ def run_sync(fn: Callable[[], Any]) -> Any:
 
     return run_coro_as_sync(fn())
 
-
-def is_cancelled(error: BaseException) -> bool:
-    return isinstance(error, ArmadaJobCancelled) or (
-        isinstance(error, ArmadaJobError) and error.outcome is Outcome.CANCELLED)

@@ -2,7 +2,9 @@
 in one task run so that a Prefect retry (infrastructure failures only, by default)
 submits a fresh job. Each has a synchronous and an `_async` variant.
 
-A job cancelled outside Prefect ends the waiting task Cancelled; user errors and
+They return the lifecycle's result payload (`armada_core.client.lifecycle.result_payload`):
+outcome, summary, job ids, nodes, duration, and per job its state, exit codes and termination
+messages. A job cancelled outside Prefect ends the waiting task Cancelled; user errors and
 rejections fail it with exit code, termination message and category in the message.
 """
 
@@ -14,11 +16,10 @@ from prefect import task
 from prefect.states import Cancelled, State
 
 from .exceptions import ArmadaJobCancelled
-from .jobs import ArmadaJob, ArmadaJobRun, result_summary, run_sync
+from .jobs import ArmadaJob, ArmadaJobRun, Payload, run_sync
 from .retries import retry_infrastructure_failures
 
 JobHandle = dict[str, Any]
-Result = dict[str, dict[str, Any]]
 
 
 def _run_for(armada_job: ArmadaJob, handle: JobHandle) -> ArmadaJobRun:
@@ -40,26 +41,27 @@ def submit_armada_job(armada_job: ArmadaJob) -> JobHandle:
 
 @task(name="wait-for-armada-job")
 async def wait_for_armada_job_async(armada_job: ArmadaJob,
-                                    handle: JobHandle) -> Result | State[Any]:
-    """Wait until the submitted jobs end, streaming their logs; returns each job's end.
+                                    handle: JobHandle) -> Payload | State[Any]:
+    """Wait until the submitted jobs end, streaming their logs; returns the result payload.
     Raises on failure; a cancelled job ends this task Cancelled."""
     job_run = _run_for(armada_job, handle)
     try:
         await job_run.wait_for_completion()
     except ArmadaJobCancelled as e:
         return Cancelled(message=e.summary)
-    return result_summary(job_run.results)
+    return await job_run.fetch_result()
 
 
 @task(name="wait-for-armada-job")
-def wait_for_armada_job(armada_job: ArmadaJob, handle: JobHandle) -> Result | State[Any]:
+def wait_for_armada_job(armada_job: ArmadaJob, handle: JobHandle) -> Payload | State[Any]:
     """Synchronous `wait_for_armada_job_async`."""
     job_run = _run_for(armada_job, handle)
     try:
         job_run.wait_for_completion_sync()
     except ArmadaJobCancelled as e:
         return Cancelled(message=e.summary)
-    return result_summary(job_run.results)
+    assert job_run.payload is not None
+    return job_run.payload
 
 
 @task(name="cancel-armada-job")
@@ -76,7 +78,7 @@ def cancel_armada_job(armada_job: ArmadaJob, handle: JobHandle,
     return run_sync(lambda: _run_for(armada_job, handle).cancel(reason))
 
 
-async def _execute(armada_job: ArmadaJob) -> Result | State[Any]:
+async def _execute(armada_job: ArmadaJob) -> Payload | State[Any]:
     try:
         return await armada_job.run()
     except ArmadaJobCancelled as e:
@@ -84,13 +86,13 @@ async def _execute(armada_job: ArmadaJob) -> Result | State[Any]:
 
 
 @task(name="execute-armada-job", retry_condition_fn=retry_infrastructure_failures)
-async def execute_armada_job_async(armada_job: ArmadaJob) -> Result | State[Any]:
+async def execute_armada_job_async(armada_job: ArmadaJob) -> Payload | State[Any]:
     """Submit and wait in one task run. Retries (set with `.with_options(retries=...)`)
     happen for infrastructure failures only, each with a new job."""
     return await _execute(armada_job)
 
 
 @task(name="execute-armada-job", retry_condition_fn=retry_infrastructure_failures)
-def execute_armada_job(armada_job: ArmadaJob) -> Result | State[Any]:
+def execute_armada_job(armada_job: ArmadaJob) -> Payload | State[Any]:
     """Synchronous `execute_armada_job_async`."""
     return run_sync(lambda: _execute(armada_job))

@@ -1,10 +1,19 @@
-"""`ArmadaWorker`: runs each flow run of an `armada` work pool as an Armada job.
+"""`ArmadaWorker`: runs each flow run of an `armada` work pool as an Armada job, and keeps
+watching the pool's flow runs whose worker is gone.
 
 The job's container runs the flow run (`python -m prefect.engine` with the flow run id and
 the API URL in its environment, as Prefect's process worker does). The worker reports
-`<queue>:<job set>:<job id>` as the infrastructure id, follows the job on its event stream,
-cancels it when the flow run is cancelled (also once it has started), and marks the flow run
-Crashed with the reason when the job fails because of the infrastructure or is rejected.
+`<queue>:<job set>:<job id>` as the infrastructure id, follows the job on its event stream
+(logging why it still waits), cancels it when the flow run is cancelled (also once it has
+started), and marks the flow run Crashed with the reason when the job fails because of the
+infrastructure or is rejected.
+
+Takeover: on start and then every `takeover_interval_seconds` (default: the heartbeat
+interval), each worker reads the pool's online workers and its unfinished flow runs that have
+an Armada infrastructure id, and watches those it owns that nobody in its process watches
+(see `flow_run_owner`). Stopping or killing a worker leaves its jobs running; the flow runs'
+new owner follows them to their end, cancels them when their flow runs are cancelled, and
+reports the flow runs' states as the submitting worker would have.
 
     prefect work-pool create my-armada-pool --type armada
     prefect worker start --pool my-armada-pool --type armada
@@ -12,14 +21,27 @@ Crashed with the reason when the job fails because of the infrastructure or is r
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import copy
+import datetime
+import hashlib
 import os
 import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import anyio.abc
-from prefect.client.schemas.objects import StateType
-from prefect.exceptions import InfrastructureNotFound
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
+    WorkPoolFilter,
+    WorkPoolFilterName,
+)
+from prefect.client.schemas.objects import StateType, WorkerStatus
+from prefect.exceptions import InfrastructureNotFound, ObjectNotFound
 from prefect.states import Crashed
 from prefect.utilities.engine import propose_state
 from prefect.workers.base import (
@@ -33,11 +55,13 @@ from pydantic import Field
 from armada_core.api import submit_pb2
 from armada_core.client import JobResult, job_item
 from armada_core.client import NotFound as ArmadaNotFound
+from armada_core.client.lifecycle import asubmit_or_reattach
+from armada_core.client.reattach import LIVE_STATES
 from armada_core.retry import Outcome, map_outcome
 
-from ._identity import RunIdentity, flow_run_identity
+from ._identity import flow_run_identity
 from .credentials import ArmadaCredentials
-from .jobs import submit_idempotently, wait_for_jobs
+from .jobs import wait_for_jobs
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -47,6 +71,11 @@ if TYPE_CHECKING:
     from prefect.client.schemas.responses import DeploymentResponse
 
 CONTAINER_NAME = "prefect-job"
+#: The flow run label naming the worker that runs it: set by Prefect's base worker when it
+#: submits the flow run, and by a worker that takes its watch over.
+WORKER_LABEL = "prefect.worker.name"
+#: Flow run states in which a job may still need a watch.
+UNFINISHED = (StateType.PENDING, StateType.RUNNING, StateType.CANCELLING)
 
 
 def _credentials(configured: ArmadaCredentials | None) -> ArmadaCredentials:
@@ -65,6 +94,41 @@ def parse_infrastructure_id(value: str) -> tuple[str, str, str]:
     if not (queue and job_set_id and job_id):
         raise ValueError(f"not an Armada infrastructure id: {value!r}")
     return queue, job_set_id, job_id
+
+
+def _rank(flow_run_id: str, worker: str) -> str:
+    return hashlib.sha256(f"{flow_run_id}/{worker}".encode()).hexdigest()
+
+
+def flow_run_owner(flow_run_id: str, recorded: str | None,
+                   online: Sequence[str]) -> str | None:
+    """The worker that watches a flow run's job, from the pool's online workers.
+
+    The worker recorded on the flow run (`WORKER_LABEL`: the one that submitted it, or the
+    last to take it over) keeps it while it is online; otherwise rendezvous hashing of the flow
+    run id over the online workers picks one, which records itself. Every worker computes the
+    same answer from the same membership, so a flow run has one owner, and a change of
+    membership moves only the flow runs of workers that went away.
+    """
+    if recorded is not None and recorded in online:
+        return recorded
+    if not online:
+        return None
+    return max(sorted(online), key=lambda worker: _rank(flow_run_id, worker))
+
+
+@dataclass
+class _Watch:
+    """This process's watch of a flow run's job."""
+
+    task: asyncio.Task[dict[str, JobResult]] | None = None
+    #: Set when another worker owns the flow run now: the watch stops without reporting.
+    released_to: str | None = None
+
+    def release(self, owner: str) -> None:
+        self.released_to = owner
+        if self.task is not None:
+            self.task.cancel()
 
 
 class ArmadaWorkerJobConfiguration(BaseJobConfiguration):
@@ -131,17 +195,16 @@ class ArmadaWorkerJobConfiguration(BaseJobConfiguration):
         spec.setdefault("restartPolicy", "Never")
         return spec
 
-    def items(self, identity: RunIdentity, generation: int
-              ) -> list[submit_pb2.JobSubmitRequestItem]:
-        # Prefect's labels (flow run id, deployment, work pool, ...) become annotations:
-        # their values need not be valid Kubernetes label values.
+    def items(self, client_id: str) -> list[submit_pb2.JobSubmitRequestItem]:
+        """The flow run's job under `client_id` (the lifecycle adds the external job URI and
+        the task annotations)."""
+        # Prefect's labels (flow run id, deployment, work pool, the submitting worker's name,
+        # ...) become annotations: their values need not be valid Kubernetes label values.
         annotations = {**self.labels, **self.annotations}
-        common: dict[str, Any] = dict(
-            priority=self.priority, namespace=self.namespace,
-            priority_class=self.priority_class, client_id=identity.client_id(generation),
-            annotations=annotations, retry_policy=self.retry_policy,
-            external_job_uri=identity.external_job_uri(generation))
-        return [job_item(self.build_pod_spec(), **common)]
+        return [job_item(self.build_pod_spec(), priority=self.priority,
+                         namespace=self.namespace, priority_class=self.priority_class,
+                         client_id=client_id, annotations=annotations,
+                         retry_policy=self.retry_policy)]
 
 
 class ArmadaWorkerVariables(BaseVariables):
@@ -182,7 +245,8 @@ class ArmadaWorkerResult(BaseWorkerResult):
 
 class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariables,
                               ArmadaWorkerResult]):
-    """Runs flow runs as Armada jobs."""
+    """Runs flow runs as Armada jobs, and takes over the watch of the pool's flow runs whose
+    worker is gone."""
 
     type = "armada"
     job_configuration = ArmadaWorkerJobConfiguration
@@ -190,59 +254,272 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
     _description = "Run each flow run as a job on an Armada batch scheduler."
     _display_name = "Armada"
 
+    def __init__(self, *args: Any, takeover_interval_seconds: float | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: How often the pool's flow runs are checked for watches to take over.
+        self.takeover_interval_seconds = float(takeover_interval_seconds
+                                               or self.heartbeat_interval_seconds)
+        self._watches: dict[UUID, _Watch] = {}
+        #: Flow runs without an infrastructure id whose job was looked for and not found.
+        self._nothing_to_watch: set[UUID] = set()
+        self._takeover_scope: anyio.CancelScope | None = None
+
+    async def setup(self) -> None:
+        await super().setup()
+        assert self._runs_task_group is not None
+        self._takeover_scope = anyio.CancelScope()
+        self._runs_task_group.start_soon(self._takeover_loop, self._takeover_scope)
+
+    async def teardown(self, *exc_info: Any) -> None:
+        if self._takeover_scope is not None:
+            self._takeover_scope.cancel()
+        await super().teardown(*exc_info)
+
+    # --- running a flow run -----------------------------------------------------------------
+
     async def run(self, flow_run: FlowRun, configuration: ArmadaWorkerJobConfiguration,
                   task_status: anyio.abc.TaskStatus[Any] | None = None) -> ArmadaWorkerResult:
         logger = self.get_flow_run_logger(flow_run)
-        credentials = _credentials(configuration.credentials)
         queue, job_set_id = configuration.queue, configuration.job_set_id or "prefect"
-        identity = flow_run_identity(str(flow_run.id))
-        async with credentials.get_async_client() as client:
-            job_ids, _ = await submit_idempotently(
-                client, queue, job_set_id, lambda g: configuration.items(identity, g),
-                identity, logger)
-        pid = infrastructure_id(queue, job_set_id, job_ids[0])
-        if task_status is not None:
-            task_status.started(pid)
+        earlier = self._watches.pop(flow_run.id, None)
+        if earlier is not None:  # a takeover watch of an earlier run of this flow run
+            earlier.release(self.name)
+        watch = self._watches[flow_run.id] = _Watch()
+        try:
+            async with _credentials(configuration.credentials).get_async_client() as client:
+                submission = await asubmit_or_reattach(
+                    client, queue, job_set_id, flow_run_identity(flow_run),
+                    configuration.items, log=logger.info)
+            pid = infrastructure_id(queue, job_set_id, submission.job_ids[0])
+            if task_status is not None:
+                task_status.started(pid)
+            result = await self._watch(flow_run, configuration, pid, watch)
+        finally:
+            if self._watches.get(flow_run.id) is watch:
+                del self._watches[flow_run.id]
+        # Handed over to another worker: it reports the flow run's end.
+        return result or ArmadaWorkerResult(identifier=pid, status_code=0)
+
+    async def _watch(self, flow_run: FlowRun, configuration: ArmadaWorkerJobConfiguration,
+                     pid: str, watch: _Watch) -> ArmadaWorkerResult | None:
+        """Follow the flow run's job to its end (cancelling it if the flow run is cancelled)
+        and report the flow run's state; None if the watch was handed to another worker."""
+        queue, job_set_id, job_id = parse_infrastructure_id(pid)
         cancelled_by_prefect: list[bool] = []
-        results = await wait_for_jobs(
-            credentials, queue, job_set_id, job_ids, logger=self._logger,
-            flow_run_id=str(flow_run.id), stream_logs=configuration.stream_output,
+        watch.task = asyncio.create_task(wait_for_jobs(
+            _credentials(configuration.credentials), queue, job_set_id, [job_id],
+            logger=self._logger, flow_run_id=str(flow_run.id),
+            stream_logs=configuration.stream_output,
             cancellation_check=configuration.cancellation_check_seconds,
             timeout=configuration.job_watch_timeout_seconds,
-            on_cancel_requested=lambda: cancelled_by_prefect.append(True))
+            on_cancel_requested=lambda: cancelled_by_prefect.append(True),
+            waiting_log=self.get_flow_run_logger(flow_run).info,
+            # The job runs the flow run; when the worker stops, another worker takes over.
+            cancel_on_interrupt=False))
+        if watch.released_to is not None:
+            watch.task.cancel()
+        try:
+            results = await watch.task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if watch.released_to is None or (current is not None and current.cancelling()):
+                raise
+            self.get_flow_run_logger(flow_run).info(
+                "Worker %r stops watching Armada job %s: worker %r watches it now", self.name,
+                job_id, watch.released_to)
+            return None
         return await self._report(flow_run, pid, results, bool(cancelled_by_prefect))
 
     async def _report(self, flow_run: FlowRun, pid: str, results: dict[str, JobResult],
-                      cancelled_by_prefect: bool) -> ArmadaWorkerResult:
+                      cancelled_by_prefect: bool) -> ArmadaWorkerResult | None:
         """Turn the job's end into the flow run's state where the flow run itself could not
-        report it (crashed infrastructure, rejection, cancellation)."""
+        report it (crashed infrastructure, rejection, cancellation). Only by the flow run's
+        worker (so two watches during a change of owner report once), and never over a
+        final state (so reporting again changes nothing)."""
         logger = self.get_flow_run_logger(flow_run)
+        current = await self.client.read_flow_run(flow_run.id)
+        recorded = current.labels.get(WORKER_LABEL)
+        if recorded not in (None, self.name) or current.infrastructure_pid not in (None, pid):
+            logger.info("Worker %r leaves the end of Armada job %s to worker %r", self.name,
+                        parse_infrastructure_id(pid)[2], recorded)
+            return None
         report = map_outcome([r.job_end() for r in results.values()])
         exit_codes = [code for r in results.values() for code in r.exit_codes.values() if code]
-        if report.outcome is Outcome.SUCCEEDED:
-            await self._crash_if_unfinished(flow_run, "the flow run's Armada job ended "
-                                                      "without reporting a final state")
-            return ArmadaWorkerResult(identifier=pid, status_code=0)
-        if report.outcome is Outcome.CANCELLED:
-            message = ("Flow run cancelled; its Armada job was cancelled." if cancelled_by_prefect
+        status_code = exit_codes[0] if exit_codes else 0
+        state = current.state
+        cancelling = state is not None and state.is_cancelling()
+        if cancelling or report.outcome is Outcome.CANCELLED:
+            if state is not None and state.type == StateType.CANCELLED:
+                return ArmadaWorkerResult(identifier=pid, status_code=0)  # reported already
+            message = ("Flow run cancelled; its Armada job was cancelled."
+                       if cancelled_by_prefect or cancelling
                        else f"The flow run's Armada job was cancelled outside Prefect.\n"
                             f"{report.summary}")
-            current = await self.client.read_flow_run(flow_run.id)
             await self._mark_flow_run_as_cancelled(current, state_updates={"message": message})
             logger.info(message)
             return ArmadaWorkerResult(identifier=pid, status_code=0)
-        if report.outcome is Outcome.USER_ERROR:
-            # The flow run process failed; it has reported its own state (Failed) unless it
-            # could not, in which case the non-zero status makes the base worker crash it.
-            return ArmadaWorkerResult(identifier=pid,
-                                      status_code=exit_codes[0] if exit_codes else 1)
-        await self._propose_crashed_state(flow_run, report.summary)
-        return ArmadaWorkerResult(identifier=pid, status_code=exit_codes[0] if exit_codes else -1)
+        if report.outcome is Outcome.SUCCEEDED:
+            if state is None or not state.is_final():
+                await propose_state(self.client, Crashed(
+                    message="the flow run's Armada job ended without reporting a final state"),
+                    flow_run_id=flow_run.id)
+            return ArmadaWorkerResult(identifier=pid, status_code=0)
+        if state is None or not state.is_final():
+            # The flow run could not report its end (infrastructure failure, rejection, or
+            # a flow run process that died without reporting).
+            await self._propose_crashed_state(flow_run, report.summary)
+        return ArmadaWorkerResult(identifier=pid, status_code=status_code or
+                                  (1 if report.outcome is Outcome.USER_ERROR else -1))
 
-    async def _crash_if_unfinished(self, flow_run: FlowRun, message: str) -> None:
+    # --- taking over ------------------------------------------------------------------------
+
+    async def _takeover_loop(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            while True:
+                try:
+                    await self.take_over_flow_runs()
+                except Exception as e:  # the API may be briefly down; try again next time
+                    self._logger.warning("Could not check the pool's flow runs for watches "
+                                         "to take over: %s", e)
+                await anyio.sleep(self.takeover_interval_seconds)
+
+    async def _unfinished_flow_runs(self) -> list[FlowRun]:
+        flow_runs: list[FlowRun] = []
+        while True:
+            page = await self.client.read_flow_runs(
+                work_pool_filter=WorkPoolFilter(
+                    name=WorkPoolFilterName(any_=[self._work_pool_name])),
+                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
+                    type=FlowRunFilterStateType(any_=list(UNFINISHED)))),
+                limit=200, offset=len(flow_runs))
+            flow_runs += page
+            if len(page) < 200:
+                return flow_runs
+
+    async def take_over_flow_runs(self) -> list[UUID]:
+        """One round of the takeover: start watching the pool's unfinished flow runs that
+        this worker owns (`flow_run_owner`) and does not watch, and stop watching those
+        another worker owns now. Returns the flow runs taken over.
+
+        Flow runs with an Armada infrastructure id are watched; those without one whose
+        worker is gone (it stopped between submitting and recording the id, or while
+        submitting) have their job found by the flow run's identity, or submitted if the
+        flow run is still Pending (`asubmit_or_reattach`: never a second job). A flow run that
+        entered Pending recently, or has no infrastructure id yet, is left alone for a grace
+        period: a worker may be submitting it."""
+        workers = await self.client.read_workers_for_work_pool(self._work_pool_name)
+        online = sorted({w.name for w in workers if w.status == WorkerStatus.ONLINE})
+        if self.name not in online:  # not (or no longer) a member in the others' eyes
+            return []
+        # The server's clock, for the age of states.
+        now = max(w.last_heartbeat_time for w in workers if w.last_heartbeat_time)
+        grace = datetime.timedelta(seconds=3 * self.takeover_interval_seconds)
+        taken: list[UUID] = []
+        for flow_run in await self._unfinished_flow_runs():
+            recorded = flow_run.labels.get(WORKER_LABEL)
+            if flow_run.infrastructure_pid:
+                try:
+                    parse_infrastructure_id(flow_run.infrastructure_pid)
+                except ValueError:
+                    continue
+            elif recorded is None or flow_run.id in self._nothing_to_watch:
+                continue  # not submitted by a worker (e.g. an engine started by hand)
+            owner = flow_run_owner(str(flow_run.id), recorded, online)
+            watch = self._watches.get(flow_run.id)
+            if owner != self.name:
+                if watch is not None and owner is not None and watch.released_to is None:
+                    watch.release(owner)
+                continue
+            if watch is not None or flow_run.id in self._submitting_flow_run_ids:
+                continue
+            state = flow_run.state
+            recent = state is None or now - state.timestamp < grace
+            if recent and (state is None or state.type == StateType.PENDING
+                           or not flow_run.infrastructure_pid):
+                continue
+            assert self._runs_task_group is not None
+            watch = self._watches[flow_run.id] = _Watch()
+            self._runs_task_group.start_soon(self._take_over, flow_run, recorded, watch)
+            taken.append(flow_run.id)
+        return taken
+
+    async def _take_over(self, flow_run: FlowRun, recorded: str | None, watch: _Watch) -> None:
+        logger = self.get_flow_run_logger(flow_run)
+        try:
+            if recorded != self.name:
+                await self.client.update_flow_run_labels(flow_run.id, {WORKER_LABEL: self.name})
+            try:
+                configuration = await self.job_configuration.resolve_for_flow_run(
+                    flow_run, client=self.client, work_pool=copy.deepcopy(self.work_pool),
+                    worker_name=self.name, worker_id=self.backend_id)
+            except ObjectNotFound:  # its deployment is gone: the pool's defaults
+                configuration = self.job_configuration()
+            pid = flow_run.infrastructure_pid or await self._find_job(flow_run, configuration)
+            if pid is None:
+                return
+            job_id = parse_infrastructure_id(pid)[2]
+            self._logger.info("Taking over the watch of flow run %s (Armada job %s) from "
+                              "worker %r", flow_run.id, job_id, recorded)
+            logger.info("Worker %r takes over the watch of Armada job %s from worker %r",
+                        self.name, job_id, recorded)
+            async with _credentials(configuration.credentials).get_async_client() as client:
+                state = (await client.get_job_status([job_id])).get(job_id, submit_pb2.UNKNOWN)
+            if state == submit_pb2.UNKNOWN:
+                await self._job_gone(flow_run, job_id)
+                return
+            await self._watch(flow_run, configuration, pid, watch)
+        except Exception:
+            logger.exception("Worker %r could not take over the watch of flow run %s",
+                             self.name, flow_run.id)
+        finally:
+            if self._watches.get(flow_run.id) is watch:
+                del self._watches[flow_run.id]
+
+    async def _find_job(self, flow_run: FlowRun,
+                        configuration: ArmadaWorkerJobConfiguration) -> str | None:
+        """The infrastructure id of a flow run whose worker did not record one: its job, found
+        by the flow run's identity; for a flow run still Pending, submitted (idempotently) as
+        its worker would have. None if there is no job to watch."""
+        logger = self.get_flow_run_logger(flow_run)
         current = await self.client.read_flow_run(flow_run.id)
-        if current.state is None or not current.state.is_final():
-            await propose_state(self.client, Crashed(message=message), flow_run_id=flow_run.id)
+        queue, job_set_id = configuration.queue, configuration.job_set_id or "prefect"
+        identity = flow_run_identity(flow_run)
+        async with _credentials(configuration.credentials).get_async_client() as client:
+            if current.state is not None and current.state.type == StateType.PENDING:
+                logger.info("Worker %r completes the submission of flow run %s", self.name,
+                            flow_run.id)
+                submission = await asubmit_or_reattach(client, queue, job_set_id, identity,
+                                                       configuration.items, log=logger.info)
+                job_ids = submission.job_ids
+            else:
+                found = await client.get_job_status_by_external_uri(
+                    queue, job_set_id, identity.external_job_uri)
+                job_ids = sorted(j for j, s in found.items() if s in LIVE_STATES) or \
+                    sorted(j for j, s in found.items() if s != submit_pb2.UNKNOWN)
+        if not job_ids:
+            if current.state is not None and current.state.is_cancelling():
+                await self._mark_flow_run_as_cancelled(current, state_updates={
+                    "message": "Flow run cancelled; no Armada job was submitted for it."})
+            else:
+                self._nothing_to_watch.add(flow_run.id)
+                logger.warning("Worker %r found no Armada job of flow run %s to watch",
+                               self.name, flow_run.id)
+            return None
+        pid = infrastructure_id(queue, job_set_id, job_ids[-1])
+        await self.client.update_flow_run(flow_run.id, infrastructure_pid=pid)
+        return pid
+
+    async def _job_gone(self, flow_run: FlowRun, job_id: str) -> None:
+        current = await self.client.read_flow_run(flow_run.id)
+        if current.state is not None and current.state.is_cancelling():
+            await self._mark_flow_run_as_cancelled(current, state_updates={
+                "message": f"Flow run cancelled; its Armada job {job_id} no longer exists."})
+        elif current.state is None or not current.state.is_final():
+            await self._propose_crashed_state(
+                flow_run, f"The flow run's Armada job {job_id} no longer exists.")
+
+    # --- cancellation -----------------------------------------------------------------------
 
     async def kill_infrastructure(self, infrastructure_pid: str,
                                   configuration: ArmadaWorkerJobConfiguration,
@@ -260,18 +537,9 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
                 raise InfrastructureNotFound(str(e)) from e
 
     async def _cancel_run(self, flow_run_id: UUID) -> None:
-        """Prefect's base worker cancels only runs that have not started; a started flow run
-        of this worker's pool is cancelled too, by cancelling its job."""
-        flow_run = await self.client.read_flow_run(flow_run_id)
-        if flow_run.start_time is None or not flow_run.infrastructure_pid:
-            await super()._cancel_run(flow_run_id)
+        """Prefect's base worker cancels flow runs that are being submitted and have not
+        started; a flow run this worker watches is cancelled by its watch (job cancelled,
+        then the flow run marked Cancelled), also once started."""
+        if flow_run_id in self._watches:
             return
-        configuration = await self.job_configuration.resolve_for_flow_run(
-            flow_run, client=self.client, work_pool=self.work_pool, worker_name=self.name,
-            worker_id=self.backend_id)
-        with contextlib.suppress(InfrastructureNotFound):
-            await self.kill_infrastructure(flow_run.infrastructure_pid, configuration)
-        if flow_run.state is None or flow_run.state.type != StateType.CANCELLED:
-            await self._mark_flow_run_as_cancelled(
-                flow_run, state_updates={"message": "Flow run cancelled; its Armada job was "
-                                                    "cancelled."})
+        await super()._cancel_run(flow_run_id)
