@@ -119,6 +119,8 @@ def test_a_transaction_that_loses_a_race_is_decided_again(
         while not watcher.execute(text(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
                 " AND datname = current_database()")).scalar():
+            # pg_stat_activity is a snapshot per transaction: end it to see the next state.
+            watcher.rollback()
             assert time.monotonic() < deadline, "the cancel never waited for the row"
             time.sleep(0.01)
     tx.commit()
