@@ -40,9 +40,9 @@ from .conftest import HERE, jobs_in, wait_until
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 PREFECT = str(Path(sys.executable).parent / "prefect")
-#: Workers heartbeat every 2 s, so Prefect shows a killed one offline after 6 s (three
+#: Workers heartbeat every 3 s, so Prefect shows a killed one offline after 9 s (three
 #: missed heartbeats); the takeover checks run at the same pace.
-HEARTBEAT_SECONDS = 2
+HEARTBEAT_SECONDS = 3
 
 
 def free_port() -> int:
