@@ -121,6 +121,8 @@ class Plan:
     reattach: tuple[str, ...] = ()
     cancel: tuple[FoundJob, ...] = ()
     generation: int = 0
+    #: The job set `reattach` is in (a lineage's job set, or the attempt's own).
+    job_set_id: str = ""
     #: Why, for the task's log.
     because: str = ""
 
@@ -136,8 +138,9 @@ def plan(identity: TaskIdentity, found: Sequence[FoundJob]) -> Plan:
         decision = decide_reattach(current)
         # Live jobs of an older generation (a crash between cancelling and submitting).
         others += [j for j in mine if j.generation != latest and j.state in LIVE_STATES]
+        where = next(j.job_set_id for j in mine if j.generation == latest)
         if decision.reattach and not others:
-            return Plan(reattach=tuple(current), generation=latest,
+            return Plan(reattach=tuple(current), generation=latest, job_set_id=where,
                         because=f"this attempt's jobs ({_states(current)})")
         ended_badly = {j: s for j, s in current.items() if j in decision.ended}
         live_mine = tuple(j for j in mine if j.generation == latest and j.state in LIVE_STATES)
@@ -145,7 +148,7 @@ def plan(identity: TaskIdentity, found: Sequence[FoundJob]) -> Plan:
                    if ended_badly else "")
         if decision.reattach:  # other attempts run beside it: keep this one, stop those
             return Plan(reattach=tuple(current), cancel=tuple(others), generation=latest,
-                        because=f"this attempt's jobs ({_states(current)})")
+                        job_set_id=where, because=f"this attempt's jobs ({_states(current)})")
         return Plan(cancel=(*live_mine, *others), generation=latest + 1, because=because)
     because = (f"earlier attempts' jobs still live: "
                f"{', '.join(f'{j.job_id} (attempt {j.attempt})' for j in others)}"
@@ -200,7 +203,7 @@ def submit_or_reattach_steps(queue: str, job_set_id: str, identity: TaskIdentity
         yield from _cancel_and_wait(queue, identity, decided.cancel, log, cancel_wait, clock)
     if decided.reattach:
         log(f"Reattaching to Armada job(s) {', '.join(decided.reattach)}")
-        return Submission(queue, job_set_id, list(decided.reattach),
+        return Submission(queue, decided.job_set_id or job_set_id, list(decided.reattach),
                           identity.client_id(decided.generation), decided.generation, True)
     client_id = identity.client_id(decided.generation)
     items = identity.stamp(build(client_id), decided.generation)

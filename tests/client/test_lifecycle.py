@@ -187,3 +187,12 @@ def test_waiting_reasons_on_change_and_every_interval() -> None:
     assert reasons.lines(waiting, 1201.0) == ["Armada job a QUEUED 3m: queue is cordoned"]
     waiting["a"] = _details(pb.RUNNING, "", 1202.0)
     assert reasons.lines(waiting, 1203.0) == []
+
+
+def test_reattaching_in_a_lineage_job_set_waits_there(client: ArmadaClient, q: str) -> None:
+    first = submit_or_reattach(client, q, "old", TASK, one)
+    moved = TaskIdentity(TASK.orchestrator, TASK.task, TASK.attempt, TASK.name,
+                         job_sets=("old",))
+    again = submit_or_reattach(client, q, "new", moved, one)
+    assert again.reattached and again.job_ids == first.job_ids
+    assert again.job_set_id == "old"
