@@ -1,0 +1,435 @@
+"""The provider in a real Airflow deployment: what a user runs, as separate processes.
+
+`airflow api-server`, `airflow scheduler` (LocalExecutor), `airflow dag-processor` and
+`airflow triggerer` on a PostgreSQL metadata database, a DAGs folder with a deferrable
+`ArmadaOperator` task, and an `armada-server` running jobs with its local executor; all
+driven through Airflow's REST API. The deployment starts once for the module (Airflow's
+components take a while to start) and each test triggers its own DAG run.
+
+Every test counts the task's jobs on the Armada server by the task's external job URI: no
+duplicate, no two jobs of the task live at once, none left live once Airflow says the task
+ended, and the task's state as the outcome mapping promises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from armada_core.api import job_pb2, submit_pb2
+from armada_core.client import ArmadaClient
+
+from ..e2e.processes import kill_leftovers, wait_until
+from ..postgres import PostgresServer, free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.slow]
+
+BIN = Path(sys.executable).parent
+QUEUE = "airflow"
+DAG_ID = "armada_deployment"
+TASK_ID = "work"
+LIVE = {submit_pb2.SUBMITTED, submit_pb2.QUEUED, submit_pb2.LEASED, submit_pb2.PENDING,
+        submit_pb2.RUNNING}
+
+#: The DAG the deployment runs. The job runs until the file conf["release"] exists, so a test
+#: decides when it ends. With conf["gate"], a try stays in its worker after submitting until
+#: that file exists (a worker slow between submission and deferral), so a test can kill the
+#: scheduler, and the worker with it, while the task is there.
+DAG_FILE = '''
+import os
+import time
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG
+
+from airflow_armada.operators.armada import ArmadaOperator
+
+
+class GatedArmadaOperator(ArmadaOperator):
+    def _submit_or_reattach(self, context, client, identity):
+        submission = super()._submit_or_reattach(context, client, identity)
+        gate = context["dag_run"].conf.get("gate")
+        while gate and not os.path.exists(gate):
+            time.sleep(0.2)
+        return submission
+
+
+with DAG("armada_deployment", schedule=None, start_date=datetime(2024, 1, 1), catchup=False):
+    GatedArmadaOperator(
+        task_id="work", armada_queue="airflow", retries=1, retry_delay=timedelta(seconds=1),
+        log_interval=0.5, poll_interval=1.0,
+        pod_spec={"containers": [{
+            "name": "main", "image": "busybox",
+            "command": ["sh", "-c", "echo start try {{ ti.try_number }}; "
+                        "while [ ! -e {{ dag_run.conf['release'] }} ]; do sleep 0.2; done; "
+                        "echo done try {{ ti.try_number }}"],
+            "resources": {"requests": {"cpu": "200m", "memory": "64Mi"},
+                          "limits": {"cpu": "200m", "memory": "64Mi"}}}]})
+'''
+
+
+# --- processes ------------------------------------------------------------------------------
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants, parents first."""
+    children, out, todo = _children(), [], [pid]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+class Component:
+    """One process of the deployment; its output goes to a file. `kill` is a crash: SIGKILL
+    to it and every process it started (a triggerer's runner, a scheduler's executor workers
+    and the tasks they run), as when its machine goes away."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
+        self.name = name
+        self.log = log_dir / f"{name}.log"
+        with self.log.open("ab") as out:
+            self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, env=env, cwd=log_dir,
+                                          start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while not (match := regex.search(self.output())):
+            if self.popen.poll() is not None:
+                raise AssertionError(f"{self.name} exited ({self.popen.returncode}):\n"
+                                     f"{self.output()[-5000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} did not print {pattern!r} in {timeout}s:\n"
+                                     f"{self.output()[-5000:]}")
+            time.sleep(0.2)
+        return match
+
+    def kill(self) -> None:
+        for pid in _tree(self.popen.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        self.popen.wait(30)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(20)
+        self.kill()
+
+
+# --- the deployment -------------------------------------------------------------------------
+
+@dataclass
+class Deployment:
+    root: Path
+    env: dict[str, str]
+    api: httpx.Client
+    armada: ArmadaClient
+    components: dict[str, Component]
+
+    def start(self, name: str) -> Component:
+        """`airflow <name>` (again, after a crash)."""
+        argv = [str(BIN / "airflow"), name]
+        if name == "api-server":
+            argv += ["--port", self.env["AIRFLOW__API__PORT"], "--workers", "1"]
+        component = Component(name, argv, self.env, self.root)
+        self.components[name] = component
+        return component
+
+    # REST API
+
+    def trigger(self, **conf: Any) -> str:
+        run_id = f"test-{uuid.uuid4().hex[:12]}"
+        answer = self.api.post(f"/api/v2/dags/{DAG_ID}/dagRuns",
+                               json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
+        answer.raise_for_status()
+        return run_id
+
+    def run_state(self, run_id: str) -> str:
+        answer = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")
+        answer.raise_for_status()
+        return answer.json()["state"]
+
+    def task(self, run_id: str) -> dict[str, Any]:
+        answer = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK_ID}")
+        answer.raise_for_status()
+        return answer.json()
+
+    def task_log(self, run_id: str, try_number: int) -> str:
+        """The try's task log, as the worker and the triggerer wrote it."""
+        logs = self.root / "home" / "logs"
+        found = sorted(logs.glob(f"dag_id={DAG_ID}/run_id={run_id}/task_id={TASK_ID}/"
+                                 f"attempt={try_number}.log*"))
+        return "".join(p.read_text(errors="replace") for p in found)
+
+    # Armada
+
+    def jobs(self, run_id: str) -> dict[str, job_pb2.JobDetails]:
+        """Every job of the task on the Armada server, found by its external job URI."""
+        states = self.armada.get_job_status_by_external_uri(
+            QUEUE, f"{DAG_ID}-{run_id}", f"airflow://{DAG_ID}/{run_id}/{TASK_ID}/-1")
+        return self.armada.get_job_details(list(states)) if states else {}
+
+    def live(self, run_id: str) -> list[str]:
+        return [j for j, d in self.jobs(run_id).items() if d.state in LIVE]
+
+    # waiting
+
+    def until(self, condition: Callable[[], object], what: str, timeout: float = 120) -> None:
+        try:
+            wait_until(condition, timeout, what, interval=0.3)
+        except AssertionError as e:
+            tails = "\n".join(f"--- {c.name} ---\n{c.output()[-3000:]}"
+                              for c in self.components.values())
+            raise AssertionError(f"{e}\n{tails}") from None
+
+    def task_in(self, run_id: str, *states: str, try_number: int | None = None) -> bool:
+        ti = self.task(run_id)
+        return ti["state"] in states and try_number in (None, ti["try_number"])
+
+    def followed(self, run_id: str, job_id: str, try_number: int = 1) -> None:
+        """Until the try's trigger runs in a triggerer, following the job (Airflow kills a
+        deferred task through its running trigger only)."""
+        self.until(lambda: f"Armada job {job_id} is RUNNING" in self.task_log(run_id, try_number),
+                   "the trigger following the job")
+
+    def running_job(self, run_id: str) -> str:
+        """Once the task has a job running: its id."""
+        self.until(lambda: any(d.state == submit_pb2.RUNNING
+                               for d in self.jobs(run_id).values()), "a job of the task running")
+        [job_id] = [j for j, d in self.jobs(run_id).items() if d.state == submit_pb2.RUNNING]
+        return job_id
+
+
+def _free_of_airflow(environ: dict[str, str]) -> dict[str, str]:
+    """The test process's environment without its own Airflow settings (conftest's)."""
+    return {k: v for k, v in environ.items()
+            if not (k.startswith("AIRFLOW") or k.startswith("_AIRFLOW"))}
+
+
+def _tear_down(components: dict[str, Component], *marks: Path) -> None:
+    for component in reversed(list(components.values())):
+        component.stop()
+    for mark in marks:  # task processes a crash orphaned, Armada pods
+        kill_leftovers(str(mark))
+
+
+@pytest.fixture(scope="module")
+def deployment(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("deployment")
+    home, dags, sandbox = root / "home", root / "dags", root / "pods"
+    for d in (home, dags, sandbox):
+        d.mkdir()
+    (dags / "armada_deployment.py").write_text(DAG_FILE)
+    components: dict[str, Component] = {}
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(_tear_down, components, home, sandbox)
+        armada_server = components["armada-server"] = Component("armada-server", [
+            str(BIN / "armada-server"), "--port", "0", "--http-port", "0", "--executor",
+            "local", "--nodes", "2x2x2Gi", "--scheduling-period", "0.1", "--sandbox-dir",
+            str(sandbox), "--database-url", f"sqlite:///{root / 'armada.db'}"],
+            dict(os.environ), root)
+        match = armada_server.wait_for(r"listening on (\S+):(\d+)", timeout=120)
+        host, port = match.group(1), match.group(2)
+        armada = cleanup.enter_context(ArmadaClient(f"{host}:{port}"))
+        armada.create_queue(submit_pb2.Queue(name=QUEUE, priority_factor=1))
+        api_port = free_port()
+        env = {
+            **_free_of_airflow(dict(os.environ)),
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres_server.new_database(),
+            "AIRFLOW__API__PORT": str(api_port),
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{api_port}",
+            "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+            # Log servers on free ports: other deployments may run on this machine.
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+            # Crashes are noticed in seconds, not minutes.
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "6",
+            "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "3",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_SEC": "2",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+            "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+            "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "5",
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW_CONN_ARMADA_DEFAULT": json.dumps(
+                {"conn_type": "armada", "host": host, "port": int(port)}),
+        }
+        migrate = subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, cwd=root,
+                                 capture_output=True, text=True, timeout=300)
+        assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
+        api = cleanup.enter_context(httpx.Client(base_url=f"http://127.0.0.1:{api_port}",
+                                                 timeout=30))
+        deployment = Deployment(root, env, api, armada, components)
+        for name in ("api-server", "scheduler", "dag-processor", "triggerer"):
+            deployment.start(name)
+
+        def api_ready() -> bool:
+            with contextlib.suppress(httpx.HTTPError):
+                token = api.get("/auth/token")
+                if token.status_code < 300:
+                    api.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+                    return True
+            return False
+
+        deployment.until(api_ready, "the API server", timeout=180)
+        deployment.until(lambda: api.get(f"/api/v2/dags/{DAG_ID}").status_code == 200,
+                         "the DAG parsed", timeout=180)
+        deployment.until(lambda: all(
+            part.get("status") == "healthy"
+            for part in api.get("/api/v2/monitor/health").json().values()),
+            "every component healthy", timeout=180)
+        yield deployment
+
+
+def assert_never_two_live(jobs: dict[str, job_pb2.JobDetails]) -> None:
+    """No two jobs of the task were live (submitted, not yet ended) at the same time."""
+    spans = sorted((d.submitted_ts.ToNanoseconds(), d.last_transition_ts.ToNanoseconds(), j)
+                   for j, d in jobs.items())
+    for (_, end, first), (start, _, second) in itertools.pairwise(spans):
+        assert end <= start, f"jobs {first} and {second} of one task were live at once"
+
+
+# --- the scenarios --------------------------------------------------------------------------
+
+def test_a_triggerer_killed_while_the_task_is_deferred(deployment: Deployment,
+                                                       tmp_path: Path) -> None:
+    """SIGKILL the triggerer, let the job end meanwhile, start a new one: the new triggerer
+    rebuilds the trigger, finds the job's end, and the task completes on its one job."""
+    release = tmp_path / "release"
+    run_id = deployment.trigger(release=str(release))
+    job_id = deployment.running_job(run_id)
+    deployment.followed(run_id, job_id)
+    deployment.components["triggerer"].kill()
+    release.touch()
+    deployment.until(lambda: deployment.jobs(run_id)[job_id].state == submit_pb2.SUCCEEDED,
+                     "the job done while no triggerer runs")
+    deployment.start("triggerer")
+    deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
+    ti = deployment.task(run_id)
+    assert (ti["state"], ti["try_number"]) == ("success", 1)
+    jobs = deployment.jobs(run_id)
+    assert list(jobs) == [job_id]
+    assert jobs[job_id].state == submit_pb2.SUCCEEDED
+    assert_never_two_live(jobs)
+
+
+def test_a_scheduler_killed_with_the_worker_running_the_task(deployment: Deployment,
+                                                            tmp_path: Path) -> None:
+    """SIGKILL the scheduler (its LocalExecutor workers and the task process with it) while
+    the task is in its worker, its job submitted; start a new one. The orphaned task runs
+    again and its next try reattaches to the job: one job, and the task succeeds."""
+    release, gate = tmp_path / "release", tmp_path / "gate"
+    run_id = deployment.trigger(release=str(release), gate=str(gate))
+    job_id = deployment.running_job(run_id)
+    assert deployment.task_in(run_id, "running", try_number=1)
+    deployment.components["scheduler"].kill()
+    gate.touch()
+    deployment.start("scheduler")
+    deployment.until(lambda: deployment.task_in(run_id, "deferred", try_number=2),
+                     "the next try deferred")
+    assert deployment.live(run_id) == [job_id]
+    release.touch()
+    deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
+    jobs = deployment.jobs(run_id)
+    assert list(jobs) == [job_id]
+    assert jobs[job_id].state == submit_pb2.SUCCEEDED
+    assert_never_two_live(jobs)
+    assert deployment.task(run_id)["state"] == "success"
+    assert f"Reattaching to Armada job(s) {job_id}" in deployment.task_log(run_id, 2)
+
+
+def test_a_running_task_cleared(deployment: Deployment, tmp_path: Path) -> None:
+    """Clearing the deferred task kills it: its job is cancelled, and the next try runs a
+    new job (never beside the old one) that succeeds."""
+    release = tmp_path / "release"
+    run_id = deployment.trigger(release=str(release))
+    first = deployment.running_job(run_id)
+    deployment.followed(run_id, first)
+    cleared = deployment.api.post(f"/api/v2/dags/{DAG_ID}/clearTaskInstances", json={
+        "dry_run": False, "dag_run_id": run_id, "task_ids": [TASK_ID], "only_failed": False})
+    cleared.raise_for_status()
+    deployment.until(lambda: len(deployment.jobs(run_id)) == 2 and deployment.live(run_id),
+                     "the next try's job")
+    [second] = [j for j in deployment.jobs(run_id) if j != first]
+    release.touch()
+    deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
+    ti = deployment.task(run_id)
+    assert (ti["state"], ti["try_number"]) == ("success", 2)
+    jobs = deployment.jobs(run_id)
+    assert set(jobs) == {first, second}
+    assert (jobs[first].state, jobs[first].cancel_reason) == \
+        (submit_pb2.CANCELLED, "Airflow task killed (try 1)")
+    assert jobs[second].state == submit_pb2.SUCCEEDED
+    assert_never_two_live(jobs)
+
+
+def test_a_running_task_marked_failed(deployment: Deployment, tmp_path: Path) -> None:
+    """Marking the deferred task failed kills it: its job is cancelled (no zombie once Airflow
+    says the task ended) and nothing runs it again."""
+    run_id = deployment.trigger(release=str(tmp_path / "release"))
+    job_id = deployment.running_job(run_id)
+    deployment.followed(run_id, job_id)
+    marked = deployment.api.patch(
+        f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK_ID}",
+        json={"new_state": "failed"})
+    marked.raise_for_status()
+    assert deployment.task(run_id)["state"] == "failed"
+    deployment.until(lambda: not deployment.live(run_id), "the job ended", timeout=30)
+    deployment.until(lambda: deployment.run_state(run_id) == "failed", "the run failed")
+    jobs = deployment.jobs(run_id)
+    assert list(jobs) == [job_id]
+    assert (jobs[job_id].state, jobs[job_id].cancel_reason) == \
+        (submit_pb2.CANCELLED, "Airflow task killed (try 1)")
+    ti = deployment.task(run_id)
+    assert (ti["state"], ti["try_number"]) == ("failed", 1)
+    assert_never_two_live(jobs)
