@@ -232,8 +232,10 @@ class ArmadaOperator(BaseOperator):
             return self._dry_run(items)
         hook = ArmadaHook(self.armada_conn_id)
         with hook.get_conn() as client:
-            job_ids = self._submit_or_reattach(context, client, identity).job_ids
-            self._submitted = (self.armada_queue, self.job_set_id, job_ids)
+            submission = self._submit_or_reattach(context, client, identity)
+            queue, job_set_id, job_ids = submission.queue, submission.job_set_id, \
+                submission.job_ids
+            self._submitted = (queue, job_set_id, job_ids)
             urls = self._job_urls(job_ids)
             ti.xcom_push(key=ArmadaJobLink().xcom_key, value=urls[0])
             ti.xcom_push(key="armada_job_ids", value=job_ids)
@@ -241,7 +243,7 @@ class ArmadaOperator(BaseOperator):
             labels = self._member_labels(job_ids)
             if self.deferrable:
                 self.defer(trigger=ArmadaJobTrigger(
-                    queue=self.armada_queue, job_set_id=self.job_set_id, job_ids=job_ids,
+                    queue=queue, job_set_id=job_set_id, job_ids=job_ids,
                     armada_conn_id=self.armada_conn_id, stream_logs=self.stream_logs,
                     log_interval=self.log_interval, poll_interval=self.poll_interval,
                     member_labels=labels, cancel_on_kill=self.cancel_on_kill,
@@ -250,7 +252,7 @@ class ArmadaOperator(BaseOperator):
             with WaitingReporter(client, dict(zip(job_ids, labels, strict=True)),
                                  self.log.info, poll=self.poll_interval):
                 payload = asyncio.run(hook.await_jobs(
-                    self.armada_queue, self.job_set_id, job_ids, log=self.log,
+                    queue, job_set_id, job_ids, log=self.log,
                     stream_logs=self.stream_logs, log_interval=self.log_interval,
                     poll_interval=self.poll_interval, member_labels=labels))
         return self._finish(context, payload)
