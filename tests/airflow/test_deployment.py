@@ -145,14 +145,6 @@ class Component:
                 os.kill(pid, signal.SIGKILL)
         self.popen.wait(30)
 
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.popen.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(20)
-        self.kill()
-
 
 # --- the deployment -------------------------------------------------------------------------
 
@@ -245,8 +237,9 @@ def _free_of_airflow(environ: dict[str, str]) -> dict[str, str]:
 
 
 def _tear_down(components: dict[str, Component], *marks: Path) -> None:
+    """Nothing of the deployment outlives the module (no need to stop it gracefully)."""
     for component in reversed(list(components.values())):
-        component.stop()
+        component.kill()
     for mark in marks:  # task processes a crash orphaned, Armada pods
         kill_leftovers(str(mark))
 
