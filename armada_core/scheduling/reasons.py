@@ -1,11 +1,18 @@
 """Reasons reported for jobs left unscheduled or failed; both implementations use these strings."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .model import CPU
+
 UNKNOWN_QUEUE = "job's queue does not exist"
 UNKNOWN_PRIORITY_CLASS = "job's priority class does not exist"
 QUEUE_CORDONED = "queue is cordoned"
 GANG_TOO_MANY = "gang has more queued members than its cardinality"
 NO_MATCHING_NODE = "no node matches the job's selector, tolerations, affinity and node avoidance"
 TOO_LARGE = "job does not fit on any matching node even when the node is empty"
+#: A gang's member that found no room (a single job says more: ``no_room``).
 NO_CAPACITY = "insufficient free resources on matching nodes"
 MAX_JOBS_PER_CYCLE = "maximum number of jobs scheduled per cycle reached"
 MAX_RESOURCES_PER_CYCLE = "maximum resources scheduled per cycle reached"
@@ -32,3 +39,36 @@ def gang_uniformity_failed(label: str) -> str:
 
 def queue_lookback(lookback: int) -> str:
     return f"beyond the queue's lookback of {lookback} jobs this cycle"
+
+
+#: Resources counted in bytes: rendered with a binary suffix when one divides them exactly.
+_BYTES = frozenset({"memory", "ephemeral-storage", "storage"})
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def quantity(resource: str, amount: int) -> str:
+    """An amount of ``resource`` as Kubernetes writes it: cpu in cores, or millicores when
+    not whole ("500m"); bytes with the largest binary suffix that divides them exactly
+    ("32Gi", "1536Mi", else plain bytes); anything else as the integer it is."""
+    if resource == CPU:
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if amount and (resource in _BYTES or resource.startswith("hugepages-")):
+        for suffix, size in _BINARY:
+            if amount % size == 0:
+                return f"{amount // size}{suffix}"
+    return str(amount)
+
+
+def no_room(matching: int, dims: Sequence[str], request: Sequence[int]) -> str:
+    """A single job that fits on some matching node when it is empty, but on none now:
+    how many nodes match it (node selector, tolerations, affinity, node avoidance; not
+    cordoned) and what it requests, in the cycle's dimension order (zeros left out). It
+    depends on nothing else, so it stays the same from cycle to cycle while they do."""
+    asked = ", ".join(f"{quantity(d, int(v))} {d}" for d, v in zip(dims, request, strict=True) if v)
+    if matching == 1:
+        counted = "0 of 1 matching node has"
+    else:
+        counted = f"0 of {matching} matching nodes have"
+    if not asked:
+        return f"{counted} room for a job that requests nothing"
+    return f"{counted} {asked} free"

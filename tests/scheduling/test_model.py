@@ -69,6 +69,42 @@ def test_parse_quantity_rejects(text: str) -> None:
         parse_quantity(text)
 
 
+@pytest.mark.parametrize(
+    ("resource", "amount", "want"),
+    [
+        ("cpu", 8000, "8"),
+        ("cpu", 500, "500m"),
+        ("cpu", 1500, "1500m"),
+        ("memory", 32 * GI, "32Gi"),
+        ("memory", 1536 * 2**20, "1536Mi"),
+        ("memory", 1000, "1000"),  # no binary suffix divides it: plain bytes
+        ("memory", 2**60, "1Ei"),
+        ("ephemeral-storage", 10 * 2**10, "10Ki"),
+        ("hugepages-2Mi", 4 * 2**20, "4Mi"),
+        ("nvidia.com/gpu", 8, "8"),
+        ("example.com/fpga", 1024, "1024"),  # not bytes: as it is
+    ],
+)
+def test_quantities_read_as_kubernetes_writes_them(resource: str, amount: int, want: str) -> None:
+    assert why.quantity(resource, amount) == want
+    if resource == "cpu":
+        assert parse_quantity(want, milli=True) == amount
+    else:
+        assert parse_quantity(want) == amount
+
+
+def test_no_room_names_matching_nodes_and_the_request_in_dimension_order() -> None:
+    dims = ("cpu", "memory", "nvidia.com/gpu", "ephemeral-storage")
+    assert (
+        why.no_room(40, dims, (8000, 32 * GI, 8, 0))
+        == "0 of 40 matching nodes have 8 cpu, 32Gi memory, 8 nvidia.com/gpu free"
+    )
+    assert why.no_room(1, dims, (250, 0, 0, 0)) == "0 of 1 matching node has 250m cpu free"
+    assert why.no_room(2, dims, (0, 0, 0, 0)) == (
+        "0 of 2 matching nodes have room for a job that requests nothing"
+    )
+
+
 def test_resources_are_exact_hashable_and_drop_zeros() -> None:
     a = Resources({"cpu": 1000, "memory": 0})
     assert dict(a) == {"cpu": 1000}

@@ -18,6 +18,7 @@ from armada_core.scheduling import (
     SchedulingConfig,
     Taint,
 )
+from armada_core.scheduling import reasons as why
 
 from .helpers import (
     IMPLEMENTATIONS,
@@ -93,7 +94,64 @@ SCENARIOS: list[Scenario] = [
             Round(
                 jobs("a", 9),
                 sched={f"a{i}" for i in range(8)},
-                reasons={"a8": "insufficient free resources"},
+                reasons={"a8": "0 of 2 matching nodes have 1 cpu, 1Gi memory free"},
+            )
+        ],
+    ),
+    Scenario(
+        "a job without room counts its matching nodes and names its request",
+        [
+            node("n0", labels={"zone": "a"}),
+            node("n1", labels={"zone": "b"}),
+            node("n2", labels={"zone": "b"}),
+            node("n3", labels={"zone": "b"}, cordoned=True),
+        ],
+        [
+            Round(
+                running([job("r1", "B", cpu=4, pc="np")], "n1")
+                + running([job("r2", "B", cpu=4, pc="np")], "n2")
+                + [
+                    job("x", cpu=0.5, mem=1.5, node_selector={"zone": "b"}),
+                    job("y", cpu=2, node_selector={"zone": "b"}, avoid_node="n1"),
+                    job("z", node_selector={"zone": "c"}),
+                    job("a0"),
+                ],
+                sched={"a0": "n0"},
+                pre=set(),
+                reasons={
+                    # n3 is cordoned, n0 in another zone: two nodes match, both full.
+                    "x": "0 of 2 matching nodes have 500m cpu, 1536Mi memory free",
+                    "y": "0 of 1 matching node has 2 cpu, 1Gi memory free",
+                    # Nothing matches: not a matter of room.
+                    "z": why.NO_MATCHING_NODE,
+                },
+            ),
+            # Nothing changed: the same words, so the stored reason is not rewritten.
+            Round(
+                [],
+                sched=set(),
+                pre=set(),
+                reasons={
+                    "x": "0 of 2 matching nodes have 500m cpu, 1536Mi memory free",
+                    "y": "0 of 1 matching node has 2 cpu, 1Gi memory free",
+                    "z": why.NO_MATCHING_NODE,
+                },
+            ),
+        ],
+    ),
+    Scenario(
+        "a gpu job without room names every resource it requests",
+        [node("g0", cpu=8, mem=32, gpu=8), node("g1", cpu=8, mem=32, gpu=8), node("c0")],
+        [
+            Round(
+                running([job("r0", "B", cpu=1, mem=1, gpu=1, pc="np")], "g0")
+                + running([job("r1", "B", cpu=1, mem=1, gpu=1, pc="np")], "g1")
+                + [job("t", cpu=8, mem=32, gpu=8), *jobs("s", 2, cpu=0.25, mem=0.5)],
+                sched={"s0", "s1"},
+                pre=set(),
+                reasons={
+                    "t": "0 of 3 matching nodes have 8 cpu, 32Gi memory, 8 nvidia.com/gpu free"
+                },
             )
         ],
     ),
@@ -629,7 +687,8 @@ SCENARIOS: list[Scenario] = [
             Round(
                 [*gang("g", 5, cpu=2), job("s0")],
                 sched={"s0"},
-                reasons={f"g{i}": "gang could not be scheduled" for i in range(5)},
+                # A gang keeps the member's plain reason: members placed before it took room.
+                reasons={f"g{i}": why.gang_failed(why.NO_CAPACITY) for i in range(5)},
             )
         ],
     ),

@@ -125,11 +125,20 @@ def place_identical(
         return placed, None, True
     chosen = urgency(st, sh, sh.cands)
     if chosen is None:
-        return placed, reasons.NO_CAPACITY, False
+        return placed, no_room(st, sh), False
     preempt_for(st, sh, chosen[0], chosen[1])
     db.add_fixed(chosen[0], sh.req, INF)
     placed.append(chosen[0])
     return placed, None, True
+
+
+def no_room(st: CycleState, sh: Shape) -> str:
+    """Why a single job of the shape found no room: its matching nodes (the candidates, known
+    since ``static``) and its request. Built once per shape, and only for a shape some job
+    of which is left without room."""
+    if sh.no_room is None:
+        sh.no_room = reasons.no_room(len(sh.cands), st.dims, sh.req_t)
+    return sh.no_room
 
 
 def _place_free(st: CycleState, sh: Shape, want: int) -> list[int]:

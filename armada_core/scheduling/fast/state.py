@@ -68,6 +68,7 @@ class Shape:
         "fail",
         "mask",
         "memo",
+        "no_room",
         "parts",
         "pc",
         "pc_known",
@@ -95,6 +96,8 @@ class Shape:
         # Remembered failure (shrink epoch, reason): the shape fits nowhere until something
         # is preempted, since free space only shrinks in between.
         self.fail: tuple[int, str] | None = None
+        # Why a single job of this shape found no room (``nodes.no_room``), built on first use.
+        self.no_room: str | None = None
         # Grow epoch at which nothing more fits without displacing anything.
         self.a_exhausted = -1
         self.memo: dict = {}  # ``NodeDb.best_free`` resume points for this shape

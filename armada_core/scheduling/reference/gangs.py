@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import reasons
 from ..model import Job
 from .limits import class_limit, first_limit
-from .nodes import Rank, place
+from .nodes import Rank, no_room, place
 from .state import INF, CycleState, Item, NodeState, add, fits
 
 
@@ -55,6 +55,8 @@ def schedule_queued(state: CycleState, item: Item) -> None:
         return
     if len(members) == 1 and members[0].gang_id is None:
         outcome = place(state, members[0], None)
+        if outcome == reasons.NO_CAPACITY:
+            outcome = no_room(state, members[0])
         if isinstance(outcome, str):
             state.result.unscheduled[members[0].id] = outcome
         return

@@ -79,6 +79,12 @@ def select_node(state: CycleState, job: Job, allowed: set[int] | None) -> Choice
     return reasons.NO_CAPACITY
 
 
+def no_room(state: CycleState, job: Job) -> str:
+    """Why a single job found no room: how many nodes match it, and its request."""
+    matching = sum(1 for ns in state.nodes if node_admits(job, ns.node))
+    return reasons.no_room(matching, state.dims, state.vec(job))
+
+
 def best_fit(
     candidates: list[NodeState], vec: list[int], free_of: Callable[[NodeState], list[int]]
 ) -> NodeState | None:

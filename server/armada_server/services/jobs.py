@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -10,6 +11,9 @@ from armada_core.api import job_pb2, job_pb2_grpc
 from armada_core.jobs import Job, JobState, Run
 from armada_server.errors import InvalidArgument
 from armada_server.services.common import Context, rpc
+from armada_server.shares import RecentShares, Sample, place_in_fair_share
+
+log = logging.getLogger("armada_server")
 
 
 def _ts(when: datetime | None) -> Timestamp | None:
@@ -56,6 +60,16 @@ def job_error(job: Job) -> str:
 class JobsService(job_pb2_grpc.JobsServicer):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        # Where the queue of a waiting job stands, said after the scheduler's reason: read
+        # when asked (the stored reason changes only with the scheduler's), a few seconds old.
+        self.shares = RecentShares(ctx.store, ctx.config)
+
+    async def _shares(self) -> Sample | None:
+        try:
+            return await self.ctx.run(self.shares.get)
+        except Exception:
+            log.exception("fair shares unavailable; job details say the scheduler's reason only")
+            return None
 
     @rpc
     async def GetJobStatus(self, request, context):  # type: ignore[no-untyped-def]
@@ -79,6 +93,8 @@ class JobsService(job_pb2_grpc.JobsServicer):
     async def GetJobDetails(self, request, context):  # type: ignore[no-untyped-def]
         jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
         reasons = await self.ctx.run(self.ctx.store.scheduling_reasons, [j.id for j in jobs])
+        waiting = any(j.state == JobState.QUEUED and j.id in reasons for j in jobs)
+        sample = await self._shares() if waiting else None
         out = job_pb2.JobDetailsResponse()
         for job in jobs:
             d = out.job_details[job.id]
@@ -94,6 +110,8 @@ class JobsService(job_pb2_grpc.JobsServicer):
             d.cancel_reason = job.cancel_reason
             d.cancel_user = job.cancel_user
             d.scheduling_reason = reasons.get(job.id, "")
+            if sample is not None and job.state == JobState.QUEUED and d.scheduling_reason:
+                d.scheduling_reason += f"; {place_in_fair_share(sample, job.queue)}"
             if job.latest_run is not None:
                 d.latest_run_id = job.latest_run.id
             if request.expand_job_spec:

@@ -1,12 +1,5 @@
-"""Fair share per queue, from what the scheduler reads, sampled for the last hour's chart.
-
-Each sample reads the scheduler's state (queues, executors' nodes, queued and running jobs)
-and computes, as the scheduler does with armada_core.scheduling.fairness: each queue's weight
-(1 / priority factor), fair share among the active queues (those with queued or running
-jobs), adjusted fair share (fair share capped at demand, the rest handed to the others), and
-its actual share: per resource (requests of running jobs / capacity of schedulable nodes) and
-the dominant one, which is what the scheduler compares.
-"""
+"""Fair share per queue sampled for the last hour's chart (armada_server.shares computes a
+sample)."""
 
 from __future__ import annotations
 
@@ -15,148 +8,15 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
-from armada_core.scheduling import Resources
-from armada_core.scheduling.fairness import CostModel, adjusted_fair_shares, fair_shares
-from armada_core.scheduling.model import DEFAULT_RESOURCE_ORDER
 from armada_server.config import ServerConfig
-from armada_server.storage.leases import QueuedJob, RunningJob
+from armada_server.shares import Sample, Shapes, compute, pause
 from armada_server.storage.store import Store
 
 log = logging.getLogger("armada_server.web")
 
 PERIOD = 10.0  # seconds between samples
 WINDOW = 3600.0  # seconds of history kept
-
-
-@dataclass(frozen=True)
-class QueueShare:
-    name: str
-    weight: float
-    cordoned: bool
-    active: bool
-    fair_share: float
-    adjusted_fair_share: float
-    share: float  # dominant share of running jobs' requests
-    demand: float  # dominant share of running + queued requests
-    shares: Mapping[str, float] = field(default_factory=dict)  # per resource
-    running: int = 0
-    queued: int = 0
-
-
-@dataclass(frozen=True)
-class Sample:
-    time: float
-    capacity: Mapping[str, int]  # schedulable capacity per resource (cpu in millicores)
-    queues: Mapping[str, QueueShare]
-
-
-class _Shapes:
-    """Parsed resource lists by their text: few distinct shapes, parsing is the cost."""
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple[tuple[str, str], ...], Resources] = {}
-        self._by_spec: dict[bytes, Resources] = {}
-
-    def __call__(self, values: Mapping[str, str]) -> Resources:
-        key = tuple(sorted(values.items()))
-        found = self._cache.get(key)
-        if found is None:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            try:
-                found = Resources.from_k8s(dict(key))
-            except (ValueError, ArithmeticError):
-                found = Resources()
-            self._cache[key] = found
-        return found
-
-    def of_job(self, job: QueuedJob | RunningJob) -> Resources:
-        """A job's requests; jobs whose specs differ only in their ids are parsed once."""
-        key = job.spec_key
-        if key is None:
-            return self(_requests(job.spec))
-        found = self._by_spec.get(key)
-        if found is None:
-            if len(self._by_spec) > 10_000:
-                self._by_spec.clear()
-            found = self._by_spec[key] = self(_requests(job.spec))
-        return found
-
-
-def _requests(spec) -> Mapping[str, str]:  # type: ignore[no-untyped-def]
-    return {k: v.string for k, v in spec.scheduling_resource_requirements.requests.items()}
-
-
-def compute(store: Store, config: ServerConfig, shapes: _Shapes | None = None,
-            now: datetime | None = None) -> Sample:
-    """One sample. Blocking: reads the database."""
-    shapes = shapes or _Shapes()
-    now = now or datetime.now(UTC)
-    state = store.scheduling_state(executor_timeout=config.lease_timeout, now=now)
-    capacity: dict[str, int] = {}
-    live_nodes: set[str] = set()
-    for executor in state.executors:
-        for node in executor.nodes:
-            live_nodes.add(f"{executor.id}/{node.name}")
-            if node.unschedulable:
-                continue
-            for name, amount in shapes(dict(node.allocatable)).items():
-                capacity[name] = capacity.get(name, 0) + amount
-    names = {q.name for q in state.queues}
-    alloc: dict[str, dict[str, int]] = {q: {} for q in names}
-    demand: dict[str, dict[str, int]] = {q: {} for q in names}
-    running = dict.fromkeys(names, 0)
-    queued = dict.fromkeys(names, 0)
-    for job in state.running:
-        if job.queue not in names or job.node not in live_nodes:
-            continue
-        running[job.queue] += 1
-        for name, amount in shapes.of_job(job).items():
-            alloc[job.queue][name] = alloc[job.queue].get(name, 0) + amount
-            demand[job.queue][name] = demand[job.queue].get(name, 0) + amount
-    for job in state.queued:
-        if job.queue not in names:
-            continue
-        queued[job.queue] += 1
-        for name, amount in shapes.of_job(job).items():
-            demand[job.queue][name] = demand[job.queue].get(name, 0) + amount
-    known = [n for n in DEFAULT_RESOURCE_ORDER if n in capacity]
-    dims = tuple(known + sorted(set(capacity) - set(known)))
-    costs = CostModel.build(dims, [capacity[d] for d in dims], {})
-
-    def cost(values: Mapping[str, int]) -> float:
-        return costs.cost([values.get(d, 0) for d in dims])
-
-    by_name = {q.name: q for q in state.queues}
-    weights = {q: 1.0 / (by_name[q].priority_factor or 1.0) for q in names}
-    active = sorted(q for q in names if running[q] or queued[q])
-    plain = fair_shares({q: weights[q] for q in active}) if active else {}
-    adjusted = adjusted_fair_shares({q: weights[q] for q in active},
-                                    {q: cost(demand[q]) for q in active}) if active else {}
-    queues = {}
-    for q in sorted(names):
-        queues[q] = QueueShare(
-            name=q, weight=weights[q], cordoned=by_name[q].cordoned, active=q in plain,
-            fair_share=plain.get(q, 0.0), adjusted_fair_share=adjusted.get(q, 0.0),
-            share=cost(alloc[q]), demand=cost(demand[q]),
-            shares={d: alloc[q].get(d, 0) / capacity[d] for d in dims if capacity[d]},
-            running=running[q], queued=queued[q])
-    return Sample(now.timestamp(), capacity, queues)
-
-
-# A sample reads every queued and running job: with a million queued it takes seconds, and the
-# sampler must not take the server's time from submissions and scheduling.
-MAX_BUSY_FRACTION = 0.1
-
-
-def pause(period: float, took: float) -> float:
-    """Seconds until the next sample: the rest of the period, and long enough that sampling
-    keeps to MAX_BUSY_FRACTION of one core."""
-    return max(0.5, period - took, took * (1 / MAX_BUSY_FRACTION - 1))
 
 
 class ShareSampler:
@@ -168,7 +28,7 @@ class ShareSampler:
         self.config = config
         self.period = period
         self.samples: deque[Sample] = deque(maxlen=max(2, int(window / period) + 1))
-        self._shapes = _Shapes()
+        self._shapes = Shapes()
         self._wake = asyncio.Event()
 
     @property
