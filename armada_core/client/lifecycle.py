@@ -313,12 +313,17 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+def _scheduler_part(reason: str) -> str:
+    return reason.split("; queue ", 1)[0]
+
+
 @dataclass
 class WaitingReasons:
     """Turns job details into the task log's "why is it still waiting" lines: one per waiting
     job when its state or the scheduler's reason changes, and again every `interval` seconds
-    while it waits (e.g. "job 01h.. QUEUED 3m: insufficient free resources on matching
-    nodes")."""
+    while it waits (e.g. "job 01h.. QUEUED 3m: 0 of 40 matching nodes have 8 nvidia.com/gpu
+    free; queue ml at 1.4x its fair share"). Only the scheduler's part of the reason counts
+    as a change: where the queue stands against its fair share moves between polls."""
 
     labels: Mapping[str, str]
     interval: float = 60.0
@@ -333,10 +338,10 @@ class WaitingReasons:
                 continue
             reason = d.scheduling_reason
             said = self._said.get(job_id)
-            if said is not None and said[:2] == (d.state, reason) and \
+            if said is not None and said[:2] == (d.state, _scheduler_part(reason)) and \
                     now - said[2] < self.interval:
                 continue
-            self._said[job_id] = (d.state, reason, now)
+            self._said[job_id] = (d.state, _scheduler_part(reason), now)
             since = d.last_transition_ts.ToNanoseconds() / 1e9 or now
             text = f"Armada {label} {state_name(d.state)} {_duration(now - since)}"
             out.append(f"{text}: {reason}" if reason else text)

@@ -196,3 +196,12 @@ def test_reattaching_in_a_lineage_job_set_waits_there(client: ArmadaClient, q: s
     again = submit_or_reattach(client, q, "new", moved, one)
     assert again.reattached and again.job_ids == first.job_ids
     assert again.job_set_id == "old"
+
+
+def test_the_queue_share_moving_is_not_a_change_of_reason() -> None:
+    reasons = WaitingReasons({"a": "job a"}, interval=60)
+    why = "0 of 2 matching nodes have 4 cpu free"
+    assert len(reasons.lines({"a": _details(pb.QUEUED, f"{why}; queue q at 1.0x its fair "
+                                                       "share", 1000.0)}, 1001.0)) == 1
+    assert reasons.lines({"a": _details(pb.QUEUED, f"{why}; queue q at 1.3x its fair share",
+                                        1000.0)}, 1002.0) == []
