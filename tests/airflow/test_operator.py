@@ -337,15 +337,15 @@ def test_a_successful_task_run_again_runs_a_new_job(client, capfd) -> None:
 
 @pytest.mark.parametrize("mode", ["deferrable", "sync"])
 def test_a_waiting_job_says_why_in_the_task_log(mode, client, capfd) -> None:
-    """The only node the job fits on is busy until its task log has said why it waits."""
+    """The only node the job fits on is busy until its task log has said why it waits (the
+    scheduler's reason: no room on the matching node)."""
     blocker_set = f"blocker-{uuid.uuid4()}"
     blocker = {"containers": [{"name": "main", "command": ["sleep", "120"], "resources": {
         "requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}}],
         "nodeSelector": {"role": "victim"}}
     [blocking] = client.submit_jobs(QUEUE, blocker_set, [job_item(blocker, priority_class="high")])
     wait_until_running(client, blocker_set)
-    said = re.compile(r"Armada job (\w+) QUEUED \w+: insufficient free resources on matching "
-                      r"nodes")
+    said = re.compile(r"Armada job (\w+) QUEUED \w+: .*matching nodes?\b.*")
 
     def release_once_said() -> str:
         out, deadline = "", time.monotonic() + 60
