@@ -290,7 +290,10 @@ class AsyncArmadaClient:
             while True:
                 try:
                     if watch and silence:
-                        message = await asyncio.wait_for(call.read(), silence)
+                        # Not asyncio.wait_for: on Python 3.11 it drops a cancellation that
+                        # lands as a message arrives, and a cancelled wait must stop.
+                        async with asyncio.timeout(silence):
+                            message = await call.read()
                     else:
                         message = await call.read()
                 except TimeoutError:
