@@ -2,13 +2,15 @@
 
 `airflow api-server`, `airflow scheduler` (LocalExecutor), `airflow dag-processor` and
 `airflow triggerer` on a PostgreSQL metadata database, a DAGs folder with a deferrable
-`ArmadaOperator` task, and an `armada-server` running jobs with its local executor; all
+`ArmadaOperator` task, and the Armada side as separate processes too: an `armada-server
+--executor none` on a SQLite file and an `armada-executor --kind local` running the jobs; all
 driven through Airflow's REST API. The deployment starts once for the module (Airflow's
 components take a while to start) and each test triggers its own DAG run.
 
 Every test counts the task's jobs on the Armada server by the task's external job URI: no
 duplicate, no two jobs of the task live at once, none left live once Airflow says the task
-ended, and the task's state as the outcome mapping promises.
+ended, and the task's state as the outcome mapping promises. Any component may be SIGKILLed
+and started again, Airflow's and Armada's alike.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import pytest
 from armada_core.api import job_pb2, submit_pb2
 from armada_core.client import ArmadaClient
 
-from ..e2e.processes import kill_leftovers, wait_until
+from ..e2e.processes import kill_leftovers, start_executor, start_server, wait_until
 from ..postgres import PostgresServer, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.slow]
@@ -46,6 +48,13 @@ DAG_ID = "armada_deployment"
 TASK_ID = "work"
 LIVE = {submit_pb2.SUBMITTED, submit_pb2.QUEUED, submit_pb2.LEASED, submit_pb2.PENDING,
         submit_pb2.RUNNING}
+#: The server's settings. A lease outlives an executor or a server away for a restart, and so
+#: do the pods (they fence themselves three quarters of it after the last sync); an idle event
+#: stream reopened after a restart has a heartbeat within seconds to show it is back.
+ARMADA_SETTINGS = {"scheduling_period": 0.1, "executor_sync_interval": 0.2, "lease_timeout": 30,
+                   "heartbeat_seconds": 2}
+NODES = "2x2x2Gi"
+EXECUTOR_ID = "armada-executor"
 
 #: The DAG the deployment runs. The job runs until the file conf["release"] exists, so a test
 #: decides when it ends. With conf["gate"], a try stays in its worker after submitting until
@@ -139,11 +148,51 @@ class Component:
             time.sleep(0.2)
         return match
 
-    def kill(self) -> None:
-        for pid in _tree(self.popen.pid):
+    def kill(self, *, alone: bool = False) -> None:
+        """`alone`: SIGKILL to this process only (an executor whose pods run on, as pods on
+        Kubernetes outlive a crashed executor)."""
+        for pid in [self.popen.pid] if alone else _tree(self.popen.pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         self.popen.wait(30)
+
+
+class ArmadaSide:
+    """`armada-server --executor none` on a SQLite file and `armada-executor --kind local`
+    syncing with it, components of the deployment started by the end-to-end tests' helpers.
+    Started again after a crash, the server opens the same database on the address it had,
+    and the executor has the same id and sandbox, so it adopts the pods it left running."""
+
+    def __init__(self, root: Path, sandbox: Path, components: dict[str, Component]) -> None:
+        self.root = root
+        self.sandbox = sandbox
+        self.components = components
+        self.address = ""  # once the server first listens
+
+    def start(self, name: str) -> Component:
+        """`name` (armada-server or armada-executor), under a log of its own each time (the
+        helpers wait for words in it)."""
+        log_name = f"{name}.{len(list(self.root.glob(f'{name}.*.log')))}"
+        if name == "armada-server":
+            component, address = start_server(
+                self._component, log_name, self.root, f"sqlite:///{self.root / 'armada.db'}",
+                **ARMADA_SETTINGS)
+            assert self.address in ("", address), f"restarted on {address}, not {self.address}"
+            self.address = address
+        else:
+            component = start_executor(self._component, log_name, self.address, "local",
+                                       self.root, NODES, sandbox=self.sandbox,
+                                       executor_id=EXECUTOR_ID)
+        self.components[name] = component
+        return component
+
+    def _component(self, name: str, *argv: str) -> Component:
+        """How the helpers start a process; a server started again gets the port it had
+        rather than a free one (`--port 0`)."""
+        args = list(argv)
+        if self.address and "--port" in args:
+            args[args.index("--port") + 1] = self.address.rsplit(":", 1)[1]
+        return Component(name, args, dict(os.environ), self.root)
 
 
 # --- the deployment -------------------------------------------------------------------------
@@ -155,9 +204,12 @@ class Deployment:
     api: httpx.Client
     armada: ArmadaClient
     components: dict[str, Component]
+    armada_side: ArmadaSide
 
     def start(self, name: str) -> Component:
-        """`airflow <name>` (again, after a crash)."""
+        """`airflow <name>`, or armada-server or armada-executor (again, after a crash)."""
+        if name.startswith("armada-"):
+            return self.armada_side.start(name)
         argv = [str(BIN / "airflow"), name]
         if name == "api-server":
             argv += ["--port", self.env["AIRFLOW__API__PORT"], "--workers", "1"]
@@ -194,10 +246,11 @@ class Deployment:
     # Armada
 
     def jobs(self, run_id: str) -> dict[str, job_pb2.JobDetails]:
-        """Every job of the task on the Armada server, found by its external job URI."""
+        """Every job of the task on the Armada server, found by its external job URI, with
+        its runs."""
         states = self.armada.get_job_status_by_external_uri(
             QUEUE, f"{DAG_ID}-{run_id}", f"airflow://{DAG_ID}/{run_id}/{TASK_ID}/-1")
-        return self.armada.get_job_details(list(states)) if states else {}
+        return self.armada.get_job_details(list(states), expand_job_run=True) if states else {}
 
     def live(self, run_id: str) -> list[str]:
         return [j for j, d in self.jobs(run_id).items() if d.state in LIVE]
@@ -255,14 +308,12 @@ def deployment(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPat
     components: dict[str, Component] = {}
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(_tear_down, components, home, sandbox)
-        armada_server = components["armada-server"] = Component("armada-server", [
-            str(BIN / "armada-server"), "--port", "0", "--http-port", "0", "--executor",
-            "local", "--nodes", "2x2x2Gi", "--scheduling-period", "0.1", "--sandbox-dir",
-            str(sandbox), "--database-url", f"sqlite:///{root / 'armada.db'}"],
-            dict(os.environ), root)
-        match = armada_server.wait_for(r"listening on (\S+):(\d+)", timeout=120)
-        host, port = match.group(1), match.group(2)
-        armada = cleanup.enter_context(ArmadaClient(f"{host}:{port}"))
+        armada_side = ArmadaSide(root, sandbox, components)
+        armada_side.start("armada-server")
+        armada_side.start("armada-executor")
+        host, port = armada_side.address.rsplit(":", 1)
+        # (calls wait for a server started again instead of failing while it comes up)
+        armada = cleanup.enter_context(ArmadaClient(armada_side.address, wait_for_ready=True))
         armada.create_queue(submit_pb2.Queue(name=QUEUE, priority_factor=1))
         api_port = free_port()
         env = {
@@ -302,7 +353,7 @@ def deployment(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPat
         assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
         api = cleanup.enter_context(httpx.Client(base_url=f"http://127.0.0.1:{api_port}",
                                                  timeout=30))
-        deployment = Deployment(root, env, api, armada, components)
+        deployment = Deployment(root, env, api, armada, components, armada_side)
         for name in ("api-server", "scheduler", "dag-processor", "triggerer"):
             deployment.start(name)
 
@@ -426,3 +477,60 @@ def test_a_running_task_marked_failed(deployment: Deployment, tmp_path: Path) ->
     ti = deployment.task(run_id)
     assert (ti["state"], ti["try_number"]) == ("failed", 1)
     assert_never_two_live(jobs)
+
+
+def test_the_armada_executor_killed_while_the_job_runs(deployment: Deployment,
+                                                      tmp_path: Path) -> None:
+    """SIGKILL `armada-executor` while the deferred task's job runs (its pod runs on) and
+    start it again: it adopts the pod, which finishes, and the task succeeds on its one job
+    and that job's one run."""
+    release = tmp_path / "release"
+    run_id = deployment.trigger(release=str(release))
+    job_id = deployment.running_job(run_id)
+    deployment.followed(run_id, job_id)
+    deployment.components["armada-executor"].kill(alone=True)
+    executor = deployment.start("armada-executor")
+    assert "adopted 1 runs" in executor.output(), executor.output()[-3000:]
+    assert deployment.live(run_id) == [job_id]
+    release.touch()
+    deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
+    ti = deployment.task(run_id)
+    assert (ti["state"], ti["try_number"]) == ("success", 1)
+    jobs = deployment.jobs(run_id)
+    assert list(jobs) == [job_id]
+    assert jobs[job_id].state == submit_pb2.SUCCEEDED
+    assert [(r.cluster, r.state) for r in jobs[job_id].job_runs] == [
+        (EXECUTOR_ID, job_pb2.RUN_STATE_SUCCEEDED)]
+    assert_never_two_live(jobs)
+    assert "done try 1" in deployment.task_log(run_id, 1)  # the pod's output after adoption
+
+
+def test_the_armada_server_killed_while_the_job_runs(deployment: Deployment,
+                                                    tmp_path: Path) -> None:
+    """SIGKILL `armada-server` while the deferred task's job runs and start it again on the
+    same database and address: the trigger's event stream, broken meanwhile, resumes, the
+    job runs on, and the task succeeds on its one job and that job's one run."""
+    release = tmp_path / "release"
+    run_id = deployment.trigger(release=str(release))
+    job_id = deployment.running_job(run_id)
+    deployment.followed(run_id, job_id)
+    deployment.components["armada-server"].kill()
+    deployment.until(lambda: "Armada event stream: event stream failed"
+                     in deployment.task_log(run_id, 1), "the trigger's event stream broken",
+                     timeout=30)
+    deployment.start("armada-server")
+    deployment.until(lambda: re.search(r"Armada event stream: event stream (is back|reopened)",
+                                       deployment.task_log(run_id, 1)),
+                     "the trigger's event stream resumed", timeout=30)
+    assert deployment.live(run_id) == [job_id]
+    release.touch()
+    deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
+    ti = deployment.task(run_id)
+    assert (ti["state"], ti["try_number"]) == ("success", 1)
+    jobs = deployment.jobs(run_id)
+    assert list(jobs) == [job_id]
+    assert jobs[job_id].state == submit_pb2.SUCCEEDED
+    assert [(r.cluster, r.state) for r in jobs[job_id].job_runs] == [
+        (EXECUTOR_ID, job_pb2.RUN_STATE_SUCCEEDED)]
+    assert_never_two_live(jobs)
+    assert "done try 1" in deployment.task_log(run_id, 1)
