@@ -14,6 +14,7 @@ from pydantic import Field, PrivateAttr
 from armada_core.api import event_pb2, submit_pb2
 from armada_core.client import (
     ArmadaClient,
+    ArmadaError,
     ConnectionConfig,
     JobResult,
     PodSpecLike,
@@ -22,6 +23,7 @@ from armada_core.client import (
     gang_items,
     job_item,
 )
+from armada_core.client.errors import TRANSIENT_CODES
 
 from .outcome import ArmadaJobDisappeared
 
@@ -173,7 +175,9 @@ class ArmadaResource(ConfigurableResource):  # type: ignore[type-arg]
 
         Resumes the event stream after disconnects and polls status while it is down (both
         armada_core). Every `status_check_interval` it also asks whether the server still
-        knows the jobs, raising ArmadaJobDisappeared rather than waiting forever.
+        knows the jobs, raising ArmadaJobDisappeared rather than waiting forever; a check the
+        server cannot answer right now (it is restarting, the network hiccups) is skipped and
+        the wait goes on, riding out the outage as it does between checks.
         """
         client = self.get_client()
         timeout = self.wait_timeout if timeout is None else timeout
@@ -197,7 +201,12 @@ class ArmadaResource(ConfigurableResource):  # type: ignore[type-arg]
             except WaitTimeout:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
-            states = client.get_job_status(job_ids)
+            try:
+                states = client.get_job_status(job_ids)
+            except ArmadaError as e:
+                if e.code not in TRANSIENT_CODES:
+                    raise
+                continue
             vanished = [j for j in job_ids if states.get(j) == submit_pb2.UNKNOWN]
             if vanished:
                 raise ArmadaJobDisappeared(
