@@ -8,6 +8,11 @@ What is checked is what the task lifecycle promises: a step has at most one live
 at any time, counted on the server by the task's external job URI, whatever Dagster kills or
 re-executes; the job of a killed run is cancelled by its retry (no zombie), and a terminated
 run's job is cancelled before Dagster reports the run ended.
+
+The same deployment also runs against Armada as separate processes (`armada-server
+--executor none` on a SQLite file and an `armada-executor --kind local`), each SIGKILLed and
+started again while a step's job runs: the executor adopts its running pod, the server comes
+back on the same database and address, and the step's wait goes on to the job's success.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import re
 import signal
 import socket
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,14 +36,22 @@ from dagster._core.events.log import EventLogEntry
 from dagster._core.instance.ref import InstanceRef
 from dagster_graphql import DagsterGraphQLClient
 
-from armada_core.api import submit_pb2
-from armada_core.client import ArmadaClient
+from armada_core.api import job_pb2, submit_pb2
+from armada_core.client import ArmadaClient, Unavailable
 from armada_core.client.lifecycle import TASK_ANNOTATION
 from armada_core.client.reattach import LIVE_STATES
 from armada_server.app import EmbeddedServer
 from dagster_armada import task_identity
 from tests.dagster.scripts import deployment_defs
-from tests.e2e.processes import BIN, Process, processes_mentioning, wait_until
+from tests.e2e.processes import (
+    BIN,
+    Process,
+    kill_leftovers,
+    processes_mentioning,
+    start_executor,
+    start_server,
+    wait_until,
+)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -51,6 +65,15 @@ JOB = "release_job"
 STEP = deployment_defs.STEP
 FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
 WORKER_PID = re.compile(r"Started process for run \(pid: (\d+)\)")
+QUEUE = "dagster-deployment"
+EXECUTOR = "executor"
+# The server stays down longer than the step's status check interval, so a check and the
+# event stream's reconnection both meet the outage.
+SERVER_OUTAGE = deployment_defs.STATUS_CHECK_INTERVAL + 1
+# A long lease: the pods of the executor keep running (they fence themselves only after half
+# of it without a sync) while the server restarts.
+ARMADA_SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2,
+                   "lease_timeout": 60}
 
 
 def message(record: EventLogEntry) -> str:
@@ -217,16 +240,10 @@ class Deployment:
         return "\n".join(message(record) for record in self.instance.all_logs(run_id))
 
 
-@pytest.fixture(scope="module")
-def deployment_queue(admin: ArmadaClient) -> str:
-    admin.create_queue(submit_pb2.Queue(name="dagster-deployment", priority_factor=1))
-    return "dagster-deployment"
-
-
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory, server: EmbeddedServer,
-               deployment_queue: str) -> Iterator[Deployment]:
-    home = tmp_path_factory.mktemp("deployment")
+@contextlib.contextmanager
+def deployed(home: Path, address: str, queue: str) -> Iterator[Deployment]:
+    """A code server, a daemon and a webserver on the DAGSTER_HOME `home`, whose code location
+    submits to `queue` on the Armada server at `address`; stopped on the way out."""
     grpc_port, web_port = free_ports(2)
     (home / "dagster.yaml").write_text(yaml.safe_dump({
         "telemetry": {"enabled": False},
@@ -235,8 +252,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, server: EmbeddedServer,
     (home / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
         "host": "127.0.0.1", "port": grpc_port, "location_name": LOCATION}}]}))
     (home / "markers").mkdir()
-    env = {"DAGSTER_HOME": str(home), "ARMADA_ADDRESS": server.address,
-           "ARMADA_QUEUE": deployment_queue, "ARMADA_TEST_MARKERS": str(home / "markers"),
+    env = {"DAGSTER_HOME": str(home), "ARMADA_ADDRESS": address, "ARMADA_QUEUE": queue,
+           "ARMADA_TEST_MARKERS": str(home / "markers"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     running = Deployment(home=home, logs=home, env=env, web_port=web_port,
                          grpc_port=grpc_port)
@@ -250,6 +267,105 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, server: EmbeddedServer,
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="module")
+def deployment_queue(admin: ArmadaClient) -> str:
+    admin.create_queue(submit_pb2.Queue(name=QUEUE, priority_factor=1))
+    return QUEUE
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory, server: EmbeddedServer,
+               deployment_queue: str) -> Iterator[Deployment]:
+    """The deployment against the session's embedded server (its executor in-process)."""
+    with deployed(tmp_path_factory.mktemp("deployment"), server.address,
+                  deployment_queue) as running:
+        yield running
+
+
+# --- Armada as separate processes -----------------------------------------------------------
+
+@dataclass
+class ArmadaProcesses:
+    """`armada-server --executor none` on a SQLite file and one `armada-executor --kind
+    local`, each of which can be SIGKILLed and started again in place: the server on the same
+    database and address, the executor with the same id and sandbox (it adopts the pods it
+    left running)."""
+
+    root: Path
+    address: str = ""
+    processes: dict[str, Process] = field(default_factory=dict)
+    started: list[Process] = field(default_factory=list)
+
+    @property
+    def sandbox(self) -> Path:
+        return self.root / "pods"
+
+    def _launch(self, name: str, *argv: str) -> Process:
+        process = Process(f"{name}-{len(self.started)}", list(argv), self.root)
+        self.started.append(process)
+        return process
+
+    def start(self, name: str) -> Process:
+        if name == "armada-server":
+            # The first start takes any free port; every later one binds the same address.
+            port = self.address.rsplit(":", 1)[1] if self.address else "0"
+
+            def on_port(name: str, *argv: str) -> Process:
+                at = argv.index("--port") + 1
+                return self._launch(name, *argv[:at], port, *argv[at + 1:])
+
+            process, address = start_server(
+                on_port, name, self.root, f"sqlite:///{self.root / 'armada.db'}",
+                **ARMADA_SETTINGS)
+            assert self.address in ("", address), (self.address, address)
+            self.address = address
+        else:
+            process = start_executor(self._launch, name, self.address, "local", self.root,
+                                     "1x4x8Gi", executor_id=EXECUTOR, sandbox=self.sandbox)
+        self.processes[name] = process
+        return process
+
+    def restart(self, name: str, down: float = 0) -> Process:
+        """SIGKILL, then start it again `down` seconds later."""
+        self.processes[name].kill()
+        time.sleep(down)
+        return self.start(name)
+
+    def stop(self) -> None:
+        for process in reversed(self.started):
+            process.stop()
+        kill_leftovers(str(self.sandbox))  # pods a failed test left behind
+
+
+@pytest.fixture(scope="module")
+def armada_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArmadaProcesses]:
+    armada = ArmadaProcesses(tmp_path_factory.mktemp("armada-processes"))
+    try:
+        armada.start("armada-server")
+        armada.start("armada-executor")
+        with ArmadaClient(armada.address) as client:
+            client.create_queue(submit_pb2.Queue(name=QUEUE, priority_factor=1))
+        yield armada
+    finally:
+        armada.stop()
+
+
+@pytest.fixture(scope="module")
+def processes_admin(armada_processes: ArmadaProcesses) -> Iterator[ArmadaClient]:
+    """A client of the server process; while it is down, calls wait for it to come back."""
+    with ArmadaClient(armada_processes.address, wait_for_ready=True, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def processes_deployment(tmp_path_factory: pytest.TempPathFactory,
+                         armada_processes: ArmadaProcesses) -> Iterator[Deployment]:
+    """The deployment against the server process (its code location's ARMADA_ADDRESS)."""
+    with deployed(tmp_path_factory.mktemp("processes-deployment"), armada_processes.address,
+                  QUEUE) as running:
+        yield running
 
 
 # --- the step's Armada jobs -----------------------------------------------------------------
@@ -308,13 +424,15 @@ class LiveJobCounter:
     """Polls the server all along: how many of the step's jobs are live at once, at most.
 
     Each poll first finds the step's job ids, then reads all their states in one call, so a
-    job ending and the next starting between two reads cannot pass for an overlap."""
+    job ending and the next starting between two reads cannot pass for an overlap. A poll the
+    server cannot answer (it is being restarted) is skipped."""
 
     def __init__(self, jobs: StepJobs) -> None:
         self.jobs = jobs
         self.known: set[str] = set()
         self.most = 0
         self.polls = 0
+        self.unanswered = 0
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -328,6 +446,8 @@ class LiveJobCounter:
                     live = [j for j, s in states.items() if s in LIVE_STATES]
                     self.most = max(self.most, len(live))
                     self.polls += 1
+            except Unavailable:
+                self.unanswered += 1
             except BaseException as e:  # surfaced by the test
                 self.errors.append(e)
                 return
@@ -449,3 +569,47 @@ def test_killing_the_daemon_or_webserver_loses_and_duplicates_nothing(
     assert jobs.submitted() == [job_id]
     assert admin.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
     assert deployment.children(run_id) == []
+
+
+def runs_of(admin: ArmadaClient, job_id: str) -> list[tuple[str, int]]:
+    """The job's runs on the server: (executor, run state) each."""
+    details = admin.get_job_details([job_id], expand_job_run=True)[job_id]
+    return [(run.cluster, run.state) for run in details.job_runs]
+
+
+@pytest.mark.parametrize("killed", ["armada-executor", "armada-server"])
+def test_killing_the_armada_executor_or_server_loses_and_duplicates_nothing(
+        processes_deployment: Deployment, armada_processes: ArmadaProcesses,
+        processes_admin: ArmadaClient, killed: str) -> None:
+    """While the step's job runs, the executor or the server dies by SIGKILL and is started
+    again: the executor adopts the job's running pod, the server comes back on the same
+    database and address. The step's wait goes on to the job's success: one Dagster run, one
+    Armada job with one run, never two live at once, none live once the run has ended."""
+    deployment, admin = processes_deployment, processes_admin
+    run_id = deployment.launch()
+    jobs = StepJobs(admin, QUEUE, run_id)
+    with LiveJobCounter(jobs) as counter, releasing(deployment, run_id):
+        job_id = running_job(jobs, run_id)
+        wait_for(lambda: pod_running(job_id), 30, "the job's pod to run")
+        polls = counter.polls
+        restarted = armada_processes.restart(
+            killed, down=SERVER_OUTAGE if killed == "armada-server" else 0)
+        if killed == "armada-executor":
+            assert "adopted 1 runs" in restarted.output()
+        assert pod_running(job_id)
+        assert deployment.status(run_id) == DagsterRunStatus.STARTED
+        assert jobs.in_run(run_id) == {job_id: submit_pb2.RUNNING}
+        wait_for(lambda: counter.polls > polls + 5, 30, "the counter to poll the server again")
+        release(deployment, run_id)
+        assert deployment.wait_finished(run_id) == DagsterRunStatus.SUCCESS
+        # No zombie once Dagster says the run ended: the job has ended.
+        assert admin.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
+    assert not counter.errors, counter.errors
+    assert counter.most == 1
+    assert jobs.submitted() == [job_id]
+    assert runs_of(admin, job_id) == [(EXECUTOR, job_pb2.RUN_STATE_SUCCEEDED)]
+    # The job's program started once: its pod lived through the restart.
+    started = deployment.home / "markers" / run_id / "started"
+    assert started.read_text().split() == [f"armada-{job_id}-0"]
+    assert deployment.children(run_id) == []
+    wait_for(lambda: not pod_running(job_id), 30, "the job's pod to be gone")

@@ -15,6 +15,7 @@ from dagster import Definitions, OpExecutionContext, job
 from dagster_armada import ArmadaResource, armada_op, container_pod_spec
 
 STEP = "wait_for_release"
+STATUS_CHECK_INTERVAL = 5  # how often a waiting step asks whether the server knows its job
 
 
 def release_spec(context: OpExecutionContext) -> dict[str, Any]:
@@ -38,5 +39,6 @@ defs = Definitions(
     resources={"armada": ArmadaResource(
         address=os.environ.get("ARMADA_ADDRESS", "localhost:50051"),
         queue=os.environ.get("ARMADA_QUEUE", "dagster"),
-        log_poll_interval=0.2, status_check_interval=5, waiting_poll_interval=1)},
+        log_poll_interval=0.2, status_check_interval=STATUS_CHECK_INTERVAL,
+        waiting_poll_interval=1)},
 )
