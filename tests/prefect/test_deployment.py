@@ -5,6 +5,12 @@ SIGKILL, against an armada-server with the local executor.
 A worker that dies leaves its flow runs' jobs running; the pool's owner of each flow run
 (`prefect_armada.worker.flow_run_owner`) takes over the watch: it cancels the job when the
 flow run is cancelled and reports the flow run's end as the submitting worker would have.
+
+The last tests run the flow runs on real Armada processes instead (`armada-server --executor
+none` on an SQLite file, and an `armada-executor --kind local`), and SIGKILL those: the
+executor, which adopts its pods when started again, and the server, started again on the same
+database and address while the worker's watch waits for it.
+
 Every test counts the Armada jobs of each flow run: exactly one, none left running once
 Prefect says the flow run ended.
 """
@@ -29,12 +35,19 @@ from prefect.client.schemas.objects import FlowRun, StateType, WorkerStatus
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import Cancelling, Pending
 
-from armada_core.api import submit_pb2
+from armada_core.api import job_pb2, submit_pb2
 from armada_core.client import TERMINAL, ArmadaClient
 from armada_server.app import EmbeddedServer
 from prefect_armada import ArmadaWorker
 from prefect_armada.worker import WORKER_LABEL, parse_infrastructure_id
 
+from ..e2e.processes import (
+    Process,
+    kill_leftovers,
+    processes_mentioning,
+    start_executor,
+    start_server,
+)
 from .conftest import HERE, jobs_in, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -222,6 +235,18 @@ class Pool:
         line = f"Cancelling Armada job(s) {job_id}"
         return {name: self.output(name).count(line) for name in self.workers}
 
+    def watches_ended(self, flow_run_id: uuid.UUID) -> list[str]:
+        """The status code of each worker watch that followed the flow run's job to its end
+        (from the workers' `prefect.worker.executed-flow-run` events)."""
+        resource = f"prefect.flow-run.{flow_run_id}"
+        response = httpx.post(f"{self.api_url}/events/filter", timeout=10, json={
+            "filter": {"event": {"name": ["prefect.worker.executed-flow-run"]},
+                       "related": {"id": [resource]}}})
+        response.raise_for_status()
+        return [related["prefect.infrastructure.status-code"]
+                for event in response.json()["events"] for related in event["related"]
+                if related["prefect.resource.id"] == resource]
+
 
 @pytest.fixture(scope="module")
 def pool(prefect_api: str, armada_server: EmbeddedServer,
@@ -347,3 +372,137 @@ def test_a_flow_run_left_pending_by_a_dead_worker_runs_once(pool: Pool, tmp_path
     owner = submitter(ended)
     assert owner in alive
     assert pool.takeovers(flow_run.id) == {name: int(name == owner) for name in pool.workers}
+
+
+# --- real Armada processes --------------------------------------------------------------------
+
+#: Pods fence themselves three quarters of the lease timeout after the executor's last sync:
+#: long enough for a restart of the executor or the server.
+ARMADA_SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2, "lease_timeout": 30}
+
+
+class Armada:
+    """`armada-server --executor none` on an SQLite file and an `armada-executor --kind
+    local`, each SIGKILLed and started again on demand: the server on the same database and
+    address, the executor with the same id and sandbox."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.database = f"sqlite:///{root / 'armada.db'}"
+        self.sandbox = root / "executor-pods"
+        self.started: list[Process] = []
+        self.port = 0
+        self.server: Process
+        self.executor: Process
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _start(self, name: str, *argv: str) -> Process:
+        process = Process(f"{name}-{len(self.started)}", list(argv), self.root)
+        self.started.append(process)
+        return process
+
+    def start_server(self) -> Process:
+        # The last --port wins: after the first start, the server binds the same address.
+        self.server, address = start_server(
+            lambda name, *argv: self._start(name, *argv, "--port", str(self.port)),
+            "armada-server", self.root, self.database, **ARMADA_SETTINGS)
+        self.port = int(address.rsplit(":", 1)[1])
+        return self.server
+
+    def start_executor(self) -> Process:
+        self.executor = start_executor(self._start, "armada-executor", self.address, "local",
+                                       self.root, "1x4x8Gi", executor_id="e1",
+                                       sandbox=self.sandbox)
+        return self.executor
+
+    def stop(self) -> None:
+        for process in reversed(self.started):
+            process.stop()
+        kill_leftovers(str(self.sandbox))  # pods of a failed test
+
+
+@pytest.fixture(scope="module")
+def armada_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Armada]:
+    processes = Armada(tmp_path_factory.mktemp("armada-processes"))
+    try:
+        processes.start_server()
+        processes.start_executor()
+        yield processes
+    finally:
+        processes.stop()
+
+
+@pytest.fixture(scope="module")
+def remote_pool(prefect_api: str, armada_processes: Armada,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    """A work pool whose deployment submits to the `armada-server` process."""
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    with ArmadaClient(armada_processes.address) as client:
+        client.create_queue(submit_pb2.Queue(name=queue, priority_factor=1))
+        the_pool = Pool(prefect_api, tmp_path_factory.mktemp("remote-workers"), client, queue)
+        try:
+            yield the_pool
+        finally:
+            the_pool.stop()
+
+
+def pods_of(job_id: str) -> list[int]:
+    """Live processes of the job's pods (the local executor sets ARMADA_JOB_ID in them)."""
+    return processes_mentioning(f"ARMADA_JOB_ID={job_id}")
+
+
+def ran_once(pool: Pool, flow_run: FlowRun, job_id: str) -> None:
+    """The flow run ended Completed: its one job succeeded in one run on the executor, and
+    no process of it is left."""
+    assert flow_run.state is not None and flow_run.state.is_completed(), flow_run.state
+    assert one_job(pool, flow_run, wait=30) == (job_id, submit_pb2.SUCCEEDED)
+    runs = pool.armada.get_job_details([job_id], expand_job_run=True)[job_id].job_runs
+    assert [(run.cluster, run.state) for run in runs] == [("e1", job_pb2.RUN_STATE_SUCCEEDED)]
+    wait_until(lambda: not pods_of(job_id), 30, f"the processes of job {job_id} to end")
+    wait_until(lambda: pool.watches_ended(flow_run.id), 30,
+               f"the worker's watch of flow run {flow_run.id} to end")
+    assert pool.watches_ended(flow_run.id) == ["0"]
+    assert sum(pool.takeovers(flow_run.id).values()) == 0
+    assert pool.states(flow_run.id).count(StateType.COMPLETED) == 1
+
+
+def test_an_executor_killed_while_the_job_runs_adopts_it(armada_processes: Armada,
+                                                         remote_pool: Pool,
+                                                         tmp_path: Path) -> None:
+    """`armada-executor` is SIGKILLed while the flow run's job runs and started again: it
+    adopts the pod, which goes on; the flow run ends Completed with one job and one run."""
+    armada, pool = armada_processes, remote_pool
+    pool.ensure_workers(1)
+    flow_run, job_id = pool.running(pool.flow_run(tmp_path / "go").id)
+    armada.executor.kill()
+    assert pods_of(job_id), "the pod died with its executor"
+    assert "adopted 1 runs" in armada.start_executor().output()
+
+    (tmp_path / "go").touch()
+    ran_once(pool, pool.final(flow_run.id), job_id)
+
+
+def test_a_server_killed_while_the_job_runs_loses_and_duplicates_nothing(
+        armada_processes: Armada, remote_pool: Pool, tmp_path: Path) -> None:
+    """`armada-server` is SIGKILLed while the flow run's job runs and started again on the same
+    database and address: the executor keeps the pod, the worker's watch reconnects and
+    follows the job to its end, and the flow run ends Completed with one job and one run."""
+    armada, pool = armada_processes, remote_pool
+    [worker] = pool.ensure_workers(1)
+    flow_run, job_id = pool.running(pool.flow_run(tmp_path / "go").id)
+    armada.server.kill()
+    lost = "Armada event stream: event stream failed"
+    wait_until(lambda: lost in pool.output(worker), 30,
+               "the worker's watch to lose its event stream")
+    armada.start_server()
+    assert pods_of(job_id), "the pod died with the server"
+
+    (tmp_path / "go").touch()
+    ran_once(pool, pool.final(flow_run.id), job_id)
+    assert armada.executor.popen.poll() is None
+    # The job's output written after the restart still reached the worker's log.
+    after = pool.output(worker).rsplit(lost, 1)[1]
+    assert f"Flow run {flow_run.name!r} - Finished in state Completed()" in after
