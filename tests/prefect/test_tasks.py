@@ -193,7 +193,8 @@ def test_a_waiting_job_logs_why(armada: ArmadaClient, queue: str,
             runner.join(60)
     assert states and states[0].is_completed(), states
     [line] = [m for m in caplog.messages if "queue is cordoned" in m]
-    assert re.fullmatch(r"Armada job \w+ QUEUED \d+s: queue is cordoned", line), line
+    assert re.fullmatch(r"Armada job \w+ QUEUED \d+s: queue is cordoned"
+                        r"; queue \S+ at \d+\.\dx its fair share", line), line
 
 
 def test_a_retry_cancels_the_previous_tries_live_job(armada: ArmadaClient,

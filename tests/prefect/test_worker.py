@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import FlowRun
-from prefect.states import Cancelling, Scheduled
+from prefect.states import Cancelling, Crashed, Scheduled
 from prefect.workers.base import BaseWorker
 
 from armada_core.api import submit_pb2
@@ -52,6 +52,19 @@ async def final_state(flow_run_id: uuid.UUID, timeout: float = 120) -> FlowRun:
                 return flow_run
             await asyncio.sleep(0.1)
     raise AssertionError(f"flow run {flow_run_id} did not end: {flow_run.state}")
+
+
+async def final_state_saying(flow_run_id: uuid.UUID, text: str,
+                             timeout: float = 60) -> FlowRun:
+    """The final state, once its message says `text` (the flow run process may report its
+    own crash first, on the termination signal, and the worker then says why)."""
+    ended = await final_state(flow_run_id)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while text not in (ended.state.message or "") and \
+            asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+        ended = await final_state(flow_run_id)
+    return ended
 
 
 async def until_running(armada: ArmadaClient, flow_run_id: uuid.UUID) -> str:
@@ -112,7 +125,28 @@ async def test_an_infrastructure_failure_crashes_the_flow_run(armada: ArmadaClie
         job_id = await until_running(armada, flow_run.id)
         await asyncio.to_thread(armada.preempt_jobs, queue, f"prefect-{flow_run.id}",
                                 [job_id], reason="node drained")
-    ended = await final_state(flow_run.id)
+        ended = await final_state_saying(flow_run.id, "preempted")
+    assert ended.state is not None and ended.state.is_crashed(), ended.state
+    assert "infrastructure" in (ended.state.message or "")
+    assert "preempted" in (ended.state.message or "")
+
+
+async def test_a_flow_run_that_crashed_on_the_preemption_signal_learns_why(
+        armada: ArmadaClient, queue: str) -> None:
+    """The flow run process may report Crashed on the SIGTERM of a preemption before the
+    job's end is known; the worker then replaces that message with the infrastructure one."""
+    pool = f"armada-{uuid.uuid4().hex[:6]}"
+    async with ArmadaWorker(work_pool_name=pool) as worker:
+        flow_run = await start_flow_run(armada, queue, worker_flows.sleepy, pool)
+        await worker.get_and_submit_flow_runs()
+        job_id = await until_running(armada, flow_run.id)
+        async with get_client() as client:  # as the engine does on a termination signal
+            await client.set_flow_run_state(
+                flow_run.id, Crashed(message="Execution was aborted by a termination signal."),
+                force=True)
+        await asyncio.to_thread(armada.preempt_jobs, queue, f"prefect-{flow_run.id}",
+                                [job_id], reason="node drained")
+        ended = await final_state_saying(flow_run.id, "preempted")
     assert ended.state is not None and ended.state.is_crashed(), ended.state
     assert "infrastructure" in (ended.state.message or "")
     assert "preempted" in (ended.state.message or "")

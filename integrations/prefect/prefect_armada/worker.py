@@ -369,6 +369,13 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
             # The flow run could not report its end (infrastructure failure, rejection, or
             # a flow run process that died without reporting).
             await self._propose_crashed_state(flow_run, report.summary)
+        elif (state.is_crashed() and report.outcome is not Outcome.USER_ERROR
+              and report.summary not in (state.message or "")):
+            # The flow run process crashed on the termination signal of a preemption (or
+            # eviction) before the job's end was known: say why. Prefect refuses Crashed
+            # over a terminal state unless forced.
+            await self.client.set_flow_run_state(flow_run.id, Crashed(message=report.summary),
+                                                 force=True)
         return ArmadaWorkerResult(identifier=pid, status_code=status_code or
                                   (1 if report.outcome is Outcome.USER_ERROR else -1))
 
