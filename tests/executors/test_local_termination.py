@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import signal
 import time
 from pathlib import Path
 
@@ -198,3 +200,24 @@ async def test_a_failing_status_callback_changes_nothing(runner: LocalPodRunner)
     handle = runner.start("j", "r", "armada-j-0", "default", "node-1", pod(sh("main", "true")),
                           on_status=broken)
     assert (await handle.wait()).phase is PodPhase.SUCCEEDED
+
+
+async def test_containers_see_sigterm_whatever_the_executor_blocks_or_ignores(
+        runner: LocalPodRunner) -> None:
+    """Signal masks and ignored signals survive exec: a container must not inherit those of
+    the thread that started its shim (a library in the executor's process may have set
+    them), or SIGTERM never reaches it and it is killed at the end of its grace period."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    ignored = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        # A pool made now: its threads inherit the blocked mask, the ignored SIGTERM.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            asyncio.get_running_loop().set_default_executor(pool)
+            handle = start(runner, pod(sh("main", "echo ready; sleep 30")))
+            await wait_for_output(handle, "main", "ready")
+            handle.terminate(grace_seconds=20)
+            final = await handle.wait()
+    finally:
+        signal.signal(signal.SIGTERM, ignored)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    assert results(final) == [("main", 143, "Error")]  # SIGTERM, not the grace's SIGKILL

@@ -347,6 +347,11 @@ def test_a_new_worker_follows_killed_workers_flow_runs_to_their_end(pool: Pool,
     assert completed.state is not None and completed.state.is_completed(), completed.state
     assert one_job(pool, completed, wait=30) == (finishing_job, submit_pb2.SUCCEEDED)
     assert crashed.state is not None and crashed.state.is_crashed(), crashed.state
+    # The flow run process may report its own crash on the termination signal first; the
+    # worker then says why.
+    wait_until(lambda: "preempted" in (pool.final(preempted.id).state.message or ""), 60,
+               "the worker to give the crash its infrastructure reason")
+    crashed = pool.final(preempted.id)
     assert "infrastructure" in (crashed.state.message or "")
     assert "preempted" in (crashed.state.message or "")
     assert one_job(pool, crashed) == (preempted_job, submit_pb2.PREEMPTED)

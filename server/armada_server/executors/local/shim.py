@@ -140,7 +140,8 @@ def main(spec_path: str) -> int:
     try:
         child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=spec["env"],
                                  stdin=subprocess.DEVNULL, stdout=out_write, stderr=err_write,
-                                 start_new_session=True, close_fds=True)
+                                 start_new_session=True, close_fds=True,
+                                 preexec_fn=default_signals)
     except OSError as e:
         error = f"cannot run {spec['argv'][0]!r}: {e.strerror or e}"
         log.write("stderr", f"{error}\n".encode())
@@ -216,6 +217,18 @@ def main(spec_path: str) -> int:
     return 0
 
 
+def default_signals() -> None:
+    """A container starts as a pod's process does: no signal blocked or ignored, whatever the
+    thread that started its shim had (signal masks and ignored signals survive exec, and a
+    container that cannot see SIGTERM is killed at the end of its grace period instead)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP) and \
+                signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+
+
 if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the shim's own handlers must run
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the executor
     sys.exit(main(sys.argv[1]))
