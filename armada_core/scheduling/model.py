@@ -361,6 +361,56 @@ class Snapshot:
     queue_rate_tokens: Mapping[str, float] = field(default_factory=dict)
 
 
+class Reasons(Mapping[str, str]):
+    """Why each job was left queued, recorded by reason: a cycle leaves most of a million
+    queued jobs unscheduled for a handful of reasons, and the server writes them one reason
+    at a time, so building a million-entry dict (and regrouping it) would cost more than the
+    cycle's decisions. Read as a mapping of job id to reason; a job is recorded at most once
+    per cycle (checked by the scheduler's invariant tests)."""
+
+    __slots__ = ("_flat", "_groups")
+
+    def __init__(self, items: Mapping[str, str] | None = None) -> None:
+        self._groups: dict[str, list[str]] = {}
+        self._flat: dict[str, str] | None = None
+        for job_id, reason in (items or {}).items():
+            self[job_id] = reason
+
+    def __setitem__(self, job_id: str, reason: str) -> None:
+        self.add_many([job_id], reason)
+
+    def add_many(self, job_ids: Iterable[str], reason: str) -> None:
+        group = self._groups.get(reason)
+        if group is None:
+            group = self._groups[reason] = []
+        group.extend(job_ids)
+        self._flat = None
+
+    def groups(self) -> Mapping[str, list[str]]:
+        """Job ids by reason, in the order recorded."""
+        return self._groups
+
+    def _by_job(self) -> dict[str, str]:
+        if self._flat is None:
+            flat: dict[str, str] = {}
+            for reason, ids in self._groups.items():
+                flat.update(dict.fromkeys(ids, reason))
+            self._flat = flat
+        return self._flat
+
+    def __getitem__(self, job_id: str) -> str:
+        return self._by_job()[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_job())
+
+    def __len__(self) -> int:
+        return len(self._by_job())
+
+    def __repr__(self) -> str:
+        return f"Reasons({self._by_job()!r})"
+
+
 @dataclass(slots=True)
 class SchedulingResult:
     #: Queued jobs to start, with their node.
@@ -370,7 +420,7 @@ class SchedulingResult:
     #: Queued jobs that can never run as submitted (or gang members above what was placed).
     failed: dict[str, str] = field(default_factory=dict)
     #: Why each queued job left queued was not scheduled this cycle.
-    unscheduled: dict[str, str] = field(default_factory=dict)
+    unscheduled: Reasons = field(default_factory=Reasons)
     #: DRF cost of every queue once the decisions are applied (input to decayed usage).
     queue_costs: dict[str, float] = field(default_factory=dict)
     #: Rate-limit tokens taken per queue: its new jobs scheduled (queues with none absent).

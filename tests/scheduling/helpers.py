@@ -188,6 +188,8 @@ def check_basic(snap: Snapshot, result: SchedulingResult) -> None:
     assert result.preempted <= running_ids
     parts = [set(result.scheduled), set(result.failed), set(result.unscheduled)]
     assert sum(len(p) for p in parts) == len(queued), "each queued job gets one outcome"
+    recorded = sum(map(len, result.unscheduled.groups().values()))
+    assert recorded == len(result.unscheduled), "each unscheduled job is recorded once"
     assert set().union(*parts) == queued
     check_capacity(snap, result)
 

@@ -75,8 +75,18 @@ def _dims(snapshot: Snapshot, shape_keys: list[tuple]) -> tuple[str, ...]:
 def _index_shapes(st: CycleState) -> None:
     jobs = st.jobs
     shape_ids = np.fromiter(map(attrgetter("shape_id"), jobs), dtype=np.int64, count=len(jobs))
-    uniq, local = np.unique(shape_ids, return_inverse=True)
-    st.shape_of_job = local.reshape(-1)
+    top = int(shape_ids.max()) + 1 if len(shape_ids) else 0
+    if top <= 4 * len(shape_ids) + 4096:
+        # Interned ids are small integers: a lookup table numbers them without a sort.
+        present = np.zeros(top, dtype=bool)
+        present[shape_ids] = True
+        uniq = np.flatnonzero(present)
+        number = np.zeros(top, dtype=np.int64)
+        number[uniq] = np.arange(len(uniq))
+        st.shape_of_job = number[shape_ids]
+    else:
+        uniq, local = np.unique(shape_ids, return_inverse=True)
+        st.shape_of_job = local.reshape(-1)
     keys = [shape_of(int(s)) for s in uniq.tolist()]
     st.shape_keys = keys
     st.dims = dims = _dims(st.snap, keys)

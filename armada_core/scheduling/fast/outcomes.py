@@ -16,8 +16,7 @@ def fail_rows(st: CycleState, rows: np.ndarray, reason: str) -> None:
     if len(rows) == 1:
         st.result.unscheduled[st.ids[int(rows[0])]] = reason
     elif len(rows):
-        picked = itemgetter(*rows.tolist())(st.ids)
-        st.result.unscheduled.update(dict.fromkeys(picked, reason))
+        st.result.unscheduled.add_many(itemgetter(*rows.tolist())(st.ids), reason)
 
 
 def commit_run(st: CycleState, q: int, sh: Shape, rows: np.ndarray, placed: list[int]) -> None:

@@ -42,6 +42,7 @@ from armada_core.jobs import (
 )
 from armada_core.jobs.lifecycle import IllegalTransition
 from armada_core.jobs.text import MAX_CONDITION, MAX_FAILURE_TEXT, MAX_FAILURE_WORD, clean_text
+from armada_core.scheduling.model import Reasons
 from armada_server.errors import InvalidArgument
 from armada_server.retries import (
     Catalogue,
@@ -880,7 +881,9 @@ def _new_run_ids(count: int) -> Iterator[str]:
         yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _group(reasons: Mapping[str, str]) -> dict[str, list[str]]:
+def _group(reasons: Mapping[str, str]) -> Mapping[str, list[str]]:
+    if isinstance(reasons, Reasons):
+        return reasons.groups()  # recorded by reason already
     out: dict[str, list[str]] = {}
     for job_id, reason in reasons.items():
         out.setdefault(reason, []).append(job_id)
