@@ -250,6 +250,19 @@ class Deployment:
         self.until(lambda: f"Armada job {job_id} is RUNNING" in self.task_log(run_id, try_number),
                    "the try following the job")
 
+    def deferred(self, run_id: str, job_id: str) -> None:
+        """Until the first try is deferred and done with its worker: its trigger follows the
+        job, and the scheduler has processed the exit of the worker that deferred it. (A
+        worker whose exit is reported only after the trigger fired, as when it cannot finish
+        for want of the API server, has the scheduler fail the try: by then the task is
+        queued again, for its resume, and Airflow takes the exit for an external failure.)"""
+        self.followed(run_id, job_id)
+        exited = ("Received executor event with state success for task instance "
+                  f"TaskInstanceKey(dag_id='{self.dag_of[run_id]}', task_id='{TASK_ID}', "
+                  f"run_id='{run_id}', try_number=1,")
+        self.until(lambda: exited in self.components["scheduler"].output(),
+                   "the deferring worker's exit processed")
+
     def running_job(self, run_id: str) -> str:
         """Once the task has a job running: its id."""
         self.until(lambda: any(d.state == submit_pb2.RUNNING
@@ -533,7 +546,7 @@ def test_the_api_server_killed_while_the_task_is_deferred(deployment: Deployment
     release = tmp_path / "release"
     run_id = deployment.trigger(release=str(release))
     job_id = deployment.running_job(run_id)
-    deployment.followed(run_id, job_id)
+    deployment.deferred(run_id, job_id)
     worker = deployment.components["scheduler"]
     retried = worker.output().count(EXECUTION_API_RETRY)
     deployment.components["api-server"].kill(tree=True)
