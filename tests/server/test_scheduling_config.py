@@ -370,6 +370,15 @@ def test_queue_scheduling_rate_and_burst_limit_each_queue(tmp_path: Path) -> Non
      "scheduling.queue_scheduling_rate: must be a number, got 'fast'"),
     ("  queue_scheduling_burst: 0\n",
      "scheduling.queue_scheduling_burst: must be a whole number at least 1, got 0"),
+    ("  topology_levels: topology/rack\n",
+     "scheduling.topology_levels: must be a list of node labels, widest first"),
+    ("  topology_levels: [topology/rack, topology/rack]\n",
+     "scheduling.topology_levels: levels must be unique"),
+    ("  topology_levels: [kubernetes.io/hostname, topology/rack]\n",
+     "scheduling.topology_levels: kubernetes.io/hostname is the node itself, so it can only "
+     "be the last (narrowest) level"),
+    ("  topology_levels: ['rack one']\n",
+     "scheduling.topology_levels: 'rack one' is not a valid node label name"),
     ("  colour: blue\n", "scheduling.colour: unknown setting"),
     ("  - protected_fraction\n", "scheduling: must be a mapping"),
 ])
@@ -404,6 +413,7 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
   scheduling_burst: 200
   queue-scheduling-rate: 2.5
   queue_scheduling_burst: 10
+  topology_levels: [topology/block, topology/rack]
 """))
     settings = build(path).scheduling
     assert settings == SchedulingSettings(
@@ -411,13 +421,15 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
         max_fraction_per_queue={"low": {"cpu": 0.25, "memory": 0.5}},
         resource_multipliers={"nvidia.com/gpu": 4.0}, usage_half_life=600.0,
         resource_names=("memory", "cpu"), max_queue_lookback=1000, scheduling_rate=50,
-        scheduling_burst=200, queue_scheduling_rate=2.5, queue_scheduling_burst=10)
+        scheduling_burst=200, queue_scheduling_rate=2.5, queue_scheduling_burst=10,
+        topology_levels=("topology/block", "topology/rack"))
     model = settings.model()
     assert (model.protected_fraction, model.max_jobs_per_cycle, model.usage_half_life,
             model.resource_names, dict(model.resource_multipliers)) == (
         0.5, 100, 600.0, ("memory", "cpu"), {"nvidia.com/gpu": 4.0})
     assert (model.max_queue_lookback, model.scheduling_rate, model.scheduling_burst,
             model.queue_scheduling_rate, model.queue_scheduling_burst) == (1000, 50, 200, 2.5, 10)
+    assert model.topology_levels == ("topology/block", "topology/rack")
     assert build(tmp_path / "server.yaml").config_reload_interval == 0.1
 
 
