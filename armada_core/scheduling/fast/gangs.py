@@ -1,5 +1,6 @@
-"""Placing queued gangs (SEMANTICS.md, Placing): all or nothing down to the gang's minimum
-cardinality, on one value of the uniformity label when it has one.
+"""Placing queued gangs (SEMANTICS.md, Placing and Topology): all or nothing down to the
+gang's minimum cardinality, on one value of the uniformity label when it has one, in one
+domain of the narrowest topology level that holds it when levels are configured.
 
 A gang of identical members that cannot displace anything is placed by simulation, without
 touching the state until it is known to fit. Any other gang is placed member by member like
