@@ -347,6 +347,14 @@ def _topology_gang(st: CycleState, q: int, item: Item) -> None:
             _plain_gang(st, q, item)
             return
         of = dom_of[rank]
+        if sh is not None:
+            d = _whole_without_displacing(st, sh, of, len(level.keys), want)
+            if d is not None:
+                # Beats every other domain of this level, and the narrower levels had no
+                # such placement (or they would have stopped the search).
+                placed, _ = _simulate(st, sh, sh.cands[of[sh.cands] == d], want)
+                _apply(st, q, members, placed)
+                return
         for d in np.flatnonzero(_may_hold(st, item, sh, of, len(level.keys))).tolist():
             rows = rows_of[rank][d]
             if simulate:
@@ -410,6 +418,31 @@ def _topology(
             rows_of.append(rows)
         found = st.topo_cache[key] = (topo, dom_of, rows_of)
     return found
+
+
+def _whole_without_displacing(
+    st: CycleState, sh: Shape, of: np.ndarray, n_domains: int, want: int
+) -> int | None:
+    """The domain of a level that the reference would pick when some domain holds the whole
+    gang of identical members without displacing anything: members go to stage 1 while any
+    node of the domain has room, and a node's room does not depend on the others, so such a
+    domain is one whose nodes' stage-1 counts add up to the gang. Among them: the least free
+    left on the domain's nodes, then the smallest key (domains are numbered in key order)."""
+    db = st.db
+    cands = sh.cands
+    count = fit_counts(db.free_all(cands), sh.req, want)
+    cv = of[cands]
+    has = cv >= 0
+    room = np.bincount(cv[has], weights=count[has], minlength=n_domains)
+    ok = np.flatnonzero(room >= want)
+    if len(ok) == 0:
+        return None
+    nodes = np.flatnonzero(of >= 0)
+    total = np.zeros((n_domains, db.d), dtype=np.int64)
+    np.add.at(total, of[nodes], db.free_all(nodes))
+    left = total[ok] - sh.req * want
+    order = np.lexsort([ok] + [left[:, k] for k in range(db.d - 1, -1, -1)])
+    return int(ok[order[0]])
 
 
 def _may_hold(
