@@ -1,5 +1,5 @@
-"""One task lifecycle for every orchestrator integration: identity, submit-or-reattach, waiting
-reasons, and the result payload.
+"""One task lifecycle for every orchestrator integration: identity, submit-or-reattach, the
+wait (events, logs, waiting reasons, status checks), and the result payload.
 
 An integration keeps only "orchestrator context -> `TaskIdentity`" and "outcome ->
 orchestrator exception"; everything between is here, so Airflow, Dagster and Prefect decide
@@ -17,27 +17,34 @@ its lineage names, without any state of its own:
   attempts of one task never run at once, and no attempt is left running as a zombie.
 
 The logic is written once as a generator of calls (`armada_core.client.operations.Call`) and
-pauses, driven by the blocking client (`submit_or_reattach`) or the asyncio one
-(`asubmit_or_reattach`).
+pauses, driven by the blocking client (`submit_or_reattach`, `wait`) or the asyncio one
+(`asubmit_or_reattach`, `wait_async`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
+import inspect
 import json
+import queue as queues
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from armada_core.api import job_pb2, submit_pb2
+from armada_core.api import event_pb2, job_pb2, submit_pb2
+from armada_core.retry import OutcomeReport, map_outcome
 
 from . import operations as ops
-from .errors import ArmadaError
+from .errors import TRANSIENT_CODES, ArmadaError, WaitTimeout
+from .logs import LogCursor
 from .reattach import LIVE_STATES, decide_reattach
+from .sync import StopSignal
 from .tracking import TERMINAL, JobResult, state_name
+from .watching import Notice, WatchOptions
 
 #: Annotations stamped on every job a task submits.
 TASK_ANNOTATION = "armadaproject.io/task"
@@ -50,6 +57,7 @@ _READABLE = 400
 
 Items = list[submit_pb2.JobSubmitRequestItem]
 Log = Callable[[str], None]
+T = TypeVar("T")
 
 
 def _digest(*parts: Any, size: int = 24) -> str:
@@ -250,30 +258,51 @@ def _cancel_and_wait(queue: str, identity: TaskIdentity, jobs: Sequence[FoundJob
         yield Pause(1.0)
 
 
-def _drive(client: Any, flow: Flow) -> Submission:
-    step: Step | None = next(flow)
+def _drive(client: Any, flow: Generator[Any, Any, T],
+           other: Callable[[Any], Any] | None = None) -> T:
+    """Run a flow with the blocking client: calls are made (an ArmadaError is thrown into the
+    flow, which may catch it), pauses slept, any other step answered by `other`."""
     try:
+        step = next(flow)
         while True:
-            if isinstance(step, Pause):
-                time.sleep(step.seconds)
-                step = flow.send(None)
-            else:
-                step = flow.send(client._run(step))
+            try:
+                if isinstance(step, Pause):
+                    time.sleep(step.seconds)
+                    answer = None
+                elif isinstance(step, ops.Call):
+                    answer = client._run(step)
+                else:
+                    assert other is not None, step
+                    answer = other(step)
+            except ArmadaError as e:
+                step = flow.throw(e)
+                continue
+            step = flow.send(answer)
     except StopIteration as done:
-        return done.value
+        return done.value  # type: ignore[no-any-return]
 
 
-async def _adrive(client: Any, flow: Flow) -> Submission:
-    step: Step | None = next(flow)
+async def _adrive(client: Any, flow: Generator[Any, Any, T],
+                  other: Callable[[Any], Awaitable[Any]] | None = None) -> T:
+    """`_drive` with the asyncio client."""
     try:
+        step = next(flow)
         while True:
-            if isinstance(step, Pause):
-                await asyncio.sleep(step.seconds)
-                step = flow.send(None)
-            else:
-                step = flow.send(await client._run(step))
+            try:
+                if isinstance(step, Pause):
+                    await asyncio.sleep(step.seconds)
+                    answer = None
+                elif isinstance(step, ops.Call):
+                    answer = await client._run(step)
+                else:
+                    assert other is not None, step
+                    answer = await other(step)
+            except ArmadaError as e:
+                step = flow.throw(e)
+                continue
+            step = flow.send(answer)
     except StopIteration as done:
-        return done.value
+        return done.value  # type: ignore[no-any-return]
 
 
 def _ignore(_: str) -> None:
@@ -399,6 +428,506 @@ async def report_waiting(client: Any, labels: Mapping[str, str], log: Log, *,
         await asyncio.sleep(poll)
 
 
+# --- the wait -------------------------------------------------------------------------------
+
+#: Receives (job id, line) for every line a job writes.
+LineHandler = Callable[[str, str], None]
+#: Receives every event of the task's jobs with the job's result so far.
+EventHandler = Callable[[event_pb2.EventStreamMessage, JobResult], None]
+#: Whether the orchestrator ended the task: a reason to cancel its jobs with, or None. With
+#: `wait_async` it may return an awaitable.
+CancelCheck = Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class WaitSettings:
+    """How a task waits for its jobs; each integration maps its own options onto these."""
+
+    #: Copy the jobs' log lines to `on_line` while they run, read every `log_interval` s.
+    stream_logs: bool = True
+    log_interval: float = 2.0
+    #: Read the jobs' details every `check_interval` s: why a job still waits, and whether
+    #: the server still knows the jobs. A check the server cannot answer now is skipped.
+    check_interval: float = 10.0
+    #: Say again why a job waits every `waiting_interval` s (at once when the reason changes).
+    waiting_interval: float = 60.0
+    #: A job missing from every check for this long ends the wait with `JobsVanished`.
+    vanish_after: float = 60.0
+    #: How often `cancel_check` is asked.
+    cancel_check_interval: float = 5.0
+    #: Give up after this many seconds (the jobs are cancelled, WaitTimeout raised).
+    timeout: float | None = None
+    #: How hard to hold on to the event stream (reconnects; polling while it is down).
+    watch: WatchOptions = field(default_factory=WatchOptions)
+
+
+class JobsVanished(LifecycleError):
+    """The server no longer knows some of the task's jobs (a lost database, a deleted job):
+    raised rather than waiting forever for events that will never come."""
+
+    def __init__(self, message: str, job_ids: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.job_ids = list(job_ids)
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    """How the task's jobs ended: each job's result (from its events), their details (runs,
+    for durations) and, if the orchestrator's cancel check asked for it, why the wait
+    cancelled them."""
+
+    queue: str
+    job_set_id: str
+    job_ids: list[str]
+    results: dict[str, JobResult]
+    details: dict[str, job_pb2.JobDetails]
+    cancelled: str = ""
+
+    @property
+    def report(self) -> OutcomeReport:
+        """The outcome every integration maps to its own exceptions."""
+        return map_outcome([self.results[j].job_end() for j in self.job_ids])
+
+    def payload(self) -> dict[str, Any]:
+        """The result payload (`result_payload`)."""
+        return result_payload(self.queue, self.job_set_id,
+                              [self.results[j] for j in self.job_ids], self.details)
+
+
+def job_labels(job_ids: Sequence[str]) -> dict[str, str]:
+    """How the task log names each job: `job <id>`, or `member <i> job <id>` in a gang."""
+    if len(job_ids) == 1:
+        return {job_ids[0]: f"job {job_ids[0]}"}
+    return {j: f"member {i} job {j}" for i, j in enumerate(job_ids)}
+
+
+_PLACED = frozenset({submit_pb2.LEASED, submit_pb2.PENDING, submit_pb2.RUNNING,
+                     submit_pb2.SUCCEEDED, submit_pb2.FAILED, submit_pb2.PREEMPTED})
+
+
+class Progress:
+    """The task log's lines about the jobs' progress, from their events (pure): one when a
+    job's state or run changes, and a warning when a job fails and the server runs it again
+    or is preempted. Each line is (is a warning, text)."""
+
+    def __init__(self, labels: Mapping[str, str]) -> None:
+        self.labels = labels
+        self._said: dict[str, tuple[int, str]] = {}
+
+    def lines(self, message: event_pb2.EventStreamMessage,
+              result: JobResult) -> list[tuple[bool, str]]:
+        label = self.labels.get(result.job_id, f"job {result.job_id}")
+        out: list[tuple[bool, str]] = []
+        if message.message.WhichOneof("events") == "failed" and message.message.failed.retryable:
+            why = message.message.failed.reason or "no reason given"
+            out.append((True, f"Armada {label} failed ({why}); the server runs it again"))
+        return out + self.state_lines(result)
+
+    def state_lines(self, result: JobResult) -> list[tuple[bool, str]]:
+        """The line for a job's state or run, if it changed since the last one said (also
+        for an end only polling saw, while the event stream was down)."""
+        key = (result.state, result.run_id)
+        if self._said.get(result.job_id) == key:
+            return []
+        self._said[result.job_id] = key
+        label = self.labels.get(result.job_id, f"job {result.job_id}")
+        where = f" on node {result.node}" if result.node and result.state in _PLACED else ""
+        retried = (f" (after {len(result.retryable_failures)} server-side retries)"
+                   if result.retryable_failures else "")
+        return [(result.state == submit_pb2.PREEMPTED,
+                 f"Armada {label} is {result.state_name}{where}{retried}")]
+
+
+def notice_line(notice: Notice) -> tuple[bool, str] | None:
+    """The task log's line for an event-stream notice, None for routine ones (a silent or
+    ended stream is reopened as a matter of course)."""
+    if notice.kind in ("silent", "ended"):
+        return None
+    return notice.kind in ("reconnecting", "polling"), f"Armada event stream: {notice.message}"
+
+
+class LogTail:
+    """Which run of each job the task log follows (pure but for its reads): a job from the
+    start of its first run once that run has started, a new run (a server-side retry) from
+    its own start. Each line goes to `on_line` once (`LogCursor`)."""
+
+    def __init__(self, on_line: LineHandler, on_warning: Log | None = None) -> None:
+        self.runs: dict[str, str] = {}
+        self.cursor = LogCursor((), on_line, on_warning)
+
+    def note(self, result: JobResult) -> bool:
+        """Follow the job once a run of it has started; True when a new run replaces one
+        followed before."""
+        started = result.state == submit_pb2.RUNNING or result.state in TERMINAL
+        if not result.run_id or not started or self.runs.get(result.job_id) == result.run_id:
+            return False
+        again = result.job_id in self.runs
+        self.runs[result.job_id] = result.run_id
+        self.cursor.restart(result.job_id)
+        return again
+
+    def reads(self) -> Generator[Step, Any, None]:
+        """Read every followed job's new lines (a job whose log cannot be read is given up
+        with one warning; a transient failure is tried again next time)."""
+        for job_id in self.cursor.jobs():
+            try:
+                lines = yield ops.logs(job_id, since_time=self.cursor.since[job_id])
+            except ArmadaError as e:
+                self.cursor.failed(job_id, e)
+                continue
+            self.cursor.take(job_id, lines)
+
+
+class StatusCheck:
+    """Whether the server still knows the task's jobs, from the details every check reads
+    (pure). Jobs missing from every answer for `vanish_after` seconds have vanished. A check
+    the server cannot answer now (restarting, a network drop) is skipped: the event stream
+    rides out the outage and so does the check; any other failure turns the checks off."""
+
+    def __init__(self, job_ids: Sequence[str], vanish_after: float) -> None:
+        self.job_ids = list(job_ids)
+        self.vanish_after = vanish_after
+        self.enabled = True
+        self._missing: dict[str, float] = {}
+
+    def answered(self, details: Mapping[str, job_pb2.JobDetails], now: float) -> list[str]:
+        """The vanished jobs, given a check's answer at `now`."""
+        gone = [j for j in self.job_ids
+                if j not in details or details[j].state == submit_pb2.UNKNOWN]
+        self._missing = {j: self._missing.get(j, now) for j in gone}
+        return [j for j in gone if now - self._missing[j] >= self.vanish_after]
+
+    def failed(self, error: ArmadaError) -> str | None:
+        """A check failed: None to try again next time, or a warning for the task log when
+        the checks stop."""
+        if error.code in TRANSIENT_CODES:
+            return None
+        self.enabled = False
+        return (f"cannot read the details of Armada job(s) {', '.join(self.job_ids)} "
+                f"({error.code.name}: {error.details}); not saying why they wait nor checking "
+                "that the server still knows them")
+
+
+@dataclass(frozen=True)
+class Watch:
+    """A wait step: up to `seconds` for news from the event stream (answered with `News`)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class AskCancel:
+    """A wait step: ask the orchestrator's cancel check (answered with its reason or None)."""
+
+
+@dataclass
+class News:
+    """What the event stream brought since the last `Watch`."""
+
+    events: list[tuple[event_pb2.EventStreamMessage, JobResult]] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    #: Every job's result, once every job has ended.
+    results: dict[str, JobResult] | None = None
+    #: Why following the stream failed (WaitTimeout, a non-transient error).
+    error: BaseException | None = None
+
+
+_NEVER = float("inf")
+
+
+def wait_steps(queue: str, job_set_id: str, job_ids: Sequence[str], *, log: Log,
+               warn: Log | None = None, on_line: LineHandler | None = None,
+               on_event: EventHandler | None = None, labels: Mapping[str, str] | None = None,
+               settings: WaitSettings = WaitSettings(), cancel_check: bool = False,
+               clock: Callable[[], float] = time.monotonic,
+               wall: Callable[[], float] = time.time) -> Generator[Any, Any, TaskEnd]:
+    """The wait as steps (see `wait`): event-stream news (`Watch`), log reads and job details
+    between them, and the orchestrator's cancel check (`AskCancel`) when `cancel_check`."""
+    ids = list(dict.fromkeys(job_ids))
+    labels = dict(labels or job_labels(ids))
+    warn = warn or log
+    if on_line is None:
+        def on_line(job_id: str, line: str) -> None:
+            log(f"[{labels.get(job_id, job_id)}] {line}")
+    tail = LogTail(on_line, warn) if settings.stream_logs else None
+    progress = Progress(labels)
+    reasons = WaitingReasons(labels, settings.waiting_interval)
+    check = StatusCheck(ids, settings.vanish_after)
+    say = {False: log, True: warn}
+    next_logs = clock() + settings.log_interval if tail is not None else _NEVER
+    next_check = clock()
+    next_cancel = clock() + settings.cancel_check_interval if cancel_check else _NEVER
+    cancelled = ""
+    while True:
+        due = min(next_logs, next_check if check.enabled else _NEVER, next_cancel)
+        news: News = yield Watch(max(0.0, due - clock()) if due < _NEVER else 3600.0)
+        for message, result in news.events:
+            for warning, line in progress.lines(message, result):
+                say[warning](line)
+            if tail is not None and tail.note(result):
+                log(f"[{labels.get(result.job_id, result.job_id)}] --- new run "
+                    f"{result.run_id} ---")
+            if on_event is not None:
+                on_event(message, result)
+        for notice in news.notices:
+            said = notice_line(notice)
+            if said is not None:
+                say[said[0]](said[1])
+        if news.error is not None:
+            raise news.error
+        if news.results is not None:
+            results = news.results
+            for result in results.values():
+                for warning, line in progress.state_lines(result):
+                    say[warning](line)
+            break
+        if clock() >= next_logs:
+            yield from tail.reads()  # type: ignore[union-attr]
+            next_logs = clock() + settings.log_interval
+        if check.enabled and clock() >= next_check:
+            try:
+                details = yield ops.get_job_details(ids)
+            except ArmadaError as e:
+                warning = check.failed(e)
+                if warning is not None:
+                    warn(warning)
+            else:
+                for line in reasons.lines(details, wall()):
+                    log(line)
+                gone = check.answered(details, clock())
+                if gone:
+                    raise JobsVanished(
+                        f"the Armada server no longer knows job(s) {', '.join(gone)} of job "
+                        f"set {job_set_id!r} in queue {queue!r}", gone)
+            next_check = clock() + settings.check_interval
+        if clock() >= next_cancel:
+            reason = yield AskCancel()
+            if reason:
+                cancelled = reason
+                next_cancel = _NEVER
+                log(f"Cancelling Armada job(s) {', '.join(ids)}: {reason}")
+                try:
+                    yield ops.cancel_jobs(queue, job_set_id, ids, reason)
+                except ArmadaError as e:
+                    warn(f"Cancelling Armada job(s) {', '.join(ids)} failed: {e}")
+            else:
+                next_cancel = clock() + settings.cancel_check_interval
+    if tail is not None:  # one last read: what the jobs wrote before they ended
+        for result in results.values():
+            tail.note(result)
+        yield from tail.reads()
+    try:
+        details = yield ops.get_job_details(ids, expand_job_run=True)
+    except ArmadaError:
+        details = {}
+    return TaskEnd(queue, job_set_id, ids, {j: results[j] for j in ids}, dict(details),
+                   cancelled)
+
+
+def _collect(items: Sequence[tuple[str, Any]]) -> News:
+    news = News()
+    for kind, value in items:
+        if kind == "event":
+            news.events.append(value)
+        elif kind == "notice":
+            news.notices.append(value)
+        elif kind == "done":
+            news.results = value
+        else:
+            news.error = value
+    return news
+
+
+class _Events:
+    """The event stream followed on a thread (`ArmadaClient.wait_for_jobs`), its news queued
+    for the blocking driver; `close` ends it at once."""
+
+    def __init__(self, client: Any, queue: str, job_set_id: str, ids: list[str],
+                 settings: WaitSettings) -> None:
+        self.finished = False
+        self._news: queues.Queue[tuple[str, Any]] = queues.Queue()
+        self._stop = StopSignal()
+        self._thread = threading.Thread(target=self._run, name="armada-task-events",
+                                        args=(client, queue, job_set_id, ids, settings),
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, client: Any, queue: str, job_set_id: str, ids: list[str],
+             settings: WaitSettings) -> None:
+        put = self._news.put
+        try:
+            results = client.wait_for_jobs(
+                queue, job_set_id, ids, timeout=settings.timeout, options=settings.watch,
+                on_event=lambda m, r: put(("event", (m, copy.copy(r)))),
+                on_notice=lambda n: put(("notice", n)), stop=self._stop)
+        except BaseException as e:  # handed to the driver, which raises it
+            if not self._stop.is_set():
+                put(("error", e))
+        else:
+            put(("done", results))
+
+    def answer(self, step: Watch) -> News:
+        items: list[tuple[str, Any]] = []
+        try:
+            items.append(self._news.get(timeout=step.seconds))
+            while True:
+                items.append(self._news.get_nowait())
+        except queues.Empty:
+            pass
+        news = _collect(items)
+        self.finished = self.finished or news.results is not None
+        return news
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+class _AsyncEvents:
+    """`_Events` for the asyncio driver: the stream followed by a task."""
+
+    def __init__(self, client: Any, queue: str, job_set_id: str, ids: list[str],
+                 settings: WaitSettings) -> None:
+        self.finished = False
+        self._news: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._task = asyncio.create_task(self._run(client, queue, job_set_id, ids, settings),
+                                         name="armada-task-events")
+
+    async def _run(self, client: Any, queue: str, job_set_id: str, ids: list[str],
+                   settings: WaitSettings) -> None:
+        put = self._news.put_nowait
+        try:
+            results = await client.wait_for_jobs(
+                queue, job_set_id, ids, timeout=settings.timeout, options=settings.watch,
+                on_event=lambda m, r: put(("event", (m, copy.copy(r)))),
+                on_notice=lambda n: put(("notice", n)))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # handed to the driver, which raises it
+            put(("error", e))
+        else:
+            put(("done", results))
+
+    async def answer(self, step: Watch) -> News:
+        items: list[tuple[str, Any]] = []
+        try:
+            # Not asyncio.wait_for: on Python 3.11 it can drop a cancellation of this task.
+            async with asyncio.timeout(step.seconds):
+                items.append(await self._news.get())
+        except TimeoutError:
+            pass
+        while not self._news.empty():
+            items.append(self._news.get_nowait())
+        news = _collect(items)
+        self.finished = self.finished or news.results is not None
+        return news
+
+    async def close(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _exit_reason(error: BaseException, settings: WaitSettings,
+                 cancel_reason: str | None) -> str | None:
+    """Why the jobs are cancelled when the wait ends before they do (None: left running)."""
+    if isinstance(error, WaitTimeout):
+        return f"timed out after {settings.timeout:g} s"
+    if isinstance(error, JobsVanished):
+        return None
+    return cancel_reason
+
+
+def wait(client: Any, queue: str, job_set_id: str, job_ids: Sequence[str], *,
+         log: Log = _ignore, warn: Log | None = None, on_line: LineHandler | None = None,
+         on_event: EventHandler | None = None, labels: Mapping[str, str] | None = None,
+         settings: WaitSettings = WaitSettings(), cancel_check: CancelCheck | None = None,
+         cancel_reason: str | None = None) -> TaskEnd:
+    """With an `ArmadaClient`: wait until every job of the task has ended (server-side
+    retries are waited through) and return how they ended.
+
+    Meanwhile it follows the job set's event stream (resuming after disconnects and server
+    restarts, polling status while the stream is down), logs each job's progress to `log`
+    (warnings to `warn`), copies the jobs' log lines to `on_line` (default: `log` prefixed
+    with the job's label), logs why a waiting job does not run yet, checks through the jobs'
+    details that the server still knows them (`JobsVanished`), and asks `cancel_check`
+    whether the orchestrator ended the task (its reason cancels the jobs).
+
+    If the wait ends before the jobs do, they are cancelled: on a timeout always, on any
+    other interruption (an exception, KeyboardInterrupt, an orchestrator's interrupt) with
+    `cancel_reason`; without one they are left running (a process handing the wait over).
+    """
+    ids = list(dict.fromkeys(job_ids))
+    flow = wait_steps(queue, job_set_id, ids, log=log, warn=warn, on_line=on_line,
+                      on_event=on_event, labels=labels, settings=settings,
+                      cancel_check=cancel_check is not None)
+    events = _Events(client, queue, job_set_id, ids, settings)
+
+    def answer(step: Any) -> Any:
+        if isinstance(step, Watch):
+            return events.answer(step)
+        return cancel_check() if cancel_check is not None else None
+
+    try:
+        return _drive(client, flow, answer)
+    except BaseException as e:
+        events.close()
+        reason = _exit_reason(e, settings, cancel_reason)
+        if reason and not events.finished:
+            (warn or log)(f"Cancelling Armada job(s) {', '.join(ids)}: {reason}")
+            try:
+                client.cancel_jobs(queue, job_set_id, ids, reason=reason)
+            except ArmadaError as failed:
+                (warn or log)(f"Cancelling Armada job(s) {', '.join(ids)} failed: {failed}")
+        raise
+    finally:
+        events.close()
+        flow.close()
+
+
+async def wait_async(client: Any, queue: str, job_set_id: str, job_ids: Sequence[str], *,
+                     log: Log = _ignore, warn: Log | None = None,
+                     on_line: LineHandler | None = None, on_event: EventHandler | None = None,
+                     labels: Mapping[str, str] | None = None,
+                     settings: WaitSettings = WaitSettings(),
+                     cancel_check: CancelCheck | None = None,
+                     cancel_reason: str | None = None) -> TaskEnd:
+    """`wait` with an `AsyncArmadaClient` (`cancel_check` may be a coroutine function).
+    Cancelling the awaiting task ends the wait and closes the event stream; the jobs are then
+    cancelled with `cancel_reason`, if given."""
+    ids = list(dict.fromkeys(job_ids))
+    flow = wait_steps(queue, job_set_id, ids, log=log, warn=warn, on_line=on_line,
+                      on_event=on_event, labels=labels, settings=settings,
+                      cancel_check=cancel_check is not None)
+    events = _AsyncEvents(client, queue, job_set_id, ids, settings)
+
+    async def answer(step: Any) -> Any:
+        if isinstance(step, Watch):
+            return await events.answer(step)
+        reason = cancel_check() if cancel_check is not None else None
+        return await reason if inspect.isawaitable(reason) else reason
+
+    try:
+        return await _adrive(client, flow, answer)
+    except BaseException as e:
+        await events.close()
+        reason = _exit_reason(e, settings, cancel_reason)
+        if reason and not events.finished:
+            (warn or log)(f"Cancelling Armada job(s) {', '.join(ids)}: {reason}")
+            await asyncio.shield(_acancel(client, queue, job_set_id, ids, reason, warn or log))
+        raise
+    finally:
+        await events.close()
+        flow.close()
+
+
+async def _acancel(client: Any, queue: str, job_set_id: str, ids: list[str], reason: str,
+                   warn: Log) -> None:
+    try:
+        await client.cancel_jobs(queue, job_set_id, ids, reason=reason)
+    except ArmadaError as e:
+        warn(f"Cancelling Armada job(s) {', '.join(ids)} failed: {e}")
+
+
 # --- result ---------------------------------------------------------------------------------
 
 def _seconds(ts: Any) -> float | None:
@@ -442,7 +971,9 @@ def result_payload(queue: str, job_set_id: str, results: Sequence[JobResult],
 
 __all__ = [
     "ATTEMPT_ANNOTATION", "GENERATION_ANNOTATION", "TASK_ANNOTATION", "FoundJob",
-    "LifecycleError", "Plan", "Submission", "TaskIdentity", "WaitingReasons",
-    "WaitingReporter", "asubmit_or_reattach", "plan", "report_waiting", "result_payload",
-    "submit_or_reattach", "submit_or_reattach_steps",
+    "JobsVanished", "LifecycleError", "LogTail", "Plan", "Progress", "StatusCheck",
+    "Submission", "TaskEnd", "TaskIdentity", "WaitSettings", "WaitingReasons",
+    "WaitingReporter", "asubmit_or_reattach", "job_labels", "notice_line", "plan",
+    "report_waiting", "result_payload", "submit_or_reattach", "submit_or_reattach_steps",
+    "wait", "wait_async", "wait_steps",
 ]

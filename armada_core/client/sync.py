@@ -25,7 +25,7 @@ from armada_core.retry import RetryPolicy
 from . import operations as ops
 from .builders import check_items
 from .connection import ConnectionConfig, merge_metadata
-from .errors import ArmadaError, from_rpc_error
+from .errors import ArmadaError, Cancelled, from_rpc_error
 from .tracking import JobResult, JobTracker
 from .watching import (
     HEARTBEAT_METADATA,
@@ -91,6 +91,48 @@ class _Watchdog:
         with self._cond:
             self._done = True
             self._cond.notify()
+
+
+class StopSignal:
+    """Ends a blocking `ArmadaClient.wait_for_jobs` from another thread: `set()` cancels the
+    stream it is reading at once and cuts its pauses short, and the wait raises `Cancelled`.
+    (A `threading.Event` alone cannot wake a read blocked inside gRPC.)"""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._calls: set[Any] = set()
+
+    def set(self) -> None:
+        with self._lock:
+            self._event.set()
+            calls = list(self._calls)
+        for call in calls:
+            call.cancel()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep `seconds`, or less if set meanwhile."""
+        self._event.wait(seconds)
+
+    def check(self) -> None:
+        """Raise `Cancelled` once set."""
+        if self._event.is_set():
+            raise Cancelled("the wait was stopped", method="Event/GetJobSetEvents")
+
+    def attach(self, call: Any) -> None:
+        """Cancel `call` when set (at once if set already)."""
+        with self._lock:
+            if not self._event.is_set():
+                self._calls.add(call)
+                return
+        call.cancel()
+
+    def detach(self, call: Any) -> None:
+        with self._lock:
+            self._calls.discard(call)
 
 
 class ArmadaClient:
@@ -332,14 +374,17 @@ class ArmadaClient:
             call.cancel()
 
     def _stream(self, queue: str, job_set_id: str, from_message_id: str, *, watch: bool,
-                options: WatchOptions, silence: float | None
+                options: WatchOptions, silence: float | None, stop: StopSignal | None = None
                 ) -> Iterator[event_pb2.EventStreamMessage]:
-        """One connection, heartbeats included; raises _Silent or ArmadaError."""
+        """One connection, heartbeats included; raises _Silent or ArmadaError (Cancelled
+        once `stop` is set)."""
         metadata = merge_metadata(self._metadata,
                                   [HEARTBEAT_METADATA] if options.heartbeats else None)
         call = self._stubs["Event"].GetJobSetEvents(
             job_set_request(queue, job_set_id, from_message_id, watch=watch), metadata=metadata)
         dog = _Watchdog(call, silence) if watch and silence else None
+        if stop is not None:
+            stop.attach(call)
         try:
             for message in call:
                 if dog is not None:
@@ -348,10 +393,14 @@ class ArmadaClient:
                 if dog is not None:
                     dog.alive()
         except grpc.RpcError as e:
+            if stop is not None:
+                stop.check()
             if dog is not None and dog.fired:
                 raise _Silent() from None
             raise from_rpc_error(e, "Event/GetJobSetEvents") from None
         finally:
+            if stop is not None:
+                stop.detach(call)
             if dog is not None:
                 dog.close()
             call.cancel()
@@ -388,17 +437,21 @@ class ArmadaClient:
     def wait_for_jobs(self, queue: str, job_set_id: str, job_ids: Sequence[str], *,
                       timeout: float | None = None, options: WatchOptions | None = None,
                       on_event: EventHandler | None = None,
-                      on_notice: NoticeHandler | None = None) -> dict[str, JobResult]:
+                      on_notice: NoticeHandler | None = None,
+                      stop: StopSignal | None = None) -> dict[str, JobResult]:
         """Follow the job set's events until every job in `job_ids` has ended; returns each
         job's result. A failure the server will retry (retryable=true) is not an end. When
         the stream keeps failing, polls GetJobStatus meanwhile. Raises WaitTimeout after
-        `timeout` seconds."""
+        `timeout` seconds, and Cancelled once `stop` is set (from another thread)."""
         options = options or WatchOptions()
         tracker = JobTracker(job_ids)
         if not tracker.jobs:
             return {}
         state = Reconnector(options, timeout=timeout, on_notice=on_notice, can_poll=True)
+        sleep = stop.sleep if stop is not None else time.sleep
         while True:
+            if stop is not None:
+                stop.check()
             if state.polling:
                 try:
                     tracker.apply_status(self.get_job_status(tracker.pending()))
@@ -412,7 +465,7 @@ class ArmadaClient:
                 try:
                     for message in self._stream(queue, job_set_id, tracker.last_message_id,
                                                 watch=True, options=options,
-                                                silence=state.stream_silence()):
+                                                silence=state.stream_silence(), stop=stop):
                         state.received()
                         result = tracker.apply(message)
                         if result is not None and on_event is not None:
@@ -427,11 +480,13 @@ class ArmadaClient:
                     state.silent()
                     continue
                 except ArmadaError as e:
+                    if stop is not None:
+                        stop.check()
                     delay = state.failed(e)
             else:
                 delay = options.poll_interval
             state.check_deadline(tracker.pending())
-            time.sleep(state.sleep_time(delay))
+            sleep(state.sleep_time(delay))
             state.check_deadline(tracker.pending())
 
     def _catch_up(self, queue: str, job_set_id: str, tracker: JobTracker,

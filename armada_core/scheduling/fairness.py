@@ -7,10 +7,11 @@ every comparison between queues comes out identically in the two.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .model import DEFAULT_RESOURCE_ORDER, Snapshot
+from .model import CPU, DEFAULT_RESOURCE_ORDER, Snapshot
 
 #: Redistribution of unusable fair share stops once less than this is left (upstream's 1%).
 ADJUST_TOLERANCE = 0.01
@@ -132,6 +133,71 @@ def decay_usage(previous: float, current_cost: float, elapsed: float, half_life:
     """Next decayed usage: converges to the current cost, never below it."""
     beta = 0.5 ** (elapsed / half_life) if half_life > 0 else 0.0
     return current_cost + max(previous - current_cost, 0.0) * beta
+
+
+def overshoot_limits(weights: Mapping[str, float], overshoot: float) -> dict[str, float]:
+    """Cost each active queue's infinite-lifetime jobs may reach: (1 + overshoot) times its
+    plain fair share (seed 004, "Scheduling constraints")."""
+    return {name: share * (1.0 + overshoot) for name, share in fair_shares(weights).items()}
+
+
+def infinite_lifetime(preemptible_class: bool, lifetime: float | None) -> bool:
+    """Never taken back once running: a class that is not preemptible and no finite lifetime
+    (None, or a lifetime that never passes)."""
+    return not preemptible_class and (lifetime is None or not lifetime < math.inf)
+
+
+#: Charges are capped here (thousandths of a resource-minute), so that absurd lifetimes stay
+#: integers; no budget is that large.
+MAX_CHARGE = 2**62
+
+#: Byte-counted resources, weighed per GiB in the excess-flow budget.
+_BYTES = frozenset({"memory", "ephemeral-storage", "storage"})
+
+
+def _budget_unit(dim: str) -> float:
+    if dim == CPU:
+        return 1000.0  # milli-CPU to cores
+    if dim in _BYTES or dim.startswith("hugepages-"):
+        return float(2**30)
+    return 1.0
+
+
+def weighted_request(
+    dims: Sequence[str], request: Sequence[int], weights: Mapping[str, float]
+) -> float:
+    """Seed 004's resource usage, ``CPU + w_GPU * GPU + w_RAM * RAM``: the request in CPU
+    cores' worth, each unit (core, GiB, device) weighed by ``weights`` (cpu 1, others 0 by
+    default). Both implementations call this on the same vector, so charges agree exactly."""
+    total = 0.0
+    for dim, value in zip(dims, request, strict=True):
+        if value:
+            weight = float(weights.get(dim, 1.0 if dim == CPU else 0.0))
+            if weight:
+                total += float(value) / _budget_unit(dim) * weight
+    return total
+
+
+def budget_charge(
+    preemptible_class: bool, lifetime: float | None, weighted: float
+) -> int:
+    """What a job placed above its queue's fair share takes from the excess-flow budget:
+    lifetime in minutes times weighted request, in thousandths of a resource-minute rounded
+    up (integers, so that sums are exact whatever their order). Zero for jobs that are
+    preemptible from the start (a preemptible class, lifetime 0) and for infinite lifetimes
+    (limited by the overshoot instead)."""
+    if preemptible_class or lifetime is None or not 0.0 < lifetime < math.inf:
+        return 0
+    charge = lifetime / 60.0 * weighted * 1000.0
+    return math.ceil(charge) if charge < MAX_CHARGE else MAX_CHARGE
+
+
+def budget_units(budget: float | None) -> int | None:
+    """The excess-flow budget in thousandths of a resource-minute (an integer x is within a
+    budget b exactly when x <= floor(b)); None: no budget."""
+    if budget is None:
+        return None
+    return math.floor(budget * 1000.0)
 
 
 def water_fill(weights: Mapping[str, float], demands: Mapping[str, float]) -> dict[str, float]:

@@ -265,6 +265,11 @@ class Job:
     start_time: float | None = None
     #: Node the job runs on; None for a queued job.
     node: str | None = None
+    #: What this running job holds of its queue's excess-flow budget, in thousandths of a
+    #: resource-minute: the charge ``SchedulingResult.excess_flow`` gave it when it was
+    #: placed. The scheduler is pure, so the caller carries it while the job runs; the
+    #: budget comes back when the job leaves.
+    excess_flow: int = 0
     #: Interned id of everything that decides where the job can go (see ``shape_key``).
     shape_id: int = field(init=False, repr=False, compare=False, default=-1)
 
@@ -349,6 +354,16 @@ class SchedulingConfig:
     #: Gangs are placed in the narrowest domain that holds them (SEMANTICS.md, "Topology");
     #: empty: no topology, gangs are placed as if none were known.
     topology_levels: tuple[str, ...] = ()
+    #: A queue's jobs of infinite lifetime (class not preemptible, no ``lifetime``: they are
+    #: never taken back) may cost at most its fair share times (1 + this); None: no limit.
+    non_preemptible_overshoot: float | None = None
+    #: Each queue's excess-flow budget in resource-minutes: jobs of finite lifetime placed
+    #: above the queue's fair share charge ``lifetime * weighted requests`` to it until they
+    #: leave; None: no budget (no limit).
+    excess_flow_budget: float | None = None
+    #: Weight of one unit of each resource in the budget's weighted requests, relative to one
+    #: CPU core (units: cores, GiB for byte resources, devices); cpu 1, others 0 by default.
+    excess_flow_weights: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,6 +448,9 @@ class SchedulingResult:
     queue_costs: dict[str, float] = field(default_factory=dict)
     #: Rate-limit tokens taken per queue: its new jobs scheduled (queues with none absent).
     rate_consumed: dict[str, int] = field(default_factory=dict)
+    #: Scheduled jobs charged to their queue's excess-flow budget, with the charge (thousandths
+    #: of a resource-minute); the caller gives it back as ``Job.excess_flow`` while they run.
+    excess_flow: dict[str, int] = field(default_factory=dict)
 
     def decisions(self) -> tuple[Any, ...]:
         """Everything two implementations must agree on, in comparable form."""
@@ -443,4 +461,5 @@ class SchedulingResult:
             dict(sorted(self.unscheduled.items())),
             dict(sorted(self.queue_costs.items())),
             dict(sorted(self.rate_consumed.items())),
+            dict(sorted(self.excess_flow.items())),
         )

@@ -18,6 +18,13 @@ MAX_JOBS_PER_CYCLE = "maximum number of jobs scheduled per cycle reached"
 MAX_RESOURCES_PER_CYCLE = "maximum resources scheduled per cycle reached"
 GLOBAL_RATE_LIMIT = "global scheduling rate limit reached (scheduling_rate)"
 QUEUE_RATE_LIMIT = "queue's scheduling rate limit reached (queue_scheduling_rate)"
+NON_PREEMPTIBLE_OVERSHOOT = (
+    "queue's non-preemptible jobs would exceed its fair share by more than "
+    "non_preemptible_overshoot"
+)
+EXCESS_FLOW_BUDGET = (
+    "queue's excess-flow budget for jobs above its fair share is used up (excess_flow_budget)"
+)
 GANG_ELASTIC_REST = "gang minimum cardinality met; member could not be scheduled"
 
 

@@ -122,6 +122,15 @@ class SchedulingSettings:
     #: topology/rack; kubernetes.io/hostname may come last for the node itself). Gangs are
     #: placed in the narrowest domain that holds them, within their gangMaxHops. Empty: off.
     topology_levels: tuple[str, ...] = ()
+    #: A queue's jobs of infinite lifetime (never preempted) may exceed its fair share by this
+    #: fraction (0.2: 20% above it); None: no limit.
+    non_preemptible_overshoot: float | None = None
+    #: Resource-minutes each queue may run above its fair share with jobs of finite lifetime
+    #: (lifetime x weighted requests, given back as they leave); None: no limit.
+    excess_flow_budget: float | None = None
+    #: What one unit of each resource (core, GiB, device) weighs in the budget, relative to
+    #: one CPU core; cpu 1, every other resource 0 unless given.
+    excess_flow_weights: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, data: object, key: str = "scheduling") -> SchedulingSettings:
@@ -183,6 +192,10 @@ class SchedulingSettings:
             _fractions(f"{key}.max_fraction_per_queue.{name}", limits)
         if self.usage_half_life is not None:
             _number(f"{key}.usage_half_life", self.usage_half_life, low_open=True)
+        for name in ("non_preemptible_overshoot", "excess_flow_budget"):
+            if getattr(self, name) is not None:
+                _number(f"{key}.{name}", getattr(self, name))
+        _fractions(f"{key}.excess_flow_weights", self.excess_flow_weights, high=None)
         if self.resource_names is not None:
             names = self.resource_names
             if not all(isinstance(n, str) and n for n in names):
@@ -235,7 +248,10 @@ class SchedulingSettings:
             scheduling_burst=self.scheduling_burst,
             queue_scheduling_rate=self.queue_scheduling_rate,
             queue_scheduling_burst=self.queue_scheduling_burst,
-            topology_levels=self.topology_levels)
+            topology_levels=self.topology_levels,
+            non_preemptible_overshoot=self.non_preemptible_overshoot,
+            excess_flow_budget=self.excess_flow_budget,
+            excess_flow_weights=dict(self.excess_flow_weights))
 
 
 DEFAULT_PRIORITY_CLASSES = (

@@ -22,6 +22,7 @@ from armada_core.scheduling.fairness import CostModel, adjusted_fair_shares, fai
 from armada_core.scheduling.model import DEFAULT_RESOURCE_ORDER
 from armada_server.config import ServerConfig
 from armada_server.storage.leases import QueuedJob, RunningJob
+from armada_server.storage.places import ordinal
 from armada_server.storage.store import Store
 
 
@@ -190,3 +191,15 @@ def place_in_fair_share(sample: Sample, queue: str) -> str:
         ratio = found.share / found.adjusted_fair_share
     return f"queue {queue} at {ratio:.1f}x its fair share"
 
+
+
+def place_in_line(sample: Sample, queue: str, place: int) -> str:
+    """A waiting job's place in its queue's line (storage/places.py: a gang counts once) and
+    how many jobs the queue has queued: "3rd in line of 120 queued". The place is read when
+    asked; the count is the sample's (a few seconds old), never less than the place. Said
+    after the queue's standing, so that clients which take everything from "; queue " on as
+    read when asked (armada_core.client.lifecycle) do not take a moving place for a new
+    reason from the scheduler."""
+    found = sample.queues.get(queue)
+    queued = max(found.queued if found is not None else 0, place)
+    return f"{ordinal(place)} in line of {queued} queued"

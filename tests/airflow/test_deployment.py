@@ -21,13 +21,12 @@ import json
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,13 @@ import pytest
 from armada_core.api import job_pb2, submit_pb2
 from armada_core.client import ArmadaClient
 
-from ..e2e.processes import kill_leftovers, start_executor, start_server, wait_until
+from ..e2e.processes import (
+    Process,
+    kill_leftovers,
+    start_executor,
+    start_server,
+    wait_until,
+)
 from ..postgres import PostgresServer, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.slow]
@@ -45,6 +50,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.slow]
 BIN = Path(sys.executable).parent
 QUEUE = "airflow"
 DAG_ID = "armada_deployment"
+#: The same task, not deferrable: its worker waits for the job, heartbeating to the API server
+#: through the Execution API all along.
+BLOCKING_DAG_ID = "armada_deployment_blocking"
 TASK_ID = "work"
 LIVE = {submit_pb2.SUBMITTED, submit_pb2.QUEUED, submit_pb2.LEASED, submit_pb2.PENDING,
         submit_pb2.RUNNING}
@@ -54,12 +62,17 @@ LIVE = {submit_pb2.SUBMITTED, submit_pb2.QUEUED, submit_pb2.LEASED, submit_pb2.P
 ARMADA_SETTINGS = {"scheduling_period": 0.1, "executor_sync_interval": 0.2, "lease_timeout": 30,
                    "heartbeat_seconds": 2}
 NODES = "2x2x2Gi"
+#: What a worker logs (to its scheduler's output) each time it retries a call to the
+#: Execution API it could not make, and what an API server logs on a task's heartbeat.
+EXECUTION_API_RETRY = "Starting call to 'airflow.sdk.api.client.Client.request'"
+HEARTBEAT = re.compile(r"method=PUT path=/execution/task-instances/\S+/heartbeat .*status_code=204")
 EXECUTOR_ID = "armada-executor"
 
-#: The DAG the deployment runs. The job runs until the file conf["release"] exists, so a test
-#: decides when it ends. With conf["gate"], a try stays in its worker after submitting until
-#: that file exists (a worker slow between submission and deferral), so a test can kill the
-#: scheduler, and the worker with it, while the task is there.
+#: The DAGs the deployment runs: DAG_ID's task defers, BLOCKING_DAG_ID's waits in its worker.
+#: The job runs until the file conf["release"] exists, so a test decides when it ends. With
+#: conf["gate"], a try stays in its worker after submitting until that file exists (a worker
+#: slow between submission and deferral), so a test can kill the scheduler, and the worker
+#: with it, while the task is there.
 DAG_FILE = '''
 import os
 import time
@@ -79,82 +92,30 @@ class GatedArmadaOperator(ArmadaOperator):
         return submission
 
 
-with DAG("armada_deployment", schedule=None, start_date=datetime(2024, 1, 1), catchup=False):
-    GatedArmadaOperator(
-        task_id="work", armada_queue="airflow", retries=1, retry_delay=timedelta(seconds=1),
-        log_interval=0.5, poll_interval=1.0,
-        pod_spec={"containers": [{
-            "name": "main", "image": "busybox",
-            "command": ["sh", "-c", "echo start try {{ ti.try_number }}; "
-                        "while [ ! -e {{ dag_run.conf['release'] }} ]; do sleep 0.2; done; "
-                        "echo done try {{ ti.try_number }}"],
-            "resources": {"requests": {"cpu": "200m", "memory": "64Mi"},
-                          "limits": {"cpu": "200m", "memory": "64Mi"}}}]})
+for dag_id, deferrable in (("armada_deployment", True), ("armada_deployment_blocking", False)):
+    with DAG(dag_id, schedule=None, start_date=datetime(2024, 1, 1), catchup=False):
+        GatedArmadaOperator(
+            task_id="work", armada_queue="airflow", retries=1, retry_delay=timedelta(seconds=1),
+            deferrable=deferrable, log_interval=0.5, poll_interval=1.0,
+            pod_spec={"containers": [{
+                "name": "main", "image": "busybox",
+                "command": ["sh", "-c", "echo start try {{ ti.try_number }}; "
+                            "while [ ! -e {{ dag_run.conf['release'] }} ]; do sleep 0.2; done; "
+                            "echo done try {{ ti.try_number }}"],
+                "resources": {"requests": {"cpu": "200m", "memory": "64Mi"},
+                              "limits": {"cpu": "200m", "memory": "64Mi"}}}]})
 '''
 
 
 # --- processes ------------------------------------------------------------------------------
 
-def _children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    return children
-
-
-def _tree(pid: int) -> list[int]:
-    """`pid` and its descendants, parents first."""
-    children, out, todo = _children(), [], [pid]
-    while todo:
-        p = todo.pop(0)
-        out.append(p)
-        todo += children.get(p, [])
-    return out
-
-
-class Component:
-    """One process of the deployment; its output goes to a file. `kill` is a crash: SIGKILL
-    to it and every process it started (a triggerer's runner, a scheduler's executor workers
-    and the tasks they run), as when its machine goes away."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
-        self.name = name
-        self.log = log_dir / f"{name}.log"
-        with self.log.open("ab") as out:
-            self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, env=env, cwd=log_dir,
-                                          start_new_session=True)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
-        regex = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while not (match := regex.search(self.output())):
-            if self.popen.poll() is not None:
-                raise AssertionError(f"{self.name} exited ({self.popen.returncode}):\n"
-                                     f"{self.output()[-5000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name} did not print {pattern!r} in {timeout}s:\n"
-                                     f"{self.output()[-5000:]}")
-            time.sleep(0.2)
-        return match
-
-    def kill(self, *, alone: bool = False) -> None:
-        """`alone`: SIGKILL to this process only (an executor whose pods run on, as pods on
-        Kubernetes outlive a crashed executor)."""
-        for pid in [self.popen.pid] if alone else _tree(self.popen.pid):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        self.popen.wait(30)
+def component(name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> Process:
+    """One process of the deployment, in a session of its own; its output goes to
+    `<name>.log`. `kill(tree=True)` is a crash: SIGKILL to it and every process it started (a
+    triggerer's runner, a scheduler's executor workers and the tasks they run), as when its
+    machine goes away; `kill()` alone is SIGKILL to the process only (an executor whose pods
+    run on, as pods on Kubernetes outlive a crashed executor)."""
+    return Process(name, argv, log_dir, env=env, new_session=True)
 
 
 class ArmadaSide:
@@ -163,13 +124,13 @@ class ArmadaSide:
     Started again after a crash, the server opens the same database on the address it had,
     and the executor has the same id and sandbox, so it adopts the pods it left running."""
 
-    def __init__(self, root: Path, sandbox: Path, components: dict[str, Component]) -> None:
+    def __init__(self, root: Path, sandbox: Path, components: dict[str, Process]) -> None:
         self.root = root
         self.sandbox = sandbox
         self.components = components
         self.address = ""  # once the server first listens
 
-    def start(self, name: str) -> Component:
+    def start(self, name: str) -> Process:
         """`name` (armada-server or armada-executor), under a log of its own each time (the
         helpers wait for words in it)."""
         log_name = f"{name}.{len(list(self.root.glob(f'{name}.*.log')))}"
@@ -186,13 +147,13 @@ class ArmadaSide:
         self.components[name] = component
         return component
 
-    def _component(self, name: str, *argv: str) -> Component:
+    def _component(self, name: str, *argv: str) -> Process:
         """How the helpers start a process; a server started again gets the port it had
         rather than a free one (`--port 0`)."""
         args = list(argv)
         if self.address and "--port" in args:
             args[args.index("--port") + 1] = self.address.rsplit(":", 1)[1]
-        return Component(name, args, dict(os.environ), self.root)
+        return component(name, args, dict(os.environ), self.root)
 
 
 # --- the deployment -------------------------------------------------------------------------
@@ -203,53 +164,67 @@ class Deployment:
     env: dict[str, str]
     api: httpx.Client
     armada: ArmadaClient
-    components: dict[str, Component]
+    components: dict[str, Process]
     armada_side: ArmadaSide
+    dag_of: dict[str, str] = field(default_factory=dict)  # each run's DAG
 
-    def start(self, name: str) -> Component:
+    def start(self, name: str) -> Process:
         """`airflow <name>`, or armada-server or armada-executor (again, after a crash)."""
         if name.startswith("armada-"):
             return self.armada_side.start(name)
         argv = [str(BIN / "airflow"), name]
         if name == "api-server":
             argv += ["--port", self.env["AIRFLOW__API__PORT"], "--workers", "1"]
-        component = Component(name, argv, self.env, self.root)
-        self.components[name] = component
-        return component
+        log_name = f"{name}.{len(list(self.root.glob(f'{name}.*.log')))}"
+        self.components[name] = component(log_name, argv, self.env, self.root)
+        return self.components[name]
 
     # REST API
 
-    def trigger(self, **conf: Any) -> str:
+    def trigger(self, dag_id: str = DAG_ID, **conf: Any) -> str:
+        """A run of `dag_id` (DAG_ID, deferrable, or BLOCKING_DAG_ID); its run id."""
         run_id = f"test-{uuid.uuid4().hex[:12]}"
-        answer = self.api.post(f"/api/v2/dags/{DAG_ID}/dagRuns",
+        answer = self.api.post(f"/api/v2/dags/{dag_id}/dagRuns",
                                json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
         answer.raise_for_status()
+        self.dag_of[run_id] = dag_id
         return run_id
 
     def run_state(self, run_id: str) -> str:
-        answer = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")
+        answer = self.api.get(f"/api/v2/dags/{self.dag_of[run_id]}/dagRuns/{run_id}")
         answer.raise_for_status()
         return answer.json()["state"]
 
     def task(self, run_id: str) -> dict[str, Any]:
-        answer = self.api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK_ID}")
+        answer = self.api.get(f"/api/v2/dags/{self.dag_of[run_id]}/dagRuns/{run_id}/"
+                              f"taskInstances/{TASK_ID}")
         answer.raise_for_status()
         return answer.json()
 
     def task_log(self, run_id: str, try_number: int) -> str:
         """The try's task log, as the worker and the triggerer wrote it."""
         logs = self.root / "home" / "logs"
-        found = sorted(logs.glob(f"dag_id={DAG_ID}/run_id={run_id}/task_id={TASK_ID}/"
-                                 f"attempt={try_number}.log*"))
+        found = sorted(logs.glob(f"dag_id={self.dag_of[run_id]}/run_id={run_id}/"
+                                 f"task_id={TASK_ID}/attempt={try_number}.log*"))
         return "".join(p.read_text(errors="replace") for p in found)
+
+    def api_ready(self) -> bool:
+        """The API server answers (and the client has a token for it)."""
+        with contextlib.suppress(httpx.HTTPError):
+            token = self.api.get("/auth/token")
+            if token.status_code < 300:
+                self.api.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+                return True
+        return False
 
     # Armada
 
     def jobs(self, run_id: str) -> dict[str, job_pb2.JobDetails]:
         """Every job of the task on the Armada server, found by its external job URI, with
         its runs."""
+        dag_id = self.dag_of[run_id]
         states = self.armada.get_job_status_by_external_uri(
-            QUEUE, f"{DAG_ID}-{run_id}", f"airflow://{DAG_ID}/{run_id}/{TASK_ID}/-1")
+            QUEUE, f"{dag_id}-{run_id}", f"airflow://{dag_id}/{run_id}/{TASK_ID}/-1")
         return self.armada.get_job_details(list(states), expand_job_run=True) if states else {}
 
     def live(self, run_id: str) -> list[str]:
@@ -270,10 +245,10 @@ class Deployment:
         return ti["state"] in states and try_number in (None, ti["try_number"])
 
     def followed(self, run_id: str, job_id: str, try_number: int = 1) -> None:
-        """Until the try's trigger runs in a triggerer, following the job (Airflow kills a
-        deferred task through its running trigger only)."""
+        """Until the try follows the job, in a triggerer (Airflow kills a deferred task
+        through its running trigger only) or in its worker (not deferrable)."""
         self.until(lambda: f"Armada job {job_id} is RUNNING" in self.task_log(run_id, try_number),
-                   "the trigger following the job")
+                   "the try following the job")
 
     def running_job(self, run_id: str) -> str:
         """Once the task has a job running: its id."""
@@ -282,6 +257,23 @@ class Deployment:
         [job_id] = [j for j, d in self.jobs(run_id).items() if d.state == submit_pb2.RUNNING]
         return job_id
 
+    # what every test checks at the end
+
+    def succeeded_on(self, run_id: str, job_id: str, try_number: int = 1) -> None:
+        """Once the run is done: the task succeeded at `try_number` on `job_id`, its one job,
+        which succeeded in one run on the executor (the task ended with no job live, and never
+        had two live at once); the job's output reached the try's log."""
+        self.until(lambda: self.run_state(run_id) == "success", "the run done")
+        ti = self.task(run_id)
+        assert (ti["state"], ti["try_number"]) == ("success", try_number)
+        jobs = self.jobs(run_id)
+        assert list(jobs) == [job_id]
+        assert jobs[job_id].state == submit_pb2.SUCCEEDED
+        assert [(r.cluster, r.state) for r in jobs[job_id].job_runs] == [
+            (EXECUTOR_ID, job_pb2.RUN_STATE_SUCCEEDED)]
+        assert_never_two_live(jobs)
+        assert "done try 1" in self.task_log(run_id, try_number)
+
 
 def _free_of_airflow(environ: dict[str, str]) -> dict[str, str]:
     """The test process's environment without its own Airflow settings (conftest's)."""
@@ -289,10 +281,10 @@ def _free_of_airflow(environ: dict[str, str]) -> dict[str, str]:
             if not (k.startswith("AIRFLOW") or k.startswith("_AIRFLOW"))}
 
 
-def _tear_down(components: dict[str, Component], *marks: Path) -> None:
+def _tear_down(components: dict[str, Process], *marks: Path) -> None:
     """Nothing of the deployment outlives the module (no need to stop it gracefully)."""
-    for component in reversed(list(components.values())):
-        component.kill()
+    for process in reversed(list(components.values())):
+        process.kill(tree=True)
     for mark in marks:  # task processes a crash orphaned, Armada pods
         kill_leftovers(str(mark))
 
@@ -305,7 +297,7 @@ def deployment(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPat
     for d in (home, dags, sandbox):
         d.mkdir()
     (dags / "armada_deployment.py").write_text(DAG_FILE)
-    components: dict[str, Component] = {}
+    components: dict[str, Process] = {}
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(_tear_down, components, home, sandbox)
         armada_side = ArmadaSide(root, sandbox, components)
@@ -341,7 +333,14 @@ def deployment(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPat
             "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "6",
             "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "3",
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_SEC": "2",
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+            # A worker's calls to the Execution API (its heartbeats, a deferred task's resume)
+            # outlast a restart of the API server: retried every second for 90 s, and the
+            # scheduler gives a running task 90 s without a heartbeat. (A worker that died
+            # with its scheduler is found by the next scheduler's orphan check, in seconds.)
+            "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "90",
+            "AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MIN": "1",
+            "AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MAX": "1",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "90",
             "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
             "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "5",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
@@ -357,17 +356,10 @@ def deployment(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPat
         for name in ("api-server", "scheduler", "dag-processor", "triggerer"):
             deployment.start(name)
 
-        def api_ready() -> bool:
-            with contextlib.suppress(httpx.HTTPError):
-                token = api.get("/auth/token")
-                if token.status_code < 300:
-                    api.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
-                    return True
-            return False
-
-        deployment.until(api_ready, "the API server", timeout=180)
-        deployment.until(lambda: api.get(f"/api/v2/dags/{DAG_ID}").status_code == 200,
-                         "the DAG parsed", timeout=180)
+        deployment.until(deployment.api_ready, "the API server", timeout=180)
+        deployment.until(lambda: all(api.get(f"/api/v2/dags/{dag_id}").status_code == 200
+                                     for dag_id in (DAG_ID, BLOCKING_DAG_ID)),
+                         "the DAGs parsed", timeout=180)
         deployment.until(lambda: all(
             part.get("status") == "healthy"
             for part in api.get("/api/v2/monitor/health").json().values()),
@@ -393,18 +385,12 @@ def test_a_triggerer_killed_while_the_task_is_deferred(deployment: Deployment,
     run_id = deployment.trigger(release=str(release))
     job_id = deployment.running_job(run_id)
     deployment.followed(run_id, job_id)
-    deployment.components["triggerer"].kill()
+    deployment.components["triggerer"].kill(tree=True)
     release.touch()
     deployment.until(lambda: deployment.jobs(run_id)[job_id].state == submit_pb2.SUCCEEDED,
                      "the job done while no triggerer runs")
     deployment.start("triggerer")
-    deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
-    ti = deployment.task(run_id)
-    assert (ti["state"], ti["try_number"]) == ("success", 1)
-    jobs = deployment.jobs(run_id)
-    assert list(jobs) == [job_id]
-    assert jobs[job_id].state == submit_pb2.SUCCEEDED
-    assert_never_two_live(jobs)
+    deployment.succeeded_on(run_id, job_id)
 
 
 def test_a_scheduler_killed_with_the_worker_running_the_task(deployment: Deployment,
@@ -416,19 +402,14 @@ def test_a_scheduler_killed_with_the_worker_running_the_task(deployment: Deploym
     run_id = deployment.trigger(release=str(release), gate=str(gate))
     job_id = deployment.running_job(run_id)
     assert deployment.task_in(run_id, "running", try_number=1)
-    deployment.components["scheduler"].kill()
+    deployment.components["scheduler"].kill(tree=True)
     gate.touch()
     deployment.start("scheduler")
     deployment.until(lambda: deployment.task_in(run_id, "deferred", try_number=2),
                      "the next try deferred")
     assert deployment.live(run_id) == [job_id]
     release.touch()
-    deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
-    jobs = deployment.jobs(run_id)
-    assert list(jobs) == [job_id]
-    assert jobs[job_id].state == submit_pb2.SUCCEEDED
-    assert_never_two_live(jobs)
-    assert deployment.task(run_id)["state"] == "success"
+    deployment.succeeded_on(run_id, job_id, try_number=2)
     assert f"Reattaching to Armada job(s) {job_id}" in deployment.task_log(run_id, 2)
 
 
@@ -488,21 +469,12 @@ def test_the_armada_executor_killed_while_the_job_runs(deployment: Deployment,
     run_id = deployment.trigger(release=str(release))
     job_id = deployment.running_job(run_id)
     deployment.followed(run_id, job_id)
-    deployment.components["armada-executor"].kill(alone=True)
+    deployment.components["armada-executor"].kill()
     executor = deployment.start("armada-executor")
     assert "adopted 1 runs" in executor.output(), executor.output()[-3000:]
     assert deployment.live(run_id) == [job_id]
     release.touch()
-    deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
-    ti = deployment.task(run_id)
-    assert (ti["state"], ti["try_number"]) == ("success", 1)
-    jobs = deployment.jobs(run_id)
-    assert list(jobs) == [job_id]
-    assert jobs[job_id].state == submit_pb2.SUCCEEDED
-    assert [(r.cluster, r.state) for r in jobs[job_id].job_runs] == [
-        (EXECUTOR_ID, job_pb2.RUN_STATE_SUCCEEDED)]
-    assert_never_two_live(jobs)
-    assert "done try 1" in deployment.task_log(run_id, 1)  # the pod's output after adoption
+    deployment.succeeded_on(run_id, job_id)  # the pod's output after adoption in the log
 
 
 def test_the_armada_server_killed_while_the_job_runs(deployment: Deployment,
@@ -514,7 +486,7 @@ def test_the_armada_server_killed_while_the_job_runs(deployment: Deployment,
     run_id = deployment.trigger(release=str(release))
     job_id = deployment.running_job(run_id)
     deployment.followed(run_id, job_id)
-    deployment.components["armada-server"].kill()
+    deployment.components["armada-server"].kill(tree=True)
     deployment.until(lambda: "Armada event stream: event stream failed"
                      in deployment.task_log(run_id, 1), "the trigger's event stream broken",
                      timeout=30)
@@ -524,13 +496,80 @@ def test_the_armada_server_killed_while_the_job_runs(deployment: Deployment,
                      "the trigger's event stream resumed", timeout=30)
     assert deployment.live(run_id) == [job_id]
     release.touch()
-    deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
-    ti = deployment.task(run_id)
-    assert (ti["state"], ti["try_number"]) == ("success", 1)
-    jobs = deployment.jobs(run_id)
-    assert list(jobs) == [job_id]
-    assert jobs[job_id].state == submit_pb2.SUCCEEDED
-    assert [(r.cluster, r.state) for r in jobs[job_id].job_runs] == [
-        (EXECUTOR_ID, job_pb2.RUN_STATE_SUCCEEDED)]
-    assert_never_two_live(jobs)
-    assert "done try 1" in deployment.task_log(run_id, 1)
+    deployment.succeeded_on(run_id, job_id)
+
+
+def test_the_api_server_killed_while_a_worker_waits_on_the_job(deployment: Deployment,
+                                                               tmp_path: Path) -> None:
+    """The task not deferrable: its worker waits for the job, heartbeating to the API server
+    through the Execution API. SIGKILL the API server: the worker's heartbeat fails and is
+    retried. Start it again: the heartbeat gets through, the worker's wait never noticed,
+    and the task succeeds at its first try on its one job."""
+    release = tmp_path / "release"
+    run_id = deployment.trigger(BLOCKING_DAG_ID, release=str(release))
+    job_id = deployment.running_job(run_id)
+    deployment.followed(run_id, job_id)
+    worker = deployment.components["scheduler"]  # (its LocalExecutor workers log there)
+    retried = worker.output().count(EXECUTION_API_RETRY)
+    deployment.components["api-server"].kill(tree=True)
+    deployment.until(lambda: worker.output().count(EXECUTION_API_RETRY) > retried,
+                     "the worker's heartbeat retried", timeout=60)
+    api_server = deployment.start("api-server")
+    deployment.until(deployment.api_ready, "the API server back", timeout=180)
+    deployment.until(lambda: HEARTBEAT.search(api_server.output()),
+                     "the worker's heartbeat through to the new API server", timeout=60)
+    assert deployment.task_in(run_id, "running", try_number=1)
+    assert deployment.live(run_id) == [job_id]
+    release.touch()
+    deployment.succeeded_on(run_id, job_id)
+
+
+def test_the_api_server_killed_while_the_task_is_deferred(deployment: Deployment,
+                                                          tmp_path: Path) -> None:
+    """SIGKILL the API server while the task is deferred and let the job end meanwhile: the
+    trigger (its triggerer reaches the metadata database without the API server) sees the
+    end, and the worker resuming the task waits for the API server, retrying. Start it
+    again: the resumed try completes the task, at its first try, on its one job."""
+    release = tmp_path / "release"
+    run_id = deployment.trigger(release=str(release))
+    job_id = deployment.running_job(run_id)
+    deployment.followed(run_id, job_id)
+    worker = deployment.components["scheduler"]
+    retried = worker.output().count(EXECUTION_API_RETRY)
+    deployment.components["api-server"].kill(tree=True)
+    release.touch()
+    deployment.until(lambda: deployment.jobs(run_id)[job_id].state == submit_pb2.SUCCEEDED,
+                     "the job done while no API server runs")
+    deployment.until(lambda: worker.output().count(EXECUTION_API_RETRY) > retried,
+                     "the resuming worker's call retried", timeout=60)
+    deployment.start("api-server")
+    deployment.until(deployment.api_ready, "the API server back", timeout=180)
+    deployment.succeeded_on(run_id, job_id)
+
+
+@pytest.mark.parametrize("dag_id", [DAG_ID, BLOCKING_DAG_ID])
+def test_the_dag_processor_killed_while_the_job_runs(deployment: Deployment, tmp_path: Path,
+                                                    dag_id: str) -> None:
+    """SIGKILL the DAG processor (and its parsing processes) while the task's job runs,
+    deferred or waited on in its worker, and start it again: the DAG is parsed anew, the
+    task goes on at its first try, and succeeds on its one job."""
+    release = tmp_path / "release"
+    run_id = deployment.trigger(dag_id, release=str(release))
+    job_id = deployment.running_job(run_id)
+    deployment.followed(run_id, job_id)
+    state = deployment.task(run_id)["state"]
+    assert state == ("deferred" if dag_id == DAG_ID else "running")
+
+    def parsed() -> datetime:
+        answer = deployment.api.get(f"/api/v2/dags/{dag_id}")
+        answer.raise_for_status()
+        return datetime.fromisoformat(answer.json()["last_parsed_time"])
+
+    before = parsed()
+    deployment.components["dag-processor"].kill(tree=True)
+    deployment.start("dag-processor")
+    deployment.until(lambda: parsed() > before, "the DAG parsed by the new DAG processor")
+    assert deployment.task_in(run_id, state, try_number=1)
+    assert deployment.live(run_id) == [job_id]
+    release.touch()
+    deployment.succeeded_on(run_id, job_id)

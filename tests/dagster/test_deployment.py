@@ -34,6 +34,7 @@ import yaml
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster._core.events.log import EventLogEntry
 from dagster._core.instance.ref import InstanceRef
+from dagster._grpc.client import DagsterGrpcClient
 from dagster_graphql import DagsterGraphQLClient
 
 from armada_core.api import job_pb2, submit_pb2
@@ -47,6 +48,7 @@ from tests.e2e.processes import (
     BIN,
     Process,
     kill_leftovers,
+    process_tree,
     processes_mentioning,
     start_executor,
     start_server,
@@ -72,6 +74,19 @@ EXECUTOR = "executor"
 SERVER_OUTAGE = deployment_defs.STATUS_CHECK_INTERVAL + 1
 # A long lease: the pods of the executor keep running (they fence themselves only after half
 # of it without a sync) while the server restarts.
+#: The code location as the webserver has it loaded.
+LOCATION_QUERY = """
+query {
+  workspaceOrError {
+    ... on Workspace {
+      locationEntries {
+        name
+        locationOrLoadError { __typename ... on RepositoryLocation { serverId } }
+      }
+    }
+  }
+}
+"""
 ARMADA_SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2,
                    "lease_timeout": 60}
 
@@ -106,20 +121,6 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def process_tree(pid: int) -> list[int]:
-    """`pid` and every process descending from it."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (ppid := parent_of(int(entry.name))) is not None:
-            parents.setdefault(ppid, []).append(int(entry.name))
-    tree, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        tree.append(current)
-        todo += parents.get(current, [])
-    return tree
 
 
 def kill_tree(pid: int) -> list[int]:
@@ -190,6 +191,16 @@ class Deployment:
     @property
     def graphql(self) -> DagsterGraphQLClient:
         return DagsterGraphQLClient("127.0.0.1", port_number=self.web_port, timeout=60)
+
+    def location_server_id(self) -> str | None:
+        """The id of the code server the webserver has loaded the code location from (None
+        while the location is not loaded)."""
+        result = self.graphql._execute(LOCATION_QUERY)
+        for entry in result["workspaceOrError"]["locationEntries"]:
+            location = entry["locationOrLoadError"] or {}
+            if entry["name"] == LOCATION and location.get("__typename") == "RepositoryLocation":
+                return str(location["serverId"])
+        return None
 
     @property
     def instance(self) -> DagsterInstance:
@@ -569,6 +580,46 @@ def test_killing_the_daemon_or_webserver_loses_and_duplicates_nothing(
     assert jobs.submitted() == [job_id]
     assert admin.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
     assert deployment.children(run_id) == []
+
+
+def test_killing_the_code_server_loses_and_duplicates_nothing(
+        deployment: Deployment, admin: ArmadaClient, deployment_queue: str) -> None:
+    """SIGKILL the code server alone while the step's job runs: the run worker it started
+    (a child process) runs on, orphaned, and so does the step's wait. Started again on the
+    same port, the code server has a new server id; the webserver loads the location from it.
+    The run ends successfully on its one job: never two live, none live once it ended, no
+    run retry."""
+    run_id = deployment.launch()
+    jobs = StepJobs(admin, deployment_queue, run_id)
+    with LiveJobCounter(jobs) as counter, releasing(deployment, run_id):
+        job_id = running_job(jobs, run_id)
+        code_server = deployment.processes["code-server"]
+        worker = deployment.worker_pid(run_id)
+        assert parent_of(worker) == code_server.popen.pid
+        old_server = deployment.location_server_id()
+        assert old_server is not None
+        code_server.kill()  # the process alone, not its run worker
+        assert alive(worker)
+        deployment.start("code-server")
+        deployment.wait_ready("code-server")
+        new_server = DagsterGrpcClient(port=deployment.grpc_port,
+                                       host="127.0.0.1").get_server_id()
+        assert new_server != old_server
+        wait_for(lambda: deployment.location_server_id() == new_server, 60,
+                 "the webserver to load the location from the new code server")
+        assert alive(worker)
+        assert deployment.status(run_id) == DagsterRunStatus.STARTED
+        assert jobs.in_run(run_id) == {job_id: submit_pb2.RUNNING}
+        release(deployment, run_id)
+        assert deployment.wait_finished(run_id) == DagsterRunStatus.SUCCESS
+        # No zombie once Dagster says the run ended: the job has ended.
+        assert admin.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
+    assert not counter.errors, counter.errors
+    assert counter.most == 1
+    assert jobs.submitted() == [job_id]
+    assert deployment.children(run_id) == []
+    wait_for(lambda: not alive(worker), 30, "the orphaned run worker to exit")
+    wait_for(lambda: not pod_running(job_id), 30, "the job's pod to be gone")
 
 
 def runs_of(admin: ArmadaClient, job_id: str) -> list[tuple[str, int]]:

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -21,15 +21,40 @@ LEADER = "this replica is now the scheduling leader"
 
 # --- processes ------------------------------------------------------------------------------
 
-class Process:
-    """A command whose output goes to a file the test can read while it runs."""
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants, parents first (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop(0)
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
 
-    def __init__(self, name: str, argv: list[str], log_dir: Path) -> None:
+
+class Process:
+    """A command whose output goes to a file the test can read while it runs.
+
+    `env` replaces the environment it inherits; `new_session` starts it in a session (and
+    process group) of its own, so nothing sent to the test's group reaches it."""
+
+    def __init__(self, name: str, argv: list[str], log_dir: Path, *,
+                 env: Mapping[str, str] | None = None, new_session: bool = False) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
         self._out = self.log.open("wb")
         self.popen = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, cwd=log_dir)
+                                      stdin=subprocess.DEVNULL, cwd=log_dir,
+                                      env=dict(env) if env is not None else None,
+                                      start_new_session=new_session)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -50,10 +75,13 @@ class Process:
                                      f"{timeout}s:\n{self.output()}")
             time.sleep(0.05)
 
-    def kill(self) -> None:
-        """SIGKILL: the process gets no chance to clean anything up."""
+    def kill(self, *, tree: bool = False) -> None:
+        """SIGKILL: the process gets no chance to clean anything up. With `tree`, every
+        process it started goes with it (as when its machine or container goes away)."""
         if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGKILL)
+            for pid in process_tree(self.popen.pid) if tree else [self.popen.pid]:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         self.popen.wait(30)
 
     def stop(self) -> None:

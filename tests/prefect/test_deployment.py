@@ -261,14 +261,16 @@ def pool(prefect_api: str, armada_server: EmbeddedServer,
             the_pool.stop()
 
 
-def one_job(pool: Pool, flow_run: FlowRun, *, ended: bool = True,
+def one_job(pool: Pool, flow_run: FlowRun, ended_as: StateType, *,
             wait: float = 0) -> tuple[str, int]:
-    """The flow run's one Armada job and its state; with `ended`, the job must have ended
-    (within `wait` seconds: a flow that reports Completed exits just after)."""
+    """The flow run ended in the state `ended_as`: its one Armada job and the job's state,
+    which must have ended too (within `wait` seconds: a flow that reports Completed exits
+    just after)."""
+    assert flow_run.state is not None and flow_run.state.type == ended_as, flow_run.state
     jobs = pool.jobs(flow_run.id)
     assert len(jobs) == 1, f"flow run {flow_run.id} has Armada jobs {jobs}"
     [(job_id, state)] = jobs.items()
-    if ended and state not in TERMINAL:
+    if state not in TERMINAL:
         state = wait_until(lambda: (s := pool.jobs(flow_run.id)[job_id]) in TERMINAL and s,
                            wait or 0.1, f"job {job_id} of an ended flow run to end")
     return job_id, state
@@ -292,10 +294,8 @@ def test_two_live_workers_watch_each_flow_run_once(pool: Pool, tmp_path: Path) -
     pool.cancel(to_cancel.id)
     cancelled, finished = pool.final(to_cancel.id), pool.final(to_finish.id)
 
-    assert cancelled.state is not None and cancelled.state.is_cancelled(), cancelled.state
-    assert one_job(pool, cancelled) == (cancel_job, submit_pb2.CANCELLED)
-    assert finished.state is not None and finished.state.is_completed(), finished.state
-    assert one_job(pool, finished, wait=30)[1] == submit_pb2.SUCCEEDED
+    assert one_job(pool, cancelled, StateType.CANCELLED) == (cancel_job, submit_pb2.CANCELLED)
+    assert one_job(pool, finished, StateType.COMPLETED, wait=30)[1] == submit_pb2.SUCCEEDED
     for flow_run in (cancelled, finished):
         assert submitter(flow_run) in workers
         assert sum(pool.takeovers(flow_run.id).values()) == 0
@@ -317,8 +317,7 @@ def test_the_survivor_cancels_a_killed_workers_flow_run(pool: Pool, tmp_path: Pa
     pool.cancel(flow_run.id)
 
     ended = pool.final(flow_run.id)
-    assert ended.state is not None and ended.state.is_cancelled(), ended.state
-    assert one_job(pool, ended) == (job_id, submit_pb2.CANCELLED)
+    assert one_job(pool, ended, StateType.CANCELLED) == (job_id, submit_pb2.CANCELLED)
     assert submitter(ended) == survivor
     assert pool.takeovers(flow_run.id) == {name: int(name == survivor) for name in pool.workers}
     assert pool.cancellations(job_id) == {name: int(name == survivor) for name in pool.workers}
@@ -344,8 +343,8 @@ def test_a_new_worker_follows_killed_workers_flow_runs_to_their_end(pool: Pool,
                              reason="node drained")
     completed, crashed = pool.final(finishing.id), pool.final(preempted.id)
 
-    assert completed.state is not None and completed.state.is_completed(), completed.state
-    assert one_job(pool, completed, wait=30) == (finishing_job, submit_pb2.SUCCEEDED)
+    assert one_job(pool, completed, StateType.COMPLETED, wait=30) == \
+        (finishing_job, submit_pb2.SUCCEEDED)
     assert crashed.state is not None and crashed.state.is_crashed(), crashed.state
     # The flow run process may report its own crash on the termination signal first; the
     # worker then says why.
@@ -354,7 +353,7 @@ def test_a_new_worker_follows_killed_workers_flow_runs_to_their_end(pool: Pool,
     crashed = pool.final(preempted.id)
     assert "infrastructure" in (crashed.state.message or "")
     assert "preempted" in (crashed.state.message or "")
-    assert one_job(pool, crashed) == (preempted_job, submit_pb2.PREEMPTED)
+    assert one_job(pool, crashed, StateType.CRASHED) == (preempted_job, submit_pb2.PREEMPTED)
     for flow_run in (completed, crashed):
         assert submitter(flow_run) == new
         assert sum(pool.takeovers(flow_run.id).values()) == 1
@@ -372,8 +371,7 @@ def test_a_flow_run_left_pending_by_a_dead_worker_runs_once(pool: Pool, tmp_path
         client.update_flow_run_labels(flow_run.id, {WORKER_LABEL: "gone"})
 
     ended = pool.final(flow_run.id, 120)
-    assert ended.state is not None and ended.state.is_completed(), ended.state
-    assert one_job(pool, ended, wait=30)[1] == submit_pb2.SUCCEEDED
+    assert one_job(pool, ended, StateType.COMPLETED, wait=30)[1] == submit_pb2.SUCCEEDED
     owner = submitter(ended)
     assert owner in alive
     assert pool.takeovers(flow_run.id) == {name: int(name == owner) for name in pool.workers}
@@ -462,8 +460,8 @@ def pods_of(job_id: str) -> list[int]:
 def ran_once(pool: Pool, flow_run: FlowRun, job_id: str) -> None:
     """The flow run ended Completed: its one job succeeded in one run on the executor, and
     no process of it is left."""
-    assert flow_run.state is not None and flow_run.state.is_completed(), flow_run.state
-    assert one_job(pool, flow_run, wait=30) == (job_id, submit_pb2.SUCCEEDED)
+    assert one_job(pool, flow_run, StateType.COMPLETED, wait=30) == \
+        (job_id, submit_pb2.SUCCEEDED)
     runs = pool.armada.get_job_details([job_id], expand_job_run=True)[job_id].job_runs
     assert [(run.cluster, run.state) for run in runs] == [("e1", job_pb2.RUN_STATE_SUCCEEDED)]
     wait_until(lambda: not pods_of(job_id), 30, f"the processes of job {job_id} to end")

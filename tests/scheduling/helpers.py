@@ -108,6 +108,7 @@ class Round:
     queues: tuple[Queue, ...] | None = None  # replaces the scenario's queues from this round on
     rate_tokens: float | None = None  # the global rate-limit bucket's level (None: full)
     queue_rate_tokens: dict[str, float] = field(default_factory=dict)  # absent: full
+    excess_flow: dict[str, int] | None = None  # the round's excess-flow budget charges
 
 
 @dataclass
@@ -128,7 +129,8 @@ def apply(jobs_: list[Job], result: SchedulingResult, now: float) -> list[Job]:
         if j.id in result.preempted or j.id in result.failed:
             continue
         if j.id in result.scheduled:
-            j = replace(j, node=result.scheduled[j.id], start_time=now)
+            charge = result.excess_flow.get(j.id, 0)
+            j = replace(j, node=result.scheduled[j.id], start_time=now, excess_flow=charge)
         out.append(j)
     return out
 
@@ -166,6 +168,8 @@ def run_scenario(scenario: Scenario, impl: Impl) -> list[SchedulingResult]:
             assert result.preempted == rnd.pre, where
         if rnd.failed is not None:
             assert set(result.failed) == rnd.failed, where
+        if rnd.excess_flow is not None:
+            assert result.excess_flow == rnd.excess_flow, where
         for job_id, text in rnd.reasons.items():
             got = result.unscheduled.get(job_id) or result.failed.get(job_id) or ""
             assert text in got, f"{where}: {job_id}: {got!r}"

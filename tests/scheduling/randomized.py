@@ -113,7 +113,41 @@ def random_config(rng: random.Random, knobs: Knobs) -> SchedulingConfig:
         max_fraction_per_cycle=({"cpu": 0.5} if knobs.limits and rng.random() < 0.15 else {}),
         resource_multipliers=({"memory": 0.5} if rng.random() < 0.2 else {}),
         usage_half_life=(100.0 if knobs.decay and rng.random() < 0.2 else None),
+        # Drawn last, so that the rest of a world does not depend on them.
+        non_preemptible_overshoot=(
+            rng.choice([0.0, 0.2, 1.0]) if knobs.limits and rng.random() < 0.25 else None
+        ),
+        excess_flow_budget=(
+            rng.choice([0.0, 0.5, 5.0, 50.0, 500.0])
+            if knobs.limits and rng.random() < 0.3
+            else None
+        ),
+        excess_flow_weights=(
+            {"memory": rng.choice([0.0, 0.25]), GPU: 4.0} if rng.random() < 0.3 else {}
+        ),
     )
+
+
+def with_lifetimes(snap: Snapshot, seed: int) -> Snapshot:
+    """Lifetimes on some queued jobs and gangs, and excess-flow charges on some running jobs
+    of finite lifetime (as if placed above their fair share), from a generator of their own
+    so that the rest of the world is as before."""
+    if snap.config.non_preemptible_overshoot is None and snap.config.excess_flow_budget is None:
+        return snap
+    rng = random.Random(seed ^ 0xF10)
+    gang_life = {}
+    jobs = []
+    for j in snap.jobs:
+        if j.node is None and j.gang_id is not None:
+            if j.gang_id not in gang_life:
+                gang_life[j.gang_id] = rng.choice([None, 0.0, 30.0, 600.0, 600.0])
+            j = replace(j, lifetime=gang_life[j.gang_id])
+        elif j.node is None and j.lifetime is None and rng.random() < 0.2:
+            j = replace(j, lifetime=rng.choice([30.0, 600.0]))
+        elif j.node is not None and j.lifetime and rng.random() < 0.3:
+            j = replace(j, excess_flow=rng.choice([100, 2000, 40000]))
+        jobs.append(j)
+    return replace(snap, jobs=tuple(jobs))
 
 
 def place_running(
@@ -222,6 +256,7 @@ def random_world(seed: int, knobs: Knobs | None = None) -> Snapshot:
         now=now,
         usage_elapsed=rng.choice([0.0, 100.0]),
     )
+    snap = with_lifetimes(snap, seed)
     if knobs.topology:
         snap = with_topology(snap, random.Random(seed ^ 0x70B0))
     return snap
@@ -275,7 +310,8 @@ def apply_result(
         if j.id in result.preempted or j.id in result.failed:
             continue
         if j.id in result.scheduled:
-            j = replace(j, node=result.scheduled[j.id], start_time=now)
+            charge = result.excess_flow.get(j.id, 0)
+            j = replace(j, node=result.scheduled[j.id], start_time=now, excess_flow=charge)
         elif j.node is not None and j.gang_id is None and rng is not None and rng.random() < finish:
             continue
         out.append(j)

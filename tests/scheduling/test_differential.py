@@ -147,12 +147,52 @@ def _bulk_world(seed: int):
             for pc in PRIORITY_CLASSES
         )
     queues = tuple(dataclasses.replace(q, decayed_usage=rng.choice([0.0, 0.3])) for q in queues)
-    return Snapshot(queues, classes, nodes, tuple(jobs), config, usage_elapsed=30.0)
+    return _lifetime_limits(
+        Snapshot(queues, classes, nodes, tuple(jobs), config, usage_elapsed=30.0), seed
+    )
+
+
+def _lifetime_limits(snap, seed: int, force: bool = False):
+    """In some bulk worlds (every one with ``force``): the overshoot and budget options, and
+    lifetimes that change along a queue's runs of identical jobs (runs must not mix them)."""
+    rng = random.Random(seed ^ 0xB0D)
+    if rng.random() < 0.4 and not force:
+        return snap
+    config = replace(
+        snap.config,
+        non_preemptible_overshoot=rng.choice([None, 0.0, 0.2]),
+        excess_flow_budget=rng.choice([None, 20.0, 300.0, 3000.0]),
+    )
+    if force:
+        config = replace(config, excess_flow_budget=rng.choice([20.0, 300.0, 3000.0]))
+    jobs = []
+    life = None
+    # A queue that wants little leaves room for the others to go above their fair share.
+    light = snap.queues[0].name if force or rng.random() < 0.5 else None
+    for j in snap.jobs:
+        if j.queue == light and rng.random() < 0.9:
+            continue
+        if rng.random() < 0.05:
+            life = rng.choice([None, 0.0, 60.0, 600.0])
+        if j.node is None:
+            j = replace(j, lifetime=life)
+        elif life and rng.random() < 0.1:
+            j = replace(j, lifetime=life, excess_flow=rng.choice([1000, 10000]))
+        jobs.append(j)
+    return replace(snap, config=config, jobs=tuple(jobs))
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_long_runs_match_reference(seed: int) -> None:
     _same(_bulk_world(seed))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_long_runs_with_lifetime_limits_match_reference(seed: int) -> None:
+    """Runs of identical jobs counted against the non-preemptible overshoot and the
+    excess-flow budget at once (how many stay within the fair share, how many the budget
+    takes) are decided as the reference decides them one job at a time."""
+    _same(_lifetime_limits(_bulk_world(seed + 100), seed, force=True))
 
 
 @pytest.mark.slow

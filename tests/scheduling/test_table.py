@@ -979,6 +979,111 @@ SCENARIOS: list[Scenario] = [
         [Round(jobs("a", 4, "A") + jobs("b", 4, "B"), counts={"A": 2, "B": 2})],
         queues=(Queue("A", decayed_usage=1.0), Queue("B")),
     ),
+    # --- lifetimes: non-preemptible overshoot and excess-flow budget ------------------------
+    Scenario(
+        "non-preemptible overshoot: jobs of infinite lifetime stop at the fair share plus 20%",
+        [node("n0", cpu=8, mem=64)],
+        [
+            # A's fair share is 0.5: its jobs of class np without a lifetime may cost 0.6,
+            # four CPUs of eight. A job of finite lifetime and B's preemptible job pass.
+            Round(
+                [
+                    *jobs("a", 6, "A", pc="np"),
+                    job("f0", "A", pc="np", lifetime=600.0),
+                    job("b0", "B"),
+                ],
+                sched={"a0", "a1", "a2", "a3", "f0", "b0"},
+                reasons={
+                    "a4": "would exceed its fair share by more than non_preemptible_overshoot",
+                    "a5": "non_preemptible_overshoot",
+                },
+            ),
+            # B has left: A's fair share is the whole cluster.
+            Round([], finish={"b0"}, sched={"a4", "a5"}, pre=set()),
+        ],
+        config=SchedulingConfig(non_preemptible_overshoot=0.2),
+    ),
+    Scenario(
+        "non-preemptible overshoot: a gang is checked whole, a smaller job behind it passes",
+        [node("n0", cpu=8, mem=64)],
+        [
+            Round(
+                running(jobs("r", 2, "A", pc="np"), "n0")
+                + running([job("b0", "B")], "n0")
+                + gang("g", 3, "A", pc="np")
+                + [job("s0", "A", pc="np")],
+                sched={"s0"},
+                pre=set(),
+                reasons={f"g{i}": why.NON_PREEMPTIBLE_OVERSHOOT for i in range(3)},
+            )
+        ],
+        config=SchedulingConfig(non_preemptible_overshoot=0.0),
+    ),
+    Scenario(
+        "excess-flow budget: finite lifetimes above the fair share take from it until they leave",
+        [node("n0", cpu=8, mem=64)],
+        [
+            # Ten minutes of one CPU: 10 resource-minutes each, once A is above half the
+            # cluster. The fifth job takes 10 of the 15; the sixth does not fit.
+            Round(
+                [*jobs("a", 6, "A", pc="np", lifetime=600.0), job("b0", "B")],
+                sched={"a0", "a1", "a2", "a3", "a4", "b0"},
+                excess_flow={"a4": 10_000},
+                reasons={"a5": why.EXCESS_FLOW_BUDGET},
+            ),
+            # a4 has left: its 10 resource-minutes are back for a5.
+            Round([], finish={"a4"}, sched={"a5"}, pre=set(), excess_flow={"a5": 10_000}),
+            # Used up again: lifetime 0 and preemptible classes take nothing.
+            Round(
+                [
+                    job("a6", "A", pc="np", lifetime=600.0),
+                    job("z0", "A", pc="np", lifetime=0.0),
+                    job("p0", "A"),
+                ],
+                sched={"z0", "p0"},
+                pre=set(),
+                excess_flow={},
+                reasons={"a6": "excess-flow budget"},
+            ),
+        ],
+        config=SchedulingConfig(excess_flow_budget=15.0),
+    ),
+    Scenario(
+        "excess-flow budget: requests are weighed relative to one CPU",
+        [node("n0", cpu=8, mem=64, gpu=8)],
+        [
+            # 1 CPU + 4 x 2 GPUs for a minute: 9 resource-minutes, once above the fair share.
+            Round(
+                running([job("b0", "B")], "n0")
+                + jobs("a", 4, "A", gpu=2, pc="np", lifetime=60.0),
+                sched={"a0", "a1", "a2"},
+                pre=set(),
+                excess_flow={"a2": 9_000},
+                reasons={"a3": why.EXCESS_FLOW_BUDGET},
+            )
+        ],
+        config=SchedulingConfig(
+            excess_flow_budget=10.0, excess_flow_weights={"nvidia.com/gpu": 4.0}
+        ),
+    ),
+    Scenario(
+        "excess-flow budget: a gang above the fair share needs it for every member",
+        [node("n0", cpu=8, mem=64)],
+        [
+            # Three 2-CPU jobs for ten minutes would need 60 resource-minutes of the 50; the
+            # single job behind keeps A within its fair share and takes nothing.
+            Round(
+                running([job("b0", "B")], "n0")
+                + gang("g", 3, "A", cpu=2, pc="np", lifetime=600.0)
+                + [job("s0", "A", pc="np", lifetime=600.0)],
+                sched={"s0"},
+                pre=set(),
+                excess_flow={},
+                reasons={f"g{i}": why.EXCESS_FLOW_BUDGET for i in range(3)},
+            ),
+        ],
+        config=SchedulingConfig(excess_flow_budget=50.0),
+    ),
     # --- rate limits and lookback ----------------------------------------------------------
     Scenario(
         "global rate limit: a full bucket lets its burst through, then what has refilled",

@@ -87,8 +87,12 @@ def serving(tmp_path: Path, scheduling: str = "", queues: tuple[str, ...] = ("a"
         yield server, api, path
 
 
-def job(cpu: str = "1", memory: str = "1Gi", pc: str = "low") -> submit_pb2.JobSubmitRequestItem:
-    return item({"containers": [container(cpu=cpu, memory=memory)], "priorityClassName": pc})
+def job(cpu: str = "1", memory: str = "1Gi", pc: str = "low",
+        lifetime: int | None = None) -> submit_pb2.JobSubmitRequestItem:
+    pod = {"containers": [container(cpu=cpu, memory=memory)], "priorityClassName": pc}
+    if lifetime is None:
+        return item(pod)
+    return item(pod, annotations={"armadaproject.io/lifetimeSeconds": str(lifetime)})
 
 
 def submit(api: Stubs, queue: str, *items: submit_pb2.JobSubmitRequestItem) -> list[str]:
@@ -238,11 +242,11 @@ def test_resource_multipliers_change_which_queue_wins(tmp_path: Path, multiplier
         assert ids[loser][0] not in leased_jobs(ex)
 
 
-@pytest.mark.parametrize(("half_life", "a_share"), [("3600", 0), (None, 2)])
+@pytest.mark.parametrize(("half_life", "a_share"), [("3600", 0), (None, 2), ("0.001", 2)])
 def test_usage_half_life_puts_a_queue_that_used_a_lot_recently_behind(
         tmp_path: Path, half_life: str | None, a_share: int) -> None:
     block = f"  usage_half_life: {half_life}\n" if half_life else ""
-    with serving(tmp_path, block) as (server, api, _path):
+    with serving(tmp_path, block) as (server, api, path):
         ex = Executor(api.channel, nodes=1, cpu="4", memory="8Gi")
         ex.sync()
         submit(api, "a", *[job(pc="high") for _ in range(4)])  # a uses the whole node...
@@ -253,11 +257,17 @@ def test_usage_half_life_puts_a_queue_that_used_a_lot_recently_behind(
         ex.wait_leases(4)
         held = leased_jobs(ex)
         # Without decayed usage the two alternate (a first, by name); with it, b takes the
-        # node: a still carries nearly its whole past usage after an hour's half-life.
+        # node: a still carries nearly its whole past usage after an hour's half-life. With a
+        # millisecond's, a's past usage is gone by the time the nodes open.
         assert len(held & set(ids["a"])) == a_share
         assert len(held & set(ids["b"])) == 4 - a_share
-        if half_life:
-            assert server.server.scheduler.usage["a"] > 0.9
+        loop = server.server.scheduler
+        if half_life == "3600":
+            assert loop.usage["a"] > 0.9
+            # Reloaded without the option, fairness is on current usage only: no queue
+            # carries a past from the next cycle on.
+            path.write_text(config_text(tmp_path))
+            until(lambda: loop.usage == {}, "decayed usage to be dropped")
 
 
 @pytest.mark.parametrize(("order", "node"), [("[cpu, memory]", "e1-n0"),
@@ -337,6 +347,81 @@ def test_queue_scheduling_rate_and_burst_limit_each_queue(tmp_path: Path) -> Non
         assert len(ex.held) == 4
 
 
+def test_non_preemptible_overshoot_caps_a_queues_jobs_of_infinite_lifetime(
+        tmp_path: Path) -> None:
+    # Class high is not preemptible and the jobs have no lifetime: once leased they stay.
+    # Without the option a takes the whole node by urgency. With an overshoot of 0, a's
+    # share of such jobs stops at its fair share, half the node, and b's job gets in.
+    with serving(tmp_path, "  non_preemptible_overshoot: 0\n") as (_, api, path):
+        ex = Executor(api.channel, nodes=1, cpu="4", memory="16Gi")
+        ex.sync()
+        ids = contest(api, ex, {"a": [job(pc="high") for _ in range(4)], "b": [job()]})
+        ex.wait_leases(3)
+        held = leased_jobs(ex)
+        assert len(held & set(ids["a"])) == 2 and ids["b"][0] in held
+        waiting = [j for j in ids["a"] if j not in held]
+        wait_reasons(api, waiting, reasons.NON_PREEMPTIBLE_OVERSHOOT)
+        ex.sync()
+        assert len(ex.held) == 3
+
+        # Reloaded to 50% above the fair share: a may hold three of the four CPUs.
+        path.write_text(config_text(tmp_path, "  non_preemptible_overshoot: 0.5\n"))
+        ex.wait_leases(4)
+        [last] = [j for j in ids["a"] if j not in leased_jobs(ex)]
+        wait_reasons(api, [last], reasons.NON_PREEMPTIBLE_OVERSHOOT)
+        ex.sync()
+        assert len(ex.held) == 4
+
+
+def test_excess_flow_budget_limits_finite_lifetime_jobs_above_the_fair_share(
+        tmp_path: Path) -> None:
+    # Eight CPUs, a's fair share four. Each of a's jobs runs at least ten minutes on one CPU
+    # (class high with a lifetime): 10 resource-minutes of the budget once a is above its
+    # share. A budget of 15 lets one such job through.
+    with serving(tmp_path, "  excess_flow_budget: 15\n") as (server, api, path):
+        loop = server.server.scheduler
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        ids = contest(api, ex, {"a": [job(pc="high", lifetime=600) for _ in range(6)],
+                                "b": [job()]})
+        ex.wait_leases(6)
+        held = leased_jobs(ex)
+        assert len(held & set(ids["a"])) == 5 and ids["b"][0] in held
+        [sixth] = [j for j in ids["a"] if j not in held]
+        wait_reasons(api, [sixth], reasons.EXCESS_FLOW_BUDGET)
+        assert list(loop.excess_flow.values()) == [10_000]  # thousandths of a minute
+
+        # Reloaded with room for two such jobs: the sixth is leased without a restart.
+        path.write_text(config_text(tmp_path, "  excess_flow_budget: 25\n"))
+        ex.wait_leases(7)
+        charged = sorted(loop.excess_flow)
+        assert len(charged) == 2 and sixth in charged
+
+        # A seventh needs 10 more than the 20 in use: once a charged job has left, its share
+        # of the budget is back.
+        [seventh] = submit(api, "a", job(pc="high", lifetime=600))
+        wait_reasons(api, [seventh], reasons.EXCESS_FLOW_BUDGET)
+        done = ex.lease_of(charged[0])
+        ex.sync(ex.update(done, succeeded=executor_pb2.RunUpdate.Succeeded()))
+        until(lambda: ex.sync() is not None and seventh in leased_jobs(ex), "the seventh lease")
+        until(lambda: set(loop.excess_flow) == {charged[1], seventh}, "the charges to move")
+
+
+def test_excess_flow_weights_price_resources_in_cpus(tmp_path: Path) -> None:
+    # With memory at a quarter of a CPU per GiB, a 1-CPU, 4Gi job for ten minutes costs 20
+    # resource-minutes above the fair share: more than the budget of 15.
+    block = "  excess_flow_budget: 15\n  excess_flow_weights: {memory: 0.25}\n"
+    with serving(tmp_path, block) as (_, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="64Gi")
+        ex.sync()
+        ids = contest(api, ex, {"a": [job(memory="4Gi", pc="high", lifetime=600)
+                                      for _ in range(5)], "b": [job()]})
+        ex.wait_leases(5)
+        held = leased_jobs(ex)
+        assert len(held & set(ids["a"])) == 4 and ids["b"][0] in held
+        wait_reasons(api, [j for j in ids["a"] if j not in held], reasons.EXCESS_FLOW_BUDGET)
+
+
 # --- validation ---------------------------------------------------------------------------
 
 
@@ -379,6 +464,14 @@ def test_queue_scheduling_rate_and_burst_limit_each_queue(tmp_path: Path) -> Non
      "be the last (narrowest) level"),
     ("  topology_levels: ['rack one']\n",
      "scheduling.topology_levels: 'rack one' is not a valid node label name"),
+    ("  non_preemptible_overshoot: -0.1\n",
+     "scheduling.non_preemptible_overshoot: must be at least 0, got -0.1"),
+    ("  excess_flow_budget: plenty\n",
+     "scheduling.excess_flow_budget: must be a number, got 'plenty'"),
+    ("  excess_flow_weights: {memory: -1}\n",
+     "scheduling.excess_flow_weights.memory: must be at least 0, got -1"),
+    ("  excess_flow_weights: 2\n",
+     "scheduling.excess_flow_weights: must be a mapping of resource names to numbers"),
     ("  colour: blue\n", "scheduling.colour: unknown setting"),
     ("  - protected_fraction\n", "scheduling: must be a mapping"),
 ])
@@ -414,6 +507,9 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
   queue-scheduling-rate: 2.5
   queue_scheduling_burst: 10
   topology_levels: [topology/block, topology/rack]
+  non_preemptible_overshoot: 0.2
+  excess-flow-budget: 600
+  excess_flow_weights: {nvidia.com/gpu: 8, memory: 0.25}
 """))
     settings = build(path).scheduling
     assert settings == SchedulingSettings(
@@ -422,7 +518,9 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
         resource_multipliers={"nvidia.com/gpu": 4.0}, usage_half_life=600.0,
         resource_names=("memory", "cpu"), max_queue_lookback=1000, scheduling_rate=50,
         scheduling_burst=200, queue_scheduling_rate=2.5, queue_scheduling_burst=10,
-        topology_levels=("topology/block", "topology/rack"))
+        topology_levels=("topology/block", "topology/rack"),
+        non_preemptible_overshoot=0.2, excess_flow_budget=600,
+        excess_flow_weights={"nvidia.com/gpu": 8, "memory": 0.25})
     model = settings.model()
     assert (model.protected_fraction, model.max_jobs_per_cycle, model.usage_half_life,
             model.resource_names, dict(model.resource_multipliers)) == (
@@ -430,6 +528,9 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
     assert (model.max_queue_lookback, model.scheduling_rate, model.scheduling_burst,
             model.queue_scheduling_rate, model.queue_scheduling_burst) == (1000, 50, 200, 2.5, 10)
     assert model.topology_levels == ("topology/block", "topology/rack")
+    assert (model.non_preemptible_overshoot, model.excess_flow_budget,
+            dict(model.excess_flow_weights)) == (0.2, 600.0,
+                                                 {"nvidia.com/gpu": 8.0, "memory": 0.25})
     assert build(tmp_path / "server.yaml").config_reload_interval == 0.1
 
 

@@ -1,5 +1,6 @@
 """Why a queued job waits, as GetJobDetails says it: the scheduler's reason (stored when it
-changes), then where the job's queue stands against its fair share (added when read).
+changes), then where the job's queue stands against its fair share and the job's place in
+its queue's line (added when read; the place: test_places_in_line.py).
 
 The test speaks the executor protocol itself, as tests/server/test_scheduling_loop.py does.
 """
@@ -48,9 +49,11 @@ def test_a_waiting_job_says_why_and_where_its_queue_stands(
     said = details(api, mine)
     assert said.state == submit_pb2.QUEUED
     assert said.scheduling_reason == (
-        "0 of 2 matching nodes have 4 cpu, 1Gi memory free; queue q at 2.0x its fair share")
+        "0 of 2 matching nodes have 4 cpu, 1Gi memory free; queue q at 2.0x its fair share; "
+        "1st in line of 1 queued")
     assert details(api, theirs.job_id).scheduling_reason == (
-        "0 of 2 matching nodes have 4 cpu, 1Gi memory free; queue other at 0.0x its fair share")
+        "0 of 2 matching nodes have 4 cpu, 1Gi memory free; queue other at 0.0x its fair "
+        "share; 1st in line of 1 queued")
     # Only the scheduler's part is stored: the queue's standing does not rewrite it each cycle.
     store = server.server.store
     assert store is not None

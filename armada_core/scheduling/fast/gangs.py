@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import reasons, topology
 from ..nodedb import INF, best_fit_order, fit_counts
-from .limits import class_limit, cycle_limit
+from .limits import class_limit, cycle_limit, gang_charges, gang_limit, take_charges
 from .nodes import place_one, static
 from .outcomes import commit_run, fail_rows
 from .state import CycleState, Item, Shape
@@ -26,18 +26,20 @@ from .victims import urgency_possible
 def queued_gang(st: CycleState, q: int, item: Item) -> None:
     """Limits for the gang as a whole, then its placement (or its jobs' reason)."""
     members = item.members
-    reason = cycle_limit(st, q, item) or class_limit(st, q, members)
+    reason = cycle_limit(st, q, item) or class_limit(st, q, members) or gang_limit(st, q, item)
     if reason is not None:
         fail_rows(st, np.array(members), reason)
         return
+    charges = gang_charges(st, q, item)
     if topology.applies(st.cfg.topology_levels, len(members)):
-        _topology_gang(st, q, item)
+        _topology_gang(st, q, item, charges)
         return
-    _plain_gang(st, q, item)
+    _plain_gang(st, q, item, charges)
 
 
-def _plain_gang(st: CycleState, q: int, item: Item) -> None:
-    """A gang placed without topology: anywhere, or on one value of its uniformity label."""
+def _plain_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -> None:
+    """A gang placed without topology: anywhere, or on one value of its uniformity label;
+    the members placed take their budget ``charges``."""
     members = item.members
     shapes = {int(st.shape_of_job[i]) for i in members}
     if len(shapes) == 1:
@@ -46,11 +48,11 @@ def _plain_gang(st: CycleState, q: int, item: Item) -> None:
         if sh.cands is None:
             static(st, sh, s)
         if not urgency_possible(st, sh.pcp):
-            _identical_gang(st, q, item, s, sh)
+            _identical_gang(st, q, item, s, sh, charges)
             return
         if _cannot_fit(st, item, s, sh):
             return
-    _generic_gang(st, q, item)
+    _generic_gang(st, q, item, charges)
 
 
 def labels(st: CycleState, label: str) -> tuple[list[str], np.ndarray]:
@@ -119,7 +121,9 @@ def _cannot_fit(st: CycleState, item: Item, s: int, sh: Shape) -> bool:
 # --- identical members, nothing to displace by urgency: simulate, then apply --------------
 
 
-def _identical_gang(st: CycleState, q: int, item: Item, s: int, sh: Shape) -> None:
+def _identical_gang(
+    st: CycleState, q: int, item: Item, s: int, sh: Shape, charges: dict[int, int]
+) -> None:
     cache_key = (s, len(item.members), item.minimum, item.label)
     if _failed_before(st, item, cache_key):
         return
@@ -127,7 +131,7 @@ def _identical_gang(st: CycleState, q: int, item: Item, s: int, sh: Shape) -> No
     if isinstance(found, str):
         _fail(st, item, cache_key, found)
         return
-    _apply(st, q, item.members, found)
+    _apply(st, q, item.members, found, charges)
 
 
 def _anywhere(st: CycleState, item: Item, sh: Shape) -> list[tuple[int, int]] | str:
@@ -202,8 +206,15 @@ def _simulate(
     return placed, worst
 
 
-def _apply(st: CycleState, q: int, members: list[int], placed: list[tuple[int, int]]) -> None:
-    """Commit a simulated placement; members beyond it (an elastic gang's rest) fail."""
+def _apply(
+    st: CycleState,
+    q: int,
+    members: list[int],
+    placed: list[tuple[int, int]],
+    charges: dict[int, int],
+) -> None:
+    """Commit a simulated placement; members beyond it (an elastic gang's rest) fail; the
+    members placed take their budget charges."""
     nodes: list[int] = []
     for n, c in placed:
         nodes.extend([n] * c)
@@ -212,6 +223,7 @@ def _apply(st: CycleState, q: int, members: list[int], placed: list[tuple[int, i
         st.db.add_fixed(n, st.req[s], INF, c)
     p = len(nodes)
     commit_run(st, q, st.shapes[s], np.array(members[:p]), nodes)
+    take_charges(st, q, members[:p], charges)
     for i in members[p:]:
         st.result.failed[st.ids[i]] = reasons.GANG_ELASTIC_REST
 
@@ -219,7 +231,7 @@ def _apply(st: CycleState, q: int, members: list[int], placed: list[tuple[int, i
 # --- any gang: member by member, tentatively ------------------------------------------------
 
 
-def _generic_gang(st: CycleState, q: int, item: Item) -> None:
+def _generic_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -> None:
     members, minimum, label = item.members, item.minimum, item.label
     if label is None:
         saved = _begin(st)
@@ -230,6 +242,7 @@ def _generic_gang(st: CycleState, q: int, item: Item) -> None:
             return
         st.journal = None
         _elastic_rest(st, members, attempt[0])
+        take_charges(st, q, [i for i in members if i in attempt[0]], charges)
         return
     values, of = labels(st, label)
     best_key, best_value = None, None
@@ -250,6 +263,7 @@ def _generic_gang(st: CycleState, q: int, item: Item) -> None:
     attempt = _try(st, q, members, minimum, of == best_value)
     assert not isinstance(attempt, str)
     _elastic_rest(st, members, attempt[0])
+    take_charges(st, q, [i for i in members if i in attempt[0]], charges)
 
 
 def _try(
@@ -292,12 +306,14 @@ def _begin(st: CycleState) -> tuple:
         st.rebuild,
         [list(u) for u in st.usage],
         list(st.new_by_q),
+        None if st.alloc_infinite is None else [list(a) for a in st.alloc_infinite],
     )
 
 
 def _rollback(st: CycleState, saved: tuple) -> None:
     """Undo tentative work. Epochs move forward, so no cache sees the undone state."""
-    db_saved, alloc, alloc_class, new_total, new_count, rebuild, usage, new_by_q = saved
+    db_saved, alloc, alloc_class, new_total, new_count, rebuild, usage, new_by_q, inf = saved
+    st.alloc_infinite = inf
     st.usage = usage
     st.new_by_q = new_by_q
     st.hold_epoch += 1
@@ -316,13 +332,14 @@ def _rollback(st: CycleState, saved: tuple) -> None:
 # --- topology: the narrowest domain that holds the gang -------------------------------------
 
 
-def _topology_gang(st: CycleState, q: int, item: Item) -> None:
+def _topology_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -> None:
     """A gang in one domain of the narrowest topology level that holds it, within its
     maximum hops (SEMANTICS.md, "Topology"), chosen exactly as the reference does: by most
     members placed, lowest worst stage, narrowest level, least free left on the domain's
     nodes, smallest key. Domains that could not hold the gang even if everything that may
     give way did are not tried. When no narrower domain holds it and the whole cluster is
-    allowed, the gang is placed as without topology (the cluster level is exactly that)."""
+    allowed, the gang is placed as without topology (the cluster level is exactly that). The
+    members placed take their budget ``charges``."""
     members, minimum, label = item.members, item.minimum, item.label
     want = len(members)
     max_hops = st.jobs[members[0]].gang_max_hops
@@ -344,7 +361,7 @@ def _topology_gang(st: CycleState, q: int, item: Item) -> None:
     best: Any = None
     for rank, level in enumerate(topo.levels):
         if level.label is None and best_key is None:
-            _plain_gang(st, q, item)
+            _plain_gang(st, q, item, charges)
             return
         of = dom_of[rank]
         if sh is not None:
@@ -353,7 +370,7 @@ def _topology_gang(st: CycleState, q: int, item: Item) -> None:
                 # Beats every other domain of this level, and the narrower levels had no
                 # such placement (or they would have stopped the search).
                 placed, _ = _simulate(st, sh, sh.cands[of[sh.cands] == d], want)
-                _apply(st, q, members, placed)
+                _apply(st, q, members, placed, charges)
                 return
         for d in np.flatnonzero(_may_hold(st, item, sh, of, len(level.keys))).tolist():
             rows = rows_of[rank][d]
@@ -390,11 +407,12 @@ def _topology_gang(st: CycleState, q: int, item: Item) -> None:
             fail_rows(st, np.array(members), reason)
         return
     if simulate:
-        _apply(st, q, members, best)
+        _apply(st, q, members, best, charges)
         return
     attempt = _try(st, q, members, minimum, best)
     assert not isinstance(attempt, str)
     _elastic_rest(st, members, attempt[0])
+    take_charges(st, q, [i for i in members if i in attempt[0]], charges)
 
 
 def _topology(

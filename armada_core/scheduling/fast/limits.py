@@ -2,7 +2,9 @@
 per-queue class caps, checked for a gang as a whole or counted for a run of identical jobs.
 
 When several limits stop a run, the reason is the first that fails in this order: jobs per
-cycle, fraction per cycle, global rate, queue rate, class cap.
+cycle, fraction per cycle, global rate, queue rate, class cap, non-preemptible overshoot,
+excess-flow budget. A run never mixes lifetimes when the last two are on (``order``), so its
+jobs are all of infinite lifetime, or all charge the same to the budget.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .. import reasons
+from ..fairness import budget_charge, infinite_lifetime, weighted_request
 from ..ratelimit import allowance
 from .state import CycleState, Item, Shape
 
@@ -70,9 +73,17 @@ def class_limit(st: CycleState, q: int, members: list[int]) -> str | None:
     return None
 
 
-def run_limits(st: CycleState, q: int, sh: Shape, m: int) -> tuple[int, str | None]:
-    """How many of ``m`` identical queued jobs the limits let through, and the reason that
-    stops the rest (None when all pass)."""
+def run_limits(
+    st: CycleState,
+    q: int,
+    sh: Shape,
+    m: int,
+    lifetime: float | None,
+    plan: tuple[int, int] | None,
+) -> tuple[int, str | None]:
+    """How many of ``m`` identical queued jobs (of one ``lifetime``; ``plan`` from
+    ``budget_plan``) the limits let through, and the reason that stops the rest (None when
+    all pass)."""
     cfg = st.cfg
     c_jobs = m
     if cfg.max_jobs_per_cycle is not None:
@@ -97,7 +108,17 @@ def run_limits(st: CycleState, q: int, sh: Shape, m: int) -> tuple[int, str | No
     own = st.q_rate[q]
     if own is not None:
         c_qrate = max(0, min(m, own - st.new_by_q[q]))
-    b = min(c_jobs, c_res, c_rate, c_qrate, c_cls, m)
+    c_inf = m
+    if st.infinite_limit is not None and infinite_lifetime(sh.preemptible, lifetime):
+        assert st.alloc_infinite is not None
+        c_inf = count_cost_within(st, st.alloc_infinite[q], sh.req_t, st.infinite_limit[q], m)
+    c_budget = m
+    if plan is not None:
+        assert st.budget is not None
+        below, charge = plan
+        left = st.budget - st.budget_used[q]
+        c_budget = min(m, below + (left // charge if left >= 0 else 0))
+    b = min(c_jobs, c_res, c_rate, c_qrate, c_cls, c_inf, c_budget, m)
     if b >= m:
         return m, None
     if c_jobs == b:
@@ -108,7 +129,102 @@ def run_limits(st: CycleState, q: int, sh: Shape, m: int) -> tuple[int, str | No
         return b, reasons.GLOBAL_RATE_LIMIT
     if c_qrate == b:
         return b, reasons.QUEUE_RATE_LIMIT
-    return b, reasons.queue_class_limit(sh.pc)
+    if c_cls == b:
+        return b, reasons.queue_class_limit(sh.pc)
+    if c_inf == b:
+        return b, reasons.NON_PREEMPTIBLE_OVERSHOOT
+    return b, reasons.EXCESS_FLOW_BUDGET
+
+
+def count_cost_within(
+    st: CycleState, base: list[int], req: tuple[int, ...], limit: float, m: int
+) -> int:
+    """Largest c <= m with cost(base + c * req) <= limit, each cost computed as the reference
+    computes it (cost only grows with c, so a bisection finds it)."""
+    cost = st.costs.cost
+
+    def within(c: int) -> bool:
+        return cost([b + c * r for b, r in zip(base, req, strict=True)]) <= limit
+
+    if within(m):
+        return m
+    if not within(0):
+        return 0
+    lo, hi = 0, m
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if within(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def charge_of(st: CycleState, sh: Shape, lifetime: float | None) -> int:
+    """What one job of the shape and lifetime takes from the budget above fair share."""
+    if sh.weighted is None:
+        sh.weighted = weighted_request(st.dims, sh.req_t, st.cfg.excess_flow_weights)
+    return budget_charge(sh.preemptible, lifetime, sh.weighted)
+
+
+def budget_plan(
+    st: CycleState, q: int, sh: Shape, lifetime: float | None, m: int
+) -> tuple[int, int] | None:
+    """For a run of ``m`` identical jobs that charge the budget: how many of them keep the
+    queue at or below its fair share (those take nothing; the rest each take the charge),
+    and the charge. None when the run takes nothing from the budget."""
+    if st.budget is None:
+        return None
+    charge = charge_of(st, sh, lifetime)
+    if charge == 0:
+        return None
+    return count_cost_within(st, st.alloc[q], sh.req_t, st.fair[q], m), charge
+
+
+def gang_limit(st: CycleState, q: int, item: Item) -> str | None:
+    """Non-preemptible overshoot, then the excess-flow budget, for a queued gang as a whole."""
+    jobs, members = st.jobs, item.members
+    if st.infinite_limit is not None:
+        assert st.alloc_infinite is not None
+        extra: list[int] | None = None
+        for i in members:
+            sh = st.shapes[st.shape_of_job[i]]
+            if infinite_lifetime(sh.preemptible, jobs[i].lifetime):
+                extra = [a + b for a, b in zip(extra or [0] * len(sh.req_t), sh.req_t, strict=True)]
+        if extra is not None:
+            have = [a + b for a, b in zip(st.alloc_infinite[q], extra, strict=True)]
+            if st.costs.cost(have) > st.infinite_limit[q]:
+                return reasons.NON_PREEMPTIBLE_OVERSHOOT
+    if st.budget is not None:
+        charges = gang_charges(st, q, item)
+        if charges and st.budget_used[q] + sum(charges.values()) > st.budget:
+            return reasons.EXCESS_FLOW_BUDGET
+    return None
+
+
+def gang_charges(st: CycleState, q: int, item: Item) -> dict[int, int]:
+    """What each member takes from the budget if placed: nothing unless the queue's cost with
+    the whole gang is above its fair share (decided before placing)."""
+    if st.budget is None:
+        return {}
+    alloc = [a + b for a, b in zip(st.alloc[q], item.total, strict=True)]
+    if not st.costs.cost(alloc) > st.fair[q]:
+        return {}
+    out = {}
+    for i in item.members:
+        charge = charge_of(st, st.shapes[st.shape_of_job[i]], st.jobs[i].lifetime)
+        if charge:
+            out[i] = charge
+    return out
+
+
+def take_charges(st: CycleState, q: int, rows: list[int], charge: int | dict[int, int]) -> None:
+    """Placed jobs take their charge (one for all, or per row) from the queue's budget."""
+    for i in rows:
+        c = charge if isinstance(charge, int) else charge.get(i, 0)
+        if c:
+            st.budget_used[q] += c
+            st.result.excess_flow[st.ids[i]] = c
 
 
 def _count_within(have: int, step: int, limit: float, m: int) -> int:

@@ -14,7 +14,7 @@ from .. import reasons
 from ..constraints import node_admits, taints_tolerated
 from ..model import Job
 from ..nodedb import INF, best_fit_order, fit_counts
-from .limits import run_limits
+from .limits import budget_plan, run_limits, take_charges
 from .outcomes import commit_run, fail_rows
 from .queues import Repeat, wins
 from .state import CycleState, Shape
@@ -71,7 +71,12 @@ def queued_run(st: CycleState, q: int, neg_p: int, bound: tuple | None, pos: int
     sh = st.shapes[s]
     if sh.cands is None:
         static(st, sh, s)
-    c_lim, lim_reason = run_limits(st, q, sh, m)
+    # With the lifetime limits on, a run's jobs share their lifetime (``order._cut_runs``).
+    lifetime = None
+    if st.infinite_limit is not None or st.budget is not None:
+        lifetime = st.jobs[int(rows[0])].lifetime
+    plan = budget_plan(st, q, sh, lifetime, m)
+    c_lim, lim_reason = run_limits(st, q, sh, m, lifetime, plan)
     if c_lim == 0:
         fail_rows(st, rows, lim_reason)  # type: ignore[arg-type]
         return m
@@ -85,6 +90,9 @@ def queued_run(st: CycleState, q: int, neg_p: int, bound: tuple | None, pos: int
     p = len(placed)
     if p:
         commit_run(st, q, sh, rows[:p], placed)
+        if plan is not None and p > plan[0]:
+            # Jobs past the first ``plan[0]`` took the queue above its fair share.
+            take_charges(st, q, rows[plan[0] : p].tolist(), plan[1])
     if stopped:
         # Either an urgency preemption changed other queues' costs, or placement paused
         # before one: re-evaluate every queue from here.

@@ -197,6 +197,12 @@ def _cut_runs(st: CycleState, codes: np.ndarray, qs: np.ndarray) -> None:
     cls[:] = 2 * st.shape_of_job[safe]
     cls[run_flag] = 2 * st.job_pcp[safe[run_flag]] + 1 + 2 * 10**9
     cls[~single] = -1 - np.arange(int((~single).sum()))
+    life = None
+    if st.infinite_limit is not None or st.budget is not None:
+        # The lifetime limits count a run as jobs of one lifetime: runs do not mix them.
+        lifetimes = map(attrgetter("lifetime"), st.jobs)
+        every = np.fromiter((np.inf if t is None else t for t in lifetimes), dtype=np.float64)
+        life = np.where(single & ~run_flag, every[safe], 0.0)
     bounds = np.flatnonzero(np.diff(qs)) + 1
     for q_start, q_end in zip(
         np.concatenate(([0], bounds)).tolist(),
@@ -206,7 +212,11 @@ def _cut_runs(st: CycleState, codes: np.ndarray, qs: np.ndarray) -> None:
         q = int(qs[q_start])
         seq = codes[q_start:q_end]
         c = cls[q_start:q_end]
-        change = np.flatnonzero(c[1:] != c[:-1]) + 1
+        differs = c[1:] != c[:-1]
+        if life is not None:
+            lf = life[q_start:q_end]
+            differs |= lf[1:] != lf[:-1]
+        change = np.flatnonzero(differs) + 1
         ends = np.concatenate((change, [len(seq)]))
         st.seq[q] = seq
         st.seg_end[q] = np.repeat(ends, np.diff(np.concatenate(([0], ends))))

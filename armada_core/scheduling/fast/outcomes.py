@@ -7,6 +7,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from ..fairness import infinite_lifetime
 from ..model import SchedulingResult
 from .state import CycleState, Shape
 
@@ -46,6 +47,13 @@ def commit_run(st: CycleState, q: int, sh: Shape, rows: np.ndarray, placed: list
             usage[d] += v
     st.new_count += p
     st.new_by_q[q] += p
+    if st.alloc_infinite is not None and not sh.preemptible:
+        jobs = st.jobs
+        n_inf = sum(1 for i in rows.tolist() if infinite_lifetime(False, jobs[i].lifetime))
+        if n_inf:
+            st.alloc_infinite[q] = [
+                a + n_inf * b for a, b in zip(st.alloc_infinite[q], sh.req_t, strict=True)
+            ]
 
 
 def finish(st: CycleState) -> SchedulingResult:

@@ -7,10 +7,19 @@ when many candidates are compared at once), so queues compare exactly as in the 
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import numpy as np
 
-from ..fairness import protected_queues, usage_offsets
-from .state import CycleState, sum_by
+from ..fairness import (
+    budget_units,
+    fair_shares,
+    infinite_lifetime,
+    overshoot_limits,
+    protected_queues,
+    usage_offsets,
+)
+from .state import CycleState, pick, sum_by
 
 #: Candidate prefixes a queue's first win check looks at; the window grows fourfold after.
 _PROBE = 64
@@ -43,6 +52,20 @@ def fair_share(st: CycleState) -> np.ndarray:
     st.q_weight = [weights.get(n, 1.0) for n in st.qnames]
     st.q_offset = [offsets.get(n, 0.0) for n in st.qnames]
     st.usage = start.tolist()
+    fair = fair_shares(weights) if weights else {}
+    st.fair = [fair.get(n, 0.0) for n in st.qnames]
+    overshoot = st.cfg.non_preemptible_overshoot
+    if overshoot is not None:
+        limits = overshoot_limits(weights, overshoot) if weights else {}
+        st.infinite_limit = [limits.get(n, 0.0) for n in st.qnames]
+    st.budget = budget_units(st.cfg.excess_flow_budget)
+    st.budget_used = [0] * nq
+    if st.budget is not None and len(held):
+        # What running jobs hold of the budget: few jobs carry a charge, so plain Python.
+        charges = map(attrgetter("excess_flow"), pick(st.jobs, held))
+        for q, charge in zip(qidx[held].tolist(), charges, strict=True):
+            if charge:
+                st.budget_used[q] += charge
     return np.array([n in protected for n in st.qnames], dtype=bool)
 
 
@@ -61,6 +84,17 @@ def charge_holders(st: CycleState, holding: np.ndarray) -> None:
     st.alloc_class = {}
     for q, c in zip(*np.nonzero(by_class.any(axis=2)), strict=True):
         st.alloc_class[(int(q), st.class_names[int(c)])] = by_class[q, c].tolist()
+    if st.infinite_limit is not None:
+        # Jobs of infinite lifetime are never evicted: all of them are among the holders.
+        fixed = np.array([not sh.preemptible for sh in st.shapes], dtype=bool)
+        cand = acc[fixed[shape[acc]]]
+        rows = [
+            i
+            for i, j in zip(cand.tolist(), pick(st.jobs, cand), strict=True)
+            if infinite_lifetime(False, j.lifetime)
+        ]
+        inf_rows = np.array(rows, dtype=np.int64)
+        st.alloc_infinite = sum_by(qidx[inf_rows], shape[inf_rows], nq, req).tolist()
 
 
 def add_class(st: CycleState, q: int, pc: str, vec: list[int], sign: int = 1) -> None:

@@ -77,6 +77,7 @@ class Shape:
         "req",
         "req_t",
         "static_reason",
+        "weighted",
     )
 
     def __init__(self, req: np.ndarray, pc_name: str, pc: PriorityClass | None):
@@ -101,6 +102,8 @@ class Shape:
         # Grow epoch at which nothing more fits without displacing anything.
         self.a_exhausted = -1
         self.memo: dict = {}  # ``NodeDb.best_free`` resume points for this shape
+        # The request weighed for the excess-flow budget (``fairness.weighted_request``).
+        self.weighted: float | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -187,6 +190,11 @@ class CycleState:
     #: Per queue, what it holds plus its evicted jobs not yet back: the basis of its fraction
     #: of fair share when victims are chosen.
     usage: list[list[int]] = field(init=False)
+    #: Plain fair share per queue (0 when inactive): the excess-flow budget is charged above it.
+    fair: list[float] = field(init=False)
+    #: Cost each queue's infinite-lifetime jobs may reach; None without
+    #: ``non_preemptible_overshoot``.
+    infinite_limit: list[float] | None = None
 
     # --- eviction (``eviction.py``) ---------------------------------------------------------
     #: Priority at or below which a running job holding its node gives way to urgency
@@ -217,6 +225,12 @@ class CycleState:
     alloc: list[list[int]] = field(init=False)
     #: What each (queue, class) holds, for per-queue class caps.
     alloc_class: dict[tuple[int, str], list[int]] = field(init=False)
+    #: What each queue's infinite-lifetime jobs hold (None without the overshoot option).
+    alloc_infinite: list[list[int]] | None = None
+    #: The excess-flow budget (thousandths of a resource-minute; None: no budget), what each
+    #: queue's running and newly placed jobs hold of it, and each shape's weighted request.
+    budget: int | None = None
+    budget_used: list[int] = field(init=False)
     #: New jobs this cycle: their total requests, count, and count per queue (per-cycle and
     #: rate limits, and the rate tokens taken).
     new_total: list[int] = field(init=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import reasons, topology
 from ..model import Job
-from .limits import class_limit, first_limit
+from .limits import budget_charges, charge_placed, class_limit, first_limit
 from .nodes import Rank, no_room, place
 from .state import INF, CycleState, Item, NodeState, add, fits
 
@@ -53,56 +53,66 @@ def schedule_queued(state: CycleState, item: Item) -> None:
         for j in members:
             state.result.unscheduled[j.id] = reason
         return
+    charges = budget_charges(state, item)
     if len(members) == 1 and members[0].gang_id is None:
         outcome = place(state, members[0], None)
         if outcome == reasons.NO_CAPACITY:
             outcome = no_room(state, members[0])
         if isinstance(outcome, str):
             state.result.unscheduled[members[0].id] = outcome
+        else:
+            charge_placed(state, members, charges)
         return
     minimum = max(1, min(members[0].min_cardinality, len(members)))
     label = members[0].gang_uniformity_label
     if topology.applies(state.snapshot.config.topology_levels, len(members)):
-        place_topology_gang(state, members, minimum, label)
+        placed = place_topology_gang(state, members, minimum, label)
     elif label is None:
-        place_gang(state, members, minimum)
+        placed = place_gang(state, members, minimum)
     else:
-        place_uniform_gang(state, members, minimum, label)
+        placed = place_uniform_gang(state, members, minimum, label)
+    charge_placed(state, [j for j in members if j.id in placed], charges)
 
 
-def place_gang(state: CycleState, members: list[Job], minimum: int) -> None:
-    """A gang on any nodes, or none of it."""
+def place_gang(state: CycleState, members: list[Job], minimum: int) -> set[str]:
+    """A gang on any nodes, or none of it; returns the members placed."""
     saved = state.save()
     attempt = try_gang(state, members, minimum, None)
     if isinstance(attempt, str):
         state.restore(saved)
         for j in members:
             state.result.unscheduled[j.id] = reasons.gang_failed(attempt)
-        return
+        return set()
     fail_unplaced(state, members, attempt[0])
+    return attempt[0]
 
 
-def place_uniform_gang(state: CycleState, members: list[Job], minimum: int, label: str) -> None:
-    """A gang on the nodes of the best value of its uniformity label, or none of it."""
+def place_uniform_gang(
+    state: CycleState, members: list[Job], minimum: int, label: str
+) -> set[str]:
+    """A gang on the nodes of the best value of its uniformity label, or none of it; returns
+    the members placed."""
     value = best_value(state, members, minimum, label)
     if value is None:
         for j in members:
             state.result.unscheduled[j.id] = reasons.gang_uniformity_failed(label)
-        return
+        return set()
     attempt = try_gang(state, members, minimum, nodes_with(state, label, value))
     assert not isinstance(attempt, str)
     fail_unplaced(state, members, attempt[0])
+    return attempt[0]
 
 
 def place_topology_gang(
     state: CycleState, members: list[Job], minimum: int, label: str | None
-) -> None:
+) -> set[str]:
     """A gang in one domain of the narrowest topology level that holds it, within its
     maximum hops (SEMANTICS.md, "Topology"). Every domain of a level is tried (split by
     the uniformity label's value when the gang names one); the winner has the most members
     placed, then the lowest worst stage, then the narrowest level, then the least free
     resources left on its nodes, then the smallest key. Once a level places the whole gang
-    without displacing anything, no wider level can win and none is tried."""
+    without displacing anything, no wider level can win and none is tried. Returns the
+    members placed."""
     levels = state.snapshot.config.topology_levels
     max_hops = members[0].gang_max_hops
     topo = topology.gang_topology([ns.node for ns in state.nodes], levels, label, max_hops)
@@ -138,10 +148,11 @@ def place_topology_gang(
             why = reasons.gang_failed(cluster_reason)
         for j in members:
             state.result.unscheduled[j.id] = why
-        return
+        return set()
     attempt = try_gang(state, members, minimum, best)
     assert not isinstance(attempt, str)
     fail_unplaced(state, members, attempt[0])
+    return attempt[0]
 
 
 def best_value(state: CycleState, members: list[Job], minimum: int, label: str) -> str | None:

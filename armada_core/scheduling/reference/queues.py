@@ -8,7 +8,7 @@ victims, the fraction of fair share.
 from __future__ import annotations
 
 from .. import reasons
-from ..fairness import protected_queues, usage_offsets
+from ..fairness import fair_shares, overshoot_limits, protected_queues, usage_offsets
 from ..model import Job
 from .state import CycleState, add
 
@@ -53,6 +53,12 @@ def weigh_queues(state: CycleState, running: list[Job], queued: list[Job]) -> se
         state.snapshot.usage_elapsed,
         cfg.usage_half_life,
     )
+    state.fair = fair_shares(state.weights) if active else {}
+    if cfg.non_preemptible_overshoot is not None and active:
+        state.infinite_limit = overshoot_limits(state.weights, cfg.non_preemptible_overshoot)
+    state.budget_used = {q: 0 for q in active}
+    for job in accounted:
+        state.budget_used[job.queue] += job.excess_flow
     return protected_queues(shares, state.weights, demands, cfg.protected_fraction)
 
 

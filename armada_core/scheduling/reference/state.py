@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..constraints import node_order
-from ..fairness import CostModel, resource_dims
+from ..fairness import CostModel, budget_charge, infinite_lifetime, resource_dims, weighted_request
 from ..model import Job, Node, PriorityClass, Queue, SchedulingResult, Snapshot
 
 INF = float("inf")
@@ -112,6 +112,7 @@ class Saved:
     nodes: list[tuple[Held, Evicted]]
     alloc: defaultdict[str, list[int]]
     alloc_by_class: defaultdict[tuple[str, str], list[int]]
+    alloc_infinite: defaultdict[str, list[int]]
     new_total: list[int]
     new_count: int
     new_by_queue: dict[str, int]
@@ -136,6 +137,13 @@ class CycleState:
     #: Weight and usage offset of each active queue (set by ``queues.weigh_queues``).
     weights: dict[str, float] = field(default_factory=dict)
     offsets: dict[str, float] = field(default_factory=dict)
+    #: Plain fair share of each active queue, and the cost its infinite-lifetime jobs may
+    #: reach (with ``non_preemptible_overshoot``).
+    fair: dict[str, float] = field(default_factory=dict)
+    infinite_limit: dict[str, float] = field(default_factory=dict)
+    #: Excess-flow budget each queue's running jobs hold (``Job.excess_flow``), then what
+    #: jobs placed this cycle took; thousandths of a resource-minute.
+    budget_used: dict[str, int] = field(default_factory=dict)
     #: Running jobs by id, and each one's running gang, preempted as a unit (set by eviction).
     running: dict[str, Job] = field(default_factory=dict)
     gang_of: dict[str, list[Job]] = field(default_factory=dict)
@@ -145,6 +153,8 @@ class CycleState:
     #: Requests of what each queue holds, in total and per class (an absent queue holds 0).
     alloc: defaultdict[str, list[int]]
     alloc_by_class: defaultdict[tuple[str, str], list[int]]
+    #: Requests of each queue's jobs of infinite lifetime (``non_preemptible_overshoot``).
+    alloc_infinite: defaultdict[str, list[int]]
     #: New jobs scheduled this cycle and their total (what per-cycle limits count).
     new_total: list[int]
     new_count: int = 0
@@ -174,6 +184,7 @@ class CycleState:
             nodes=[NodeState(n, i, capacity_of(n, dims)) for i, n in enumerate(nodes)],
             alloc=defaultdict(lambda: [0] * width),
             alloc_by_class=defaultdict(lambda: [0] * width),
+            alloc_infinite=defaultdict(lambda: [0] * width),
             new_total=[0] * width,
         )
 
@@ -194,6 +205,17 @@ class CycleState:
         """Whether the job counts towards its queue: known queue and class."""
         return job.queue in self.queues and job.priority_class in self.classes
 
+    def infinite(self, job: Job) -> bool:
+        """Never taken back once running: class not preemptible, no finite lifetime."""
+        return infinite_lifetime(self.classes[job.priority_class].preemptible, job.lifetime)
+
+    def charge(self, job: Job) -> int:
+        """What the job takes from the excess-flow budget if placed above fair share."""
+        weighted = weighted_request(
+            self.dims, self.vec(job), self.snapshot.config.excess_flow_weights
+        )
+        return budget_charge(self.classes[job.priority_class].preemptible, job.lifetime, weighted)
+
     def node_of(self, job: Job) -> NodeState:
         """The node a running job runs on."""
         return self.nodes[self.node_index[job.node]]  # type: ignore[index]
@@ -213,6 +235,8 @@ class CycleState:
         self.alloc[job.queue] = add(self.alloc[job.queue], delta)
         key = (job.queue, job.priority_class)
         self.alloc_by_class[key] = add(self.alloc_by_class[key], delta)
+        if self.infinite(job):
+            self.alloc_infinite[job.queue] = add(self.alloc_infinite[job.queue], delta)
 
     def save(self) -> Saved:
         """Copy what a gang attempt may change. ``restore`` hands the copies back to the
@@ -222,6 +246,7 @@ class CycleState:
             nodes=[(dict(ns.held), dict(ns.evicted)) for ns in self.nodes],
             alloc=self.alloc.copy(),
             alloc_by_class=self.alloc_by_class.copy(),
+            alloc_infinite=self.alloc_infinite.copy(),
             new_total=list(self.new_total),
             new_count=self.new_count,
             new_by_queue=dict(self.new_by_queue),
@@ -236,6 +261,7 @@ class CycleState:
             ns.evicted = evicted
         self.alloc = saved.alloc
         self.alloc_by_class = saved.alloc_by_class
+        self.alloc_infinite = saved.alloc_infinite
         self.new_total = saved.new_total
         self.new_count = saved.new_count
         self.new_by_queue = saved.new_by_queue

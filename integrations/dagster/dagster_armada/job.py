@@ -28,7 +28,6 @@ from armada_core.api import event_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
 from armada_core.client import (
     ArmadaError,
-    JobLogFollower,
     JobResult,
     PodSpecLike,
     gang_items,
@@ -39,9 +38,9 @@ from armada_core.client.lifecycle import (
     ATTEMPT_ANNOTATION,
     Submission,
     TaskIdentity,
-    WaitingReporter,
     result_payload,
     submit_or_reattach,
+    wait,
 )
 from armada_core.client.reattach import LIVE_STATES
 from armada_core.retry import OutcomeReport
@@ -290,9 +289,7 @@ class ArmadaJobRun:
 class _Timeline:
     """When each job started its latest run and ended, from the events' own timestamps."""
 
-    def __init__(self, context: AnyContext, job_ids: Sequence[str]) -> None:
-        self.context = context
-        self.gang = len(job_ids) > 1
+    def __init__(self) -> None:
         self.started: dict[str, float] = {}
         self.ended: dict[str, float] = {}
 
@@ -304,16 +301,8 @@ class _Timeline:
         when = event.created.ToNanoseconds() / 1e9 if event.HasField("created") else None
         if kind == "running" and when is not None:
             self.started[result.job_id] = when
-            self.context.log.info(f"Armada job {result.job_id} is running on "
-                                  f"{result.node or 'a node'}")
         elif kind in ("succeeded", "failed", "cancelled", "preempted") and when is not None:
             self.ended[result.job_id] = when
-        if kind == "failed" and event.retryable:
-            self.context.log.warning(f"Armada job {result.job_id} failed "
-                                     f"({event.reason or 'no reason given'}); the server "
-                                     "retries it")
-        elif kind == "preempted":
-            self.context.log.warning(f"Armada job {result.job_id} was preempted")
 
 
 def _line_forwarder(context: AnyContext, armada: ArmadaResource, gang: bool,
@@ -376,53 +365,37 @@ def run_items(context: AnyContext, armada: ArmadaResource, build: BuildItems, *,
               identity: StepIdentity | None = None, job_set_id: str | None = None,
               log_destination: str | None = None, follow_logs: bool = True,
               on_submitted: Callable[[str, list[str]], None] | None = None,
+              on_line: Callable[[str, str], None] | None = None,
               timeout: float | None = None) -> ArmadaJobRun:
-    """Submit or reattach (the shared task lifecycle), stream logs, log why the jobs still
-    wait, wait through server retries, cancel on run termination, and map the end to Dagster:
+    """Submit or reattach, then wait (the shared task lifecycle: log lines, progress and
+    waiting reasons in the step's log, server retries waited through, a restarting server
+    ridden out, the jobs cancelled when the run is terminated), and map the end to Dagster:
     returns on success, else raises RetryRequested or Failure (see outcome.py).
 
-    `build(client_id)` makes the request items (see `build_items`)."""
+    `build(client_id)` makes the request items (see `build_items`); the jobs' log lines go
+    to `on_line` if given, else where `log_destination` says (unless not `follow_logs`)."""
     identity = identity or step_identity(context, armada, job_set_id=job_set_id)
     job_set = job_set_id or armada.job_set_for(identity.run_id, identity.job_name)
     submission = submit_step(context, armada, build, identity=identity, job_set_id=job_set)
     ids = submission.job_ids
     if on_submitted is not None:
         on_submitted(job_set, ids)
-    client = armada.get_client()
-    timeline = _Timeline(context, ids)
-    follower = None
-    if follow_logs and armada.log_lines_to(log_destination) != (False, False):  # type: ignore[arg-type]
-        follower = JobLogFollower(client, ids,
-                                  _line_forwarder(context, armada, len(ids) > 1,
-                                                  log_destination),
-                                  interval=armada.log_poll_interval,
-                                  on_warning=context.log.warning).start()
-    labels = {j: (f"gang member {j}" if len(ids) > 1 else f"job {j}") for j in ids}
-    waiting = WaitingReporter(client, labels, context.log.info,
-                              interval=armada.waiting_log_interval,
-                              poll=armada.waiting_poll_interval).start()
-    try:
-        results = armada.wait(ids, job_set_id=job_set, on_event=timeline, timeout=timeout)
-    except (DagsterExecutionInterruptedError, KeyboardInterrupt):
-        _cancel(context, armada, job_set, ids, identity)
-        raise
-    finally:
-        waiting.stop()
-        if follower is not None:
-            follower.stop()
-    report = raise_for_outcome(results, retry_policy=identity.retry_policy,
+    if on_line is None and follow_logs and \
+            armada.log_lines_to(log_destination) != (False, False):  # type: ignore[arg-type]
+        on_line = _line_forwarder(context, armada, len(ids) > 1, log_destination)
+    timeline = _Timeline()
+    end = wait(armada.get_client(), armada.queue, job_set, ids, log=context.log.info,
+               warn=context.log.warning, on_line=on_line, on_event=timeline,
+               settings=armada.wait_settings(timeout, stream_logs=on_line is not None),
+               cancel_reason=f"Dagster run {identity.run_id} was terminated")
+    report = raise_for_outcome(end.results, retry_policy=identity.retry_policy,
                                retry_number=identity.retry_number,
                                max_infrastructure_retries=armada.max_infrastructure_retries)
-    try:
-        details = client.get_job_details(ids, expand_job_run=True)
-    except ArmadaError:
-        details = {}
-    run = ArmadaJobRun(queue=armada.queue, job_set_id=job_set, job_ids=ids, results=results,
-                       report=report, started=timeline.started, ended=timeline.ended,
+    run = ArmadaJobRun(queue=armada.queue, job_set_id=job_set, job_ids=ids,
+                       results=end.results, report=report, started=timeline.started,
+                       ended=timeline.ended,
                        urls={j: u for j in ids if (u := armada.job_url(j, job_set))},
-                       payload=result_payload(armada.queue, job_set,
-                                              [results[j] for j in ids], details),
-                       reattached=submission.reattached)
+                       payload=end.payload(), reattached=submission.reattached)
     what = f"gang of {len(ids)} jobs" if len(ids) > 1 else "job"
     context.log.info(f"Armada {what} {', '.join(ids)} succeeded")
     return run

@@ -15,13 +15,13 @@ from dagster import Failure, RetryPolicy, RetryRequested
 
 from armada_core.api import submit_pb2
 from armada_core.client import JobResult
+from armada_core.client.lifecycle import JobsVanished
 from armada_core.retry import Outcome, OutcomeReport, map_outcome
 
 _FAILED_STATES = (submit_pb2.FAILED, submit_pb2.REJECTED, submit_pb2.PREEMPTED)
 
-
-class ArmadaJobDisappeared(Exception):
-    """The server no longer knows a job that was submitted (its state reads UNKNOWN)."""
+#: The server no longer knows a job that was submitted: the lifecycle's `JobsVanished`.
+ArmadaJobDisappeared = JobsVanished
 
 
 def outcome_of(results: Mapping[str, JobResult]) -> OutcomeReport:
@@ -96,6 +96,6 @@ def raise_for_outcome(results: Mapping[str, JobResult], *,
         else:
             retry = RetryRequested(max_retries=max_infrastructure_retries)
         raise retry from failure
-    if report.outcome is Outcome.WAIT:  # cannot happen after wait_for_jobs; never hang on it
+    if report.outcome is Outcome.WAIT:  # cannot happen after the wait; never hang on it
         raise Failure(description=report.summary, allow_retries=True)
     raise failure

@@ -2,9 +2,10 @@
 Pipes context through its environment and reports back through its own log.
 
 The job writes Pipes messages to stderr (``open_dagster_pipes()`` does so when told by the
-bootstrap variables); the reader follows the job's log through the Logs RPC, hands the
-messages to Dagster and forwards every other line to the compute log. A gang's Pipes messages
-are read from its first member; the other members' lines are forwarded as output.
+bootstrap variables); the step's wait (the task lifecycle's, which follows the job's log
+through the Logs RPC) hands each line to the reader, which passes the messages to Dagster and
+forwards every other line to the compute log. A gang's Pipes messages are read from its first
+member; the other members' lines are forwarded as output.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dagster._core.pipes.context import PipesLaunchedData, PipesMessageHandler
 from dagster._core.pipes.utils import extract_message_or_forward_to_file
 from dagster_pipes import PipesDefaultMessageWriter, PipesExtras, PipesParams
 
-from armada_core.client import JobLogFollower, PodSpecLike
+from armada_core.client import PodSpecLike
 
 from .job import (
     AnyContext,
@@ -41,8 +42,9 @@ from .resource import ArmadaResource
 class PipesArmadaLogsMessageReader(PipesMessageReader):
     """Reads Pipes messages from an Armada job's log while it runs.
 
-    Needs the launched job ids: `PipesArmadaClient` reports them with
-    `PipesSession.report_launched({"extras": {"job_ids": [...]}})`.
+    `PipesArmadaClient` reports the launched job ids
+    (`PipesSession.report_launched({"extras": {"job_ids": [...]}})`) and has its wait hand
+    every log line of the jobs to `forward`.
     """
 
     def __init__(self, armada: ArmadaResource, *, context: AnyContext | None = None,
@@ -51,7 +53,7 @@ class PipesArmadaLogsMessageReader(PipesMessageReader):
         self.context = context
         self.forward_to_event_log = forward_to_event_log
         self._handler: PipesMessageHandler | None = None
-        self._follower: JobLogFollower | None = None
+        self._messenger: str | None = None
 
     @contextmanager
     def read_messages(self, handler: PipesMessageHandler) -> Iterator[PipesParams]:
@@ -59,31 +61,25 @@ class PipesArmadaLogsMessageReader(PipesMessageReader):
         try:
             yield {PipesDefaultMessageWriter.STDIO_KEY: PipesDefaultMessageWriter.STDERR}
         finally:
-            if self._follower is not None:
-                self._follower.stop()  # one last read: the job's final messages
-                self._follower = None
             self._handler = None
+            self._messenger = None
 
     def on_launched(self, launched_payload: PipesLaunchedData) -> None:
         job_ids: Sequence[str] = launched_payload["extras"]["job_ids"]
+        if job_ids:
+            self._messenger = job_ids[0]
+
+    def forward(self, job_id: str, line: str) -> None:
+        """One log line of a launched job: a Pipes message of the first job goes to Dagster,
+        anything else to the compute log (and the event log if asked)."""
         handler = self._handler
-        if handler is None or not job_ids:
-            return
-        messenger = job_ids[0]
-
-        def on_line(job_id: str, line: str) -> None:
-            if job_id == messenger:
-                extract_message_or_forward_to_file(handler, line, sys.stdout)
-            else:
-                print(f"[{job_id}] {line}", file=sys.stdout, flush=True)
-            if self.forward_to_event_log and self.context is not None \
-                    and not _is_pipes_message(line):
-                self.context.log.info(f"[armada {job_id}] {line}")
-
-        warn = self.context.log.warning if self.context is not None else None
-        self._follower = JobLogFollower(self.armada.get_client(), job_ids, on_line,
-                                        interval=self.armada.log_poll_interval,
-                                        on_warning=warn).start()
+        if handler is not None and job_id == self._messenger:
+            extract_message_or_forward_to_file(handler, line, sys.stdout)
+        else:
+            print(f"[{job_id}] {line}", file=sys.stdout, flush=True)
+        if self.forward_to_event_log and self.context is not None \
+                and not _is_pipes_message(line):
+            self.context.log.info(f"[armada {job_id}] {line}")
 
     def no_messages_debug_text(self) -> str:
         return ("Attempted to read messages from the Armada job's log through the Logs RPC. "
@@ -166,7 +162,11 @@ class PipesArmadaClient(PipesClient, TreatAsResourceParam):
                 session.report_launched({"extras": {"job_ids": ids, "job_set_id": job_set,
                                                     "queue": armada.queue}})
 
+            # Our reader gets the job's log lines from the wait; another reader reads them
+            # its own way.
+            forward = (reader.forward if isinstance(reader, PipesArmadaLogsMessageReader)
+                       else None)
             run = run_items(context, armada, build, identity=identity,
                             job_set_id=job_set_id, follow_logs=False, on_submitted=launched,
-                            timeout=timeout)
+                            on_line=forward, timeout=timeout)
         return PipesClientCompletedInvocation(session, metadata=run.metadata())

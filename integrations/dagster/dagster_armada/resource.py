@@ -4,7 +4,6 @@ piece of this integration (assets, ops, Pipes, the run launcher) shares."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -14,18 +13,15 @@ from pydantic import Field, PrivateAttr
 from armada_core.api import event_pb2, submit_pb2
 from armada_core.client import (
     ArmadaClient,
-    ArmadaError,
     ConnectionConfig,
     JobResult,
     PodSpecLike,
-    WaitTimeout,
     WatchOptions,
     gang_items,
     job_item,
 )
-from armada_core.client.errors import TRANSIENT_CODES
-
-from .outcome import ArmadaJobDisappeared
+from armada_core.client.lifecycle import WaitSettings
+from armada_core.client.lifecycle import wait as lifecycle_wait
 
 EventHandler = Callable[[event_pb2.EventStreamMessage, JobResult], None]
 LogDestination = Literal["compute_log", "event_log", "both", "none"]
@@ -67,8 +63,9 @@ class ArmadaResource(ConfigurableResource):  # type: ignore[type-arg]
     log_poll_interval: float = Field(default=1.0, description="Seconds between log reads.")
     status_check_interval: float = Field(
         default=60.0,
-        description="While waiting, how often to check that the server still knows the jobs "
-                    "(a vanished job fails the step instead of hanging it).")
+        description="While waiting, a job the server has not known for this long fails the "
+                    "step (ArmadaJobDisappeared) instead of hanging it; checked with the "
+                    "waiting reasons, at least this often.")
     poll_interval: float = Field(
         default=5.0, description="Status polling period while the event stream is down.")
     wait_timeout: float | None = Field(
@@ -168,50 +165,31 @@ class ArmadaResource(ConfigurableResource):  # type: ignore[type-arg]
         """A job's log lines (binoculars options: tail_lines, since_time, container, ...)."""
         return [line.line for line in self.get_client().logs(job_id, **options)]
 
+    def wait_settings(self, timeout: float | None = None, *,
+                      stream_logs: bool = True) -> WaitSettings:
+        """This resource's options as the task lifecycle's wait settings."""
+        return WaitSettings(
+            stream_logs=stream_logs, log_interval=self.log_poll_interval,
+            check_interval=min(self.waiting_poll_interval, self.status_check_interval),
+            waiting_interval=self.waiting_log_interval,
+            vanish_after=self.status_check_interval,
+            timeout=self.wait_timeout if timeout is None else timeout,
+            watch=WatchOptions(poll_interval=self.poll_interval))
+
     def wait(self, job_ids: Sequence[str], *, job_set_id: str,
              on_event: EventHandler | None = None,
              timeout: float | None = None) -> dict[str, JobResult]:
-        """Follow the job set until every job ended (through the server's retries).
+        """Follow the job set until every job ended (through the server's retries): the task
+        lifecycle's wait (`armada_core.client.lifecycle.wait`), without logs.
 
-        Resumes the event stream after disconnects and polls status while it is down (both
-        armada_core). Every `status_check_interval` it also asks whether the server still
-        knows the jobs, raising ArmadaJobDisappeared rather than waiting forever; a check the
-        server cannot answer right now (it is restarting, the network hiccups) is skipped and
-        the wait goes on, riding out the outage as it does between checks.
+        It rides out disconnects and a server restarting; a job the server has not known for
+        `status_check_interval` seconds raises ArmadaJobDisappeared rather than waiting
+        forever. The jobs are left running if the wait is interrupted (but cancelled when
+        `timeout` runs out).
         """
-        client = self.get_client()
-        timeout = self.wait_timeout if timeout is None else timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        options = WatchOptions(poll_interval=self.poll_interval)
-        seen: set[str] = set()
-
-        def once(message: event_pb2.EventStreamMessage, result: JobResult) -> None:
-            # Each slice re-reads the job set from its start: hand over each event once.
-            if on_event is not None and message.id not in seen:
-                seen.add(message.id)
-                on_event(message, result)
-
-        while True:
-            slice_ = self.status_check_interval
-            if deadline is not None:
-                slice_ = min(slice_, max(0.0, deadline - time.monotonic()))
-            try:
-                return client.wait_for_jobs(self.queue, job_set_id, job_ids, timeout=slice_,
-                                            options=options, on_event=once)
-            except WaitTimeout:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-            try:
-                states = client.get_job_status(job_ids)
-            except ArmadaError as e:
-                if e.code not in TRANSIENT_CODES:
-                    raise
-                continue
-            vanished = [j for j in job_ids if states.get(j) == submit_pb2.UNKNOWN]
-            if vanished:
-                raise ArmadaJobDisappeared(
-                    f"the Armada server no longer knows job(s) {', '.join(vanished)} of job "
-                    f"set {job_set_id!r} in queue {self.queue!r}")
+        return lifecycle_wait(self.get_client(), self.queue, job_set_id, job_ids,
+                              on_event=on_event,
+                              settings=self.wait_settings(timeout, stream_logs=False)).results
 
     def log_lines_to(self, destination: LogDestination | None = None
                      ) -> tuple[bool, bool]:

@@ -1,8 +1,8 @@
 """`ArmadaJob` (a Prefect `JobBlock`) and `ArmadaJobRun` (its `JobRun`): submit a job or a
-gang through the task lifecycle of `armada_core.client.lifecycle` (reattach after a crash,
-cancel a previous try's live job before a retry), wait on the event stream (resuming, falling
-back to polling) while logging why a waiting job is not running yet, stream the job's logs
-into the run's log, cancel it when the Prefect run is cancelled, and map its end with
+gang and wait for it through the task lifecycle of `armada_core.client.lifecycle` (reattach
+after a crash, cancel a previous try's live job before a retry; the one wait: event stream,
+the job's logs and why it still waits in the run's log, status checks that ride out a
+restarting server), cancel it when the Prefect run is cancelled, and map its end with
 `armada_core.retry.map_outcome` into the lifecycle's result payload.
 """
 
@@ -22,23 +22,20 @@ from pydantic import Field
 
 from armada_core.api import submit_pb2
 from armada_core.client import (
-    ArmadaError,
-    AsyncArmadaClient,
     JobResult,
-    Notice,
     WaitTimeout,
     WatchOptions,
-    follow_logs,
     gang_items,
     job_item,
 )
 from armada_core.client.lifecycle import (
+    TaskEnd,
     TaskIdentity,
+    WaitSettings,
     asubmit_or_reattach,
-    report_waiting,
-    result_payload,
+    wait_async,
 )
-from armada_core.retry import OutcomeReport, map_outcome
+from armada_core.retry import OutcomeReport
 
 from ._identity import current_identity, explicit_identity
 from .credentials import ArmadaCredentials
@@ -222,7 +219,7 @@ class ArmadaJobRun(JobRun[Payload]):
         """Wait until every job has ended (server-side retries are waited through); raises
         the ArmadaJobError subclass of the outcome unless the job or gang succeeded. If the
         wait is interrupted (cancelled, killed, timed out), the jobs are cancelled first."""
-        self.results = await wait_for_jobs(
+        end = await await_task(
             self.job.credentials, self.queue, self.job_set_id, self.job_ids,
             logger=self._logger, flow_run_id=self._flow_run_id,
             stream_logs=self.job.stream_logs, log_interval=self.job.log_interval_seconds,
@@ -231,9 +228,7 @@ class ArmadaJobRun(JobRun[Payload]):
             options=WatchOptions(poll_interval=self.job.poll_interval_seconds),
             waiting_log=self._logger.info, waiting_interval=self.job.waiting_log_seconds,
             waiting_poll=self.job.poll_interval_seconds)
-        self.report = map_outcome([r.job_end() for r in self.results.values()])
-        self.payload = await job_payload(self.job.credentials, self.queue, self.job_set_id,
-                                         self.job_ids, self.results)
+        self.results, self.report, self.payload = end.results, end.report, end.payload()
         if self.job.create_artifacts:
             await self.record_artifacts()
         error = error_for(self.report, self.results)
@@ -273,17 +268,6 @@ class ArmadaJobRun(JobRun[Payload]):
                                self.job_ids, self.results, self.report)
 
 
-async def job_payload(credentials: ArmadaCredentials, queue: str, job_set_id: str,
-                      job_ids: Sequence[str], results: dict[str, JobResult]) -> Payload:
-    """The lifecycle's result payload for ended jobs (run durations from GetJobDetails,
-    left out if the details cannot be read)."""
-    details = {}
-    with contextlib.suppress(ArmadaError):
-        async with credentials.get_async_client() as client:
-            details = await client.get_job_details(job_ids, expand_job_run=True)
-    return result_payload(queue, job_set_id, [results[j] for j in job_ids if j in results],
-                          details)
-
 
 async def record_artifacts(credentials: ArmadaCredentials, queue: str, job_set_id: str,
                            job_ids: Sequence[str], results: dict[str, JobResult],
@@ -315,6 +299,41 @@ async def record_artifacts(credentials: ArmadaCredentials, queue: str, job_set_i
         run_logger().debug("Could not record Armada artifacts: %s", e)
 
 
+async def await_task(credentials: ArmadaCredentials, queue: str, job_set_id: str,
+                     job_ids: Sequence[str], *, logger: LoggerLike,
+                     flow_run_id: str | None = None, stream_logs: bool = True,
+                     log_interval: float = 2.0, cancellation_check: float = 5.0,
+                     timeout: float | None = None, options: WatchOptions | None = None,
+                     on_cancel_requested: Callable[[], None] | None = None,
+                     waiting_log: Callable[[str], None] | None = None,
+                     waiting_interval: float = 60.0, waiting_poll: float = 10.0,
+                     cancel_on_interrupt: bool = True) -> TaskEnd:
+    """The lifecycle's one wait (`wait_async`) with Prefect's logging and cancellation: the
+    jobs' log lines go to `logger` (a gang's prefixed with the job id); their progress and why
+    they still wait to `waiting_log` (default `logger`); with `flow_run_id`, the jobs are
+    cancelled once that flow run is cancelling (`on_cancel_requested` is told). A timeout
+    cancels the jobs; so does any other interruption with `cancel_on_interrupt`."""
+    ids = list(job_ids)
+    prefix = len(ids) > 1
+
+    def on_line(job_id: str, line: str) -> None:
+        logger.info("%s%s", f"[{job_id}] " if prefix else "", line)
+
+    settings = WaitSettings(stream_logs=stream_logs, log_interval=log_interval,
+                            check_interval=waiting_poll, waiting_interval=waiting_interval,
+                            cancel_check_interval=cancellation_check, timeout=timeout,
+                            watch=options or WatchOptions())
+    async with credentials.get_async_client() as client, contextlib.AsyncExitStack() as stack:
+        check = None
+        if flow_run_id is not None:
+            check = await stack.enter_async_context(
+                _FlowRunCancelled(flow_run_id, logger, on_cancel_requested))
+        return await wait_async(
+            client, queue, job_set_id, ids, log=waiting_log or logger.info,
+            warn=logger.warning, on_line=on_line, settings=settings, cancel_check=check,
+            cancel_reason="the Prefect run was interrupted" if cancel_on_interrupt else None)
+
+
 async def wait_for_jobs(credentials: ArmadaCredentials, queue: str, job_set_id: str,
                         job_ids: Sequence[str], *, logger: LoggerLike,
                         flow_run_id: str | None = None, stream_logs: bool = True,
@@ -324,96 +343,52 @@ async def wait_for_jobs(credentials: ArmadaCredentials, queue: str, job_set_id: 
                         waiting_log: Callable[[str], None] | None = None,
                         waiting_interval: float = 60.0, waiting_poll: float = 10.0,
                         cancel_on_interrupt: bool = True) -> dict[str, JobResult]:
-    """Follow the jobs to their end. Meanwhile: copy their logs into `logger`; log into
-    `waiting_log` why a job still waits (on change and every `waiting_interval` seconds);
-    and, when `flow_run_id` is given, cancel them once that flow run is cancelling. A timeout
-    cancels the jobs; so does any other interruption (task cancelled, termination signal)
-    with `cancel_on_interrupt`."""
-    ids = list(job_ids)
+    """Each job's result once every job ended (`await_task`)."""
+    end = await await_task(
+        credentials, queue, job_set_id, job_ids, logger=logger, flow_run_id=flow_run_id,
+        stream_logs=stream_logs, log_interval=log_interval,
+        cancellation_check=cancellation_check, timeout=timeout, options=options,
+        on_cancel_requested=on_cancel_requested, waiting_log=waiting_log,
+        waiting_interval=waiting_interval, waiting_poll=waiting_poll,
+        cancel_on_interrupt=cancel_on_interrupt)
+    return end.results
 
-    def notice(n: Notice) -> None:
-        level = logging.WARNING if n.kind in ("polling", "reconnecting") else logging.DEBUG
-        logger.log(level, "Armada event stream: %s", n.message)
 
-    async with credentials.get_async_client() as client:
-        stop = asyncio.Event()
-        helpers: list[asyncio.Task[None]] = []
-        logs = (asyncio.create_task(_stream_logs(client, ids, logger, stop, log_interval))
-                if stream_logs else None)
-        if flow_run_id is not None:
-            helpers.append(asyncio.create_task(_cancel_when_flow_run_cancelled(
-                client, queue, job_set_id, ids, flow_run_id, logger, cancellation_check,
-                on_cancel_requested)))
-        if waiting_log is not None:
-            helpers.append(asyncio.create_task(report_waiting(
-                client, {j: f"job {j}" for j in ids}, waiting_log, interval=waiting_interval,
-                poll=waiting_poll)))
+class _FlowRunCancelled:
+    """The wait's cancel check: cancelling a flow run reaches a process only if something
+    kills it; this makes the jobs follow the flow run's cancellation even when nothing does.
+    One Prefect client for the whole wait."""
+
+    def __init__(self, flow_run_id: str, logger: LoggerLike,
+                 on_cancel_requested: Callable[[], None] | None) -> None:
+        self.flow_run_id = flow_run_id
+        self.logger = logger
+        self.on_cancel_requested = on_cancel_requested
+        self._prefect: Any = None
+
+    async def __aenter__(self) -> _FlowRunCancelled:
+        from prefect.client.orchestration import get_client
+
+        self._prefect = get_client()
+        await self._prefect.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._prefect.__aexit__(*exc)
+
+    async def __call__(self) -> str | None:
         try:
-            results = await client.wait_for_jobs(queue, job_set_id, ids, timeout=timeout,
-                                                 options=options, on_notice=notice)
-        except BaseException as e:
-            if isinstance(e, WaitTimeout) or cancel_on_interrupt:
-                reason = (f"timed out after {timeout} s" if isinstance(e, WaitTimeout)
-                          else f"the Prefect run was interrupted ({type(e).__name__})")
-                logger.warning("Cancelling Armada job(s) %s: %s", ", ".join(ids), reason)
-                await asyncio.shield(_cancel_quietly(client, queue, job_set_id, ids, reason))
-            raise
-        finally:
-            stop.set()
-            for helper in helpers:
-                helper.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await helper
-            if logs is not None:
-                # One last read for what the jobs wrote before ending (bounded).
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(logs, 10)
-    return results
+            flow_run = await self._prefect.read_flow_run(self.flow_run_id)
+        except Exception as e:  # the API may be briefly down
+            self.logger.debug("Could not read flow run %s: %s", self.flow_run_id, e)
+            return None
+        state = flow_run.state
+        if state is None or not (state.is_cancelling() or state.is_cancelled()):
+            return None
+        if self.on_cancel_requested is not None:
+            self.on_cancel_requested()
+        return f"Prefect flow run {self.flow_run_id} was cancelled"
 
-
-async def _cancel_quietly(client: AsyncArmadaClient, queue: str, job_set_id: str,
-                          ids: list[str], reason: str) -> None:
-    with contextlib.suppress(ArmadaError):
-        await client.cancel_jobs(queue, job_set_id, ids, reason=reason)
-
-
-async def _stream_logs(client: AsyncArmadaClient, ids: list[str], logger: LoggerLike,
-                       stop: asyncio.Event, interval: float) -> None:
-    """Copy the jobs' log lines into the run log as they are written (armada_core's
-    follower: each line once, one last read after the jobs ended)."""
-    prefix = len(ids) > 1
-
-    def on_line(job_id: str, line: str) -> None:
-        logger.info("%s%s", f"[{job_id}] " if prefix else "", line)
-
-    await follow_logs(client, ids, on_line, stop=stop, interval=interval,
-                      on_warning=logger.debug)
-
-
-async def _cancel_when_flow_run_cancelled(
-        client: AsyncArmadaClient, queue: str, job_set_id: str, ids: list[str],
-        flow_run_id: str, logger: LoggerLike, interval: float,
-        on_cancel_requested: Callable[[], None] | None) -> None:
-    """Cancelling a flow run reaches a process only if something kills it; this makes the
-    jobs follow the flow run's cancellation even when nothing does."""
-    from prefect.client.orchestration import get_client
-
-    async with get_client() as prefect:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                flow_run = await prefect.read_flow_run(flow_run_id)  # type: ignore[arg-type]
-            except Exception as e:  # the API may be briefly down
-                logger.debug("Could not read flow run %s: %s", flow_run_id, e)
-                continue
-            state = flow_run.state
-            if state is not None and (state.is_cancelling() or state.is_cancelled()):
-                reason = f"Prefect flow run {flow_run_id} was cancelled"
-                logger.info("Cancelling Armada job(s) %s: %s", ", ".join(ids), reason)
-                if on_cancel_requested is not None:
-                    on_cancel_requested()
-                await _cancel_quietly(client, queue, job_set_id, ids, reason)
-                return
 
 
 def run_sync(fn: Callable[[], Any]) -> Any:

@@ -55,13 +55,13 @@ from pydantic import Field
 from armada_core.api import submit_pb2
 from armada_core.client import JobResult, job_item
 from armada_core.client import NotFound as ArmadaNotFound
-from armada_core.client.lifecycle import asubmit_or_reattach
+from armada_core.client.lifecycle import TaskEnd, asubmit_or_reattach
 from armada_core.client.reattach import LIVE_STATES
 from armada_core.retry import Outcome, map_outcome
 
 from ._identity import flow_run_identity
 from .credentials import ArmadaCredentials
-from .jobs import wait_for_jobs
+from .jobs import await_task
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -121,7 +121,7 @@ def flow_run_owner(flow_run_id: str, recorded: str | None,
 class _Watch:
     """This process's watch of a flow run's job."""
 
-    task: asyncio.Task[dict[str, JobResult]] | None = None
+    task: asyncio.Task[TaskEnd] | None = None
     #: Set when another worker owns the flow run now: the watch stops without reporting.
     released_to: str | None = None
 
@@ -306,21 +306,19 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
         """Follow the flow run's job to its end (cancelling it if the flow run is cancelled)
         and report the flow run's state; None if the watch was handed to another worker."""
         queue, job_set_id, job_id = parse_infrastructure_id(pid)
-        cancelled_by_prefect: list[bool] = []
-        watch.task = asyncio.create_task(wait_for_jobs(
+        watch.task = asyncio.create_task(await_task(
             _credentials(configuration.credentials), queue, job_set_id, [job_id],
             logger=self._logger, flow_run_id=str(flow_run.id),
             stream_logs=configuration.stream_output,
             cancellation_check=configuration.cancellation_check_seconds,
             timeout=configuration.job_watch_timeout_seconds,
-            on_cancel_requested=lambda: cancelled_by_prefect.append(True),
             waiting_log=self.get_flow_run_logger(flow_run).info,
             # The job runs the flow run; when the worker stops, another worker takes over.
             cancel_on_interrupt=False))
         if watch.released_to is not None:
             watch.task.cancel()
         try:
-            results = await watch.task
+            end = await watch.task
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if watch.released_to is None or (current is not None and current.cancelling()):
@@ -329,7 +327,7 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
                 "Worker %r stops watching Armada job %s: worker %r watches it now", self.name,
                 job_id, watch.released_to)
             return None
-        return await self._report(flow_run, pid, results, bool(cancelled_by_prefect))
+        return await self._report(flow_run, pid, end.results, bool(end.cancelled))
 
     async def _report(self, flow_run: FlowRun, pid: str, results: dict[str, JobResult],
                       cancelled_by_prefect: bool) -> ArmadaWorkerResult | None:

@@ -113,6 +113,9 @@ class SchedulingLoop:
         # The scheduling rate limits' token buckets, likewise in the leader's memory: a restart
         # or a new leader starts with full buckets.
         self.rate = RateBuckets()
+        # What each running job holds of its queue's excess-flow budget, from the cycle that
+        # placed it; likewise in memory: a restart or a new leader starts every budget unused.
+        self.excess_flow: dict[str, int] = {}
 
     def _record_usage(self, half_life: float | None, costs: Mapping[str, float],
                       now: float, elapsed: float) -> None:
@@ -150,16 +153,21 @@ class SchedulingLoop:
             elapsed = (max(0.0, now.timestamp() - self._usage_at)
                        if self._usage_at is not None else 0.0)
             model = settings.model()
+            if self.excess_flow:
+                # A job that left (finished, preempted, lease lost) gives its charge back.
+                live = {j.id for j in state.running}
+                self.excess_flow = {k: v for k, v in self.excess_flow.items() if k in live}
             snapshot, placements = build_snapshot(
                 state, config.priority_classes, now, config=model,
                 cache=self._jobs, broken=broken, class_caps=settings.max_fraction_per_queue,
                 usage=self.usage if settings.usage_half_life is not None else None,
-                usage_elapsed=elapsed)
+                usage_elapsed=elapsed, charges=self.excess_flow)
             tokens, queue_tokens = self.rate.refill(model, now.timestamp())
             snapshot = dataclasses.replace(snapshot, rate_tokens=tokens,
                                            queue_rate_tokens=queue_tokens)
             result, unschedulable = schedule_isolating(snapshot)
             self.rate.consume(model, result.rate_consumed)
+            self.excess_flow.update(result.excess_flow)
             broken.update(unschedulable)
             self._record_usage(settings.usage_half_life, result.queue_costs,
                                now.timestamp(), elapsed)

@@ -200,13 +200,16 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
                    cache: dict | None = None, broken: dict[str, str] | None = None,
                    class_caps: Mapping[str, Mapping[str, float]] | None = None,
                    usage: Mapping[str, float] | None = None, usage_elapsed: float = 0.0,
+                   charges: Mapping[str, int] | None = None,
                    ) -> tuple[s.Snapshot, dict[str, Placement]]:
     """The scheduler's input, and where each node id lives.
 
     `config` carries the operator's scheduling options, `class_caps` the per-class,
     per-resource cap on the fraction of the cluster each queue may hold, and `usage` each
     queue's decayed usage as recorded `usage_elapsed` seconds ago (the scheduler is pure:
-    the caller keeps usage between cycles).
+    the caller keeps usage between cycles). `charges` is what running jobs hold of their
+    queue's excess-flow budget (`SchedulingResult.excess_flow` of the cycle that placed
+    them), kept by the caller likewise.
 
     `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
     the previous cycle: a job still queued (or running) as it was is not converted again.
@@ -269,6 +272,9 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
                              for t in n.taints)))
     running = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
                    started_at=j.started_at) for j in state.running if j.node in placements]
+    if charges:
+        running = [dataclasses.replace(r, excess_flow=charges[r.id])
+                   if r is not None and r.id in charges else r for r in running]
     avoidable = _avoidable(nodes)
     queued = [job(j, priority=j.priority, submitted_at=j.submitted_at,
                   avoid_node=j.avoid_node and avoidable(j),

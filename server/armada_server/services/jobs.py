@@ -11,7 +11,7 @@ from armada_core.api import job_pb2, job_pb2_grpc
 from armada_core.jobs import Job, JobState, Run
 from armada_server.errors import InvalidArgument
 from armada_server.services.common import Context, rpc
-from armada_server.shares import RecentShares, Sample, place_in_fair_share
+from armada_server.shares import RecentShares, Sample, place_in_fair_share, place_in_line
 
 log = logging.getLogger("armada_server")
 
@@ -71,6 +71,15 @@ class JobsService(job_pb2_grpc.JobsServicer):
             log.exception("fair shares unavailable; job details say the scheduler's reason only")
             return None
 
+    async def _places(self, job_ids: list[str]) -> dict[str, int]:
+        """Waiting jobs' places in their queues' lines, read now (they move every cycle)."""
+        classes = {c.name: c.priority for c in self.ctx.config.priority_classes}
+        try:
+            return await self.ctx.run(self.ctx.store.queue_places, job_ids, classes)
+        except Exception:
+            log.exception("places in line unavailable; job details leave them out")
+            return {}
+
     @rpc
     async def GetJobStatus(self, request, context):  # type: ignore[no-untyped-def]
         states = await self.ctx.run(self.ctx.store.job_states, storable(request.job_ids))
@@ -93,8 +102,9 @@ class JobsService(job_pb2_grpc.JobsServicer):
     async def GetJobDetails(self, request, context):  # type: ignore[no-untyped-def]
         jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
         reasons = await self.ctx.run(self.ctx.store.scheduling_reasons, [j.id for j in jobs])
-        waiting = any(j.state == JobState.QUEUED and j.id in reasons for j in jobs)
+        waiting = [j.id for j in jobs if j.state == JobState.QUEUED and j.id in reasons]
         sample = await self._shares() if waiting else None
+        places = await self._places(waiting) if sample is not None else {}
         out = job_pb2.JobDetailsResponse()
         for job in jobs:
             d = out.job_details[job.id]
@@ -112,6 +122,8 @@ class JobsService(job_pb2_grpc.JobsServicer):
             d.scheduling_reason = reasons.get(job.id, "")
             if sample is not None and job.state == JobState.QUEUED and d.scheduling_reason:
                 d.scheduling_reason += f"; {place_in_fair_share(sample, job.queue)}"
+                if job.id in places:
+                    d.scheduling_reason += f"; {place_in_line(sample, job.queue, places[job.id])}"
             if job.latest_run is not None:
                 d.latest_run_id = job.latest_run.id
             if request.expand_job_spec:

@@ -96,6 +96,16 @@ jobs = Table(
     Index("ux_jobs_queue_client_id", "queue", "client_id", unique=True,
           sqlite_where=text("client_id IS NOT NULL"),
           postgresql_where=text("client_id IS NOT NULL")),
+    # Queued jobs in the scheduler's order within their queue (class, priority, submit time,
+    # id), with what counting a job's place in line reads (storage/places.py, migration 0006).
+    Index("ix_jobs_queued_order", "queue", "priority_class", "priority", "submitted_at", "id",
+          "gang_id", "retry_after", "state",
+          sqlite_where=text("state = 0"), postgresql_where=text("state = 0")),
+    # Queued gang members by gang: a gang stands in line at its first member's place.
+    Index("ix_jobs_queued_gangs", "queue", "gang_id", "priority_class", "priority",
+          "submitted_at", "id", "retry_after", "state",
+          sqlite_where=text("state = 0 AND gang_id IS NOT NULL"),
+          postgresql_where=text("state = 0 AND gang_id IS NOT NULL")),
 )
 
 # Executors and the nodes they last reported (executor.Node messages, length-delimited).

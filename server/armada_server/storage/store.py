@@ -38,6 +38,7 @@ from armada_server.storage.guard import retried
 from armada_server.storage.leases import LeaseOps
 from armada_server.storage.nodes import NodeOps
 from armada_server.storage.notify import notify
+from armada_server.storage.places import PlaceOps
 from armada_server.storage.rows import (
     JOB_COLUMNS,
     RUN_COLUMNS,
@@ -63,7 +64,7 @@ class StoredEvent:
     payload: bytes
 
 
-class Store(NodeOps, LeaseOps):
+class Store(NodeOps, LeaseOps, PlaceOps):
     """Transactional access to queues, retry policies, jobs, runs and the event log.
 
     `on_commit` is called with the job sets that got new events, after their transaction

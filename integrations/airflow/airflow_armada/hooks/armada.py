@@ -1,16 +1,13 @@
 """`ArmadaHook`: an Airflow connection of type ``armada`` turned into an armada_core client.
 
-The hook also owns the one waiting routine both the worker (non-deferrable mode) and the
-triggerer run, so the two modes behave identically: follow the job set's event stream (resuming
-from the last message id, falling back to status polling; armada_core's `wait_for_jobs`), tail
-each job's container logs into the task log, and summarise the end as the result payload every
+The hook also maps the operator's waiting options onto the task lifecycle's one wait
+(`armada_core.client.lifecycle.wait`, and `wait_async` in the triggerer), so the worker
+(non-deferrable mode) and the triggerer wait identically and return the result payload every
 integration returns (`armada_core.client.lifecycle.result_payload`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -20,19 +17,13 @@ from typing import Any
 
 from airflow.sdk import BaseHook, Connection
 
-from armada_core.api import submit_pb2
 from armada_core.client import (
-    TERMINAL,
     ArmadaClient,
-    ArmadaError,
     AsyncArmadaClient,
     ConnectionConfig,
-    JobResult,
-    LogCursor,
-    Notice,
     WatchOptions,
 )
-from armada_core.client.lifecycle import result_payload
+from armada_core.client.lifecycle import WaitSettings, wait, wait_async
 
 DEFAULT_PORT = 50051
 DEFAULT_JOB_URL_TEMPLATE = "http://localhost:8080/jobs/{job_id}"
@@ -170,77 +161,44 @@ class ArmadaHook(BaseHook):
                          log: logging.Logger | Any, stream_logs: bool = True,
                          log_interval: float = 5.0, poll_interval: float = 5.0,
                          member_labels: Sequence[str] | None = None) -> dict[str, Any]:
-        """Wait until every job has ended (server-side retries are waited through) and return
-        the lifecycle's result payload (`armada_core.client.lifecycle.result_payload`).
-        Cancelling the awaiting task stops it."""
-        labels = dict(zip(job_ids, member_labels or [f"job {j}" for j in job_ids], strict=True))
+        """Wait until every job has ended (the lifecycle's `wait_async`: events, log lines,
+        waiting reasons, status checks) and return the result payload. Cancelling the
+        awaiting task stops it and leaves the jobs running (a triggerer restart); the kill
+        paths cancel them."""
         async with await self.aget_client() as client:
-            tailer = _LogTailer(client, labels, log) if stream_logs else None
-            seen: dict[str, tuple[int, str]] = {}
+            end = await wait_async(client, queue, job_set_id, job_ids, log=log.info,
+                                   warn=log.warning, labels=_labels(job_ids, member_labels),
+                                   settings=wait_settings(stream_logs, log_interval,
+                                                          poll_interval))
+        return end.payload()
 
-            def on_event(_message: Any, result: JobResult) -> None:
-                key = (result.state, result.run_id)
-                if seen.get(result.job_id) != key:
-                    seen[result.job_id] = key
-                    where = f" on node {result.node}" if result.node else ""
-                    retried = (f" (after {len(result.retryable_failures)} server-side "
-                               "retries)" if result.retryable_failures else "")
-                    log.info("Armada %s is %s%s%s", labels[result.job_id],
-                             result.state_name, where, retried)
-                if tailer is not None:
-                    tailer.note(result)
-
-            def on_notice(notice: Notice) -> None:
-                log.info("Armada event stream: %s", notice.message)
-
-            follower = (asyncio.create_task(tailer.follow(log_interval))
-                        if tailer is not None else None)
-            try:
-                results = await client.wait_for_jobs(
-                    queue, job_set_id, list(job_ids), on_event=on_event, on_notice=on_notice,
-                    options=WatchOptions(poll_interval=poll_interval))
-            finally:
-                if follower is not None:
-                    follower.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await follower
-            if tailer is not None:
-                for result in results.values():
-                    tailer.note(result)
-                await tailer.poll()
-            details: Mapping[str, Any] = {}
-            with contextlib.suppress(ArmadaError):
-                details = await client.get_job_details(list(job_ids), expand_job_run=True)
-        return result_payload(queue, job_set_id, [results[j] for j in job_ids], details)
+    def wait_jobs(self, queue: str, job_set_id: str, job_ids: Sequence[str], *,
+                  log: logging.Logger | Any, stream_logs: bool = True,
+                  log_interval: float = 5.0, poll_interval: float = 5.0,
+                  member_labels: Sequence[str] | None = None,
+                  client: ArmadaClient | None = None) -> dict[str, Any]:
+        """`await_jobs` for the worker (the lifecycle's blocking `wait`)."""
+        if client is None:
+            with self.get_conn() as own:
+                return self.wait_jobs(queue, job_set_id, job_ids, log=log,
+                                      stream_logs=stream_logs, log_interval=log_interval,
+                                      poll_interval=poll_interval,
+                                      member_labels=member_labels, client=own)
+        return wait(client, queue, job_set_id, job_ids, log=log.info, warn=log.warning,
+                    labels=_labels(job_ids, member_labels),
+                    settings=wait_settings(stream_logs, log_interval, poll_interval)).payload()
 
 
-class _LogTailer:
-    """Copies each job's container log lines (Logs API) into the task log, once each, from the
-    moment a run of it starts; a new run (a server-side retry) is followed from its start."""
+def wait_settings(stream_logs: bool, log_interval: float, poll_interval: float
+                  ) -> WaitSettings:
+    """The operator's options as the lifecycle's: log lines every `log_interval` s, job
+    details (waiting reasons, status check) and status polling while the event stream is down
+    every `poll_interval` s."""
+    return WaitSettings(stream_logs=stream_logs, log_interval=log_interval,
+                        check_interval=poll_interval,
+                        watch=WatchOptions(poll_interval=poll_interval))
 
-    def __init__(self, client: AsyncArmadaClient, labels: Mapping[str, str],
-                 log: logging.Logger | Any) -> None:
-        self.client, self.labels, self.log = client, labels, log
-        self.runs: dict[str, str] = {}  # job id -> run id whose lines we are reading
-        self.cursor = LogCursor((), self._line, on_warning=log.warning)
 
-    def _line(self, job_id: str, line: str) -> None:
-        self.log.info("[%s] %s", self.labels[job_id], line)
-
-    def note(self, result: JobResult) -> None:
-        """Start tailing a job once a run of it has started; switch when a new run starts."""
-        started = result.state == submit_pb2.RUNNING or result.state in TERMINAL
-        if not result.run_id or not started or self.runs.get(result.job_id) == result.run_id:
-            return
-        if result.job_id in self.runs:
-            self.log.info("[%s] --- new run %s ---", self.labels[result.job_id], result.run_id)
-        self.runs[result.job_id] = result.run_id
-        self.cursor.restart(result.job_id)
-
-    async def follow(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            await self.poll()
-
-    async def poll(self) -> None:
-        await self.cursor.poll_async(self.client)
+def _labels(job_ids: Sequence[str], member_labels: Sequence[str] | None) -> dict[str, str]:
+    """The operator's labels (`lifecycle.job_labels`); `job <id>` each without them."""
+    return dict(zip(job_ids, member_labels or [f"job {j}" for j in job_ids], strict=True))

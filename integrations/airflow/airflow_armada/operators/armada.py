@@ -8,7 +8,6 @@ task lifecycle every integration shares (`armada_core.client.lifecycle`).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -34,7 +33,7 @@ from armada_core.client import (
 from armada_core.client.lifecycle import (
     Submission,
     TaskIdentity,
-    WaitingReporter,
+    job_labels,
     submit_or_reattach,
 )
 from armada_core.retry import Outcome
@@ -200,9 +199,7 @@ class ArmadaOperator(BaseOperator):
         return items
 
     def _member_labels(self, job_ids: Sequence[str]) -> list[str]:
-        if len(job_ids) == 1:
-            return [f"job {job_ids[0]}"]
-        return [f"member {i} job {j}" for i, j in enumerate(job_ids)]
+        return list(job_labels(job_ids).values())
 
     def _job_urls(self, job_ids: Sequence[str]) -> list[str]:
         template = self.job_url_template or ArmadaHook(self.armada_conn_id).job_url_template()
@@ -249,12 +246,11 @@ class ArmadaOperator(BaseOperator):
                     member_labels=labels, cancel_on_kill=self.cancel_on_kill,
                     try_number=ti.try_number),
                     method_name="execute_complete", timeout=self.execution_timeout)
-            with WaitingReporter(client, dict(zip(job_ids, labels, strict=True)),
-                                 self.log.info, poll=self.poll_interval):
-                payload = asyncio.run(hook.await_jobs(
-                    queue, job_set_id, job_ids, log=self.log,
-                    stream_logs=self.stream_logs, log_interval=self.log_interval,
-                    poll_interval=self.poll_interval, member_labels=labels))
+            payload = hook.wait_jobs(queue, job_set_id, job_ids, log=self.log,
+                                     stream_logs=self.stream_logs,
+                                     log_interval=self.log_interval,
+                                     poll_interval=self.poll_interval, member_labels=labels,
+                                     client=client)
         return self._finish(context, payload)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:

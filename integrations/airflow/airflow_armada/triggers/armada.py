@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -10,14 +9,14 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_armada.hooks.armada import ArmadaHook, kill_reason
 from armada_core.client import ArmadaError
-from armada_core.client.lifecycle import report_waiting
 
 
 class ArmadaJobTrigger(BaseTrigger):
     """Follows a job set's event stream until every listed job (a job or a gang) has ended,
-    then fires one event carrying the result payload (see `ArmadaHook.await_jobs`). While a
-    job waits to run, the task log says why (`armada_core.client.lifecycle.report_waiting`: on
-    change and every minute).
+    then fires one event carrying the result payload: the task lifecycle's one wait
+    (`ArmadaHook.await_jobs`: log lines, progress, and while a job waits to run why, on
+    change and every minute). One event-stream task and one coroutine: cheap in the
+    triggerer.
 
     Everything it needs is in its serialized kwargs, so after a triggerer restart a new
     instance replays the job set's log from the start and picks up where the jobs are; a user
@@ -53,21 +52,12 @@ class ArmadaJobTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = ArmadaHook(self.armada_conn_id)
-        labels = self.member_labels or [f"job {j}" for j in self.job_ids]
         try:
-            async with await hook.aget_client() as client:
-                waiting = asyncio.create_task(report_waiting(
-                    client, dict(zip(self.job_ids, labels, strict=True)), self.log.info,
-                    poll=self.poll_interval))
-                try:
-                    payload = await hook.await_jobs(
-                        self.queue, self.job_set_id, self.job_ids, log=self.log,
-                        stream_logs=self.stream_logs, log_interval=self.log_interval,
-                        poll_interval=self.poll_interval, member_labels=labels)
-                finally:  # (waiting reasons are best effort: their errors end only them)
-                    waiting.cancel()
-                    await asyncio.gather(waiting, return_exceptions=True)
-        except ArmadaError as e:  # NotFound, PermissionDenied...: let the task decide
+            payload = await hook.await_jobs(
+                self.queue, self.job_set_id, self.job_ids, log=self.log,
+                stream_logs=self.stream_logs, log_interval=self.log_interval,
+                poll_interval=self.poll_interval, member_labels=self.member_labels)
+        except ArmadaError as e:  # NotFound, vanished jobs...: let the task decide
             payload = {"outcome": "error", "queue": self.queue, "job_set_id": self.job_set_id,
                        "job_ids": self.job_ids,
                        "summary": f"waiting for Armada jobs {', '.join(self.job_ids)} failed: "
