@@ -1509,6 +1509,75 @@ SCENARIOS: list[Scenario] = [
         [Round(gang("g", 2, cpu=4, gang_max_hops=2), sched={"g0": "a", "g1": "b"})],
     ),
     Scenario(
+        "topology and excess-flow budget: a gang in one rack takes its charge from the budget",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b2", "r2"),
+            tnode("d", "b2", "r3"),
+        ],
+        [
+            # A's fair share is half of 16 CPUs; with r and the gang it holds 9: above it.
+            # Only rack r1 holds two 4-CPU members; each takes 10 minutes x 4 CPUs.
+            Round(
+                running([job("x", "B", pc="np")], "c")
+                + running([job("r", "A", pc="np")], "d")
+                + gang("g", 2, "A", cpu=4, pc="np", lifetime=600.0, gang_max_hops=2),
+                sched={"g0": "a", "g1": "b"},
+                pre=set(),
+                excess_flow={"g0": 40_000, "g1": 40_000},
+            ),
+            # The gang's 80 of the 90 resource-minutes are in use: a gang of two 1-CPU
+            # members (20) that rack r2 would hold stays queued.
+            Round(
+                gang("h", 2, "A", pc="np", lifetime=600.0, gang_max_hops=2),
+                sched=set(),
+                pre=set(),
+                excess_flow={},
+                reasons={"h0": why.EXCESS_FLOW_BUDGET, "h1": why.EXCESS_FLOW_BUDGET},
+            ),
+            # The gang has left: A is back within its fair share and h takes nothing; racks
+            # r2 and r3 are equally full, r2 has the smaller key.
+            Round(
+                [],
+                finish={"g0", "g1"},
+                sched={"h0": "c", "h1": "c"},
+                pre=set(),
+                excess_flow={},
+            ),
+        ],
+        config=replace(TOPO, excess_flow_budget=90.0),
+    ),
+    Scenario(
+        "topology and non-preemptible overshoot: a gang one rack holds is held back",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b2", "r2"),
+            tnode("d", "b2", "r3"),
+        ],
+        [
+            # A's jobs of infinite lifetime may cost half of 16 CPUs: with r's 2 the gang g
+            # (8) would exceed it, though rack r1 holds it. The finite gang h goes to r1
+            # (the only rack holding two 2-CPU members), and the infinite gang s (2 CPUs,
+            # within the limit) to the fullest rack that holds it, r3.
+            Round(
+                running([job("x", "B", pc="np")], "c")
+                + running([job("r", "A", cpu=2, pc="np")], "d")
+                + gang("g", 2, "A", cpu=4, pc="np")
+                + gang("h", 2, "A", cpu=2, pc="np", lifetime=600.0)
+                + gang("s", 2, "A", pc="np", gang_max_hops=2),
+                sched={"h0": "a", "h1": "a", "s0": "d", "s1": "d"},
+                pre=set(),
+                reasons={"g0": why.NON_PREEMPTIBLE_OVERSHOOT, "g1": why.NON_PREEMPTIBLE_OVERSHOOT},
+            ),
+            # B has left: A's fair share is the whole cluster, and g goes where it fits (no
+            # rack or block has room for both members any more).
+            Round([], finish={"x"}, sched={"g0": "b", "g1": "c"}, pre=set()),
+        ],
+        config=replace(TOPO, non_preemptible_overshoot=0.0),
+    ),
+    Scenario(
         "unknown queue or class fails the job",
         [node("n0")],
         [Round([job("z", "Z"), job("p", pc="nope"), job("a0")], sched={"a0"}, failed={"z", "p"})],
