@@ -41,6 +41,7 @@ from armada_core.scheduling import (
     Snapshot,
     Taint,
     Toleration,
+    topology,
 )
 from armada_core.scheduling.constraints import taints_tolerated
 from armada_core.scheduling.fairness import CostModel, decay_usage, resource_dims, usage_offsets
@@ -139,15 +140,28 @@ GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 GPU_TOLERATION = (Toleration("nvidia.com/gpu", "Exists"),)
 
 
+#: mixed_10k's network: GPU nodes in racks of 10, racks in blocks of 5.
+TOPOLOGY_LEVELS = ("block", "rack")
+
+
+def mixed_config() -> SchedulingConfig:
+    return SchedulingConfig(protected_fraction=1.0, topology_levels=TOPOLOGY_LEVELS)
+
+
 def mixed_world(cpu_nodes: int, gpu_nodes: int, queues: int, jobs: int, seed: int = 7):
+    """The mixed workload. Gangs of 8 whole GPU nodes: 40% need one rack by uniformity
+    label, 20% within 2 hops (one rack), 20% within 4 (one block), 20% as close as they
+    fit (with ``mixed_config``'s topology levels; drawn from a generator of their own, so
+    the rest of the workload is as it was before gangs had a maximum)."""
     rng = random.Random(seed)
+    kinds = random.Random(seed + 1)
     racks = max(1, gpu_nodes // 10)
     nodes = [Node(f"cpu-{i:05d}", res(32, 256)) for i in range(cpu_nodes)]
     nodes += [
         Node(
             f"gpu-{i:05d}",
             Resources({CPU: 64000, MEM: TI, GPU: 8}),
-            {"rack": f"rack-{i % racks:03d}"},
+            {"rack": f"rack-{i % racks:03d}", "block": f"block-{(i % racks) // 5:03d}"},
             (GPU_TAINT,),
         )
         for i in range(gpu_nodes)
@@ -172,6 +186,9 @@ def mixed_world(cpu_nodes: int, gpu_nodes: int, queues: int, jobs: int, seed: in
             if roll < 0.02:
                 for g in range(rng.randint(1, 4)):
                     gid = f"{q.name}-gang-{clock}-{g}"
+                    label, hops = kinds.choices(
+                        [("rack", None), (None, 2), (None, 4), (None, None)], [0.4, 0.2, 0.2, 0.2]
+                    )[0]
                     for m in range(8):
                         out.append(
                             Job(
@@ -183,7 +200,8 @@ def mixed_world(cpu_nodes: int, gpu_nodes: int, queues: int, jobs: int, seed: in
                                 tolerations=GPU_TOLERATION,
                                 gang_id=gid,
                                 gang_cardinality=8,
-                                gang_uniformity_label="rack",
+                                gang_uniformity_label=label,
+                                gang_max_hops=hops,
                             )
                         )
                         clock += 1
@@ -238,6 +256,18 @@ def apply(snap: Snapshot, result: SchedulingResult, now: float, rng, finish: flo
     return replace(snap, jobs=tuple(out), now=now + 10.0)
 
 
+def _hops_label(snap: Snapshot, max_hops: int | None) -> str | None:
+    """The widest topology level a gang's maximum hops allow (None: no maximum, or the
+    whole cluster is within it): such a gang needs a whole domain of it, like a uniformity
+    label (block names are unique in the benchmark, so the label alone names a domain)."""
+    levels = snap.config.topology_levels
+    if max_hops is None or not levels or topology.cluster_hops(levels) <= max_hops:
+        return None
+    hops = topology.level_hops(levels)
+    allowed = [lv for lv, h in zip(levels, hops, strict=True) if h <= max_hops]
+    return allowed[0] if allowed else levels[-1]
+
+
 def fair_shares(snap: Snapshot, by_urgency: bool = True) -> dict[str, float]:
     """Each queue's fair share (DRF cost) of the snapshot's cluster: what weighted max-min
     fairness gives it, counting only what can actually be placed.
@@ -249,7 +279,8 @@ def fair_shares(snap: Snapshot, by_urgency: bool = True) -> dict[str, float]:
       pool it tolerates and fits in (GPU jobs only the tainted GPU nodes, CPU jobs only the
       rest), so a pool's capacity bounds what its jobs can hold;
     * gangs with a uniformity label need whole gangs inside one label value: each value holds
-      (members that fit on its nodes) // cardinality of them, a capacity of its own;
+      (members that fit on its nodes) // cardinality of them, a capacity of its own; a gang
+      with a maximum of hops likewise inside one domain of the widest level it allows;
     * demand: a queue never gets more than its jobs (running and queued) ask for, taken in the
       queue's own order (class priority, job priority, submit time);
     * urgency (seed 000, timeliness: "schedule more urgent jobs before less urgent jobs";
@@ -334,8 +365,9 @@ def fair_shares(snap: Snapshot, by_urgency: bool = True) -> dict[str, float]:
         for m in members:
             total = total + m.requests
         slot = None
-        if first.gang_uniformity_label is not None:
-            slot = slots_for(p, first.gang_uniformity_label, first.requests, len(members))
+        label = first.gang_uniformity_label or _hops_label(snap, first.gang_max_hops)
+        if label is not None:
+            slot = slots_for(p, label, first.requests, len(members))
         key = (-pcp[first.priority_class], first.priority, first.submit_time, first.id)
         units[queue].append((key, total, p, slot))
     ncol = len(cap_cols)
@@ -559,7 +591,7 @@ def mixed(quick: bool) -> dict:
     cycles = 3
     log(f"mixed_10k: generating {jobs} jobs on {cpu_nodes + gpu_nodes} nodes")
     nodes, qs, job_list = mixed_world(cpu_nodes, gpu_nodes, queues, jobs)
-    snap = Snapshot(qs, CLASSES, nodes, job_list, SchedulingConfig(protected_fraction=1.0))
+    snap = Snapshot(qs, CLASSES, nodes, job_list, mixed_config())
     rng = random.Random(11)
     cycle_out = []
     for cycle in range(cycles):
@@ -595,7 +627,7 @@ def mixed(quick: bool) -> dict:
         n_, q_, j_ = mixed_world(
             int(cpu_nodes * f), max(10, int(gpu_nodes * f)), max(2, int(queues * f)), int(jobs * f)
         )
-        return Snapshot(q_, CLASSES, n_, j_, SchedulingConfig(protected_fraction=1.0))
+        return Snapshot(q_, CLASSES, n_, j_, mixed_config())
 
     small = copy(scale)
     log(

@@ -83,14 +83,16 @@ def job_item(spec: PodSpecLike, *, priority: float = 0.0, namespace: str = "defa
 
 def gang_items(specs: PodSpecLike | Sequence[PodSpecLike], *, replicas: int | None = None,
                gang_id: str | None = None, minimum_cardinality: int | None = None,
-               node_uniformity_label: str | None = None, client_id: str = "",
-               check: bool = True, **job: Any) -> list[submit_pb2.JobSubmitRequestItem]:
+               node_uniformity_label: str | None = None, max_hops: int | None = None,
+               client_id: str = "", check: bool = True,
+               **job: Any) -> list[submit_pb2.JobSubmitRequestItem]:
     """A gang: `replicas` copies of one pod spec, or one member per spec of a list.
 
     Members get the gang annotations (gangId, gangCardinality, and when given
-    gangMinimumCardinality and gangNodeUniformityLabel). The gang id defaults to `client_id`
-    (so a resubmission forms the same gang) or a random UUID; member i's client id is
-    `<client_id>-<i>`. Other keyword arguments are those of `job_item`, for every member.
+    gangMinimumCardinality, gangNodeUniformityLabel and gangMaxHops). The gang id defaults
+    to `client_id` (so a resubmission forms the same gang) or a random UUID; member i's
+    client id is `<client_id>-<i>`. Other keyword arguments are those of `job_item`, for
+    every member.
     """
     if isinstance(specs, (list, tuple)):
         if replicas is not None:
@@ -114,6 +116,10 @@ def gang_items(specs: PodSpecLike | Sequence[PodSpecLike], *, replicas: int | No
         wanted[ann.GANG_MINIMUM_CARDINALITY] = str(minimum_cardinality)
     if node_uniformity_label:
         wanted[ann.GANG_NODE_UNIFORMITY_LABEL] = node_uniformity_label
+    if max_hops is not None:
+        if max_hops < 0:
+            raise SpecError("max_hops", f"must be 0 (one node) or more, got {max_hops}")
+        wanted[ann.GANG_MAX_HOPS] = str(max_hops)
     for key, value in wanted.items():
         if annotations.get(key, value) != value:
             raise SpecError(f"annotations[{key}]", f"{annotations[key]!r} contradicts the "

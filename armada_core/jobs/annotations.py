@@ -12,6 +12,8 @@ GANG_ID = PREFIX + "gangId"
 GANG_CARDINALITY = PREFIX + "gangCardinality"
 GANG_MINIMUM_CARDINALITY = PREFIX + "gangMinimumCardinality"
 GANG_NODE_UNIFORMITY_LABEL = PREFIX + "gangNodeUniformityLabel"
+# Most network hops between any two members (the scheduler's topology levels define hops).
+GANG_MAX_HOPS = PREFIX + "gangMaxHops"
 
 RETRY_POLICY = PREFIX + "retry-policy"
 EXTERNAL_JOB_URI = PREFIX + "externalJobUri"

@@ -14,13 +14,16 @@ class GangSpec:
 
     Between `minimum_cardinality` and `cardinality` members are placed together; members that
     do not fit are failed (seed 000). `node_uniformity_label`, when set, puts every member on
-    nodes sharing one value of that label.
+    nodes sharing one value of that label. `max_hops`, when set, bounds the network hops
+    between any two members (seed 000's topology-aware scheduling); None: as close as the
+    gang fits, which is what the scheduler does for every gang when topology is configured.
     """
 
     id: str
     cardinality: int
     minimum_cardinality: int
     node_uniformity_label: str = ""
+    max_hops: int | None = None
 
 
 class GangAnnotationError(ValueError):
@@ -33,7 +36,8 @@ def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
     Raises GangAnnotationError for malformed values.
     """
     gang_id = annotations.get(ann.GANG_ID, "")
-    keys = (ann.GANG_CARDINALITY, ann.GANG_MINIMUM_CARDINALITY, ann.GANG_NODE_UNIFORMITY_LABEL)
+    keys = (ann.GANG_CARDINALITY, ann.GANG_MINIMUM_CARDINALITY, ann.GANG_NODE_UNIFORMITY_LABEL,
+            ann.GANG_MAX_HOPS)
     if not gang_id:
         stray = [k for k in keys if k in annotations]
         if stray:
@@ -48,7 +52,24 @@ def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
             f"{ann.GANG_MINIMUM_CARDINALITY} ({minimum}) is greater than "
             f"{ann.GANG_CARDINALITY} ({cardinality})")
     return GangSpec(gang_id, cardinality, minimum,
-                    annotations.get(ann.GANG_NODE_UNIFORMITY_LABEL, ""))
+                    annotations.get(ann.GANG_NODE_UNIFORMITY_LABEL, ""),
+                    _hops(annotations))
+
+
+def _hops(annotations: Mapping[str, str]) -> int | None:
+    """gangMaxHops: a whole number, 0 (one node) or more; absent or empty: no maximum."""
+    raw = annotations.get(ann.GANG_MAX_HOPS)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise GangAnnotationError(f"{ann.GANG_MAX_HOPS} must be a whole number of hops "
+                                  f"(0 or more), got {raw!r}") from None
+    if value < 0:
+        raise GangAnnotationError(f"{ann.GANG_MAX_HOPS} must be a whole number of hops "
+                                  f"(0 or more), got {raw!r}")
+    return value
 
 
 def _positive_int(annotations: Mapping[str, str], key: str, *, required: bool) -> int | None:

@@ -49,6 +49,9 @@ MAX_ANNOTATIONS_BYTES = 256 * 1024
 MAX_SCHEDULER = 253
 # Gangs of more members than this are refused: the scheduler places a gang in one step.
 MAX_GANG_CARDINALITY = 10_000
+# gangMaxHops above this are refused: each topology level adds 2 hops, and no network has
+# hundreds of levels.
+MAX_GANG_HOPS = 1000
 MAX_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
 
 __all__ = ["SubmissionError"]
@@ -292,13 +295,19 @@ def _check_exposure(item: submit_pb2.JobSubmitRequestItem, path: str) -> None:
 
 
 def _check_gang_numbers(path: str, annotations: Mapping[str, str]) -> None:
-    """Gang sizes are plain decimal numbers of at most MAX_GANG_CARDINALITY (`1e20` is not)."""
+    """Gang sizes are plain decimal numbers of at most MAX_GANG_CARDINALITY (`1e20` is not);
+    gangMaxHops a plain decimal number of at most MAX_GANG_HOPS."""
     for key in (ann.GANG_CARDINALITY, ann.GANG_MINIMUM_CARDINALITY):
         raw = annotations.get(key)
         if raw and (not _DIGITS.fullmatch(raw) or int(raw) > MAX_GANG_CARDINALITY):
             raise SubmissionError(f"{path}[{key}]", f"must be a whole number between 1 and "
                                                     f"{MAX_GANG_CARDINALITY}, got "
                                                     f"{shorten(raw)}")
+    raw = annotations.get(ann.GANG_MAX_HOPS)
+    if raw and (not _DIGITS.fullmatch(raw) or int(raw) > MAX_GANG_HOPS):
+        raise SubmissionError(f"{path}[{ann.GANG_MAX_HOPS}]",
+                              f"must be a whole number of network hops between 0 (one node) "
+                              f"and {MAX_GANG_HOPS}, got {shorten(raw)}")
 
 
 def _check_options(path: str, annotations: Mapping[str, str]) -> None:
@@ -441,7 +450,8 @@ def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
                 ("gangMinimumCardinality", gang.minimum_cardinality,
                  other.minimum_cardinality),
                 ("gangNodeUniformityLabel", gang.node_uniformity_label,
-                 other.node_uniformity_label)):
+                 other.node_uniformity_label),
+                ("gangMaxHops", gang.max_hops, other.max_hops)):
             if mine != theirs:
                 raise SubmissionError(
                     f"{path}.annotations[{ann.PREFIX}{what}]",

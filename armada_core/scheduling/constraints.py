@@ -5,9 +5,10 @@ Shared by both implementations so that they agree on Kubernetes matching semanti
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from .model import Job, Node, NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
+from .topology import HOSTNAME
 
 #: Taint effects that keep new pods off a node; PreferNoSchedule is only a preference.
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -85,14 +86,25 @@ def node_admits(job: Job, node: Node) -> bool:
     )
 
 
-def node_order(nodes: Iterable[Node], uniformity_labels: Iterable[str | None]) -> list[Node]:
-    """Nodes in tie-break order: by the values of the labels gangs must be uniform on, then id.
+def node_order(
+    nodes: Iterable[Node], uniformity_labels: Iterable[str | None], topology: Sequence[str] = ()
+) -> list[Node]:
+    """Nodes in tie-break order: by the values of the topology levels (widest first), then
+    of the labels gangs must be uniform on, then id.
 
     Best fit breaks ties (equally free nodes, typically empty ones) by this order, so small
     jobs fill one rack before starting the next and whole racks stay free for gangs. Ordered
     by id alone, ties would spread them over every rack when racks interleave in id order.
     """
     labels = sorted({label for label in uniformity_labels if label is not None})
-    if not labels:
+    levels = [level for level in topology if level != HOSTNAME]
+    if not labels and not levels:
         return sorted(nodes, key=lambda n: n.id)
-    return sorted(nodes, key=lambda n: (tuple(n.labels.get(k, "") for k in labels), n.id))
+    return sorted(
+        nodes,
+        key=lambda n: (
+            tuple(n.labels.get(k, "") for k in levels),
+            tuple(n.labels.get(k, "") for k in labels),
+            n.id,
+        ),
+    )

@@ -257,6 +257,9 @@ class Job:
     gang_cardinality: int = 1
     gang_min_cardinality: int | None = None
     gang_uniformity_label: str | None = None
+    #: Most hops allowed between any two members (``SchedulingConfig.topology_levels``);
+    #: None: as close as the gang fits. Members of a gang agree on it.
+    gang_max_hops: int | None = None
     #: Seconds after its start at which the job becomes fair-share preemptible.
     lifetime: float | None = None
     start_time: float | None = None
@@ -346,6 +349,11 @@ class SchedulingConfig:
     queue_scheduling_rate: float | None = None
     #: Tokens each queue's bucket holds when full; None: the rate rounded up (at least 1).
     queue_scheduling_burst: int | None = None
+    #: Node labels naming the network's topology, widest first (``topology/block``,
+    #: ``topology/rack``, optionally ``kubernetes.io/hostname`` last for the node itself).
+    #: Gangs are placed in the narrowest domain that holds them (SEMANTICS.md, "Topology");
+    #: empty: no topology, gangs are placed as if none were known.
+    topology_levels: tuple[str, ...] = ()
     #: A queue's jobs of infinite lifetime (class not preemptible, no ``lifetime``: they are
     #: never taken back) may cost at most its fair share times (1 + this); None: no limit.
     non_preemptible_overshoot: float | None = None

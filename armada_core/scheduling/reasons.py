@@ -44,6 +44,17 @@ def gang_uniformity_failed(label: str) -> str:
     return f"gang could not be scheduled on nodes sharing one value of label {label!r}"
 
 
+def gang_hops(size: int, max_hops: int, label: str | None) -> str:
+    """A gang whose maximum hops no domain it may use can meet: ``label`` is the widest
+    level within them (None: no level is that narrow)."""
+    wanted = f"gang of {size} needs members within {max_hops} hops"
+    if label is None:
+        return f"{wanted}; no topology level is that narrow"
+    if label == "kubernetes.io/hostname":
+        return f"{wanted} (one node); no node has room"
+    return f"{wanted} (one {label}); no {label.rsplit('/', 1)[-1]} has room"
+
+
 def queue_lookback(lookback: int) -> str:
     return f"beyond the queue's lookback of {lookback} jobs this cycle"
 

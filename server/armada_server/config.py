@@ -12,8 +12,10 @@ from typing import Any
 import yaml
 
 from armada_core.jobs import SubmissionConfig
+from armada_core.jobs.podspec import QUALIFIED_NAME
 from armada_core.retry import RetryConfigError, RetrySettings, settings_from_mapping
 from armada_core.scheduling.model import SchedulingConfig, parse_quantity
+from armada_core.scheduling.topology import HOSTNAME
 from armada_server.auth import AuthConfig
 
 EXECUTORS = ("local", "simulated", "kubernetes", "none")
@@ -116,6 +118,10 @@ class SchedulingSettings:
     queue_scheduling_rate: float | None = None
     #: Each queue's bucket size; None: the rate rounded up.
     queue_scheduling_burst: int | None = None
+    #: Node labels naming the network's topology, widest first (e.g. topology/block,
+    #: topology/rack; kubernetes.io/hostname may come last for the node itself). Gangs are
+    #: placed in the narrowest domain that holds them, within their gangMaxHops. Empty: off.
+    topology_levels: tuple[str, ...] = ()
     #: A queue's jobs of infinite lifetime (never preempted) may exceed its fair share by this
     #: fraction (0.2: 20% above it); None: no limit.
     non_preemptible_overshoot: float | None = None
@@ -147,6 +153,14 @@ class SchedulingSettings:
                 raise ConfigError(f"{key}.resource_names: must be a list of resource names, "
                                   f"got {names!r}")
             values["resource_names"] = tuple(names)
+        levels = values.get("topology_levels")
+        if levels is not None:
+            if not isinstance(levels, list | tuple):
+                raise ConfigError(f"{key}.topology_levels: must be a list of node labels, "
+                                  f"widest first, got {levels!r}")
+            values["topology_levels"] = tuple(levels)
+        else:
+            values.pop("topology_levels", None)
         return cls(**values).check(key)
 
     def check(self, key: str = "scheduling") -> SchedulingSettings:
@@ -190,7 +204,28 @@ class SchedulingSettings:
             if len(set(names)) != len(names):
                 raise ConfigError(f"{key}.resource_names: names must be unique, "
                                   f"got {list(names)!r}")
+        self._check_topology(key)
         return self
+
+    def _check_topology(self, key: str) -> None:
+        levels = self.topology_levels
+        where = f"{key}.topology_levels"
+        if not isinstance(levels, tuple):
+            raise ConfigError(f"{where}: must be a list of node labels, widest first, "
+                              f"got {levels!r}")
+        for level in levels:
+            if not isinstance(level, str) or not level:
+                raise ConfigError(f"{where}: must be non-empty node label names, "
+                                  f"got {list(levels)!r}")
+            if not QUALIFIED_NAME.fullmatch(level):
+                raise ConfigError(f"{where}: {level!r} is not a valid node label name (an "
+                                  f"optional DNS prefix and '/', then a name of at most 63 "
+                                  f"letters, digits, '-', '_' and '.')")
+        if len(set(levels)) != len(levels):
+            raise ConfigError(f"{where}: levels must be unique, got {list(levels)!r}")
+        if HOSTNAME in levels[:-1]:
+            raise ConfigError(f"{where}: {HOSTNAME} is the node itself, so it can only be the "
+                              f"last (narrowest) level, got {list(levels)!r}")
 
     def check_classes(self, classes: tuple[str, ...], key: str = "scheduling") -> None:
         """Caps name only configured priority classes."""
@@ -213,6 +248,7 @@ class SchedulingSettings:
             scheduling_burst=self.scheduling_burst,
             queue_scheduling_rate=self.queue_scheduling_rate,
             queue_scheduling_burst=self.queue_scheduling_burst,
+            topology_levels=self.topology_levels,
             non_preemptible_overshoot=self.non_preemptible_overshoot,
             excess_flow_budget=self.excess_flow_budget,
             excess_flow_weights=dict(self.excess_flow_weights))

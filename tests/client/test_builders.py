@@ -146,13 +146,15 @@ def test_job_item_sets_everything_and_checks_like_the_server() -> None:
 
 def test_gang_of_replicas() -> None:
     items = gang_items(pod(), replicas=3, gang_id="g1", minimum_cardinality=2,
-                       node_uniformity_label="rack", client_id="train", labels={"a": "b"})
+                       node_uniformity_label="rack", max_hops=4, client_id="train",
+                       labels={"a": "b"})
     assert len(items) == 3
     for i, item in enumerate(items):
         assert item.annotations[ann.GANG_ID] == "g1"
         assert item.annotations[ann.GANG_CARDINALITY] == "3"
         assert item.annotations[ann.GANG_MINIMUM_CARDINALITY] == "2"
         assert item.annotations[ann.GANG_NODE_UNIFORMITY_LABEL] == "rack"
+        assert item.annotations[ann.GANG_MAX_HOPS] == "4"
         assert item.client_id == f"train-{i}"
         assert dict(item.labels) == {"a": "b"}
 
@@ -163,6 +165,7 @@ def test_gang_of_different_specs() -> None:
     assert [i.annotations[ann.GANG_ID] for i in items] == ["job", "job"]
     assert items[0].annotations[ann.GANG_CARDINALITY] == "2"
     assert ann.GANG_MINIMUM_CARDINALITY not in items[0].annotations
+    assert ann.GANG_MAX_HOPS not in items[0].annotations
     assert items[1].pod_specs[0] == pod_spec(worker)
     anonymous = gang_items(pod(), replicas=2)
     assert anonymous[0].annotations[ann.GANG_ID] == anonymous[1].annotations[ann.GANG_ID] != ""
@@ -174,6 +177,7 @@ def test_gang_of_different_specs() -> None:
     ({"specs": pod()}, "replicas: a gang of one pod spec needs replicas"),
     ({"specs": pod(), "replicas": 2, "minimum_cardinality": 3}, "minimum_cardinality"),
     ({"specs": []}, "pod_specs: a gang needs at least one member"),
+    ({"specs": pod(), "replicas": 2, "max_hops": -1}, "max_hops: must be 0 (one node) or more"),
     ({"specs": [pod(), {"containers": [{"name": "x", "bogus": 1}]}]},
      "members[1].pod_spec.containers[0].bogus"),
     ({"specs": [pod(), pod()], "priority_class": None,

@@ -12,6 +12,10 @@ CASES = [
     ({ann.GANG_ID: "g", ann.GANG_CARDINALITY: "3"}, GangSpec("g", 3, 3, "")),
     ({ann.GANG_ID: "g", ann.GANG_CARDINALITY: "4", ann.GANG_MINIMUM_CARDINALITY: "2",
       ann.GANG_NODE_UNIFORMITY_LABEL: "rack"}, GangSpec("g", 4, 2, "rack")),
+    ({ann.GANG_ID: "g", ann.GANG_CARDINALITY: "8", ann.GANG_MAX_HOPS: "2"},
+     GangSpec("g", 8, 8, "", max_hops=2)),
+    ({ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MAX_HOPS: "0"},
+     GangSpec("g", 2, 2, "", max_hops=0)),
 ]
 
 
@@ -26,6 +30,9 @@ def test_gang_of(annotations, expected) -> None:
     {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MINIMUM_CARDINALITY: "0"},
     {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MINIMUM_CARDINALITY: "3"},
     {ann.GANG_NODE_UNIFORMITY_LABEL: "rack"},
+    {ann.GANG_MAX_HOPS: "2"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MAX_HOPS: "-1"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MAX_HOPS: "near"},
 ])
 def test_malformed_gangs_raise(annotations) -> None:
     with pytest.raises(GangAnnotationError):

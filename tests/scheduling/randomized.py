@@ -35,6 +35,7 @@ class Knobs:
     cordons: bool = True
     urgency: bool = True
     class_limits: bool = True
+    topology: bool = True  # sometimes topology levels, block labels and gangs' maximum hops
     single_class: bool = False  # every job in the preemptible class "low"
     unit_jobs: bool = False  # every job requests exactly one CPU and one memory unit
     max_nodes: int = 6
@@ -255,7 +256,49 @@ def random_world(seed: int, knobs: Knobs | None = None) -> Snapshot:
         now=now,
         usage_elapsed=rng.choice([0.0, 100.0]),
     )
-    return with_lifetimes(snap, seed)
+    snap = with_lifetimes(snap, seed)
+    if knobs.topology:
+        snap = with_topology(snap, random.Random(seed ^ 0x70B0))
+    return snap
+
+
+TOPOLOGIES = [
+    ("block", "rack"),
+    ("rack",),
+    ("block", "rack", "kubernetes.io/hostname"),
+    ("rack", "kubernetes.io/hostname"),
+]
+
+
+def with_topology(snap: Snapshot, rng: random.Random) -> Snapshot:
+    """Sometimes topology levels, with block labels over the racks (rack names reused across
+    blocks, some nodes without a block) and queued gangs with a maximum of hops. A separate
+    generator, so that worlds without topology stay as they were."""
+    if rng.random() >= 0.4:
+        return snap
+    levels = rng.choice(TOPOLOGIES)
+    blocks = {r: rng.choice(["b0", "b1"]) for r in ("r0", "r1", "r2")}
+    nodes = []
+    for n in snap.nodes:
+        labels = dict(n.labels)
+        if "rack" in labels and rng.random() < 0.9:
+            labels["block"] = blocks[labels["rack"]] if rng.random() < 0.8 else "b2"
+        nodes.append(replace(n, labels=labels))
+    hops: dict[str, int | None] = {}
+    jobs = []
+    for j in snap.jobs:
+        if j.node is None and j.gang_id is not None:
+            if j.gang_id not in hops:
+                hops[j.gang_id] = rng.choice([None, None, 0, 1, 2, 4, 6])
+                if rng.random() < 0.3:
+                    # A leader of another size: gangs of mixed shapes are tried member by
+                    # member.
+                    bigger = {k: v * 2 for k, v in j.requests.items()}
+                    j = replace(j, requests=Resources(bigger))
+            j = replace(j, gang_max_hops=hops[j.gang_id])
+        jobs.append(j)
+    config = replace(snap.config, topology_levels=levels)
+    return replace(snap, nodes=tuple(nodes), jobs=tuple(jobs), config=config)
 
 
 def apply_result(

@@ -233,3 +233,78 @@ def test_rate_limits_and_lookback_match_reference(seed: int) -> None:
 @given(st.integers(min_value=0, max_value=2**40))
 def test_rate_limits_and_lookback_on_larger_worlds_match_reference(seed: int) -> None:
     _same(_rate_and_lookback(random_world(seed, Knobs(max_nodes=12, max_jobs=60)), seed))
+
+
+def _topology_world(seed: int):
+    """A fat tree (blocks of racks of nodes, hostname sometimes a level) partly filled by
+    running jobs of every class, and many queued gangs of several sizes, classes, maximum
+    hops and uniformity labels: placement by domain, the stage-1 shortcut, trials with
+    displacement, and held-back gangs all get exercised."""
+    from armada_core.scheduling import Job, Node, Queue, Resources, SchedulingConfig, Snapshot
+
+    from .helpers import PRIORITY_CLASSES
+
+    rng = random.Random(seed)
+    levels = rng.choice(
+        [("block", "rack"), ("block", "rack", "kubernetes.io/hostname"), ("rack",)]
+    )
+    nodes = []
+    for b in range(rng.randint(1, 3)):
+        for r in range(rng.randint(1, 3)):
+            for k in range(rng.randint(1, 4)):
+                labels = {"block": f"b{b}", "rack": f"r{r}", "zone": rng.choice("xy")}
+                if rng.random() < 0.05:
+                    del labels["rack"]
+                cpu = rng.choice([4000, 8000])
+                nodes.append(Node(f"n{b}{r}{k}", Resources(cpu=cpu, memory=16), labels))
+    queues = tuple(Queue(n, rng.choice([1.0, 2.0])) for n in "ABC"[: rng.randint(1, 3)])
+    names = [q.name for q in queues]
+    jobs = []
+    for n in nodes:
+        used = 0
+        while rng.random() < 0.6 and used + 2000 <= n.capacity["cpu"]:
+            used += 2000
+            jobs.append(
+                Job(
+                    f"r{len(jobs):03d}",
+                    rng.choice(names),
+                    rng.choice(["low", "low", "mid", "np"]),
+                    Resources(cpu=2000, memory=1),
+                    node=n.id,
+                    start_time=0.0,
+                    lifetime=rng.choice([None, 0.0]),
+                )
+            )
+    for g in range(rng.randint(1, 6)):
+        size = rng.choice([2, 3, 4, 6])
+        pc = rng.choice(["low", "mid", "high"])
+        cpu = rng.choice([1000, 2000, 4000])
+        hops = rng.choice([None, None, 0, 2, 4])
+        label = rng.choice([None, None, None, "zone"])
+        minimum = rng.choice([None, None, size - 1])
+        for m in range(size):
+            big = m == 0 and rng.random() < 0.2
+            jobs.append(
+                Job(
+                    f"g{g}-{m}",
+                    rng.choice(names) if m == 0 else jobs[-1].queue,
+                    pc,
+                    Resources(cpu=cpu * (2 if big else 1), memory=1),
+                    submit_time=float(g),
+                    gang_id=f"g{g}",
+                    gang_cardinality=size,
+                    gang_min_cardinality=minimum,
+                    gang_uniformity_label=label,
+                    gang_max_hops=hops,
+                )
+            )
+    config = SchedulingConfig(
+        protected_fraction=rng.choice([None, 1.0, float("inf")]), topology_levels=levels
+    )
+    return Snapshot(queues, PRIORITY_CLASSES, tuple(nodes), tuple(jobs), config, now=10.0)
+
+
+@_settings(400)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_topology_worlds_match_reference(seed: int) -> None:
+    _same(_topology_world(seed))

@@ -48,6 +48,18 @@ def aff(*terms: list[tuple[str, str, tuple[str, ...]]]) -> tuple[NodeSelectorTer
     )
 
 
+#: A fat tree of blocks of racks: a gang stays within 2 hops in one rack, 4 in one block.
+TOPO = SchedulingConfig(topology_levels=("block", "rack"))
+TOPO_NEVER_EVICT = replace(NEVER_EVICT, topology_levels=("block", "rack"))
+TOPO_NODES = SchedulingConfig(topology_levels=("rack", "kubernetes.io/hostname"))
+
+
+def tnode(node_id: str, block: str, rack: str, **kw):
+    """A node in rack ``rack`` of block ``block``."""
+    labels = {"block": block, "rack": rack, **kw.pop("labels", {})}
+    return node(node_id, labels=labels, **kw)
+
+
 def _gang_incomplete():
     members = gang("g", 3)
     return members[:2]
@@ -1192,6 +1204,379 @@ SCENARIOS: list[Scenario] = [
         config=SchedulingConfig(protected_fraction=None, max_queue_lookback=2),
     ),
     # --- bookkeeping ------------------------------------------------------------------------
+    # --- topology-aware gangs --------------------------------------------------------------
+    Scenario(
+        # Best fit alone would take the fuller nodes c and d, one per rack of block b2.
+        "topology: one rack before a fuller block",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b2", "r2"),
+            tnode("d", "b2", "r3"),
+        ],
+        [
+            Round(
+                running([job("x", "B", cpu=2, pc="np")], "c")
+                + running([job("y", "B", cpu=2, pc="np")], "d")
+                + gang("g", 2, cpu=2),
+                sched={"g0": "a", "g1": "a"},
+            ),
+            Round([], sched=set(), pre=set()),
+        ],
+        config=TOPO,
+    ),
+    Scenario(
+        # No rack holds two; block b1 does. The unlabelled node z comes first in node
+        # order and would take a member without topology; it is only in the cluster level.
+        "topology: one block before anywhere",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r2"),
+            tnode("c", "b2", "r3"),
+            node("z"),
+        ],
+        [Round(gang("g", 2, cpu=4), sched={"g0": "a", "g1": "b"})],
+        config=TOPO,
+    ),
+    Scenario(
+        "topology: without a maximum a gang no block holds goes anywhere",
+        [tnode("a", "b1", "r1"), tnode("b", "b2", "r2"), tnode("c", "b3", "r3")],
+        [Round(gang("g", 3, cpu=4), sched={"g0": "a", "g1": "b", "g2": "c"})],
+        config=TOPO,
+    ),
+    Scenario(
+        "topology: maximum hops respected, in a block",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r2"),
+            tnode("c", "b2", "r3"),
+            tnode("d", "b2", "r4"),
+            tnode("e", "b2", "r4"),
+        ],
+        [
+            Round(
+                gang("g", 3, cpu=4, gang_max_hops=4) + gang("h", 2, "A", cpu=4, gang_max_hops=5),
+                sched={"g0": "c", "g1": "d", "g2": "e", "h0": "a", "h1": "b"},
+            ),
+            Round([], sched=set(), pre=set()),
+        ],
+        config=TOPO,
+    ),
+    Scenario(
+        "topology: maximum hops unmet keeps the gang queued",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b1", "r2"),
+            tnode("d", "b1", "r2"),
+        ],
+        [
+            Round(
+                gang("g", 3, cpu=4, gang_max_hops=3)
+                + gang("h", 2, "B", cpu=4, gang_max_hops=1)
+                + [job("s", "C", cpu=4)],
+                sched={"s": "a"},
+                reasons={
+                    "g0": "gang of 3 needs members within 3 hops (one rack); no rack has room",
+                    "g2": "gang of 3 needs members within 3 hops (one rack); no rack has room",
+                    "h0": "gang of 2 needs members within 1 hops; no topology level is that narrow",
+                },
+            ),
+        ],
+        config=TOPO,
+        queues=ABC,
+    ),
+    Scenario(
+        # Rack r1 is named in both blocks: the two nodes are in different racks.
+        "topology: racks are named within their block",
+        [
+            node("a", labels={"topology/block": "b1", "topology/rack": "r1"}),
+            node("b", labels={"topology/block": "b2", "topology/rack": "r1"}),
+        ],
+        [
+            Round(
+                gang("g", 2, cpu=4, gang_max_hops=2),
+                sched=set(),
+                reasons={
+                    "g1": "gang of 2 needs members within 2 hops (one topology/rack); "
+                    "no rack has room"
+                },
+            )
+        ],
+        config=SchedulingConfig(topology_levels=("topology/block", "topology/rack")),
+    ),
+    Scenario(
+        # Both racks fit and are as free: the smaller key (block, then rack) wins.
+        "topology: equal racks go by block then rack name",
+        [
+            tnode("a", "b2", "r1"),
+            tnode("b", "b2", "r1"),
+            tnode("c", "b1", "r9"),
+            tnode("d", "b1", "r9"),
+        ],
+        [Round(gang("g", 2, cpu=4), sched={"g0": "c", "g1": "d"})],
+        config=TOPO,
+    ),
+    Scenario(
+        # Rack r1 holds more free resources once the gang is in: the fuller rack r2 wins.
+        "topology: the fullest rack that fits wins",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b1", "r2"),
+            tnode("d", "b1", "r2"),
+        ],
+        [
+            Round(
+                running([job("x", "B", cpu=1, pc="np")], "d") + gang("g", 2, cpu=3),
+                sched={"g0": "d", "g1": "c"},
+            )
+        ],
+        config=TOPO,
+    ),
+    Scenario(
+        # Each rack is split by zone: only r2's zone x holds both members.
+        "topology: a uniformity label splits each domain by its value",
+        [
+            tnode("a", "b1", "r1", labels={"zone": "x"}),
+            tnode("b", "b1", "r1", labels={"zone": "y"}),
+            tnode("c", "b1", "r2", labels={"zone": "x"}),
+            tnode("d", "b1", "r2", labels={"zone": "x"}),
+        ],
+        [
+            Round(
+                gang("g", 2, cpu=4, gang_uniformity_label="zone")
+                + gang("h", 2, "B", cpu=4, gang_uniformity_label="zone"),
+                sched={"g0": "c", "g1": "d"},
+                reasons={"h0": "sharing one value of label 'zone'"},
+            )
+        ],
+        config=TOPO,
+    ),
+    Scenario(
+        "topology: a uniformity label and maximum hops together",
+        [
+            tnode("a", "b1", "r1", labels={"zone": "x"}),
+            tnode("b", "b1", "r2", labels={"zone": "x"}),
+            tnode("c", "b1", "r2", labels={"zone": "y"}),
+        ],
+        [
+            Round(
+                gang("g", 2, cpu=4, gang_uniformity_label="zone", gang_max_hops=4)
+                + gang("h", 2, "B", cpu=4, gang_uniformity_label="zone", gang_max_hops=2),
+                sched={"g0": "a", "g1": "b"},
+                reasons={"h0": "within 2 hops (one rack); no rack has room"},
+            )
+        ],
+        config=TOPO,
+    ),
+    Scenario(
+        # Rack r1 would need urgency preemption; block b1 holds the gang on free nodes.
+        "topology: closeness alone never costs a preemption",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b1", "r2"),
+            tnode("d", "b1", "r3"),
+        ],
+        [
+            Round(
+                running([job("x", "B", cpu=4)], "a")
+                + running([job("y", "B", cpu=4)], "b")
+                + gang("g", 2, cpu=4, pc="high"),
+                sched={"g0": "c", "g1": "d"},
+                pre=set(),
+            )
+        ],
+        config=TOPO_NEVER_EVICT,
+    ),
+    Scenario(
+        "topology: urgency preemption for a gang stays within its maximum hops",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b1", "r2"),
+            tnode("d", "b1", "r3"),
+        ],
+        [
+            Round(
+                running([job("x", "B", cpu=4)], "a")
+                + running([job("y", "B", cpu=4)], "b")
+                + gang("g", 2, cpu=4, pc="high", gang_max_hops=2),
+                sched={"g0": "a", "g1": "b"},
+                pre={"x", "y"},
+            ),
+            Round([], sched=set(), pre=set()),
+        ],
+        config=TOPO_NEVER_EVICT,
+    ),
+    Scenario(
+        # Rack r1 cannot be emptied (z does not give way): nothing is preempted for a
+        # placement that would not meet the maximum.
+        "topology: no preemption when the maximum cannot be met",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b1", "r2"),
+            tnode("d", "b1", "r3"),
+        ],
+        [
+            Round(
+                running([job("x", "B", cpu=4)], "a")
+                + running([job("z", "B", cpu=4, pc="np")], "b")
+                + running([job("y", "B", cpu=4)], "c")
+                + gang("g", 2, cpu=4, pc="high", gang_max_hops=2),
+                sched=set(),
+                pre=set(),
+                reasons={"g0": "within 2 hops (one rack); no rack has room"},
+            )
+        ],
+        config=TOPO_NEVER_EVICT,
+    ),
+    Scenario(
+        # Fair share: B's x is back on c before A's gang comes; the gang takes rack r1
+        # from B's evicted jobs.
+        "topology: fair-share preemption for a gang stays within its maximum hops",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b1", "r2"),
+            tnode("d", "b1", "r3"),
+        ],
+        [
+            Round(
+                running([job("x", "B", cpu=4)], "c")
+                + running([job("y", "B", cpu=4)], "a")
+                + running([job("z", "B", cpu=4)], "b")
+                + running([job("w", "B", cpu=4)], "d")
+                + gang("g", 2, cpu=4, gang_max_hops=2),
+                sched={"g0": "a", "g1": "b"},
+                pre={"y", "z"},
+            )
+        ],
+        config=replace(ALWAYS_EVICT, topology_levels=("block", "rack")),
+    ),
+    Scenario(
+        "topology: an elastic gang places the most members, then keeps close",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b1", "r1"),
+            tnode("d", "b2", "r2"),
+        ],
+        [
+            Round(
+                gang("g", 4, cpu=4, gang_min_cardinality=2),
+                sched={"g0": "a", "g1": "b", "g2": "c", "g3": "d"},
+            ),
+            Round(
+                gang("h", 4, "B", cpu=4, gang_min_cardinality=2, gang_max_hops=2),
+                finish={"g0", "g1", "g2", "g3"},
+                sched={"h0": "a", "h1": "b", "h2": "c"},
+                failed={"h3"},
+            ),
+        ],
+        config=TOPO,
+    ),
+    Scenario(
+        # With the hostname level a gang that fits on one node is 0 hops: best fit alone
+        # would put one member on the fuller node a.
+        "topology: the node itself is the narrowest level when hostname is one",
+        [
+            node("a", labels={"rack": "r1"}),
+            node("b", labels={"rack": "r1"}),
+        ],
+        [
+            Round(
+                running([job("x", "B", cpu=3, pc="np")], "a")
+                + gang("g", 2, cpu=1)
+                + gang("h", 2, "B", cpu=2, gang_max_hops=0),
+                sched={"g0": "b", "g1": "b"},
+                reasons={"h0": "within 0 hops (one node); no node has room"},
+            )
+        ],
+        config=TOPO_NODES,
+    ),
+    Scenario(
+        "topology: a gang of one is placed like a single job",
+        [tnode("a", "b1", "r1"), tnode("b", "b1", "r2", cpu=2)],
+        [Round(gang("g", 1, cpu=2, gang_max_hops=0), sched={"g0": "b"})],
+        config=TOPO,
+    ),
+    Scenario(
+        "topology: without levels maximum hops change nothing",
+        [tnode("a", "b1", "r1"), tnode("b", "b2", "r2")],
+        [Round(gang("g", 2, cpu=4, gang_max_hops=2), sched={"g0": "a", "g1": "b"})],
+    ),
+    Scenario(
+        "topology and excess-flow budget: a gang in one rack takes its charge from the budget",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b2", "r2"),
+            tnode("d", "b2", "r3"),
+        ],
+        [
+            # A's fair share is half of 16 CPUs; with r and the gang it holds 9: above it.
+            # Only rack r1 holds two 4-CPU members; each takes 10 minutes x 4 CPUs.
+            Round(
+                running([job("x", "B", pc="np")], "c")
+                + running([job("r", "A", pc="np")], "d")
+                + gang("g", 2, "A", cpu=4, pc="np", lifetime=600.0, gang_max_hops=2),
+                sched={"g0": "a", "g1": "b"},
+                pre=set(),
+                excess_flow={"g0": 40_000, "g1": 40_000},
+            ),
+            # The gang's 80 of the 90 resource-minutes are in use: a gang of two 1-CPU
+            # members (20) that rack r2 would hold stays queued.
+            Round(
+                gang("h", 2, "A", pc="np", lifetime=600.0, gang_max_hops=2),
+                sched=set(),
+                pre=set(),
+                excess_flow={},
+                reasons={"h0": why.EXCESS_FLOW_BUDGET, "h1": why.EXCESS_FLOW_BUDGET},
+            ),
+            # The gang has left: A is back within its fair share and h takes nothing; racks
+            # r2 and r3 are equally full, r2 has the smaller key.
+            Round(
+                [],
+                finish={"g0", "g1"},
+                sched={"h0": "c", "h1": "c"},
+                pre=set(),
+                excess_flow={},
+            ),
+        ],
+        config=replace(TOPO, excess_flow_budget=90.0),
+    ),
+    Scenario(
+        "topology and non-preemptible overshoot: a gang one rack holds is held back",
+        [
+            tnode("a", "b1", "r1"),
+            tnode("b", "b1", "r1"),
+            tnode("c", "b2", "r2"),
+            tnode("d", "b2", "r3"),
+        ],
+        [
+            # A's jobs of infinite lifetime may cost half of 16 CPUs: with r's 2 the gang g
+            # (8) would exceed it, though rack r1 holds it. The finite gang h goes to r1
+            # (the only rack holding two 2-CPU members), and the infinite gang s (2 CPUs,
+            # within the limit) to the fullest rack that holds it, r3.
+            Round(
+                running([job("x", "B", pc="np")], "c")
+                + running([job("r", "A", cpu=2, pc="np")], "d")
+                + gang("g", 2, "A", cpu=4, pc="np")
+                + gang("h", 2, "A", cpu=2, pc="np", lifetime=600.0)
+                + gang("s", 2, "A", pc="np", gang_max_hops=2),
+                sched={"h0": "a", "h1": "a", "s0": "d", "s1": "d"},
+                pre=set(),
+                reasons={"g0": why.NON_PREEMPTIBLE_OVERSHOOT, "g1": why.NON_PREEMPTIBLE_OVERSHOOT},
+            ),
+            # B has left: A's fair share is the whole cluster, and g goes where it fits (no
+            # rack or block has room for both members any more).
+            Round([], finish={"x"}, sched={"g0": "b", "g1": "c"}, pre=set()),
+        ],
+        config=replace(TOPO, non_preemptible_overshoot=0.0),
+    ),
     Scenario(
         "unknown queue or class fails the job",
         [node("n0")],

@@ -455,6 +455,15 @@ def test_excess_flow_weights_price_resources_in_cpus(tmp_path: Path) -> None:
      "scheduling.queue_scheduling_rate: must be a number, got 'fast'"),
     ("  queue_scheduling_burst: 0\n",
      "scheduling.queue_scheduling_burst: must be a whole number at least 1, got 0"),
+    ("  topology_levels: topology/rack\n",
+     "scheduling.topology_levels: must be a list of node labels, widest first"),
+    ("  topology_levels: [topology/rack, topology/rack]\n",
+     "scheduling.topology_levels: levels must be unique"),
+    ("  topology_levels: [kubernetes.io/hostname, topology/rack]\n",
+     "scheduling.topology_levels: kubernetes.io/hostname is the node itself, so it can only "
+     "be the last (narrowest) level"),
+    ("  topology_levels: ['rack one']\n",
+     "scheduling.topology_levels: 'rack one' is not a valid node label name"),
     ("  non_preemptible_overshoot: -0.1\n",
      "scheduling.non_preemptible_overshoot: must be at least 0, got -0.1"),
     ("  excess_flow_budget: plenty\n",
@@ -497,6 +506,7 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
   scheduling_burst: 200
   queue-scheduling-rate: 2.5
   queue_scheduling_burst: 10
+  topology_levels: [topology/block, topology/rack]
   non_preemptible_overshoot: 0.2
   excess-flow-budget: 600
   excess_flow_weights: {nvidia.com/gpu: 8, memory: 0.25}
@@ -508,6 +518,7 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
         resource_multipliers={"nvidia.com/gpu": 4.0}, usage_half_life=600.0,
         resource_names=("memory", "cpu"), max_queue_lookback=1000, scheduling_rate=50,
         scheduling_burst=200, queue_scheduling_rate=2.5, queue_scheduling_burst=10,
+        topology_levels=("topology/block", "topology/rack"),
         non_preemptible_overshoot=0.2, excess_flow_budget=600,
         excess_flow_weights={"nvidia.com/gpu": 8, "memory": 0.25})
     model = settings.model()
@@ -516,6 +527,7 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
         0.5, 100, 600.0, ("memory", "cpu"), {"nvidia.com/gpu": 4.0})
     assert (model.max_queue_lookback, model.scheduling_rate, model.scheduling_burst,
             model.queue_scheduling_rate, model.queue_scheduling_burst) == (1000, 50, 200, 2.5, 10)
+    assert model.topology_levels == ("topology/block", "topology/rack")
     assert (model.non_preemptible_overshoot, model.excess_flow_budget,
             dict(model.excess_flow_weights)) == (0.2, 600.0,
                                                  {"nvidia.com/gpu": 8.0, "memory": 0.25})

@@ -1,5 +1,6 @@
-"""Placing queued gangs (SEMANTICS.md, Placing): all or nothing down to the gang's minimum
-cardinality, on one value of the uniformity label when it has one.
+"""Placing queued gangs (SEMANTICS.md, Placing and Topology): all or nothing down to the
+gang's minimum cardinality, on one value of the uniformity label when it has one, in one
+domain of the narrowest topology level that holds it when levels are configured.
 
 A gang of identical members that cannot displace anything is placed by simulation, without
 touching the state until it is known to fit. Any other gang is placed member by member like
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import reasons
+from .. import reasons, topology
 from ..nodedb import INF, best_fit_order, fit_counts
 from .limits import class_limit, cycle_limit, gang_charges, gang_limit, take_charges
 from .nodes import place_one, static
@@ -30,6 +31,16 @@ def queued_gang(st: CycleState, q: int, item: Item) -> None:
         fail_rows(st, np.array(members), reason)
         return
     charges = gang_charges(st, q, item)
+    if topology.applies(st.cfg.topology_levels, len(members)):
+        _topology_gang(st, q, item, charges)
+        return
+    _plain_gang(st, q, item, charges)
+
+
+def _plain_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -> None:
+    """A gang placed without topology: anywhere, or on one value of its uniformity label;
+    the members placed take their budget ``charges``."""
+    members = item.members
     shapes = {int(st.shape_of_job[i]) for i in members}
     if len(shapes) == 1:
         s = shapes.pop()
@@ -316,3 +327,160 @@ def _rollback(st: CycleState, saved: tuple) -> None:
             st.preempted.discard(entry[1])
     st.journal = None
     st.shrink_epoch += 1
+
+
+# --- topology: the narrowest domain that holds the gang -------------------------------------
+
+
+def _topology_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -> None:
+    """A gang in one domain of the narrowest topology level that holds it, within its
+    maximum hops (SEMANTICS.md, "Topology"), chosen exactly as the reference does: by most
+    members placed, lowest worst stage, narrowest level, least free left on the domain's
+    nodes, smallest key. Domains that could not hold the gang even if everything that may
+    give way did are not tried. When no narrower domain holds it and the whole cluster is
+    allowed, the gang is placed as without topology (the cluster level is exactly that). The
+    members placed take their budget ``charges``."""
+    members, minimum, label = item.members, item.minimum, item.label
+    want = len(members)
+    max_hops = st.jobs[members[0]].gang_max_hops
+    topo, dom_of, rows_of = _topology(st, label, max_hops)
+    shapes = {int(st.shape_of_job[i]) for i in members}
+    sh: Shape | None = None
+    s = -1
+    if len(shapes) == 1:
+        s = shapes.pop()
+        sh = st.shapes[s]
+        if sh.cands is None:
+            static(st, sh, s)
+    simulate = sh is not None and not urgency_possible(st, sh.pcp)
+    cache_key = (s, want, minimum, label, "topology", max_hops)
+    if simulate and _failed_before(st, item, cache_key):
+        return
+    db = st.db
+    best_key: tuple | None = None
+    best: Any = None
+    for rank, level in enumerate(topo.levels):
+        if level.label is None and best_key is None:
+            _plain_gang(st, q, item, charges)
+            return
+        of = dom_of[rank]
+        if sh is not None:
+            d = _whole_without_displacing(st, sh, of, len(level.keys), want)
+            if d is not None:
+                # Beats every other domain of this level, and the narrower levels had no
+                # such placement (or they would have stopped the search).
+                placed, _ = _simulate(st, sh, sh.cands[of[sh.cands] == d], want)
+                _apply(st, q, members, placed, charges)
+                return
+        for d in np.flatnonzero(_may_hold(st, item, sh, of, len(level.keys))).tolist():
+            rows = rows_of[rank][d]
+            if simulate:
+                assert sh is not None
+                placed, worst = _simulate(st, sh, sh.cands[of[sh.cands] == d], want)
+                got = sum(c for _, c in placed)
+                if got < minimum:
+                    continue
+                leftover = (db.free_all(rows).sum(axis=0) - sh.req * got).tolist()
+                payload: Any = placed
+            else:
+                allowed = of == d
+                saved = _begin(st)
+                attempt = _try(st, q, members, minimum, allowed)
+                if not isinstance(attempt, str):
+                    got, worst = len(attempt[0]), attempt[1]
+                    leftover = db.free_all(rows).sum(axis=0).tolist()
+                _rollback(st, saved)
+                if isinstance(attempt, str):
+                    continue
+                payload = allowed
+            candidate = (-got, worst, rank, leftover, level.keys[d])
+            if best_key is None or candidate < best_key:
+                best_key, best = candidate, payload
+        if best_key is not None and best_key[0] == -want and best_key[1] == (0, 0.0):
+            break
+    if best_key is None:
+        assert topo.constrained and max_hops is not None
+        reason = reasons.gang_hops(want, max_hops, topology.widest_label(topo))
+        if simulate:
+            _fail(st, item, cache_key, reason)
+        else:
+            fail_rows(st, np.array(members), reason)
+        return
+    if simulate:
+        _apply(st, q, members, best, charges)
+        return
+    attempt = _try(st, q, members, minimum, best)
+    assert not isinstance(attempt, str)
+    _elastic_rest(st, members, attempt[0])
+    take_charges(st, q, [i for i in members if i in attempt[0]], charges)
+
+
+def _topology(
+    st: CycleState, label: str | None, max_hops: int | None
+) -> tuple[topology.GangTopology, list[np.ndarray], list[list[np.ndarray]]]:
+    """The gang's levels (``topology.gang_topology``), each level's domain per node (-1:
+    none) and each domain's node rows; built once per cycle for each label and maximum."""
+    key = (label, max_hops)
+    found = st.topo_cache.get(key)
+    if found is None:
+        topo = topology.gang_topology(st.nodes, st.cfg.topology_levels, label, max_hops)
+        dom_of, rows_of = [], []
+        for level in topo.levels:
+            of = np.full(len(st.nodes), -1, dtype=np.int64)
+            rows = []
+            for d, indices in enumerate(level.members):
+                arr = np.array(indices, dtype=np.int64)
+                of[arr] = d
+                rows.append(arr)
+            dom_of.append(of)
+            rows_of.append(rows)
+        found = st.topo_cache[key] = (topo, dom_of, rows_of)
+    return found
+
+
+def _whole_without_displacing(
+    st: CycleState, sh: Shape, of: np.ndarray, n_domains: int, want: int
+) -> int | None:
+    """The domain of a level that the reference would pick when some domain holds the whole
+    gang of identical members without displacing anything: members go to stage 1 while any
+    node of the domain has room, and a node's room does not depend on the others, so such a
+    domain is one whose nodes' stage-1 counts add up to the gang. Among them: the least free
+    left on the domain's nodes, then the smallest key (domains are numbered in key order)."""
+    db = st.db
+    cands = sh.cands
+    count = fit_counts(db.free_all(cands), sh.req, want)
+    cv = of[cands]
+    has = cv >= 0
+    room = np.bincount(cv[has], weights=count[has], minlength=n_domains)
+    ok = np.flatnonzero(room >= want)
+    if len(ok) == 0:
+        return None
+    nodes = np.flatnonzero(of >= 0)
+    total = np.zeros((n_domains, db.d), dtype=np.int64)
+    np.add.at(total, of[nodes], db.free_all(nodes))
+    left = total[ok] - sh.req * want
+    order = np.lexsort([ok] + [left[:, k] for k in range(db.d - 1, -1, -1)])
+    return int(ok[order[0]])
+
+
+def _may_hold(
+    st: CycleState, item: Item, sh: Shape | None, of: np.ndarray, n_domains: int
+) -> np.ndarray:
+    """Per domain, whether the gang's minimum could fit if everything that may give way to
+    it did (an upper bound: a domain failing it cannot hold the gang)."""
+    db = st.db
+    if sh is not None:
+        cands = sh.cands
+        free = db.free_hold_level(cands, sh.pcp - 0.5)
+        count = fit_counts(free, sh.req, len(item.members))
+        cv = of[cands]
+        has = cv >= 0
+        room = np.bincount(cv[has], weights=count[has], minlength=n_domains)
+        return room >= item.minimum
+    top = max(int(st.job_pcp[i]) for i in item.members)
+    nodes = np.flatnonzero(of >= 0)
+    free = np.maximum(db.free_hold_level(nodes, top - 0.5), 0)
+    total = np.zeros((n_domains, db.d), dtype=np.int64)
+    np.add.at(total, of[nodes], free)
+    need = np.sort(st.req[st.shape_of_job[item.members]], axis=0)[: item.minimum].sum(axis=0)
+    return (total >= need).all(axis=1)

@@ -113,7 +113,7 @@ def _index_nodes(st: CycleState) -> None:
     """Nodes in tie-break order, their capacity, and the cluster totals costs divide by."""
     jobs = st.jobs
     labels = {jobs[i].gang_uniformity_label for i in np.flatnonzero(st.in_gang).tolist()}
-    st.nodes = nodes = node_order(st.snap.nodes, labels)
+    st.nodes = nodes = node_order(st.snap.nodes, labels, st.cfg.topology_levels)
     nn, nd = len(nodes), len(st.dims)
     st.cap = np.array(
         [[n.capacity.get(d, 0) for d in st.dims] for n in nodes], dtype=np.int64

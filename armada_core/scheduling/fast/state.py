@@ -259,6 +259,9 @@ class CycleState:
     gang_cache: dict[tuple[Any, ...], tuple[int, str]] = field(default_factory=dict)
     #: Label -> (sorted values, value index per node, -1 without the label).
     label_cache: dict[str, tuple[list[str], np.ndarray]] = field(default_factory=dict)
+    #: (Uniformity label, maximum hops) -> the gang's topology levels, each level's domain
+    #: per node (-1: none) and node rows per domain (built on first use).
+    topo_cache: dict[tuple[str | None, int | None], Any] = field(default_factory=dict)
     #: Rows of running jobs preempted so far.
     preempted: set[int] = field(default_factory=set)
     #: While a gang is tried tentatively: what to undo in ``result`` and ``preempted``.

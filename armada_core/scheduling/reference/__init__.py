@@ -3,7 +3,8 @@
 It is deliberately simple and slow. It is the oracle the fast implementation is tested
 against, so every tie is broken explicitly:
 
-* nodes are ordered by the values of gang uniformity labels, then id (``node_order``); best
+* nodes are ordered by the values of the topology levels, then of gang uniformity labels,
+  then id (``node_order``); best
   fit takes the least free resources left (compared in resource order: cpu, memory, gpu,
   ...), then the node order;
 * where jobs of a lower class give way, the node is chosen by the victims it needs, and
@@ -22,7 +23,8 @@ order over one ``state.CycleState``:
 * ``eviction``: running gangs evicted to fair share or held on their nodes;
 * ``order``: order inside a queue, lookback, progressive filling across queues;
 * ``limits``: per-cycle limits, rate limits, per-queue class caps;
-* ``gangs``: evicted gangs back, queued gangs all or nothing, uniformity labels;
+* ``gangs``: evicted gangs back, queued gangs all or nothing, uniformity labels, topology
+  (the narrowest domain that holds the gang, within its maximum hops);
 * ``nodes``: one job's node at the first stage that fits, best fit;
 * ``victims``: which jobs give way to a job of a higher class, minimal urgency preemption;
 * ``cycle``: the phases in order, and the outcomes.

@@ -167,7 +167,7 @@ class CycleState:
         """Inputs and units: resource dimensions, nodes in order, cluster totals."""
         dims = resource_dims(snapshot)
         gang_labels = (j.gang_uniformity_label for j in snapshot.jobs if j.gang_id is not None)
-        nodes = node_order(snapshot.nodes, gang_labels)
+        nodes = node_order(snapshot.nodes, gang_labels, snapshot.config.topology_levels)
         totals = [0] * len(dims)
         for n in nodes:
             if not n.cordoned:

@@ -65,6 +65,7 @@ def _static(spec: submit_pb2.Job) -> tuple[dict[str, Any], GangSpec | None]:
             for e in term.matchExpressions)) for term in affinity.nodeSelectorTerms),
         "gang_id": gang.id if gang else None,
         "gang_uniformity_label": (gang.node_uniformity_label or None) if gang else None,
+        "gang_max_hops": gang.max_hops if gang else None,
         "lifetime": float(lifetime) if lifetime else None,
     }, gang
 
