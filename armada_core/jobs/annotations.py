@@ -14,6 +14,10 @@ GANG_MINIMUM_CARDINALITY = PREFIX + "gangMinimumCardinality"
 GANG_NODE_UNIFORMITY_LABEL = PREFIX + "gangNodeUniformityLabel"
 # Most network hops between any two members (the scheduler's topology levels define hops).
 GANG_MAX_HOPS = PREFIX + "gangMaxHops"
+# Elastic pod groups (seed 002 `PodGroupSpec` subsets): each member names its role and the
+# role's minimum; a role's maximum is the number of members submitted with that role.
+GANG_ROLE = PREFIX + "gangRole"
+GANG_ROLE_MINIMUM = PREFIX + "gangRoleMinimum"
 
 RETRY_POLICY = PREFIX + "retry-policy"
 EXTERNAL_JOB_URI = PREFIX + "externalJobUri"
