@@ -29,7 +29,6 @@ from sqlalchemy import (
     Connection,
     Integer,
     Select,
-    and_,
     bindparam,
     case,
     exists,
@@ -45,7 +44,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from armada_core.jobs import JobState
 from armada_server.storage import schema as t
-from armada_server.storage.rows import chunks
+from armada_server.storage.rows import chunks, when
 
 # The partial indexes' condition, written as a literal: SQLite uses a partial index only for
 # a query whose WHERE names its condition as written, not through a bound parameter.
@@ -93,6 +92,10 @@ class PlaceOps:
         database, in one snapshot."""
         now: datetime = self.clock()  # type: ignore[attr-defined]
         with self._read(snapshot=True) as conn:  # type: ignore[attr-defined]
+            if conn.dialect.name == "postgresql":
+                # The gang check's estimate makes PostgreSQL compile each count (JIT), which
+                # took several times the count itself (170 of 210 ms for 200,000 entries).
+                conn.exec_driver_sql("SET LOCAL jit = off")
             return _places(conn, list(job_ids), dict(class_priorities), now)
 
 
@@ -107,10 +110,13 @@ def _places(conn: Connection, job_ids: list[str], classes: dict[str, int],
     j = t.jobs
     asked: list[tuple[str, str, str | None, Key]] = []
     for chunk in chunks(job_ids, 500):
-        for job_id, queue, pc, priority, submitted, gang in conn.execute(select(
-                j.c.id, j.c.queue, j.c.priority_class, j.c.priority, j.c.submitted_at,
-                j.c.gang_id).where(j.c.id.in_(chunk), j.c.state == _QUEUED, _ready(j, now))):
-            if pc in classes:
+        # By id alone: naming the partial indexes' condition here would have SQLite search
+        # them instead of the primary key.
+        for job_id, queue, pc, priority, submitted, gang, state, retry_after in conn.execute(
+                select(j.c.id, j.c.queue, j.c.priority_class, j.c.priority, j.c.submitted_at,
+                       j.c.gang_id, j.c.state, j.c.retry_after).where(j.c.id.in_(chunk))):
+            ready = retry_after is None or when(retry_after) <= now  # type: ignore[operator]
+            if state == JobState.QUEUED and ready and pc in classes:
                 asked.append((job_id, queue, gang, (-classes[pc], int(priority), submitted,
                                                     job_id)))
     queues = sorted({queue for _, queue, _, _ in asked})
@@ -178,13 +184,9 @@ def _ahead(conn: Connection, queue: str, keys: set[Key], classes: dict[str, int]
             ordered.append(None)
         low: Bound = None
         for end in ordered:
-            params: dict[str, Any] = {"queue": queue, "name": name, "now": now}
-            if low is not None:
-                params.update(lp=low[0], ls=low[1], lid=low[2])
-            if end is not None:
-                params.update(ep=end[0], es=end[1], eid=end[2])
-            total[name] += conn.execute(statements.count[(low is not None, end is not None)],
-                                        params).scalar_one()
+            for statement, params in statements.range(low, end):
+                total[name] += conn.execute(statement, {
+                    **params, "queue": queue, "name": name, "now": now}).scalar_one()
             before[(name, end)] = total[name]
             low = end
     band: dict[tuple[int, int], list[tuple[Any, str]]] = {}
@@ -225,29 +227,57 @@ class _Statements:
             < tuple_(urgency(r), _Truncated(r.c.priority), r.c.submitted_at, r.c.id)))
         line = [r.c.state == _QUEUED, r.c.queue == bindparam("queue", type_=c.queue.type),
                 _ready(r, now), or_(r.c.gang_id.is_(None), not_(earlier_member))]
-        position = tuple_(r.c.priority, r.c.submitted_at, r.c.id)
-
-        def at(prefix: str) -> ColumnElement[Any]:
-            return tuple_(bindparam(f"{prefix}p", type_=c.priority.type),
-                          bindparam(f"{prefix}s", type_=c.submitted_at.type),
-                          bindparam(f"{prefix}id", type_=c.id.type))
-
         of_class = r.c.priority_class == bindparam("name", type_=c.priority_class.type)
-        self.count: dict[tuple[bool, bool], Select[Any]] = {}
+        later = tuple_(r.c.submitted_at, r.c.id)
+        ls, lid, es, eid = (bindparam(n, type_=col.type) for n, col in (
+            ("ls", c.submitted_at), ("lid", c.id), ("es", c.submitted_at), ("eid", c.id)))
+        self._at: dict[tuple[bool, bool], Select[Any]] = {}
+        self._between: dict[tuple[bool, bool], Select[Any]] = {}
         for has_low in (False, True):
             for has_end in (False, True):
-                where = [*line, of_class]
+                # One priority, from (ls, lid) to (es, eid). The plain bound on the submit
+                # time ends PostgreSQL's scan there: it stops a scan at a row comparison's
+                # first column only.
+                at = [*line, of_class, r.c.priority == bindparam("p", type_=c.priority.type)]
                 if has_low:
-                    where.append(position >= at("l"))
+                    at.append(later >= tuple_(ls, lid))
                 if has_end:
-                    where.append(position < at("e"))
-                self.count[(has_low, has_end)] = select(func.count()).select_from(r).where(
-                    and_(*where))
+                    at += [later < tuple_(es, eid), r.c.submitted_at <= es]
+                self._at[(has_low, has_end)] = select(func.count()).select_from(r).where(*at)
+                between = [*line, of_class]
+                if has_low:
+                    between.append(r.c.priority > bindparam("lp", type_=c.priority.type))
+                if has_end:
+                    between.append(r.c.priority < bindparam("ep", type_=c.priority.type))
+                self._between[(has_low, has_end)] = select(func.count()).select_from(r).where(
+                    *between)
         # Entries whose priority has a fractional part, between two integers.
         self.band = select(r.c.submitted_at, r.c.id).where(
             *line, r.c.priority_class.in_(bindparam("names", expanding=True)),
             r.c.priority > bindparam("n", type_=c.priority.type),
             r.c.priority < bindparam("n1", type_=c.priority.type))
+
+
+    def range(self, low: Bound, end: Bound) -> list[tuple[Select[Any], dict[str, Any]]]:
+        """The counts (statement, parameters) that together cover a class's entries from
+        `low` (included; None: the start) to `end` (excluded; None: the end), in pieces
+        whose every bound is one an index scan starts or stops at: the rest of low's
+        priority, the priorities between, the start of end's priority."""
+        if low is None and end is None:
+            return [(self._between[(False, False)], {})]
+        if low is not None and end is not None and low[0] == end[0]:
+            return [(self._at[(True, True)], {"p": low[0], "ls": low[1], "lid": low[2],
+                                               "es": end[1], "eid": end[2]})]
+        out = []
+        if low is not None:
+            out.append((self._at[(True, False)], {"p": low[0], "ls": low[1], "lid": low[2]}))
+        between = {"lp": low[0]} if low is not None else {}
+        if end is not None:
+            between["ep"] = end[0]
+        out.append((self._between[(low is not None, end is not None)], between))
+        if end is not None:
+            out.append((self._at[(False, True)], {"p": end[0], "es": end[1], "eid": end[2]}))
+        return out
 
 
 @functools.lru_cache(maxsize=8)
