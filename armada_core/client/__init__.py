@@ -1,11 +1,19 @@
 """The Armada client every integration builds on: sync and asyncio flavours of every public
-RPC, job and gang builders, resumable event watching and `wait_for_jobs`.
+RPC, job, gang and pod group builders, resumable event watching and `wait_for_jobs`.
 
 Works against our server and against upstream Armada (same wire API).
 """
 
 from .aio import AsyncArmadaClient
-from .builders import PodSpecLike, check_items, gang_items, job_item, pod_spec
+from .builders import (
+    PodSpecLike,
+    Role,
+    check_items,
+    gang_items,
+    job_item,
+    pod_group_items,
+    pod_spec,
+)
 from .connection import DEFAULT_ADDRESS, ConnectionConfig
 from .errors import (
     Aborted,
@@ -65,6 +73,7 @@ __all__ = [
     "PermissionDenied",
     "PodSpecLike",
     "ResourceExhausted",
+    "Role",
     "SpecError",
     "StopSignal",
     "SubmitRejected",
@@ -84,6 +93,7 @@ __all__ = [
     "job_state",
     "load_job_file",
     "parse_job_request",
+    "pod_group_items",
     "pod_spec",
     "queue",
     "state_name",

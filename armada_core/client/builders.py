@@ -2,13 +2,15 @@
 
 A pod spec may be a `kubernetes.client.V1PodSpec`, a plain dict in Kubernetes JSON shape
 (camelCase, or the snake_case of `to_dict()`), YAML text, or our protobuf `PodSpec`. Gangs are
-plain jobs carrying the gang annotations, so the helpers only fill those in consistently.
+plain jobs carrying the gang annotations, so the helpers only fill those in consistently; an
+elastic pod group is a gang whose members also name their role and its minimum.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -109,29 +111,154 @@ def gang_items(specs: PodSpecLike | Sequence[PodSpecLike], *, replicas: int | No
     if minimum_cardinality is not None and not 1 <= minimum_cardinality <= cardinality:
         raise SpecError("minimum_cardinality", f"must be between 1 and the gang size "
                                                f"{cardinality}, got {minimum_cardinality}")
+    extra = {} if minimum_cardinality is None else \
+        {ann.GANG_MINIMUM_CARDINALITY: str(minimum_cardinality)}
+    return _gang([_Member(spec, extra, f"members[{i}].") for i, spec in enumerate(members)],
+                 gang_id=gang_id, node_uniformity_label=node_uniformity_label,
+                 max_hops=max_hops, client_id=client_id, check=check, job=job)
+
+
+@dataclass(frozen=True)
+class Role:
+    """One role of an elastic pod group: `maximum` members run `pod_spec`, of which at least
+    `minimum` must be placed for the group to start (and to keep running); the members above
+    the minimum run when there is room and are preempted first. `maximum` defaults to
+    `minimum`, a fixed-size role."""
+
+    name: str
+    pod_spec: PodSpecLike
+    minimum: int = 1
+    maximum: int | None = None
+
+    @property
+    def size(self) -> int:
+        """How many members are submitted for this role (its maximum)."""
+        return self.minimum if self.maximum is None else self.maximum
+
+    @classmethod
+    def parse(cls, value: Role | Mapping[str, Any], path: str = "role") -> Role:
+        """A Role from itself or from a mapping with `name`, `minimum`, `maximum` and
+        `podSpec` (or `pod_spec`): the form of job files, Airflow templates and orchestrator
+        configuration, so all of them read roles the same way."""
+        if isinstance(value, Role):
+            return value
+        if not isinstance(value, Mapping):
+            raise SpecError(path, "expected a mapping with name, minimum, maximum and podSpec")
+        fields: dict[str, Any] = {}
+        for key, item in value.items():
+            name = _ROLE_FIELDS.get(str(key))
+            if name is None:
+                raise SpecError(f"{path}.{key}", "unknown field (expected name, minimum, "
+                                                 "maximum, podSpec)")
+            if name in fields:
+                raise SpecError(f"{path}.{key}", "podSpec is given twice")
+            fields[name] = item
+        for required in ("name", "pod_spec"):
+            if fields.get(required) is None:
+                raise SpecError(f"{path}.{'podSpec' if required == 'pod_spec' else required}",
+                                "is required")
+        return cls(**fields)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The mapping `parse` reads (for orchestrators that template or serialise it)."""
+        return {"name": self.name, "minimum": self.minimum, "maximum": self.size,
+                "pod_spec": self.pod_spec}
+
+
+_ROLE_FIELDS = {"name": "name", "minimum": "minimum", "maximum": "maximum",
+                "podSpec": "pod_spec", "pod_spec": "pod_spec"}
+
+
+def _count(value: Any, path: str) -> int:
+    """A member count; digit strings too, as templating (Airflow's) renders text."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(path, f"expected a whole number, got {value!r}")
+    return value
+
+
+def pod_group_items(roles: Sequence[Role | Mapping[str, Any]], *, gang_id: str | None = None,
+                    node_uniformity_label: str | None = None, max_hops: int | None = None,
+                    client_id: str = "", check: bool = True,
+                    **job: Any) -> list[submit_pb2.JobSubmitRequestItem]:
+    """An elastic pod group: a gang of every role's `maximum` members, each also carrying its
+    role's name (gangRole) and minimum (gangRoleMinimum). The group starts once every role's
+    minimum fits; members above a minimum are elastic, and a role falling below its minimum
+    takes the whole group down. Roles may be `Role`s or mappings (`Role.parse`).
+
+    Members come role by role in the given order; ids, node uniformity, hops and the other
+    keyword arguments are as for `gang_items`.
+    """
+    if isinstance(roles, (str, bytes, Mapping)) or not isinstance(roles, Sequence):
+        raise SpecError("roles", "expected a list of roles")
+    if not roles:
+        raise SpecError("roles", "a pod group needs at least one role")
+    members: list[_Member] = []
+    seen: dict[str, int] = {}
+    for r, value in enumerate(roles):
+        path = f"roles[{r}]"
+        role = Role.parse(value, path)
+        if not isinstance(role.name, str) or not role.name.strip():
+            raise SpecError(f"{path}.name", f"must be a non-empty string, got {role.name!r}")
+        if role.name in seen:
+            raise SpecError(f"{path}.name", f"{role.name!r} is already the name of "
+                                            f"roles[{seen[role.name]}]")
+        seen[role.name] = r
+        minimum = _count(role.minimum, f"{path}.minimum")
+        maximum = minimum if role.maximum is None else _count(role.maximum, f"{path}.maximum")
+        if maximum < 1:
+            raise SpecError(f"{path}.maximum", f"must be at least 1, got {maximum}")
+        if not 1 <= minimum <= maximum:
+            raise SpecError(f"{path}.minimum", f"must be between 1 and the role's maximum "
+                                               f"{maximum}, got {minimum}")
+        spec = pod_spec(role.pod_spec, f"{path}.pod_spec")
+        extra = {ann.GANG_ROLE: role.name, ann.GANG_ROLE_MINIMUM: str(minimum)}
+        members += [_Member(spec, extra, f"{path}.")] * maximum
+    if ann.GANG_MINIMUM_CARDINALITY in (job.get("annotations") or {}):
+        raise SpecError(f"annotations[{ann.GANG_MINIMUM_CARDINALITY}]",
+                        "a pod group's minimums are its roles' (Role.minimum)")
+    return _gang(members, gang_id=gang_id, node_uniformity_label=node_uniformity_label,
+                 max_hops=max_hops, client_id=client_id, check=check, job=job)
+
+
+@dataclass(frozen=True)
+class _Member:
+    """One gang member to build: its pod spec, the annotations only it has (on top of the
+    gang's), and how an error in it is named."""
+
+    spec: PodSpecLike
+    annotations: Mapping[str, str]
+    path: str
+
+
+def _gang(members: Sequence[_Member], *, gang_id: str | None,
+          node_uniformity_label: str | None, max_hops: int | None, client_id: str,
+          check: bool, job: dict[str, Any]) -> list[submit_pb2.JobSubmitRequestItem]:
+    """The one path behind gangs and pod groups: the gang annotations on every member, each
+    member's own on top, none contradicting the caller's annotations."""
     gang = gang_id or client_id or str(uuid.uuid4())
     annotations = dict(job.pop("annotations", None) or {})
-    wanted = {ann.GANG_ID: gang, ann.GANG_CARDINALITY: str(cardinality)}
-    if minimum_cardinality is not None:
-        wanted[ann.GANG_MINIMUM_CARDINALITY] = str(minimum_cardinality)
+    wanted = {ann.GANG_ID: gang, ann.GANG_CARDINALITY: str(len(members))}
     if node_uniformity_label:
         wanted[ann.GANG_NODE_UNIFORMITY_LABEL] = node_uniformity_label
     if max_hops is not None:
         if max_hops < 0:
             raise SpecError("max_hops", f"must be 0 (one node) or more, got {max_hops}")
         wanted[ann.GANG_MAX_HOPS] = str(max_hops)
-    for key, value in wanted.items():
-        if annotations.get(key, value) != value:
-            raise SpecError(f"annotations[{key}]", f"{annotations[key]!r} contradicts the "
-                                                   f"gang helper's {value!r}")
-    annotations.update(wanted)
     items: list[submit_pb2.JobSubmitRequestItem] = []
-    for i, spec in enumerate(members):
+    for i, member in enumerate(members):
+        own = {**wanted, **member.annotations}
+        for key, value in own.items():
+            if annotations.get(key, value) != value:
+                raise SpecError(f"annotations[{key}]", f"{annotations[key]!r} contradicts "
+                                                       f"the gang helper's {value!r}")
         try:
-            items.append(job_item(spec, annotations=annotations, check=False,
+            items.append(job_item(member.spec, annotations={**annotations, **own},
+                                  check=False,
                                   client_id=f"{client_id}-{i}" if client_id else "", **job))
         except SpecError as e:
-            raise SpecError(f"members[{i}].{e.path}", e.problem) from None
+            raise SpecError(f"{member.path}{e.path}", e.problem) from None
     if check:
         check_items(items)
     return items

@@ -12,11 +12,13 @@ from kubernetes import client as k8s
 from armada_core.api import submit_pb2
 from armada_core.api.k8s import core_v1_pb2
 from armada_core.client import (
+    Role,
     SpecError,
     check_items,
     gang_items,
     job_item,
     load_job_file,
+    pod_group_items,
     pod_spec,
     to_message,
 )
@@ -187,6 +189,76 @@ def test_gang_errors(kwargs, message: str) -> None:
     specs = kwargs.pop("specs")
     with pytest.raises(SpecError) as raised:
         gang_items(specs, **kwargs)
+    assert message in str(raised.value)
+
+
+def test_pod_group_members_name_their_role_and_its_minimum() -> None:
+    coordinator, worker = pod(cpu="1"), pod(cpu="2")
+    items = pod_group_items(
+        [Role("coordinator", coordinator),
+         {"name": "worker", "minimum": 2, "maximum": 4, "podSpec": worker}],
+        client_id="train", node_uniformity_label="rack", max_hops=2, labels={"a": "b"},
+        annotations={"note": "hi"})
+    assert len(items) == 5
+    assert [i.annotations[ann.GANG_ROLE] for i in items] == ["coordinator"] + ["worker"] * 4
+    assert [i.annotations[ann.GANG_ROLE_MINIMUM] for i in items] == ["1"] + ["2"] * 4
+    assert [i.client_id for i in items] == [f"train-{n}" for n in range(5)]
+    for item in items:
+        assert item.annotations[ann.GANG_ID] == "train"
+        assert item.annotations[ann.GANG_CARDINALITY] == "5"
+        assert item.annotations[ann.GANG_NODE_UNIFORMITY_LABEL] == "rack"
+        assert item.annotations[ann.GANG_MAX_HOPS] == "2"
+        assert item.annotations["note"] == "hi" and dict(item.labels) == {"a": "b"}
+        assert ann.GANG_MINIMUM_CARDINALITY not in item.annotations
+    assert items[0].pod_specs[0] == pod_spec(coordinator)
+    assert all(i.pod_specs[0] == pod_spec(worker) for i in items[1:])
+
+
+@pytest.mark.parametrize(("role", "minimum", "maximum"), [
+    (Role("w", pod()), 1, 1),                         # one fixed member
+    (Role("w", pod(), minimum=3), 3, 3),              # maximum defaults to the minimum
+    (Role("w", pod(), maximum=4), 1, 4),              # minimum defaults to 1
+    ({"name": "w", "pod_spec": pod(), "minimum": "2", "maximum": "3"}, 2, 3),  # templated
+])
+def test_pod_group_role_sizes(role, minimum: int, maximum: int) -> None:
+    items = pod_group_items([role])
+    assert len(items) == maximum
+    assert {i.annotations[ann.GANG_ROLE_MINIMUM] for i in items} == {str(minimum)}
+    assert items[0].annotations[ann.GANG_ID] != ""  # a random gang id without a client id
+
+
+def test_role_mapping_round_trip() -> None:
+    role = Role("w", pod(), minimum=2, maximum=4)
+    assert Role.parse(role.as_dict()) == role
+    assert Role.parse(role) is role
+
+
+@pytest.mark.parametrize(("roles", "kwargs", "message"), [
+    ([], {}, "roles: a pod group needs at least one role"),
+    (Role("w", pod()), {}, "roles: expected a list of roles"),
+    ([Role("w", pod()), Role("w", pod())], {}, "roles[1].name: 'w' is already the name of "
+                                               "roles[0]"),
+    ([Role("", pod())], {}, "roles[0].name: must be a non-empty string"),
+    ([Role("w", pod(), minimum=0, maximum=2)], {}, "roles[0].minimum: must be between 1 and "
+                                                   "the role's maximum 2, got 0"),
+    ([Role("w", pod(), minimum=3, maximum=2)], {}, "roles[0].minimum: must be between 1 and "
+                                                   "the role's maximum 2, got 3"),
+    ([Role("w", pod(), maximum=0)], {}, "roles[0].maximum: must be at least 1, got 0"),
+    ([Role("w", pod(), minimum=True)], {}, "roles[0].minimum: expected a whole number"),  # type: ignore[arg-type]
+    ([{"name": "w"}], {}, "roles[0].podSpec: is required"),
+    ([{"name": "w", "podSpec": pod(), "replicas": 2}], {}, "roles[0].replicas: unknown field"),
+    (["w"], {}, "roles[0]: expected a mapping"),
+    ([Role("a", pod()), Role("b", {"containers": [{"name": "m", "bogus": 1}]})], {},
+     "roles[1].pod_spec.containers[0].bogus"),
+    ([Role("w", pod())], {"max_hops": -1}, "max_hops: must be 0 (one node) or more"),
+    ([Role("w", pod())], {"annotations": {ann.GANG_ROLE: "other"}},
+     "annotations[armadaproject.io/gangRole]: 'other' contradicts"),
+    ([Role("w", pod())], {"annotations": {ann.GANG_MINIMUM_CARDINALITY: "1"}},
+     "a pod group's minimums are its roles'"),
+])
+def test_pod_group_errors(roles, kwargs, message: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        pod_group_items(roles, **kwargs)
     assert message in str(raised.value)
 
 
