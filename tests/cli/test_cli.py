@@ -45,6 +45,40 @@ jobs:
     podSpec: *worker
 """
 
+POD_GROUP_FILE = """\
+queue: team-a
+jobSetId: elastic
+jobs:
+  - clientId: train
+    priority: 2
+    labels: {app: train}
+    podGroup:
+      nodeUniformityLabel: rack
+      roles:
+        - name: coordinator
+          minimum: 1
+          maximum: 1
+          podSpec:
+            containers:
+              - name: main
+                image: busybox
+                resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {cpu: 100m, memory: 64Mi}}
+        - name: worker
+          minimum: 2
+          maximum: 4
+          podSpec:
+            containers:
+              - name: main
+                image: busybox
+                resources: {requests: {cpu: "1", memory: 1Gi}, limits: {cpu: "1", memory: 1Gi}}
+  - clientId: after
+    podSpec:
+      containers:
+        - name: main
+          image: busybox
+          resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {cpu: 100m, memory: 64Mi}}
+"""
+
 QUEUE_FILE = """\
 apiVersion: armadaproject.io/v1beta1
 kind: Queue
@@ -175,6 +209,48 @@ def test_submit_status_details_cancel_watch(armada: Armada, tmp_path: Path) -> N
     assert watched[-1] == "All jobs finished: 3 jobs: 3 cancelled"
     resumed = armada.ok("watch", "team-a", "nightly", "--exit-if-inactive", "--from", "12")
     assert len(resumed.splitlines()) == 3  # messages 13 and 14, then the summary
+
+
+def test_submit_a_pod_group(armada: Armada, server: EmbeddedServer, tmp_path: Path) -> None:
+    armada.ok("queue", "create", "team-a")
+    jobs = write(tmp_path, "group.yaml", POD_GROUP_FILE)
+    assert armada.ok("submit", jobs, "--dry-run") == \
+        "Valid: 6 job(s) for queue team-a, job set elastic\n"
+    ids = armada.ok("submit", jobs, "-q").split()
+    assert len(ids) == 6
+    with ArmadaClient(server.address) as c:
+        details = c.get_job_details(ids, expand_job_spec=True)
+    specs = [details[i].job_spec for i in ids]
+    group = [dict(s.annotations) for s in specs[:5]]
+    assert [a["armadaproject.io/gangRole"] for a in group] == ["coordinator"] + ["worker"] * 4
+    assert [a["armadaproject.io/gangRoleMinimum"] for a in group] == ["1"] + ["2"] * 4
+    assert {(a["armadaproject.io/gangId"], a["armadaproject.io/gangCardinality"],
+             a["armadaproject.io/gangNodeUniformityLabel"]) for a in group} == \
+        {("train", "5", "rack")}
+    assert [s.client_id for s in specs] == [f"train-{i}" for i in range(5)] + ["after"]
+    assert {s.priority for s in specs[:5]} == {2} and specs[4].labels["app"] == "train"
+    assert specs[4].pod_specs[0].containers[0].resources.requests["cpu"].string == "1"
+    assert "armadaproject.io/gangId" not in specs[5].annotations
+    # Mistakes name the entry and the role's field.
+    for bad, problem in [
+        (POD_GROUP_FILE.replace("minimum: 2", "minimum: 5"),
+         "jobs[0].podGroup.roles[1].minimum: must be between 1 and the role's maximum 4, "
+         "got 5"),
+        (POD_GROUP_FILE.replace("name: worker", "name: coordinator"),
+         "jobs[0].podGroup.roles[1].name: 'coordinator' is already the name of roles[0]"),
+        (POD_GROUP_FILE.replace("      nodeUniformityLabel: rack\n", "      replicas: 2\n"),
+         "jobs[0].podGroup.replicas: unknown field"),
+        (POD_GROUP_FILE.replace("    labels: {app: train}\n",
+                                "    podSpec: {containers: []}\n"),
+         "jobs[0].podSpec: a pod group's pod specs are its roles' podSpec"),
+        (POD_GROUP_FILE.replace('{requests: {cpu: "1", memory: 1Gi}, limits: {cpu: "1", '
+                                'memory: 1Gi}}', '{requests: {cpu: "1"}}'),
+         "jobs[0].podGroup.members[1].pod_specs[0].containers[0].resources.requests: must "
+         "request memory"),
+    ]:
+        result = armada("submit", write(tmp_path, "bad.yaml", bad), "--dry-run")
+        assert result.code == 1 and result.err.startswith(f"armada: error: {problem}"), \
+            result.err
 
 
 def test_watch_follows_live_events(armada: Armada, server: EmbeddedServer,
