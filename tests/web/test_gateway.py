@@ -244,6 +244,19 @@ def test_fair_share_from_running_jobs_and_capacity(tmp_path) -> None:  # type: i
         # Demand is what they run: capped fair shares equal demand.
         assert queues["big"]["adjustedFairShare"] == 0.5
         assert queues["small"]["adjustedFairShare"] == 0.25
+        # A job that cannot fit says why on its page as GetJobDetails does: the scheduler's
+        # reason, its queue's standing and its place in line.
+        four_cpu = json.loads(json.dumps(one_cpu).replace('"1"', '"4"'))
+        [waiting] = http.submit("small", "s", four_cpu)
+        reason = eventually(lambda: http.get(f"/api/v1/jobs/{waiting}")["schedulingReason"],
+                            timeout=60, what="a scheduling reason")
+        assert reason.startswith("0 of 1 matching node has 4 cpu, 1Gi memory free; queue "
+                                 "small at "), reason
+        assert reason.endswith("its fair share; 1st in line of 1 queued"), reason
+        with grpc.insecure_channel(server.address) as channel:
+            said = job_pb2_grpc.JobsStub(channel).GetJobDetails(
+                job_pb2.JobDetailsRequest(job_ids=[waiting])).job_details[waiting]
+        assert said.scheduling_reason == reason
     finally:
         server.stop()
 

@@ -98,13 +98,26 @@ class JobsService(job_pb2_grpc.JobsServicer):
         states = await self.ctx.run(self.ctx.store.job_states, ids)
         return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in states.items()})
 
+    async def waiting_reasons(self, jobs: list[Job]) -> dict[str, str]:
+        """Why each job waits: the scheduler's stored reason and, for a queued job, where
+        its queue stands and its place in the queue's line (both read now). One text for
+        GetJobDetails and the web UI's job page."""
+        reasons = await self.ctx.run(self.ctx.store.scheduling_reasons, [j.id for j in jobs])
+        waiting = [j for j in jobs if j.state == JobState.QUEUED and reasons.get(j.id)]
+        sample = await self._shares() if waiting else None
+        if sample is None:
+            return reasons
+        places = await self._places([j.id for j in waiting])
+        for job in waiting:
+            reasons[job.id] += f"; {place_in_fair_share(sample, job.queue)}"
+            if job.id in places:
+                reasons[job.id] += f"; {place_in_line(sample, job.queue, places[job.id])}"
+        return reasons
+
     @rpc
     async def GetJobDetails(self, request, context):  # type: ignore[no-untyped-def]
         jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
-        reasons = await self.ctx.run(self.ctx.store.scheduling_reasons, [j.id for j in jobs])
-        waiting = [j.id for j in jobs if j.state == JobState.QUEUED and j.id in reasons]
-        sample = await self._shares() if waiting else None
-        places = await self._places(waiting) if sample is not None else {}
+        reasons = await self.waiting_reasons(jobs)
         out = job_pb2.JobDetailsResponse()
         for job in jobs:
             d = out.job_details[job.id]
@@ -120,10 +133,6 @@ class JobsService(job_pb2_grpc.JobsServicer):
             d.cancel_reason = job.cancel_reason
             d.cancel_user = job.cancel_user
             d.scheduling_reason = reasons.get(job.id, "")
-            if sample is not None and job.state == JobState.QUEUED and d.scheduling_reason:
-                d.scheduling_reason += f"; {place_in_fair_share(sample, job.queue)}"
-                if job.id in places:
-                    d.scheduling_reason += f"; {place_in_line(sample, job.queue, places[job.id])}"
             if job.latest_run is not None:
                 d.latest_run_id = job.latest_run.id
             if request.expand_job_spec:

@@ -282,7 +282,7 @@ async def load_job(web: Web, job_id: str) -> tuple[Job, str]:
     jobs = await web.ctx.run(web.ctx.store.jobs, storable([job_id]))
     if not jobs:
         raise CallError(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} not found")
-    reasons = await web.ctx.run(web.ctx.store.scheduling_reasons, [job_id])
+    reasons = await web.services.jobs.waiting_reasons(jobs)
     return jobs[0], reasons.get(job_id, "")
 
 
