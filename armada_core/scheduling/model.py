@@ -260,6 +260,14 @@ class Job:
     #: Most hops allowed between any two members (``SchedulingConfig.topology_levels``);
     #: None: as close as the gang fits. Members of a gang agree on it.
     gang_max_hops: int | None = None
+    #: Elastic pod groups (SEMANTICS.md, "Elastic pod groups"): the member's role in its
+    #: gang and that role's minimum; a role's maximum is the members submitted with it.
+    gang_role: str | None = None
+    gang_role_min: int | None = None
+    #: Roles of the member's group (name, minimum) that the caller knows of beyond those its
+    #: members in the snapshot carry: a role whose members all ended still counts as below
+    #: its minimum. The caller keeps them (the server in the leader's memory).
+    gang_roles: tuple[tuple[str, int], ...] = ()
     #: Seconds after its start at which the job becomes fair-share preemptible.
     lifetime: float | None = None
     start_time: float | None = None

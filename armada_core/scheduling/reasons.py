@@ -28,6 +28,24 @@ EXCESS_FLOW_BUDGET = (
 GANG_ELASTIC_REST = "gang minimum cardinality met; member could not be scheduled"
 
 
+def elastic_waits(gang_id: str, role: str) -> str:
+    """An elastic member (above its role's minimum) that found no room this cycle."""
+    return f"elastic member of gang {gang_id} (role {role}) waits for capacity"
+
+
+def role_below_minimum(gang_id: str, role: str, running: int, minimum: int) -> str:
+    """A queued member of a running group that a role fell below its minimum: the group's
+    running members are preempted and it starts again as a whole."""
+    return (f"gang {gang_id}: role {role} has {running} of its minimum {minimum} members "
+            "running; the group is preempted and starts again as a whole")
+
+
+def role_short(gang_id: str, role: str, members: int, minimum: int) -> str:
+    """A group that can never be placed: a role has fewer members than its minimum."""
+    return (f"gang {gang_id}: role {role} has {members} members, fewer than its minimum "
+            f"{minimum}")
+
+
 def gang_incomplete(have: int, cardinality: int) -> str:
     return f"gang incomplete: {have} of {cardinality} members queued"
 

@@ -36,6 +36,7 @@ class Knobs:
     urgency: bool = True
     class_limits: bool = True
     topology: bool = True  # sometimes topology levels, block labels and gangs' maximum hops
+    roles: bool = True  # sometimes elastic pod groups (roles with minimums)
     single_class: bool = False  # every job in the preemptible class "low"
     unit_jobs: bool = False  # every job requests exactly one CPU and one memory unit
     max_nodes: int = 6
@@ -259,7 +260,68 @@ def random_world(seed: int, knobs: Knobs | None = None) -> Snapshot:
     snap = with_lifetimes(snap, seed)
     if knobs.topology:
         snap = with_topology(snap, random.Random(seed ^ 0x70B0))
+    if knobs.gangs and knobs.roles:
+        snap = with_roles(snap, random.Random(seed ^ 0x201E), knobs)
     return snap
+
+
+def with_roles(snap: Snapshot, rng: random.Random, knobs: Knobs) -> Snapshot:
+    """Sometimes elastic pod groups: roles with a minimum and members of their own shape,
+    queued whole, or partly running (some roles at or above their minimum, some below it),
+    with a uniformity label or a maximum of hops. A separate generator, so that worlds
+    without role groups stay as they were."""
+    if rng.random() >= knobs.extras.get("roles", 0.35):
+        return snap
+    names = [q.name for q in snap.queues]
+    pcs = snap.priority_classes
+    free = {n.id: dict(n.capacity) for n in snap.nodes}
+    for j in snap.jobs:
+        if j.node is not None:
+            for k, v in j.requests.items():
+                free[j.node][k] = free[j.node].get(k, 0) - v
+    jobs = list(snap.jobs)
+    levels = snap.config.topology_levels
+    for g in range(rng.randint(1, 2)):
+        gid = f"pg{g}"
+        queue = rng.choice(names)
+        label = rng.choice([None, None, "rack"])
+        hops = rng.choice([None, None, 2, 4]) if levels else None
+        roles = []
+        pc = rng.choice(pcs).name  # members of a gang share their class (submission checks)
+        for r in range(rng.randint(1, 3)):
+            count = rng.randint(1, 4)
+            minimum = rng.randint(1, count) if rng.random() < 0.95 else count + 1
+            base = random_job(rng, "x", names, pcs, knobs)
+            roles.append((f"role{r}", count, minimum, base))
+        total = sum(c for _, c, _, _ in roles)
+        known = tuple((name, m) for name, _, m, _ in roles) if rng.random() < 0.3 else ()
+        members = [
+            replace(
+                base,
+                id=f"{gid}-{name}-{k}",
+                queue=queue,
+                priority_class=pc,
+                gang_id=gid,
+                gang_cardinality=total,
+                gang_min_cardinality=None,
+                gang_uniformity_label=label,
+                gang_max_hops=hops,
+                gang_role=name,
+                gang_role_min=minimum,
+                gang_roles=known,
+                submit_time=float(rng.randint(0, 50)),
+            )
+            for name, count, minimum, base in roles
+            for k in range(count)
+        ]
+        if rng.random() < 0.5:
+            # Partly running: each member runs with some probability where it fits.
+            chosen = [m for m in members if rng.random() < 0.7]
+            placed = place_running(rng, list(snap.nodes), chosen, snap.now, free)
+            ids = {m.id for m in placed}
+            members = placed + [m for m in members if m.id not in ids and rng.random() < 0.8]
+        jobs += members
+    return replace(snap, jobs=tuple(jobs))
 
 
 TOPOLOGIES = [

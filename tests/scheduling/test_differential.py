@@ -308,3 +308,21 @@ def _topology_world(seed: int):
 @given(st.integers(min_value=0, max_value=2**40))
 def test_topology_worlds_match_reference(seed: int) -> None:
     _same(_topology_world(seed))
+
+
+@_settings(300)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_role_group_worlds_match_reference(seed: int) -> None:
+    """Worlds that always hold elastic pod groups, over cycles in which running members
+    end (a role may fall below its minimum) and waiting members get their chance."""
+    snap = random_world(seed, Knobs(extras={"roles": 1.0}))
+    rng = random.Random(seed ^ 0x5EED)
+    for cycle in range(4):
+        ref = reference_schedule(snap)
+        assert fast_schedule(snap).decisions() == ref.decisions(), f"cycle {cycle}"
+        jobs = apply_result(snap, ref, snap.now, rng, finish=0.2)
+        jobs = tuple(
+            j for j in jobs
+            if not (j.gang_role is not None and j.node is not None and rng.random() < 0.15)
+        )
+        snap = replace(snap, jobs=jobs, now=snap.now + 10.0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 
 import pytest
@@ -19,6 +19,7 @@ from armada_core.scheduling.fairness import (
 )
 from armada_core.scheduling.fast import fast_schedule
 from armada_core.scheduling.reference import reference_schedule
+from armada_core.scheduling.roles import minimums, role_of
 
 from .helpers import check_basic
 from .randomized import Knobs, apply_result, random_world
@@ -87,6 +88,10 @@ def check_invariants(snap: Snapshot, result) -> None:
     class_limits = any(p.max_fraction_per_queue for p in snap.priority_classes)
     for jid in result.preempted:
         job = by_id[jid]
+        key = (job.queue, job.gang_id)
+        group = [j for j in snap.jobs if (j.queue, j.gang_id) == key]
+        if job.gang_role is not None and _role_below_minimum(units[key], group):
+            continue  # a group with a role below its minimum is preempted whole, for nothing
         # Non-preemptible jobs are never preempted.
         assert _preemptible(job, pcs, snap.now), f"{jid} is not preemptible"
         unit = units[(job.queue, job.gang_id) if job.gang_id else ("", job.id)]
@@ -107,8 +112,11 @@ def check_invariants(snap: Snapshot, result) -> None:
         j = by_id[jid]
         if j.gang_id is not None:
             gangs[(j.queue, j.gang_id)].append(j)
-    for members in gangs.values():
+    for key, members in gangs.items():
         first = members[0]
+        if first.gang_role is not None:
+            _check_role_group(key, members, units, snap)
+            continue
         assert first.min_cardinality <= len(members) <= first.gang_cardinality
         label = first.gang_uniformity_label
         if label is not None:
@@ -121,8 +129,29 @@ def check_invariants(snap: Snapshot, result) -> None:
         if unit[0].gang_id is None:
             continue
         left = [m for m in unit if m.id not in result.preempted]
+        if unit[0].gang_role is not None:
+            if left and len(left) < len(unit):
+                assert not _role_below_minimum(left, unit), "role group cut below a minimum"
+            continue
         if left and len(left) < len(unit):
             assert len(left) >= unit[0].min_cardinality, "gang cut below its minimum"
+
+
+def _role_below_minimum(running: list[Job], group: list[Job] | None = None) -> bool:
+    """Whether some role of the group (roles known from ``group``) has fewer running
+    members than its minimum."""
+    mins = minimums(group or running)
+    counts = Counter(role_of(j) for j in running)
+    return any(counts[r] < m for r, m in mins.items())
+
+
+def _check_role_group(key: tuple, members: list[Job], units: dict, snap: Snapshot) -> None:
+    """Members of a role group placed this cycle: with nothing of the group running, every
+    role's minimum at once; with members running, the group stays healthy."""
+    run = units.get(key, [])
+    if not run:
+        queued = [j for j in snap.jobs if (j.queue, j.gang_id) == key and j.node is None]
+        assert not _role_below_minimum(members, queued), "role group placed below a minimum"
 
 
 @_settings(250)

@@ -30,8 +30,10 @@ from .helpers import IMPLEMENTATIONS, check_basic
 from .randomized import Knobs, random_world
 
 #: Class caps preempt evicted jobs for a reason other than room, and decayed usage adds to a
-#: queue's fraction: both are left out so that the properties are exact.
-KNOBS = Knobs(class_limits=False, decay=False)
+#: queue's fraction: both are left out so that the properties are exact. So are role groups:
+#: one with a role below its minimum is preempted for no room, and elastic members give way
+#: before fairer victims.
+KNOBS = Knobs(class_limits=False, decay=False, roles=False)
 
 #: No fair-share preemption (every queue protected): every victim is an urgency victim.
 NEVER_EVICT = float("inf")

@@ -29,6 +29,7 @@ from .helpers import (
     job,
     jobs,
     node,
+    res,
     run_scenario,
     running,
     tol,
@@ -67,6 +68,163 @@ def _gang_incomplete():
 
 def _gang_too_many():
     return [replace(m, gang_cardinality=2) for m in gang("g", 3)]
+
+
+def pod_group(gid: str, roles=(("coord", 1, 1), ("worker", 4, 2)), queue: str = "A", **kw):
+    """An elastic pod group: per (role, members, minimum), members ``{gid}-{role}{k}``."""
+    total = sum(n for _, n, _ in roles)
+    return [
+        job(f"{gid}-{role}{k}", queue, gang_id=gid, gang_cardinality=total, gang_role=role,
+            gang_role_min=minimum, **kw)
+        for role, n, minimum in roles
+        for k in range(n)
+    ]
+
+
+def _requeued(members, cardinality: int):
+    """Members queued again as a new generation of ``cardinality``."""
+    return [replace(m, node=None, start_time=None, gang_cardinality=cardinality)
+            for m in members]
+
+
+def _role_scenarios() -> list[Scenario]:
+    """Elastic pod groups (SEMANTICS.md, "Elastic pod groups")."""
+    g = pod_group("g")
+    g5 = pod_group("g", roles=(("coord", 1, 1), ("worker", 5, 2)))
+    by = {m.id: m for m in g}
+    elastic = "elastic member of gang g (role worker) waits for capacity"
+    big = pod_group("g", roles=(("coord", 1, 1), ("worker", 4, 2)))
+    big = [replace(m, requests=res(2)) if m.gang_role == "worker" else m for m in big]
+    known = (("coord", 1), ("worker", 2))
+    return [
+        Scenario(
+            "role group: minimums first, elastic members as room allows, the rest wait",
+            [node("n0")],
+            [
+                Round(
+                    g,
+                    sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
+                    failed=set(),
+                    reasons={"g-worker3": elastic},
+                ),
+                Round([], sched=set(), pre=set(), reasons={"g-worker3": elastic}),
+            ],
+        ),
+        Scenario(
+            "role group: a role's minimum that does not fit leaves the whole group queued",
+            [node("n0")],
+            [Round(big, sched=set(), failed=set(),
+                   reasons={m.id: "gang could not be scheduled" for m in big})],
+        ),
+        Scenario(
+            "role group: a role with fewer members than its minimum fails",
+            [node("n0")],
+            [Round(pod_group("g", roles=(("coord", 1, 1), ("worker", 1, 2))), sched=set(),
+                   failed={"g-coord0", "g-worker0"},
+                   reasons={"g-coord0": "role worker has 1 members, fewer than its minimum 2"})],
+        ),
+        Scenario(
+            "role group: elastic members are placed in a later cycle when room frees",
+            [node("n0")],
+            [
+                Round([job("x0", "B")], sched={"x0"}),
+                Round(g, sched={"g-coord0", "g-worker0", "g-worker1"}, pre=set(),
+                      reasons={"g-worker2": elastic, "g-worker3": elastic}),
+                Round([], finish={"x0"}, sched={"g-worker2": "n0"}, pre=set(),
+                      reasons={"g-worker3": elastic}),
+            ],
+        ),
+        Scenario(
+            # Without the rule the node of queue B (furthest above its fair share) would give
+            # way; the elastic worker of the same class goes first, alone.
+            "role group: urgency preempts an elastic member before anything of its class",
+            [node("n0"), node("n1")],
+            [
+                Round(
+                    running(g[:4], "n0") + running(jobs("b", 4, "B"), "n1")
+                    + [job("h0", "C", pc="high")],
+                    sched={"h0": "n0"},
+                    pre={"g-worker2"},
+                ),
+            ],
+            queues=(Queue("A"), Queue("B", priority_factor=2.0), Queue("C")),
+            config=NEVER_EVICT,
+        ),
+        Scenario(
+            # Without the rule the group's four members would go back as one and a0, a single
+            # job of the same class, would be preempted instead of the elastic worker.
+            "role group: fair share takes an elastic member before other jobs of its class",
+            [node("n0", cpu=5)],
+            [
+                Round(
+                    [*running([*g[:4], job("a0")], "n0"), job("b0", "B")],
+                    sched={"b0": "n0"},
+                    pre={"g-worker2"},
+                ),
+            ],
+            config=ALWAYS_EVICT,
+        ),
+        Scenario(
+            "role group: a role below its minimum preempts the group, which starts again",
+            [node("n0")],
+            [
+                Round(g, sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"}),
+                Round(
+                    [], finish={"g-worker0", "g-worker1"}, sched=set(),
+                    pre={"g-coord0", "g-worker2"},
+                    reasons={"g-worker3": "role worker has 1 of its minimum 2 members running"},
+                ),
+                Round(
+                    _requeued([by["g-coord0"], by["g-worker2"], by["g-worker3"]], 3),
+                    finish={"g-worker3"},
+                    sched={"g-coord0", "g-worker2", "g-worker3"},
+                    pre=set(),
+                ),
+            ],
+        ),
+        Scenario(
+            "role group: a role whose members all ended preempts the group",
+            [node("n0")],
+            [
+                Round([replace(m, gang_roles=known, gang_cardinality=4) for m in g[:4]],
+                      sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"}),
+                Round([], finish={"g-coord0"}, sched=set(),
+                      pre={"g-worker0", "g-worker1", "g-worker2"}),
+            ],
+        ),
+        Scenario(
+            "role group: the uniformity label holds the group and its late members",
+            [node("n0", labels={"zone": "a"}), node("n1", labels={"zone": "b"}),
+             node("n2", cpu=1, labels={"zone": "a"})],
+            [
+                Round(
+                    [replace(m, gang_uniformity_label="zone") for m in g5],
+                    sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2", "g-worker3"},
+                    reasons={"g-worker4": elastic},
+                ),
+                Round([], sched=set(), pre=set(), reasons={"g-worker4": elastic}),
+                Round([job("x0", "B", cpu=4)], sched={"x0": "n1"}, pre=set(),
+                      reasons={"g-worker4": elastic}),
+            ],
+        ),
+        Scenario(
+            "role group: topology keeps late members within the group's maximum hops",
+            [tnode("n0", "b1", "r1", cpu=2, mem=8), tnode("n1", "b1", "r1", cpu=2, mem=8),
+             tnode("n2", "b1", "r2")],
+            [
+                Round(
+                    [replace(m, gang_max_hops=2) for m in g5],
+                    sched={"g-coord0": "n0", "g-worker0": "n0", "g-worker1": "n1",
+                           "g-worker2": "n1"},
+                    reasons={"g-worker3": elastic, "g-worker4": elastic},
+                ),
+                Round([], sched=set(), pre=set(), reasons={"g-worker3": elastic}),
+                Round([], finish={"g-worker0"}, sched={"g-worker3": "n0"}, pre=set(),
+                      reasons={"g-worker4": elastic}),
+            ],
+            config=TOPO,
+        ),
+    ]
 
 
 SCENARIOS: list[Scenario] = [
@@ -1595,6 +1753,7 @@ SCENARIOS: list[Scenario] = [
             Round([], finish={"a0", "a1"}, sched={"a4", "a5"}, pre=set()),
         ],
     ),
+    *_role_scenarios(),
 ]
 
 

@@ -116,8 +116,10 @@ def _evict_gangs(
     for key in sorted(units):
         members = units[key]
         members.sort(key=lambda i: running_order_or_id(st, i))
+        elastic = st.elastic
         for i in members:
-            st.unit_of[i] = members
+            # An elastic member gives way alone; any other member takes its whole group.
+            st.unit_of[i] = [i] if elastic is not None and elastic[i] else members
         if not all(st.accounted[i] and preemptible[i] for i in members):
             continue
         if protected[st.qidx[members[0]]]:
@@ -125,6 +127,13 @@ def _evict_gangs(
             continue
         st.evicted_mask[members] = True
         minimum = max(1, min(jobs[members[0]].min_cardinality, len(members)))
+        if elastic is not None and elastic[members].any():
+            # A role group: its core is every role's minimum, its extras the elastic members.
+            flags = elastic[members]
+            members = [i for i, f in zip(members, flags, strict=True) if not f] + [
+                i for i, f in zip(members, flags, strict=True) if f
+            ]
+            minimum = len(members) - int(flags.sum())
         core = new_item(st, EVICTED, members[:minimum], minimum, None)
         st.complex.append(core)
         for extra in members[minimum:]:

@@ -31,10 +31,22 @@ def queued_gang(st: CycleState, q: int, item: Item) -> None:
         fail_rows(st, np.array(members), reason)
         return
     charges = gang_charges(st, q, item)
+    if item.late:
+        i = members[0]
+        if isinstance(place_one(st, q, i, item.allowed), str):
+            st.result.unscheduled[st.ids[i]] = _elastic_reason(st, i)
+        else:
+            take_charges(st, q, members, charges)
+        return
     if topology.applies(st.cfg.topology_levels, len(members)):
         _topology_gang(st, q, item, charges)
         return
     _plain_gang(st, q, item, charges)
+
+
+def _elastic_reason(st: CycleState, i: int) -> str:
+    job = st.jobs[i]
+    return reasons.elastic_waits(job.gang_id or "", job.gang_role or "")
 
 
 def _plain_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -> None:
@@ -42,7 +54,7 @@ def _plain_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -> 
     the members placed take their budget ``charges``."""
     members = item.members
     shapes = {int(st.shape_of_job[i]) for i in members}
-    if len(shapes) == 1:
+    if len(shapes) == 1 and not item.core:
         s = shapes.pop()
         sh = st.shapes[s]
         if sh.cands is None:
@@ -235,13 +247,13 @@ def _generic_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -
     members, minimum, label = item.members, item.minimum, item.label
     if label is None:
         saved = _begin(st)
-        attempt = _try(st, q, members, minimum, None)
+        attempt = _try(st, q, members, minimum, None, item.core)
         if isinstance(attempt, str):
             _rollback(st, saved)
             fail_rows(st, np.array(members), reasons.gang_failed(attempt))
             return
         st.journal = None
-        _elastic_rest(st, members, attempt[0])
+        _elastic_rest(st, members, attempt[0], item.core)
         take_charges(st, q, [i for i in members if i in attempt[0]], charges)
         return
     values, of = labels(st, label)
@@ -249,7 +261,7 @@ def _generic_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -
     for v, value in enumerate(values):
         allowed = of == v
         saved = _begin(st)
-        attempt = _try(st, q, members, minimum, allowed)
+        attempt = _try(st, q, members, minimum, allowed, item.core)
         if not isinstance(attempt, str):
             placed, worst = attempt
             leftover = st.db.free_all(np.flatnonzero(allowed)).sum(axis=0).tolist()
@@ -260,24 +272,30 @@ def _generic_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -
     if best_value is None:
         fail_rows(st, np.array(members), reasons.gang_uniformity_failed(label))
         return
-    attempt = _try(st, q, members, minimum, of == best_value)
+    attempt = _try(st, q, members, minimum, of == best_value, item.core)
     assert not isinstance(attempt, str)
-    _elastic_rest(st, members, attempt[0])
+    _elastic_rest(st, members, attempt[0], item.core)
     take_charges(st, q, [i for i in members if i in attempt[0]], charges)
 
 
 def _try(
-    st: CycleState, q: int, members: list[int], minimum: int, allowed: np.ndarray | None
+    st: CycleState,
+    q: int,
+    members: list[int],
+    minimum: int,
+    allowed: np.ndarray | None,
+    core: int = 0,
 ) -> tuple[set[int], tuple] | str:
-    """Place members in order; the placed set and worst stage rank, or the first reason."""
+    """Place members in order; the placed set and worst stage rank, or the first reason
+    (also when a member of a role group's ``core`` does not fit)."""
     placed: set[int] = set()
     worst = (0, 0.0)
     first_reason = None
-    for i in members:
+    for k, i in enumerate(members):
         outcome = place_one(st, q, i, allowed)
         if isinstance(outcome, str):
             first_reason = first_reason or outcome
-            if minimum == len(members):
+            if minimum == len(members) or k < core:
                 return outcome
             continue
         placed.add(i)
@@ -287,10 +305,14 @@ def _try(
     return placed, worst
 
 
-def _elastic_rest(st: CycleState, members: list[int], placed: set[int]) -> None:
+def _elastic_rest(st: CycleState, members: list[int], placed: set[int], core: int = 0) -> None:
+    """Members not placed fail, or in a role group wait for capacity in later cycles."""
     for i in members:
         if i not in placed:
-            st.result.failed[st.ids[i]] = reasons.GANG_ELASTIC_REST
+            if core:
+                st.result.unscheduled[st.ids[i]] = _elastic_reason(st, i)
+            else:
+                st.result.failed[st.ids[i]] = reasons.GANG_ELASTIC_REST
 
 
 def _begin(st: CycleState) -> tuple:
@@ -347,7 +369,7 @@ def _topology_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) 
     shapes = {int(st.shape_of_job[i]) for i in members}
     sh: Shape | None = None
     s = -1
-    if len(shapes) == 1:
+    if len(shapes) == 1 and not item.core:
         s = shapes.pop()
         sh = st.shapes[s]
         if sh.cands is None:
@@ -385,7 +407,7 @@ def _topology_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) 
             else:
                 allowed = of == d
                 saved = _begin(st)
-                attempt = _try(st, q, members, minimum, allowed)
+                attempt = _try(st, q, members, minimum, allowed, item.core)
                 if not isinstance(attempt, str):
                     got, worst = len(attempt[0]), attempt[1]
                     leftover = db.free_all(rows).sum(axis=0).tolist()
@@ -409,9 +431,9 @@ def _topology_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) 
     if simulate:
         _apply(st, q, members, best, charges)
         return
-    attempt = _try(st, q, members, minimum, best)
+    attempt = _try(st, q, members, minimum, best, item.core)
     assert not isinstance(attempt, str)
-    _elastic_rest(st, members, attempt[0])
+    _elastic_rest(st, members, attempt[0], item.core)
     take_charges(st, q, [i for i in members if i in attempt[0]], charges)
 
 

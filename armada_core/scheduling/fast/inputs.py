@@ -16,8 +16,9 @@ import numpy as np
 from .. import reasons
 from ..constraints import node_order
 from ..fairness import CostModel
-from ..model import DEFAULT_RESOURCE_ORDER, Snapshot, shape_of
+from ..model import DEFAULT_RESOURCE_ORDER, Job, Snapshot, shape_of
 from ..nodedb import NodeDb
+from ..roles import plan
 from .state import CycleState, Shape, pick
 
 
@@ -160,3 +161,49 @@ def _index_jobs(st: CycleState) -> None:
             reasons.UNKNOWN_QUEUE if qidx[i] < 0 else reasons.UNKNOWN_PRIORITY_CLASS
         )
     st.queued = queued[(qidx[queued] >= 0) & known_pc[queued]]
+    gang_rows = np.flatnonzero(st.in_gang).tolist()
+    if gang_rows and any(jobs[i].gang_role is not None for i in gang_rows):
+        _apply_roles(st, gang_rows)
+
+
+def _apply_roles(st: CycleState, gang_rows: list[int]) -> None:
+    """Role groups (SEMANTICS.md, "Elastic pod groups"): a group with a role below its
+    minimum has its running members preempted and its queued ones wait, all out of the
+    cycle (as jobs on unknown nodes are); the running members above their role's minimum
+    are marked elastic."""
+    jobs = st.jobs
+    keys = {(jobs[i].queue, st.gang_ids[i]) for i in gang_rows if jobs[i].gang_role is not None}
+    rows = [i for i in gang_rows if (jobs[i].queue, st.gang_ids[i]) in keys]
+    run = [i for i in rows if st.accounted[i]]
+    waiting = [i for i in rows if not st.is_running[i]]
+    valid = set(st.queued.tolist())
+    node_index = {n.id: k for k, n in enumerate(st.nodes)}
+    pcs = st.pcs
+
+    def order(j: Job) -> tuple:
+        start = j.start_time if j.start_time is not None else 0.0
+        return (-pcs[j.priority_class].priority, j.priority, start, j.submit_time, j.id)
+
+    st.roles = plan(
+        [jobs[i] for i in run],
+        [jobs[i] for i in waiting if i in valid],
+        st.nodes,
+        node_index,
+        st.cfg.topology_levels,
+        order,
+    )
+    row_of = {jobs[i].id: i for i in rows}
+    gone = np.array([row_of[j] for j in st.roles.preempt], dtype=np.int64)
+    if len(gone):
+        st.preempted.update(gone.tolist())
+        st.accounted[gone] = False
+        st.run_node[gone] = -1
+        st.running_rows = st.running_rows[~np.isin(st.running_rows, gone)]
+    if st.roles.waiting:
+        out = np.array([row_of[j] for j in st.roles.waiting], dtype=np.int64)
+        for job_id, why in st.roles.waiting.items():
+            st.result.unscheduled[job_id] = why
+        st.queued = st.queued[~np.isin(st.queued, out)]
+    st.elastic = np.zeros(len(jobs), dtype=bool)
+    if st.roles.elastic:
+        st.elastic[[row_of[j] for j in st.roles.elastic]] = True

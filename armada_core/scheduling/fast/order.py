@@ -13,6 +13,7 @@ from operator import attrgetter
 import numpy as np
 
 from .. import reasons
+from ..roles import arrange, has_roles, short_role
 from .outcomes import fail_rows
 from .state import EVICTED, QUEUED, CycleState, new_item, pick
 
@@ -56,7 +57,11 @@ def queued_work(st: CycleState) -> np.ndarray:
 def _queued_gangs(st: CycleState, rows: list[int]) -> None:
     jobs, ids, result = st.jobs, st.ids, st.result
     gangs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    late = st.roles.late if st.roles is not None else {}
     for i in rows:
+        if late and ids[i] in late:
+            _late_member(st, i, late[ids[i]])
+            continue
         gangs[(jobs[i].queue, st.gang_ids[i])].append(i)
     for key in sorted(gangs):
         members = gangs[key]
@@ -72,7 +77,39 @@ def _queued_gangs(st: CycleState, rows: list[int]) -> None:
                 result.unscheduled[ids[i]] = reasons.gang_incomplete(len(members), cardinality)
             continue
         minimum = max(1, min(first.min_cardinality, len(members)))
+        if st.roles is not None and has_roles([jobs[i] for i in members]):
+            _role_group(st, members)
+            continue
         st.complex.append(new_item(st, QUEUED, members, minimum, first.gang_uniformity_label))
+
+
+def _late_member(st: CycleState, i: int, allowed: frozenset[int] | None) -> None:
+    """A queued member of a running role group: an item of its own, placed near the
+    running members."""
+    item = new_item(st, QUEUED, [i], 1, None)
+    item.late = True
+    if allowed is not None:
+        item.allowed = np.zeros(len(st.nodes), dtype=bool)
+        item.allowed[list(allowed)] = True
+    st.complex.append(item)
+
+
+def _role_group(st: CycleState, members: list[int]) -> None:
+    """A complete queued role group: its members in placing order (minimums first), or
+    failed when a role has fewer members than its minimum."""
+    jobs = st.jobs
+    group = [jobs[i] for i in members]
+    short = short_role(group)
+    if short is not None:
+        for i in members:
+            st.result.failed[st.ids[i]] = short
+        return
+    ordered, core = arrange(group)
+    row = {id(j): i for j, i in zip(group, members, strict=True)}
+    rows = [row[id(j)] for j in ordered]
+    item = new_item(st, QUEUED, rows, core, group[0].gang_uniformity_label)
+    item.core = core
+    st.complex.append(item)
 
 
 def order_queues(st: CycleState, evicted: np.ndarray, queued: np.ndarray) -> None:

@@ -14,6 +14,7 @@ from ..nodedb import scatter_add
 from .limits import class_limit
 from .queues import add_class, keys, use, wins
 from .state import CycleState, Item
+from .victims import victim_code
 
 #: Evicted jobs looked at per step, so that a step costs O(1) amortised.
 _WINDOW = 4096
@@ -205,7 +206,8 @@ def ev_done(st: CycleState, rows: np.ndarray) -> None:
         i = int(rows[0])
         groups = st.ev_groups.get(int(st.job_pcp[i]))
         if groups is not None:
-            groups[int(st.qidx[i])][int(st.run_node[i])] -= st.req[st.shape_of_job[i]]
+            code = int(victim_code(st, rows)[0])
+            groups[code][int(st.run_node[i])] -= st.req[st.shape_of_job[i]]
         return
     pcps = st.job_pcp[rows]
     for pcp in np.unique(pcps).tolist():
@@ -213,7 +215,7 @@ def ev_done(st: CycleState, rows: np.ndarray) -> None:
         if groups is None:
             continue
         sel = rows[pcps == pcp]
-        qs = st.qidx[sel]
+        qs = victim_code(st, sel)
         for q in np.unique(qs).tolist():
             mine = sel[qs == q]
             scatter_add(groups[q], st.run_node[mine], st.req[st.shape_of_job[mine]], -1)

@@ -25,6 +25,7 @@ from ..model import (
     Snapshot,
 )
 from ..nodedb import NodeDb
+from ..roles import RolePlan
 
 #: Kinds of items in a queue's order; among items of equal class priority they come in this
 #: order (evicted gangs, then evicted members above a gang's minimum, then queued work).
@@ -35,7 +36,19 @@ class Item:
     """A gang (queued, or the core of an evicted one) or one evicted member above a gang's
     minimum: what a queue's order holds besides single jobs."""
 
-    __slots__ = ("failed", "kind", "label", "members", "minimum", "parent", "pcp", "total")
+    __slots__ = (
+        "allowed",
+        "core",
+        "failed",
+        "kind",
+        "label",
+        "late",
+        "members",
+        "minimum",
+        "parent",
+        "pcp",
+        "total",
+    )
 
     def __init__(
         self,
@@ -55,6 +68,13 @@ class Item:
         self.total = total  # summed requests (a list of ints: it feeds the queue key)
         self.parent = parent  # an extra's core: if the core fails, the extra is preempted
         self.failed = False
+        # A queued role group: its first ``core`` members (every role's minimum) go all or
+        # nothing, the rest as far as room allows (0: not a role group).
+        self.core = 0
+        # A queued member of a running role group, placed alone on the ``allowed`` nodes
+        # (a node mask; None: anywhere).
+        self.late = False
+        self.allowed: np.ndarray | None = None
 
 
 class Shape:
@@ -177,6 +197,10 @@ class CycleState:
     accounted: np.ndarray = field(init=False)
     #: Queued jobs of a known queue and class: demand, and the work to schedule.
     queued: np.ndarray = field(init=False)
+    #: The role rules' decisions (``roles.plan``) and, per row, whether a running job is an
+    #: elastic member of a role group (victims order them first); None without role groups.
+    roles: RolePlan | None = None
+    elastic: np.ndarray | None = None
     #: Free resources per displacement level, and the best-fit index.
     db: NodeDb = field(init=False)
     #: Index partition -> (taints, resources present): a shape scans only those it can use.

@@ -84,14 +84,27 @@ def _groups(st: CycleState, level: float, evicted: bool) -> list[tuple[tuple, np
                     by_hold[(float(h), q)] = arr
             st.hold_groups = (st.hold_epoch, by_hold)
         found += [(h, q, arr) for (h, q), arr in st.hold_groups[1].items() if h <= level]
-    keyed = [((p, -fraction(st, q), st.qnames[q]), arr) for p, q, arr in found]
+    nq = len(st.qnames)
+    keyed = [
+        ((p, c // nq, -fraction(st, c % nq), st.qnames[c % nq]), arr) for p, c, arr in found
+    ]
     keyed.sort(key=itemgetter(0))
     return keyed
 
 
+def victim_code(st: CycleState, rows: np.ndarray) -> np.ndarray:
+    """Per row, its victim group besides priority: ``queue + queues * flag``, where the flag
+    is 0 for an elastic member of a role group (taken first) and 1 for any other job."""
+    nq = len(st.qnames)
+    if st.elastic is None:
+        return st.qidx[rows] + nq
+    return st.qidx[rows] + nq * (~st.elastic[rows]).astype(np.int64)
+
+
 def _by_queue(st: CycleState, rows: np.ndarray, nn: int) -> dict[int, np.ndarray]:
+    """What each victim group (``victim_code``) holds per node."""
     out: dict[int, np.ndarray] = {}
-    qs = st.qidx[rows]
+    qs = victim_code(st, rows)
     for q in np.unique(qs).tolist():
         sel = rows[qs == q]
         out[int(q)] = sum_by(st.run_node[sel], st.shape_of_job[sel], nn, st.req)
@@ -110,7 +123,9 @@ def preempt_for(st: CycleState, sh: Shape, n: int, level: float) -> None:
             break
         if v in seen:
             continue
-        unit = st.unit_of.get(v, [v])  # a victim's whole gang goes
+        # A victim's whole gang goes, but for members already taken (an elastic member gives
+        # way alone, before its group).
+        unit = [m for m in st.unit_of.get(v, [v]) if m not in seen and m not in st.preempted]
         seen.update(unit)
         taken.append(unit)
         room = room + _unit_on(st, unit, n)
@@ -141,7 +156,15 @@ def _victims_on(st: CycleState, n: int, level: float) -> list[int]:
         q = int(qidx[i])
         if q not in fractions:
             fractions[q] = fraction(st, q)
-    victims.sort(key=lambda i: (hold[i], -fractions[int(qidx[i])], st.qnames[int(qidx[i])]))
+    el = st.elastic
+    victims.sort(
+        key=lambda i: (
+            hold[i],
+            0 if el is not None and el[i] else 1,
+            -fractions[int(qidx[i])],
+            st.qnames[int(qidx[i])],
+        )
+    )
     return victims
 
 
@@ -154,7 +177,8 @@ def _preempt(st: CycleState, member: int) -> None:
     st.alloc[q] = [a - b for a, b in zip(st.alloc[q], sh.req_t, strict=True)]
     use(st, q, sh.req_t, -1)
     if st.hold_groups is not None and st.hold_groups[0] == st.hold_epoch:
-        st.hold_groups[1][(h, q)][n] -= st.req[s]
+        code = int(victim_code(st, np.array([member]))[0])
+        st.hold_groups[1][(h, code)][n] -= st.req[s]
     add_class(st, q, sh.pc, list(sh.req_t), -1)
     st.preempted.add(member)
     if st.journal is not None:

@@ -37,8 +37,10 @@ def running_gangs(state: CycleState, running: list[Job]) -> list[list[Job]]:
     for key in sorted(units):
         members = units[key]
         members.sort(key=lambda j: running_order_or_id(j, state.classes))
+        elastic = state.roles.elastic if state.roles is not None else set()
         for j in members:
-            state.gang_of[j.id] = members
+            # An elastic member gives way alone; any other member takes its whole group.
+            state.gang_of[j.id] = [j] if j.id in elastic else members
             state.running[j.id] = j
         gangs.append(members)
     return gangs
@@ -70,6 +72,12 @@ def evicted_items(state: CycleState, members: list[Job]) -> list[Item]:
     minimum = max(1, min(members[0].min_cardinality, len(members)))
     if members[0].gang_id is None:
         minimum = len(members)
+    elastic = state.roles.elastic if state.roles is not None else set()
+    if any(j.id in elastic for j in members):
+        # A role group: its core is every role's minimum, its extras the elastic members.
+        ordered = [j for j in members if j.id not in elastic]
+        minimum = len(ordered)
+        members = ordered + [j for j in members if j.id in elastic]
     core = state.item(EVICTED, queue, members[:minimum])
     return [core] + [state.item(EXTRA, queue, [job], parent=core) for job in members[minimum:]]
 

@@ -54,6 +54,13 @@ def schedule_queued(state: CycleState, item: Item) -> None:
             state.result.unscheduled[j.id] = reason
         return
     charges = budget_charges(state, item)
+    if item.late:
+        outcome = place(state, members[0], item.allowed)
+        if isinstance(outcome, str):
+            state.result.unscheduled[members[0].id] = elastic_reason(members[0])
+        else:
+            charge_placed(state, members, charges)
+        return
     if len(members) == 1 and members[0].gang_id is None:
         outcome = place(state, members[0], None)
         if outcome == reasons.NO_CAPACITY:
@@ -64,47 +71,55 @@ def schedule_queued(state: CycleState, item: Item) -> None:
             charge_placed(state, members, charges)
         return
     minimum = max(1, min(members[0].min_cardinality, len(members)))
+    core = item.core
+    if core:
+        minimum = core
     label = members[0].gang_uniformity_label
     if topology.applies(state.snapshot.config.topology_levels, len(members)):
-        placed = place_topology_gang(state, members, minimum, label)
+        placed = place_topology_gang(state, members, minimum, label, core)
     elif label is None:
-        placed = place_gang(state, members, minimum)
+        placed = place_gang(state, members, minimum, core)
     else:
-        placed = place_uniform_gang(state, members, minimum, label)
+        placed = place_uniform_gang(state, members, minimum, label, core)
     charge_placed(state, [j for j in members if j.id in placed], charges)
 
 
-def place_gang(state: CycleState, members: list[Job], minimum: int) -> set[str]:
+def elastic_reason(job: Job) -> str:
+    """Why an elastic member of a role group was left queued."""
+    return reasons.elastic_waits(job.gang_id or "", job.gang_role or "")
+
+
+def place_gang(state: CycleState, members: list[Job], minimum: int, core: int = 0) -> set[str]:
     """A gang on any nodes, or none of it; returns the members placed."""
     saved = state.save()
-    attempt = try_gang(state, members, minimum, None)
+    attempt = try_gang(state, members, minimum, None, core)
     if isinstance(attempt, str):
         state.restore(saved)
         for j in members:
             state.result.unscheduled[j.id] = reasons.gang_failed(attempt)
         return set()
-    fail_unplaced(state, members, attempt[0])
+    fail_unplaced(state, members, attempt[0], core)
     return attempt[0]
 
 
 def place_uniform_gang(
-    state: CycleState, members: list[Job], minimum: int, label: str
+    state: CycleState, members: list[Job], minimum: int, label: str, core: int = 0
 ) -> set[str]:
     """A gang on the nodes of the best value of its uniformity label, or none of it; returns
     the members placed."""
-    value = best_value(state, members, minimum, label)
+    value = best_value(state, members, minimum, label, core)
     if value is None:
         for j in members:
             state.result.unscheduled[j.id] = reasons.gang_uniformity_failed(label)
         return set()
-    attempt = try_gang(state, members, minimum, nodes_with(state, label, value))
+    attempt = try_gang(state, members, minimum, nodes_with(state, label, value), core)
     assert not isinstance(attempt, str)
-    fail_unplaced(state, members, attempt[0])
+    fail_unplaced(state, members, attempt[0], core)
     return attempt[0]
 
 
 def place_topology_gang(
-    state: CycleState, members: list[Job], minimum: int, label: str | None
+    state: CycleState, members: list[Job], minimum: int, label: str | None, core: int = 0
 ) -> set[str]:
     """A gang in one domain of the narrowest topology level that holds it, within its
     maximum hops (SEMANTICS.md, "Topology"). Every domain of a level is tried (split by
@@ -123,7 +138,7 @@ def place_topology_gang(
         for key, indices in zip(level.keys, level.members, strict=True):
             allowed = set(indices)
             saved = state.save()
-            attempt = try_gang(state, members, minimum, allowed)
+            attempt = try_gang(state, members, minimum, allowed, core)
             if isinstance(attempt, str):
                 if level.label is None and label is None:
                     cluster_reason = attempt
@@ -149,13 +164,15 @@ def place_topology_gang(
         for j in members:
             state.result.unscheduled[j.id] = why
         return set()
-    attempt = try_gang(state, members, minimum, best)
+    attempt = try_gang(state, members, minimum, best, core)
     assert not isinstance(attempt, str)
-    fail_unplaced(state, members, attempt[0])
+    fail_unplaced(state, members, attempt[0], core)
     return attempt[0]
 
 
-def best_value(state: CycleState, members: list[Job], minimum: int, label: str) -> str | None:
+def best_value(
+    state: CycleState, members: list[Job], minimum: int, label: str, core: int = 0
+) -> str | None:
     """Try every value of the label; the winner has the most members placed, then the
     lowest worst stage, then the least free resources left on its nodes, then the smallest
     value. Each trial is taken back."""
@@ -164,7 +181,7 @@ def best_value(state: CycleState, members: list[Job], minimum: int, label: str) 
     for value in values:
         allowed = nodes_with(state, label, value)
         saved = state.save()
-        attempt = try_gang(state, members, minimum, allowed)
+        attempt = try_gang(state, members, minimum, allowed, core)
         if not isinstance(attempt, str):
             placed, worst = attempt
             leftover = state.zeros()
@@ -183,18 +200,23 @@ def nodes_with(state: CycleState, label: str, value: str) -> set[int]:
 
 
 def try_gang(
-    state: CycleState, members: list[Job], minimum: int, allowed: set[int] | None
+    state: CycleState,
+    members: list[Job],
+    minimum: int,
+    allowed: set[int] | None,
+    core: int = 0,
 ) -> tuple[set[str], Rank] | str:
-    """Place members in order; with fewer than ``minimum`` placed the attempt fails (the
-    caller takes it back). Returns the members placed and the worst stage, or a reason."""
+    """Place members in order; with fewer than ``minimum`` placed, or a member of a role
+    group's ``core`` not placed, the attempt fails (the caller takes it back). Returns the
+    members placed and the worst stage, or a reason."""
     placed: set[str] = set()
     worst = (0, 0.0)
     first_reason: str | None = None
-    for job in members:
+    for k, job in enumerate(members):
         outcome = place(state, job, allowed)
         if isinstance(outcome, str):
             first_reason = first_reason or outcome
-            if minimum == len(members):
+            if minimum == len(members) or k < core:
                 return outcome
             continue
         placed.add(job.id)
@@ -204,8 +226,14 @@ def try_gang(
     return placed, worst
 
 
-def fail_unplaced(state: CycleState, members: list[Job], placed: set[str]) -> None:
-    """The gang runs with the members placed; the others fail."""
+def fail_unplaced(
+    state: CycleState, members: list[Job], placed: set[str], core: int = 0
+) -> None:
+    """The gang runs with the members placed; the others fail, or in a role group wait
+    for capacity in later cycles."""
     for j in members:
         if j.id not in placed:
-            state.result.failed[j.id] = reasons.GANG_ELASTIC_REST
+            if core:
+                state.result.unscheduled[j.id] = elastic_reason(j)
+            else:
+                state.result.failed[j.id] = reasons.GANG_ELASTIC_REST

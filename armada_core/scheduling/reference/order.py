@@ -12,6 +12,7 @@ from collections import defaultdict
 
 from .. import reasons
 from ..model import Job, PriorityClass
+from ..roles import arrange, has_roles, short_role
 from .queues import queue_key
 from .state import EVICTED, EXTRA, QUEUED, CycleState, Item
 
@@ -40,9 +41,18 @@ def add_queued_gangs(state: CycleState, queued: list[Job], items: dict[str, list
     its cardinality fails, one with fewer waits for the rest."""
     result = state.result
     gangs: dict[tuple[str, str], list[Job]] = defaultdict(list)
+    late = state.roles.late if state.roles is not None else {}
     for job in queued:
         if state.queues[job.queue].cordoned:
             result.unscheduled[job.id] = reasons.QUEUE_CORDONED
+            continue
+        if job.id in late:
+            # A member of a running role group: placed alone, near the running members.
+            it = state.item(QUEUED, job.queue, [job])
+            it.late = True
+            allowed = late[job.id]
+            it.allowed = None if allowed is None else set(allowed)
+            items[job.queue].append(it)
             continue
         gang = job.gang_id if job.gang_id is not None else "\0" + job.id
         gangs[(job.queue, gang)].append(job)
@@ -55,6 +65,16 @@ def add_queued_gangs(state: CycleState, queued: list[Job], items: dict[str, list
         elif len(members) < cardinality:
             for j in members:
                 result.unscheduled[j.id] = reasons.gang_incomplete(len(members), cardinality)
+        elif members[0].gang_id is not None and has_roles(members):
+            short = short_role(members)
+            if short is not None:
+                for j in members:
+                    result.failed[j.id] = short
+                continue
+            ordered, core = arrange(members)
+            it = state.item(QUEUED, queue, ordered)
+            it.core = core
+            items[queue].append(it)
         else:
             items[queue].append(state.item(QUEUED, queue, members))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import reasons
 from ..fairness import fair_shares, overshoot_limits, protected_queues, usage_offsets
 from ..model import Job
+from ..roles import has_roles, plan
 from .state import CycleState, add
 
 
@@ -29,7 +30,36 @@ def sort_jobs(state: CycleState) -> tuple[list[Job], list[Job]]:
             failed[job.id] = reasons.UNKNOWN_PRIORITY_CLASS
         else:
             queued.append(job)
+    if has_roles(running) or has_roles(queued):
+        running, queued = apply_roles(state, running, queued)
     return running, queued
+
+
+def apply_roles(
+    state: CycleState, running: list[Job], queued: list[Job]
+) -> tuple[list[Job], list[Job]]:
+    """Role groups (SEMANTICS.md, "Elastic pod groups"): a group with a role below its
+    minimum has its running members preempted and its queued ones wait, all out of the cycle."""
+    from .order import running_order  # order reads queue keys from here
+
+    levels = state.snapshot.config.topology_levels
+    nodes = [ns.node for ns in state.nodes]
+    state.roles = plan(
+        [j for j in running if state.accounted(j)],
+        queued,
+        nodes,
+        state.node_index,
+        levels,
+        lambda j: running_order(j, state.classes),
+    )
+    gone = set(state.roles.preempt)
+    state.result.preempted.update(gone)
+    for job_id, why in state.roles.waiting.items():
+        state.result.unscheduled[job_id] = why
+    return (
+        [j for j in running if j.id not in gone],
+        [j for j in queued if j.id not in state.roles.waiting],
+    )
 
 
 def weigh_queues(state: CycleState, running: list[Job], queued: list[Job]) -> set[str]:

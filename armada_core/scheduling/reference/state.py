@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ..constraints import node_order
 from ..fairness import CostModel, budget_charge, infinite_lifetime, resource_dims, weighted_request
 from ..model import Job, Node, PriorityClass, Queue, SchedulingResult, Snapshot
+from ..roles import RolePlan
 
 INF = float("inf")
 
@@ -62,6 +63,12 @@ class Item:
     total: list[int]
     parent: Item | None = None  # the evicted core an EXTRA member belongs to
     failed: bool = False
+    #: A queued role group: its first ``core`` members (every role's minimum) are placed all
+    #: or nothing, the rest as far as room allows (0: not a role group).
+    core: int = 0
+    #: A queued member of a running role group, placed alone on ``allowed`` (None: anywhere).
+    late: bool = False
+    allowed: set[int] | None = None
 
 
 @dataclass(slots=True)
@@ -147,6 +154,8 @@ class CycleState:
     #: Running jobs by id, and each one's running gang, preempted as a unit (set by eviction).
     running: dict[str, Job] = field(default_factory=dict)
     gang_of: dict[str, list[Job]] = field(default_factory=dict)
+    #: The role rules' decisions (``roles.plan``); None without role groups.
+    roles: RolePlan | None = None
 
     # --- updated by the phases -----------------------------------------------------------
     nodes: list[NodeState]

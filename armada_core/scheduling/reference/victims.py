@@ -15,8 +15,9 @@ from .order import running_order
 from .queues import fair_share_fraction
 from .state import INF, CycleState, NodeState, add, fits, sub
 
-#: A victim's place in the order: (class or hold priority, -fraction of fair share, queue).
-Group = tuple[float, float, str]
+#: A victim's place in the order: (class or hold priority, 0 for an elastic member of a role
+#: group else 1, -fraction of fair share, queue).
+Group = tuple[float, int, float, str]
 
 
 def victims_on(
@@ -25,11 +26,12 @@ def victims_on(
     """Jobs on the node that may give way at ``level`` (evicted ones in stage 2, held ones
     in stage 3), as (group, job id, requests) in the order they are taken."""
     fractions: dict[str, float] = {}
+    elastic = state.roles.elastic if state.roles is not None else set()
 
     def group(job: Job, priority: float) -> Group:
         if job.queue not in fractions:
             fractions[job.queue] = fair_share_fraction(state, job.queue)
-        return (priority, -fractions[job.queue], job.queue)
+        return (priority, 0 if job.id in elastic else 1, -fractions[job.queue], job.queue)
 
     out = []
     if evicted:
@@ -85,7 +87,12 @@ def preempt_for(state: CycleState, ns: NodeState, vec: list[int], level: float) 
             break
         if jid in seen:
             continue
-        unit = state.gang_of[jid]
+        # Its whole gang, but for members already taken (an elastic member gives way alone,
+        # before its group).
+        unit = [
+            m for m in state.gang_of[jid]
+            if m.id not in seen and m.id in state.node_of(m).held
+        ]
         seen.update(m.id for m in unit)
         taken.append(unit)
         room = add(room, on_node(state, unit, ns))

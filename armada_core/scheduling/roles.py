@@ -1,0 +1,172 @@
+"""Elastic pod groups (SEMANTICS.md, "Elastic pod groups"), the part both implementations share.
+
+A pod group is a gang whose members name a role (``Job.gang_role``) and the role's minimum
+(``Job.gang_role_min``). What a group's state means for this cycle (a role below its minimum,
+which running members are elastic, where a waiting member may go) depends only on the
+snapshot, so it is decided here once, on plain jobs, and each implementation applies it to its
+own state: the differential tests then compare how the implementations place, not how they
+read roles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from . import reasons, topology
+from .model import Job, Node
+
+#: The role of a member of a role group that names none (refused at submission).
+NO_ROLE = ""
+
+
+def role_of(job: Job) -> str:
+    return job.gang_role if job.gang_role is not None else NO_ROLE
+
+
+def has_roles(jobs: Sequence[Job]) -> bool:
+    """Whether any gang member names a role (then the role rules apply to its group)."""
+    return any(j.gang_role is not None and j.gang_id is not None for j in jobs)
+
+
+def minimums(members: Sequence[Job]) -> dict[str, int]:
+    """Each role's minimum: what its members carry, and the roles the caller remembers
+    (``Job.gang_roles``); members agree (checked at submission), else the largest counts."""
+    mins: dict[str, int] = {}
+    for j in members:
+        r = role_of(j)
+        mins[r] = max(mins.get(r, 0), j.gang_role_min or 0)
+        for name, minimum in j.gang_roles:
+            mins[name] = max(mins.get(name, 0), minimum)
+    return mins
+
+
+def arrange(members: Sequence[Job]) -> tuple[list[Job], int]:
+    """A queued group's members (given in queued order) in the order they are placed: every
+    role's minimum first (roles by name, each in queued order), then the elastic members
+    round-robin by role name. Returns them and the size of the core (the minimums)."""
+    by_role: dict[str, list[Job]] = {}
+    for j in members:
+        by_role.setdefault(role_of(j), []).append(j)
+    mins = minimums(members)
+    core: list[Job] = []
+    rests: list[list[Job]] = []
+    for r in sorted(by_role):
+        core += by_role[r][: mins.get(r, 0)]
+        rests.append(by_role[r][mins.get(r, 0) :])
+    extras = [rest[k] for k in range(max(map(len, rests), default=0)) for rest in rests
+              if k < len(rest)]
+    if not core:  # every minimum 0: the group still needs one member to run
+        core, extras = extras[:1], extras[1:]
+    return core + extras, len(core)
+
+
+def short_role(members: Sequence[Job]) -> str | None:
+    """Why a complete queued group can never be placed: a role with fewer members than its
+    minimum (the first by name), or None."""
+    counts: dict[str, int] = {}
+    for j in members:
+        counts[role_of(j)] = counts.get(role_of(j), 0) + 1
+    for r, minimum in sorted(minimums(members).items()):
+        if counts.get(r, 0) < minimum:
+            return reasons.role_short(members[0].gang_id or "", r, counts.get(r, 0), minimum)
+    return None
+
+
+@dataclass(slots=True)
+class RolePlan:
+    """The role rules' decisions before the cycle proper starts."""
+
+    #: Running members of groups with a role below its minimum: preempted, and out of the
+    #: cycle (they hold nothing and count for nothing).
+    preempt: list[str] = field(default_factory=list)
+    #: Queued members of those groups, out of the cycle, with the reason.
+    waiting: dict[str, str] = field(default_factory=dict)
+    #: Queued members of running groups: placed one by one, each on the node indices given
+    #: (None: any node), as elastic members.
+    late: dict[str, frozenset[int] | None] = field(default_factory=dict)
+    #: Running members above their role's minimum: the first to give way.
+    elastic: set[str] = field(default_factory=set)
+
+
+def plan(
+    running: Sequence[Job],
+    queued: Sequence[Job],
+    nodes: Sequence[Node],
+    node_index: Mapping[str, int],
+    levels: Sequence[str],
+    order: Callable[[Job], tuple],
+) -> RolePlan:
+    """Decide the state of every role group with running members. ``running`` are jobs on
+    known nodes of a known queue and class, ``queued`` valid queued jobs, ``nodes`` in node
+    order (``node_index`` maps ids to it), ``order`` a running job's place in its queue."""
+    groups: dict[tuple[str, str], tuple[list[Job], list[Job]]] = {}
+    roled = {(j.queue, j.gang_id) for j in (*running, *queued)
+             if j.gang_id is not None and j.gang_role is not None}
+    for j in running:
+        if (j.queue, j.gang_id) in roled:
+            groups.setdefault((j.queue, j.gang_id), ([], []))[0].append(j)  # type: ignore[arg-type]
+    for j in queued:
+        key = (j.queue, j.gang_id)
+        if key in groups:
+            groups[key][1].append(j)  # type: ignore[index]
+    out = RolePlan()
+    topo_cache: dict[tuple[str | None, int], topology.GangTopology] = {}
+    for (_, gang_id), (run, waiting) in sorted(groups.items()):
+        mins = minimums([*run, *waiting])
+        counts: dict[str, int] = {}
+        for j in run:
+            counts[role_of(j)] = counts.get(role_of(j), 0) + 1
+        below = [(r, m) for r, m in sorted(mins.items()) if counts.get(r, 0) < m]
+        if below:
+            r, m = below[0]
+            out.preempt += sorted(j.id for j in run)
+            why = reasons.role_below_minimum(gang_id, r, counts.get(r, 0), m)
+            out.waiting.update(dict.fromkeys((j.id for j in waiting), why))
+            continue
+        by_role: dict[str, list[Job]] = {}
+        for j in run:
+            by_role.setdefault(role_of(j), []).append(j)
+        for r, members in by_role.items():
+            members.sort(key=order)
+            out.elastic.update(j.id for j in members[mins.get(r, 0) :])
+        if waiting:
+            allowed = _allowed(run, nodes, node_index, levels, topo_cache)
+            out.late.update(dict.fromkeys((j.id for j in waiting), allowed))
+    return out
+
+
+def _allowed(
+    run: Sequence[Job],
+    nodes: Sequence[Node],
+    node_index: Mapping[str, int],
+    levels: Sequence[str],
+    topo_cache: dict[tuple[str | None, int], topology.GangTopology],
+) -> frozenset[int] | None:
+    """Where a late member of a running group may go: nodes with the running members'
+    value of the uniformity label, and with a maximum of hops, the domain of the widest level
+    within it that holds every running member. None: anywhere."""
+    label = run[0].gang_uniformity_label
+    where = [node_index[j.node] for j in run]  # type: ignore[index]
+    allowed: set[int] | None = None
+    if label is not None:
+        values = {nodes[i].labels.get(label) for i in where}
+        value = values.pop() if len(values) == 1 else None
+        allowed = {k for k, n in enumerate(nodes) if value is not None
+                   and n.labels.get(label) == value}
+    max_hops = run[0].gang_max_hops
+    if levels and max_hops is not None:
+        key = (label, max_hops)
+        topo = topo_cache.get(key)
+        if topo is None:
+            topo = topo_cache[key] = topology.gang_topology(nodes, levels, label, max_hops)
+        if topo.constrained:
+            domain: set[int] = set()
+            if topo.levels:
+                widest = topo.levels[-1]
+                for members in widest.members:
+                    if all(i in members for i in where):
+                        domain = set(members)
+                        break
+            allowed = domain if allowed is None else allowed & domain
+    return None if allowed is None else frozenset(allowed)
