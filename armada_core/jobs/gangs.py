@@ -17,6 +17,10 @@ class GangSpec:
     nodes sharing one value of that label. `max_hops`, when set, bounds the network hops
     between any two members (seed 000's topology-aware scheduling); None: as close as the
     gang fits, which is what the scheduler does for every gang when topology is configured.
+
+    `role` and `role_minimum` make the gang an elastic pod group (seed 002 `Subset`): every
+    role's minimum is placed at once, members above it as capacity allows; a role's maximum
+    is the number of members submitted with it. Empty role: not a pod group.
     """
 
     id: str
@@ -24,6 +28,8 @@ class GangSpec:
     minimum_cardinality: int
     node_uniformity_label: str = ""
     max_hops: int | None = None
+    role: str = ""
+    role_minimum: int | None = None
 
 
 class GangAnnotationError(ValueError):
@@ -37,7 +43,7 @@ def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
     """
     gang_id = annotations.get(ann.GANG_ID, "")
     keys = (ann.GANG_CARDINALITY, ann.GANG_MINIMUM_CARDINALITY, ann.GANG_NODE_UNIFORMITY_LABEL,
-            ann.GANG_MAX_HOPS)
+            ann.GANG_MAX_HOPS, ann.GANG_ROLE, ann.GANG_ROLE_MINIMUM)
     if not gang_id:
         stray = [k for k in keys if k in annotations]
         if stray:
@@ -51,9 +57,34 @@ def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
         raise GangAnnotationError(
             f"{ann.GANG_MINIMUM_CARDINALITY} ({minimum}) is greater than "
             f"{ann.GANG_CARDINALITY} ({cardinality})")
+    role, role_minimum = _role(annotations, cardinality)
     return GangSpec(gang_id, cardinality, minimum,
                     annotations.get(ann.GANG_NODE_UNIFORMITY_LABEL, ""),
-                    _hops(annotations))
+                    _hops(annotations), role, role_minimum)
+
+
+def _role(annotations: Mapping[str, str], cardinality: int) -> tuple[str, int | None]:
+    """gangRole and gangRoleMinimum, set together; a role's minimum replaces the gang's
+    minimum cardinality, so the two are not combined."""
+    role = annotations.get(ann.GANG_ROLE, "")
+    minimum = _positive_int(annotations, ann.GANG_ROLE_MINIMUM, required=False)
+    if not role:
+        if minimum is not None:
+            raise GangAnnotationError(f"{ann.GANG_ROLE_MINIMUM} is set but {ann.GANG_ROLE} "
+                                      "is not")
+        return "", None
+    if minimum is None:
+        raise GangAnnotationError(f"{ann.GANG_ROLE_MINIMUM} is required when {ann.GANG_ROLE} "
+                                  "is set")
+    if annotations.get(ann.GANG_MINIMUM_CARDINALITY):
+        raise GangAnnotationError(
+            f"{ann.GANG_MINIMUM_CARDINALITY} cannot be combined with {ann.GANG_ROLE}: each "
+            f"role's {ann.GANG_ROLE_MINIMUM} says how many members must run")
+    if minimum > cardinality:
+        raise GangAnnotationError(
+            f"{ann.GANG_ROLE_MINIMUM} ({minimum}) is greater than {ann.GANG_CARDINALITY} "
+            f"({cardinality})")
+    return role, minimum
 
 
 def _hops(annotations: Mapping[str, str]) -> int | None:

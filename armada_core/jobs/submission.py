@@ -431,20 +431,36 @@ def _quantity(path: str, name: str, text: str) -> int:
 
 
 def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
-    """Members of one gang in one request must agree on everything that defines the gang."""
+    """Members of one gang in one request must agree on everything that defines the gang,
+    and in a pod group (roles) every member has a role, and members of a role agree on its
+    minimum."""
     first: dict[str, tuple[int, GangSpec, str]] = {}
     members: dict[str, int] = {}
+    roles: dict[tuple[str, str], tuple[int, int | None, int]] = {}
     for i, item in enumerate(items):
         gang = gang_of(item.annotations)
         if gang is None:
             continue
         pc = item.pod_specs[0].priorityClassName
         members[gang.id] = members.get(gang.id, 0) + 1
+        if gang.role:
+            at, minimum, count = roles.get((gang.id, gang.role), (i, gang.role_minimum, 0))
+            if minimum != gang.role_minimum:
+                raise SubmissionError(
+                    f"job_request_items[{i}].annotations[{ann.GANG_ROLE_MINIMUM}]",
+                    f"{gang.role_minimum!r} differs from job_request_items[{at}] "
+                    f"({minimum!r}) for role {gang.role!r} of gang {gang.id!r}")
+            roles[(gang.id, gang.role)] = (at, minimum, count + 1)
         if gang.id not in first:
             first[gang.id] = (i, gang, pc)
             continue
         j, other, other_pc = first[gang.id]
         path = f"job_request_items[{i}]"
+        if bool(gang.role) != bool(other.role):
+            k = i if not gang.role else j
+            raise SubmissionError(
+                f"job_request_items[{k}].annotations[{ann.GANG_ROLE}]",
+                f"missing: every member of pod group {gang.id!r} names its role")
         for what, mine, theirs in (
                 ("gangCardinality", gang.cardinality, other.cardinality),
                 ("gangMinimumCardinality", gang.minimum_cardinality,
@@ -468,3 +484,11 @@ def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
             raise SubmissionError(
                 "job_request_items", f"gang {gang_id!r} has {count} members but "
                 f"{ann.GANG_CARDINALITY} is {gang.cardinality}")
+    for (gang_id, role), (at, minimum, count) in roles.items():
+        # A whole group in one request: each role needs at least its minimum of members.
+        if members[gang_id] == first[gang_id][1].cardinality and minimum is not None and (
+                count < minimum):
+            raise SubmissionError(
+                f"job_request_items[{at}].annotations[{ann.GANG_ROLE_MINIMUM}]",
+                f"role {role!r} of gang {gang_id!r} has {count} members, fewer than its "
+                f"minimum {minimum}")

@@ -16,6 +16,8 @@ CASES = [
      GangSpec("g", 8, 8, "", max_hops=2)),
     ({ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MAX_HOPS: "0"},
      GangSpec("g", 2, 2, "", max_hops=0)),
+    ({ann.GANG_ID: "g", ann.GANG_CARDINALITY: "5", ann.GANG_ROLE: "worker",
+      ann.GANG_ROLE_MINIMUM: "2"}, GangSpec("g", 5, 5, "", role="worker", role_minimum=2)),
 ]
 
 
@@ -33,6 +35,13 @@ def test_gang_of(annotations, expected) -> None:
     {ann.GANG_MAX_HOPS: "2"},
     {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MAX_HOPS: "-1"},
     {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_MAX_HOPS: "near"},
+    {ann.GANG_ROLE: "worker", ann.GANG_ROLE_MINIMUM: "1"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_ROLE: "worker"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_ROLE_MINIMUM: "1"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_ROLE: "w", ann.GANG_ROLE_MINIMUM: "0"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_ROLE: "w", ann.GANG_ROLE_MINIMUM: "3"},
+    {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_ROLE: "w", ann.GANG_ROLE_MINIMUM: "1",
+     ann.GANG_MINIMUM_CARDINALITY: "1"},
 ])
 def test_malformed_gangs_raise(annotations) -> None:
     with pytest.raises(GangAnnotationError):

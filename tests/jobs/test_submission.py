@@ -22,6 +22,16 @@ def gang(gang_id: str = "g", cardinality: int = 2, minimum: int | None = None,
     return out
 
 
+def role(name: str, minimum: int | str) -> dict[str, str]:
+    return {ann.GANG_ROLE: name, ann.GANG_ROLE_MINIMUM: str(minimum)}
+
+
+def test_pod_group_members_are_accepted() -> None:
+    members = [item(annotations={**gang(cardinality=3), **role("coord", 1)})] + [
+        item(annotations={**gang(cardinality=3), **role("worker", 1)}) for _ in range(2)]
+    assert len(validate_request(request(*members), CONFIG)) == 3
+
+
 def test_defaults_are_applied_to_copies() -> None:
     original = item({"containers": [container()]})
     req = request(original)
@@ -156,6 +166,32 @@ REJECTIONS = [
              item({"containers": [container()], "priorityClassName": "armada-preemptible"},
                   annotations=gang())),
      "job_request_items[1].pod_specs[0].priorityClassName: 'armada-preemptible' differs"),
+    ("role without its minimum",
+     request(item(annotations={**gang(), ann.GANG_ROLE: "worker"})),
+     "armadaproject.io/gangRoleMinimum is required when armadaproject.io/gangRole is set"),
+    ("role minimum without role",
+     request(item(annotations={**gang(), ann.GANG_ROLE_MINIMUM: "1"})),
+     "armadaproject.io/gangRoleMinimum is set but armadaproject.io/gangRole is not"),
+    ("role with the gang's minimum cardinality",
+     request(item(annotations={**gang(minimum=1), **role("worker", 1)})),
+     "armadaproject.io/gangMinimumCardinality cannot be combined with "
+     "armadaproject.io/gangRole"),
+    ("role minimum not a number", request(item(annotations={**gang(), **role("w", "x")})),
+     "armadaproject.io/gangRoleMinimum must be a positive integer, got 'x'"),
+    ("members of a role disagree on its minimum",
+     request(item(annotations={**gang(cardinality=3), **role("w", 1)}),
+             item(annotations={**gang(cardinality=3), **role("w", 2)})),
+     "job_request_items[1].annotations[armadaproject.io/gangRoleMinimum]: 2 differs from "
+     "job_request_items[0] (1) for role 'w' of gang 'g'"),
+    ("pod group member without a role",
+     request(item(annotations={**gang(), **role("w", 1)}), item(annotations=gang())),
+     "job_request_items[1].annotations[armadaproject.io/gangRole]: missing: every member of "
+     "pod group 'g' names its role"),
+    ("role with fewer members than its minimum",
+     request(item(annotations={**gang(cardinality=3), **role("c", 1)}),
+             item(annotations={**gang(cardinality=3), **role("w", 2)}),
+             item(annotations={**gang(cardinality=3), **role("c", 1)})),
+     "role 'w' of gang 'g' has 1 members, fewer than its minimum 2"),
     ("too many members", request(*[item(annotations=gang(cardinality=2)) for _ in range(3)]),
      "gang 'g' has 3 members but armadaproject.io/gangCardinality is 2"),
     # What storage needs: both backends refuse the same requests.
