@@ -116,6 +116,8 @@ class SchedulingLoop:
         # What each running job holds of its queue's excess-flow budget, from the cycle that
         # placed it; likewise in memory: a restart or a new leader starts every budget unused.
         self.excess_flow: dict[str, int] = {}
+        # Each pod group's roles and minimums, seen in earlier snapshots (build_snapshot).
+        self.gang_roles: dict[tuple[str, str], dict[str, int]] = {}
 
     def _record_usage(self, half_life: float | None, costs: Mapping[str, float],
                       now: float, elapsed: float) -> None:
@@ -161,7 +163,7 @@ class SchedulingLoop:
                 state, config.priority_classes, now, config=model,
                 cache=self._jobs, broken=broken, class_caps=settings.max_fraction_per_queue,
                 usage=self.usage if settings.usage_half_life is not None else None,
-                usage_elapsed=elapsed, charges=self.excess_flow)
+                usage_elapsed=elapsed, charges=self.excess_flow, roles=self.gang_roles)
             tokens, queue_tokens = self.rate.refill(model, now.timestamp())
             snapshot = dataclasses.replace(snapshot, rate_tokens=tokens,
                                            queue_rate_tokens=queue_tokens)

@@ -66,6 +66,8 @@ def _static(spec: submit_pb2.Job) -> tuple[dict[str, Any], GangSpec | None]:
         "gang_id": gang.id if gang else None,
         "gang_uniformity_label": (gang.node_uniformity_label or None) if gang else None,
         "gang_max_hops": gang.max_hops if gang else None,
+        "gang_role": (gang.role or None) if gang else None,
+        "gang_role_min": gang.role_minimum if gang else None,
         "lifetime": float(lifetime) if lifetime else None,
     }, gang
 
@@ -195,12 +197,31 @@ def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]
     return held
 
 
+def _remember_roles(jobs: list[s.Job], roles: dict[tuple[str, str], dict[str, int]]
+                    ) -> list[s.Job]:
+    """Pod group members carry every role their group has had (`Job.gang_roles`); groups
+    with no member left are forgotten."""
+    seen: dict[tuple[str, str], dict[str, int]] = {}
+    for j in jobs:
+        if j.gang_role is not None and j.gang_id is not None:
+            known = seen.setdefault((j.queue, j.gang_id), dict(roles.get(
+                (j.queue, j.gang_id), {})))
+            known[j.gang_role] = max(known.get(j.gang_role, 0), j.gang_role_min or 0)
+    roles.clear()
+    roles.update(seen)
+    if not seen:
+        return jobs
+    return [dataclasses.replace(j, gang_roles=tuple(sorted(seen[(j.queue, j.gang_id)].items())))
+            if j.gang_role is not None and j.gang_id is not None else j for j in jobs]
+
+
 def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig],
                    now: datetime, config: s.SchedulingConfig | None = None,
                    cache: dict | None = None, broken: dict[str, str] | None = None,
                    class_caps: Mapping[str, Mapping[str, float]] | None = None,
                    usage: Mapping[str, float] | None = None, usage_elapsed: float = 0.0,
                    charges: Mapping[str, int] | None = None,
+                   roles: dict[tuple[str, str], dict[str, int]] | None = None,
                    ) -> tuple[s.Snapshot, dict[str, Placement]]:
     """The scheduler's input, and where each node id lives.
 
@@ -209,7 +230,9 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
     queue's decayed usage as recorded `usage_elapsed` seconds ago (the scheduler is pure:
     the caller keeps usage between cycles). `charges` is what running jobs hold of their
     queue's excess-flow budget (`SchedulingResult.excess_flow` of the cycle that placed
-    them), kept by the caller likewise.
+    them), kept by the caller likewise. `roles` (kept by the caller) remembers each pod
+    group's roles and minimums: a role whose members have all ended is no longer in the
+    snapshot, yet the group is below that role's minimum (`Job.gang_roles`).
 
     `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
     the previous cycle: a job still queued (or running) as it was is not converted again.
@@ -285,6 +308,8 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
          if view is not None], kinds)
     cache.clear()
     cache.update(used)
+    if roles is not None:
+        jobs = _remember_roles(jobs, roles)
     usage = usage or {}
     class_caps = class_caps or {}
     snapshot = s.Snapshot(
