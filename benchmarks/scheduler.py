@@ -148,11 +148,16 @@ def mixed_config() -> SchedulingConfig:
     return SchedulingConfig(protected_fraction=1.0, topology_levels=TOPOLOGY_LEVELS)
 
 
-def mixed_world(cpu_nodes: int, gpu_nodes: int, queues: int, jobs: int, seed: int = 7):
+def mixed_world(
+    cpu_nodes: int, gpu_nodes: int, queues: int, jobs: int, seed: int = 7, roles: bool = True
+):
     """The mixed workload. Gangs of 8 whole GPU nodes: 40% need one rack by uniformity
     label, 20% within 2 hops (one rack), 20% within 4 (one block), 20% as close as they
     fit (with ``mixed_config``'s topology levels; drawn from a generator of their own, so
-    the rest of the workload is as it was before gangs had a maximum)."""
+    the rest of the workload is as it was before gangs had a maximum). With ``roles``, about
+    a third of the queues also submit an elastic pod group (a coordinator and 4 to 16
+    workers, half of them its minimum; from a generator of its own, appended, so the rest is
+    unchanged)."""
     rng = random.Random(seed)
     kinds = random.Random(seed + 1)
     racks = max(1, gpu_nodes // 10)
@@ -222,7 +227,38 @@ def mixed_world(cpu_nodes: int, gpu_nodes: int, queues: int, jobs: int, seed: in
                 )
                 clock += 1
             made += size
+    if roles:
+        out += _pod_groups(qs, clock, random.Random(seed + 2))
     return tuple(nodes), qs, tuple(out)
+
+
+def _pod_groups(qs: tuple[Queue, ...], clock: int, rng: random.Random) -> list[Job]:
+    """Elastic pod groups: a coordinator (minimum 1) and workers (half of them the
+    minimum), about one queue in three."""
+    out = []
+    for q in qs:
+        if rng.random() >= 0.3:
+            continue
+        gid = f"{q.name}-pod-group-{clock}"
+        workers = rng.randint(4, 16)
+        parts = [("coordinator", 1, 1, res(4, 16)), ("worker", workers, workers // 2, res(8, 32))]
+        for role, count, minimum, shape in parts:
+            for m in range(count):
+                out.append(
+                    Job(
+                        f"{gid}-{role}-{m}",
+                        q.name,
+                        "pre0",
+                        shape,
+                        submit_time=float(clock),
+                        gang_id=gid,
+                        gang_cardinality=1 + workers,
+                        gang_role=role,
+                        gang_role_min=minimum,
+                    )
+                )
+                clock += 1
+    return out
 
 
 def _pick(shapes: list, roll: float) -> tuple:
