@@ -1,0 +1,175 @@
+"""Submit-or-reattach: the jobs this attempt of a task waits on, found by the task's external job
+URI in its lineage's job sets (see the package docstring)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from armada_core.api import job_pb2, submit_pb2
+
+from .. import operations as ops
+from ..reattach import LIVE_STATES, decide_reattach
+from ..tracking import TERMINAL, state_name
+from .identity import ATTEMPT_ANNOTATION, GENERATION_ANNOTATION, TaskIdentity, _short
+from .steps import Items, LifecycleError, Log, Pause, Step, _adrive, _drive, _ignore
+
+
+@dataclass(frozen=True)
+class FoundJob:
+    """A job of the task found on the server."""
+
+    job_id: str
+    job_set_id: str
+    state: int
+    attempt: str
+    generation: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What submit-or-reattach does with the jobs it found: reattach to `reattach`, or cancel
+    `cancel` (and wait for their end) and submit `generation`."""
+
+    reattach: tuple[str, ...] = ()
+    cancel: tuple[FoundJob, ...] = ()
+    generation: int = 0
+    #: The job set `reattach` is in (a lineage's job set, or the attempt's own).
+    job_set_id: str = ""
+    #: Why, for the task's log.
+    because: str = ""
+
+
+def plan(identity: TaskIdentity, found: Sequence[FoundJob]) -> Plan:
+    """Decide from the task's jobs on the server (pure; see the module docstring)."""
+    mine = [j for j in found if j.attempt == _short(identity.attempt)]
+    others = [j for j in found if j.attempt != _short(identity.attempt)
+              and j.state in LIVE_STATES]
+    latest = max((j.generation for j in mine), default=None)
+    if latest is not None:
+        current = {j.job_id: j.state for j in mine if j.generation == latest}
+        decision = decide_reattach(current)
+        # Live jobs of an older generation (a crash between cancelling and submitting).
+        others += [j for j in mine if j.generation != latest and j.state in LIVE_STATES]
+        where = next(j.job_set_id for j in mine if j.generation == latest)
+        if decision.reattach and not others:
+            return Plan(reattach=tuple(current), generation=latest, job_set_id=where,
+                        because=f"this attempt's jobs ({_states(current)})")
+        ended_badly = {j: s for j, s in current.items() if j in decision.ended}
+        live_mine = tuple(j for j in mine if j.generation == latest and j.state in LIVE_STATES)
+        because = (f"this attempt's jobs ended without succeeding ({_states(ended_badly)})"
+                   if ended_badly else "")
+        if decision.reattach:  # other attempts run beside it: keep this one, stop those
+            return Plan(reattach=tuple(current), cancel=tuple(others), generation=latest,
+                        job_set_id=where, because=f"this attempt's jobs ({_states(current)})")
+        return Plan(cancel=(*live_mine, *others), generation=latest + 1, because=because)
+    because = (f"earlier attempts' jobs still live: "
+               f"{', '.join(f'{j.job_id} (attempt {j.attempt})' for j in others)}"
+               if others else "")
+    return Plan(cancel=tuple(others), generation=0, because=because)
+
+
+def _states(states: Mapping[str, int]) -> str:
+    return ", ".join(f"{j} {state_name(s)}" for j, s in states.items())
+
+
+@dataclass(frozen=True)
+class Submission:
+    """The jobs a task waits on."""
+
+    queue: str
+    job_set_id: str
+    job_ids: list[str]
+    client_id: str
+    generation: int
+    reattached: bool
+
+
+
+
+Flow = Generator[Step, Any, Submission]
+
+
+def submit_or_reattach_steps(queue: str, job_set_id: str, identity: TaskIdentity,
+                             build: Callable[[str], Items], *, log: Log,
+                             cancel_wait: float = 300.0,
+                             clock: Callable[[], float] = time.monotonic) -> Flow:
+    """The lifecycle's submission as calls to make and pauses to take (see the drivers)."""
+    found: list[FoundJob] = []
+    for js in dict.fromkeys((job_set_id, *identity.job_sets)):
+        states = yield ops.get_job_status_by_external_uri(queue, js, identity.external_job_uri)
+        if states:
+            details = yield ops.get_job_details(list(states), expand_job_spec=True)
+            found += [_found(j, js, s, details.get(j)) for j, s in states.items()]
+    decided = plan(identity, found)
+    if decided.because:
+        log(f"Found {decided.because}")
+    if decided.cancel:
+        yield from _cancel_and_wait(queue, identity, decided.cancel, log, cancel_wait, clock)
+    if decided.reattach:
+        log(f"Reattaching to Armada job(s) {', '.join(decided.reattach)}")
+        return Submission(queue, decided.job_set_id or job_set_id, list(decided.reattach),
+                          identity.client_id(decided.generation), decided.generation, True)
+    client_id = identity.client_id(decided.generation)
+    items = identity.stamp(build(client_id), decided.generation)
+    job_ids = yield ops.submit_jobs(queue, job_set_id, items)
+    log(f"Submitted Armada job(s) {', '.join(job_ids)} to queue {queue!r}, job set "
+        f"{job_set_id!r} (client id {client_id})")
+    return Submission(queue, job_set_id, list(job_ids), client_id, decided.generation, False)
+
+
+def _found(job_id: str, job_set_id: str, state: int,
+           details: job_pb2.JobDetails | None) -> FoundJob:
+    annotations = details.job_spec.annotations if details is not None else {}
+    try:
+        generation = int(annotations.get(GENERATION_ANNOTATION, "0"))
+    except ValueError:
+        generation = 0
+    return FoundJob(job_id, job_set_id, state, annotations.get(ATTEMPT_ANNOTATION, ""),
+                    generation)
+
+
+def _cancel_and_wait(queue: str, identity: TaskIdentity, jobs: Sequence[FoundJob], log: Log,
+                     cancel_wait: float, clock: Callable[[], float]
+                     ) -> Generator[Step, Any, None]:
+    by_set: dict[str, list[str]] = {}
+    for j in jobs:
+        by_set.setdefault(j.job_set_id, []).append(j.job_id)
+    ids = [j.job_id for j in jobs]
+    log(f"Cancelling Armada job(s) {', '.join(ids)} before submitting attempt "
+        f"{identity.attempt}, so that two attempts never run at once")
+    for js, job_ids in by_set.items():
+        yield ops.cancel_jobs(queue, js, job_ids,
+                              f"replaced by attempt {identity.attempt} of {identity.name}")
+    deadline = clock() + cancel_wait
+    while True:
+        states = yield ops.get_job_status(ids)
+        live = [j for j in ids if states.get(j, submit_pb2.UNKNOWN) not in TERMINAL
+                and states.get(j) != submit_pb2.UNKNOWN]
+        if not live:
+            return
+        if clock() >= deadline:
+            raise LifecycleError(f"Armada job(s) {', '.join(live)} of an earlier attempt did "
+                                 f"not end within {cancel_wait:.0f} s of being cancelled; "
+                                 "not submitting a second copy beside them")
+        yield Pause(1.0)
+
+
+def submit_or_reattach(client: Any, queue: str, job_set_id: str, identity: TaskIdentity,
+                       build: Callable[[str], Items], *, log: Log = _ignore,
+                       cancel_wait: float = 300.0) -> Submission:
+    """With an `ArmadaClient`: the jobs this attempt of the task waits on (see the module
+    docstring). `build(client_id)` makes the request items; their external job URI and the
+    task annotations are set here."""
+    return _drive(client, submit_or_reattach_steps(queue, job_set_id, identity, build,
+                                                   log=log, cancel_wait=cancel_wait))
+
+
+async def asubmit_or_reattach(client: Any, queue: str, job_set_id: str,
+                              identity: TaskIdentity, build: Callable[[str], Items], *,
+                              log: Log = _ignore, cancel_wait: float = 300.0) -> Submission:
+    """`submit_or_reattach` with an `AsyncArmadaClient`."""
+    return await _adrive(client, submit_or_reattach_steps(queue, job_set_id, identity, build,
+                                                          log=log, cancel_wait=cancel_wait))
