@@ -76,6 +76,34 @@ def test_a_gang_of_three(client, capfd) -> None:
         assert f"[member {i} job {job_id}] member armada-{job_id}-0" in out
 
 
+def test_an_elastic_pod_group(client, capfd) -> None:
+    dr = run_dag("armada_pod_group")
+    ids = xcom(dr, "group", "armada_job_ids")
+    assert len(set(ids)) == 5  # the coordinator and every worker up to the maximum
+    details = client.get_job_details(ids, expand_job_spec=True)
+    annotations = [dict(details[i].job_spec.annotations) for i in ids]
+    assert [a["armadaproject.io/gangRole"] for a in annotations] == \
+        ["coordinator"] + ["worker"] * 4
+    assert [a["armadaproject.io/gangRoleMinimum"] for a in annotations] == ["1"] + ["2"] * 4
+    assert len({a["armadaproject.io/gangId"] for a in annotations}) == 1
+    assert {a["armadaproject.io/gangCardinality"] for a in annotations} == {"5"}
+    # With room for everything, all five run; the task follows them together.
+    out = capfd.readouterr().out
+    assert f"[member 0 job {ids[0]}] role coordinator of group" in out
+    for i, job_id in enumerate(ids[1:], start=1):
+        assert f"[member {i} job {job_id}] role worker of group" in out
+    # The scheduler preempts the members still running once a role's members have all ended
+    # (SEMANTICS.md, "Elastic pod groups"), so the task succeeds only when the members end
+    # together; otherwise it is an infrastructure failure (retried), never a user error.
+    states = set(client.get_job_status(ids).values())
+    if dr.state == "success":
+        assert states == {submit_pb2.SUCCEEDED}
+        assert [j["state"] for j in xcom(dr, "group")["jobs"]] == ["SUCCEEDED"] * 5
+    else:
+        assert submit_pb2.PREEMPTED in states and states <= {submit_pb2.SUCCEEDED,
+                                                             submit_pb2.PREEMPTED}
+
+
 def test_a_user_error_fails_without_retry(client, capfd) -> None:
     dr = run_dag("armada_user_error")
     assert dr.state == "failed"

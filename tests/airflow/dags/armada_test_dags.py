@@ -15,6 +15,7 @@ from airflow.sdk import DAG
 from airflow_armada.hooks.armada import ArmadaHook, kill_reason
 from airflow_armada.operators.armada import ArmadaOperator
 from armada_core.api import submit_pb2
+from armada_core.client import Role
 
 QUEUE = "airflow"
 START = datetime(2024, 1, 1)
@@ -174,6 +175,16 @@ for mode, deferrable in (("deferrable", True), ("sync", False)):
 with dag("armada_gang"):
     ArmadaOperator(task_id="gang", armada_queue=QUEUE, replicas=3, **FAST,
                    pod_spec=pod("echo member $HOSTNAME; sleep 1"))
+
+with dag("armada_pod_group"):
+    # An elastic pod group: a coordinator and two to four workers, the roles templated. Every
+    # member runs as long (a role whose members all ended while others run preempts them).
+    ArmadaOperator(task_id="group", armada_queue=QUEUE, **FAST,
+                   roles=[Role("coordinator", pod("echo role coordinator of {{ ti.task_id }}; "
+                                                  "sleep 1", cpu="0.2")),
+                          {"name": "worker", "minimum": 2, "maximum": 4,
+                           "pod_spec": pod("echo role worker of {{ ti.task_id }}; sleep 1",
+                                           cpu="0.2")}])
 
 with dag("armada_user_error"):
     ArmadaOperator(task_id="fails", armada_queue=QUEUE, retries=2, retry_delay=timedelta(0), **FAST,

@@ -1,4 +1,5 @@
-"""`ArmadaOperator`: run a task as an Armada job or gang and map its end to the task's state.
+"""`ArmadaOperator`: run a task as an Armada job, gang or elastic pod group and map its end to
+the task's state.
 
 The operator keeps only what is Airflow's: which task instance this is (`task_identity`) and
 what an outcome means to Airflow (`ArmadaOperator._finish`). Finding the task's jobs,
@@ -24,11 +25,13 @@ from armada_core.client import (
     ArmadaClient,
     ArmadaError,
     InvalidArgument,
+    Role,
     SpecError,
     SubmitRejected,
     check_items,
     gang_items,
     job_item,
+    pod_group_items,
 )
 from armada_core.client.lifecycle import (
     Submission,
@@ -76,12 +79,24 @@ def _plain_pod_spec(spec: Any) -> Any:
     return spec
 
 
-class ArmadaOperator(BaseOperator):
-    """Submit one Armada job, or a gang, and wait for it to end.
+def _plain_role(role: Role | Mapping[str, Any]) -> dict[str, Any]:
+    """A role as a plain dict (what `Role.parse` reads back), so Airflow templates and
+    serialises it like the pod spec fields."""
+    plain = Role.parse(role).as_dict() if isinstance(role, Role) else dict(role)
+    for key in ("pod_spec", "podSpec"):
+        if key in plain:
+            plain[key] = _plain_pod_spec(plain[key])
+    return plain
 
-    Give ``pod_spec`` (one job, or with ``replicas`` > 1 a gang of identical members) or
-    ``pod_specs`` (a gang, one member per spec). Pod specs may be ``kubernetes`` V1PodSpec
-    objects, dicts (camelCase or snake_case) or YAML text; they are templated.
+
+class ArmadaOperator(BaseOperator):
+    """Submit one Armada job, a gang or an elastic pod group, and wait for it to end.
+
+    Give ``pod_spec`` (one job, or with ``replicas`` > 1 a gang of identical members),
+    ``pod_specs`` (a gang, one member per spec) or ``roles`` (an elastic pod group: each role a
+    ``Role`` or a dict with ``name``, ``pod_spec``, ``minimum`` and ``maximum``; every member is
+    one of the task's jobs). Pod specs may be ``kubernetes`` V1PodSpec objects, dicts
+    (camelCase or snake_case) or YAML text; they and the roles are templated.
 
     Waiting is deferrable by default (the triggerer follows the event stream; no worker slot is
     held); while a job waits to run, the task log says why. Success returns (and pushes to
@@ -92,13 +107,14 @@ class ArmadaOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "armada_queue", "job_set_id", "pod_spec", "pod_specs", "namespace", "priority_class",
+        "armada_queue", "job_set_id", "pod_spec", "pod_specs", "roles", "namespace",
+        "priority_class",
         "annotations", "labels", "armada_retry_policy", "gang_id", "node_uniformity_label",
         "job_url_template",
     )
     template_ext: Sequence[str] = (".yaml", ".yml")
     template_fields_renderers: ClassVar[dict[str, str]] = {"pod_spec": "yaml", "pod_specs": "json",
-                                 "annotations": "json", "labels": "json"}
+                                 "roles": "json", "annotations": "json", "labels": "json"}
     operator_extra_links = (ArmadaJobLink(),)
     ui_color = "#d9e8f5"
 
@@ -108,6 +124,7 @@ class ArmadaOperator(BaseOperator):
         armada_queue: str,
         pod_spec: Any = None,
         pod_specs: Sequence[Any] | None = None,
+        roles: Sequence[Role | Mapping[str, Any]] | None = None,
         replicas: int | None = None,
         job_set_id: str = DEFAULT_JOB_SET_ID,
         armada_conn_id: str = ArmadaHook.default_conn_name,
@@ -130,16 +147,21 @@ class ArmadaOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if (pod_spec is None) == (pod_specs is None):
-            raise ValueError("give exactly one of pod_spec and pod_specs")
-        if pod_specs is not None and replicas is not None:
-            raise ValueError("replicas goes with pod_spec; pod_specs already lists the members")
+        if [pod_spec, pod_specs, roles].count(None) != 2:
+            raise ValueError("give exactly one of pod_spec, pod_specs and roles")
+        if pod_spec is None and replicas is not None:
+            raise ValueError("replicas goes with pod_spec; pod_specs and roles already list "
+                             "the members")
+        if roles is not None and gang_minimum_cardinality is not None:
+            raise ValueError("a pod group's minimums are its roles'; gang_minimum_cardinality "
+                             "goes with pod_spec or pod_specs")
         if replicas is not None and replicas < 1:
             raise ValueError(f"replicas must be at least 1, not {replicas}")
         self.armada_queue = armada_queue
         self.pod_spec = _plain_pod_spec(pod_spec) if pod_spec is not None else None
         self.pod_specs = ([_plain_pod_spec(s) for s in pod_specs]
                           if pod_specs is not None else None)
+        self.roles = [_plain_role(r) for r in roles] if roles is not None else None
         self.replicas = replicas
         self.job_set_id = job_set_id
         self.armada_conn_id = armada_conn_id
@@ -166,7 +188,7 @@ class ArmadaOperator(BaseOperator):
 
     @property
     def is_gang(self) -> bool:
-        return self.pod_specs is not None or (self.replicas or 1) > 1
+        return self.pod_specs is not None or self.roles is not None or (self.replicas or 1) > 1
 
     def build_items(self, context: Context, client_id: str
                     ) -> list[submit_pb2.JobSubmitRequestItem]:
@@ -186,7 +208,11 @@ class ArmadaOperator(BaseOperator):
             "labels": {str(k): str(v) for k, v in self.labels.items()},
             "annotations": annotations, "retry_policy": self.armada_retry_policy or None,
         }
-        if self.is_gang:
+        if self.roles is not None:
+            items = pod_group_items(self.roles, gang_id=self.gang_id or None,
+                                    node_uniformity_label=self.node_uniformity_label or None,
+                                    **common)
+        elif self.is_gang:
             specs = self.pod_specs if self.pod_specs is not None else self.pod_spec
             items = gang_items(specs, replicas=None if self.pod_specs is not None
                                else self.replicas, gang_id=self.gang_id or None,
