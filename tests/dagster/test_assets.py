@@ -16,7 +16,8 @@ from dagster import (
     materialize,
 )
 
-from armada_core.client import ArmadaClient
+from armada_core.api import submit_pb2
+from armada_core.client import ArmadaClient, Role
 from dagster_armada import (
     ArmadaResource,
     PipesArmadaClient,
@@ -82,6 +83,41 @@ def test_gang_asset_runs_every_member(armada: ArmadaResource, admin: ArmadaClien
     lines = "\n".join(event_log(instance, result.run_id))
     for job_id in metadata["armada/job_ids"]:
         assert f"rank on armada-{job_id}-0" in lines
+
+
+def test_pod_group_asset_runs_every_role(armada: ArmadaResource, admin: ArmadaClient,
+                                         instance: DagsterInstance) -> None:
+    def member(role: str) -> dict:  # type: ignore[type-arg]
+        return container_pod_spec(["sh", "-c", f"echo role {role} $GREETING; sleep 1"],
+                                  cpu="100m", memory="128Mi")
+
+    train = armada_asset(name="elastic_train", env={"GREETING": "hello"},
+                         roles=[Role("coordinator", member("coordinator")),
+                                {"name": "worker", "minimum": 2, "maximum": 4,
+                                 "pod_spec": member("worker")}])
+    result = materialize([train], resources={"armada": armada}, instance=instance,
+                         raise_on_error=False)
+    ids = submitted(admin, armada.queue, f"dagster-{result.run_id}")
+    assert len(ids) == 5  # every member up to each role's maximum, submitted once
+    details = admin.get_job_details(ids, expand_job_spec=True)
+    roles = [details[j].job_spec.annotations["armadaproject.io/gangRole"] for j in ids]
+    assert sorted(roles) == ["coordinator"] + ["worker"] * 4
+    assert {details[j].job_spec.annotations["armadaproject.io/gangCardinality"]
+            for j in ids} == {"5"}
+    # With room for everything, all five run, and the step follows them together.
+    lines = "\n".join(event_log(instance, result.run_id))
+    for job_id, role in zip(ids, roles, strict=True):
+        assert f"[armada {job_id}] role {role} hello" in lines
+    # The scheduler preempts the members still running once a role's members have all ended
+    # (SEMANTICS.md, "Elastic pod groups"): the step succeeds when the members end together.
+    states = set(admin.get_job_status(ids).values())
+    if result.success:
+        assert states == {submit_pb2.SUCCEEDED}
+        assert sorted(materialization_metadata(result, "elastic_train")["armada/job_ids"]) == \
+            sorted(ids)
+    else:
+        assert submit_pb2.PREEMPTED in states and states <= {submit_pb2.SUCCEEDED,
+                                                             submit_pb2.PREEMPTED}
 
 
 def test_pipes_reports_a_materialization_from_inside_the_job(armada: ArmadaResource,

@@ -1,4 +1,5 @@
-"""Run Dagster assets, ops, Pipes sessions and whole runs as Armada jobs and gangs."""
+"""Run Dagster assets, ops, Pipes sessions and whole runs as Armada jobs, gangs and elastic
+pod groups."""
 
 from armada_core.client import JobLogFollower
 

@@ -1,4 +1,5 @@
-"""Running an Armada job (or gang) as part of a Dagster step: the shared path behind
+"""Running an Armada job (or gang, or elastic pod group) as part of a Dagster step: the shared
+path behind
 `execute_armada_job`, the asset/op factories and `PipesArmadaClient`.
 
 Submission follows the task lifecycle every integration shares
@@ -16,6 +17,7 @@ attempt is the run id plus the step's retry number. So:
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,8 +32,10 @@ from armada_core.client import (
     ArmadaError,
     JobResult,
     PodSpecLike,
+    Role,
     gang_items,
     job_item,
+    pod_group_items,
 )
 from armada_core.client import pod_spec as to_pod_spec
 from armada_core.client.lifecycle import (
@@ -192,10 +196,12 @@ def with_env(spec: PodSpecLike, env: Mapping[str, str]) -> core_v1_pb2.PodSpec:
 
 
 def build_items(armada: ArmadaResource, identity: StepIdentity, pod_spec: PodSpecLike |
-                Sequence[PodSpecLike], *, replicas: int | None = None,
+                Sequence[PodSpecLike] | None, *, replicas: int | None = None,
                 env: Mapping[str, str] | None = None, client_id: str | None = None,
+                roles: Sequence[Role | Mapping[str, Any]] | None = None,
                 **job: Any) -> Items:
-    """Job items for one job (a single spec, no replicas) or a gang (replicas or a list).
+    """Job items for one job (a single spec, no replicas), a gang (replicas or a list) or an
+    elastic pod group (`roles`, each a `Role` or its mapping; `env` goes to every role).
 
     `client_id` is the one the lifecycle chose for this attempt and generation (a gang's
     members get `-<i>`, and the gang id is the client id); the task's external job URI and
@@ -208,6 +214,15 @@ def build_items(armada: ArmadaResource, identity: StepIdentity, pod_spec: PodSpe
     if armada.priority_class is not None:
         job.setdefault("priority_class", armada.priority_class)
     cid = client_id or identity.task.client_id()
+    if roles is not None:
+        if pod_spec is not None or replicas is not None:
+            raise ValueError("give roles or a pod spec (with replicas), not both")
+        parsed = [Role.parse(r, f"roles[{i}]") for i, r in enumerate(roles)]
+        return pod_group_items([dataclasses.replace(r, pod_spec=with_env(r.pod_spec, env or {}))
+                                for r in parsed], client_id=cid, annotations=annotations,
+                               **job)
+    if pod_spec is None:
+        raise ValueError("give a pod_spec, a command or roles")
     if isinstance(pod_spec, (list, tuple)) or replicas is not None:
         specs: Any = ([with_env(s, env or {}) for s in pod_spec]
                       if isinstance(pod_spec, (list, tuple)) else with_env(pod_spec, env or {}))
@@ -406,31 +421,34 @@ def execute_armada_job(context: AnyContext, armada: ArmadaResource,
                        command: Sequence[str] | None = None, image: str = "python:3.11",
                        cpu: str = "1", memory: str = "1Gi",
                        env: Mapping[str, str] | None = None, replicas: int | None = None,
+                       roles: Sequence[Role | Mapping[str, Any]] | None = None,
                        job_set_id: str | None = None, client_id: str | None = None,
                        log_destination: str | None = None, timeout: float | None = None,
                        **job: Any) -> ArmadaJobRun:
-    """Run a job (or, with `replicas` or a list of pod specs, a gang) from inside an op or
-    asset and return it once every member succeeded.
+    """Run a job (or, with `replicas` or a list of pod specs, a gang; with `roles`, an elastic
+    pod group) from inside an op or asset and return it once every member succeeded.
 
-    Give a full `pod_spec` (V1PodSpec, dict, YAML or protobuf) or just a `command`. Other
-    keyword arguments go to armada_core's `job_item`/`gang_items` (priority, labels,
-    annotations, retry_policy, minimum_cardinality, node_uniformity_label, ...).
+    Give a full `pod_spec` (V1PodSpec, dict, YAML or protobuf), just a `command`, or `roles`
+    (armada_core `Role`s or mappings with name, pod_spec, minimum and maximum: every member
+    is one of the step's jobs, waited for together). Other keyword arguments go to
+    armada_core's `job_item`/`gang_items`/`pod_group_items` (priority, labels, annotations,
+    retry_policy, minimum_cardinality, node_uniformity_label, ...).
 
     `client_id` names this submission within the step, for a step that submits several jobs
     (each its own task: `<root run>/<step>/<client_id>`); the client ids sent to Armada are
     derived from it, the attempt and the generation, so that the server deduplicates a
     resubmission by the same attempt and never hands one attempt another's jobs.
     """
-    if pod_spec is None:
+    if pod_spec is None and roles is None:
         if command is None:
-            raise ValueError("give a pod_spec or a command")
+            raise ValueError("give a pod_spec, a command or roles")
         pod_spec = container_pod_spec(command, image=image, cpu=cpu, memory=memory)
     identity = step_identity(context, armada, job_set_id=job_set_id, key=client_id or "")
     spec = pod_spec
 
     def build(cid: str) -> Items:
         return build_items(armada, identity, spec, replicas=replicas, env=env, client_id=cid,
-                           **dict(job))
+                           roles=roles, **dict(job))
 
     return run_items(context, armada, build, identity=identity, job_set_id=job_set_id,
                      log_destination=log_destination, timeout=timeout)

@@ -4,7 +4,7 @@ piece of this integration (assets, ops, Pipes, the run launcher) shares."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from dagster import ConfigurableResource, InitResourceContext
@@ -16,9 +16,11 @@ from armada_core.client import (
     ConnectionConfig,
     JobResult,
     PodSpecLike,
+    Role,
     WatchOptions,
     gang_items,
     job_item,
+    pod_group_items,
 )
 from armada_core.client.lifecycle import WaitSettings
 from armada_core.client.lifecycle import wait as lifecycle_wait
@@ -139,7 +141,8 @@ class ArmadaResource(ConfigurableResource):  # type: ignore[type-arg]
 
     def submit_items(self, job_set_id: str,
                      items: Iterable[submit_pb2.JobSubmitRequestItem]) -> list[str]:
-        """Submit prepared items (job_item / gang_items) to the resource's queue."""
+        """Submit prepared items (job_item / gang_items / pod_group_items) to the resource's
+        queue."""
         return self.get_client().submit_jobs(self.queue, job_set_id, list(items))
 
     def submit_job(self, pod_spec: PodSpecLike, *, job_set_id: str, client_id: str = "",
@@ -155,6 +158,13 @@ class ArmadaResource(ConfigurableResource):  # type: ignore[type-arg]
         return self.submit_items(job_set_id, gang_items(pod_specs, replicas=replicas,
                                                         client_id=client_id,
                                                         **self._defaults(job)))
+
+    def submit_pod_group(self, roles: Sequence[Role | Mapping[str, Any]], *, job_set_id: str,
+                         client_id: str = "", **job: Any) -> list[str]:
+        """Submit an elastic pod group (`pod_group_items`): it starts once every role's
+        minimum fits; members above a minimum run as room allows and give way first."""
+        return self.submit_items(job_set_id, pod_group_items(roles, client_id=client_id,
+                                                             **self._defaults(job)))
 
     def cancel(self, job_ids: Iterable[str], *, job_set_id: str, reason: str = "") -> list[str]:
         """Cancel jobs; returns the ids the server cancelled."""
