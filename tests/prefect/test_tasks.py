@@ -11,10 +11,12 @@ from prefect import flow, task
 from prefect.client.orchestration import get_client
 
 from armada_core.api import submit_pb2
-from armada_core.client import ArmadaClient
+from armada_core.client import ArmadaClient, SpecError
 from prefect_armada import (
     ArmadaCredentials,
+    ArmadaInfrastructureError,
     ArmadaJob,
+    ArmadaRole,
     execute_armada_job,
     execute_armada_job_async,
     retry_infrastructure_failures,
@@ -66,6 +68,58 @@ def test_a_gang_runs_together(armada: ArmadaClient, queue: str) -> None:
     assert {a["armadaproject.io/gangId"] for a in annotations} == {
         annotations[0]["armadaproject.io/gangId"]}
     assert {a["armadaproject.io/gangCardinality"] for a in annotations} == {"2"}
+
+
+def test_an_elastic_pod_group_runs_every_role(armada: ArmadaClient, queue: str,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    job = ArmadaJob(credentials=ArmadaCredentials(address=armada.config.address), queue=queue,
+                    job_set_id="pod-group", log_interval_seconds=0.2,
+                    cancellation_check_seconds=0.5, poll_interval_seconds=0.5,
+                    roles=[ArmadaRole(name="coordinator", pod_spec=pod("echo role coordinator; "
+                                                                       "sleep 1")),
+                           ArmadaRole(name="worker", minimum=2, maximum=4,
+                                      pod_spec=pod("echo role worker; sleep 1"))])
+
+    @flow
+    def pipeline() -> dict[str, Any] | None:
+        try:
+            return execute_armada_job(job)
+        except ArmadaInfrastructureError:
+            return None
+
+    with caplog.at_level("INFO"):
+        result = pipeline()
+    ids = jobs_in(armada, queue, "pod-group")
+    assert len(ids) == 5  # every member up to each role's maximum
+    details = armada.get_job_details(ids, expand_job_spec=True)
+    roles = {j: details[j].job_spec.annotations["armadaproject.io/gangRole"] for j in ids}
+    assert sorted(roles.values()) == ["coordinator"] + ["worker"] * 4
+    assert {details[j].job_spec.annotations["armadaproject.io/gangRoleMinimum"]
+            for j in ids if roles[j] == "worker"} == {"2"}
+    # With room for everything, all five run, their logs in the task run's log.
+    for job_id, role in roles.items():
+        assert f"[{job_id}] role {role}" in caplog.messages
+    # The scheduler preempts the members still running once a role's members have all ended
+    # (SEMANTICS.md, "Elastic pod groups"): the task succeeds when the members end together.
+    states = set(armada.get_job_status(ids).values())
+    if result is not None:
+        assert states == {submit_pb2.SUCCEEDED} and sorted(result["job_ids"]) == sorted(ids)
+    else:
+        assert submit_pb2.PREEMPTED in states and states <= {submit_pb2.SUCCEEDED,
+                                                             submit_pb2.PREEMPTED}
+
+
+def test_a_pod_group_takes_roles_instead_of_a_pod_spec() -> None:
+    with pytest.raises(ValueError, match="exactly one of pod_spec and roles"):
+        ArmadaJob(queue="q", pod_spec=pod("true"),
+                  roles=[ArmadaRole(name="w", pod_spec=pod("true"))])
+    with pytest.raises(ValueError, match="replicas and minimum_cardinality go with pod_spec"):
+        ArmadaJob(queue="q", replicas=2, roles=[ArmadaRole(name="w", pod_spec=pod("true"))])
+    job = ArmadaJob(queue="q", roles=[ArmadaRole(name="w", pod_spec=pod("true"), minimum=3,
+                                                 maximum=2)])
+    with pytest.raises(SpecError, match=r"roles\[0\]\.minimum: must be between 1 and the "
+                                        r"role's maximum 2"):
+        job.items("cid")
 
 
 def test_a_user_error_is_not_retried(armada: ArmadaClient, queue: str) -> None:

@@ -1,4 +1,5 @@
-"""Prefect integration that runs tasks and flow runs as Armada jobs and gangs.
+"""Prefect integration that runs tasks and flow runs as Armada jobs, gangs and elastic pod
+groups.
 
 Importing the package registers the blocks and the `armada` worker type with Prefect (the
 `prefect.collections` entry point imports it).
@@ -15,7 +16,7 @@ from .exceptions import (
     ArmadaUserError,
 )
 from .flows import run_armada_job, run_armada_job_async
-from .jobs import ArmadaJob, ArmadaJobRun
+from .jobs import ArmadaJob, ArmadaJobRun, ArmadaRole
 from .retries import retry_infrastructure_failures
 from .tasks import (
     cancel_armada_job,
@@ -42,6 +43,7 @@ __all__ = [
     "ArmadaJobError",
     "ArmadaJobRejected",
     "ArmadaJobRun",
+    "ArmadaRole",
     "ArmadaUserError",
     "ArmadaWorker",
     "cancel_armada_job",

@@ -1,9 +1,10 @@
-"""`ArmadaJob` (a Prefect `JobBlock`) and `ArmadaJobRun` (its `JobRun`): submit a job or a
-gang and wait for it through the task lifecycle of `armada_core.client.lifecycle` (reattach
-after a crash, cancel a previous try's live job before a retry; the one wait: event stream,
-the job's logs and why it still waits in the run's log, status checks that ride out a
-restarting server), cancel it when the Prefect run is cancelled, and map its end with
-`armada_core.retry.map_outcome` into the lifecycle's result payload.
+"""`ArmadaJob` (a Prefect `JobBlock`) and `ArmadaJobRun` (its `JobRun`): submit a job, a
+gang or an elastic pod group and wait for it through the task lifecycle of
+`armada_core.client.lifecycle` (reattach after a crash, cancel a previous try's live job
+before a retry; the one wait: event stream, the job's logs and why it still waits in the
+run's log, status checks that ride out a restarting server), cancel it when the Prefect run
+is cancelled, and map its end with `armada_core.retry.map_outcome` into the lifecycle's
+result payload.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from prefect.blocks.abstract import JobBlock, JobRun
 from prefect.context import FlowRunContext, TaskRunContext
 from prefect.exceptions import MissingContextError
 from prefect.logging import get_logger, get_run_logger
-from pydantic import Field
+from pydantic import BaseModel, Field, model_validator
 
 from armada_core.api import submit_pb2
 from armada_core.client import (
@@ -27,6 +28,7 @@ from armada_core.client import (
     WatchOptions,
     gang_items,
     job_item,
+    pod_group_items,
 )
 from armada_core.client.lifecycle import (
     TaskEnd,
@@ -64,11 +66,26 @@ def _flow_run_id() -> str | None:
     return None
 
 
+class ArmadaRole(BaseModel):
+    """One role of an elastic pod group (armada_core's `Role`): `maximum` members run
+    `pod_spec`; the group starts once `minimum` of them (and every other role's minimum) fit,
+    and the members above it run as room allows and give way first."""
+
+    name: str = Field(description="The role's name (armadaproject.io/gangRole).")
+    pod_spec: dict[str, Any] | str = Field(description="The role's Kubernetes PodSpec.")
+    minimum: int = Field(default=1, description="Members that must run for the group to run.")
+    maximum: int | None = Field(default=None, description="Members submitted; default the "
+                                                          "minimum.")
+
+
 class ArmadaJob(JobBlock):
-    """A job, or a gang of jobs scheduled all or nothing, to run on Armada.
+    """A job, a gang of jobs scheduled all or nothing, or an elastic pod group, to run on
+    Armada.
 
     `pod_spec` is a Kubernetes PodSpec in JSON shape (or YAML text); a list of pod specs makes
-    a gang with one member per spec, and `replicas > 1` a gang of identical members.
+    a gang with one member per spec, and `replicas > 1` a gang of identical members. `roles`
+    instead of `pod_spec` makes an elastic pod group (e.g. a coordinator, minimum and maximum
+    1, and workers, minimum 2 and maximum 4); its members are all the run's jobs.
 
     Example:
         ```python
@@ -95,8 +112,11 @@ class ArmadaJob(JobBlock):
     queue: str = Field(description="The Armada queue to submit to.")
     job_set_id: str | None = Field(
         default=None, description="Job set; default 'prefect-<flow run id>' inside a flow run.")
-    pod_spec: dict[str, Any] | list[dict[str, Any]] | str = Field(
-        description="Kubernetes PodSpec (JSON shape or YAML); a list makes a gang.")
+    pod_spec: dict[str, Any] | list[dict[str, Any]] | str | None = Field(
+        default=None, description="Kubernetes PodSpec (JSON shape or YAML); a list makes a "
+                                  "gang.")
+    roles: list[ArmadaRole] | None = Field(
+        default=None, description="An elastic pod group's roles, instead of pod_spec.")
     replicas: int = Field(default=1, ge=1, description="Members of a gang of identical pods.")
     minimum_cardinality: int | None = Field(
         default=None, description="Elastic gang: members that must be placed at least.")
@@ -128,6 +148,15 @@ class ArmadaJob(JobBlock):
                                         "when it changes and at least this often.")
     create_artifacts: bool = Field(default=True, description="Record the job in an artifact.")
 
+    @model_validator(mode="after")
+    def _one_shape(self) -> ArmadaJob:
+        if (self.pod_spec is None) == (self.roles is None):
+            raise ValueError("give exactly one of pod_spec and roles")
+        if self.roles is not None and (self.replicas > 1 or self.minimum_cardinality):
+            raise ValueError("replicas and minimum_cardinality go with pod_spec; a pod group's "
+                             "sizes are its roles' minimum and maximum")
+        return self
+
     def items(self, client_id: str) -> list[submit_pb2.JobSubmitRequestItem]:
         """The submission under `client_id` (checked before sending; the lifecycle adds the
         task's external job URI and annotations)."""
@@ -135,6 +164,9 @@ class ArmadaJob(JobBlock):
             priority=self.priority, namespace=self.namespace,
             priority_class=self.priority_class, client_id=client_id, labels=self.labels,
             annotations=self.annotations, retry_policy=self.retry_policy)
+        if self.roles is not None:
+            return pod_group_items([r.model_dump() for r in self.roles],
+                                   node_uniformity_label=self.node_uniformity_label, **common)
         if isinstance(self.pod_spec, list) or self.replicas > 1:
             specs = self.pod_spec
             return gang_items(specs, replicas=None if isinstance(specs, list) else self.replicas,
