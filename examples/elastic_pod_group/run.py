@@ -1,0 +1,84 @@
+"""Run an elastic pod group end to end: an embedded armada-server with the local executor, a
+coordinator (role minimum 1, maximum 1) and elastic workers (minimum 2, maximum 4).
+
+    .venv/bin/python examples/elastic_pod_group/run.py
+
+Each pod prints its role; the run then shows which members ran, where, and how they ended.
+Exits 0 only if every member ran (the node has room for all five, so all five must).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from armada_core.api import event_pb2, submit_pb2
+from armada_core.client import (
+    ArmadaClient,
+    JobResult,
+    Role,
+    pod_group_items,
+    state_name,
+)
+from armada_core.jobs import annotations as ann
+from armada_server.app import EmbeddedServer
+from armada_server.config import NodeGroup, ServerConfig
+
+QUEUE = "elastic-example"
+JOB_SET = "elastic-pod-group"
+
+
+def member(role: str) -> dict:
+    """A pod of `role` that says which role it plays (every member works as long: a role
+    whose members have all ended takes the rest of the group down with it)."""
+    return {"containers": [{
+        "name": "main", "image": "busybox",
+        "env": [{"name": "ROLE", "value": role}],
+        "command": ["sh", "-c", 'echo "role $ROLE on $HOSTNAME"; sleep 2'],
+        "resources": {"requests": {"cpu": "500m", "memory": "256Mi"},
+                      "limits": {"cpu": "500m", "memory": "256Mi"}}}]}
+
+
+ROLES = [Role("coordinator", member("coordinator"), minimum=1, maximum=1),
+         Role("worker", member("worker"), minimum=2, maximum=4)]
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="armada-elastic-example-") as tmp:
+        root = Path(tmp)
+        config = ServerConfig(port=0, http_port=None, executor="local",
+                              sandbox_dir=str(root / "pods"),
+                              database_url=f"sqlite:///{root / 'armada.db'}",
+                              nodes=(NodeGroup(1, "4", "8Gi"),), scheduling_period=0.2)
+        with EmbeddedServer(config) as server, ArmadaClient(server.address) as client:
+            client.create_queue(submit_pb2.Queue(name=QUEUE, priority_factor=1))
+            items = pod_group_items(ROLES, client_id="train")
+            ids = client.submit_jobs(QUEUE, JOB_SET, items)
+            roles = {j: item.annotations[ann.GANG_ROLE] for j, item in zip(ids, items,
+                                                                             strict=True)}
+            print(f"submitted pod group 'train': {len(ids)} members "
+                  f"({', '.join(f'{r.name} {r.minimum}..{r.size}' for r in ROLES)})")
+            ran: set[str] = set()
+
+            def show(message: event_pb2.EventStreamMessage, result: JobResult) -> None:
+                kind = message.message.WhichOneof("events")
+                if kind == "running":
+                    ran.add(result.job_id)
+                print(f"  {roles[result.job_id]:<11} {result.job_id} {kind}", flush=True)
+
+            results = client.wait_for_jobs(QUEUE, JOB_SET, ids, timeout=120, on_event=show)
+            print("members:")
+            for job_id in ids:
+                said = [line.line for line in client.logs(job_id)][:1]
+                print(f"  {roles[job_id]:<11} {job_id} {'ran' if job_id in ran else 'never ran'}"
+                      f" on {results[job_id].node or '-'}, "
+                      f"{state_name(results[job_id].state)}: {said[0] if said else '-'}")
+    counts = {r.name: sum(1 for j in ran if roles[j] == r.name) for r in ROLES}
+    print(f"{len(ran)} of {len(ids)} members ran: "
+          + ", ".join(f"{n} {name}" for name, n in counts.items()))
+    return 0 if len(ran) == len(ids) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
