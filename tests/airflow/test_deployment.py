@@ -245,21 +245,21 @@ class Deployment:
         return ti["state"] in states and try_number in (None, ti["try_number"])
 
     def followed(self, run_id: str, job_id: str, try_number: int = 1) -> None:
-        """Until the try follows the job, in a triggerer (Airflow kills a deferred task
-        through its running trigger only) or in its worker (not deferrable)."""
+        """Until the try follows the job: in its worker (not deferrable), or in a triggerer
+        (Airflow kills a deferred task through its running trigger only) once the scheduler
+        has processed the exit of the worker that deferred it (an exit reported only after
+        the trigger fired has the scheduler fail the try: by then the task is queued again,
+        for its resume, and Airflow takes the exit for an external failure)."""
         self.until(lambda: f"Armada job {job_id} is RUNNING" in self.task_log(run_id, try_number),
                    "the try following the job")
+        if self.dag_of[run_id] == DAG_ID:
+            self.deferring_worker_gone(run_id, try_number)
 
-    def deferred(self, run_id: str, job_id: str) -> None:
-        """Until the first try is deferred and done with its worker: its trigger follows the
-        job, and the scheduler has processed the exit of the worker that deferred it. (A
-        worker whose exit is reported only after the trigger fired, as when it cannot finish
-        for want of the API server, has the scheduler fail the try: by then the task is
-        queued again, for its resume, and Airflow takes the exit for an external failure.)"""
-        self.followed(run_id, job_id)
+    def deferring_worker_gone(self, run_id: str, try_number: int) -> None:
+        """Until the scheduler has processed the exit of the worker that deferred the try."""
         exited = ("Received executor event with state success for task instance "
-                  f"TaskInstanceKey(dag_id='{self.dag_of[run_id]}', task_id='{TASK_ID}', "
-                  f"run_id='{run_id}', try_number=1,")
+                  f"TaskInstanceKey(dag_id='{DAG_ID}', task_id='{TASK_ID}', "
+                  f"run_id='{run_id}', try_number={try_number},")
         self.until(lambda: exited in self.components["scheduler"].output(),
                    "the deferring worker's exit processed")
 
@@ -421,6 +421,7 @@ def test_a_scheduler_killed_with_the_worker_running_the_task(deployment: Deploym
     deployment.until(lambda: deployment.task_in(run_id, "deferred", try_number=2),
                      "the next try deferred")
     assert deployment.live(run_id) == [job_id]
+    deployment.deferring_worker_gone(run_id, try_number=2)
     release.touch()
     deployment.succeeded_on(run_id, job_id, try_number=2)
     assert f"Reattaching to Armada job(s) {job_id}" in deployment.task_log(run_id, 2)
@@ -439,6 +440,7 @@ def test_a_running_task_cleared(deployment: Deployment, tmp_path: Path) -> None:
     deployment.until(lambda: len(deployment.jobs(run_id)) == 2 and deployment.live(run_id),
                      "the next try's job")
     [second] = [j for j in deployment.jobs(run_id) if j != first]
+    deployment.followed(run_id, second, try_number=2)
     release.touch()
     deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
     ti = deployment.task(run_id)
@@ -546,7 +548,7 @@ def test_the_api_server_killed_while_the_task_is_deferred(deployment: Deployment
     release = tmp_path / "release"
     run_id = deployment.trigger(release=str(release))
     job_id = deployment.running_job(run_id)
-    deployment.deferred(run_id, job_id)
+    deployment.followed(run_id, job_id)
     worker = deployment.components["scheduler"]
     retried = worker.output().count(EXECUTION_API_RETRY)
     deployment.components["api-server"].kill(tree=True)
