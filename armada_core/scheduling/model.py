@@ -448,6 +448,10 @@ class SchedulingResult:
     scheduled: dict[str, str] = field(default_factory=dict)
     #: Running jobs to stop.
     preempted: set[str] = field(default_factory=set)
+    #: Why some of ``preempted`` go, when more than "preempted by the scheduler" is known
+    #: (members of a pod group with a role below its minimum). Decided by ``roles.plan``,
+    #: which both implementations share, so ``decisions`` leaves it out.
+    preempt_reasons: dict[str, str] = field(default_factory=dict)
     #: Queued jobs that can never run as submitted (or gang members above what was placed).
     failed: dict[str, str] = field(default_factory=dict)
     #: Why each queued job left queued was not scheduled this cycle.

@@ -80,6 +80,8 @@ class RolePlan:
     #: Running members of groups with a role below its minimum: preempted, and out of the
     #: cycle (they hold nothing and count for nothing).
     preempt: list[str] = field(default_factory=list)
+    #: Why each of ``preempt`` goes (the role below its minimum), for the caller's events.
+    preempt_reasons: dict[str, str] = field(default_factory=dict)
     #: Queued members of those groups, out of the cycle, with the reason.
     waiting: dict[str, str] = field(default_factory=dict)
     #: Queued members of running groups: placed one by one, each on the node indices given
@@ -122,6 +124,7 @@ def plan(
             r, m = below[0]
             out.preempt += sorted(j.id for j in run)
             why = reasons.role_below_minimum(gang_id, r, counts.get(r, 0), m)
+            out.preempt_reasons.update(dict.fromkeys((j.id for j in run), why))
             out.waiting.update(dict.fromkeys((j.id for j in waiting), why))
             continue
         by_role: dict[str, list[Job]] = {}

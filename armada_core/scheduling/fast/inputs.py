@@ -196,6 +196,7 @@ def _apply_roles(st: CycleState, gang_rows: list[int]) -> None:
     gone = np.array([row_of[j] for j in st.roles.preempt], dtype=np.int64)
     if len(gone):
         st.preempted.update(gone.tolist())
+        st.result.preempt_reasons.update(st.roles.preempt_reasons)
         st.accounted[gone] = False
         st.run_node[gone] = -1
         st.running_rows = st.running_rows[~np.isin(st.running_rows, gone)]

@@ -54,6 +54,7 @@ def apply_roles(
     )
     gone = set(state.roles.preempt)
     state.result.preempted.update(gone)
+    state.result.preempt_reasons.update(state.roles.preempt_reasons)
     for job_id, why in state.roles.waiting.items():
         state.result.unscheduled[job_id] = why
     return (

@@ -191,7 +191,8 @@ class SchedulingLoop:
                 scheduled=part, preempted=result.preempted if first else (),
                 failed=result.failed if first else {},
                 reasons=result.unscheduled if first else {}, seen=seen, gangs=gangs,
-                preempting=preempting if first else None, now=now)
+                preempting=preempting if first else None,
+                preempt_reasons=result.preempt_reasons if first else None, now=now)
             leased += done
             if done and self.on_leased is not None:
                 self.on_leased()

@@ -382,6 +382,12 @@ class LeaseOps:
         the members still to run and its cardinality is their number (a sibling that
         already succeeded is not waited for: it will never be queued again).
 
+        A pod group (members with roles) is retried whole only when it is broken: the
+        members that keep running leave a role below its minimum, or none keeps running.
+        Otherwise the retried members were elastic: each goes back to the queue alone and
+        is placed later as a late member, while the rest keeps running (SEMANTICS.md,
+        "Elastic pod groups").
+
         `changes` (this transaction's changes so far) is updated in place for members it
         holds; the other members' changes are returned, with the events of all of them."""
         retried: dict[tuple[str, str], list[Job]] = {}
@@ -395,32 +401,36 @@ class LeaseOps:
         out: list[tuple[Job, Job, list]] = []
         events: list = []
         for (queue, gang_id), members in retried.items():
+            generation = {m.id for m in members}
+            # Each other member as this transaction leaves it so far.
+            others: list[tuple[Job, Job, list]] = []
+            for stored in self._load_jobs(conn, and_(t.jobs.c.queue == queue,
+                                                     t.jobs.c.gang_id == gang_id)):
+                if stored.id in generation:
+                    continue
+                others.append(changes[index[stored.id]] if stored.id in index
+                              else (stored, stored, []))
+            if _elastic_retry([*members, *(current for _, current, _ in others)],
+                              generation):
+                continue
             member = members[0]
             waits = [m.retry_after for m in members if m.retry_after is not None]
             retry_after = max(waits) if waits else None
             failure = Failure(reason=f"gang member {member.id} is being retried: the gang "
                                      "restarts together", category="internal",
                               subcategory="gang_restart")
-            generation = {m.id for m in members}
-            for stored in self._load_jobs(conn, and_(t.jobs.c.queue == queue,
-                                                     t.jobs.c.gang_id == gang_id)):
-                if stored.id in generation:
-                    continue
-                if stored.id in index:
-                    before, current, old = changes[index[stored.id]]
-                else:
-                    before, current, old = stored, stored, []
+            for before, current, old in others:
                 if current.terminal:
                     continue  # ended: not part of the new generation
-                generation.add(stored.id)
+                generation.add(current.id)
                 if current.state not in ACTIVE_JOB_STATES or current.preempt_requested or (
                         current.active_run is None):
                     continue
                 after, more = lifecycle.fail(current, failure, retry=True, now=now,
                                              retry_after=retry_after)
                 events.extend(more)
-                if stored.id in index:
-                    changes[index[stored.id]] = (before, after, old)
+                if current.id in index:
+                    changes[index[current.id]] = (before, after, old)
                 else:
                     out.append((before, after, []))
             start_gang_generation(conn, sorted(generation))
@@ -469,14 +479,17 @@ class LeaseOps:
         if kind == "stopped":
             if not job.preempt_requested:
                 raise IllegalTransition("stopped without a preemption request")
-            failure = Failure(reason="preempted", condition="Preempted")
+            # The reason a scheduling cycle kept on the run (apply_schedule), else plainly
+            # preempted.
+            reason = run.reason or "preempted"
+            failure = Failure(reason=reason, condition="Preempted")
             decision = self.retries.decide(conn, catalogue, job,
                                            run_failure(job, failure, node=run.node), when)
             # The job the cycle that preempted the run made room for (none for a manual
             # preemption), as apply_schedule recorded it on the run.
             preempting = conn.execute(select(t.runs.c.preempting_job_id).where(
                 t.runs.c.id == run.id)).scalar_one_or_none() or ""
-            return lifecycle.preempt(job, reason="preempted", now=when, retry=decision.retry,
+            return lifecycle.preempt(job, reason=reason, now=when, retry=decision.retry,
                                      retry_after=decision.retry_after, requestor="scheduler",
                                      preempting_job_id=preempting)
         raise IllegalTransition(f"unknown update {kind!r}")
@@ -760,12 +773,17 @@ class LeaseOps:
                        reasons: Mapping[str, str], seen: Mapping[str, int | str],
                        gangs: Mapping[str, tuple[str, str | None]] | None = None,
                        preempting: Mapping[str, str] | None = None,
+                       preempt_reasons: Mapping[str, str] | None = None,
                        now: datetime | None = None) -> int:
         """Write one cycle's decisions: leases (job -> executor, node, pool), preemption
         requests, failures, and why the rest stayed queued. Returns the leases made.
 
         `preempting` names, for a preempted job, the job the cycle made room for: it is kept
         on the preempted run, and the preempted event names it once the run has stopped.
+        `preempt_reasons` says why a preempted job goes when the scheduler knows more than
+        that it was preempted (a pod group whose role fell below its minimum): the
+        preempting event carries it, and it is kept as the run's reason so that the
+        preempted event (or the retried failure) says it too once the run has stopped.
 
         A decision applies only to a job still as the snapshot saw it (`seen`: the row
         version of a queued job, the run id of a running one); the others changed meanwhile
@@ -798,16 +816,21 @@ class LeaseOps:
                 changes.append((job, after, events))
                 leased += 1
             made_room: list[dict] = []  # preempted runs -> the job placed in their room
+            why_runs: list[dict] = []  # preempted runs -> why, when the scheduler said
             for job_id in preempted:
                 job = jobs.get(job_id)
                 run = job.active_run if job is not None else None
                 if run is None or run.id != seen.get(job_id) or job.preempt_requested:
                     continue
+                why = (preempt_reasons or {}).get(job_id)
                 after, events = lifecycle.request_preempt(
-                    job, requestor="scheduler", reason="preempted by the scheduler", now=now)
+                    job, requestor="scheduler", reason=clean_reason(why) if why
+                    else "preempted by the scheduler", now=now)
                 changes.append((job, after, events))
                 if preempting and (placed := preempting.get(job_id)):
                     made_room.append({"_id": run.id, "preempting_job_id": placed})
+                if why:
+                    why_runs.append({"_id": run.id, "reason": clean_reason(why)})
             for job_id, reason in failed.items():
                 job = unchanged(job_id)
                 if job is None:
@@ -819,6 +842,7 @@ class LeaseOps:
                 changes.append((job, after, events))
             self._save_many(conn, touched, changes)
             executemany(conn, _UPDATE_RUNS, made_room)
+            executemany(conn, _UPDATE_RUNS, why_runs)
             for chunk in chunks(list(scheduled), 500):
                 conn.execute(update(t.jobs).where(t.jobs.c.id.in_(chunk),
                                                   t.jobs.c.scheduling_reason != "")
@@ -853,6 +877,33 @@ _UPDATE_RUNS = update(t.runs).where(t.runs.c.id == bindparam("_id"))
 # The run columns set after its lease (see lifecycle's handlers); the rest never change.
 _RUN_CHANGES = ("node", "state", "pending_at", "started_at", "finished_at", "kubernetes_id",
                 "condition", "category", "subcategory", "reason", "containers", "releases_at")
+
+
+def role_minimums(members: Iterable[Job]) -> dict[str, int]:
+    """A pod group's roles and their minimums, from every member it has had (a role whose
+    members all ended still has its minimum); empty for a gang without roles."""
+    mins: dict[str, int] = {}
+    for job in members:
+        gang = job.gang
+        if gang is not None and gang.role:
+            mins[gang.role] = max(mins.get(gang.role, 0), gang.role_minimum or 0)
+    return mins
+
+
+def _elastic_retry(members: Sequence[Job], retried: Collection[str]) -> bool:
+    """Whether the `retried` members of a gang (all of its members given, as they are now)
+    may be retried alone: it is a pod group, and the members that keep running (active and
+    not being preempted) still hold every role at or above its minimum."""
+    mins = role_minimums(members)
+    if not mins:
+        return False
+    counts: dict[str, int] = {}
+    for job in members:
+        if (job.id not in retried and job.state in ACTIVE_JOB_STATES
+                and not job.preempt_requested and job.active_run is not None):
+            role = job.gang.role  # type: ignore[union-attr]
+            counts[role] = counts.get(role, 0) + 1
+    return bool(counts) and all(counts.get(r, 0) >= m for r, m in mins.items())
 
 
 def _releases_at(job: Job, old: Run | None, confirmed: Collection[str]) -> datetime | None:

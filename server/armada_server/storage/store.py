@@ -19,6 +19,7 @@ from sqlalchemy.exc import DataError, IntegrityError
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import (
+    GangSpec,
     Job,
     JobState,
     Run,
@@ -35,7 +36,7 @@ from armada_server.storage import schema as t
 from armada_server.storage.bulk import fetch, insert_rows
 from armada_server.storage.database import WRITE
 from armada_server.storage.guard import retried
-from armada_server.storage.leases import LeaseOps
+from armada_server.storage.leases import LeaseOps, role_minimums
 from armada_server.storage.nodes import NodeOps
 from armada_server.storage.notify import notify
 from armada_server.storage.places import PlaceOps
@@ -336,26 +337,29 @@ class Store(NodeOps, LeaseOps, PlaceOps):
     def _cut_gangs(self, conn: Connection, cancelled: Sequence[tuple[Job, Job, list]],
                    now: datetime) -> list[tuple[Job, Job, list]]:
         """Gangs that wait to be placed and lost members to a cancel: the members left are
-        a smaller generation when they still reach the gang's minimum cardinality (an
-        elastic gang), and fail otherwise, since the gang can never be placed whole (they
-        would wait for ever). Gangs already running are left as they are."""
+        a smaller generation when they can still be placed, and fail otherwise, since the
+        gang can never be placed whole (they would wait for ever). A gang can still be
+        placed when the members left reach its minimum cardinality (an elastic gang), or
+        for a pod group, when every role keeps at least its minimum: its cardinality is
+        the members submitted, so the gang's minimum would cut it at its first cancel.
+        Gangs already running are left as they are (a pod group whose role falls below its
+        minimum is preempted by the scheduler, then starts again whole or fails)."""
         gone = {after.id for _, after, _ in cancelled}
         gangs = {(after.queue, g.id): (g, after.id) for before, after, _ in cancelled
                  if before.state == JobState.QUEUED and (g := after.gang) is not None
                  and g.cardinality > 1}
         out: list[tuple[Job, Job, list]] = []
         for (queue, gang_id), (gang, member) in sorted(gangs.items()):
-            left = [j for j in self._load_jobs(conn, and_(
-                t.jobs.c.queue == queue, t.jobs.c.gang_id == gang_id))
-                if j.id not in gone and not j.terminal]
+            every = self._load_jobs(conn, and_(t.jobs.c.queue == queue,
+                                               t.jobs.c.gang_id == gang_id))
+            left = [j for j in every if j.id not in gone and not j.terminal]
             if not left or any(j.state != JobState.QUEUED for j in left):
                 continue
-            if len(left) >= gang.minimum_cardinality:
+            why = _unplaceable(gang, every, left)
+            if why is None:
                 start_gang_generation(conn, [j.id for j in left])
                 continue
-            failure = Failure(reason=f"gang member {member} was cancelled: the gang can no "
-                                     f"longer be placed whole ({len(left)} of its "
-                                     f"{gang.minimum_cardinality} members left)",
+            failure = Failure(reason=f"gang member {member} was cancelled: {why}",
                               category="user", subcategory="gang_member_cancelled")
             out += [(j, *lifecycle.fail(j, failure, retry=False, now=now)) for j in left]
         return out
@@ -494,6 +498,24 @@ class Store(NodeOps, LeaseOps, PlaceOps):
             rows = conn.execute(select(t.jobs.c.queue, t.jobs.c.state, func.count()).group_by(
                 t.jobs.c.state, t.jobs.c.queue)).all()  # the order of ix_jobs_state_queue
         return {(q, JobState(s)): n for q, s, n in rows}
+
+
+def _unplaceable(gang: GangSpec, every: Sequence[Job], left: Sequence[Job]) -> str | None:
+    """Why the members `left` of a queued gang (of all its members, `every`) can never be
+    placed, or None when they can: a pod group needs every role at its minimum (roles of
+    members that ended included), any other gang its minimum cardinality."""
+    mins = role_minimums(every)
+    if mins:
+        counts = Counter(j.gang.role for j in left if j.gang is not None)
+        for role, minimum in sorted(mins.items()):
+            if counts[role] < minimum:
+                return (f"role {role} can no longer reach its minimum ({counts[role]} of its "
+                        f"{minimum} members left)")
+        return None
+    if len(left) >= gang.minimum_cardinality:
+        return None
+    return (f"the gang can no longer be placed whole ({len(left)} of its "
+            f"{gang.minimum_cardinality} members left)")
 
 
 def _invalid(error: DataError) -> InvalidArgument:
