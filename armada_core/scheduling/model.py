@@ -268,6 +268,11 @@ class Job:
     #: members in the snapshot carry: a role whose members all ended still counts as below
     #: its minimum. The caller keeps them (the server in the leader's memory).
     gang_roles: tuple[tuple[str, int], ...] = ()
+    #: Members of the member's group that SUCCEEDED, per role (name, count): they did their
+    #: part, so they count towards their role's minimum beside the running ones. The
+    #: snapshot holds only queued and running jobs, so the caller tells (the server reads
+    #: them from storage); members of a group agree, else the largest count counts.
+    gang_succeeded: tuple[tuple[str, int], ...] = ()
     #: Seconds after its start at which the job becomes fair-share preemptible.
     lifetime: float | None = None
     start_time: float | None = None

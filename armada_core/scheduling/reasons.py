@@ -33,11 +33,12 @@ def elastic_waits(gang_id: str, role: str) -> str:
     return f"elastic member of gang {gang_id} (role {role}) waits for capacity"
 
 
-def role_below_minimum(gang_id: str, role: str, running: int, minimum: int) -> str:
-    """A queued member of a running group that a role fell below its minimum: the group's
-    running members are preempted and it starts again as a whole."""
-    return (f"gang {gang_id}: role {role} has {running} of its minimum {minimum} members "
-            "running; the group is preempted and starts again as a whole")
+def role_below_minimum(gang_id: str, role: str, kept: int, minimum: int) -> str:
+    """A queued member of a running group that a role fell below its minimum (its members
+    running or succeeded, ``kept``): the group's running members are preempted and it starts
+    again as a whole."""
+    return (f"gang {gang_id}: role {role} has {kept} of its minimum {minimum} members "
+            "running or succeeded; the group is preempted and starts again as a whole")
 
 
 def role_short(gang_id: str, role: str, members: int, minimum: int) -> str:

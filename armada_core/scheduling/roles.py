@@ -41,14 +41,32 @@ def minimums(members: Sequence[Job]) -> dict[str, int]:
     return mins
 
 
+def succeeded(members: Sequence[Job]) -> dict[str, int]:
+    """How many members of each role of the group succeeded (``Job.gang_succeeded``, told
+    by the caller): they did their part, so they keep their role's minimum."""
+    done: dict[str, int] = {}
+    for j in members:
+        for name, count in j.gang_succeeded:
+            done[name] = max(done.get(name, 0), count)
+    return done
+
+
+def needed(members: Sequence[Job]) -> dict[str, int]:
+    """Each role's minimum less its members that succeeded: what its live members must
+    hold (never below 0)."""
+    done = succeeded(members)
+    return {r: max(0, m - done.get(r, 0)) for r, m in minimums(members).items()}
+
+
 def arrange(members: Sequence[Job]) -> tuple[list[Job], int]:
     """A queued group's members (given in queued order) in the order they are placed: every
-    role's minimum first (roles by name, each in queued order), then the elastic members
-    round-robin by role name. Returns them and the size of the core (the minimums)."""
+    role's minimum (less its members that succeeded) first (roles by name, each in queued
+    order), then the elastic members round-robin by role name. Returns them and the size of
+    the core (the minimums)."""
     by_role: dict[str, list[Job]] = {}
     for j in members:
         by_role.setdefault(role_of(j), []).append(j)
-    mins = minimums(members)
+    mins = needed(members)
     core: list[Job] = []
     rests: list[list[Job]] = []
     for r in sorted(by_role):
@@ -62,9 +80,9 @@ def arrange(members: Sequence[Job]) -> tuple[list[Job], int]:
 
 
 def short_role(members: Sequence[Job]) -> str | None:
-    """Why a complete queued group can never be placed: a role with fewer members than its
-    minimum (the first by name), or None."""
-    counts: dict[str, int] = {}
+    """Why a complete queued group can never be placed: a role with fewer members (queued,
+    or succeeded in an earlier generation) than its minimum (the first by name), or None."""
+    counts = succeeded(members)
     for j in members:
         counts[role_of(j)] = counts.get(role_of(j), 0) + 1
     for r, minimum in sorted(minimums(members).items()):
@@ -116,7 +134,9 @@ def plan(
     topo_cache: dict[tuple[str | None, int], topology.GangTopology] = {}
     for (_, gang_id), (run, waiting) in sorted(groups.items()):
         mins = minimums([*run, *waiting])
-        counts: dict[str, int] = {}
+        # A member that succeeded did its part: it keeps its role like a running one.
+        done = succeeded([*run, *waiting])
+        counts = dict(done)
         for j in run:
             counts[role_of(j)] = counts.get(role_of(j), 0) + 1
         below = [(r, m) for r, m in sorted(mins.items()) if counts.get(r, 0) < m]
@@ -130,9 +150,16 @@ def plan(
         by_role: dict[str, list[Job]] = {}
         for j in run:
             by_role.setdefault(role_of(j), []).append(j)
+        elastic: set[str] = set()
         for r, members in by_role.items():
             members.sort(key=order)
-            out.elastic.update(j.id for j in members[mins.get(r, 0) :])
+            keep = max(0, mins.get(r, 0) - done.get(r, 0))
+            elastic.update(j.id for j in members[keep:])
+        if len(elastic) == len(run):
+            # Every minimum kept by members that succeeded: the group still needs one member
+            # to run (as ``arrange``), the first of the first role by name.
+            elastic.discard(by_role[min(by_role)][0].id)
+        out.elastic |= elastic
         if waiting:
             allowed = _allowed(run, nodes, node_index, levels, topo_cache)
             out.late.update(dict.fromkeys((j.id for j in waiting), allowed))

@@ -99,6 +99,9 @@ class Round:
 
     submit: list[Job] = field(default_factory=list)
     finish: set[str] = field(default_factory=set)  # running jobs that completed before it
+    # Running pod group members that SUCCEEDED before it: gone like ``finish``, and the caller
+    # tells their group's other members (``Job.gang_succeeded``), as the server does.
+    succeed: set[str] = field(default_factory=set)
     now: float | None = None
     sched: set[str] | dict[str, str] | None = None
     pre: set[str] | None = None
@@ -137,13 +140,20 @@ def apply(jobs_: list[Job], result: SchedulingResult, now: float) -> list[Job]:
 
 def run_scenario(scenario: Scenario, impl: Impl) -> list[SchedulingResult]:
     world: list[Job] = []
+    done: dict[tuple[str, str], dict[str, int]] = {}  # pod group -> role -> members succeeded
     queues = scenario.queues
     results = []
     for number, rnd in enumerate(scenario.rounds):
         now = float(number * 100) if rnd.now is None else rnd.now
         if rnd.queues is not None:
             queues = rnd.queues
-        world = [j for j in world if j.id not in rnd.finish] + list(rnd.submit)
+        for j in world:
+            if j.id in rnd.succeed and j.gang_id is not None and j.gang_role is not None:
+                roles = done.setdefault((j.queue, j.gang_id), {})
+                roles[j.gang_role] = roles.get(j.gang_role, 0) + 1
+        world = [j for j in world if j.id not in rnd.finish | rnd.succeed] + list(rnd.submit)
+        world = [replace(j, gang_succeeded=tuple(sorted(done[(j.queue, j.gang_id)].items())))
+                 if (j.queue, j.gang_id) in done else j for j in world]
         snap = Snapshot(
             queues,
             scenario.classes,

@@ -295,6 +295,9 @@ def with_roles(snap: Snapshot, rng: random.Random, knobs: Knobs) -> Snapshot:
             roles.append((f"role{r}", count, minimum, base))
         total = sum(c for _, c, _, _ in roles)
         known = tuple((name, m) for name, _, m, _ in roles) if rng.random() < 0.3 else ()
+        # Members that succeeded in earlier cycles (they keep their role's minimum).
+        done = (tuple((name, rng.randint(0, m)) for name, _, m, _ in roles)
+                if rng.random() < 0.3 else ())
         members = [
             replace(
                 base,
@@ -309,6 +312,7 @@ def with_roles(snap: Snapshot, rng: random.Random, knobs: Knobs) -> Snapshot:
                 gang_role=name,
                 gang_role_min=minimum,
                 gang_roles=known,
+                gang_succeeded=done,
                 submit_time=float(rng.randint(0, 50)),
             )
             for name, count, minimum, base in roles

@@ -19,7 +19,7 @@ from armada_core.scheduling.fairness import (
 )
 from armada_core.scheduling.fast import fast_schedule
 from armada_core.scheduling.reference import reference_schedule
-from armada_core.scheduling.roles import minimums, role_of
+from armada_core.scheduling.roles import minimums, role_of, succeeded
 
 from .helpers import check_basic
 from .randomized import Knobs, apply_result, random_world
@@ -139,9 +139,9 @@ def check_invariants(snap: Snapshot, result) -> None:
 
 def _role_below_minimum(running: list[Job], group: list[Job] | None = None) -> bool:
     """Whether some role of the group (roles known from ``group``) has fewer running
-    members than its minimum."""
+    members, plus members that succeeded, than its minimum."""
     mins = minimums(group or running)
-    counts = Counter(role_of(j) for j in running)
+    counts = Counter(role_of(j) for j in running) + Counter(succeeded(group or running))
     return any(counts[r] < m for r, m in mins.items())
 
 

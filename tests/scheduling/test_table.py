@@ -172,7 +172,8 @@ def _role_scenarios() -> list[Scenario]:
                 Round(
                     [], finish={"g-worker0", "g-worker1"}, sched=set(),
                     pre={"g-coord0", "g-worker2"},
-                    reasons={"g-worker3": "role worker has 1 of its minimum 2 members running"},
+                    reasons={"g-worker3": "role worker has 1 of its minimum 2 members running or "
+                                           "succeeded"},
                 ),
                 Round(
                     _requeued([by["g-coord0"], by["g-worker2"], by["g-worker3"]], 3),
@@ -190,6 +191,58 @@ def _role_scenarios() -> list[Scenario]:
                       sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"}),
                 Round([], finish={"g-coord0"}, sched=set(),
                       pre={"g-worker0", "g-worker1", "g-worker2"}),
+            ],
+        ),
+        Scenario(
+            # A member that succeeded did its part: its role keeps its minimum without it.
+            "role group: the coordinator succeeds first, the workers go on",
+            [node("n0")],
+            [
+                Round([replace(m, gang_roles=known) for m in g],
+                      sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
+                      reasons={"g-worker3": elastic}),
+                Round([], succeed={"g-coord0"}, sched={"g-worker3": "n0"}, pre=set()),
+                Round([], succeed={"g-worker0"}, sched=set(), pre=set()),
+            ],
+        ),
+        Scenario(
+            "role group: workers succeed, the rest go on below the minimum running",
+            [node("n0")],
+            [
+                Round(g, sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
+                      reasons={"g-worker3": elastic}),
+                # One worker left running of the minimum 2, with 2 succeeded: no preemption.
+                Round([], succeed={"g-worker0", "g-worker1"}, sched={"g-worker3": "n0"},
+                      pre=set()),
+                Round([], finish={"g-worker3"}, sched=set(), pre=set()),
+            ],
+        ),
+        Scenario(
+            "role group: a worker lost for good below the minimum preempts the group",
+            [node("n0")],
+            [
+                Round([replace(m, gang_roles=known) for m in g],
+                      sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
+                      reasons={"g-worker3": elastic}),
+                Round([], succeed={"g-worker0"}, sched={"g-worker3": "n0"}, pre=set()),
+                # Workers: none running, 1 succeeded, of the minimum 2.
+                Round([], finish={"g-worker1", "g-worker2", "g-worker3"}, sched=set(),
+                      pre={"g-coord0"}),
+            ],
+        ),
+        Scenario(
+            "role group: a group restarted after its coordinator succeeded runs without it",
+            [node("n0")],
+            [
+                Round([replace(m, gang_roles=known, gang_cardinality=4) for m in g[:4]],
+                      sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"}),
+                # Two workers lost (to be retried): 1 of the minimum 2 left, preempted.
+                Round([], succeed={"g-coord0"}, finish={"g-worker0", "g-worker1"}, sched=set(),
+                      pre={"g-worker2"}),
+                # The new generation: the coordinator's role is kept by the one that succeeded.
+                Round(_requeued([replace(by[w], gang_roles=known) for w in
+                                 ("g-worker0", "g-worker1", "g-worker2")], 3),
+                      sched={"g-worker0", "g-worker1", "g-worker2"}, failed=set()),
             ],
         ),
         Scenario(

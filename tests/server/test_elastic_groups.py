@@ -12,10 +12,14 @@ import pytest
 
 from armada_core import scheduling as sched
 from armada_core.api import event_pb2, executor_pb2, submit_pb2
+from armada_core.client import ArmadaClient, job_item
 from armada_core.jobs import annotations as ann
 from armada_core.scheduling import reasons
 from armada_core.scheduling.fast import fast_schedule
 from armada_core.scheduling.reference import reference_schedule
+from armada_server.app import EmbeddedServer
+from armada_server.config import NodeGroup, ServerConfig
+from armada_server.executors.simulated import DURATION
 
 from ..jobs.factories import container, item
 from .conftest import Stubs
@@ -222,7 +226,71 @@ def test_cancelling_a_role_below_its_minimum_cuts_a_waiting_group(tmp_path: Path
         failed = events(api, "failed")
         assert failed[coordinator].reason == (
             f"gang member {workers[2]} was cancelled: role worker can no longer reach its "
-            "minimum (1 of its 2 members left)")
+            "minimum (1 of its 2 members left or succeeded)")
+
+
+def test_members_that_succeeded_keep_their_roles(tmp_path: Path) -> None:
+    """The coordinator ends first, then a worker: they succeeded, so nothing is preempted;
+    a worker preempted later is retried alone while the one running and the one that
+    succeeded keep the workers' minimum."""
+    with serving(tmp_path) as (_, api, _path):
+        retry_preemptions(api)
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        coordinator, *workers = submit(
+            api, "a", member("coordinator", 1, 4), *[member("worker", 2, 4) for _ in range(3)])
+        ex.wait_leases(4)
+        run_all(ex)
+        for done in (coordinator, workers[0]):
+            ex.sync(ex.update(ex.lease_of(done), succeeded=executor_pb2.RunUpdate.Succeeded()))
+        steady(ex)
+        # (A run reported ended is told to stop once, as no longer active.)
+        assert {s.job_id for s in ex.stops} <= {coordinator, workers[0]}
+        assert not [s for s in ex.stops if s.preempt]
+        assert states(api, [coordinator, workers[0]]) == {"SUCCEEDED"}
+        assert states(api, workers[1:]) == {"RUNNING"}
+        # workers[1] preempted: workers[2] running and workers[0] succeeded keep the minimum
+        # of 2, and the coordinator's role is kept by the one that succeeded.
+        first = ex.lease_of(workers[1])
+        api.submit.PreemptJobs(submit_pb2.JobPreemptRequest(
+            queue="a", job_set_id="s", job_ids=[workers[1]]))
+        until(lambda: ex.sync().stop, "the stop of the preempted worker")
+        ex.sync(ex.update(first, stopped=executor_pb2.RunUpdate.Stopped()))
+        ex.wait_leases(2)
+        assert ex.lease_of(workers[1]).run_index == 1
+        run_all(ex)
+        steady(ex, 0.5)
+        assert {s.job_id for s in ex.stops if s.preempt} == {workers[1]}
+        assert {s.job_id for s in ex.stops} <= {coordinator, *workers[:2]}
+        assert ex.lease_of(workers[2]).run_index == 0
+        for w in workers[1:]:
+            ex.sync(ex.update(ex.lease_of(w), succeeded=executor_pb2.RunUpdate.Succeeded()))
+        assert states(api, [coordinator, *workers]) == {"SUCCEEDED"}
+
+
+def test_a_pod_group_whose_members_end_at_different_times_succeeds(database_url: str) -> None:
+    """Through the simulated executor: the coordinator ends first, the workers one after
+    the other; every member succeeds and none is preempted."""
+    config = ServerConfig(port=0, http_port=None, executor="simulated",
+                          database_url=database_url, nodes=(NodeGroup(1, "8", "16Gi"),),
+                          scheduling_period=0.1, executor_sync_interval=0.1)
+
+    def pod(role: str, minimum: int, seconds: float) -> submit_pb2.JobSubmitRequestItem:
+        return job_item({"containers": [{"name": "main", "command": ["true"], "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi"}}}]}, annotations={
+            ann.GANG_ID: "pg", ann.GANG_CARDINALITY: "4", ann.GANG_ROLE: role,
+            ann.GANG_ROLE_MINIMUM: str(minimum), DURATION: str(seconds)})
+
+    with EmbeddedServer(config) as server, ArmadaClient(server.address) as armada:
+        armada.create_queue(submit_pb2.Queue(name="a", priority_factor=1))
+        ids = armada.submit_jobs("a", "s", [
+            pod("coordinator", 1, 0.2), pod("worker", 2, 0.6), pod("worker", 2, 1.0),
+            pod("worker", 2, 1.4)])
+        final = {submit_pb2.SUCCEEDED, submit_pb2.FAILED, submit_pb2.CANCELLED,
+                 submit_pb2.PREEMPTED}
+        until(lambda: set(armada.get_job_status(ids).values()) <= final, "every member's end",
+              timeout=60)
+        assert set(armada.get_job_status(ids).values()) == {submit_pb2.SUCCEEDED}
 
 
 @pytest.mark.parametrize("impl", [fast_schedule, reference_schedule])

@@ -125,10 +125,18 @@ def preempt_for(st: CycleState, sh: Shape, n: int, level: float) -> None:
             continue
         # A victim's whole gang goes, but for members already taken (an elastic member gives
         # way alone, before its group).
-        unit = [m for m in st.unit_of.get(v, [v]) if m not in seen and m not in st.preempted]
+        whole = st.unit_of.get(v, [v])
+        unit = [m for m in whole if m not in seen and m not in st.preempted]
         seen.update(unit)
-        taken.append(unit)
         room = room + _unit_on(st, unit, n)
+        if len(whole) > 1:
+            # The group goes: its elastic members taken before go with it (put back alone,
+            # they would run on without their group).
+            rows = set(whole)
+            for k, earlier in enumerate(taken):
+                if earlier and all(m in rows for m in earlier):
+                    unit, taken[k] = earlier + unit, []
+        taken.append(unit)
     keep = [True] * len(taken)
     for k in range(len(taken) - 2, -1, -1):
         back = room - _unit_on(st, taken[k], n)

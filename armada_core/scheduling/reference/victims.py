@@ -89,13 +89,18 @@ def preempt_for(state: CycleState, ns: NodeState, vec: list[int], level: float) 
             continue
         # Its whole gang, but for members already taken (an elastic member gives way alone,
         # before its group).
-        unit = [
-            m for m in state.gang_of[jid]
-            if m.id not in seen and m.id in state.node_of(m).held
-        ]
+        whole = state.gang_of[jid]
+        unit = [m for m in whole if m.id not in seen and m.id in state.node_of(m).held]
         seen.update(m.id for m in unit)
-        taken.append(unit)
         room = add(room, on_node(state, unit, ns))
+        if len(whole) > 1:
+            # The group goes: its elastic members taken before go with it (put back alone,
+            # they would run on without their group).
+            ids = {m.id for m in whole}
+            for k, earlier in enumerate(taken):
+                if earlier and all(m.id in ids for m in earlier):
+                    unit, taken[k] = earlier + unit, []
+        taken.append(unit)
     keep = [True] * len(taken)
     for k in range(len(taken) - 2, -1, -1):
         back = sub(room, on_node(state, taken[k], ns))

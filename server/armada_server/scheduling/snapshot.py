@@ -215,6 +215,20 @@ def _remember_roles(jobs: list[s.Job], roles: dict[tuple[str, str], dict[str, in
             if j.gang_role is not None and j.gang_id is not None else j for j in jobs]
 
 
+def _with_succeeded(jobs: list[s.Job], succeeded: Mapping[tuple[str, str], Mapping[str, int]]
+                    ) -> list[s.Job]:
+    """Pod group members carry how many members of each role of their group succeeded
+    (`Job.gang_succeeded`, read from storage): they keep their role's minimum, though the
+    snapshot holds only queued and running jobs."""
+    out = []
+    for j in jobs:
+        done = (succeeded.get((j.queue, j.gang_id))
+                if j.gang_role is not None and j.gang_id is not None else None)
+        out.append(dataclasses.replace(j, gang_succeeded=tuple(sorted(done.items())))
+                   if done else j)
+    return out
+
+
 def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig],
                    now: datetime, config: s.SchedulingConfig | None = None,
                    cache: dict | None = None, broken: dict[str, str] | None = None,
@@ -232,7 +246,9 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
     queue's excess-flow budget (`SchedulingResult.excess_flow` of the cycle that placed
     them), kept by the caller likewise. `roles` (kept by the caller) remembers each pod
     group's roles and minimums: a role whose members have all ended is no longer in the
-    snapshot, yet the group is below that role's minimum (`Job.gang_roles`).
+    snapshot, yet the group is below that role's minimum (`Job.gang_roles`). Members of pod
+    groups carry how many members of each role succeeded (`state.succeeded`, read from
+    storage: a new leader knows them too), which keep their role (`Job.gang_succeeded`).
 
     `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
     the previous cycle: a job still queued (or running) as it was is not converted again.
@@ -310,6 +326,8 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
     cache.update(used)
     if roles is not None:
         jobs = _remember_roles(jobs, roles)
+    if state.succeeded:
+        jobs = _with_succeeded(jobs, state.succeeded)
     usage = usage or {}
     class_caps = class_caps or {}
     snapshot = s.Snapshot(

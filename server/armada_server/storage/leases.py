@@ -40,6 +40,8 @@ from armada_core.jobs import (
     lifecycle,
     pod_name,
 )
+from armada_core.jobs import annotations as ann
+from armada_core.jobs.gangs import gang_of
 from armada_core.jobs.lifecycle import IllegalTransition
 from armada_core.jobs.text import MAX_CONDITION, MAX_FAILURE_TEXT, MAX_FAILURE_WORD, clean_text
 from armada_core.scheduling.model import Reasons
@@ -181,6 +183,9 @@ class SchedulingState:
     queued: list[QueuedJob]
     running: list[RunningJob]
     terminating: list[TerminatingRun] = field(default_factory=list)
+    #: Members that SUCCEEDED of each pod group with members running or queued again in a
+    #: retried generation, per role: (queue, gang id) -> role -> count (`Job.gang_succeeded`).
+    succeeded: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -725,8 +730,13 @@ class LeaseOps:
             # every queued and running job, each cycle.
             new = object.__new__
             queued = []
-            for job_id, queue, priority, submitted, spec, version, avoid in fetch(conn, select(
-                    *cols, t.jobs.c.version, t.jobs.c.avoid_node).where(
+            # Pod groups (a spec naming a role: a byte search, no parsing) whose members
+            # that succeeded are read below.
+            role_key = ann.GANG_ROLE.encode()
+            groups: set[tuple[str, str]] = set()
+            for (job_id, queue, priority, submitted, spec, version, avoid,
+                 gang_id) in fetch(conn, select(
+                    *cols, t.jobs.c.version, t.jobs.c.avoid_node, t.jobs.c.gang_id).where(
                         t.jobs.c.state == int(JobState.QUEUED),
                         or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now))
                     .order_by(t.jobs.c.id)):
@@ -735,17 +745,21 @@ class LeaseOps:
                                     submitted_at=when(submitted), raw=spec, avoid_node=avoid,
                                     gang_cardinality=generations.get(job_id), version=version)
                 queued.append(job)
+                if job_id in generations and role_key in spec:
+                    groups.add((queue, gang_id))  # retried: earlier members may have succeeded
             running = []
             terminating = []
             for (job_id, queue, priority, submitted, spec, cluster, node, started, run_id,
-                 leaving) in fetch(conn, select(
+                 leaving, gang_id) in fetch(conn, select(
                     *cols, t.runs.c.cluster_id, t.runs.c.node, t.runs.c.started_at,
-                    t.runs.c.id, t.jobs.c.preempt_requested)
+                    t.runs.c.id, t.jobs.c.preempt_requested, t.jobs.c.gang_id)
                     .join(t.runs, and_(t.runs.c.job_id == t.jobs.c.id,
                                        t.runs.c.state.in_(ACTIVE_RUN_STATES)))
                     .where(t.jobs.c.state.in_([int(JobState.LEASED), int(JobState.PENDING),
                                                int(JobState.RUNNING)]))
                     .order_by(t.jobs.c.id)):
+                if gang_id is not None and role_key in spec:
+                    groups.add((queue, gang_id))
                 if leaving:
                     # Being preempted: the cycle that preempted it gave its room to the job
                     # placed instead (counted as that job's), and executors start that job
@@ -765,7 +779,8 @@ class LeaseOps:
                 stopping = new(TerminatingRun)
                 stopping.__dict__.update(id=job_id, raw=spec, node=f"{cluster}/{node}")
                 terminating.append(stopping)
-        return SchedulingState(queues, executors, queued, running, terminating)
+            succeeded = _succeeded_roles(conn, groups)
+        return SchedulingState(queues, executors, queued, running, terminating, succeeded)
 
     @retried
     def apply_schedule(self, *, scheduled: Mapping[str, tuple[str, str, str]],
@@ -879,6 +894,30 @@ _RUN_CHANGES = ("node", "state", "pending_at", "started_at", "finished_at", "kub
                 "condition", "category", "subcategory", "reason", "containers", "releases_at")
 
 
+def _succeeded_roles(conn: Connection, groups: Collection[tuple[str, str]]
+                     ) -> dict[tuple[str, str], dict[str, int]]:
+    """How many members of each role of the pod groups `groups` (queue, gang id) succeeded:
+    one query by gang id (ix_jobs_gang_members), parsing only those members' specs."""
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    if not groups:
+        return out
+    ids = sorted({gang_id for _, gang_id in groups})
+    for chunk in chunks(ids, 10_000):
+        for queue, gang_id, spec in conn.execute(select(
+                t.jobs.c.queue, t.jobs.c.gang_id, t.jobs.c.spec).where(
+                    t.jobs.c.gang_id.in_(chunk), t.jobs.c.state == int(JobState.SUCCEEDED))):
+            if (queue, gang_id) not in groups:
+                continue
+            try:
+                gang = gang_of(submit_pb2.Job.FromString(spec).annotations)
+            except Exception:  # unreadable: it keeps no role we can name
+                continue
+            if gang is not None and gang.role:
+                roles = out.setdefault((queue, gang_id), {})
+                roles[gang.role] = roles.get(gang.role, 0) + 1
+    return out
+
+
 def role_minimums(members: Iterable[Job]) -> dict[str, int]:
     """A pod group's roles and their minimums, from every member it has had (a role whose
     members all ended still has its minimum); empty for a gang without roles."""
@@ -892,18 +931,22 @@ def role_minimums(members: Iterable[Job]) -> dict[str, int]:
 
 def _elastic_retry(members: Sequence[Job], retried: Collection[str]) -> bool:
     """Whether the `retried` members of a gang (all of its members given, as they are now)
-    may be retried alone: it is a pod group, and the members that keep running (active and
-    not being preempted) still hold every role at or above its minimum."""
+    may be retried alone: it is a pod group, some members keep running (active and not
+    being preempted), and those with the members that succeeded (they did their part) still
+    hold every role at or above its minimum."""
     mins = role_minimums(members)
     if not mins:
         return False
+    running = 0
     counts: dict[str, int] = {}
     for job in members:
-        if (job.id not in retried and job.state in ACTIVE_JOB_STATES
-                and not job.preempt_requested and job.active_run is not None):
+        keeps = (job.id not in retried and job.state in ACTIVE_JOB_STATES
+                 and not job.preempt_requested and job.active_run is not None)
+        running += keeps
+        if keeps or job.state == JobState.SUCCEEDED:
             role = job.gang.role  # type: ignore[union-attr]
             counts[role] = counts.get(role, 0) + 1
-    return bool(counts) and all(counts.get(r, 0) >= m for r, m in mins.items())
+    return running > 0 and all(counts.get(r, 0) >= m for r, m in mins.items())
 
 
 def _releases_at(job: Job, old: Run | None, confirmed: Collection[str]) -> datetime | None:

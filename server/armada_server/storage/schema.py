@@ -106,6 +106,12 @@ jobs = Table(
           "submitted_at", "id", "retry_after", "state",
           sqlite_where=text("state = 0 AND gang_id IS NOT NULL"),
           postgresql_where=text("state = 0 AND gang_id IS NOT NULL")),
+    # Every member of a gang, whatever its state: a retried or cut gang reads its members,
+    # and each scheduling cycle the members that succeeded of pod groups still running
+    # (migration 0007). Queue and gang id never change, so the index is written once per job.
+    Index("ix_jobs_gang_members", "gang_id", "queue",
+          sqlite_where=text("gang_id IS NOT NULL"),
+          postgresql_where=text("gang_id IS NOT NULL")),
 )
 
 # Executors and the nodes they last reported (executor.Node messages, length-delimited).

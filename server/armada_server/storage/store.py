@@ -503,14 +503,16 @@ class Store(NodeOps, LeaseOps, PlaceOps):
 def _unplaceable(gang: GangSpec, every: Sequence[Job], left: Sequence[Job]) -> str | None:
     """Why the members `left` of a queued gang (of all its members, `every`) can never be
     placed, or None when they can: a pod group needs every role at its minimum (roles of
-    members that ended included), any other gang its minimum cardinality."""
+    members that ended included), counting its members left and those that succeeded (they
+    did their part), any other gang its minimum cardinality."""
     mins = role_minimums(every)
     if mins:
-        counts = Counter(j.gang.role for j in left if j.gang is not None)
+        done = [j for j in every if j.state == JobState.SUCCEEDED]
+        counts = Counter(j.gang.role for j in (*left, *done) if j.gang is not None)
         for role, minimum in sorted(mins.items()):
             if counts[role] < minimum:
                 return (f"role {role} can no longer reach its minimum ({counts[role]} of its "
-                        f"{minimum} members left)")
+                        f"{minimum} members left or succeeded)")
         return None
     if len(left) >= gang.minimum_cardinality:
         return None
