@@ -3,8 +3,10 @@ coordinator (role minimum 1, maximum 1) and elastic workers (minimum 2, maximum 
 
     .venv/bin/python examples/elastic_pod_group/run.py
 
-Each pod prints its role; the run then shows which members ran, where, and how they ended.
-Exits 0 only if every member ran (the node has room for all five, so all five must).
+Each pod prints its role; the coordinator ends first, the workers after it (a member that
+succeeded keeps its role, so the others run on). The run then shows which members ran, where,
+and how they ended. Exits 0 only if every member ran and succeeded (the node has room for all
+five, so all five must).
 """
 
 from __future__ import annotations
@@ -29,19 +31,19 @@ QUEUE = "elastic-example"
 JOB_SET = "elastic-pod-group"
 
 
-def member(role: str) -> dict:
-    """A pod of `role` that says which role it plays (every member works as long: a role
-    whose members have all ended takes the rest of the group down with it)."""
+def member(role: str, seconds: int) -> dict:
+    """A pod of `role` that says which role it plays and works for `seconds`."""
     return {"containers": [{
         "name": "main", "image": "busybox",
         "env": [{"name": "ROLE", "value": role}],
-        "command": ["sh", "-c", 'echo "role $ROLE on $HOSTNAME"; sleep 2'],
+        "command": ["sh", "-c", f'echo "role $ROLE on $HOSTNAME"; sleep {seconds}'],
         "resources": {"requests": {"cpu": "500m", "memory": "256Mi"},
                       "limits": {"cpu": "500m", "memory": "256Mi"}}}]}
 
 
-ROLES = [Role("coordinator", member("coordinator"), minimum=1, maximum=1),
-         Role("worker", member("worker"), minimum=2, maximum=4)]
+# The coordinator ends before the workers: members need not end together.
+ROLES = [Role("coordinator", member("coordinator", 1), minimum=1, maximum=1),
+         Role("worker", member("worker", 3), minimum=2, maximum=4)]
 
 
 def main() -> int:
@@ -75,9 +77,11 @@ def main() -> int:
                       f" on {results[job_id].node or '-'}, "
                       f"{state_name(results[job_id].state)}: {said[0] if said else '-'}")
     counts = {r.name: sum(1 for j in ran if roles[j] == r.name) for r in ROLES}
+    succeeded = sum(1 for j in ids if results[j].state == submit_pb2.SUCCEEDED)
     print(f"{len(ran)} of {len(ids)} members ran: "
           + ", ".join(f"{n} {name}" for name, n in counts.items()))
-    return 0 if len(ran) == len(ids) else 1
+    print(f"{succeeded} of {len(ids)} members succeeded")
+    return 0 if len(ran) == len(ids) == succeeded else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""examples/elastic_pod_group/run.py exits 0 only when every member of its pod group ran."""
+"""examples/elastic_pod_group/run.py exits 0 only when every member of its pod group ran and
+succeeded, the coordinator ending before the workers."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ def test_every_member_of_the_pod_group_runs() -> None:
     # A node with room for everything: the coordinator and all four workers run, each
     # saying which role it plays.
     assert "5 of 5 members ran: 1 coordinator, 4 worker" in done.stdout
+    # The coordinator ends first; the workers run on to their end and every member succeeds.
+    assert "5 of 5 members succeeded" in done.stdout
     members = done.stdout.split("members:\n", 1)[1].splitlines()[:5]
     assert [line.split()[0] for line in members] == ["coordinator"] + ["worker"] * 4
     for line in members:
         role = line.split()[0]
-        assert " ran on " in line and f": role {role} on armada-" in line
+        assert " ran on " in line and f", SUCCEEDED: role {role} on armada-" in line
+    assert "preempted" not in done.stdout

@@ -177,13 +177,13 @@ with dag("armada_gang"):
                    pod_spec=pod("echo member $HOSTNAME; sleep 1"))
 
 with dag("armada_pod_group"):
-    # An elastic pod group: a coordinator and two to four workers, the roles templated. Every
-    # member runs as long (a role whose members all ended while others run preempts them).
+    # An elastic pod group: a coordinator and two to four workers, the roles templated. The
+    # coordinator ends first and the workers run on (a member that succeeded keeps its role).
     ArmadaOperator(task_id="group", armada_queue=QUEUE, **FAST,
-                   roles=[Role("coordinator", pod("echo role coordinator of {{ ti.task_id }}; "
-                                                  "sleep 1", cpu="0.2")),
+                   roles=[Role("coordinator", pod("echo role coordinator of {{ ti.task_id }}",
+                                                  cpu="0.2")),
                           {"name": "worker", "minimum": 2, "maximum": 4,
-                           "pod_spec": pod("echo role worker of {{ ti.task_id }}; sleep 1",
+                           "pod_spec": pod("echo role worker of {{ ti.task_id }}; sleep 2",
                                            cpu="0.2")}])
 
 with dag("armada_user_error"):
