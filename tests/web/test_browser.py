@@ -24,6 +24,19 @@ def wait(browser, timeout: float = WAIT) -> WebDriverWait:  # type: ignore[no-un
                                              StaleElementReferenceException))
 
 
+def click(browser, css: str) -> None:  # type: ignore[no-untyped-def]
+    """Click an element of a live region: found and clicked in one try, retried when the
+    region was re-rendered in between (the element found is then stale)."""
+    def clicked(driver):  # type: ignore[no-untyped-def]
+        element = driver.find_element(By.CSS_SELECTOR, css)
+        if not (element.is_displayed() and element.is_enabled()):
+            return False
+        element.click()
+        return True
+
+    wait(browser).until(clicked)
+
+
 def text_of(browser, css: str) -> str:  # type: ignore[no-untyped-def]
     return browser.find_element(By.CSS_SELECTOR, css).text
 
@@ -195,8 +208,7 @@ def test_cordon_and_uncordon_a_node_from_the_ui(browser, base_url: str, http: Ht
     http.post("/api/v1/queues", {"name": "nodes"}, expect=201)
     browser.get(f"{base_url}/nodes")
     row = 'tr[data-node="local/local-0"]'
-    wait(browser).until(ec.element_to_be_clickable((By.CSS_SELECTOR,
-                                                    f"{row} .cordon-node"))).click()
+    click(browser, f"{row} .cordon-node")
     assert "local/local-0" in wait(browser).until(ec.visibility_of_element_located(
         (By.ID, "confirm-message"))).text
     browser.find_element(By.ID, "confirm-ok").click()
@@ -206,7 +218,7 @@ def test_cordon_and_uncordon_a_node_from_the_ui(browser, base_url: str, http: Ht
     [job_id] = http.submit("nodes", "wait", job("true"))
     eventually(lambda: http.get(f"/api/v1/jobs/{job_id}").get("schedulingReason"))
     assert http.state(job_id) == "QUEUED"
-    browser.find_element(By.CSS_SELECTOR, f"{row} .uncordon-node").click()
+    click(browser, f"{row} .uncordon-node")
     wait(browser).until(ec.element_to_be_clickable((By.ID, "confirm-ok"))).click()
     wait(browser).until(ec.element_to_be_clickable((By.CSS_SELECTOR, f"{row} .cordon-node")))
     http.wait_state(job_id, "SUCCEEDED")
