@@ -616,18 +616,26 @@ def run(quick: bool) -> dict:
     results["steady_1k"]["queues"] = 10
 
     results["mixed_10k"] = mixed(quick)
+    results["mixed_10k_plain"] = mixed(quick, plain=True)
     results["fairness_over_time"] = fairness_over_time()
     return results
 
 
-def mixed(quick: bool) -> dict:
+def mixed(quick: bool, plain: bool = False) -> dict:
+    """The mixed workload; ``plain``: without topology levels and pod groups (the workload
+    as it was before they existed), to show what they cost."""
     cpu_nodes, gpu_nodes, queues, jobs = (
         (900, 100, 100, 100_000) if quick else (9000, 1000, 100, 1_000_000)
     )
     cycles = 3
-    log(f"mixed_10k: generating {jobs} jobs on {cpu_nodes + gpu_nodes} nodes")
-    nodes, qs, job_list = mixed_world(cpu_nodes, gpu_nodes, queues, jobs)
-    snap = Snapshot(qs, CLASSES, nodes, job_list, mixed_config())
+    name = "mixed_10k_plain" if plain else "mixed_10k"
+
+    def config() -> SchedulingConfig:
+        return SchedulingConfig(protected_fraction=1.0) if plain else mixed_config()
+
+    log(f"{name}: generating {jobs} jobs on {cpu_nodes + gpu_nodes} nodes")
+    nodes, qs, job_list = mixed_world(cpu_nodes, gpu_nodes, queues, jobs, roles=not plain)
+    snap = Snapshot(qs, CLASSES, nodes, job_list, config())
     rng = random.Random(11)
     cycle_out = []
     for cycle in range(cycles):
@@ -651,7 +659,7 @@ def mixed(quick: bool) -> dict:
             "phases": timings,
             **q,
         }
-        log(f"mixed_10k cycle {cycle}: {json.dumps(entry)}")
+        log(f"{name} cycle {cycle}: {json.dumps(entry)}")
         cycle_out.append(entry)
         snap = apply(snap, result, snap.now, rng, 0.05)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -661,13 +669,14 @@ def mixed(quick: bool) -> dict:
 
     def copy(f: float) -> Snapshot:
         n_, q_, j_ = mixed_world(
-            int(cpu_nodes * f), max(10, int(gpu_nodes * f)), max(2, int(queues * f)), int(jobs * f)
+            int(cpu_nodes * f), max(10, int(gpu_nodes * f)), max(2, int(queues * f)),
+            int(jobs * f), roles=not plain,
         )
-        return Snapshot(q_, CLASSES, n_, j_, mixed_config())
+        return Snapshot(q_, CLASSES, n_, j_, config())
 
     small = copy(scale)
     log(
-        f"mixed_10k: reference on a {scale} copy ({len(small.nodes)} nodes, "
+        f"{name}: reference on a {scale} copy ({len(small.nodes)} nodes, "
         f"{len(small.jobs)} jobs, {len(small.queues)} queues)"
     )
     ref_seconds, ref_result = timed(reference_schedule, small, 1)
