@@ -1,7 +1,8 @@
 """Elastic pod groups through the gRPC API: the gangRole and gangRoleMinimum annotations,
 members above a role's minimum placed as capacity allows, and a group preempted whole once a
 role falls below its minimum (saying why). An elastic member preempted or cancelled goes
-alone; the group restarts or is cut only when a role can no longer keep its minimum."""
+alone; the group restarts or is cut only when a role can no longer keep its minimum. What the
+storage decides (retries alone, restarts, cuts) runs on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -134,8 +135,8 @@ def steady(ex: Executor, seconds: float = 1.0) -> None:
         time.sleep(0.05)
 
 
-def test_a_preempted_elastic_member_is_retried_alone(tmp_path: Path) -> None:
-    with serving(tmp_path) as (_, api, _path):
+def test_a_preempted_elastic_member_is_retried_alone(tmp_path: Path, database_url: str) -> None:
+    with serving(tmp_path, database_url=database_url) as (_, api, _path):
         retry_preemptions(api)
         ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         ex.sync()
@@ -161,8 +162,8 @@ def test_a_preempted_elastic_member_is_retried_alone(tmp_path: Path) -> None:
                 if lease.job.id != elastic} == {0}
 
 
-def test_a_core_member_retried_restarts_the_group(tmp_path: Path) -> None:
-    with serving(tmp_path) as (_, api, _path):
+def test_a_core_member_retried_restarts_the_group(tmp_path: Path, database_url: str) -> None:
+    with serving(tmp_path, database_url=database_url) as (_, api, _path):
         retry_preemptions(api)
         ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         ex.sync()
@@ -181,8 +182,8 @@ def test_a_core_member_retried_restarts_the_group(tmp_path: Path) -> None:
             coordinator: 1, workers[0]: 1, workers[1]: 1}
 
 
-def test_cancelling_elastic_members_leaves_the_group(tmp_path: Path) -> None:
-    with serving(tmp_path) as (_, api, _path):
+def test_cancelling_elastic_members_leaves_the_group(tmp_path: Path, database_url: str) -> None:
+    with serving(tmp_path, database_url=database_url) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="2", memory="8Gi")
         ex.sync()
         coordinator, *workers = submit(
@@ -210,8 +211,9 @@ def test_cancelling_elastic_members_leaves_the_group(tmp_path: Path) -> None:
               == {coordinator, workers[3]}, "the group's preemption")
 
 
-def test_cancelling_a_role_below_its_minimum_cuts_a_waiting_group(tmp_path: Path) -> None:
-    with serving(tmp_path) as (_, api, _path):
+def test_cancelling_a_role_below_its_minimum_cuts_a_waiting_group(
+        tmp_path: Path, database_url: str) -> None:
+    with serving(tmp_path, database_url=database_url) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="2", memory="8Gi")
         ex.sync()
         coordinator, *workers = submit(
@@ -229,11 +231,11 @@ def test_cancelling_a_role_below_its_minimum_cuts_a_waiting_group(tmp_path: Path
             "minimum (1 of its 2 members left or succeeded)")
 
 
-def test_members_that_succeeded_keep_their_roles(tmp_path: Path) -> None:
+def test_members_that_succeeded_keep_their_roles(tmp_path: Path, database_url: str) -> None:
     """The coordinator ends first, then a worker: they succeeded, so nothing is preempted;
     a worker preempted later is retried alone while the one running and the one that
     succeeded keep the workers' minimum."""
-    with serving(tmp_path) as (_, api, _path):
+    with serving(tmp_path, database_url=database_url) as (_, api, _path):
         retry_preemptions(api)
         ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         ex.sync()

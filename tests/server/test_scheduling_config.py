@@ -50,7 +50,7 @@ BASE = """
 port: 0
 http_port: null
 executor: none
-database_url: sqlite:///{db}
+database_url: {db}
 lease_timeout: 60
 scheduling_period: 0.1
 config_reload_interval: {reload}
@@ -61,8 +61,10 @@ default_priority_class: low
 """
 
 
-def config_text(tmp_path: Path, scheduling: str = "", reload: str = "0.1") -> str:
-    text = BASE.format(db=tmp_path / "armada.db", reload=reload)
+def config_text(tmp_path: Path, scheduling: str = "", reload: str = "0.1",
+                database_url: str | None = None) -> str:
+    db = database_url or f"sqlite:///{tmp_path / 'armada.db'}"
+    text = BASE.format(db=db, reload=reload)
     return text + (f"scheduling:\n{scheduling}" if scheduling.strip() else "")
 
 
@@ -74,11 +76,12 @@ def stubs(channel: grpc.Channel) -> Stubs:
 
 
 @contextmanager
-def serving(tmp_path: Path, scheduling: str = "", queues: tuple[str, ...] = ("a", "b")
-            ) -> Iterator[tuple[EmbeddedServer, Stubs, Path]]:
-    """A server started from a config file with this `scheduling:` block (indented)."""
+def serving(tmp_path: Path, scheduling: str = "", queues: tuple[str, ...] = ("a", "b"),
+            database_url: str | None = None) -> Iterator[tuple[EmbeddedServer, Stubs, Path]]:
+    """A server started from a config file with this `scheduling:` block (indented), on
+    `database_url` (default: SQLite in `tmp_path`)."""
     path = tmp_path / "server.yaml"
-    path.write_text(config_text(tmp_path, scheduling))
+    path.write_text(config_text(tmp_path, scheduling, database_url=database_url))
     with EmbeddedServer(build(path), config_file=path) as server, \
             grpc.insecure_channel(server.address) as channel:
         api = stubs(channel)
