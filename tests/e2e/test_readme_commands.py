@@ -14,17 +14,25 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """Distinct free ports: all bound at once while they are picked (one at a time, the
+    same port can come back twice)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for each in sockets:
+            each.bind(("127.0.0.1", 0))
+        return [int(each.getsockname()[1]) for each in sockets]
+    finally:
+        for each in sockets:
+            each.close()
 
 
 def test_serve_demo_runs_a_gang_with_the_cli_and_the_client(tmp_path: Path) -> None:
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
+    grpc_port, http_port = free_ports(2)
     done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "serve.sh"), "--demo", "--port", str(free_port()),
-         "--http-port", str(free_port())],
+        ["bash", str(ROOT / "scripts" / "serve.sh"), "--demo", "--port", str(grpc_port),
+         "--http-port", str(http_port)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
