@@ -131,7 +131,7 @@ def plan(
         if key in groups:
             groups[key][1].append(j)  # type: ignore[index]
     out = RolePlan()
-    topo_cache: dict[tuple[str | None, int], topology.GangTopology] = {}
+    node_labels = topology.NodeLabels(nodes)
     for (_, gang_id), (run, waiting) in sorted(groups.items()):
         mins = minimums([*run, *waiting])
         # A member that succeeded did its part: it keeps its role like a running one.
@@ -161,7 +161,7 @@ def plan(
             elastic.discard(by_role[min(by_role)][0].id)
         out.elastic |= elastic
         if waiting:
-            allowed = _allowed(run, nodes, node_index, levels, topo_cache)
+            allowed = _allowed(run, nodes, node_index, levels, node_labels)
             out.late.update(dict.fromkeys((j.id for j in waiting), allowed))
     return out
 
@@ -171,7 +171,7 @@ def _allowed(
     nodes: Sequence[Node],
     node_index: Mapping[str, int],
     levels: Sequence[str],
-    topo_cache: dict[tuple[str | None, int], topology.GangTopology],
+    node_labels: topology.NodeLabels,
 ) -> frozenset[int] | None:
     """Where a late member of a running group may go: nodes with the running members'
     value of the uniformity label, and with a maximum of hops, the domain of the widest level
@@ -186,10 +186,7 @@ def _allowed(
                    and n.labels.get(label) == value}
     max_hops = run[0].gang_max_hops
     if levels and max_hops is not None:
-        key = (label, max_hops)
-        topo = topo_cache.get(key)
-        if topo is None:
-            topo = topo_cache[key] = topology.gang_topology(nodes, levels, label, max_hops)
+        topo = topology.gang_topology(node_labels, levels, label, max_hops)
         if topo.constrained:
             domain: set[int] = set()
             if topo.levels:

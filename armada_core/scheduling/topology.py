@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .model import Node
 
 #: Kubernetes' per-node label: as the narrowest level it stands for the node itself.
@@ -83,8 +85,74 @@ def applies(levels: Sequence[str], members: int) -> bool:
     return bool(levels) and members >= 2
 
 
+class NodeLabels:
+    """The nodes' labels read once, as columns, and the domains built from them: one
+    instance serves every gang of a cycle, whatever its label and maximum hops."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.nodes = nodes
+        self._columns: dict[str | None, tuple[list[str], np.ndarray]] = {}
+        self._levels: dict[tuple[int, str | None], tuple[tuple, tuple]] = {}
+
+    def column(self, label: str | None) -> tuple[list[str], np.ndarray]:
+        """The label's values, sorted, and each node's value index (-1 without the label);
+        ``None``: the node ids (each node its own value)."""
+        found = self._columns.get(label)
+        if found is None:
+            if label is None:
+                raw: list[str | None] = [n.id for n in self.nodes]
+            else:
+                raw = [n.labels.get(label) for n in self.nodes]
+            values = sorted({v for v in raw if v is not None})
+            pos = {v: k for k, v in enumerate(values)}
+            of = np.array([pos.get(v, -1) for v in raw], dtype=np.int64)  # type: ignore[arg-type]
+            found = self._columns[label] = (values, of)
+        return found
+
+    def domains(
+        self, levels: Sequence[str], depth: int, uniformity: str | None
+    ) -> tuple[tuple[DomainKey, ...], tuple[tuple[int, ...], ...]]:
+        """Keys (sorted) and node indices of the domains of ``levels[depth]`` (-1: the
+        whole cluster), split by the uniformity label's value when given."""
+        cache_key = (depth, uniformity)
+        found = self._levels.get(cache_key)
+        if found is None:
+            found = self._levels[cache_key] = self._domains(levels, depth, uniformity)
+        return found
+
+    def _domains(
+        self, levels: Sequence[str], depth: int, uniformity: str | None
+    ) -> tuple[tuple[DomainKey, ...], tuple[tuple[int, ...], ...]]:
+        n = len(self.nodes)
+        if depth == len(levels) - 1 and node_level(levels):
+            wanted: list[str | None] = [None]
+        else:
+            wanted = list(levels[: depth + 1])
+        if uniformity is not None:
+            wanted.append(uniformity)
+        if not wanted:
+            # The whole cluster is one domain, even without nodes (members then find none).
+            return ((),), (tuple(range(n)),)
+        columns = [self.column(label) for label in wanted]
+        codes = np.stack([of for _, of in columns], axis=1).reshape(n, len(columns))
+        rows = np.flatnonzero((codes >= 0).all(axis=1))
+        if len(rows) == 0:
+            return (), ()
+        # Value indices follow the values' sorted order, so sorting rows of indices sorts
+        # the keys.
+        uniq, inverse = np.unique(codes[rows], axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        grouped = rows[np.argsort(inverse, kind="stable")]
+        bounds = np.cumsum(np.bincount(inverse, minlength=len(uniq)))[:-1]
+        members = tuple(tuple(chunk.tolist()) for chunk in np.split(grouped, bounds))
+        keys = tuple(
+            tuple(columns[c][0][v] for c, v in enumerate(row)) for row in uniq.tolist()
+        )
+        return keys, members
+
+
 def gang_topology(
-    nodes: Sequence[Node], levels: Sequence[str], uniformity: str | None, max_hops: int | None
+    labels: NodeLabels, levels: Sequence[str], uniformity: str | None, max_hops: int | None
 ) -> GangTopology:
     """The levels a gang may use, narrowest first: every configured level within its
     maximum hops, then the whole cluster if that is within them too (or no maximum is set).
@@ -95,46 +163,14 @@ def gang_topology(
     for depth in range(len(levels) - 1, -1, -1):
         if max_hops is not None and hops[depth] > max_hops:
             break
-        out.append(_level(nodes, levels, depth, uniformity, hops[depth]))
+        keys, members = labels.domains(levels, depth, uniformity)
+        out.append(Level(levels[depth], hops[depth], keys, members))
     wide = cluster_hops(levels)
     constrained = max_hops is not None and wide > max_hops
     if not constrained:
-        out.append(_level(nodes, levels, -1, uniformity, wide))
+        keys, members = labels.domains(levels, -1, uniformity)
+        out.append(Level(None, wide, keys, members))
     return GangTopology(tuple(out), constrained)
-
-
-def _level(
-    nodes: Sequence[Node], levels: Sequence[str], depth: int, uniformity: str | None, hops: int
-) -> Level:
-    """Domains of ``levels[depth]`` (-1: the whole cluster)."""
-    groups: dict[DomainKey, list[int]] = {}
-    by_node = depth == len(levels) - 1 and node_level(levels)
-    wanted = levels[: depth + 1]
-    for i, n in enumerate(nodes):
-        labels = n.labels
-        if by_node:
-            key: DomainKey = (n.id,)
-        else:
-            path = tuple(labels.get(label) for label in wanted)
-            if None in path:
-                continue
-            key = path  # type: ignore[assignment]
-        if uniformity is not None:
-            value = labels.get(uniformity)
-            if value is None:
-                continue
-            key = (*key, value)
-        groups.setdefault(key, []).append(i)
-    if depth < 0 and uniformity is None:
-        # The whole cluster is one domain, even without nodes (members then find none).
-        groups = {(): list(range(len(nodes)))}
-    keys = tuple(sorted(groups))
-    return Level(
-        levels[depth] if depth >= 0 else None,
-        hops,
-        keys,
-        tuple(tuple(groups[k]) for k in keys),
-    )
 
 
 def widest_label(topology: GangTopology) -> str | None:

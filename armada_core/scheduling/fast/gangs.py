@@ -69,14 +69,7 @@ def _plain_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) -> 
 
 def labels(st: CycleState, label: str) -> tuple[list[str], np.ndarray]:
     """The label's values, sorted, and each node's value index (-1 without the label)."""
-    found = st.label_cache.get(label)
-    if found is None:
-        values = sorted({n.labels[label] for n in st.nodes if label in n.labels})
-        pos = {v: k for k, v in enumerate(values)}
-        of = np.array([pos.get(n.labels.get(label), -1) for n in st.nodes], dtype=np.int64)
-        found = (values, of)
-        st.label_cache[label] = found
-    return found
+    return st.node_labels.column(label)
 
 
 def _room_per_value(
@@ -320,6 +313,7 @@ def _begin(st: CycleState) -> tuple:
     result's entries."""
     st.journal = []
     return (
+        st.new_epoch(),
         st.db.save(),
         [list(a) for a in st.alloc],
         {k: list(v) for k, v in st.alloc_class.items()},
@@ -333,8 +327,9 @@ def _begin(st: CycleState) -> tuple:
 
 
 def _rollback(st: CycleState, saved: tuple) -> None:
-    """Undo tentative work. Epochs move forward, so no cache sees the undone state."""
-    db_saved, alloc, alloc_class, new_total, new_count, rebuild, usage, new_by_q, inf = saved
+    """Undo tentative work: the free space is again what it was at ``_begin``, and so are
+    the answers remembered then (``CycleState.shrink_epoch``)."""
+    epoch, db_saved, alloc, alloc_class, new_total, new_count, rebuild, usage, new_by_q, inf = saved
     st.alloc_infinite = inf
     st.usage = usage
     st.new_by_q = new_by_q
@@ -348,7 +343,7 @@ def _rollback(st: CycleState, saved: tuple) -> None:
         else:
             st.preempted.discard(entry[1])
     st.journal = None
-    st.shrink_epoch += 1
+    st.shrink_epoch = epoch
 
 
 # --- topology: the narrowest domain that holds the gang -------------------------------------
@@ -376,13 +371,22 @@ def _topology_gang(st: CycleState, q: int, item: Item, charges: dict[int, int]) 
             static(st, sh, s)
     simulate = sh is not None and not urgency_possible(st, sh.pcp)
     cache_key = (s, want, minimum, label, "topology", max_hops)
-    if simulate and _failed_before(st, item, cache_key):
-        return
+    if simulate:
+        known = st.gang_cache.get(cache_key)
+        if known is not None and known[0] == st.shrink_epoch:
+            # Failed before, or no narrower domain held it: as then.
+            if known[1] is None:
+                _plain_gang(st, q, item, charges)
+            else:
+                fail_rows(st, np.array(members), known[1])
+            return
     db = st.db
     best_key: tuple | None = None
     best: Any = None
     for rank, level in enumerate(topo.levels):
         if level.label is None and best_key is None:
+            if simulate:
+                st.gang_cache[cache_key] = (st.shrink_epoch, None)
             _plain_gang(st, q, item, charges)
             return
         of = dom_of[rank]
@@ -445,7 +449,7 @@ def _topology(
     key = (label, max_hops)
     found = st.topo_cache.get(key)
     if found is None:
-        topo = topology.gang_topology(st.nodes, st.cfg.topology_levels, label, max_hops)
+        topo = topology.gang_topology(st.node_labels, st.cfg.topology_levels, label, max_hops)
         dom_of, rows_of = [], []
         for level in topo.levels:
             of = np.full(len(st.nodes), -1, dtype=np.int64)

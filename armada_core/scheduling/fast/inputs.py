@@ -19,6 +19,7 @@ from ..fairness import CostModel
 from ..model import DEFAULT_RESOURCE_ORDER, Job, Snapshot, shape_of
 from ..nodedb import NodeDb
 from ..roles import plan
+from ..topology import NodeLabels
 from .state import CycleState, Shape, pick
 
 
@@ -115,6 +116,7 @@ def _index_nodes(st: CycleState) -> None:
     jobs = st.jobs
     labels = {jobs[i].gang_uniformity_label for i in np.flatnonzero(st.in_gang).tolist()}
     st.nodes = nodes = node_order(st.snap.nodes, labels, st.cfg.topology_levels)
+    st.node_labels = NodeLabels(nodes)
     nn, nd = len(nodes), len(st.dims)
     st.cap = np.array(
         [[n.capacity.get(d, 0) for d in st.dims] for n in nodes], dtype=np.int64
@@ -176,7 +178,8 @@ def _apply_roles(st: CycleState, gang_rows: list[int]) -> None:
     rows = [i for i in gang_rows if (jobs[i].queue, st.gang_ids[i]) in keys]
     run = [i for i in rows if st.accounted[i]]
     waiting = [i for i in rows if not st.is_running[i]]
-    valid = set(st.queued.tolist())
+    valid = np.zeros(len(jobs), dtype=bool)
+    valid[st.queued] = True
     node_index = {n.id: k for k, n in enumerate(st.nodes)}
     pcs = st.pcs
 
@@ -186,7 +189,7 @@ def _apply_roles(st: CycleState, gang_rows: list[int]) -> None:
 
     st.roles = plan(
         [jobs[i] for i in run],
-        [jobs[i] for i in waiting if i in valid],
+        [jobs[i] for i in waiting if valid[i]],
         st.nodes,
         node_index,
         st.cfg.topology_levels,

@@ -26,6 +26,7 @@ from ..model import (
 )
 from ..nodedb import NodeDb
 from ..roles import RolePlan
+from ..topology import NodeLabels
 
 #: Kinds of items in a queue's order; among items of equal class priority they come in this
 #: order (evicted gangs, then evicted members above a gang's minimum, then queued work).
@@ -168,6 +169,8 @@ class CycleState:
     dims: tuple[str, ...] = field(init=False)
     #: Nodes in tie-break order (gang uniformity labels, then id): node indices follow it.
     nodes: list[Node] = field(init=False)
+    #: Their labels as columns, and the topology domains built from them.
+    node_labels: NodeLabels = field(init=False)
     #: Capacity per node (nodes x dims); cordoned nodes take nothing new and count nowhere.
     cap: np.ndarray = field(init=False)
     cordoned: np.ndarray = field(init=False)
@@ -276,13 +279,16 @@ class CycleState:
     pos: list[int] = field(init=False)
 
     # --- placing (``loop.py`` and the modules it calls) ---------------------------------------
-    #: Bumped when something is preempted or a tentative gang is undone: remembered "fits
-    #: nowhere" answers (``Shape.fail``, ``gang_cache``) hold only within one epoch.
+    #: Names the free space since it last grew: remembered "fits nowhere" answers
+    #: (``Shape.fail``, ``gang_cache``) hold while it is unchanged, since placing only takes
+    #: space. A preemption and the start of tentative work take a new, never reused, name;
+    #: undoing tentative work brings back the name it started from, as the space is again
+    #: what it was then.
     shrink_epoch: int = 0
-    #: Gang shape -> (shrink epoch, reason) of its last failure.
-    gang_cache: dict[tuple[Any, ...], tuple[int, str]] = field(default_factory=dict)
-    #: Label -> (sorted values, value index per node, -1 without the label).
-    label_cache: dict[str, tuple[list[str], np.ndarray]] = field(default_factory=dict)
+    epochs_named: int = 0
+    #: Gang shape -> (shrink epoch, reason) of its last failure; reason None: no domain
+    #: narrower than the cluster held the topology gang.
+    gang_cache: dict[tuple[Any, ...], tuple[int, str | None]] = field(default_factory=dict)
     #: (Uniformity label, maximum hops) -> the gang's topology levels, each level's domain
     #: per node (-1: none) and node rows per domain (built on first use).
     topo_cache: dict[tuple[str | None, int | None], Any] = field(default_factory=dict)
@@ -296,6 +302,13 @@ class CycleState:
     def __post_init__(self) -> None:
         self.cfg = self.snap.config
         self.jobs = self.snap.jobs
+
+    def new_epoch(self) -> int:
+        """Give the free space a new name (``shrink_epoch``); returns the one it had."""
+        before = self.shrink_epoch
+        self.epochs_named += 1
+        self.shrink_epoch = self.epochs_named
+        return before
 
 
 def sum_by(target: np.ndarray, shape: np.ndarray, n: int, req: np.ndarray) -> np.ndarray:

@@ -147,7 +147,7 @@ def preempt_for(st: CycleState, sh: Shape, n: int, level: float) -> None:
         if kept:
             for member in unit:
                 _preempt(st, member)
-    st.shrink_epoch += 1
+    st.new_epoch()
 
 
 def _victims_on(st: CycleState, n: int, level: float) -> list[int]:

@@ -130,7 +130,9 @@ def place_topology_gang(
     members placed."""
     levels = state.snapshot.config.topology_levels
     max_hops = members[0].gang_max_hops
-    topo = topology.gang_topology([ns.node for ns in state.nodes], levels, label, max_hops)
+    topo = topology.gang_topology(
+        topology.NodeLabels([ns.node for ns in state.nodes]), levels, label, max_hops
+    )
     best_key: tuple | None = None
     best: set[int] | None = None
     cluster_reason = reasons.NO_CAPACITY
