@@ -224,6 +224,9 @@ def test_unschedulable_job_says_why(api: Stubs, queue: str) -> None:
     deadline = time.monotonic() + 10
     reason = ""
     while not reason and time.monotonic() < deadline:
+        # Syncing on, as an executor does: one silent for the lease timeout (2 s here) is
+        # gone, and with no executor left no cycle runs, so none gives a reason.
+        ex.sync()
         details = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=[job]))
         reason = details.job_details[job].scheduling_reason
         time.sleep(0.05)
