@@ -33,8 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--http-port", type=int, help="HTTP port for metrics (default 8080)")
     p.add_argument("--database-url", help="sqlite:///PATH or postgresql+psycopg://...")
     p.add_argument("--executor", choices=EXECUTORS, help="where jobs run (default local)")
-    p.add_argument("--nodes", action="append", metavar="COUNTxCPUxMEMORY[xGPUS]",
-                   help="virtual nodes for the local/simulated executor, e.g. 2x4x8Gi")
+    p.add_argument("--nodes", action="append", metavar="COUNTxCPUxMEMORY[xGPUS]|{MAPPING}",
+                   help="virtual nodes for the local/simulated executor (repeatable), e.g. "
+                        "2x4x8Gi, or with labels and taints as the config file's mapping: "
+                        "'{count: 2, cpu: \"4\", memory: 8Gi, labels: {rack: r1}, "
+                        "taints: [{key: gpu, effect: NoSchedule}]}'")
     p.add_argument("--priority-class", action="append", metavar="NAME=PRIORITY[:preemptible]",
                    help="replaces the default priority classes (repeatable); the first is "
                         "the default class")

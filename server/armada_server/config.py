@@ -32,11 +32,51 @@ class PriorityClassConfig:
     preemptible: bool = False
 
 
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+NODE_GROUP_FIELDS = ("count", "cpu", "memory", "gpus", "labels", "taints")
+TAINT_FIELDS = ("key", "value", "effect")
+
+
+def _at(key: str, name: str) -> str:
+    """The dotted path of field `name` under `key` (`key` may be empty: the field alone)."""
+    return f"{key}.{name}" if key else name
+
+
+def _known_fields(data: Mapping[Any, Any], known: tuple[str, ...], key: str) -> None:
+    for name in data:
+        if name not in known:
+            raise ConfigError(f"{_at(key, str(name))}: unknown field (known: "
+                              f"{', '.join(known)})")
+
+
 @dataclass(frozen=True)
 class TaintConfig:
     key: str
     value: str = ""
     effect: str = "NoSchedule"
+
+    @classmethod
+    def from_mapping(cls, data: object, key: str) -> TaintConfig:
+        """`{key: K, value: V, effect: E}` (value optional, effect default NoSchedule);
+        errors name `key` (e.g. `nodes[0].taints[1]`) and the field."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{key}: must be a mapping with key, value and effect, "
+                              f"got {data!r}")
+        _known_fields(data, TAINT_FIELDS, key)
+        name = data.get("key")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{_at(key, 'key')}: must be a non-empty string, got {name!r}")
+        value = data.get("value")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise ConfigError(f"{_at(key, 'value')}: must be a string (quote it), "
+                              f"got {value!r}")
+        effect = data.get("effect", "NoSchedule")
+        if effect not in TAINT_EFFECTS:
+            raise ConfigError(f"{_at(key, 'effect')}: must be one of "
+                              f"{', '.join(TAINT_EFFECTS)}, got {effect!r}")
+        return cls(name, value, effect)
 
 
 @dataclass(frozen=True)
@@ -51,10 +91,63 @@ class NodeGroup:
     taints: tuple[TaintConfig, ...] = ()
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> NodeGroup:
-        return cls(int(data["count"]), str(data["cpu"]), str(data["memory"]),
-                   int(data.get("gpus", 0)), dict(data.get("labels", {})),
-                   tuple(TaintConfig(**t) for t in data.get("taints", ())))
+    def from_mapping(cls, data: object, key: str = "nodes") -> NodeGroup:
+        """`{count, cpu, memory[, gpus][, labels][, taints]}`, checked; a ConfigError names
+        the field under `key` (e.g. `nodes[1].count`; with an empty `key`, the field alone)."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{key + ': ' if key else ''}must be a mapping with count, cpu "
+                              f"and memory (and optionally gpus, labels, taints), got {data!r}")
+        _known_fields(data, NODE_GROUP_FIELDS, key)
+        if "count" not in data:
+            raise ConfigError(f"{_at(key, 'count')}: is required (how many nodes)")
+        count = data["count"]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ConfigError(f"{_at(key, 'count')}: must be a whole number at least 1, "
+                              f"got {count!r}")
+        cpu = _node_quantity(data, "cpu", key, milli=True)
+        memory = _node_quantity(data, "memory", key, milli=False)
+        gpus = data.get("gpus", 0)
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+            raise ConfigError(f"{_at(key, 'gpus')}: must be a whole number at least 0, "
+                              f"got {gpus!r}")
+        labels = data.get("labels")
+        if labels is None:
+            labels = {}
+        if not isinstance(labels, Mapping):
+            raise ConfigError(f"{_at(key, 'labels')}: must be a mapping of label names to "
+                              f"values, got {labels!r}")
+        for name, value in labels.items():
+            if not isinstance(name, str) or not name:
+                raise ConfigError(f"{_at(key, 'labels')}: label names must be non-empty "
+                                  f"strings, got {name!r}")
+            if not isinstance(value, str):
+                raise ConfigError(f"{_at(key, 'labels.' + name)}: must be a string (quote "
+                                  f"it), got {value!r}")
+        taints = data.get("taints")
+        if taints is None:
+            taints = []
+        if not isinstance(taints, list | tuple):
+            raise ConfigError(f"{_at(key, 'taints')}: must be a list of {{key, value, "
+                              f"effect}} mappings, got {taints!r}")
+        return cls(count, cpu, memory, gpus, dict(labels),
+                   tuple(TaintConfig.from_mapping(t, _at(key, f"taints[{i}]"))
+                         for i, t in enumerate(taints)))
+
+
+def _node_quantity(data: Mapping[Any, Any], name: str, key: str, *, milli: bool) -> str:
+    """A node group's cpu or memory: a valid quantity, kept as text."""
+    example = "4 or 500m" if milli else "8Gi"
+    if name not in data:
+        raise ConfigError(f"{_at(key, name)}: is required (a quantity such as {example})")
+    value = data[name]
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ConfigError(f"{_at(key, name)}: must be a quantity such as {example}, "
+                          f"got {value!r}")
+    try:
+        parse_quantity(value, milli=milli)
+    except ValueError as e:
+        raise ConfigError(f"{_at(key, name)}: {e}") from None
+    return str(value)
 
 
 def _number(key: str, value: object, *, low: float = 0.0, high: float | None = None,
@@ -336,20 +429,47 @@ class ServerConfig:
 _NODES = re.compile(r"^(\d+)x([0-9.]+m?)x([0-9.]+[A-Za-z]*)(?:x(\d+))?$")
 
 
-def parse_nodes(text: str) -> NodeGroup:
-    """`COUNTxCPUxMEMORY[xGPUS]`, e.g. `2x4x8Gi` or `1x8x64Gix2`."""
+def parse_nodes(text: str, key: str = "--nodes") -> NodeGroup:
+    """A node group from text: `COUNTxCPUxMEMORY[xGPUS]`, e.g. `2x4x8Gi` or `1x8x64Gix2`; or
+    the mapping form of the config file as a YAML flow mapping, e.g. `{count: 2, cpu: "16",
+    memory: 64Gi, labels: {topology/rack: r1}, taints: [{key: gpu, effect: NoSchedule}]}`.
+    Errors name `key` and the text."""
+    where = f"{key} {text!r}"
+    if text.lstrip().startswith("{"):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            problem = getattr(e, "problem", None) or str(e).replace("\n", " ")
+            mark = getattr(e, "problem_mark", None)
+            at = f" at character {mark.column + 1}" if mark is not None else ""
+            raise ConfigError(f"{where}: not a valid YAML mapping: {problem}{at}") from None
+        try:
+            return NodeGroup.from_mapping(data, "")
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
     match = _NODES.match(text)
     if not match:
-        raise ConfigError(f"--nodes {text!r}: expected COUNTxCPUxMEMORY[xGPUS], e.g. 2x4x8Gi")
+        raise ConfigError(f"{where}: expected COUNTxCPUxMEMORY[xGPUS], e.g. 2x4x8Gi, or a "
+                          f"mapping, e.g. '{{count: 2, cpu: \"4\", memory: 8Gi, "
+                          f"labels: {{rack: r1}}}}'")
     count, cpu, memory, gpus = match.groups()
     try:
         parse_quantity(cpu, milli=True)
         parse_quantity(memory)
     except ValueError as e:
-        raise ConfigError(f"--nodes {text!r}: {e}") from None
+        raise ConfigError(f"{where}: {e}") from None
     if int(count) < 1:
-        raise ConfigError(f"--nodes {text!r}: the count must be at least 1")
+        raise ConfigError(f"{where}: the count must be at least 1")
     return NodeGroup(int(count), cpu, memory, int(gpus or 0))
+
+
+def node_groups(value: object, key: str = "nodes") -> tuple[NodeGroup, ...]:
+    """The config file's `nodes:` list: each entry a mapping or text (`parse_nodes`)."""
+    if not isinstance(value, list | tuple):
+        raise ConfigError(f"{key}: must be a list of node groups "
+                          f"(COUNTxCPUxMEMORY[xGPUS] or mappings), got {value!r}")
+    return tuple(parse_nodes(v, f"{key}[{i}]") if isinstance(v, str)
+                 else NodeGroup.from_mapping(v, f"{key}[{i}]") for i, v in enumerate(value))
 
 
 def parse_priority_class(text: str) -> PriorityClassConfig:
@@ -377,10 +497,9 @@ def load_file(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: unknown setting {key!r}")
         if name == "nodes":
             try:
-                value = tuple(parse_nodes(v) if isinstance(v, str) else NodeGroup.from_mapping(v)
-                              for v in value)
-            except (KeyError, TypeError, ValueError) as e:
-                raise ConfigError(f"{path}: nodes: {e}") from None
+                value = node_groups(value)
+            except ConfigError as e:
+                raise ConfigError(f"{path}: {e}") from None
         elif name == "auth":
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: auth must be a mapping")

@@ -37,8 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--id", required=True, help="executor (cluster) id, unique per server")
     p.add_argument("--pool", default="default")
     p.add_argument("--kind", choices=("local", "simulated", "kubernetes"), default="local")
-    p.add_argument("--nodes", action="append", metavar="COUNTxCPUxMEMORY[xGPUS]",
-                   help="virtual nodes (repeatable), e.g. 2x4x8Gi; local and simulated only")
+    p.add_argument("--nodes", action="append", metavar="COUNTxCPUxMEMORY[xGPUS]|{MAPPING}",
+                   help="virtual nodes (repeatable), e.g. 2x4x8Gi, or with labels and taints "
+                        "as the server config file's mapping: '{count: 2, cpu: \"4\", "
+                        "memory: 8Gi, labels: {rack: r1}, taints: [{key: gpu, "
+                        "effect: NoSchedule}]}'; local and simulated only")
     p.add_argument("--sandbox-dir", type=Path, help="local executor: where pods' files live")
     p.add_argument("--token", help="bearer token, when the server requires authentication")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between syncs")
