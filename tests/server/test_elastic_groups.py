@@ -21,6 +21,8 @@ from armada_core.scheduling.reference import reference_schedule
 from armada_server.app import EmbeddedServer
 from armada_server.config import NodeGroup, ServerConfig
 from armada_server.executors.simulated import DURATION
+from armada_server.storage.database import open_database
+from armada_server.storage.store import Store
 
 from ..jobs.factories import container, item
 from .conftest import Stubs
@@ -80,6 +82,34 @@ def test_a_pod_group_grows_with_capacity_and_goes_when_a_role_is_lost(tmp_path: 
             ex.sync(ex.update(ex.lease_of(w), stopped=executor_pb2.RunUpdate.Stopped()))
         assert {w: e.reason for w, e in events(api, "preempted").items()} == dict.fromkeys(
             workers, why)
+
+
+def test_a_new_leader_knows_a_role_whose_members_have_all_ended(
+        tmp_path: Path, database_url: str) -> None:
+    """The coordinator is cancelled while no server runs (another replica took the cancel
+    before this one came to lead): the server started again has never seen it running, yet
+    reads its role and minimum from storage and takes the workers down."""
+    with serving(tmp_path, database_url=database_url) as (_, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        coordinator, *workers = submit(
+            api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)])
+        ex.wait_leases(5)
+        run_all(ex)
+        held = dict(ex.held)
+    engine = open_database(database_url)
+    try:
+        assert Store(engine).cancel("a", "s", [coordinator]) == [coordinator]
+    finally:
+        engine.dispose()
+    with serving(tmp_path, queues=(), database_url=database_url) as (_, api, _path):
+        again = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        again.held = {k: v for k, v in held.items() if v.job.id != coordinator}
+        until(lambda: again.sync() is not None
+              and {s.job_id for s in again.stops if s.preempt} >= set(workers),
+              "the workers' preemption")
+        why = reasons.role_below_minimum("pg", "coordinator", 0, 1)
+        assert {e.reason for e in events(api, "preempting").values()} == {why}
 
 
 def test_a_pod_group_whose_minimums_do_not_fit_waits_whole(tmp_path: Path) -> None:

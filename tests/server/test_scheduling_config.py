@@ -376,13 +376,19 @@ def test_non_preemptible_overshoot_caps_a_queues_jobs_of_infinite_lifetime(
         assert len(ex.held) == 4
 
 
+def charges(server: EmbeddedServer) -> dict[str, int]:
+    """What running jobs hold of their queues' excess-flow budgets, as the scheduler reads it
+    from storage (thousandths of a resource-minute)."""
+    state = server.server.store.scheduling_state(executor_timeout=3600)
+    return {j.id: j.excess_flow for j in state.running if j.excess_flow}
+
+
 def test_excess_flow_budget_limits_finite_lifetime_jobs_above_the_fair_share(
         tmp_path: Path) -> None:
     # Eight CPUs, a's fair share four. Each of a's jobs runs at least ten minutes on one CPU
     # (class high with a lifetime): 10 resource-minutes of the budget once a is above its
     # share. A budget of 15 lets one such job through.
     with serving(tmp_path, "  excess_flow_budget: 15\n") as (server, api, path):
-        loop = server.server.scheduler
         ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         ex.sync()
         ids = contest(api, ex, {"a": [job(pc="high", lifetime=600) for _ in range(6)],
@@ -392,12 +398,12 @@ def test_excess_flow_budget_limits_finite_lifetime_jobs_above_the_fair_share(
         assert len(held & set(ids["a"])) == 5 and ids["b"][0] in held
         [sixth] = [j for j in ids["a"] if j not in held]
         wait_reasons(api, [sixth], reasons.EXCESS_FLOW_BUDGET)
-        assert list(loop.excess_flow.values()) == [10_000]  # thousandths of a minute
+        assert list(charges(server).values()) == [10_000]  # thousandths of a minute
 
         # Reloaded with room for two such jobs: the sixth is leased without a restart.
         path.write_text(config_text(tmp_path, "  excess_flow_budget: 25\n"))
         ex.wait_leases(7)
-        charged = sorted(loop.excess_flow)
+        charged = sorted(charges(server))
         assert len(charged) == 2 and sixth in charged
 
         # A seventh needs 10 more than the 20 in use: once a charged job has left, its share
@@ -407,7 +413,33 @@ def test_excess_flow_budget_limits_finite_lifetime_jobs_above_the_fair_share(
         done = ex.lease_of(charged[0])
         ex.sync(ex.update(done, succeeded=executor_pb2.RunUpdate.Succeeded()))
         until(lambda: ex.sync() is not None and seventh in leased_jobs(ex), "the seventh lease")
-        until(lambda: set(loop.excess_flow) == {charged[1], seventh}, "the charges to move")
+        until(lambda: set(charges(server)) == {charged[1], seventh}, "the charges to move")
+
+
+def test_a_new_leader_knows_what_each_budget_has_left(
+        tmp_path: Path, database_url: str) -> None:
+    """The charges live on the runs in storage: a server started again (a new leader, its
+    memory empty) still holds the sixth job back, as the first one did."""
+    block = "  excess_flow_budget: 15\n"
+    with serving(tmp_path, block, database_url=database_url) as (server, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        ids = contest(api, ex, {"a": [job(pc="high", lifetime=600) for _ in range(6)],
+                                "b": [job()]})
+        ex.wait_leases(6)
+        [sixth] = [j for j in ids["a"] if j not in leased_jobs(ex)]
+        wait_reasons(api, [sixth], reasons.EXCESS_FLOW_BUDGET)
+        held = dict(ex.held)
+    with serving(tmp_path, block, queues=(), database_url=database_url) as (server, api, _):
+        again = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        again.held = held
+        loop = server.server.scheduler
+        start = loop.cycles
+        until(lambda: again.sync() is not None and loop.cycles >= start + 5,
+              "five cycles of the new leader")
+        assert sixth not in leased_jobs(again) and len(again.held) == 6
+        assert scheduler_part(reason(api, sixth)) == reasons.EXCESS_FLOW_BUDGET
+        assert list(charges(server).values()) == [10_000]
 
 
 def test_excess_flow_weights_price_resources_in_cpus(tmp_path: Path) -> None:

@@ -113,11 +113,6 @@ class SchedulingLoop:
         # The scheduling rate limits' token buckets, likewise in the leader's memory: a restart
         # or a new leader starts with full buckets.
         self.rate = RateBuckets()
-        # What each running job holds of its queue's excess-flow budget, from the cycle that
-        # placed it; likewise in memory: a restart or a new leader starts every budget unused.
-        self.excess_flow: dict[str, int] = {}
-        # Each pod group's roles and minimums, seen in earlier snapshots (build_snapshot).
-        self.gang_roles: dict[tuple[str, str], dict[str, int]] = {}
 
     def _record_usage(self, half_life: float | None, costs: Mapping[str, float],
                       now: float, elapsed: float) -> None:
@@ -155,21 +150,16 @@ class SchedulingLoop:
             elapsed = (max(0.0, now.timestamp() - self._usage_at)
                        if self._usage_at is not None else 0.0)
             model = settings.model()
-            if self.excess_flow:
-                # A job that left (finished, preempted, lease lost) gives its charge back.
-                live = {j.id for j in state.running}
-                self.excess_flow = {k: v for k, v in self.excess_flow.items() if k in live}
             snapshot, placements = build_snapshot(
                 state, config.priority_classes, now, config=model,
                 cache=self._jobs, broken=broken, class_caps=settings.max_fraction_per_queue,
                 usage=self.usage if settings.usage_half_life is not None else None,
-                usage_elapsed=elapsed, charges=self.excess_flow, roles=self.gang_roles)
+                usage_elapsed=elapsed)
             tokens, queue_tokens = self.rate.refill(model, now.timestamp())
             snapshot = dataclasses.replace(snapshot, rate_tokens=tokens,
                                            queue_rate_tokens=queue_tokens)
             result, unschedulable = schedule_isolating(snapshot)
             self.rate.consume(model, result.rate_consumed)
-            self.excess_flow.update(result.excess_flow)
             broken.update(unschedulable)
             self._record_usage(settings.usage_half_life, result.queue_costs,
                                now.timestamp(), elapsed)
@@ -192,7 +182,8 @@ class SchedulingLoop:
                 failed=result.failed if first else {},
                 reasons=result.unscheduled if first else {}, seen=seen, gangs=gangs,
                 preempting=preempting if first else None,
-                preempt_reasons=result.preempt_reasons if first else None, now=now)
+                preempt_reasons=result.preempt_reasons if first else None,
+                charges=result.excess_flow, now=now)
             leased += done
             if done and self.on_leased is not None:
                 self.on_leased()

@@ -197,18 +197,18 @@ def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]
     return held
 
 
-def _remember_roles(jobs: list[s.Job], roles: dict[tuple[str, str], dict[str, int]]
-                    ) -> list[s.Job]:
-    """Pod group members carry every role their group has had (`Job.gang_roles`); groups
-    with no member left are forgotten."""
+def _with_roles(jobs: list[s.Job], ended: Mapping[tuple[str, str], Mapping[str, int]]
+                ) -> list[s.Job]:
+    """Pod group members carry every role their group has (`Job.gang_roles`): those of its
+    members in the snapshot and of those that ended (`ended`, read from storage)."""
     seen: dict[tuple[str, str], dict[str, int]] = {}
     for j in jobs:
         if j.gang_role is not None and j.gang_id is not None:
-            known = seen.setdefault((j.queue, j.gang_id), dict(roles.get(
-                (j.queue, j.gang_id), {})))
+            key = (j.queue, j.gang_id)
+            known = seen.get(key)
+            if known is None:
+                known = seen[key] = dict(ended.get(key, {}))
             known[j.gang_role] = max(known.get(j.gang_role, 0), j.gang_role_min or 0)
-    roles.clear()
-    roles.update(seen)
     if not seen:
         return jobs
     return [dataclasses.replace(j, gang_roles=tuple(sorted(seen[(j.queue, j.gang_id)].items())))
@@ -234,21 +234,18 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
                    cache: dict | None = None, broken: dict[str, str] | None = None,
                    class_caps: Mapping[str, Mapping[str, float]] | None = None,
                    usage: Mapping[str, float] | None = None, usage_elapsed: float = 0.0,
-                   charges: Mapping[str, int] | None = None,
-                   roles: dict[tuple[str, str], dict[str, int]] | None = None,
                    ) -> tuple[s.Snapshot, dict[str, Placement]]:
     """The scheduler's input, and where each node id lives.
 
     `config` carries the operator's scheduling options, `class_caps` the per-class,
     per-resource cap on the fraction of the cluster each queue may hold, and `usage` each
     queue's decayed usage as recorded `usage_elapsed` seconds ago (the scheduler is pure:
-    the caller keeps usage between cycles). `charges` is what running jobs hold of their
-    queue's excess-flow budget (`SchedulingResult.excess_flow` of the cycle that placed
-    them), kept by the caller likewise. `roles` (kept by the caller) remembers each pod
-    group's roles and minimums: a role whose members have all ended is no longer in the
-    snapshot, yet the group is below that role's minimum (`Job.gang_roles`). Members of pod
-    groups carry how many members of each role succeeded (`state.succeeded`, read from
-    storage: a new leader knows them too), which keep their role (`Job.gang_succeeded`).
+    the caller keeps usage between cycles). Running jobs hold what their run took of their
+    queue's excess-flow budget (`Job.excess_flow`, kept on the run in storage). Members of
+    pod groups carry every role their group has, with its minimum (`Job.gang_roles`),
+    including roles whose members have all ended (`state.ended_roles`), and how many members
+    of each role succeeded (`state.succeeded`), which keep their role
+    (`Job.gang_succeeded`). All of it is read from storage, so a new leader knows it too.
 
     `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
     the previous cycle: a job still queued (or running) as it was is not converted again.
@@ -311,6 +308,7 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
                              for t in n.taints)))
     running = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
                    started_at=j.started_at) for j in state.running if j.node in placements]
+    charges = {j.id: j.excess_flow for j in state.running if j.excess_flow}
     if charges:
         running = [dataclasses.replace(r, excess_flow=charges[r.id])
                    if r is not None and r.id in charges else r for r in running]
@@ -324,8 +322,7 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
          if view is not None], kinds)
     cache.clear()
     cache.update(used)
-    if roles is not None:
-        jobs = _remember_roles(jobs, roles)
+    jobs = _with_roles(jobs, state.ended_roles)
     if state.succeeded:
         jobs = _with_succeeded(jobs, state.succeeded)
     usage = usage or {}

@@ -31,6 +31,7 @@ from sqlalchemy.exc import DBAPIError
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import (
+    TERMINAL_STATES,
     ContainerResult,
     Failure,
     Job,
@@ -162,6 +163,7 @@ class RunningJob(_LazySpec):
     node: str  # "<executor>/<node>"
     started_at: datetime | None
     run_id: str = ""  # a preemption applies only while this is still the job's run
+    excess_flow: int = 0  # what the run holds of its queue's excess-flow budget
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,9 @@ class SchedulingState:
     #: Members that SUCCEEDED of each pod group with members running or queued again in a
     #: retried generation, per role: (queue, gang id) -> role -> count (`Job.gang_succeeded`).
     succeeded: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    #: The roles and minimums of those groups' members that ended (whatever the end): a role
+    #: whose members have all ended keeps its minimum (`Job.gang_roles`).
+    ended_roles: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -750,9 +755,10 @@ class LeaseOps:
             running = []
             terminating = []
             for (job_id, queue, priority, submitted, spec, cluster, node, started, run_id,
-                 leaving, gang_id) in fetch(conn, select(
+                 leaving, gang_id, excess_flow) in fetch(conn, select(
                     *cols, t.runs.c.cluster_id, t.runs.c.node, t.runs.c.started_at,
-                    t.runs.c.id, t.jobs.c.preempt_requested, t.jobs.c.gang_id)
+                    t.runs.c.id, t.jobs.c.preempt_requested, t.jobs.c.gang_id,
+                    t.runs.c.excess_flow)
                     .join(t.runs, and_(t.runs.c.job_id == t.jobs.c.id,
                                        t.runs.c.state.in_(ACTIVE_RUN_STATES)))
                     .where(t.jobs.c.state.in_([int(JobState.LEASED), int(JobState.PENDING),
@@ -770,7 +776,7 @@ class LeaseOps:
                 job.__dict__.update(id=job_id, queue=queue, priority=priority,
                                     submitted_at=when(submitted), raw=spec,
                                     node=f"{cluster}/{node}", started_at=when(started),
-                                    run_id=run_id)
+                                    run_id=run_id, excess_flow=excess_flow or 0)
                 running.append(job)
             for job_id, spec, cluster, node in fetch(conn, select(
                     t.jobs.c.id, t.jobs.c.spec, t.runs.c.cluster_id, t.runs.c.node)
@@ -779,8 +785,9 @@ class LeaseOps:
                 stopping = new(TerminatingRun)
                 stopping.__dict__.update(id=job_id, raw=spec, node=f"{cluster}/{node}")
                 terminating.append(stopping)
-            succeeded = _succeeded_roles(conn, groups)
-        return SchedulingState(queues, executors, queued, running, terminating, succeeded)
+            succeeded, ended_roles = _ended_members(conn, groups)
+        return SchedulingState(queues, executors, queued, running, terminating, succeeded,
+                               ended_roles)
 
     @retried
     def apply_schedule(self, *, scheduled: Mapping[str, tuple[str, str, str]],
@@ -789,9 +796,13 @@ class LeaseOps:
                        gangs: Mapping[str, tuple[str, str | None]] | None = None,
                        preempting: Mapping[str, str] | None = None,
                        preempt_reasons: Mapping[str, str] | None = None,
+                       charges: Mapping[str, int] | None = None,
                        now: datetime | None = None) -> int:
         """Write one cycle's decisions: leases (job -> executor, node, pool), preemption
         requests, failures, and why the rest stayed queued. Returns the leases made.
+
+        `charges` is what a leased job takes of its queue's excess-flow budget
+        (`SchedulingResult.excess_flow`): kept on its run, read back while the run is active.
 
         `preempting` names, for a preempted job, the job the cycle made room for: it is kept
         on the preempted run, and the preempted event names it once the run has stopped.
@@ -821,6 +832,7 @@ class LeaseOps:
                 log.info("%d leases not made: their jobs changed since the snapshot",
                          len(changed))
             changes = []
+            charged: list[dict] = []  # leased runs -> their excess-flow charge
             run_ids = _new_run_ids(len(scheduled))
             for job_id, (executor, node, pool) in scheduled.items():
                 job = unchanged(job_id)
@@ -830,6 +842,8 @@ class LeaseOps:
                                                 node=node, pool=pool, now=now)
                 changes.append((job, after, events))
                 leased += 1
+                if charges and (charge := charges.get(job_id)):
+                    charged.append({"_id": after.runs[-1].id, "excess_flow": charge})
             made_room: list[dict] = []  # preempted runs -> the job placed in their room
             why_runs: list[dict] = []  # preempted runs -> why, when the scheduler said
             for job_id in preempted:
@@ -856,6 +870,7 @@ class LeaseOps:
                                                retry=False, now=now)
                 changes.append((job, after, events))
             self._save_many(conn, touched, changes)
+            executemany(conn, _UPDATE_RUNS, charged)
             executemany(conn, _UPDATE_RUNS, made_room)
             executemany(conn, _UPDATE_RUNS, why_runs)
             for chunk in chunks(list(scheduled), 500):
@@ -894,28 +909,38 @@ _RUN_CHANGES = ("node", "state", "pending_at", "started_at", "finished_at", "kub
                 "condition", "category", "subcategory", "reason", "containers", "releases_at")
 
 
-def _succeeded_roles(conn: Connection, groups: Collection[tuple[str, str]]
-                     ) -> dict[tuple[str, str], dict[str, int]]:
-    """How many members of each role of the pod groups `groups` (queue, gang id) succeeded:
-    one query by gang id (ix_jobs_gang_members), parsing only those members' specs."""
-    out: dict[tuple[str, str], dict[str, int]] = {}
+def _ended_members(conn: Connection, groups: Collection[tuple[str, str]]
+                   ) -> tuple[dict[tuple[str, str], dict[str, int]],
+                              dict[tuple[str, str], dict[str, int]]]:
+    """Of the pod groups `groups` (queue, gang id), the members that ended: how many of each
+    role succeeded, and each role's minimum. One query by gang id (ix_jobs_gang_members),
+    parsing only those members' specs; read from storage, so any replica that comes to lead
+    knows a role whose members have all ended."""
+    succeeded: dict[tuple[str, str], dict[str, int]] = {}
+    roles: dict[tuple[str, str], dict[str, int]] = {}
     if not groups:
-        return out
+        return succeeded, roles
     ids = sorted({gang_id for _, gang_id in groups})
+    ended = sorted(int(s) for s in TERMINAL_STATES)
     for chunk in chunks(ids, 10_000):
-        for queue, gang_id, spec in conn.execute(select(
-                t.jobs.c.queue, t.jobs.c.gang_id, t.jobs.c.spec).where(
-                    t.jobs.c.gang_id.in_(chunk), t.jobs.c.state == int(JobState.SUCCEEDED))):
-            if (queue, gang_id) not in groups:
+        for queue, gang_id, state, spec in conn.execute(select(
+                t.jobs.c.queue, t.jobs.c.gang_id, t.jobs.c.state, t.jobs.c.spec).where(
+                    t.jobs.c.gang_id.in_(chunk), t.jobs.c.state.in_(ended))):
+            key = (queue, gang_id)
+            if key not in groups:
                 continue
             try:
                 gang = gang_of(submit_pb2.Job.FromString(spec).annotations)
             except Exception:  # unreadable: it keeps no role we can name
                 continue
-            if gang is not None and gang.role:
-                roles = out.setdefault((queue, gang_id), {})
-                roles[gang.role] = roles.get(gang.role, 0) + 1
-    return out
+            if gang is None or not gang.role:
+                continue
+            minimums = roles.setdefault(key, {})
+            minimums[gang.role] = max(minimums.get(gang.role, 0), gang.role_minimum or 0)
+            if state == int(JobState.SUCCEEDED):
+                counts = succeeded.setdefault(key, {})
+                counts[gang.role] = counts.get(gang.role, 0) + 1
+    return succeeded, roles
 
 
 def role_minimums(members: Iterable[Job]) -> dict[str, int]:

@@ -164,6 +164,9 @@ runs = Table(
     # that cycle); the preempted event names it once the run has stopped. NULL: none (a
     # manual preemption, or a preemption that placed nothing on the node).
     Column("preempting_job_id", String(26)),
+    # What the run holds of its queue's excess-flow budget (thousandths of a resource-minute),
+    # from the cycle that leased it; given back as the run ends. NULL: nothing.
+    Column("excess_flow", BigInteger),
     Index("ix_runs_job_id", "job_id", "run_index", unique=True),
     Index("ix_runs_releases_at", "cluster_id", "releases_at",
           sqlite_where=text("releases_at IS NOT NULL"),
