@@ -266,11 +266,31 @@ def test_usage_half_life_puts_a_queue_that_used_a_lot_recently_behind(
         assert len(held & set(ids["b"])) == 4 - a_share
         loop = server.server.scheduler
         if half_life == "3600":
-            assert loop.usage["a"] > 0.9
+            assert loop.carried.usage["a"] > 0.9
             # Reloaded without the option, fairness is on current usage only: no queue
             # carries a past from the next cycle on.
             path.write_text(config_text(tmp_path))
-            until(lambda: loop.usage == {}, "decayed usage to be dropped")
+            until(lambda: loop.carried.usage == {}, "decayed usage to be dropped")
+
+
+def test_a_new_leader_carries_on_with_decayed_usage(tmp_path: Path, database_url: str) -> None:
+    """Queue a used the whole node, then the server stopped: the one started again (a new
+    leader) reads a's decayed usage back, so b takes the node when both ask for it."""
+    block = "  usage_half_life: 3600\n"
+    with serving(tmp_path, block, database_url=database_url) as (server, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="4", memory="8Gi")
+        ex.sync()
+        submit(api, "a", *[job(pc="high") for _ in range(4)])
+        for lease in ex.wait_leases(4):
+            ex.sync(ex.update(lease, succeeded=executor_pb2.RunUpdate.Succeeded()))
+        until(lambda: "a" in server.server.store.carryover(), "a's usage to be kept")
+    with serving(tmp_path, block, queues=(), database_url=database_url) as (server, api, _):
+        ex = Executor(api.channel, nodes=1, cpu="4", memory="8Gi")
+        ex.sync()
+        ids = contest(api, ex, {q: [job(pc="high") for _ in range(4)] for q in "ab"})
+        ex.wait_leases(4)
+        assert leased_jobs(ex) == set(ids["b"])
+        assert server.server.scheduler.carried.usage["a"] > 0.9
 
 
 @pytest.mark.parametrize(("order", "node"), [("[cpu, memory]", "e1-n0"),
@@ -331,6 +351,32 @@ def test_scheduling_rate_and_burst_limit_new_jobs_of_all_queues(tmp_path: Path) 
         ex.sync()
         assert len(ex.held) == 3
         assert leases_per_cycle(api, "a") + leases_per_cycle(api, "b") in ([2, 1], [1, 2])
+
+
+def test_a_new_leader_carries_on_with_the_rate_limits_buckets(
+        tmp_path: Path, database_url: str) -> None:
+    """The buckets emptied by one server stay empty for the one started again (a new
+    leader): the jobs held back by the rate limits are still held back."""
+    block = ("  scheduling_rate: 0.001\n  scheduling_burst: 3\n"
+             "  queue_scheduling_rate: 0.001\n  queue_scheduling_burst: 2\n")
+    with serving(tmp_path, block, database_url=database_url) as (_, api, _path):
+        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        ex.sync()
+        ids = contest(api, ex, {q: [job() for _ in range(3)] for q in "ab"})
+        ex.wait_leases(3)
+        waiting = [j for j in ids["a"] + ids["b"] if j not in leased_jobs(ex)]
+        wait_reasons(api, waiting)
+        held = dict(ex.held)
+    with serving(tmp_path, block, queues=(), database_url=database_url) as (server, api, _):
+        again = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        again.held = held
+        loop = server.server.scheduler
+        start = loop.cycles
+        until(lambda: again.sync() is not None and loop.cycles >= start + 5,
+              "five cycles of the new leader")
+        assert len(again.held) == 3
+        assert {scheduler_part(reason(api, j)) for j in waiting} <= {
+            reasons.GLOBAL_RATE_LIMIT, reasons.QUEUE_RATE_LIMIT}
 
 
 def test_queue_scheduling_rate_and_burst_limit_each_queue(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 
 from armada_core import scheduling as s
 from armada_core.scheduling.fairness import decay_usage
-from armada_core.scheduling.ratelimit import RateBuckets
 from armada_core.waiting import wait_event
 from armada_server.config import ServerConfig
 from armada_server.metrics import Metrics
+from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.snapshot import build_snapshot
@@ -106,24 +106,41 @@ class SchedulingLoop:
         # then syncs at once instead of at its next interval.
         self.on_leased: Callable[[], None] | None = None
         self._jobs: dict = {}  # the snapshot's converted jobs, reused by the next cycle
-        # Each queue's decayed usage (with a usage half-life), and when it was recorded.
-        # Kept in memory by the leader: a restart or a new leader starts from zero.
-        self.usage: dict[str, float] = {}
-        self._usage_at: float | None = None
-        # The scheduling rate limits' token buckets, likewise in the leader's memory: a restart
-        # or a new leader starts with full buckets.
-        self.rate = RateBuckets()
+        # What cycles carry to the next (each queue's decayed usage, the rate limits' token
+        # buckets), kept in the database for whoever leads next (carryover.py): read when
+        # this replica comes to lead, None while it does not.
+        self.carried: Carryover | None = None
+        self._kept = "{}"  # what the database holds of it
 
-    def _record_usage(self, half_life: float | None, costs: Mapping[str, float],
-                      now: float, elapsed: float) -> None:
+    def _lead(self) -> Carryover | None:
+        """What this replica carries as leader (read from the database when it comes to
+        lead); None when another replica leads."""
+        if not self.leadership.is_leader():
+            self.carried = None  # whoever leads meanwhile carries on: read it back later
+            return None
+        if self.carried is None:
+            self._kept = self.store.carryover() or "{}"
+            self.carried = Carryover.loads(self._kept)
+        return self.carried
+
+    def _keep(self, carried: Carryover) -> None:
+        """Write what changed of what the next cycle carries."""
+        text = carried.dumps()
+        if text != self._kept:
+            self.store.carry_over(text)
+            self._kept = text
+
+    @staticmethod
+    def _record_usage(carried: Carryover, half_life: float | None,
+                      costs: Mapping[str, float], now: float, elapsed: float) -> None:
         """Carry each queue's usage to the next cycle (decayed towards its cost now)."""
         if half_life is None:
-            self.usage, self._usage_at = {}, None
+            carried.usage, carried.usage_at = {}, None
             return
-        usage = {q: decay_usage(self.usage.get(q, 0.0), costs.get(q, 0.0), elapsed,
-                                half_life) for q in self.usage.keys() | costs.keys()}
-        self.usage = {q: u for q, u in usage.items() if u > 1e-9}
-        self._usage_at = now
+        usage = {q: decay_usage(carried.usage.get(q, 0.0), costs.get(q, 0.0), elapsed,
+                                half_life) for q in carried.usage.keys() | costs.keys()}
+        carried.usage = {q: u for q, u in usage.items() if u > 1e-9}
+        carried.usage_at = now
 
     def poke(self) -> None:
         """Run a cycle soon (e.g. after a submission) instead of waiting the full period."""
@@ -131,7 +148,8 @@ class SchedulingLoop:
 
     def cycle(self) -> int:
         """One cycle; returns the number of jobs leased. Blocking: run it off the loop."""
-        if not self.leadership.is_leader():
+        carried = self._lead()
+        if carried is None:
             return 0
         started = time.perf_counter()
         now = datetime.now(UTC)
@@ -147,21 +165,21 @@ class SchedulingLoop:
                     e.nodes for e in state.executors):
                 return 0  # nothing to place, or nowhere to place it
             broken: dict[str, str] = {}
-            elapsed = (max(0.0, now.timestamp() - self._usage_at)
-                       if self._usage_at is not None else 0.0)
+            elapsed = (max(0.0, now.timestamp() - carried.usage_at)
+                       if carried.usage_at is not None else 0.0)
             model = settings.model()
             snapshot, placements = build_snapshot(
                 state, config.priority_classes, now, config=model,
                 cache=self._jobs, broken=broken, class_caps=settings.max_fraction_per_queue,
-                usage=self.usage if settings.usage_half_life is not None else None,
+                usage=carried.usage if settings.usage_half_life is not None else None,
                 usage_elapsed=elapsed)
-            tokens, queue_tokens = self.rate.refill(model, now.timestamp())
+            tokens, queue_tokens = carried.rate.refill(model, now.timestamp())
             snapshot = dataclasses.replace(snapshot, rate_tokens=tokens,
                                            queue_rate_tokens=queue_tokens)
             result, unschedulable = schedule_isolating(snapshot)
-            self.rate.consume(model, result.rate_consumed)
+            carried.rate.consume(model, result.rate_consumed)
             broken.update(unschedulable)
-            self._record_usage(settings.usage_half_life, result.queue_costs,
+            self._record_usage(carried, settings.usage_half_life, result.queue_costs,
                                now.timestamp(), elapsed)
         if broken:
             # Jobs the scheduler cannot read fail alone; everyone else is scheduled.
@@ -187,6 +205,7 @@ class SchedulingLoop:
             leased += done
             if done and self.on_leased is not None:
                 self.on_leased()
+        self._keep(carried)
         self.cycles += 1
         self.metrics.cycle_seconds.observe(time.perf_counter() - started)
         return leased

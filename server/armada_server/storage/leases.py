@@ -789,6 +789,23 @@ class LeaseOps:
         return SchedulingState(queues, executors, queued, running, terminating, succeeded,
                                ended_roles)
 
+    def carryover(self) -> str | None:
+        """What the scheduling leader last carried over (`scheduling/carryover.py`)."""
+        with self._read() as conn:
+            return conn.execute(select(t.scheduler_carryover.c.state).where(
+                t.scheduler_carryover.c.id == 1)).scalar_one_or_none()
+
+    @retried
+    def carry_over(self, state: str, *, now: datetime | None = None) -> None:
+        """Keep what the scheduling leader carries to its next cycle, for whoever leads it."""
+        now = now or self.clock()
+        with self._write() as (conn, _):
+            done = conn.execute(update(t.scheduler_carryover).where(
+                t.scheduler_carryover.c.id == 1).values(state=state, updated_at=now))
+            if not done.rowcount:
+                conn.execute(insert(t.scheduler_carryover).values(
+                    id=1, state=state, updated_at=now))
+
     @retried
     def apply_schedule(self, *, scheduled: Mapping[str, tuple[str, str, str]],
                        preempted: Iterable[str], failed: Mapping[str, str],

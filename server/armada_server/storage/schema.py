@@ -137,6 +137,15 @@ node_cordons = Table(
     Column("requestor", String(253), nullable=False, default="", server_default=""),
 )
 
+# What the scheduling leader carries from one cycle to the next (scheduling/carryover.py):
+# one row, written by the leader as it changes, read by a replica that comes to lead.
+scheduler_carryover = Table(
+    "scheduler_carryover", metadata,
+    Column("id", SmallInteger, primary_key=True),
+    Column("state", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
 runs = Table(
     "runs", metadata,
     Column("id", String(36), primary_key=True),
