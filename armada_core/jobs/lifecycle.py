@@ -225,7 +225,8 @@ def _on_running(job: Job, e, when: datetime) -> Job:
 def _on_succeeded(job: Job, e, when: datetime) -> Job:
     _require(job, "succeeded", *ACTIVE_JOB_STATES)
     run = _run_of(job, "succeeded", e.run_id)
-    run = _replace(run, state=RunState.SUCCEEDED, finished_at=when)
+    # A run asked to stop that succeeded first did not end for the reason it was asked.
+    run = _replace(run, state=RunState.SUCCEEDED, finished_at=when, reason="")
     return _with_run(job, run, state=JobState.SUCCEEDED, last_transition_at=when)
 
 

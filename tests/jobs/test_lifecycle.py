@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -194,6 +195,17 @@ def test_a_stale_run_id_is_refused() -> None:
         created=events[-1].leased.created))
     with pytest.raises(IllegalTransition, match="names run not-this-run"):
         lifecycle.apply(job, running)
+
+
+def test_a_run_that_succeeds_while_asked_to_stop_keeps_no_reason() -> None:
+    """The scheduler may note why it asks a run to stop (a pod group below a role's minimum)
+    on the run; if the run succeeds first, that is not why it ended."""
+    job, _ = run_path(leased, lambda j: lifecycle.mark_running(j, now=at(2)),
+                      lambda j: lifecycle.request_preempt(j, requestor="scheduler",
+                                                          reason="role below", now=at(3)))
+    job = replace(job, runs=(replace(job.runs[-1], reason="role below"),))
+    job, _ = lifecycle.succeed(job, now=at(4))
+    assert job.state == JobState.SUCCEEDED and job.runs[-1].reason == ""
 
 
 # --- property: a job is exactly what its events say ----------------------------------------
