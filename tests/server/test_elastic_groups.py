@@ -42,6 +42,18 @@ def run_all(ex: Executor) -> None:
         ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
 
 
+def running_group(api: Stubs) -> tuple[Executor, str, list[str]]:
+    """Pod group "pg" of queue "a" (a coordinator, 4 workers of minimum 2) running on one
+    node with room for all: the executor, the coordinator and the workers."""
+    ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+    ex.sync()
+    coordinator, *workers = submit(
+        api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)])
+    ex.wait_leases(5)
+    run_all(ex)
+    return ex, coordinator, workers
+
+
 def test_a_pod_group_grows_with_capacity_and_goes_when_a_role_is_lost(tmp_path: Path) -> None:
     with serving(tmp_path) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="4", memory="8Gi")
@@ -90,12 +102,7 @@ def test_a_new_leader_knows_a_role_whose_members_have_all_ended(
     before this one came to lead): the server started again has never seen it running, yet
     reads its role and minimum from storage and takes the workers down."""
     with serving(tmp_path, database_url=database_url) as (_, api, _path):
-        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
-        ex.sync()
-        coordinator, *workers = submit(
-            api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)])
-        ex.wait_leases(5)
-        run_all(ex)
+        ex, coordinator, workers = running_group(api)
         held = dict(ex.held)
     engine = open_database(database_url)
     try:
@@ -168,12 +175,7 @@ def steady(ex: Executor, seconds: float = 1.0) -> None:
 def test_a_preempted_elastic_member_is_retried_alone(tmp_path: Path, database_url: str) -> None:
     with serving(tmp_path, database_url=database_url) as (_, api, _path):
         retry_preemptions(api)
-        ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
-        ex.sync()
-        coordinator, *workers = submit(
-            api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)])
-        ex.wait_leases(5)
-        run_all(ex)
+        ex, coordinator, workers = running_group(api)
         # One worker (above the minimum of 2) is preempted by hand and stops: it alone goes
         # back to the queue and runs again, as a late member; no one else is stopped.
         elastic = workers[-1]

@@ -90,6 +90,23 @@ def serving(tmp_path: Path, scheduling: str = "", queues: tuple[str, ...] = ("a"
         yield server, api, path
 
 
+@contextmanager
+def started_again(tmp_path: Path, scheduling: str, database_url: str,
+                  held: dict[str, executor_pb2.Lease]
+                  ) -> Iterator[tuple[EmbeddedServer, Stubs, Executor]]:
+    """The server started again on the same database (a new leader, its memory empty), five
+    cycles in, with the executor (one node of 8 CPUs) syncing on with the runs it holds."""
+    with serving(tmp_path, scheduling, queues=(), database_url=database_url) as (
+            server, api, _):
+        again = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
+        again.held = held
+        loop = server.server.scheduler
+        start = loop.cycles
+        until(lambda: again.sync() is not None and loop.cycles >= start + 5,
+              "five cycles of the new leader")
+        yield server, api, again
+
+
 def job(cpu: str = "1", memory: str = "1Gi", pc: str = "low",
         lifetime: int | None = None) -> submit_pb2.JobSubmitRequestItem:
     pod = {"containers": [container(cpu=cpu, memory=memory)], "priorityClassName": pc}
@@ -367,13 +384,7 @@ def test_a_new_leader_carries_on_with_the_rate_limits_buckets(
         waiting = [j for j in ids["a"] + ids["b"] if j not in leased_jobs(ex)]
         wait_reasons(api, waiting)
         held = dict(ex.held)
-    with serving(tmp_path, block, queues=(), database_url=database_url) as (server, api, _):
-        again = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
-        again.held = held
-        loop = server.server.scheduler
-        start = loop.cycles
-        until(lambda: again.sync() is not None and loop.cycles >= start + 5,
-              "five cycles of the new leader")
+    with started_again(tmp_path, block, database_url, held) as (_, api, again):
         assert len(again.held) == 3
         assert {scheduler_part(reason(api, j)) for j in waiting} <= {
             reasons.GLOBAL_RATE_LIMIT, reasons.QUEUE_RATE_LIMIT}
@@ -476,13 +487,7 @@ def test_a_new_leader_knows_what_each_budget_has_left(
         [sixth] = [j for j in ids["a"] if j not in leased_jobs(ex)]
         wait_reasons(api, [sixth], reasons.EXCESS_FLOW_BUDGET)
         held = dict(ex.held)
-    with serving(tmp_path, block, queues=(), database_url=database_url) as (server, api, _):
-        again = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
-        again.held = held
-        loop = server.server.scheduler
-        start = loop.cycles
-        until(lambda: again.sync() is not None and loop.cycles >= start + 5,
-              "five cycles of the new leader")
+    with started_again(tmp_path, block, database_url, held) as (server, api, again):
         assert sixth not in leased_jobs(again) and len(again.held) == 6
         assert scheduler_part(reason(api, sixth)) == reasons.EXCESS_FLOW_BUDGET
         assert list(charges(server).values()) == [10_000]
