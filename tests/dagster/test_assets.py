@@ -147,6 +147,40 @@ def test_pipes_reports_a_materialization_from_inside_the_job(armada: ArmadaResou
     assert "evaluating 5 rows" in log
 
 
+def test_pipes_runs_a_pod_group_and_hears_its_coordinator(armada: ArmadaResource,
+                                                            admin: ArmadaClient,
+                                                            instance: DagsterInstance) -> None:
+    """An elastic pod group through Pipes: the coordinator (the first role's member) reports
+    the materialization, the workers' output goes to the logs."""
+    @asset(check_specs=[AssetCheckSpec("enough_rows", asset="grouped")])
+    def grouped(context: AssetExecutionContext, pipes_armada: PipesArmadaClient):  # type: ignore[no-untyped-def]
+        coordinator = container_pod_spec([sys.executable, str(SCRIPTS / "pipes_report.py")],
+                                         cpu="200m", memory="512Mi")
+        worker = container_pod_spec(["sh", "-c", "echo worker has $DAGSTER_PIPES_CONTEXT"],
+                                    cpu="100m", memory="64Mi")
+        return pipes_armada.run(
+            context=context, extras={"rows": 4},
+            roles=[Role("coordinator", coordinator),
+                   Role("worker", worker, minimum=1, maximum=2)],
+        ).get_materialize_result()
+
+    result = materialize([grouped], resources={"pipes_armada": PipesArmadaClient(armada)},
+                         instance=instance)
+    assert result.success
+    metadata = materialization_metadata(result, "grouped")
+    assert metadata["rows"] == 4
+    [check] = result.get_asset_check_evaluations()
+    assert check.passed
+    ids = submitted(admin, armada.queue, f"dagster-{result.run_id}")
+    details = admin.get_job_details(ids, expand_job_spec=True)
+    assert sorted(d.job_spec.annotations["armadaproject.io/gangRole"]
+                  for d in details.values()) == ["coordinator", "worker", "worker"]
+    log = "\n".join(event_log(instance, result.run_id))
+    assert "pipes log from inside the job" in log
+    # Every member got the Pipes variables; only the coordinator's messages were read.
+    assert log.count("worker has ") == 2 and "worker has \n" not in log
+
+
 def test_user_error_fails_without_retry(armada: ArmadaResource, admin: ArmadaClient) -> None:
     script = "echo 'bad input file' > /dev/termination-log; exit 3"
     broken = armada_asset(name="broken", command=["sh", "-c", script], cpu="100m",

@@ -5,7 +5,8 @@ The job writes Pipes messages to stderr (``open_dagster_pipes()`` does so when t
 bootstrap variables); the step's wait (the task lifecycle's, which follows the job's log
 through the Logs RPC) hands each line to the reader, which passes the messages to Dagster and
 forwards every other line to the compute log. A gang's Pipes messages are read from its first
-member; the other members' lines are forwarded as output.
+member (of a pod group: the first member of its first role, e.g. its coordinator); the other
+members' lines are forwarded as output.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dagster._core.pipes.context import PipesLaunchedData, PipesMessageHandler
 from dagster._core.pipes.utils import extract_message_or_forward_to_file
 from dagster_pipes import PipesDefaultMessageWriter, PipesExtras, PipesParams
 
-from armada_core.client import PodSpecLike
+from armada_core.client import PodSpecLike, Role
 
 from .job import (
     AnyContext,
@@ -122,18 +123,26 @@ class PipesArmadaClient(PipesClient, TreatAsResourceParam):
             pod_spec: PodSpecLike | Sequence[PodSpecLike] | None = None,
             image: str = "python:3.11", cpu: str = "1", memory: str = "1Gi",
             env: Mapping[str, str] | None = None, replicas: int | None = None,
+            roles: Sequence[Role | Mapping[str, Any]] | None = None,
             job_set_id: str | None = None, timeout: float | None = None,
             **job: Any) -> PipesClientCompletedInvocation:
         """Launch the job with the Pipes bootstrap variables in its environment, wait for it,
         and return the invocation (``.get_materialize_result()``, ``.get_results()``).
 
         Keyword arguments are those of `execute_armada_job`: a full `pod_spec` (or a list of
-        them, a gang) or a `command`; `replicas` makes a gang of identical members.
+        them, a gang) or a `command`; `replicas` makes a gang of identical members; `roles`
+        an elastic pod group (every member gets the Pipes variables; the first member of the
+        first role reports through Pipes).
         """
-        if pod_spec is None:
+        if roles is not None:
+            if pod_spec is not None or command is not None:
+                raise ValueError("give roles or a pod_spec/command, not both")
+        elif pod_spec is None:
             if command is None:
-                raise ValueError("give a pod_spec or a command")
+                raise ValueError("give a pod_spec, a command or roles")
             pod_spec = container_pod_spec(command, image=image, cpu=cpu, memory=memory)
+        if roles is not None:
+            job["roles"] = roles
         # Outside Dagster's resource system nothing resolves EnvVar fields: do it here.
         with self.armada.process_config_and_initialize_cm() as armada:
             return self._run(armada, context, extras, pod_spec, env, replicas, job_set_id,
