@@ -26,13 +26,10 @@ import pytest
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient, gang_items, job_item
 from armada_core.client.errors import ArmadaError, DeadlineExceeded, Unavailable
-from armada_core.jobs import annotations as ann
 
 from .processes import Process, kill_leftovers, wait_until
 from .topology import (
     GRACE_SECONDS,
-    TERMINAL_STATES,
-    History,
     Topology,
     canary,
     close_open,
@@ -46,7 +43,9 @@ from .topology import (
     read_records,
     recorded_spec,
     run_violations,
+    settle,
     simulated_spec,
+    stuck,
     timeline,
 )
 
@@ -57,7 +56,6 @@ QUEUES = ("alpha", "beta")
 LEASE_TIMEOUT = 4
 SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2,
             "lease_timeout": LEASE_TIMEOUT}
-SETTLE = 120  # seconds for every job to end once the load stops (a bound, not a measurement)
 CYCLE_FAILED = "scheduling cycle failed"
 
 
@@ -314,52 +312,6 @@ def _phase_at_cancel(events: list) -> str:
         elif e.kind in ("queued", "failed"):
             phase = "queued"
     return phase
-
-
-def settle(topology: Topology, job_ids: list[str], timeout: float = SETTLE) -> list[str]:
-    """Wait (within `timeout`) for every job to be terminal; returns those that are not."""
-    left = list(job_ids)
-    deadline = time.monotonic() + timeout
-    with topology.client(timeout=60) as client:
-        while left and time.monotonic() < deadline:
-            states = {}
-            for i in range(0, len(left), 500):
-                states.update(client.get_job_status(left[i:i + 500]))
-            left = [j for j in left if states.get(j) not in TERMINAL_STATES]
-            if left:
-                time.sleep(0.5)
-    return left
-
-
-def stuck(topology: Topology, jobs: list[str], histories: dict[str, History],
-          waited: float = SETTLE) -> list[str]:
-    """Jobs that did not end: where they are, why the scheduler says they wait, and how the
-    other members of their gang ended."""
-    if not jobs:
-        return []
-    with topology.client(timeout=60) as client:
-        details = client.get_job_details(jobs, expand_job_spec=True)
-    out = []
-    for job in jobs:
-        d = details.get(job)
-        h = histories.get(job)
-        where = f"{h.queue}/{h.job_set}" if h else "?"
-        gang = d.job_spec.annotations.get(ann.GANG_ID, "") if d else ""
-        siblings = ""
-        if gang:
-            members = [
-                other for other, oh in histories.items()
-                if oh.job_set == (h.job_set if h else "") and other != job]
-            with topology.client(timeout=60) as client:
-                specs = client.get_job_details(members, expand_job_spec=True)
-            siblings = "; gang members: " + ", ".join(
-                f"{m} {histories[m].final} ({histories[m].story()})"
-                for m, md in specs.items() if md.job_spec.annotations.get(ann.GANG_ID) == gang)
-        out.append(f"{job} ({where}{', gang ' + gang if gang else ''}) not terminal "
-                   f"{waited:g}s after the load stopped; scheduler: "
-                   f"{d.scheduling_reason if d else '?'!r}; "
-                   f"{h.story() if h else '(no events)'}{siblings}")
-    return out
 
 
 def check(topology: Topology, storm: Storm, record: Path, *, expect_all: str | None = None

@@ -357,6 +357,55 @@ def event_violations(histories: Mapping[str, History], acked_cancels: Iterable[s
     return out
 
 
+SETTLE = 120  # seconds for every job to end once the load stops (a bound, not a measurement)
+
+
+def settle(topology: Topology, job_ids: list[str], timeout: float = SETTLE) -> list[str]:
+    """Wait (within `timeout`) for every job to be terminal; returns those that are not."""
+    left = list(job_ids)
+    deadline = time.monotonic() + timeout
+    with topology.client(timeout=60) as client:
+        while left and time.monotonic() < deadline:
+            states = {}
+            for i in range(0, len(left), 500):
+                states.update(client.get_job_status(left[i:i + 500]))
+            left = [j for j in left if states.get(j) not in TERMINAL_STATES]
+            if left:
+                time.sleep(0.5)
+    return left
+
+
+def stuck(topology: Topology, jobs: list[str], histories: dict[str, History],
+          waited: float = SETTLE) -> list[str]:
+    """Jobs that did not end: where they are, why the scheduler says they wait, and how the
+    other members of their gang ended."""
+    if not jobs:
+        return []
+    with topology.client(timeout=60) as client:
+        details = client.get_job_details(jobs, expand_job_spec=True)
+    out = []
+    for job in jobs:
+        d = details.get(job)
+        h = histories.get(job)
+        where = f"{h.queue}/{h.job_set}" if h else "?"
+        gang = d.job_spec.annotations.get(ann.GANG_ID, "") if d else ""
+        siblings = ""
+        if gang:
+            members = [
+                other for other, oh in histories.items()
+                if oh.job_set == (h.job_set if h else "") and other != job]
+            with topology.client(timeout=60) as client:
+                specs = client.get_job_details(members, expand_job_spec=True)
+            siblings = "; gang members: " + ", ".join(
+                f"{m} {histories[m].final} ({histories[m].story()})"
+                for m, md in specs.items() if md.job_spec.annotations.get(ann.GANG_ID) == gang)
+        out.append(f"{job} ({where}{', gang ' + gang if gang else ''}) not terminal "
+                   f"{waited:g}s after the load stopped; scheduler: "
+                   f"{d.scheduling_reason if d else '?'!r}; "
+                   f"{h.story() if h else '(no events)'}{siblings}")
+    return out
+
+
 def job_details(client: ArmadaClient, job_ids: Iterable[str]) -> dict[str, job_pb2.JobDetails]:
     ids = sorted(set(job_ids))
     details: dict[str, job_pb2.JobDetails] = {}
