@@ -1,5 +1,6 @@
 """Topology-aware gangs and elastic pod groups as operators run them: two server replicas on
-one PostgreSQL database with `topology_levels: [topology/block, topology/rack]`, and a remote
+one PostgreSQL database with `topology_levels: [topology/block, topology/rack]` (and a usage
+half-life, whose decayed usage the leader keeps in the database), and a remote
 `armada-executor` (simulated, or local with real processes) whose nodes carry block and rack
 labels given on its command line (the mapping form of `--nodes`): 2 blocks x 2 racks x 2
 nodes of 2 CPUs.
@@ -18,16 +19,21 @@ end records.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from armada_core.api import job_pb2, submit_pb2
 from armada_core.client import ArmadaClient, Role, gang_items, job_item, pod_group_items
 from armada_server.config import parse_nodes
 from armada_server.executors.nodes import virtual_nodes
+from armada_server.storage import schema as t
+from armada_server.storage.database import open_database
 
 from .processes import Process, kill_leftovers, wait_until
 from .topology import (
@@ -56,7 +62,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.postgres,
 
 BLOCK, RACK = "topology/block", "topology/rack"
 SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2, "lease_timeout": 4,
-            "scheduling": f"{{topology_levels: [{BLOCK}, {RACK}]}}"}
+            "scheduling": f"{{topology_levels: [{BLOCK}, {RACK}], usage_half_life: 300}}"}
 POOL, QUEUE, EXECUTOR = "topo", "train", "e-topo"
 # 2 blocks x 2 racks x 2 nodes of 2 CPUs: a rack holds 4 one-CPU members, a block 8.
 NODES = tuple(f'{{count: 2, cpu: "2", memory: 4Gi, labels: {{{BLOCK}: {block}, {RACK}: {rack}}}}}'
@@ -98,6 +104,21 @@ def member_spec(kind: str, record: Path, seconds: float) -> tuple[dict, dict[str
     spec, annotations = simulated_spec(seconds)
     spec["containers"][0]["resources"] = resources("1")
     return spec, annotations
+
+
+def carried_usage(database_url: str) -> tuple[dict[str, float], datetime | None]:
+    """Each queue's decayed usage as the scheduling leader last kept it in the database, and
+    when it wrote it."""
+    engine = open_database(database_url)
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(select(t.scheduler_carryover.c.state,
+                                      t.scheduler_carryover.c.updated_at)).first()
+    finally:
+        engine.dispose()
+    if row is None:
+        return {}, None
+    return json.loads(row.state).get("usage", {}), row.updated_at
 
 
 def runs_of(details: Mapping[str, job_pb2.JobDetails], jobs: list[str]
@@ -229,7 +250,11 @@ def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
 
     # SIGKILL the leader while they run; the other replica takes over.
     leader = topology.leader()
+    before, _ = carried_usage(topology.database_url)
+    if not before.get(QUEUE):
+        violations.append(f"the leader kept no decayed usage of {QUEUE} before it was killed")
     leader.process.kill()
+    killed_at = datetime.now(UTC)
     survivor = topology.leader()
     assert survivor is not leader
 
@@ -259,6 +284,12 @@ def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
     violations += one_domain("rack gang 2", second, details, labels, RACK)
     violations += one_domain("the pod group", group, details, labels, BLOCK)
     violations += ran_together(coordinators, workers, details, WORKERS_MIN)
+    # The new leader read the row the killed one kept and goes on keeping it (that it
+    # carries the values on is shown by tests/server's restart tests).
+    after, written = carried_usage(topology.database_url)
+    if not after.get(QUEUE) or written is None or written <= killed_at:
+        violations.append(f"the new leader does not keep {QUEUE}'s decayed usage: "
+                          f"{after} written at {written}, the leader killed at {killed_at}")
     violations += [f"{name}: {line}" for name, lines in topology.log_lines(CYCLE_FAILED).items()
                    for line in lines[:3]]
     lifetimes = []
