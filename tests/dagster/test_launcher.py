@@ -2,15 +2,16 @@
 ArmadaRunLauncher; the local executor runs `dagster api execute_run` on this machine."""
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterInstance, DagsterRunStatus
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher.base import ResumeRunContext, WorkerStatus
-from dagster._core.test_utils import in_process_test_workspace, poll_for_finished_run
+from dagster._core.test_utils import in_process_test_workspace
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from armada_core.api import submit_pb2
@@ -36,9 +37,26 @@ def launcher_instance(tmp_path: Path, server, queue: str) -> Iterator[DagsterIns
             "address": server.address, "queue": queue, "cpu": "500m", "memory": "2Gi",
             "entry_point": [sys.executable, "-m", "dagster"],
             "env_vars": [f"DAGSTER_HOME={home}", f"MARKER_DIR={tmp_path}"],
-            "termination_grace_period_seconds": 10}}}))
+            # The default grace: a run worker interrupted on a busy machine needs seconds to
+            # record its cancellation, and a SIGKILL before that leaves the run CANCELING.
+            "termination_grace_period_seconds": 30}}}))
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         yield instance
+
+
+def finished_run(instance: DagsterInstance, run_id: str, timeout: float) -> DagsterRun:
+    """The run once it has finished; on a timeout the failure shows the run's event log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = instance.get_run_by_id(run_id)
+        if run is not None and run.is_finished:
+            return run
+        time.sleep(0.2)
+    events = [f"{e.timestamp:.3f} {e.dagster_event_type or ''} {e.user_message[:200]}"
+              for e in instance.all_logs(run_id)]
+    run = instance.get_run_by_id(run_id)
+    raise AssertionError(f"run {run_id} not finished after {timeout} s "
+                         f"({run.status if run else 'gone'}); its events:\n" + "\n".join(events))
 
 
 def launch(instance: DagsterInstance, job_name: str) -> str:
@@ -60,7 +78,7 @@ def test_a_launched_run_executes_as_an_armada_job(launcher_instance: DagsterInst
                                                   admin: ArmadaClient, queue: str) -> None:
     assert isinstance(launcher_instance.run_launcher, ArmadaRunLauncher)
     run_id = launch(launcher_instance, "hello_job")
-    run = poll_for_finished_run(launcher_instance, run_id, timeout=120)
+    run = finished_run(launcher_instance, run_id, timeout=120)
     assert run.status == DagsterRunStatus.SUCCESS
     job_id = run.tags[JOB_ID_TAG]
     messages = [r.user_message for r in launcher_instance.all_logs(run_id)]
@@ -86,6 +104,6 @@ def test_terminating_a_launched_run_cancels_its_job(launcher_instance: DagsterIn
     assert launcher_instance.get_run_by_id(run_id).tags[JOB_ID_TAG] == job_id
     assert submitted(admin, queue, run.tags["armada/job_set_id"]) == [job_id]
     assert launcher_instance.run_launcher.terminate(run_id)
-    run = poll_for_finished_run(launcher_instance, run_id, timeout=60)
+    run = finished_run(launcher_instance, run_id, timeout=90)
     assert run.status == DagsterRunStatus.CANCELED
     assert admin.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED
