@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterInstance, DagsterRun, DagsterRunStatus
+from dagster import DagsterEventType, DagsterInstance, DagsterRun, DagsterRunStatus
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher.base import ResumeRunContext, WorkerStatus
 from dagster._core.test_utils import in_process_test_workspace
@@ -17,7 +17,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient
 from dagster_armada import ArmadaRunLauncher
-from dagster_armada.launcher import JOB_ID_TAG
+from dagster_armada.launcher import JOB_ID_TAG, KILL_MARGIN_SECONDS
 from tests.dagster.scripts import launched_defs
 from tests.dagster.test_assets import submitted
 from tests.dagster.test_lifecycle import wait_for_file
@@ -28,7 +28,12 @@ ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture
-def launcher_instance(tmp_path: Path, server, queue: str) -> Iterator[DagsterInstance]:  # type: ignore[no-untyped-def]
+def launcher_instance(request: pytest.FixtureRequest, tmp_path: Path, server,  # type: ignore[no-untyped-def]
+                      queue: str) -> Iterator[DagsterInstance]:
+    """An instance launching through ArmadaRunLauncher; the parameter, if any, is the run
+    workers' termination grace period (by default 30 s: a run worker interrupted on a busy
+    machine needs seconds to record its cancellation)."""
+    grace = getattr(request, "param", 30)
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text(yaml.safe_dump({
@@ -37,9 +42,7 @@ def launcher_instance(tmp_path: Path, server, queue: str) -> Iterator[DagsterIns
             "address": server.address, "queue": queue, "cpu": "500m", "memory": "2Gi",
             "entry_point": [sys.executable, "-m", "dagster"],
             "env_vars": [f"DAGSTER_HOME={home}", f"MARKER_DIR={tmp_path}"],
-            # The default grace: a run worker interrupted on a busy machine needs seconds to
-            # record its cancellation, and a SIGKILL before that leaves the run CANCELING.
-            "termination_grace_period_seconds": 30}}}))
+            "termination_grace_period_seconds": grace}}}))
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
         yield instance
 
@@ -106,4 +109,23 @@ def test_terminating_a_launched_run_cancels_its_job(launcher_instance: DagsterIn
     assert launcher_instance.run_launcher.terminate(run_id)
     run = finished_run(launcher_instance, run_id, timeout=90)
     assert run.status == DagsterRunStatus.CANCELED
+    assert admin.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED
+
+
+@pytest.mark.parametrize("launcher_instance", [1], indirect=True)
+def test_a_run_whose_worker_ignores_termination_still_ends_canceled(
+        launcher_instance: DagsterInstance, admin: ArmadaClient, tmp_path: Path) -> None:
+    """The worker ignores SIGTERM, so the executor SIGKILLs it after the grace period and it
+    never records the cancellation: the launcher records it once the grace period is over."""
+    run_id = launch(launcher_instance, "stubborn_job")
+    wait_for_file(tmp_path / "worker-started", timeout=120)
+    job_id = launcher_instance.get_run_by_id(run_id).tags[JOB_ID_TAG]
+    assert launcher_instance.run_launcher.terminate(run_id)
+    assert launcher_instance.get_run_by_id(run_id).status == DagsterRunStatus.CANCELING
+    run = finished_run(launcher_instance, run_id, timeout=KILL_MARGIN_SECONDS + 60)
+    assert run.status == DagsterRunStatus.CANCELED
+    [canceled] = [e.dagster_event for e in launcher_instance.all_logs(run_id)
+                  if e.dagster_event_type == DagsterEventType.RUN_CANCELED]
+    assert canceled.message == f"Armada job {job_id} was cancelled and its run worker " \
+        "stopped without recording the cancellation"
     assert admin.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED

@@ -7,15 +7,29 @@ same run twice reattaches to the worker's job instead of starting a second one; 
 (run monitoring found its worker gone) reattaches to the job while it can still succeed and
 submits a new generation of it otherwise. Terminating the run cancels the job; the worker gets
 SIGTERM, which Dagster turns into an interrupt, and its steps cancel their own Armada jobs.
+A worker SIGKILLed before it recorded that (it ignored SIGTERM, or outlived its grace period)
+never does: once the grace period is over the launcher records the run as canceled itself.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dagster import Array, BoolSource, Field, IntSource, Noneable, Permissive, StringSource
+from dagster import (
+    Array,
+    BoolSource,
+    DagsterRunStatus,
+    Field,
+    IntSource,
+    Noneable,
+    Permissive,
+    StringSource,
+)
 from dagster import _check as check
 from dagster._core.launcher.base import (
     CheckRunHealthResult,
@@ -35,9 +49,15 @@ from armada_core.client.lifecycle import TaskIdentity, submit_or_reattach
 from .job import ORCHESTRATOR, RUN_ID_ANNOTATION, container_pod_spec
 from .resource import ArmadaResource
 
+log = logging.getLogger(__name__)
+
 JOB_ID_TAG = "armada/job_id"
 QUEUE_TAG = "armada/queue"
 JOB_SET_TAG = "armada/job_set_id"
+
+# After a run worker's grace period, how long the launcher still leaves its cancellation for
+# the worker to record: the executor starts the grace period at its next sync with the server.
+KILL_MARGIN_SECONDS = 10.0
 
 _RUNNING = (submit_pb2.QUEUED, submit_pb2.SUBMITTED, submit_pb2.LEASED, submit_pb2.PENDING,
             submit_pb2.RUNNING)
@@ -214,7 +234,26 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
             self._instance.report_engine_event(
                 f"Cancelled Armada job {job_id}; the run worker is stopping", run,
                 cls=self.__class__)
+            self._record_cancellation_after_grace(run_id, job_id)
         return True
+
+    def _record_cancellation_after_grace(self, run_id: str, job_id: str) -> None:
+        """Record the run as canceled if its worker has not done so once its grace period
+        is over: the worker has been SIGKILLed by then, and without this (or run monitoring's
+        cancel timeout) the run would stay CANCELING for good."""
+        def record() -> None:
+            time.sleep(self.grace + KILL_MARGIN_SECONDS)
+            try:
+                run = self._instance.get_run_by_id(run_id)
+                if run is not None and run.status == DagsterRunStatus.CANCELING:
+                    self._instance.report_run_canceled(
+                        run, message=f"Armada job {job_id} was cancelled and its run worker "
+                                     "stopped without recording the cancellation")
+            except Exception:  # the instance may be gone with its process; monitoring remains
+                log.warning("could not record Dagster run %s as canceled", run_id,
+                            exc_info=True)
+
+        threading.Thread(target=record, name=f"armada-cancel-{run_id}", daemon=True).start()
 
     @property
     def supports_check_run_worker_health(self) -> bool:

@@ -2,10 +2,11 @@
 `dagster api execute_run`, by the run worker the local executor starts."""
 
 import os
+import signal
 import time
 from pathlib import Path
 
-from dagster import Definitions, OpExecutionContext, job, op
+from dagster import Definitions, OpExecutionContext, in_process_executor, job, op
 
 
 @op
@@ -15,6 +16,16 @@ def hello(context: OpExecutionContext) -> None:
 
 @op
 def wait_until_terminated(context: OpExecutionContext) -> None:
+    Path(os.environ["MARKER_DIR"], "worker-started").write_text(os.environ["HOSTNAME"])
+    time.sleep(120)
+
+
+@op
+def ignore_termination(context: OpExecutionContext) -> None:
+    """Runs in the run worker's own process (in-process executor), so the worker cannot be
+    interrupted: it never records its cancellation itself."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     Path(os.environ["MARKER_DIR"], "worker-started").write_text(os.environ["HOSTNAME"])
     time.sleep(120)
 
@@ -29,4 +40,9 @@ def slow_job() -> None:
     wait_until_terminated()
 
 
-defs = Definitions(jobs=[hello_job, slow_job])
+@job(executor_def=in_process_executor)
+def stubborn_job() -> None:
+    ignore_termination()
+
+
+defs = Definitions(jobs=[hello_job, slow_job, stubborn_job])
