@@ -8,7 +8,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from armada_core.api import job_pb2, submit_pb2
+from armada_core.api import job_pb2
 
 from .. import operations as ops
 from ..reattach import LIVE_STATES, decide_reattach
@@ -26,6 +26,8 @@ class FoundJob:
     state: int
     attempt: str
     generation: int
+    #: Ended, but its last run's processes may still be terminating (see `_stopping`).
+    stopping: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,13 +103,18 @@ def submit_or_reattach_steps(queue: str, job_set_id: str, identity: TaskIdentity
     for js in dict.fromkeys((job_set_id, *identity.job_sets)):
         states = yield ops.get_job_status_by_external_uri(queue, js, identity.external_job_uri)
         if states:
-            details = yield ops.get_job_details(list(states), expand_job_spec=True)
+            details = yield ops.get_job_details(list(states), expand_job_spec=True,
+                                                expand_job_run=True)
             found += [_found(j, js, s, details.get(j)) for j, s in states.items()]
     decided = plan(identity, found)
     if decided.because:
         log(f"Found {decided.because}")
-    if decided.cancel:
-        yield from _cancel_and_wait(queue, identity, decided.cancel, log, cancel_wait, clock)
+    # Jobs that ended while their processes still terminate count as running until they
+    # are gone (a task killed and retried at once, its job cancelled just before).
+    stopping = () if decided.reattach else tuple(j for j in found if j.stopping)
+    if decided.cancel or stopping:
+        yield from _cancel_and_wait(queue, identity, decided.cancel, stopping, log,
+                                    cancel_wait, clock)
     if decided.reattach:
         log(f"Reattaching to Armada job(s) {', '.join(decided.reattach)}")
         return Submission(queue, decided.job_set_id or job_set_id, list(decided.reattach),
@@ -128,32 +135,52 @@ def _found(job_id: str, job_set_id: str, state: int,
     except ValueError:
         generation = 0
     return FoundJob(job_id, job_set_id, state, annotations.get(ATTEMPT_ANNOTATION, ""),
-                    generation)
+                    generation, state in TERMINAL and _stopping(details))
 
 
-def _cancel_and_wait(queue: str, identity: TaskIdentity, jobs: Sequence[FoundJob], log: Log,
-                     cancel_wait: float, clock: Callable[[], float]
-                     ) -> Generator[Step, Any, None]:
+def _stopping(details: job_pb2.JobDetails | None) -> bool:
+    """A run that ended without a finished time: the server ended it (a cancellation) and
+    its executor has not yet confirmed that its processes are gone."""
+    return details is not None and any(
+        r.state >= job_pb2.RUN_STATE_SUCCEEDED and not r.HasField("finished_ts")
+        for r in details.job_runs)
+
+
+def _cancel_and_wait(queue: str, identity: TaskIdentity, jobs: Sequence[FoundJob],
+                     stopping: Sequence[FoundJob], log: Log, cancel_wait: float,
+                     clock: Callable[[], float]) -> Generator[Step, Any, None]:
+    """Cancel `jobs`, then wait until they and `stopping` have ended and their processes
+    are gone, so that two attempts never run at once."""
     by_set: dict[str, list[str]] = {}
     for j in jobs:
         by_set.setdefault(j.job_set_id, []).append(j.job_id)
-    ids = [j.job_id for j in jobs]
-    log(f"Cancelling Armada job(s) {', '.join(ids)} before submitting attempt "
-        f"{identity.attempt}, so that two attempts never run at once")
+    if jobs:
+        log(f"Cancelling Armada job(s) {', '.join(j.job_id for j in jobs)} before submitting "
+            f"attempt {identity.attempt}, so that two attempts never run at once")
     for js, job_ids in by_set.items():
         yield ops.cancel_jobs(queue, js, job_ids,
                               f"replaced by attempt {identity.attempt} of {identity.name}")
+    ids = list(dict.fromkeys([j.job_id for j in (*jobs, *stopping)]))
     deadline = clock() + cancel_wait
+    told = False
     while True:
-        states = yield ops.get_job_status(ids)
-        live = [j for j in ids if states.get(j, submit_pb2.UNKNOWN) not in TERMINAL
-                and states.get(j) != submit_pb2.UNKNOWN]
-        if not live:
+        details = yield ops.get_job_details(ids, expand_job_run=True)
+        live = [j for j in ids if j in details and details[j].state not in TERMINAL]
+        ending = [j for j in ids if j in details and _stopping(details[j])]
+        if not live and not ending:
             return
         if clock() >= deadline:
-            raise LifecycleError(f"Armada job(s) {', '.join(live)} of an earlier attempt did "
-                                 f"not end within {cancel_wait:.0f} s of being cancelled; "
-                                 "not submitting a second copy beside them")
+            if live:
+                raise LifecycleError(f"Armada job(s) {', '.join(live)} of an earlier attempt "
+                                     f"did not end within {cancel_wait:.0f} s of being "
+                                     "cancelled; not submitting a second copy beside them")
+            log(f"Armada job(s) {', '.join(ending)} ended, but their pods were not confirmed "
+                f"gone within {cancel_wait:.0f} s; submitting attempt {identity.attempt}")
+            return
+        if ending and not live and not told:
+            told = True
+            log(f"Waiting for the pods of Armada job(s) {', '.join(ending)} to stop before "
+                f"submitting attempt {identity.attempt}")
         yield Pause(1.0)
 
 

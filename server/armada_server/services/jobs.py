@@ -24,11 +24,14 @@ def _ts(when: datetime | None) -> Timestamp | None:
     return ts
 
 
-def run_details(job_id: str, run: Run) -> job_pb2.JobRunDetails:
+def run_details(job_id: str, run: Run, *, stopping: bool = False) -> job_pb2.JobRunDetails:
+    """A run as the API shows it; a run still `stopping` (ended by the server, its processes
+    not yet confirmed gone) has no finished time yet, so a client can wait for its end."""
     return job_pb2.JobRunDetails(
         run_id=run.id, job_id=job_id, state=int(run.state), cluster=run.cluster_id,
         node=run.node, leased_ts=_ts(run.leased_at), pending_ts=_ts(run.pending_at),
-        started_ts=_ts(run.started_at), finished_ts=_ts(run.finished_at))
+        started_ts=_ts(run.started_at),
+        finished_ts=None if stopping else _ts(run.finished_at))
 
 
 def storable(ids) -> list[str]:  # type: ignore[no-untyped-def]
@@ -98,6 +101,11 @@ class JobsService(job_pb2_grpc.JobsServicer):
         states = await self.ctx.run(self.ctx.store.job_states, ids)
         return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in states.items()})
 
+    async def _stopping(self, runs: list[Run]) -> set[str]:
+        """Which of `runs` that ended are still stopping (see `run_details`)."""
+        ended = [r.id for r in runs if r.finished_at is not None]
+        return await self.ctx.run(self.ctx.store.stopping_runs, ended) if ended else set()
+
     async def waiting_reasons(self, jobs: list[Job]) -> dict[str, str]:
         """Why each job waits: the scheduler's stored reason and, for a queued job, where
         its queue stands and its place in the queue's line (both read now). One text for
@@ -118,6 +126,8 @@ class JobsService(job_pb2_grpc.JobsServicer):
     async def GetJobDetails(self, request, context):  # type: ignore[no-untyped-def]
         jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
         reasons = await self.waiting_reasons(jobs)
+        stopping = await self._stopping([r for job in jobs for r in job.runs]) \
+            if request.expand_job_run else set()
         out = job_pb2.JobDetailsResponse()
         for job in jobs:
             d = out.job_details[job.id]
@@ -138,7 +148,8 @@ class JobsService(job_pb2_grpc.JobsServicer):
             if request.expand_job_spec:
                 d.job_spec.CopyFrom(job.spec)
             if request.expand_job_run:
-                d.job_runs.extend(run_details(job.id, r) for r in job.runs)
+                d.job_runs.extend(run_details(job.id, r, stopping=r.id in stopping)
+                                  for r in job.runs)
         return out
 
     @rpc
@@ -151,9 +162,11 @@ class JobsService(job_pb2_grpc.JobsServicer):
     @rpc
     async def GetJobRunDetails(self, request, context):  # type: ignore[no-untyped-def]
         runs = await self.ctx.run(self.ctx.store.runs, storable(request.run_ids))
+        stopping = await self._stopping([run for _, run in runs])
         out = job_pb2.JobRunDetailsResponse()
         for job_id, run in runs:
-            out.job_run_details[run.id].CopyFrom(run_details(job_id, run))
+            out.job_run_details[run.id].CopyFrom(run_details(job_id, run,
+                                                             stopping=run.id in stopping))
         return out
 
     @rpc

@@ -476,6 +476,21 @@ class Store(NodeOps, LeaseOps, PlaceOps):
                     conn, select(*RUN_COLUMNS).where(t.runs.c.id.in_(chunk)))]
         return out
 
+    def stopping_runs(self, run_ids: Sequence[str]) -> set[str]:
+        """Of `run_ids`, the runs the server ended (cancelled, restarted with their gang)
+        whose processes may still be terminating: their executor has not confirmed the end
+        and their grace period has not run out. Such a run has not finished yet. An expired
+        lease is not among them: its executor has been silent for the lease timeout and is
+        presumed gone with its pods (the local executor's pods kill themselves by then)."""
+        now = self.clock()
+        out: set[str] = set()
+        with self._read() as conn:
+            for chunk in chunks(list(run_ids), 500):
+                out.update(conn.execute(select(t.runs.c.id).where(
+                    t.runs.c.id.in_(chunk), t.runs.c.releases_at > now,
+                    t.runs.c.state != int(RunState.LEASE_EXPIRED))).scalars())
+        return out
+
     def active_queues(self) -> dict[str, list[str]]:
         """Queues with queued or running jobs, by pool ('' for jobs not yet placed)."""
         with self._read() as conn:
