@@ -137,12 +137,11 @@ class PipesArmadaClient(PipesClient, TreatAsResourceParam):
         if roles is not None:
             if pod_spec is not None or command is not None:
                 raise ValueError("give roles or a pod_spec/command, not both")
+            job["roles"] = roles
         elif pod_spec is None:
             if command is None:
                 raise ValueError("give a pod_spec, a command or roles")
             pod_spec = container_pod_spec(command, image=image, cpu=cpu, memory=memory)
-        if roles is not None:
-            job["roles"] = roles
         # Outside Dagster's resource system nothing resolves EnvVar fields: do it here.
         with self.armada.process_config_and_initialize_cm() as armada:
             return self._run(armada, context, extras, pod_spec, env, replicas, job_set_id,
