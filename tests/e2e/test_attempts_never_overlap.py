@@ -1,14 +1,16 @@
 """Two attempts of a task never run at once, down to the processes: the server shows a run it
 ended without a finished time until its executor confirms the processes are gone, and the
 task lifecycle submits a new attempt only after that. The earlier attempt's process ignores
-SIGTERM, so it lives on for its whole grace period after the cancellation."""
+SIGTERM (or takes seconds to wind down), so it lives on after the cancellation. Also as
+operators run it: two replicas on PostgreSQL, a remote `armada-executor`, the leader
+SIGKILLed between the attempts."""
 
 from __future__ import annotations
 
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,9 @@ from armada_core.client import ArmadaClient, job_item
 from armada_core.client.lifecycle import TaskIdentity, submit_or_reattach
 from armada_server.app import EmbeddedServer
 from armada_server.config import NodeGroup, ServerConfig
+
+from .processes import Process, kill_leftovers, wait_until
+from .topology import Topology, in_pool, read_records, recorded_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -107,3 +112,52 @@ def test_a_retry_waits_for_the_earlier_attempts_processes(client: ArmadaClient,
                                stubborn(tmp_path / "pid3"))
     assert not alive(pid2)
     assert not third.reattached
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+def test_a_retry_waits_across_replicas_a_remote_executor_and_a_killed_leader(
+        processes: Callable[..., Process], tmp_path: Path, postgres_server) -> None:  # type: ignore[no-untyped-def]
+    """The first attempt runs on a remote local executor and takes 4 s to stop on SIGTERM;
+    the leader is SIGKILLed; the retry, through the surviving replica, starts only after
+    the first attempt's process recorded its end."""
+    topology = Topology(processes, tmp_path, postgres_server.new_database(),
+                        scheduling_period=0.2, executor_sync_interval=0.2, lease_timeout=4)
+    try:
+        topology.add_replica("a")
+        leader = topology.leader()
+        topology.add_replica("b")
+        topology.add_executor("e1", "local", "cpu", "1x4x8Gi")
+        record = tmp_path / "records.log"
+        spec = recorded_spec(record, 120, stop_delay=4)
+
+        def build(client_id: str) -> list[submit_pb2.JobSubmitRequestItem]:
+            return [job_item(spec, client_id=client_id, annotations=in_pool("cpu"))]
+
+        with topology.client() as client:
+            client.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+            first = submit_or_reattach(client, "q", "js", FIRST, build)
+        wait_until(lambda: any(life.job_id in first.job_ids
+                               for life in read_records(record)[0]), 60,
+                   "the first attempt's process to start")
+        leader.process.kill()
+        survivor = topology.leader()
+        assert survivor is not leader
+        lines: list[str] = []
+        with topology.client(survivor) as client:
+            retry = submit_or_reattach(client, "q", "js", RETRY, build, log=lines.append)
+            submitted_at = time.time_ns()
+            assert client.get_job_status(first.job_ids)[first.job_ids[0]] == \
+                submit_pb2.CANCELLED
+        [old] = [life for life in read_records(record)[0] if life.job_id in first.job_ids]
+        assert old.end is not None and old.end <= submitted_at, (old, lines)
+        assert any("Waiting for the pods of Armada job" in line for line in lines), lines
+        wait_until(lambda: any(life.job_id in retry.job_ids
+                               for life in read_records(record)[0]), 60,
+                   "the retry's process to start")
+    finally:
+        topology.close()
+        for process in reversed(topology.processes):
+            process.stop()
+        kill_leftovers(str(tmp_path / "e1-pods"))
