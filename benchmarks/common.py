@@ -34,9 +34,14 @@ def machine() -> dict[str, Any]:
                 memory = f"{int(line.split()[1]) // 1024} MiB"
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory": memory,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "grpcio": grpc.__version__}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": memory,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "grpcio": grpc.__version__,
+    }
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -669,8 +669,11 @@ def mixed(quick: bool, plain: bool = False) -> dict:
 
     def copy(f: float) -> Snapshot:
         n_, q_, j_ = mixed_world(
-            int(cpu_nodes * f), max(10, int(gpu_nodes * f)), max(2, int(queues * f)),
-            int(jobs * f), roles=not plain,
+            int(cpu_nodes * f),
+            max(10, int(gpu_nodes * f)),
+            max(2, int(queues * f)),
+            int(jobs * f),
+            roles=not plain,
         )
         return Snapshot(q_, CLASSES, n_, j_, config())
 
@@ -744,8 +747,14 @@ def flow_shares(
     return alloc(hi)
 
 
-def simulate_flow(half_life: float | None, protected: float | None, tracked_half_life: float,
-                  cycles: int = 50, queues: int = 100, nodes: int = 100) -> dict:
+def simulate_flow(
+    half_life: float | None,
+    protected: float | None,
+    tracked_half_life: float,
+    cycles: int = 50,
+    queues: int = 100,
+    nodes: int = 100,
+) -> dict:
     """One run of ``fairness_over_time``: ``half_life`` is the scheduler's option (None: it
     ignores past usage); flow is always tracked with ``tracked_half_life``."""
     rng = random.Random(2024)
@@ -765,8 +774,7 @@ def simulate_flow(half_life: float | None, protected: float | None, tracked_half
     # Every job requests cpu and memory, so these are the cycle's dimensions throughout.
     dims = resource_dims(Snapshot((), CLASSES, node_list, ()))
     width = len(dims)
-    costs = CostModel.build(dims, [sum(n.capacity.get(d, 0) for n in node_list)
-                                   for d in dims], {})
+    costs = CostModel.build(dims, [sum(n.capacity.get(d, 0) for n in node_list) for d in dims], {})
     for t in range(cycles):
         for jid in [j for j, end in ends.items() if end <= t and j in running]:
             del running[jid]
@@ -782,7 +790,13 @@ def simulate_flow(half_life: float | None, protected: float | None, tracked_half
         jobs = tuple(running.values()) + tuple(j for js in queued.values() for j in js)
         snap = Snapshot(
             tuple(Queue(q, factor[q], decayed_usage=usage.get(q, 0.0)) for q in names),
-            CLASSES, node_list, jobs, config, now=t * dt, usage_elapsed=dt if t else 0.0)
+            CLASSES,
+            node_list,
+            jobs,
+            config,
+            now=t * dt,
+            usage_elapsed=dt if t else 0.0,
+        )
         held: dict[str, list[int]] = defaultdict(lambda: [0] * width)
         want: dict[str, list[int]] = defaultdict(lambda: [0] * width)
         for j in jobs:
@@ -792,10 +806,12 @@ def simulate_flow(half_life: float | None, protected: float | None, tracked_half
                 held[j.queue] = [a + b for a, b in zip(held[j.queue], vec, strict=True)]
         active = sorted(want)
         start = {q: costs.cost(held[q]) for q in active}
-        offsets = usage_offsets({q: usage.get(q, 0.0) for q in active}, start,
-                                dt if t else 0.0, tracked_half_life)
-        ideal = flow_shares({q: 1.0 / factor[q] for q in active}, offsets,
-                            {q: costs.cost(want[q]) for q in active})
+        offsets = usage_offsets(
+            {q: usage.get(q, 0.0) for q in active}, start, dt if t else 0.0, tracked_half_life
+        )
+        ideal = flow_shares(
+            {q: 1.0 / factor[q] for q in active}, offsets, {q: costs.cost(want[q]) for q in active}
+        )
         began = time.perf_counter()
         result = fast_schedule(snap)
         seconds.append(time.perf_counter() - began)
@@ -813,9 +829,16 @@ def simulate_flow(half_life: float | None, protected: float | None, tracked_half
         for jid in result.preempted:
             j = running.pop(jid)
             queued[j.queue].append(replace(j, node=None, start_time=None))  # back in line
-        usage = {q: u for q in names
-                 if (u := decay_usage(usage.get(q, 0.0), result.queue_costs.get(q, 0.0), dt,
-                                      tracked_half_life)) > 1e-9}
+        usage = {
+            q: u
+            for q in names
+            if (
+                u := decay_usage(
+                    usage.get(q, 0.0), result.queue_costs.get(q, 0.0), dt, tracked_half_life
+                )
+            )
+            > 1e-9
+        }
     return {
         "fairness_error_mean": statistics.fmean(errors),
         "fairness_error_max": max(errors),
@@ -857,8 +880,10 @@ def fairness_over_time() -> dict:
         began = time.perf_counter()
         out[name] = simulate_flow(half_life, protected, 300.0)
         out[name]["seconds"] = time.perf_counter() - began
-        log(f"fairness_over_time: {name}: mean error "
-            f"{out[name]['fairness_error_mean']:.4f} in {out[name]['seconds']:.1f} s")
+        log(
+            f"fairness_over_time: {name}: mean error "
+            f"{out[name]['fairness_error_mean']:.4f} in {out[name]['seconds']:.1f} s"
+        )
     out["fairness_error_mean"] = out["with_half_life"]["fairness_error_mean"]
     return out
 

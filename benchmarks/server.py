@@ -49,23 +49,30 @@ from benchmarks.common import LISTENING, log, machine, percentile  # noqa: E402
 BATCH = 1000
 
 
-
-
-
-
-
-
 # --- the server process ---------------------------------------------------------------------
+
 
 class Server:
     def __init__(self, database_url: str, log_path: Path) -> None:
         script = Path(sys.executable).parent / "armada-server"
-        command = [str(script)] if script.exists() else [sys.executable, "-m",
-                                                         "armada_server.cli"]
+        command = [str(script)] if script.exists() else [sys.executable, "-m", "armada_server.cli"]
         self._log = log_path.open("ab")
         self.proc = subprocess.Popen(
-            [*command, "--port", "0", "--http-port", "0", "--database-url", database_url,
-             "--executor", "none"], stdout=subprocess.PIPE, stderr=self._log, text=True)
+            [
+                *command,
+                "--port",
+                "0",
+                "--http-port",
+                "0",
+                "--database-url",
+                database_url,
+                "--executor",
+                "none",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         match = LISTENING.search(line)
         if not match:
@@ -89,18 +96,25 @@ class Server:
 def create_queue(address: str, name: str) -> None:
     with grpc.insecure_channel(address) as channel:
         submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(
-            submit_pb2.Queue(name=name, priority_factor=1), timeout=60)
+            submit_pb2.Queue(name=name, priority_factor=1), timeout=60
+        )
 
 
 def job_item(client_id: str = "") -> submit_pb2.JobSubmitRequestItem:
     q = resource_pb2.Quantity
     resources = {"cpu": q(string="1"), "memory": q(string="1Gi")}
     container = core.Container(
-        name="main", image="busybox:1.36", command=["sh", "-c", "sleep 10"],
-        resources=core.ResourceRequirements(requests=resources, limits=resources))
+        name="main",
+        image="busybox:1.36",
+        command=["sh", "-c", "sleep 10"],
+        resources=core.ResourceRequirements(requests=resources, limits=resources),
+    )
     return submit_pb2.JobSubmitRequestItem(
-        priority=1, namespace="default", client_id=client_id,
-        pod_specs=[core.PodSpec(containers=[container], restartPolicy="Never")])
+        priority=1,
+        namespace="default",
+        client_id=client_id,
+        pod_specs=[core.PodSpec(containers=[container], restartPolicy="Never")],
+    )
 
 
 def batch_bytes(queue: str, job_set: str, client_prefix: str | None) -> bytes:
@@ -112,16 +126,19 @@ def batch_bytes(queue: str, job_set: str, client_prefix: str | None) -> bytes:
         if client_prefix is not None:
             one.client_id = f"{client_prefix}-{k}"
         items.append(one)
-    return submit_pb2.JobSubmitRequest(queue=queue, job_set_id=job_set,
-                                       job_request_items=items).SerializeToString()
+    return submit_pb2.JobSubmitRequest(
+        queue=queue, job_set_id=job_set, job_request_items=items
+    ).SerializeToString()
 
 
 def raw_submit(channel: grpc.Channel):  # type: ignore[no-untyped-def]
-    return channel.unary_unary("/api.Submit/SubmitJobs", request_serializer=None,
-                               response_deserializer=None)
+    return channel.unary_unary(
+        "/api.Submit/SubmitJobs", request_serializer=None, response_deserializer=None
+    )
 
 
 # --- measurements ---------------------------------------------------------------------------
+
 
 def submit_throughput(database_url: str, backend: str, batches: int, work: Path) -> dict:
     log(f"submit_throughput[{backend}]: {batches} batches of {BATCH}")
@@ -129,8 +146,9 @@ def submit_throughput(database_url: str, backend: str, batches: int, work: Path)
     server = Server(database_url, work / f"server-{backend}.log")
     try:
         create_queue(server.address, "bench")
-        with grpc.insecure_channel(server.address, options=[
-                ("grpc.max_send_message_length", 256 * 2**20)]) as channel:
+        with grpc.insecure_channel(
+            server.address, options=[("grpc.max_send_message_length", 256 * 2**20)]
+        ) as channel:
             send = raw_submit(channel)
             send(batch_bytes("bench", "warmup", None), timeout=300)  # warm up, not counted
             times = []
@@ -144,12 +162,17 @@ def submit_throughput(database_url: str, backend: str, batches: int, work: Path)
     finally:
         server.stop()
     jobs = batches * BATCH
-    result = {"measurement": "submit_throughput", "backend": backend, "jobs": jobs,
-              "batch_size": BATCH, "seconds": round(elapsed, 3),
-              "jobs_per_second": round(jobs / elapsed, 1),
-              "batch_seconds_p50": round(statistics.median(times), 4),
-              "batch_seconds_p99": round(percentile(times, 99), 4),
-              "target_jobs_per_second": 10_000 if backend == "sqlite" else None}
+    result = {
+        "measurement": "submit_throughput",
+        "backend": backend,
+        "jobs": jobs,
+        "batch_size": BATCH,
+        "seconds": round(elapsed, 3),
+        "jobs_per_second": round(jobs / elapsed, 1),
+        "batch_seconds_p50": round(statistics.median(times), 4),
+        "batch_seconds_p99": round(percentile(times, 99), 4),
+        "target_jobs_per_second": 10_000 if backend == "sqlite" else None,
+    }
     log(f"  {result['jobs_per_second']} jobs/s")
     return result
 
@@ -168,8 +191,9 @@ async def _latency_run(address: str, watchers: int, rounds: int) -> dict:
 
     async def watch(i: int) -> None:
         nonlocal ready
-        stream = events.GetJobSetEvents(event_pb2.JobSetRequest(
-            queue="latency", id=f"set-{i}", watch=True))
+        stream = events.GetJobSetEvents(
+            event_pb2.JobSetRequest(queue="latency", id=f"set-{i}", watch=True)
+        )
         ready += 1
         if ready == watchers:
             all_ready.set()
@@ -189,8 +213,11 @@ async def _latency_run(address: str, watchers: int, rounds: int) -> dict:
     item = job_item()
     for _ in range(rounds):
         for i in range(watchers):
-            response = await submit.SubmitJobs(submit_pb2.JobSubmitRequest(
-                queue="latency", job_set_id=f"set-{i}", job_request_items=[item]))
+            response = await submit.SubmitJobs(
+                submit_pb2.JobSubmitRequest(
+                    queue="latency", job_set_id=f"set-{i}", job_request_items=[item]
+                )
+            )
             submitted_at[response.job_response_items[0].job_id] = time.time()
             await asyncio.sleep(0.002)
     with contextlib.suppress(TimeoutError):
@@ -201,12 +228,15 @@ async def _latency_run(address: str, watchers: int, rounds: int) -> dict:
     await channel.close()
     from_created = [(received[j] - created[j]) * 1000 for j in received]
     from_return = [(received[j] - submitted_at[j]) * 1000 for j in received if j in submitted_at]
-    return {"events": len(received), "expected": expected, "from_created": from_created,
-            "from_return": from_return}
+    return {
+        "events": len(received),
+        "expected": expected,
+        "from_created": from_created,
+        "from_return": from_return,
+    }
 
 
-def event_latency(database_url: str, backend: str, watchers: int, rounds: int,
-                  work: Path) -> dict:
+def event_latency(database_url: str, backend: str, watchers: int, rounds: int, work: Path) -> dict:
     log(f"event_latency[{backend}]: {watchers} watchers, {rounds} rounds")
     server = Server(database_url, work / f"server-latency-{backend}.log")
     try:
@@ -215,14 +245,19 @@ def event_latency(database_url: str, backend: str, watchers: int, rounds: int,
     finally:
         server.stop()
     created, returned = run["from_created"], run["from_return"]
-    result = {"measurement": "event_latency", "backend": backend, "watchers": watchers,
-              "events": run["events"], "expected_events": run["expected"],
-              "ms_from_created_p50": round(percentile(created, 50), 2),
-              "ms_from_created_p99": round(percentile(created, 99), 2),
-              "ms_from_created_max": round(max(created, default=float("nan")), 2),
-              "ms_after_submit_returned_p50": round(percentile(returned, 50), 2),
-              "ms_after_submit_returned_p99": round(percentile(returned, 99), 2),
-              "target_p99_ms": 50}
+    result = {
+        "measurement": "event_latency",
+        "backend": backend,
+        "watchers": watchers,
+        "events": run["events"],
+        "expected_events": run["expected"],
+        "ms_from_created_p50": round(percentile(created, 50), 2),
+        "ms_from_created_p99": round(percentile(created, 99), 2),
+        "ms_from_created_max": round(max(created, default=float("nan")), 2),
+        "ms_after_submit_returned_p50": round(percentile(returned, 50), 2),
+        "ms_after_submit_returned_p99": round(percentile(returned, 99), 2),
+        "target_p99_ms": 50,
+    }
     log(f"  p50 {result['ms_from_created_p50']} ms, p99 {result['ms_from_created_p99']} ms")
     return result
 
@@ -262,23 +297,31 @@ def submit_many(database_url: str, backend: str, jobs: int, work: Path) -> dict:
         server.stop()
     ordered = [t for _, t in sorted(times)]
     tenth = max(1, len(ordered) // 10)
-    result = {"measurement": "submit_many", "backend": backend, "jobs": jobs,
-              "batch_size": BATCH, "client_threads": 2, "seconds": round(elapsed, 1),
-              "jobs_per_second": round(jobs / elapsed, 1),
-              "batch_seconds_first_tenth_median": round(statistics.median(ordered[:tenth]), 4),
-              "batch_seconds_last_tenth_median": round(statistics.median(ordered[-tenth:]), 4)}
+    result = {
+        "measurement": "submit_many",
+        "backend": backend,
+        "jobs": jobs,
+        "batch_size": BATCH,
+        "client_threads": 2,
+        "seconds": round(elapsed, 1),
+        "jobs_per_second": round(jobs / elapsed, 1),
+        "batch_seconds_first_tenth_median": round(statistics.median(ordered[:tenth]), 4),
+        "batch_seconds_last_tenth_median": round(statistics.median(ordered[-tenth:]), 4),
+    }
     log(f"  {result['seconds']} s ({result['jobs_per_second']} jobs/s)")
     return result
 
 
 # --- main -----------------------------------------------------------------------------------
 
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--quick", action="store_true", help="short version (about a minute)")
-    parser.add_argument("--postgres-url", help="use this PostgreSQL (an empty database) "
-                                               "instead of starting one")
+    parser.add_argument(
+        "--postgres-url", help="use this PostgreSQL (an empty database) instead of starting one"
+    )
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args()
 
@@ -290,10 +333,12 @@ def main() -> int:
     results: list[dict] = []
     postgres = None
     try:
-        results.append(submit_throughput(f"sqlite:///{work / 'throughput.db'}", "sqlite",
-                                         batches, work))
-        results.append(event_latency(f"sqlite:///{work / 'latency.db'}", "sqlite", 100,
-                                     rounds, work))
+        results.append(
+            submit_throughput(f"sqlite:///{work / 'throughput.db'}", "sqlite", batches, work)
+        )
+        results.append(
+            event_latency(f"sqlite:///{work / 'latency.db'}", "sqlite", 100, rounds, work)
+        )
         if not args.no_postgres:
             if args.postgres_url:
                 urls = iter([args.postgres_url])

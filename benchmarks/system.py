@@ -61,12 +61,6 @@ BIN = Path(sys.executable).parent
 BATCH = 1000
 
 
-
-
-
-
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -74,20 +68,27 @@ def free_port() -> int:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"p50": round(percentile(values, 50), 4), "p90": round(percentile(values, 90), 4),
-            "p99": round(percentile(values, 99), 4), "mean": round(statistics.mean(values), 4),
-            "max": round(max(values), 4), "count": len(values)}
+    return {
+        "p50": round(percentile(values, 50), 4),
+        "p90": round(percentile(values, 90), 4),
+        "p99": round(percentile(values, 99), 4),
+        "mean": round(statistics.mean(values), 4),
+        "max": round(max(values), 4),
+        "count": len(values),
+    }
 
 
 # --- processes ------------------------------------------------------------------------------
+
 
 class Process:
     def __init__(self, name: str, argv: list[str], workdir: Path) -> None:
         self.name = name
         self.log_path = workdir / f"{name}.log"
         self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=workdir)
+        self.proc = subprocess.Popen(
+            argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir
+        )
 
     def wait_for(self, pattern: re.Pattern[str], timeout: float = 120) -> re.Match[str]:
         deadline = time.monotonic() + timeout
@@ -113,9 +114,20 @@ class Process:
 
 def start_server(workdir: Path, name: str, *args: str) -> tuple[Process, str, int]:
     http_port = free_port()
-    server = Process(name, [str(BIN / "armada-server"), "--port", "0", "--http-port",
-                            str(http_port), "--database-url",
-                            f"sqlite:///{workdir / (name + '.db')}", *args], workdir)
+    server = Process(
+        name,
+        [
+            str(BIN / "armada-server"),
+            "--port",
+            "0",
+            "--http-port",
+            str(http_port),
+            "--database-url",
+            f"sqlite:///{workdir / (name + '.db')}",
+            *args,
+        ],
+        workdir,
+    )
     match = server.wait_for(LISTENING)
     return server, f"{match.group(1)}:{match.group(2)}", http_port
 
@@ -136,16 +148,28 @@ def metrics(http_port: int) -> dict[str, float]:
 
 
 def spec(command: list[str], cpu: str = "100m", memory: str = "64Mi") -> dict:
-    return {"containers": [{"name": "main", "image": "busybox", "command": command,
-                            "resources": {"requests": {"cpu": cpu, "memory": memory},
-                                          "limits": {"cpu": cpu, "memory": memory}}}]}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "command": command,
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": memory},
+                    "limits": {"cpu": cpu, "memory": memory},
+                },
+            }
+        ]
+    }
 
 
 # --- submission to running, idle, local executor --------------------------------------------
 
+
 def latency_idle_local(workdir: Path, rounds: int) -> dict[str, Any]:
-    server, address, _ = start_server(workdir, "server-local", "--executor", "local",
-                                      "--sandbox-dir", str(workdir / "pods"))
+    server, address, _ = start_server(
+        workdir, "server-local", "--executor", "local", "--sandbox-dir", str(workdir / "pods")
+    )
     events: queue.Queue[tuple[str, str, float, float]] = queue.Queue()
     stop = threading.Event()
     try:
@@ -158,8 +182,7 @@ def latency_idle_local(workdir: Path, rounds: int) -> dict[str, Any]:
                     received = time.time()
                     kind = message.message.WhichOneof("events")
                     event = getattr(message.message, kind)
-                    events.put((kind, event.job_id, received,
-                                event.created.ToNanoseconds() / 1e9))
+                    events.put((kind, event.job_id, received, event.created.ToNanoseconds() / 1e9))
                     if stop.is_set():
                         return
 
@@ -188,19 +211,22 @@ def latency_idle_local(workdir: Path, rounds: int) -> dict[str, Any]:
             watcher.join(10)
     finally:
         server.stop()
-    return {"name": "latency_idle_local", "jobs": rounds,
-            "settings": "defaults: scheduling_period 1 s, executor_sync_interval 1 s",
-            "submit_to_running_seconds": summary(to_running),
-            "submit_to_leased_seconds": summary(to_leased),
-            "leased_to_running_seconds": summary(leased_to_running),
-            "target": "p50 under 1 s",
-            "target_met": percentile(to_running, 50) < 1.0}
+    return {
+        "name": "latency_idle_local",
+        "jobs": rounds,
+        "settings": "defaults: scheduling_period 1 s, executor_sync_interval 1 s",
+        "submit_to_running_seconds": summary(to_running),
+        "submit_to_leased_seconds": summary(to_leased),
+        "leased_to_running_seconds": summary(leased_to_running),
+        "target": "p50 under 1 s",
+        "target_met": percentile(to_running, 50) < 1.0,
+    }
 
 
 # --- jobs started per second, simulated executor --------------------------------------------
 
-def throughput_simulated(workdir: Path, nodes: int, jobs: int, timeout: float
-                         ) -> dict[str, Any]:
+
+def throughput_simulated(workdir: Path, nodes: int, jobs: int, timeout: float) -> dict[str, Any]:
     server, address, http_port = start_server(workdir, "server-sim", "--executor", "none")
     capacity = nodes * 8
     job_sets = [f"set-{i}" for i in range(max(1, jobs // 10_000))]
@@ -208,8 +234,10 @@ def throughput_simulated(workdir: Path, nodes: int, jobs: int, timeout: float
     try:
         with ArmadaClient(address, timeout=600) as client:
             client.create_queue(submit_pb2.Queue(name="load"))
-            item = job_item(spec(["sleep", "3600"], cpu="1", memory="2Gi"),
-                            annotations={ann.PREFIX + "simulatedDuration": "36000"})
+            item = job_item(
+                spec(["sleep", "3600"], cpu="1", memory="2Gi"),
+                annotations={ann.PREFIX + "simulatedDuration": "36000"},
+            )
             started = time.monotonic()
             per_set = jobs // len(job_sets)
             for n, job_set in enumerate(job_sets):
@@ -220,9 +248,21 @@ def throughput_simulated(workdir: Path, nodes: int, jobs: int, timeout: float
             time.sleep(5)  # let the server settle (a cycle without nodes does nothing)
 
             executor_started = time.time()
-            executor = Process("executor-sim", [
-                str(BIN / "armada-executor"), "--server", address, "--id", "sim",
-                "--kind", "simulated", "--nodes", f"{nodes}x8x32Gi"], workdir)
+            executor = Process(
+                "executor-sim",
+                [
+                    str(BIN / "armada-executor"),
+                    "--server",
+                    address,
+                    "--id",
+                    "sim",
+                    "--kind",
+                    "simulated",
+                    "--nodes",
+                    f"{nodes}x8x32Gi",
+                ],
+                workdir,
+            )
             want = min(capacity, jobs)
             deadline = time.monotonic() + timeout
             progress: list[tuple[float, float]] = []
@@ -249,8 +289,7 @@ def throughput_simulated(workdir: Path, nodes: int, jobs: int, timeout: float
                     kind = message.message.WhichOneof("events")
                     created = getattr(message.message, kind).created.ToNanoseconds() / 1e9
                     if kind == "leased":
-                        first_lease = created if first_lease is None else min(first_lease,
-                                                                              created)
+                        first_lease = created if first_lease is None else min(first_lease, created)
                     elif kind == "running":
                         running_times.append(created)
     finally:
@@ -263,19 +302,27 @@ def throughput_simulated(workdir: Path, nodes: int, jobs: int, timeout: float
     rate = started_jobs / window if window else 0.0
     thinned = [p for i, p in enumerate(progress) if i % 4 == 0 or i == len(progress) - 1]
     return {
-        "name": "throughput_simulated", "nodes": nodes, "cpus_per_node": 8,
-        "queued_jobs": jobs, "capacity_jobs": capacity,
+        "name": "throughput_simulated",
+        "nodes": nodes,
+        "cpus_per_node": 8,
+        "queued_jobs": jobs,
+        "capacity_jobs": capacity,
         "submit_seconds": round(submit_seconds, 1),
         "jobs_started": started_jobs,
         "seconds_executor_start_to_first_lease": round(first_lease - executor_started, 2)
-        if first_lease else None,
+        if first_lease
+        else None,
         "seconds_first_lease_to_full": round(window, 2) if window else None,
         "seconds_executor_start_to_full": round(full_at - executor_started, 1),
         "jobs_started_per_second": round(rate, 1),
         "jobs_started_per_second_from_executor_start": round(
-            started_jobs / (full_at - executor_started), 1),
+            started_jobs / (full_at - executor_started), 1
+        ),
         "executor_reported_seconds_first_lease_to_last_running": round(
-            running_times[-1] - first_lease, 2) if running_times and first_lease else None,
+            running_times[-1] - first_lease, 2
+        )
+        if running_times and first_lease
+        else None,
         "scheduling_cycles": cycle_count,
         "mean_cycle_seconds": round(cycle_sum / cycle_count, 3) if cycle_count else None,
         "running_over_time": thinned,
@@ -285,6 +332,7 @@ def throughput_simulated(workdir: Path, nodes: int, jobs: int, timeout: float
 
 
 # --- where the server's time goes -----------------------------------------------------------
+
 
 def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[str, Any]:
     import cProfile
@@ -304,17 +352,20 @@ def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[
     config = ServerConfig(port=0, http_port=None, executor="none", database_url=url)
     store = Store(open_database(url), retries=Retries(config.retry))
     store.create_queue(submit_pb2.Queue(name="load", priority_factor=1))
-    item = job_item(spec(["sleep", "3600"], cpu="1", memory="2Gi"),
-                    priority_class=config.default_priority_class,
-                    annotations={ann.PREFIX + "simulatedDuration": "36000"})
+    item = job_item(
+        spec(["sleep", "3600"], cpu="1", memory="2Gi"),
+        priority_class=config.default_priority_class,
+        annotations={ann.PREFIX + "simulatedDuration": "36000"},
+    )
     for i in range(0, jobs, BATCH):
         store.submit("load", f"set-{i // 10_000}", [item] * BATCH, owner="bench")
     log(f"profile: {jobs} jobs stored")
     node_list = virtual_nodes([NodeGroup(nodes, "8", "32Gi")], "sim")
 
     def sync(**kw: Any) -> executor_pb2.SyncResponse:
-        return store.executor_sync(executor_pb2.SyncRequest(
-            executor_id="sim", pool="default", nodes=node_list, **kw))
+        return store.executor_sync(
+            executor_pb2.SyncRequest(executor_id="sim", pool="default", nodes=node_list, **kw)
+        )
 
     sync()
     loop = SchedulingLoop(config, store, Metrics(store))
@@ -346,15 +397,21 @@ def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[
             if not response.leases:
                 return syncs
             held.extend(lease.run_id for lease in response.leases)
-            running.extend(update(lease.run_id, lease.job.id,
-                                  running=executor_pb2.RunUpdate.Running(
-                                      node=lease.node, kubernetes_id=lease.run_id))
-                           for lease in response.leases)
+            running.extend(
+                update(
+                    lease.run_id,
+                    lease.job.id,
+                    running=executor_pb2.RunUpdate.Running(
+                        node=lease.node, kubernetes_id=lease.run_id
+                    ),
+                )
+                for lease in response.leases
+            )
 
     def report_running() -> int:
         # In portions of the agent's MAX_UPDATES_PER_SYNC, as the executor sends them.
         for i in range(0, len(running), MAX_UPDATES_PER_SYNC):
-            sync(run_ids=held, updates=running[i:i + MAX_UPDATES_PER_SYNC])
+            sync(run_ids=held, updates=running[i : i + MAX_UPDATES_PER_SYNC])
         return -(-len(running) // MAX_UPDATES_PER_SYNC)
 
     lease_syncs = step("sync_leases", take_leases)
@@ -362,10 +419,16 @@ def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[
     step("sync_idle", lambda: sync(run_ids=held))
     step("cycle_again", loop.cycle)
     store.engine.dispose()
-    return {"name": "profile_in_process", "nodes": nodes, "queued_jobs": jobs,
-            "leased": leased, "syncs_taking_leases": lease_syncs,
-            "syncs_reporting_running": running_syncs,
-            "seconds_under_cprofile": seconds, "profiles": str(out)}
+    return {
+        "name": "profile_in_process",
+        "nodes": nodes,
+        "queued_jobs": jobs,
+        "leased": leased,
+        "syncs_taking_leases": lease_syncs,
+        "syncs_reporting_running": running_syncs,
+        "seconds_under_cprofile": seconds,
+        "profiles": str(out),
+    }
 
 
 def main() -> int:
@@ -375,8 +438,11 @@ def main() -> int:
     p.add_argument("--only", choices=("latency", "throughput"), help="one measurement")
     p.add_argument("--nodes", type=int, help="simulated nodes (default 10,000; quick 1,000)")
     p.add_argument("--jobs", type=int, help="queued jobs (default 100,000; quick 10,000)")
-    p.add_argument("--profile", type=Path, help="instead of measuring, profile the server's "
-                                                "work in-process; .prof files go here")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        help="instead of measuring, profile the server's work in-process; .prof files go here",
+    )
     args = p.parse_args()
     nodes = args.nodes or (1_000 if args.quick else 10_000)
     jobs = args.jobs or (10_000 if args.quick else 100_000)
@@ -397,8 +463,9 @@ def main() -> int:
             log(json.dumps(results[-1]["submit_to_running_seconds"]))
         if only in (None, "throughput"):
             log(f"throughput: {jobs} queued jobs, {nodes} simulated nodes")
-            results.append(throughput_simulated(workdir, nodes, jobs,
-                                                timeout=600 if args.quick else 1800))
+            results.append(
+                throughput_simulated(workdir, nodes, jobs, timeout=600 if args.quick else 1800)
+            )
             log(f"{results[-1]['jobs_started_per_second']} jobs started per second")
     info = machine()
     out = [{**r, "machine": info, "quick": args.quick} for r in results]

@@ -34,8 +34,12 @@ def generate(out: Path) -> list[Path]:
     if protoc.main([*args, *rel]) != 0:
         raise SystemExit("protoc failed")
     with_services = [r for r, p in zip(rel, protos, strict=True) if "\nservice " in p.read_text()]
-    if protoc.main(["protoc", f"-I{ROOT}", f"-I{include}", f"--grpc_python_out={out}",
-                    *with_services]) != 0:
+    if (
+        protoc.main(
+            ["protoc", f"-I{ROOT}", f"-I{include}", f"--grpc_python_out={out}", *with_services]
+        )
+        != 0
+    ):
         raise SystemExit("protoc (grpc) failed")
     return sorted(p.relative_to(out) for p in out.rglob("*.py*"))
 
@@ -46,8 +50,11 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         generated = generate(Path(tmp))
-        stale = [g for g in generated
-                 if not (ROOT / g).exists() or not filecmp.cmp(Path(tmp) / g, ROOT / g, False)]
+        stale = [
+            g
+            for g in generated
+            if not (ROOT / g).exists() or not filecmp.cmp(Path(tmp) / g, ROOT / g, False)
+        ]
         if args.check:
             for g in stale:
                 print(f"stale: {g}")

@@ -53,11 +53,21 @@ DROPPED_IMPORTS = {"google/api/annotations.proto", "github.com/gogo/protobuf/gog
 
 F = descriptor_pb2.FieldDescriptorProto
 SCALARS = {
-    F.TYPE_DOUBLE: "double", F.TYPE_FLOAT: "float", F.TYPE_INT64: "int64",
-    F.TYPE_UINT64: "uint64", F.TYPE_INT32: "int32", F.TYPE_FIXED64: "fixed64",
-    F.TYPE_FIXED32: "fixed32", F.TYPE_BOOL: "bool", F.TYPE_STRING: "string",
-    F.TYPE_BYTES: "bytes", F.TYPE_UINT32: "uint32", F.TYPE_SFIXED32: "sfixed32",
-    F.TYPE_SFIXED64: "sfixed64", F.TYPE_SINT32: "sint32", F.TYPE_SINT64: "sint64",
+    F.TYPE_DOUBLE: "double",
+    F.TYPE_FLOAT: "float",
+    F.TYPE_INT64: "int64",
+    F.TYPE_UINT64: "uint64",
+    F.TYPE_INT32: "int32",
+    F.TYPE_FIXED64: "fixed64",
+    F.TYPE_FIXED32: "fixed32",
+    F.TYPE_BOOL: "bool",
+    F.TYPE_STRING: "string",
+    F.TYPE_BYTES: "bytes",
+    F.TYPE_UINT32: "uint32",
+    F.TYPE_SFIXED32: "sfixed32",
+    F.TYPE_SFIXED64: "sfixed64",
+    F.TYPE_SINT32: "sint32",
+    F.TYPE_SINT64: "sint64",
 }
 
 
@@ -125,7 +135,7 @@ class Writer:
     def type_ref(self, name: str) -> str:
         self.used_types.add(name)
         if name.startswith(self.pkg + "."):
-            return name[len(self.pkg) + 1:]
+            return name[len(self.pkg) + 1 :]
         return name  # fully qualified with the leading dot: unambiguous across packages
 
     def emit(self, depth: int, text: str) -> None:
@@ -135,8 +145,9 @@ class Writer:
         opts = []
         if f.HasField("default_value"):
             v = f.default_value
-            opts.append(f'default = "{v}"' if f.type in (F.TYPE_STRING, F.TYPE_BYTES)
-                        else f"default = {v}")
+            opts.append(
+                f'default = "{v}"' if f.type in (F.TYPE_STRING, F.TYPE_BYTES) else f"default = {v}"
+            )
         if f.options.HasField("packed"):
             opts.append(f"packed = {str(f.options.packed).lower()}")
         if f.options.deprecated:
@@ -163,8 +174,9 @@ class Writer:
             self.emit(depth + 1, f"reserved {r.start}{end};")
         if m.reserved_name:
             self.emit(depth + 1, "reserved " + ", ".join(f'"{n}"' for n in m.reserved_name) + ";")
-        real_oneofs = {f.oneof_index for f in m.field
-                       if f.HasField("oneof_index") and not f.proto3_optional}
+        real_oneofs = {
+            f.oneof_index for f in m.field if f.HasField("oneof_index") and not f.proto3_optional
+        }
         emitted_oneofs: set[int] = set()
         for f in m.field:
             if f.HasField("oneof_index") and f.oneof_index in real_oneofs:
@@ -175,8 +187,10 @@ class Writer:
                 self.emit(depth + 1, f"oneof {m.oneof_decl[idx].name} {{")
                 for g in m.field:
                     if g.HasField("oneof_index") and g.oneof_index == idx:
-                        self.emit(depth + 2, f"{self.field_type(g)} {g.name} = {g.number}"
-                                  f"{self.field_options(g)};")
+                        self.emit(
+                            depth + 2,
+                            f"{self.field_type(g)} {g.name} = {g.number}{self.field_options(g)};",
+                        )
                 self.emit(depth + 1, "}")
                 continue
             if f.type_name in maps:
@@ -209,8 +223,11 @@ class Writer:
         for m in s.method:
             cs = "stream " if m.client_streaming else ""
             ss = "stream " if m.server_streaming else ""
-            self.emit(1, f"rpc {m.name}({cs}{self.type_ref(m.input_type)}) returns "
-                         f"({ss}{self.type_ref(m.output_type)});")
+            self.emit(
+                1,
+                f"rpc {m.name}({cs}{self.type_ref(m.input_type)}) returns "
+                f"({ss}{self.type_ref(m.output_type)});",
+            )
         self.emit(0, "}")
 
     def body(self) -> list[str]:
@@ -267,8 +284,12 @@ def main() -> None:
         is_k8s = name.startswith("k8s.io/")
         if is_k8s != args.k8s:
             continue
-        header = ("Kubernetes types reachable from the Armada API, wire-compatible with "
-                  "k8s.io's generated.proto." if is_k8s else "Armada public API.")
+        header = (
+            "Kubernetes types reachable from the Armada API, wire-compatible with "
+            "k8s.io's generated.proto."
+            if is_k8s
+            else "Armada public API."
+        )
         text = render(name, fdp, keep if is_k8s else None, types, files, header)
         if is_k8s and "message " not in text and "enum " not in text:
             continue

@@ -41,12 +41,39 @@ class PostgresServer:
         self.as_postgres = os.geteuid() == 0
         if self.as_postgres:
             shutil.chown(self.root, "postgres", "postgres")
-        self._run([initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                   "--no-sync", "-E", "UTF8"])
-        opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        self._run([pg_ctl, "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"),
-                   "-w", "-t", "60", "start"])
+        self._run(
+            [
+                initdb,
+                "-D",
+                str(self.data),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ]
+        )
+        opts = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        self._run(
+            [
+                pg_ctl,
+                "-D",
+                str(self.data),
+                "-o",
+                opts,
+                "-l",
+                str(self.root / "log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ]
+        )
         self._counter = 0
 
     def _run(self, argv: list[str]) -> None:
@@ -65,8 +92,9 @@ class PostgresServer:
 
         self._counter += 1
         name = f"test_{self._counter}"
-        with psycopg.connect(f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres",
-                             autocommit=True) as conn:
+        with psycopg.connect(
+            f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True
+        ) as conn:
             conn.execute(f"CREATE DATABASE {name}")
         return self.url(name)
 

@@ -54,36 +54,66 @@ class UsageError(Exception):
 
 # --- global options -----------------------------------------------------------------------
 
+
 def _connection(args: argparse.Namespace) -> ConnectionConfig:
     ca = Path(args.ca_cert).read_bytes() if args.ca_cert else None
     return ConnectionConfig(
-        address=args.url, tls=bool(args.tls or ca), root_certificates=ca, token=args.token or None,
+        address=args.url,
+        tls=bool(args.tls or ca),
+        root_certificates=ca,
+        token=args.token or None,
         username=args.username or None,
         password=args.password if args.username else None,
-        timeout=args.timeout, logs_address=args.logs_url or None)
+        timeout=args.timeout,
+        logs_address=args.logs_url or None,
+    )
 
 
 def _add_globals(p: argparse.ArgumentParser) -> None:
     env = os.environ.get
-    p.add_argument("--url", default=env("ARMADA_URL", "localhost:50051"),
-                   help="server address host:port (env ARMADA_URL; default localhost:50051)")
-    p.add_argument("--tls", action="store_true", default=env("ARMADA_TLS", "").lower() in
-                   ("1", "true", "yes"), help="use TLS (env ARMADA_TLS=1)")
-    p.add_argument("--ca-cert", default=env("ARMADA_CA_CERT"), metavar="PEM",
-                   help="root certificates for TLS (implies --tls; env ARMADA_CA_CERT)")
-    p.add_argument("--token", default=env("ARMADA_TOKEN"),
-                   help="bearer token (env ARMADA_TOKEN)")
-    p.add_argument("--username", default=env("ARMADA_USERNAME"),
-                   help="basic-auth user (env ARMADA_USERNAME)")
-    p.add_argument("--password", default=env("ARMADA_PASSWORD"),
-                   help="basic-auth password (env ARMADA_PASSWORD)")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="deadline of each call (default 60)")
-    p.add_argument("--logs-url", default=env("ARMADA_LOGS_URL"), metavar="HOST:PORT",
-                   help="binoculars (logs) address when not the server's (env ARMADA_LOGS_URL)")
+    p.add_argument(
+        "--url",
+        default=env("ARMADA_URL", "localhost:50051"),
+        help="server address host:port (env ARMADA_URL; default localhost:50051)",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        default=env("ARMADA_TLS", "").lower() in ("1", "true", "yes"),
+        help="use TLS (env ARMADA_TLS=1)",
+    )
+    p.add_argument(
+        "--ca-cert",
+        default=env("ARMADA_CA_CERT"),
+        metavar="PEM",
+        help="root certificates for TLS (implies --tls; env ARMADA_CA_CERT)",
+    )
+    p.add_argument("--token", default=env("ARMADA_TOKEN"), help="bearer token (env ARMADA_TOKEN)")
+    p.add_argument(
+        "--username", default=env("ARMADA_USERNAME"), help="basic-auth user (env ARMADA_USERNAME)"
+    )
+    p.add_argument(
+        "--password",
+        default=env("ARMADA_PASSWORD"),
+        help="basic-auth password (env ARMADA_PASSWORD)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="deadline of each call (default 60)",
+    )
+    p.add_argument(
+        "--logs-url",
+        default=env("ARMADA_LOGS_URL"),
+        metavar="HOST:PORT",
+        help="binoculars (logs) address when not the server's (env ARMADA_LOGS_URL)",
+    )
 
 
 # --- output helpers -----------------------------------------------------------------------
+
 
 def _as_dict(message: Message) -> dict[str, Any]:
     return json_format.MessageToDict(message)
@@ -114,12 +144,19 @@ def _pairs(values: Sequence[str] | None, flag: str) -> dict[str, str]:
 
 # --- queues -------------------------------------------------------------------------------
 
+
 def _queue_from_flags(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if not args.name:
         raise UsageError("give a queue NAME or -f FILE")
-    return queue(args.name, priority_factor=args.priority_factor, user_owners=args.owner or (),
-                 group_owners=args.group_owner or (), labels=_pairs(args.label, "--label"),
-                 retry_policies=args.retry_policy or (), cordoned=args.cordoned)
+    return queue(
+        args.name,
+        priority_factor=args.priority_factor,
+        user_owners=args.owner or (),
+        group_owners=args.group_owner or (),
+        labels=_pairs(args.label, "--label"),
+        retry_policies=args.retry_policy or (),
+        cordoned=args.cordoned,
+    )
 
 
 def _queues_from_args(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
@@ -170,8 +207,10 @@ def queue_list(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{'NAME':<32} {'PRIORITY-FACTOR':>15} {'CORDONED':>8}  OWNERS\n")
         for q in queues:
             owners = ",".join([*q.user_owners, *(f"group:{g}" for g in q.group_owners)])
-            out.write(f"{q.name:<32} {q.priority_factor:>15g} "
-                      f"{'yes' if q.cordoned else 'no':>8}  {owners}\n")
+            out.write(
+                f"{q.name:<32} {q.priority_factor:>15g} "
+                f"{'yes' if q.cordoned else 'no':>8}  {owners}\n"
+            )
     return 0
 
 
@@ -183,6 +222,7 @@ def queue_cordon(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
 
 
 # --- retry policies -----------------------------------------------------------------------
+
 
 def _policies_from_args(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     if args.file:
@@ -196,8 +236,9 @@ def _policies_from_args(args: argparse.Namespace) -> list:  # type: ignore[type-
         spec["retryLimit"] = args.retry_limit
     if args.default_action:
         spec["defaultAction"] = args.default_action
-    return [policy_from_document({"kind": "RetryPolicy", "metadata": {"name": args.name},
-                                  "spec": spec})]
+    return [
+        policy_from_document({"kind": "RetryPolicy", "metadata": {"name": args.name}, "spec": spec})
+    ]
 
 
 def policy_create(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
@@ -240,19 +281,24 @@ def policy_list(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
 
 # --- jobs ---------------------------------------------------------------------------------
 
+
 def submit(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     requests = load_job_file(_read(args.file))
     for request in requests:
         queue_name = args.queue or request.queue
         job_set = args.job_set or request.job_set_id
         if args.dry_run:
-            out.write(f"Valid: {len(request.items)} job(s) for queue {queue_name}, "
-                      f"job set {job_set}\n")
+            out.write(
+                f"Valid: {len(request.items)} job(s) for queue {queue_name}, job set {job_set}\n"
+            )
             continue
         ids = c.submit_jobs(queue_name, job_set, request.items)
         for job_id in ids:
-            out.write(f"{job_id}\n" if args.quiet else
-                      f"Submitted job with id {job_id} to job set {job_set}\n")
+            out.write(
+                f"{job_id}\n"
+                if args.quiet
+                else f"Submitted job with id {job_id} to job set {job_set}\n"
+            )
     return 0
 
 
@@ -304,8 +350,7 @@ def status(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
 def details(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     found = c.get_job_details(args.job_ids, expand_job_spec=args.spec, expand_job_run=True)
     missing = [j for j in args.job_ids if j not in found]
-    _print_structured({j: _as_dict(found[j]) for j in args.job_ids if j in found},
-                      args.output, out)
+    _print_structured({j: _as_dict(found[j]) for j in args.job_ids if j in found}, args.output, out)
     if missing:
         raise NotFound(f"no such job: {', '.join(missing)}")
     return 0
@@ -318,9 +363,15 @@ def logs(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
         # The state first: lines read after it said "finished" are the last ones.
         done = not args.follow or c.get_job_status([args.job_id]).get(args.job_id) in TERMINAL
         try:
-            lines = c.logs(args.job_id, pod_number=args.pod_number, namespace=args.namespace,
-                           since_time=since, tail_lines=tail, container=args.container,
-                           timestamps=args.timestamps)
+            lines = c.logs(
+                args.job_id,
+                pod_number=args.pod_number,
+                namespace=args.namespace,
+                since_time=since,
+                tail_lines=tail,
+                container=args.container,
+                timestamps=args.timestamps,
+            )
         except ArmadaError as e:
             if not args.follow or e.code not in TRANSIENT_CODES:
                 raise
@@ -333,8 +384,11 @@ def logs(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
             if line.timestamp and line.timestamp != since:
                 since, repeated = line.timestamp, 0
             repeated += 1
-            out.write((f"{line.timestamp} " if args.timestamps and line.timestamp else "")
-                      + line.line + ("" if line.line.endswith("\n") else "\n"))
+            out.write(
+                (f"{line.timestamp} " if args.timestamps and line.timestamp else "")
+                + line.line
+                + ("" if line.line.endswith("\n") else "\n")
+            )
         out.flush()
         if lines:
             tail = None  # --tail limits the first read only
@@ -357,8 +411,14 @@ def watch(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     def notice(n: Any) -> None:
         sys.stderr.write(f"armada: {n.message}\n")
 
-    for message in c.follow_events(args.queue, args.job_set, from_message_id=args.from_id,
-                                   watch=True, options=options, on_notice=notice):
+    for message in c.follow_events(
+        args.queue,
+        args.job_set,
+        from_message_id=args.from_id,
+        watch=True,
+        options=options,
+        on_notice=notice,
+    ):
         result = tracker.apply(message)
         if result is None:
             continue
@@ -373,6 +433,7 @@ def watch(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
 
 # --- parser -------------------------------------------------------------------------------
 
+
 def _queue_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="queue name (or use -f)")
     p.add_argument("-f", "--file", help="YAML file with one or more Queue documents ('-': stdin)")
@@ -380,29 +441,37 @@ def _queue_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--owner", action="append", help="user owner (repeatable)")
     p.add_argument("--group-owner", action="append", help="group owner (repeatable)")
     p.add_argument("--label", action="append", metavar="KEY=VALUE", help="repeatable")
-    p.add_argument("--retry-policy", action="append", metavar="NAME",
-                   help="retry policy applied to the queue's jobs (repeatable)")
+    p.add_argument(
+        "--retry-policy",
+        action="append",
+        metavar="NAME",
+        help="retry policy applied to the queue's jobs (repeatable)",
+    )
     p.add_argument("--cordoned", action="store_true")
 
 
 def _policy_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", help="policy name (or use -f)")
-    p.add_argument("-f", "--file",
-                   help="YAML file with RetryPolicy documents (docs/retry-policies.md)")
+    p.add_argument(
+        "-f", "--file", help="YAML file with RetryPolicy documents (docs/retry-policies.md)"
+    )
     p.add_argument("--retry-limit", type=int)
     p.add_argument("--default-action", choices=["Fail", "Retry"])
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="armada",
-                                     description="Command-line client for an Armada server.")
+    parser = argparse.ArgumentParser(
+        prog="armada", description="Command-line client for an Armada server."
+    )
     _add_globals(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     q = commands.add_parser("queue", help="create, update, delete, get, list queues")
     qs = q.add_subparsers(dest="command_name", required=True, metavar="ACTION")
-    for name, handler, helptext in (("create", queue_create, "create queues"),
-                                    ("update", queue_update, "replace queues")):
+    for name, handler, helptext in (
+        ("create", queue_create, "create queues"),
+        ("update", queue_update, "replace queues"),
+    ):
         sp = qs.add_parser(name, help=helptext)
         _queue_flags(sp)
         sp.set_defaults(handler=handler)
@@ -421,8 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("names", nargs="+", metavar="NAME")
         sp.set_defaults(handler=queue_cordon)
 
-    r = commands.add_parser("retry-policy", help="create, update, delete, get, list retry "
-                                                 "policies")
+    r = commands.add_parser("retry-policy", help="create, update, delete, get, list retry policies")
     rs = r.add_subparsers(dest="command_name", required=True, metavar="ACTION")
     for name, handler in (("create", policy_create), ("update", policy_update)):
         sp = rs.add_parser(name, help=f"{name} retry policies")
@@ -449,24 +517,44 @@ def build_parser() -> argparse.ArgumentParser:
     sp = commands.add_parser("watch", help="follow a job set's events")
     sp.add_argument("queue")
     sp.add_argument("job_set", metavar="JOB_SET")
-    sp.add_argument("--exit-if-inactive", "--exit-on-inactive", dest="exit_if_inactive",
-                    action="store_true", help="stop once every job of the set has finished")
-    sp.add_argument("--fail-on-failure", action="store_true",
-                    help="exit 1 when a job failed or was rejected")
-    sp.add_argument("--from", dest="from_id", default="", metavar="MESSAGE_ID",
-                    help="start after this message id")
-    sp.add_argument("--silence-timeout", type=float, default=90.0, metavar="SECONDS",
-                    help="reopen a stream silent for this long (default 90)")
+    sp.add_argument(
+        "--exit-if-inactive",
+        "--exit-on-inactive",
+        dest="exit_if_inactive",
+        action="store_true",
+        help="stop once every job of the set has finished",
+    )
+    sp.add_argument(
+        "--fail-on-failure", action="store_true", help="exit 1 when a job failed or was rejected"
+    )
+    sp.add_argument(
+        "--from",
+        dest="from_id",
+        default="",
+        metavar="MESSAGE_ID",
+        help="start after this message id",
+    )
+    sp.add_argument(
+        "--silence-timeout",
+        type=float,
+        default=90.0,
+        metavar="SECONDS",
+        help="reopen a stream silent for this long (default 90)",
+    )
     sp.set_defaults(handler=watch)
 
     sp = commands.add_parser("cancel", help="cancel jobs, or a whole job set")
     sp.add_argument("queue")
     sp.add_argument("job_set", metavar="JOB_SET")
-    sp.add_argument("job_ids", nargs="*", metavar="JOB_ID",
-                    help="jobs to cancel (none: the whole job set)")
-    sp.add_argument("--state", action="append", choices=["queued", "leased", "pending",
-                                                        "running"],
-                    help="with no job ids: only jobs in this state (repeatable)")
+    sp.add_argument(
+        "job_ids", nargs="*", metavar="JOB_ID", help="jobs to cancel (none: the whole job set)"
+    )
+    sp.add_argument(
+        "--state",
+        action="append",
+        choices=["queued", "leased", "pending", "running"],
+        help="with no job ids: only jobs in this state (repeatable)",
+    )
     sp.add_argument("--reason", default="")
     sp.set_defaults(handler=cancel)
 
@@ -502,18 +590,31 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--since-time", default="", help="RFC 3339 time")
     sp.add_argument("--tail", type=int, help="only the last N lines")
     sp.add_argument("--timestamps", action="store_true")
-    sp.add_argument("-f", "--follow", action="store_true",
-                    help="keep printing new lines until the job has finished")
-    sp.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
-                    help="with --follow: how often to ask for new lines (default 1)")
+    sp.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep printing new lines until the job has finished",
+    )
+    sp.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="with --follow: how often to ask for new lines (default 1)",
+    )
     sp.set_defaults(handler=logs)
 
     n = commands.add_parser("node", help="cordon and uncordon executors' nodes")
     ns = n.add_subparsers(dest="command_name", required=True, metavar="ACTION")
     for name in ("cordon", "uncordon"):
         sp = ns.add_parser(name, help=f"{name} nodes (cordoned nodes take no new jobs)")
-        sp.add_argument("names", nargs="+", metavar="NODE",
-                        help="a node name, or EXECUTOR/NODE when executors share names")
+        sp.add_argument(
+            "names",
+            nargs="+",
+            metavar="NODE",
+            help="a node name, or EXECUTOR/NODE when executors share names",
+        )
         sp.set_defaults(handler=node_cordon)
     return parser
 

@@ -5,8 +5,19 @@ from __future__ import annotations
 from armada_core.api import event_pb2
 from armada_core.client import JobResult, JobTracker
 
-_ORDER = ("SUBMITTED", "QUEUED", "LEASED", "PENDING", "RUNNING", "SUCCEEDED", "FAILED",
-          "CANCELLED", "PREEMPTED", "REJECTED", "UNKNOWN")
+_ORDER = (
+    "SUBMITTED",
+    "QUEUED",
+    "LEASED",
+    "PENDING",
+    "RUNNING",
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELLED",
+    "PREEMPTED",
+    "REJECTED",
+    "UNKNOWN",
+)
 
 
 def summary(tracker: JobTracker) -> str:

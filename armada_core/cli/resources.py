@@ -63,8 +63,10 @@ def load_queues(text: str) -> list[submit_pb2.Queue]:
     if not documents:
         raise SpecError("", "no queue in the file")
     several = len(documents) > 1
-    return [queue_from_document(d, f"document {i + 1}: " if several else "")
-            for i, d in enumerate(documents)]
+    return [
+        queue_from_document(d, f"document {i + 1}: " if several else "")
+        for i, d in enumerate(documents)
+    ]
 
 
 def queue_to_document(queue: submit_pb2.Queue) -> dict[str, Any]:

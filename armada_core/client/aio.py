@@ -58,16 +58,18 @@ class AsyncArmadaClient:
     ArmadaError.
     """
 
-    def __init__(self, address: str | None = None, *,
-                 config: ConnectionConfig | None = None, **settings: Any) -> None:
+    def __init__(
+        self, address: str | None = None, *, config: ConnectionConfig | None = None, **settings: Any
+    ) -> None:
         if config is None:
             config = ConnectionConfig(**({"address": address} if address else {}), **settings)
         elif address or settings:
             raise TypeError("give either a ConnectionConfig or address/settings, not both")
         self.config = config
         self._channel = config.aio_channel()
-        self._logs_channel = (config.aio_channel(config.logs_address)
-                              if config.logs_address else self._channel)
+        self._logs_channel = (
+            config.aio_channel(config.logs_address) if config.logs_address else self._channel
+        )
         self._metadata = config.auth_metadata()
         self._stubs: dict[str, Any] = {
             "Submit": submit_pb2_grpc.SubmitStub(self._channel),
@@ -94,38 +96,50 @@ class AsyncArmadaClient:
     async def _run(self, call: ops.Call[R], timeout: float | None = None) -> R:
         method = getattr(self._stubs[call.service], call.method)
         try:
-            response = await method(call.request, timeout=timeout or self.config.timeout,
-                                    metadata=self._metadata,
-                                    wait_for_ready=self.config.wait_for_ready)
+            response = await method(
+                call.request,
+                timeout=timeout or self.config.timeout,
+                metadata=self._metadata,
+                wait_for_ready=self.config.wait_for_ready,
+            )
         except grpc.RpcError as e:
             raise from_rpc_error(e, call.name) from None
         return call.unpack(response)
 
     # --- Submit -----------------------------------------------------------------------------
 
-    async def submit_jobs(self, queue: str, job_set_id: str,
-                          items: Iterable[submit_pb2.JobSubmitRequestItem], *,
-                          check: bool = True) -> list[str]:
+    async def submit_jobs(
+        self,
+        queue: str,
+        job_set_id: str,
+        items: Iterable[submit_pb2.JobSubmitRequestItem],
+        *,
+        check: bool = True,
+    ) -> list[str]:
         """See ArmadaClient.submit_jobs."""
         items = list(items)
         if check:
             check_items(items, queue=queue, job_set_id=job_set_id)
         return await self._run(ops.submit_jobs(queue, job_set_id, items))
 
-    async def cancel_jobs(self, queue: str, job_set_id: str, job_ids: Iterable[str], *,
-                          reason: str = "") -> list[str]:
+    async def cancel_jobs(
+        self, queue: str, job_set_id: str, job_ids: Iterable[str], *, reason: str = ""
+    ) -> list[str]:
         return await self._run(ops.cancel_jobs(queue, job_set_id, job_ids, reason))
 
-    async def cancel_job_set(self, queue: str, job_set_id: str, *,
-                             states: Iterable[ops.StateLike] = (), reason: str = "") -> None:
+    async def cancel_job_set(
+        self, queue: str, job_set_id: str, *, states: Iterable[ops.StateLike] = (), reason: str = ""
+    ) -> None:
         await self._run(ops.cancel_job_set(queue, job_set_id, states, reason))
 
-    async def reprioritize_jobs(self, queue: str, job_set_id: str, new_priority: float,
-                                job_ids: Iterable[str] = ()) -> dict[str, str]:
+    async def reprioritize_jobs(
+        self, queue: str, job_set_id: str, new_priority: float, job_ids: Iterable[str] = ()
+    ) -> dict[str, str]:
         return await self._run(ops.reprioritize_jobs(queue, job_set_id, new_priority, job_ids))
 
-    async def preempt_jobs(self, queue: str, job_set_id: str, job_ids: Iterable[str], *,
-                           reason: str = "") -> dict[str, str]:
+    async def preempt_jobs(
+        self, queue: str, job_set_id: str, job_ids: Iterable[str], *, reason: str = ""
+    ) -> dict[str, str]:
         return await self._run(ops.preempt_jobs(queue, job_set_id, job_ids, reason))
 
     async def health(self, service: str = "Submit") -> int:
@@ -136,15 +150,17 @@ class AsyncArmadaClient:
     async def create_queue(self, queue: submit_pb2.Queue) -> None:
         await self._run(ops.create_queue(queue))
 
-    async def create_queues(self, queues: Iterable[submit_pb2.Queue]
-                            ) -> list[submit_pb2.QueueCreateResponse]:
+    async def create_queues(
+        self, queues: Iterable[submit_pb2.Queue]
+    ) -> list[submit_pb2.QueueCreateResponse]:
         return await self._run(ops.create_queues(queues))
 
     async def update_queue(self, queue: submit_pb2.Queue) -> None:
         await self._run(ops.update_queue(queue))
 
-    async def update_queues(self, queues: Iterable[submit_pb2.Queue]
-                            ) -> list[submit_pb2.QueueUpdateResponse]:
+    async def update_queues(
+        self, queues: Iterable[submit_pb2.Queue]
+    ) -> list[submit_pb2.QueueUpdateResponse]:
         return await self._run(ops.update_queues(queues))
 
     async def delete_queue(self, name: str) -> None:
@@ -156,8 +172,10 @@ class AsyncArmadaClient:
     async def get_queues(self, num: int = 0) -> list[submit_pb2.Queue]:
         queues: list[submit_pb2.Queue] = []
         call = self._stubs["QueueService"].GetQueues(
-            submit_pb2.StreamingQueueGetRequest(num=num), timeout=self.config.timeout,
-            metadata=self._metadata)
+            submit_pb2.StreamingQueueGetRequest(num=num),
+            timeout=self.config.timeout,
+            metadata=self._metadata,
+        )
         try:
             async for message in call:
                 if message.WhichOneof("event") == "end":
@@ -175,13 +193,19 @@ class AsyncArmadaClient:
     async def uncordon_queue(self, name: str) -> None:
         await self._run(ops.uncordon_queue(name))
 
-    async def preempt_on_queue(self, name: str, *, priority_classes: Iterable[str] = (),
-                               pools: Iterable[str] = ()) -> None:
+    async def preempt_on_queue(
+        self, name: str, *, priority_classes: Iterable[str] = (), pools: Iterable[str] = ()
+    ) -> None:
         await self._run(ops.preempt_on_queue(name, priority_classes, pools))
 
-    async def cancel_on_queue(self, name: str, *, priority_classes: Iterable[str] = (),
-                              states: Iterable[ops.StateLike] = (),
-                              pools: Iterable[str] = ()) -> None:
+    async def cancel_on_queue(
+        self,
+        name: str,
+        *,
+        priority_classes: Iterable[str] = (),
+        states: Iterable[ops.StateLike] = (),
+        pools: Iterable[str] = (),
+    ) -> None:
         await self._run(ops.cancel_on_queue(name, priority_classes, states, pools))
 
     # --- retry policies ---------------------------------------------------------------------
@@ -206,20 +230,22 @@ class AsyncArmadaClient:
     async def get_job_status(self, job_ids: Iterable[str]) -> dict[str, int]:
         return await self._run(ops.get_job_status(job_ids))
 
-    async def get_job_status_by_external_uri(self, queue: str, job_set_id: str,
-                                             external_job_uri: str) -> dict[str, int]:
-        return await self._run(ops.get_job_status_by_external_uri(queue, job_set_id,
-                                                                   external_job_uri))
+    async def get_job_status_by_external_uri(
+        self, queue: str, job_set_id: str, external_job_uri: str
+    ) -> dict[str, int]:
+        return await self._run(
+            ops.get_job_status_by_external_uri(queue, job_set_id, external_job_uri)
+        )
 
-    async def get_job_details(self, job_ids: Iterable[str], *, expand_job_spec: bool = False,
-                              expand_job_run: bool = False) -> dict[str, job_pb2.JobDetails]:
+    async def get_job_details(
+        self, job_ids: Iterable[str], *, expand_job_spec: bool = False, expand_job_run: bool = False
+    ) -> dict[str, job_pb2.JobDetails]:
         return await self._run(ops.get_job_details(job_ids, expand_job_spec, expand_job_run))
 
     async def get_job_errors(self, job_ids: Iterable[str]) -> dict[str, str]:
         return await self._run(ops.get_job_errors(job_ids))
 
-    async def get_job_run_details(self, run_ids: Iterable[str]
-                                  ) -> dict[str, job_pb2.JobRunDetails]:
+    async def get_job_run_details(self, run_ids: Iterable[str]) -> dict[str, job_pb2.JobRunDetails]:
         return await self._run(ops.get_job_run_details(run_ids))
 
     async def get_active_queues(self) -> dict[str, list[str]]:
@@ -227,14 +253,30 @@ class AsyncArmadaClient:
 
     # --- logs -------------------------------------------------------------------------------
 
-    async def logs(self, job_id: str, *, pod_number: int = 0, namespace: str = "",
-                   since_time: str = "", tail_lines: int | None = None,
-                   timestamps: bool = False, container: str = "",
-                   previous: bool = False) -> list[binoculars_pb2.LogLine]:
-        return await self._run(ops.logs(job_id, pod_number=pod_number, namespace=namespace,
-                                        since_time=since_time, tail_lines=tail_lines,
-                                        timestamps=timestamps, container=container,
-                                        previous=previous))
+    async def logs(
+        self,
+        job_id: str,
+        *,
+        pod_number: int = 0,
+        namespace: str = "",
+        since_time: str = "",
+        tail_lines: int | None = None,
+        timestamps: bool = False,
+        container: str = "",
+        previous: bool = False,
+    ) -> list[binoculars_pb2.LogLine]:
+        return await self._run(
+            ops.logs(
+                job_id,
+                pod_number=pod_number,
+                namespace=namespace,
+                since_time=since_time,
+                tail_lines=tail_lines,
+                timestamps=timestamps,
+                container=container,
+                previous=previous,
+            )
+        )
 
     async def cordon_node(self, node: str) -> None:
         """Schedule nothing new on `node` (`NODE` or `EXECUTOR/NODE`); administrators only."""
@@ -246,16 +288,27 @@ class AsyncArmadaClient:
 
     # --- events -----------------------------------------------------------------------------
 
-    async def get_job_set_events(self, queue: str, job_set_id: str, *,
-                                 from_message_id: str = "", watch: bool = False,
-                                 error_if_missing: bool = False, timeout: float | None = None
-                                 ) -> AsyncIterator[event_pb2.EventStreamMessage]:
+    async def get_job_set_events(
+        self,
+        queue: str,
+        job_set_id: str,
+        *,
+        from_message_id: str = "",
+        watch: bool = False,
+        error_if_missing: bool = False,
+        timeout: float | None = None,
+    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         """One raw GetJobSetEvents stream, exactly as the server sends it (no resume)."""
-        request = event_pb2.JobSetRequest(id=job_set_id, queue=queue, watch=watch,
-                                          from_message_id=from_message_id,
-                                          errorIfMissing=error_if_missing)
-        call = self._stubs["Event"].GetJobSetEvents(request, timeout=timeout,
-                                                    metadata=self._metadata)
+        request = event_pb2.JobSetRequest(
+            id=job_set_id,
+            queue=queue,
+            watch=watch,
+            from_message_id=from_message_id,
+            errorIfMissing=error_if_missing,
+        )
+        call = self._stubs["Event"].GetJobSetEvents(
+            request, timeout=timeout, metadata=self._metadata
+        )
         try:
             async for message in call:
                 yield message
@@ -264,9 +317,9 @@ class AsyncArmadaClient:
         finally:
             call.cancel()
 
-    async def watch(self, queue: str, job_set_id: str, *, from_id: str = "",
-                    timeout: float | None = None
-                    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
+    async def watch(
+        self, queue: str, job_set_id: str, *, from_id: str = "", timeout: float | None = None
+    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         """The older Event/Watch RPC, raw (prefer follow_events)."""
         request = event_pb2.WatchRequest(queue=queue, job_set_id=job_set_id, from_id=from_id)
         call = self._stubs["Event"].Watch(request, timeout=timeout, metadata=self._metadata)
@@ -278,14 +331,23 @@ class AsyncArmadaClient:
         finally:
             call.cancel()
 
-    async def _stream(self, queue: str, job_set_id: str, from_message_id: str, *,
-                      watch: bool, options: WatchOptions, silence: float | None
-                      ) -> AsyncIterator[event_pb2.EventStreamMessage]:
+    async def _stream(
+        self,
+        queue: str,
+        job_set_id: str,
+        from_message_id: str,
+        *,
+        watch: bool,
+        options: WatchOptions,
+        silence: float | None,
+    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         """One connection, heartbeats included; raises _Silent or ArmadaError."""
-        metadata = merge_metadata(self._metadata,
-                                  [HEARTBEAT_METADATA] if options.heartbeats else None)
+        metadata = merge_metadata(
+            self._metadata, [HEARTBEAT_METADATA] if options.heartbeats else None
+        )
         call = self._stubs["Event"].GetJobSetEvents(
-            job_set_request(queue, job_set_id, from_message_id, watch=watch), metadata=metadata)
+            job_set_request(queue, job_set_id, from_message_id, watch=watch), metadata=metadata
+        )
         try:
             while True:
                 try:
@@ -306,10 +368,16 @@ class AsyncArmadaClient:
         finally:
             call.cancel()
 
-    async def follow_events(self, queue: str, job_set_id: str, *, from_message_id: str = "",
-                            watch: bool = True, options: WatchOptions | None = None,
-                            on_notice: NoticeHandler | None = None
-                            ) -> AsyncIterator[event_pb2.EventStreamMessage]:
+    async def follow_events(
+        self,
+        queue: str,
+        job_set_id: str,
+        *,
+        from_message_id: str = "",
+        watch: bool = True,
+        options: WatchOptions | None = None,
+        on_notice: NoticeHandler | None = None,
+    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         """See ArmadaClient.follow_events. Close it with `contextlib.aclosing` (or cancel the
         task) to close the stream promptly."""
         options = options or WatchOptions()
@@ -318,9 +386,16 @@ class AsyncArmadaClient:
         while True:
             state.opened(last)
             try:
-                async with contextlib.aclosing(self._stream(
-                        queue, job_set_id, last, watch=watch, options=options,
-                        silence=options.silence_timeout)) as stream:
+                async with contextlib.aclosing(
+                    self._stream(
+                        queue,
+                        job_set_id,
+                        last,
+                        watch=watch,
+                        options=options,
+                        silence=options.silence_timeout,
+                    )
+                ) as stream:
                     async for message in stream:
                         state.received()
                         last = message.id or last
@@ -334,10 +409,17 @@ class AsyncArmadaClient:
             except ArmadaError as e:
                 await asyncio.sleep(state.failed(e))
 
-    async def wait_for_jobs(self, queue: str, job_set_id: str, job_ids: Sequence[str], *,
-                            timeout: float | None = None, options: WatchOptions | None = None,
-                            on_event: EventHandler | None = None,
-                            on_notice: NoticeHandler | None = None) -> dict[str, JobResult]:
+    async def wait_for_jobs(
+        self,
+        queue: str,
+        job_set_id: str,
+        job_ids: Sequence[str],
+        *,
+        timeout: float | None = None,
+        options: WatchOptions | None = None,
+        on_event: EventHandler | None = None,
+        on_notice: NoticeHandler | None = None,
+    ) -> dict[str, JobResult]:
         """See ArmadaClient.wait_for_jobs. Cancelling the awaiting task closes the stream."""
         options = options or WatchOptions()
         tracker = JobTracker(job_ids)
@@ -356,9 +438,16 @@ class AsyncArmadaClient:
             if not state.events_unsupported:
                 state.opened(tracker.last_message_id)
                 try:
-                    async with contextlib.aclosing(self._stream(
-                            queue, job_set_id, tracker.last_message_id, watch=True,
-                            options=options, silence=state.stream_silence())) as stream:
+                    async with contextlib.aclosing(
+                        self._stream(
+                            queue,
+                            job_set_id,
+                            tracker.last_message_id,
+                            watch=True,
+                            options=options,
+                            silence=state.stream_silence(),
+                        )
+                    ) as stream:
                         async for message in stream:
                             state.received()
                             result = tracker.apply(message)
@@ -381,13 +470,21 @@ class AsyncArmadaClient:
             await asyncio.sleep(state.sleep_time(delay))
             state.check_deadline(tracker.pending())
 
-    async def _catch_up(self, queue: str, job_set_id: str, tracker: JobTracker,
-                        options: WatchOptions) -> None:
+    async def _catch_up(
+        self, queue: str, job_set_id: str, tracker: JobTracker, options: WatchOptions
+    ) -> None:
         """See ArmadaClient._catch_up."""
         try:
-            async with contextlib.aclosing(self._stream(
-                    queue, job_set_id, tracker.last_message_id, watch=False, options=options,
-                    silence=None)) as stream:
+            async with contextlib.aclosing(
+                self._stream(
+                    queue,
+                    job_set_id,
+                    tracker.last_message_id,
+                    watch=False,
+                    options=options,
+                    silence=None,
+                )
+            ) as stream:
                 async for message in stream:
                     tracker.apply(message)
         except (ArmadaError, _Silent):
@@ -395,5 +492,7 @@ class AsyncArmadaClient:
         missing = tracker.from_status()
         if missing:
             with contextlib.suppress(ArmadaError):
-                tracker.enrich(await self.get_job_details(missing, expand_job_run=True),
-                               await self.get_job_errors(missing))
+                tracker.enrich(
+                    await self.get_job_details(missing, expand_job_run=True),
+                    await self.get_job_errors(missing),
+                )

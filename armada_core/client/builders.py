@@ -44,19 +44,29 @@ def _metadata(values: Mapping[str, str] | None, path: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in (values or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
-            raise SpecError(f"{path}[{key}]", f"keys and values must be strings, got "
-                                              f"{key!r}: {value!r}")
+            raise SpecError(
+                f"{path}[{key}]", f"keys and values must be strings, got {key!r}: {value!r}"
+            )
         out[key] = value
     return out
 
 
-def job_item(spec: PodSpecLike, *, priority: float = 0.0, namespace: str = "default",
-             priority_class: str | None = None, client_id: str = "",
-             labels: Mapping[str, str] | None = None,
-             annotations: Mapping[str, str] | None = None,
-             retry_policy: str | Sequence[str] | None = None, external_job_uri: str = "",
-             scheduler: str = "", ingress: Iterable[Any] = (), services: Iterable[Any] = (),
-             check: bool = True) -> submit_pb2.JobSubmitRequestItem:
+def job_item(
+    spec: PodSpecLike,
+    *,
+    priority: float = 0.0,
+    namespace: str = "default",
+    priority_class: str | None = None,
+    client_id: str = "",
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    retry_policy: str | Sequence[str] | None = None,
+    external_job_uri: str = "",
+    scheduler: str = "",
+    ingress: Iterable[Any] = (),
+    services: Iterable[Any] = (),
+    check: bool = True,
+) -> submit_pb2.JobSubmitRequestItem:
     """One job. `priority_class` sets the pod spec's priorityClassName; `retry_policy` names
     policies for the `armadaproject.io/retry-policy` annotation. With `check`, the item is
     validated as the server would (minus server-specific limits) and SpecError names the
@@ -65,8 +75,13 @@ def job_item(spec: PodSpecLike, *, priority: float = 0.0, namespace: str = "defa
     if priority_class is not None:
         pod.priorityClassName = priority_class
     item = submit_pb2.JobSubmitRequestItem(
-        priority=priority, namespace=namespace, client_id=client_id, pod_specs=[pod],
-        scheduler=scheduler, external_job_uri=external_job_uri)
+        priority=priority,
+        namespace=namespace,
+        client_id=client_id,
+        pod_specs=[pod],
+        scheduler=scheduler,
+        external_job_uri=external_job_uri,
+    )
     item.labels.update(_metadata(labels, "labels"))
     item.annotations.update(_metadata(annotations, "annotations"))
     if retry_policy:
@@ -83,11 +98,18 @@ def job_item(spec: PodSpecLike, *, priority: float = 0.0, namespace: str = "defa
     return item
 
 
-def gang_items(specs: PodSpecLike | Sequence[PodSpecLike], *, replicas: int | None = None,
-               gang_id: str | None = None, minimum_cardinality: int | None = None,
-               node_uniformity_label: str | None = None, max_hops: int | None = None,
-               client_id: str = "", check: bool = True,
-               **job: Any) -> list[submit_pb2.JobSubmitRequestItem]:
+def gang_items(
+    specs: PodSpecLike | Sequence[PodSpecLike],
+    *,
+    replicas: int | None = None,
+    gang_id: str | None = None,
+    minimum_cardinality: int | None = None,
+    node_uniformity_label: str | None = None,
+    max_hops: int | None = None,
+    client_id: str = "",
+    check: bool = True,
+    **job: Any,
+) -> list[submit_pb2.JobSubmitRequestItem]:
     """A gang: `replicas` copies of one pod spec, or one member per spec of a list.
 
     Members get the gang annotations (gangId, gangCardinality, and when given
@@ -102,20 +124,32 @@ def gang_items(specs: PodSpecLike | Sequence[PodSpecLike], *, replicas: int | No
         members = list(specs)
     else:
         if replicas is None or replicas < 1:
-            raise SpecError("replicas", f"a gang of one pod spec needs replicas >= 1, got "
-                                        f"{replicas!r}")
+            raise SpecError(
+                "replicas", f"a gang of one pod spec needs replicas >= 1, got {replicas!r}"
+            )
         members = [specs] * replicas
     if not members:
         raise SpecError("pod_specs", "a gang needs at least one member")
     cardinality = len(members)
     if minimum_cardinality is not None and not 1 <= minimum_cardinality <= cardinality:
-        raise SpecError("minimum_cardinality", f"must be between 1 and the gang size "
-                                               f"{cardinality}, got {minimum_cardinality}")
-    extra = {} if minimum_cardinality is None else \
-        {ann.GANG_MINIMUM_CARDINALITY: str(minimum_cardinality)}
-    return _gang([_Member(spec, extra, f"members[{i}].") for i, spec in enumerate(members)],
-                 gang_id=gang_id, node_uniformity_label=node_uniformity_label,
-                 max_hops=max_hops, client_id=client_id, check=check, job=job)
+        raise SpecError(
+            "minimum_cardinality",
+            f"must be between 1 and the gang size {cardinality}, got {minimum_cardinality}",
+        )
+    extra = (
+        {}
+        if minimum_cardinality is None
+        else {ann.GANG_MINIMUM_CARDINALITY: str(minimum_cardinality)}
+    )
+    return _gang(
+        [_Member(spec, extra, f"members[{i}].") for i, spec in enumerate(members)],
+        gang_id=gang_id,
+        node_uniformity_label=node_uniformity_label,
+        max_hops=max_hops,
+        client_id=client_id,
+        check=check,
+        job=job,
+    )
 
 
 @dataclass(frozen=True)
@@ -148,25 +182,36 @@ class Role:
         for key, item in value.items():
             name = _ROLE_FIELDS.get(str(key))
             if name is None:
-                raise SpecError(f"{path}.{key}", "unknown field (expected name, minimum, "
-                                                 "maximum, podSpec)")
+                raise SpecError(
+                    f"{path}.{key}", "unknown field (expected name, minimum, maximum, podSpec)"
+                )
             if name in fields:
                 raise SpecError(f"{path}.{key}", "podSpec is given twice")
             fields[name] = item
         for required in ("name", "pod_spec"):
             if fields.get(required) is None:
-                raise SpecError(f"{path}.{'podSpec' if required == 'pod_spec' else required}",
-                                "is required")
+                raise SpecError(
+                    f"{path}.{'podSpec' if required == 'pod_spec' else required}", "is required"
+                )
         return cls(**fields)
 
     def as_dict(self) -> dict[str, Any]:
         """The mapping `parse` reads (for orchestrators that template or serialise it)."""
-        return {"name": self.name, "minimum": self.minimum, "maximum": self.size,
-                "pod_spec": self.pod_spec}
+        return {
+            "name": self.name,
+            "minimum": self.minimum,
+            "maximum": self.size,
+            "pod_spec": self.pod_spec,
+        }
 
 
-_ROLE_FIELDS = {"name": "name", "minimum": "minimum", "maximum": "maximum",
-                "podSpec": "pod_spec", "pod_spec": "pod_spec"}
+_ROLE_FIELDS = {
+    "name": "name",
+    "minimum": "minimum",
+    "maximum": "maximum",
+    "podSpec": "pod_spec",
+    "pod_spec": "pod_spec",
+}
 
 
 def _count(value: Any, path: str) -> int:
@@ -178,10 +223,16 @@ def _count(value: Any, path: str) -> int:
     return value
 
 
-def pod_group_items(roles: Sequence[Role | Mapping[str, Any]], *, gang_id: str | None = None,
-                    node_uniformity_label: str | None = None, max_hops: int | None = None,
-                    client_id: str = "", check: bool = True,
-                    **job: Any) -> list[submit_pb2.JobSubmitRequestItem]:
+def pod_group_items(
+    roles: Sequence[Role | Mapping[str, Any]],
+    *,
+    gang_id: str | None = None,
+    node_uniformity_label: str | None = None,
+    max_hops: int | None = None,
+    client_id: str = "",
+    check: bool = True,
+    **job: Any,
+) -> list[submit_pb2.JobSubmitRequestItem]:
     """An elastic pod group: a gang of every role's `maximum` members, each also carrying its
     role's name (gangRole) and minimum (gangRoleMinimum). The group starts once every role's
     minimum fits; members above a minimum are elastic, and a role falling below its minimum
@@ -202,24 +253,36 @@ def pod_group_items(roles: Sequence[Role | Mapping[str, Any]], *, gang_id: str |
         if not isinstance(role.name, str) or not role.name.strip():
             raise SpecError(f"{path}.name", f"must be a non-empty string, got {role.name!r}")
         if role.name in seen:
-            raise SpecError(f"{path}.name", f"{role.name!r} is already the name of "
-                                            f"roles[{seen[role.name]}]")
+            raise SpecError(
+                f"{path}.name", f"{role.name!r} is already the name of roles[{seen[role.name]}]"
+            )
         seen[role.name] = r
         minimum = _count(role.minimum, f"{path}.minimum")
         maximum = minimum if role.maximum is None else _count(role.maximum, f"{path}.maximum")
         if maximum < 1:
             raise SpecError(f"{path}.maximum", f"must be at least 1, got {maximum}")
         if not 1 <= minimum <= maximum:
-            raise SpecError(f"{path}.minimum", f"must be between 1 and the role's maximum "
-                                               f"{maximum}, got {minimum}")
+            raise SpecError(
+                f"{path}.minimum",
+                f"must be between 1 and the role's maximum {maximum}, got {minimum}",
+            )
         spec = pod_spec(role.pod_spec, f"{path}.pod_spec")
         extra = {ann.GANG_ROLE: role.name, ann.GANG_ROLE_MINIMUM: str(minimum)}
         members += [_Member(spec, extra, f"{path}.")] * maximum
     if ann.GANG_MINIMUM_CARDINALITY in (job.get("annotations") or {}):
-        raise SpecError(f"annotations[{ann.GANG_MINIMUM_CARDINALITY}]",
-                        "a pod group's minimums are its roles' (Role.minimum)")
-    return _gang(members, gang_id=gang_id, node_uniformity_label=node_uniformity_label,
-                 max_hops=max_hops, client_id=client_id, check=check, job=job)
+        raise SpecError(
+            f"annotations[{ann.GANG_MINIMUM_CARDINALITY}]",
+            "a pod group's minimums are its roles' (Role.minimum)",
+        )
+    return _gang(
+        members,
+        gang_id=gang_id,
+        node_uniformity_label=node_uniformity_label,
+        max_hops=max_hops,
+        client_id=client_id,
+        check=check,
+        job=job,
+    )
 
 
 @dataclass(frozen=True)
@@ -232,9 +295,16 @@ class _Member:
     path: str
 
 
-def _gang(members: Sequence[_Member], *, gang_id: str | None,
-          node_uniformity_label: str | None, max_hops: int | None, client_id: str,
-          check: bool, job: dict[str, Any]) -> list[submit_pb2.JobSubmitRequestItem]:
+def _gang(
+    members: Sequence[_Member],
+    *,
+    gang_id: str | None,
+    node_uniformity_label: str | None,
+    max_hops: int | None,
+    client_id: str,
+    check: bool,
+    job: dict[str, Any],
+) -> list[submit_pb2.JobSubmitRequestItem]:
     """The one path behind gangs and pod groups: the gang annotations on every member, each
     member's own on top, none contradicting the caller's annotations."""
     gang = gang_id or client_id or str(uuid.uuid4())
@@ -251,12 +321,20 @@ def _gang(members: Sequence[_Member], *, gang_id: str | None,
         own = {**wanted, **member.annotations}
         for key, value in own.items():
             if annotations.get(key, value) != value:
-                raise SpecError(f"annotations[{key}]", f"{annotations[key]!r} contradicts "
-                                                       f"the gang helper's {value!r}")
+                raise SpecError(
+                    f"annotations[{key}]",
+                    f"{annotations[key]!r} contradicts the gang helper's {value!r}",
+                )
         try:
-            items.append(job_item(member.spec, annotations={**annotations, **own},
-                                  check=False,
-                                  client_id=f"{client_id}-{i}" if client_id else "", **job))
+            items.append(
+                job_item(
+                    member.spec,
+                    annotations={**annotations, **own},
+                    check=False,
+                    client_id=f"{client_id}-{i}" if client_id else "",
+                    **job,
+                )
+            )
         except SpecError as e:
             raise SpecError(f"{member.path}{e.path}", e.problem) from None
     if check:
@@ -269,23 +347,31 @@ def client_check_config(items: Iterable[submit_pb2.JobSubmitRequestItem]) -> Sub
     priority class and grace period are left to the server to judge."""
     classes = {spec.priorityClassName for item in items for spec in item.pod_specs}
     classes |= {item.pod_spec.priorityClassName for item in items}
-    return SubmissionConfig(priority_classes=frozenset(classes - {""}) | {"armada-default"},
-                            max_grace_period_seconds=2**62,
-                            default_active_deadline_seconds=None)
+    return SubmissionConfig(
+        priority_classes=frozenset(classes - {""}) | {"armada-default"},
+        max_grace_period_seconds=2**62,
+        default_active_deadline_seconds=None,
+    )
 
 
-def check_items(items: Sequence[submit_pb2.JobSubmitRequestItem], *, queue: str = "queue",
-                job_set_id: str = "job-set", prefix: str | None = None) -> None:
+def check_items(
+    items: Sequence[submit_pb2.JobSubmitRequestItem],
+    *,
+    queue: str = "queue",
+    job_set_id: str = "job-set",
+    prefix: str | None = None,
+) -> None:
     """Raise SpecError for the first problem the server would reject the request for.
 
     `prefix=""` drops the `job_request_items[0].` prefix from paths (single items).
     """
-    request = submit_pb2.JobSubmitRequest(queue=queue, job_set_id=job_set_id,
-                                          job_request_items=items)
+    request = submit_pb2.JobSubmitRequest(
+        queue=queue, job_set_id=job_set_id, job_request_items=items
+    )
     try:
         validate_request(request, client_check_config(items))
     except SubmissionError as e:
         path = e.path
         if prefix is not None and path.startswith(_ITEM_PREFIX):
-            path = prefix + path[len(_ITEM_PREFIX):]
+            path = prefix + path[len(_ITEM_PREFIX) :]
         raise SpecError(path, e.problem) from None

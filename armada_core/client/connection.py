@@ -59,8 +59,9 @@ class ConnectionConfig:
             raise ValueError("call_credentials need a TLS channel (tls=True)")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any
-                 ) -> ConnectionConfig:
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> ConnectionConfig:
         """ARMADA_URL, ARMADA_TLS, ARMADA_CA_CERT (a PEM file), ARMADA_TOKEN,
         ARMADA_USERNAME / ARMADA_PASSWORD; explicit overrides (not None) win."""
         env = os.environ if environ is None else environ
@@ -70,8 +71,11 @@ class ConnectionConfig:
         if env.get("ARMADA_CA_CERT"):
             values["root_certificates"] = Path(env["ARMADA_CA_CERT"]).read_bytes()
             values["tls"] = True
-        for key, name in (("token", "ARMADA_TOKEN"), ("username", "ARMADA_USERNAME"),
-                          ("password", "ARMADA_PASSWORD")):
+        for key, name in (
+            ("token", "ARMADA_TOKEN"),
+            ("username", "ARMADA_USERNAME"),
+            ("password", "ARMADA_PASSWORD"),
+        ):
             if env.get(name):
                 values[key] = env[name]
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -93,15 +97,18 @@ class ConnectionConfig:
             ("grpc.max_send_message_length", 256 * 1024 * 1024),
         ]
         if self.keepalive_time is not None:
-            opts += [("grpc.keepalive_time_ms", int(self.keepalive_time * 1000)),
-                     ("grpc.keepalive_timeout_ms", int(self.keepalive_timeout * 1000)),
-                     ("grpc.keepalive_permit_without_calls", 1),
-                     ("grpc.http2.max_pings_without_data", 0)]
+            opts += [
+                ("grpc.keepalive_time_ms", int(self.keepalive_time * 1000)),
+                ("grpc.keepalive_timeout_ms", int(self.keepalive_timeout * 1000)),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.max_pings_without_data", 0),
+            ]
         return opts + list(self.options)
 
     def channel_credentials(self) -> grpc.ChannelCredentials:
-        creds = grpc.ssl_channel_credentials(self.root_certificates, self.private_key,
-                                             self.certificate_chain)
+        creds = grpc.ssl_channel_credentials(
+            self.root_certificates, self.private_key, self.certificate_chain
+        )
         if self.call_credentials is not None:
             creds = grpc.composite_channel_credentials(creds, self.call_credentials)
         return creds
@@ -109,15 +116,17 @@ class ConnectionConfig:
     def sync_channel(self, address: str | None = None) -> grpc.Channel:
         target = address or self.address
         if self.tls:
-            return grpc.secure_channel(target, self.channel_credentials(),
-                                       options=self.channel_options())
+            return grpc.secure_channel(
+                target, self.channel_credentials(), options=self.channel_options()
+            )
         return grpc.insecure_channel(target, options=self.channel_options())
 
     def aio_channel(self, address: str | None = None) -> grpc.aio.Channel:
         target = address or self.address
         if self.tls:
-            return grpc.aio.secure_channel(target, self.channel_credentials(),
-                                           options=self.channel_options())
+            return grpc.aio.secure_channel(
+                target, self.channel_credentials(), options=self.channel_options()
+            )
         return grpc.aio.insecure_channel(target, options=self.channel_options())
 
 

@@ -14,15 +14,17 @@ class ArmadaError(Exception):
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
 
-    def __init__(self, details: str, *, code: grpc.StatusCode | None = None,
-                 method: str = "") -> None:
+    def __init__(
+        self, details: str, *, code: grpc.StatusCode | None = None, method: str = ""
+    ) -> None:
         if code is not None:
             self.code = code
         self.details = details
         self.method = method
         where = f"{method}: " if method else ""
-        super().__init__(f"{where}{self.code.name}: {details}" if details
-                         else f"{where}{self.code.name}")
+        super().__init__(
+            f"{where}{self.code.name}: {details}" if details else f"{where}{self.code.name}"
+        )
 
 
 class Cancelled(ArmadaError):
@@ -100,18 +102,39 @@ class SubmitRejected(ArmadaError):
 
 
 _BY_CODE: dict[grpc.StatusCode, type[ArmadaError]] = {
-    cls.code: cls for cls in (
-        Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound, AlreadyExists,
-        PermissionDenied, ResourceExhausted, FailedPrecondition, Aborted, OutOfRange,
-        Unimplemented, Internal, Unavailable, DataLoss, Unauthenticated)
+    cls.code: cls
+    for cls in (
+        Cancelled,
+        Unknown,
+        InvalidArgument,
+        DeadlineExceeded,
+        NotFound,
+        AlreadyExists,
+        PermissionDenied,
+        ResourceExhausted,
+        FailedPrecondition,
+        Aborted,
+        OutOfRange,
+        Unimplemented,
+        Internal,
+        Unavailable,
+        DataLoss,
+        Unauthenticated,
+    )
 }
 
 #: Codes after which reconnecting a stream is worth trying: the server or network hiccuped.
-TRANSIENT_CODES = frozenset({
-    grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.CANCELLED, grpc.StatusCode.ABORTED, grpc.StatusCode.RESOURCE_EXHAUSTED,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-})
+TRANSIENT_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+    }
+)
 
 
 def error_for(code: grpc.StatusCode, details: str, method: str = "") -> ArmadaError:

@@ -36,8 +36,13 @@ from armada_core.api import submit_pb2
 from .builders import check_items, pod_group_items
 from .k8s_convert import SpecError, to_message
 
-_TOP = {"queue": "queue", "jobSetId": "job_set_id", "job_set_id": "job_set_id",
-        "jobSet": "job_set_id", "jobs": "jobs"}
+_TOP = {
+    "queue": "queue",
+    "jobSetId": "job_set_id",
+    "job_set_id": "job_set_id",
+    "jobSet": "job_set_id",
+    "jobs": "jobs",
+}
 
 
 @dataclass(frozen=True)
@@ -49,18 +54,21 @@ class JobRequest:
     items: tuple[submit_pb2.JobSubmitRequestItem, ...]
 
     def to_proto(self) -> submit_pb2.JobSubmitRequest:
-        return submit_pb2.JobSubmitRequest(queue=self.queue, job_set_id=self.job_set_id,
-                                           job_request_items=self.items)
+        return submit_pb2.JobSubmitRequest(
+            queue=self.queue, job_set_id=self.job_set_id, job_request_items=self.items
+        )
 
 
 def parse_job_request(data: object, path: str = "", *, check: bool = True) -> JobRequest:
     """A JobRequest from one parsed document."""
+
     def at(key: str) -> str:
         return f"{path}{key}"
 
     if not isinstance(data, Mapping):
-        raise SpecError(path.rstrip(": ") or "document",
-                        "expected a mapping with queue, jobSetId and jobs")
+        raise SpecError(
+            path.rstrip(": ") or "document", "expected a mapping with queue, jobSetId and jobs"
+        )
     values: dict[str, object] = {}
     for key, value in data.items():
         if key not in _TOP:
@@ -77,23 +85,33 @@ def parse_job_request(data: object, path: str = "", *, check: bool = True) -> Jo
     for i, job in enumerate(jobs):
         expanded = _job(job, at(f"jobs[{i}]"))
         items += expanded
-        origins += [f"jobs[{i}]"] if len(expanded) == 1 and not _is_group(job) else \
-            [f"jobs[{i}].podGroup.members[{m}]" for m in range(len(expanded))]
+        origins += (
+            [f"jobs[{i}]"]
+            if len(expanded) == 1 and not _is_group(job)
+            else [f"jobs[{i}].podGroup.members[{m}]" for m in range(len(expanded))]
+        )
     if check:
         try:
-            check_items(items, queue=str(values["queue"]), job_set_id=str(values["job_set_id"]),
-                        prefix=None)
+            check_items(
+                items, queue=str(values["queue"]), job_set_id=str(values["job_set_id"]), prefix=None
+            )
         except SpecError as e:
             match = _ITEM.match(e.path)
-            problem_path = e.path if match is None else \
-                origins[int(match.group(1))] + e.path[match.end():]
-            raise SpecError(at(problem_path.replace("job_request_items", "jobs", 1)),
-                            e.problem) from None
+            problem_path = (
+                e.path if match is None else origins[int(match.group(1))] + e.path[match.end() :]
+            )
+            raise SpecError(
+                at(problem_path.replace("job_request_items", "jobs", 1)), e.problem
+            ) from None
     return JobRequest(str(values["queue"]), str(values["job_set_id"]), tuple(items))
 
 
-_POD_GROUP = {"gangId": "gang_id", "nodeUniformityLabel": "node_uniformity_label",
-              "maxHops": "max_hops", "roles": "roles"}
+_POD_GROUP = {
+    "gangId": "gang_id",
+    "nodeUniformityLabel": "node_uniformity_label",
+    "maxHops": "max_hops",
+    "roles": "roles",
+}
 _KINDS = {int: "a whole number", list: "a list of roles", str: "a string"}
 _ITEM = re.compile(r"job_request_items\[(\d+)\]")
 
@@ -109,29 +127,39 @@ def _job(job: object, path: str) -> list[submit_pb2.JobSubmitRequestItem]:
     rest = {k: v for k, v in job.items() if k != "podGroup"}
     for key in ("podSpec", "pod_spec", "podSpecs", "pod_specs"):
         if key in rest:
-            raise SpecError(f"{path}.{key}", "a pod group's pod specs are its roles' podSpec; "
-                                             "give podGroup or a pod spec, not both")
+            raise SpecError(
+                f"{path}.{key}",
+                "a pod group's pod specs are its roles' podSpec; "
+                "give podGroup or a pod spec, not both",
+            )
     template = to_message(rest, submit_pb2.JobSubmitRequestItem, path)
     group = job["podGroup"]
     if not isinstance(group, Mapping):
-        raise SpecError(f"{path}.podGroup", "expected a mapping with roles (and optionally "
-                                            "gangId, nodeUniformityLabel, maxHops)")
+        raise SpecError(
+            f"{path}.podGroup",
+            "expected a mapping with roles (and optionally gangId, nodeUniformityLabel, maxHops)",
+        )
     options: dict[str, Any] = {}
     for key, value in group.items():
         if key not in _POD_GROUP:
-            raise SpecError(f"{path}.podGroup.{key}", "unknown field (expected roles, gangId, "
-                                                      "nodeUniformityLabel, maxHops)")
+            raise SpecError(
+                f"{path}.podGroup.{key}",
+                "unknown field (expected roles, gangId, nodeUniformityLabel, maxHops)",
+            )
         wanted = int if key == "maxHops" else (list if key == "roles" else str)
         if value is not None and (isinstance(value, bool) or not isinstance(value, wanted)):
-            raise SpecError(f"{path}.podGroup.{key}", f"expected "
-                                                      f"{_KINDS[wanted]}, got {value!r}")
+            raise SpecError(f"{path}.podGroup.{key}", f"expected {_KINDS[wanted]}, got {value!r}")
         options[_POD_GROUP[key]] = value
     if "roles" not in options:
         raise SpecError(f"{path}.podGroup.roles", "is required")
     try:
-        members = pod_group_items(options.pop("roles"), client_id=template.client_id,
-                                  annotations=dict(template.annotations), check=False,
-                                  **options)
+        members = pod_group_items(
+            options.pop("roles"),
+            client_id=template.client_id,
+            annotations=dict(template.annotations),
+            check=False,
+            **options,
+        )
     except SpecError as e:
         where = e.path if e.path.startswith("annotations") else f"podGroup.{e.path}"
         raise SpecError(f"{path}.{where}", e.problem) from None

@@ -22,16 +22,27 @@ M = TypeVar("M", bound=Message)
 
 _QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
 _INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
-_TIMES = ("k8s.io.apimachinery.pkg.apis.meta.v1.Time",
-          "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime")
-_INTS = (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT32,
-         FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64,
-         FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_FIXED64,
-         FieldDescriptor.TYPE_SFIXED32, FieldDescriptor.TYPE_SFIXED64)
+_TIMES = (
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Time",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime",
+)
+_INTS = (
+    FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT32,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT32,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED32,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED32,
+    FieldDescriptor.TYPE_SFIXED64,
+)
 _FLOATS = (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
 # Go structs embedded with `json:",inline"`: a field in protobuf, flattened in JSON.
-_INLINE = frozenset({"handler", "volumeSource", "ephemeralContainerCommon",
-                     "persistentVolumeSource"})
+_INLINE = frozenset(
+    {"handler", "volumeSource", "ephemeralContainerCommon", "persistentVolumeSource"}
+)
 
 _api_client: Any = None
 
@@ -71,8 +82,7 @@ def to_message(data: Any, message: type[M] | M, path: str = "") -> M:
         data = sanitize(data)
     if isinstance(data, Message):
         if data.DESCRIPTOR.full_name != target.DESCRIPTOR.full_name:
-            raise SpecError(path, f"expected {target.DESCRIPTOR.name}, got "
-                                  f"{data.DESCRIPTOR.name}")
+            raise SpecError(path, f"expected {target.DESCRIPTOR.name}, got {data.DESCRIPTOR.name}")
         target.CopyFrom(data)
         return target
     _fill(target, data, path)
@@ -118,8 +128,10 @@ def _join(path: str, key: str) -> str:
 
 def _fill(target: Message, data: Any, path: str) -> None:
     if not isinstance(data, Mapping):
-        raise SpecError(path, f"expected a mapping of {target.DESCRIPTOR.name} fields, got "
-                              f"{type(data).__name__}")
+        raise SpecError(
+            path,
+            f"expected a mapping of {target.DESCRIPTOR.name} fields, got {type(data).__name__}",
+        )
     descriptor = target.DESCRIPTOR
     for key, value in data.items():
         if not isinstance(key, str):
@@ -164,8 +176,11 @@ def _fill_map(container: Any, field: FieldDescriptor, value: Any, path: str) -> 
     value_field = field.message_type.fields_by_name["value"]
     for k, v in value.items():
         at = f"{path}[{k}]"
-        key = _scalar(key_field, k, at) if key_field.type != FieldDescriptor.TYPE_STRING \
+        key = (
+            _scalar(key_field, k, at)
+            if key_field.type != FieldDescriptor.TYPE_STRING
             else _string(k, at)
+        )
         if v is None:
             raise SpecError(at, "a map value must not be null")
         if value_field.message_type is not None:
@@ -234,8 +249,11 @@ def _scalar(field: FieldDescriptor, value: Any, path: str) -> Any:
     if kind == FieldDescriptor.TYPE_ENUM:
         if isinstance(value, str) and value in field.enum_type.values_by_name:
             return field.enum_type.values_by_name[value].number
-        if isinstance(value, int) and not isinstance(value, bool) \
-                and value in field.enum_type.values_by_number:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and value in field.enum_type.values_by_number
+        ):
             return value
         known = ", ".join(field.enum_type.values_by_name)
         raise SpecError(path, f"expected one of {known}, got {value!r}")

@@ -32,8 +32,9 @@ class LogCursor:
     inclusive (repeating those lines) never makes a line appear twice.
     """
 
-    def __init__(self, job_ids: Iterable[str], on_line: LineHandler,
-                 on_warning: WarningHandler | None = None) -> None:
+    def __init__(
+        self, job_ids: Iterable[str], on_line: LineHandler, on_warning: WarningHandler | None = None
+    ) -> None:
         self.since: dict[str, str] = {}
         self.shown: dict[str, int] = {}
         self.gave_up: set[str] = set()
@@ -68,8 +69,9 @@ class LogCursor:
             return  # try again next time
         self.gave_up.add(job_id)
         if self.on_warning is not None:
-            self.on_warning(f"cannot follow the logs of Armada job {job_id}: "
-                            f"{error.details or error.code.name}")
+            self.on_warning(
+                f"cannot follow the logs of Armada job {job_id}: {error.details or error.code.name}"
+            )
 
     async def poll_async(self, client: AsyncArmadaClient) -> None:
         """Read and hand over every followed job's new lines."""
@@ -85,8 +87,15 @@ class LogCursor:
 class JobLogFollower:
     """Polls the logs of some jobs on a thread until stopped, then reads them one last time."""
 
-    def __init__(self, client: ArmadaClient, job_ids: Sequence[str], on_line: LineHandler, *,
-                 interval: float = 1.0, on_warning: WarningHandler | None = None) -> None:
+    def __init__(
+        self,
+        client: ArmadaClient,
+        job_ids: Sequence[str],
+        on_line: LineHandler,
+        *,
+        interval: float = 1.0,
+        on_warning: WarningHandler | None = None,
+    ) -> None:
         self._client = client
         self._cursor = LogCursor(dict.fromkeys(job_ids), on_line, on_warning)
         self._interval = interval
@@ -96,8 +105,9 @@ class JobLogFollower:
 
     def start(self) -> JobLogFollower:
         if self._cursor.since and self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="armada-log-follower",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name="armada-log-follower", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -131,9 +141,15 @@ class JobLogFollower:
         self.stop()
 
 
-async def follow_logs(client: AsyncArmadaClient, job_ids: Sequence[str], on_line: LineHandler,
-                      *, stop: asyncio.Event, interval: float = 1.0,
-                      on_warning: WarningHandler | None = None) -> None:
+async def follow_logs(
+    client: AsyncArmadaClient,
+    job_ids: Sequence[str],
+    on_line: LineHandler,
+    *,
+    stop: asyncio.Event,
+    interval: float = 1.0,
+    on_warning: WarningHandler | None = None,
+) -> None:
     """The asyncio flavour: poll until `stop` is set, then read one last time."""
     cursor = LogCursor(dict.fromkeys(job_ids), on_line, on_warning)
     while True:

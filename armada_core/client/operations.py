@@ -62,49 +62,59 @@ def _retry_policy(policy: RetryPolicy | submit_pb2.RetryPolicy) -> submit_pb2.Re
 
 # --- Submit -----------------------------------------------------------------------------------
 
+
 def _submitted(response: submit_pb2.JobSubmitResponse) -> list[str]:
-    errors = [f"item {i}: {r.error}" for i, r in enumerate(response.job_response_items)
-              if r.error]
+    errors = [f"item {i}: {r.error}" for i, r in enumerate(response.job_response_items) if r.error]
     if errors:
         raise SubmitRejected("; ".join(errors), method="Submit/SubmitJobs")
     return [r.job_id for r in response.job_response_items]
 
 
-def submit_jobs(queue: str, job_set_id: str,
-                items: Iterable[submit_pb2.JobSubmitRequestItem]) -> Call[list[str]]:
-    request = submit_pb2.JobSubmitRequest(queue=queue, job_set_id=job_set_id,
-                                          job_request_items=list(items))
+def submit_jobs(
+    queue: str, job_set_id: str, items: Iterable[submit_pb2.JobSubmitRequestItem]
+) -> Call[list[str]]:
+    request = submit_pb2.JobSubmitRequest(
+        queue=queue, job_set_id=job_set_id, job_request_items=list(items)
+    )
     return Call("Submit", "SubmitJobs", request, _submitted)
 
 
-def cancel_jobs(queue: str, job_set_id: str, job_ids: Iterable[str],
-                reason: str = "") -> Call[list[str]]:
-    request = submit_pb2.JobCancelRequest(queue=queue, job_set_id=job_set_id,
-                                          job_ids=list(job_ids), reason=reason)
+def cancel_jobs(
+    queue: str, job_set_id: str, job_ids: Iterable[str], reason: str = ""
+) -> Call[list[str]]:
+    request = submit_pb2.JobCancelRequest(
+        queue=queue, job_set_id=job_set_id, job_ids=list(job_ids), reason=reason
+    )
     return Call("Submit", "CancelJobs", request, lambda r: list(r.cancelled_ids))
 
 
-def cancel_job_set(queue: str, job_set_id: str, states: Iterable[StateLike] = (),
-                   reason: str = "") -> Call[None]:
+def cancel_job_set(
+    queue: str, job_set_id: str, states: Iterable[StateLike] = (), reason: str = ""
+) -> Call[None]:
     request = submit_pb2.JobSetCancelRequest(
-        queue=queue, job_set_id=job_set_id, reason=reason,
-        filter=submit_pb2.JobSetFilter(states=[job_state(s) for s in states]))
+        queue=queue,
+        job_set_id=job_set_id,
+        reason=reason,
+        filter=submit_pb2.JobSetFilter(states=[job_state(s) for s in states]),
+    )
     return Call("Submit", "CancelJobSet", request, _nothing)
 
 
-def reprioritize_jobs(queue: str, job_set_id: str, new_priority: float,
-                      job_ids: Iterable[str] = ()) -> Call[dict[str, str]]:
-    request = submit_pb2.JobReprioritizeRequest(queue=queue, job_set_id=job_set_id,
-                                                job_ids=list(job_ids),
-                                                new_priority=new_priority)
-    return Call("Submit", "ReprioritizeJobs", request,
-                lambda r: dict(r.reprioritization_results))
+def reprioritize_jobs(
+    queue: str, job_set_id: str, new_priority: float, job_ids: Iterable[str] = ()
+) -> Call[dict[str, str]]:
+    request = submit_pb2.JobReprioritizeRequest(
+        queue=queue, job_set_id=job_set_id, job_ids=list(job_ids), new_priority=new_priority
+    )
+    return Call("Submit", "ReprioritizeJobs", request, lambda r: dict(r.reprioritization_results))
 
 
-def preempt_jobs(queue: str, job_set_id: str, job_ids: Iterable[str],
-                 reason: str = "") -> Call[dict[str, str]]:
-    request = submit_pb2.JobPreemptRequest(queue=queue, job_set_id=job_set_id,
-                                           job_ids=list(job_ids), reason=reason)
+def preempt_jobs(
+    queue: str, job_set_id: str, job_ids: Iterable[str], reason: str = ""
+) -> Call[dict[str, str]]:
+    request = submit_pb2.JobPreemptRequest(
+        queue=queue, job_set_id=job_set_id, job_ids=list(job_ids), reason=reason
+    )
     return Call("Submit", "PreemptJobs", request, lambda r: dict(r.preemption_results))
 
 
@@ -118,20 +128,33 @@ SERVING = health_pb2.HealthCheckResponse.SERVING
 
 # --- QueueService -----------------------------------------------------------------------------
 
-def queue(name: str, *, priority_factor: float = 1.0, user_owners: Iterable[str] = (),
-          group_owners: Iterable[str] = (), labels: Mapping[str, str] | None = None,
-          retry_policies: Iterable[str] = (), cordoned: bool = False,
-          permissions: Iterable[tuple[Iterable[tuple[str, str]], Iterable[str]]] = (),
-          ) -> submit_pb2.Queue:
+
+def queue(
+    name: str,
+    *,
+    priority_factor: float = 1.0,
+    user_owners: Iterable[str] = (),
+    group_owners: Iterable[str] = (),
+    labels: Mapping[str, str] | None = None,
+    retry_policies: Iterable[str] = (),
+    cordoned: bool = False,
+    permissions: Iterable[tuple[Iterable[tuple[str, str]], Iterable[str]]] = (),
+) -> submit_pb2.Queue:
     """A Queue message; `permissions` are (subjects as (kind, name) pairs, verbs)."""
-    msg = submit_pb2.Queue(name=name, priority_factor=priority_factor,
-                           user_owners=list(user_owners), group_owners=list(group_owners),
-                           retry_policies=list(retry_policies), cordoned=cordoned)
+    msg = submit_pb2.Queue(
+        name=name,
+        priority_factor=priority_factor,
+        user_owners=list(user_owners),
+        group_owners=list(group_owners),
+        retry_policies=list(retry_policies),
+        cordoned=cordoned,
+    )
     msg.labels.update(labels or {})
     for subjects, verbs in permissions:
         msg.permissions.add(
             subjects=[submit_pb2.Queue.Permissions.Subject(kind=k, name=n) for k, n in subjects],
-            verbs=list(verbs))
+            verbs=list(verbs),
+        )
     return msg
 
 
@@ -139,58 +162,72 @@ def create_queue(q: submit_pb2.Queue) -> Call[None]:
     return Call("QueueService", "CreateQueue", q, _nothing)
 
 
-def create_queues(queues: Iterable[submit_pb2.Queue]
-                  ) -> Call[list[submit_pb2.QueueCreateResponse]]:
-    return Call("QueueService", "CreateQueues", submit_pb2.QueueList(queues=list(queues)),
-                lambda r: list(r.failed_queues))
+def create_queues(queues: Iterable[submit_pb2.Queue]) -> Call[list[submit_pb2.QueueCreateResponse]]:
+    return Call(
+        "QueueService",
+        "CreateQueues",
+        submit_pb2.QueueList(queues=list(queues)),
+        lambda r: list(r.failed_queues),
+    )
 
 
 def update_queue(q: submit_pb2.Queue) -> Call[None]:
     return Call("QueueService", "UpdateQueue", q, _nothing)
 
 
-def update_queues(queues: Iterable[submit_pb2.Queue]
-                  ) -> Call[list[submit_pb2.QueueUpdateResponse]]:
-    return Call("QueueService", "UpdateQueues", submit_pb2.QueueList(queues=list(queues)),
-                lambda r: list(r.failed_queues))
+def update_queues(queues: Iterable[submit_pb2.Queue]) -> Call[list[submit_pb2.QueueUpdateResponse]]:
+    return Call(
+        "QueueService",
+        "UpdateQueues",
+        submit_pb2.QueueList(queues=list(queues)),
+        lambda r: list(r.failed_queues),
+    )
 
 
 def delete_queue(name: str) -> Call[None]:
-    return Call("QueueService", "DeleteQueue", submit_pb2.QueueDeleteRequest(name=name),
-                _nothing)
+    return Call("QueueService", "DeleteQueue", submit_pb2.QueueDeleteRequest(name=name), _nothing)
 
 
 def get_queue(name: str) -> Call[submit_pb2.Queue]:
-    return Call("QueueService", "GetQueue", submit_pb2.QueueGetRequest(name=name),
-                lambda r: r)
+    return Call("QueueService", "GetQueue", submit_pb2.QueueGetRequest(name=name), lambda r: r)
 
 
 def cordon_queue(name: str) -> Call[None]:
-    return Call("QueueService", "CordonQueue", submit_pb2.QueueCordonRequest(name=name),
-                _nothing)
+    return Call("QueueService", "CordonQueue", submit_pb2.QueueCordonRequest(name=name), _nothing)
 
 
 def uncordon_queue(name: str) -> Call[None]:
-    return Call("QueueService", "UncordonQueue", submit_pb2.QueueUncordonRequest(name=name),
-                _nothing)
+    return Call(
+        "QueueService", "UncordonQueue", submit_pb2.QueueUncordonRequest(name=name), _nothing
+    )
 
 
-def preempt_on_queue(name: str, priority_classes: Iterable[str] = (),
-                     pools: Iterable[str] = ()) -> Call[None]:
-    request = submit_pb2.QueuePreemptRequest(name=name, priorityClasses=list(priority_classes),
-                                             pools=list(pools))
+def preempt_on_queue(
+    name: str, priority_classes: Iterable[str] = (), pools: Iterable[str] = ()
+) -> Call[None]:
+    request = submit_pb2.QueuePreemptRequest(
+        name=name, priorityClasses=list(priority_classes), pools=list(pools)
+    )
     return Call("QueueService", "PreemptOnQueue", request, _nothing)
 
 
-def cancel_on_queue(name: str, priority_classes: Iterable[str] = (),
-                    states: Iterable[StateLike] = (), pools: Iterable[str] = ()) -> Call[None]:
-    request = submit_pb2.QueueCancelRequest(name=name, priorityClasses=list(priority_classes),
-                                            jobStates=[job_state(s) for s in states],
-                                            pools=list(pools))
+def cancel_on_queue(
+    name: str,
+    priority_classes: Iterable[str] = (),
+    states: Iterable[StateLike] = (),
+    pools: Iterable[str] = (),
+) -> Call[None]:
+    request = submit_pb2.QueueCancelRequest(
+        name=name,
+        priorityClasses=list(priority_classes),
+        jobStates=[job_state(s) for s in states],
+        pools=list(pools),
+    )
     return Call("QueueService", "CancelOnQueue", request, _nothing)
 
 
 # --- RetryPolicyService -----------------------------------------------------------------------
+
 
 def create_retry_policy(policy: RetryPolicy | submit_pb2.RetryPolicy) -> Call[None]:
     return Call("RetryPolicyService", "CreateRetryPolicy", _retry_policy(policy), _nothing)
@@ -201,62 +238,103 @@ def update_retry_policy(policy: RetryPolicy | submit_pb2.RetryPolicy) -> Call[No
 
 
 def delete_retry_policy(name: str) -> Call[None]:
-    return Call("RetryPolicyService", "DeleteRetryPolicy",
-                submit_pb2.RetryPolicyDeleteRequest(name=name), _nothing)
+    return Call(
+        "RetryPolicyService",
+        "DeleteRetryPolicy",
+        submit_pb2.RetryPolicyDeleteRequest(name=name),
+        _nothing,
+    )
 
 
 def get_retry_policy(name: str) -> Call[submit_pb2.RetryPolicy]:
-    return Call("RetryPolicyService", "GetRetryPolicy",
-                submit_pb2.RetryPolicyGetRequest(name=name), lambda r: r)
+    return Call(
+        "RetryPolicyService",
+        "GetRetryPolicy",
+        submit_pb2.RetryPolicyGetRequest(name=name),
+        lambda r: r,
+    )
 
 
 def get_retry_policies() -> Call[list[submit_pb2.RetryPolicy]]:
-    return Call("RetryPolicyService", "GetRetryPolicies", submit_pb2.RetryPolicyListRequest(),
-                lambda r: list(r.retry_policies))
+    return Call(
+        "RetryPolicyService",
+        "GetRetryPolicies",
+        submit_pb2.RetryPolicyListRequest(),
+        lambda r: list(r.retry_policies),
+    )
 
 
 # --- Jobs -------------------------------------------------------------------------------------
 
+
 def get_job_status(job_ids: Iterable[str]) -> Call[dict[str, int]]:
-    return Call("Jobs", "GetJobStatus", job_pb2.JobStatusRequest(job_ids=list(job_ids)),
-                lambda r: dict(r.job_states))
+    return Call(
+        "Jobs",
+        "GetJobStatus",
+        job_pb2.JobStatusRequest(job_ids=list(job_ids)),
+        lambda r: dict(r.job_states),
+    )
 
 
-def get_job_status_by_external_uri(queue: str, job_set_id: str,
-                                   external_job_uri: str) -> Call[dict[str, int]]:
+def get_job_status_by_external_uri(
+    queue: str, job_set_id: str, external_job_uri: str
+) -> Call[dict[str, int]]:
     request = job_pb2.JobStatusUsingExternalJobUriRequest(
-        queue=queue, jobset=job_set_id, external_job_uri=external_job_uri)
-    return Call("Jobs", "GetJobStatusUsingExternalJobUri", request,
-                lambda r: dict(r.job_states))
+        queue=queue, jobset=job_set_id, external_job_uri=external_job_uri
+    )
+    return Call("Jobs", "GetJobStatusUsingExternalJobUri", request, lambda r: dict(r.job_states))
 
 
-def get_job_details(job_ids: Iterable[str], expand_job_spec: bool = False,
-                    expand_job_run: bool = False) -> Call[dict[str, job_pb2.JobDetails]]:
-    request = job_pb2.JobDetailsRequest(job_ids=list(job_ids), expand_job_spec=expand_job_spec,
-                                        expand_job_run=expand_job_run)
+def get_job_details(
+    job_ids: Iterable[str], expand_job_spec: bool = False, expand_job_run: bool = False
+) -> Call[dict[str, job_pb2.JobDetails]]:
+    request = job_pb2.JobDetailsRequest(
+        job_ids=list(job_ids), expand_job_spec=expand_job_spec, expand_job_run=expand_job_run
+    )
     return Call("Jobs", "GetJobDetails", request, lambda r: dict(r.job_details))
 
 
 def get_job_errors(job_ids: Iterable[str]) -> Call[dict[str, str]]:
-    return Call("Jobs", "GetJobErrors", job_pb2.JobErrorsRequest(job_ids=list(job_ids)),
-                lambda r: dict(r.job_errors))
+    return Call(
+        "Jobs",
+        "GetJobErrors",
+        job_pb2.JobErrorsRequest(job_ids=list(job_ids)),
+        lambda r: dict(r.job_errors),
+    )
 
 
 def get_job_run_details(run_ids: Iterable[str]) -> Call[dict[str, job_pb2.JobRunDetails]]:
-    return Call("Jobs", "GetJobRunDetails", job_pb2.JobRunDetailsRequest(run_ids=list(run_ids)),
-                lambda r: dict(r.job_run_details))
+    return Call(
+        "Jobs",
+        "GetJobRunDetails",
+        job_pb2.JobRunDetailsRequest(run_ids=list(run_ids)),
+        lambda r: dict(r.job_run_details),
+    )
 
 
 def get_active_queues() -> Call[dict[str, list[str]]]:
-    return Call("Jobs", "GetActiveQueues", job_pb2.GetActiveQueuesRequest(),
-                lambda r: {pool: list(q.queues) for pool, q in r.active_queues_by_pool.items()})
+    return Call(
+        "Jobs",
+        "GetActiveQueues",
+        job_pb2.GetActiveQueuesRequest(),
+        lambda r: {pool: list(q.queues) for pool, q in r.active_queues_by_pool.items()},
+    )
 
 
 # --- Binoculars -------------------------------------------------------------------------------
 
-def logs(job_id: str, *, pod_number: int = 0, namespace: str = "", since_time: str = "",
-         tail_lines: int | None = None, timestamps: bool = False, container: str = "",
-         previous: bool = False) -> Call[list[binoculars_pb2.LogLine]]:
+
+def logs(
+    job_id: str,
+    *,
+    pod_number: int = 0,
+    namespace: str = "",
+    since_time: str = "",
+    tail_lines: int | None = None,
+    timestamps: bool = False,
+    container: str = "",
+    previous: bool = False,
+) -> Call[list[binoculars_pb2.LogLine]]:
     options = core_v1_pb2.PodLogOptions()
     if container:
         options.container = container
@@ -266,9 +344,13 @@ def logs(job_id: str, *, pod_number: int = 0, namespace: str = "", since_time: s
         options.timestamps = True
     if previous:
         options.previous = True
-    request = binoculars_pb2.LogRequest(job_id=job_id, pod_number=pod_number,
-                                        pod_namespace=namespace, since_time=since_time,
-                                        log_options=options)
+    request = binoculars_pb2.LogRequest(
+        job_id=job_id,
+        pod_number=pod_number,
+        pod_namespace=namespace,
+        since_time=since_time,
+        log_options=options,
+    )
     return Call("Binoculars", "Logs", request, lambda r: list(r.log))
 
 
@@ -279,5 +361,6 @@ def cordon_node(node: str) -> Call[None]:
 
 def uncordon_node(node: str) -> Call[None]:
     """Our extension of Cordon (field 100); a server without it refuses the empty node_name."""
-    return Call("Binoculars", "Cordon",
-                binoculars_pb2.CordonRequest(uncordon_node_name=node), _nothing)
+    return Call(
+        "Binoculars", "Cordon", binoculars_pb2.CordonRequest(uncordon_node_name=node), _nothing
+    )

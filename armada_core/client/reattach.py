@@ -14,9 +14,15 @@ from dataclasses import dataclass
 from armada_core.api import submit_pb2
 
 #: States of a job that may still succeed.
-LIVE_STATES: frozenset[int] = frozenset({submit_pb2.SUBMITTED, submit_pb2.QUEUED,
-                                         submit_pb2.LEASED, submit_pb2.PENDING,
-                                         submit_pb2.RUNNING})
+LIVE_STATES: frozenset[int] = frozenset(
+    {
+        submit_pb2.SUBMITTED,
+        submit_pb2.QUEUED,
+        submit_pb2.LEASED,
+        submit_pb2.PENDING,
+        submit_pb2.RUNNING,
+    }
+)
 #: States a new attempt may reattach to: live, or succeeded (its result is reported).
 REATTACHABLE_STATES: frozenset[int] = LIVE_STATES | {submit_pb2.SUCCEEDED}
 
@@ -48,5 +54,10 @@ def decide_reattach(states: Mapping[str, int]) -> ReattachDecision:
     return ReattachDecision(reattach=bool(states) and not ended, live=live, ended=ended)
 
 
-__all__ = ["LIVE_STATES", "REATTACHABLE_STATES", "ReattachDecision", "can_reattach",
-           "decide_reattach"]
+__all__ = [
+    "LIVE_STATES",
+    "REATTACHABLE_STATES",
+    "ReattachDecision",
+    "can_reattach",
+    "decide_reattach",
+]

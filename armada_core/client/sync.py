@@ -145,16 +145,18 @@ class ArmadaClient:
     Every gRPC failure raises a subclass of ArmadaError (NotFound, InvalidArgument, ...).
     """
 
-    def __init__(self, address: str | None = None, *,
-                 config: ConnectionConfig | None = None, **settings: Any) -> None:
+    def __init__(
+        self, address: str | None = None, *, config: ConnectionConfig | None = None, **settings: Any
+    ) -> None:
         if config is None:
             config = ConnectionConfig(**({"address": address} if address else {}), **settings)
         elif address or settings:
             raise TypeError("give either a ConnectionConfig or address/settings, not both")
         self.config = config
         self._channel = config.sync_channel()
-        self._logs_channel = (config.sync_channel(config.logs_address)
-                              if config.logs_address else self._channel)
+        self._logs_channel = (
+            config.sync_channel(config.logs_address) if config.logs_address else self._channel
+        )
         self._metadata = config.auth_metadata()
         self._stubs: dict[str, Any] = {
             "Submit": submit_pb2_grpc.SubmitStub(self._channel),
@@ -182,18 +184,26 @@ class ArmadaClient:
     def _run(self, call: ops.Call[R], timeout: float | None = None) -> R:
         method = getattr(self._stubs[call.service], call.method)
         try:
-            response = method(call.request, timeout=timeout or self.config.timeout,
-                              metadata=self._metadata,
-                              wait_for_ready=self.config.wait_for_ready)
+            response = method(
+                call.request,
+                timeout=timeout or self.config.timeout,
+                metadata=self._metadata,
+                wait_for_ready=self.config.wait_for_ready,
+            )
         except grpc.RpcError as e:
             raise from_rpc_error(e, call.name) from None
         return call.unpack(response)
 
     # --- Submit -----------------------------------------------------------------------------
 
-    def submit_jobs(self, queue: str, job_set_id: str,
-                    items: Iterable[submit_pb2.JobSubmitRequestItem], *,
-                    check: bool = True) -> list[str]:
+    def submit_jobs(
+        self,
+        queue: str,
+        job_set_id: str,
+        items: Iterable[submit_pb2.JobSubmitRequestItem],
+        *,
+        check: bool = True,
+    ) -> list[str]:
         """Submit jobs to one queue and job set; returns their ids in order. With `check`,
         a request the server would reject raises SpecError before anything is sent."""
         items = list(items)
@@ -201,23 +211,27 @@ class ArmadaClient:
             check_items(items, queue=queue, job_set_id=job_set_id)
         return self._run(ops.submit_jobs(queue, job_set_id, items))
 
-    def cancel_jobs(self, queue: str, job_set_id: str, job_ids: Iterable[str], *,
-                    reason: str = "") -> list[str]:
+    def cancel_jobs(
+        self, queue: str, job_set_id: str, job_ids: Iterable[str], *, reason: str = ""
+    ) -> list[str]:
         """Cancel jobs by id; returns the ids actually cancelled."""
         return self._run(ops.cancel_jobs(queue, job_set_id, job_ids, reason))
 
-    def cancel_job_set(self, queue: str, job_set_id: str, *,
-                       states: Iterable[ops.StateLike] = (), reason: str = "") -> None:
+    def cancel_job_set(
+        self, queue: str, job_set_id: str, *, states: Iterable[ops.StateLike] = (), reason: str = ""
+    ) -> None:
         """Cancel a whole job set, or only its jobs in `states` (queued, pending, running)."""
         self._run(ops.cancel_job_set(queue, job_set_id, states, reason))
 
-    def reprioritize_jobs(self, queue: str, job_set_id: str, new_priority: float,
-                          job_ids: Iterable[str] = ()) -> dict[str, str]:
+    def reprioritize_jobs(
+        self, queue: str, job_set_id: str, new_priority: float, job_ids: Iterable[str] = ()
+    ) -> dict[str, str]:
         """New priority for jobs (none given: the whole job set); id -> error ("" = done)."""
         return self._run(ops.reprioritize_jobs(queue, job_set_id, new_priority, job_ids))
 
-    def preempt_jobs(self, queue: str, job_set_id: str, job_ids: Iterable[str], *,
-                     reason: str = "") -> dict[str, str]:
+    def preempt_jobs(
+        self, queue: str, job_set_id: str, job_ids: Iterable[str], *, reason: str = ""
+    ) -> dict[str, str]:
         """Ask for running jobs to be preempted; id -> error ("" = requested)."""
         return self._run(ops.preempt_jobs(queue, job_set_id, job_ids, reason))
 
@@ -230,16 +244,18 @@ class ArmadaClient:
     def create_queue(self, queue: submit_pb2.Queue) -> None:
         self._run(ops.create_queue(queue))
 
-    def create_queues(self, queues: Iterable[submit_pb2.Queue]
-                      ) -> list[submit_pb2.QueueCreateResponse]:
+    def create_queues(
+        self, queues: Iterable[submit_pb2.Queue]
+    ) -> list[submit_pb2.QueueCreateResponse]:
         """Create several queues; returns the ones that failed, each with its error."""
         return self._run(ops.create_queues(queues))
 
     def update_queue(self, queue: submit_pb2.Queue) -> None:
         self._run(ops.update_queue(queue))
 
-    def update_queues(self, queues: Iterable[submit_pb2.Queue]
-                      ) -> list[submit_pb2.QueueUpdateResponse]:
+    def update_queues(
+        self, queues: Iterable[submit_pb2.Queue]
+    ) -> list[submit_pb2.QueueUpdateResponse]:
         """Update several queues; returns the ones that failed, each with its error."""
         return self._run(ops.update_queues(queues))
 
@@ -254,9 +270,11 @@ class ArmadaClient:
         queues: list[submit_pb2.Queue] = []
         stub = self._stubs["QueueService"]
         try:
-            for message in stub.GetQueues(submit_pb2.StreamingQueueGetRequest(num=num),
-                                          timeout=self.config.timeout,
-                                          metadata=self._metadata):
+            for message in stub.GetQueues(
+                submit_pb2.StreamingQueueGetRequest(num=num),
+                timeout=self.config.timeout,
+                metadata=self._metadata,
+            ):
                 if message.WhichOneof("event") == "end":
                     break
                 queues.append(message.queue)
@@ -270,13 +288,20 @@ class ArmadaClient:
     def uncordon_queue(self, name: str) -> None:
         self._run(ops.uncordon_queue(name))
 
-    def preempt_on_queue(self, name: str, *, priority_classes: Iterable[str] = (),
-                         pools: Iterable[str] = ()) -> None:
+    def preempt_on_queue(
+        self, name: str, *, priority_classes: Iterable[str] = (), pools: Iterable[str] = ()
+    ) -> None:
         """Preempt the queue's running jobs (optionally only some priority classes/pools)."""
         self._run(ops.preempt_on_queue(name, priority_classes, pools))
 
-    def cancel_on_queue(self, name: str, *, priority_classes: Iterable[str] = (),
-                        states: Iterable[ops.StateLike] = (), pools: Iterable[str] = ()) -> None:
+    def cancel_on_queue(
+        self,
+        name: str,
+        *,
+        priority_classes: Iterable[str] = (),
+        states: Iterable[ops.StateLike] = (),
+        pools: Iterable[str] = (),
+    ) -> None:
         """Cancel the queue's jobs (optionally only some priority classes/states/pools)."""
         self._run(ops.cancel_on_queue(name, priority_classes, states, pools))
 
@@ -303,13 +328,14 @@ class ArmadaClient:
         """id -> JobState number; ids the server never saw are UNKNOWN."""
         return self._run(ops.get_job_status(job_ids))
 
-    def get_job_status_by_external_uri(self, queue: str, job_set_id: str,
-                                       external_job_uri: str) -> dict[str, int]:
-        return self._run(ops.get_job_status_by_external_uri(queue, job_set_id,
-                                                             external_job_uri))
+    def get_job_status_by_external_uri(
+        self, queue: str, job_set_id: str, external_job_uri: str
+    ) -> dict[str, int]:
+        return self._run(ops.get_job_status_by_external_uri(queue, job_set_id, external_job_uri))
 
-    def get_job_details(self, job_ids: Iterable[str], *, expand_job_spec: bool = False,
-                        expand_job_run: bool = False) -> dict[str, job_pb2.JobDetails]:
+    def get_job_details(
+        self, job_ids: Iterable[str], *, expand_job_spec: bool = False, expand_job_run: bool = False
+    ) -> dict[str, job_pb2.JobDetails]:
         return self._run(ops.get_job_details(job_ids, expand_job_spec, expand_job_run))
 
     def get_job_errors(self, job_ids: Iterable[str]) -> dict[str, str]:
@@ -324,15 +350,32 @@ class ArmadaClient:
 
     # --- logs -------------------------------------------------------------------------------
 
-    def logs(self, job_id: str, *, pod_number: int = 0, namespace: str = "",
-             since_time: str = "", tail_lines: int | None = None, timestamps: bool = False,
-             container: str = "", previous: bool = False) -> list[binoculars_pb2.LogLine]:
+    def logs(
+        self,
+        job_id: str,
+        *,
+        pod_number: int = 0,
+        namespace: str = "",
+        since_time: str = "",
+        tail_lines: int | None = None,
+        timestamps: bool = False,
+        container: str = "",
+        previous: bool = False,
+    ) -> list[binoculars_pb2.LogLine]:
         """A job's pod log through binoculars.Binoculars/Logs (ConnectionConfig.logs_address
         when binoculars runs elsewhere)."""
-        return self._run(ops.logs(job_id, pod_number=pod_number, namespace=namespace,
-                                  since_time=since_time, tail_lines=tail_lines,
-                                  timestamps=timestamps, container=container,
-                                  previous=previous))
+        return self._run(
+            ops.logs(
+                job_id,
+                pod_number=pod_number,
+                namespace=namespace,
+                since_time=since_time,
+                tail_lines=tail_lines,
+                timestamps=timestamps,
+                container=container,
+                previous=previous,
+            )
+        )
 
     def cordon_node(self, node: str) -> None:
         """Schedule nothing new on `node` (`NODE` or `EXECUTOR/NODE`); administrators only."""
@@ -344,16 +387,27 @@ class ArmadaClient:
 
     # --- events -----------------------------------------------------------------------------
 
-    def get_job_set_events(self, queue: str, job_set_id: str, *, from_message_id: str = "",
-                           watch: bool = False, error_if_missing: bool = False,
-                           timeout: float | None = None
-                           ) -> Iterator[event_pb2.EventStreamMessage]:
+    def get_job_set_events(
+        self,
+        queue: str,
+        job_set_id: str,
+        *,
+        from_message_id: str = "",
+        watch: bool = False,
+        error_if_missing: bool = False,
+        timeout: float | None = None,
+    ) -> Iterator[event_pb2.EventStreamMessage]:
         """One raw GetJobSetEvents stream, exactly as the server sends it (no resume)."""
-        request = event_pb2.JobSetRequest(id=job_set_id, queue=queue, watch=watch,
-                                          from_message_id=from_message_id,
-                                          errorIfMissing=error_if_missing)
-        call = self._stubs["Event"].GetJobSetEvents(request, timeout=timeout,
-                                                    metadata=self._metadata)
+        request = event_pb2.JobSetRequest(
+            id=job_set_id,
+            queue=queue,
+            watch=watch,
+            from_message_id=from_message_id,
+            errorIfMissing=error_if_missing,
+        )
+        call = self._stubs["Event"].GetJobSetEvents(
+            request, timeout=timeout, metadata=self._metadata
+        )
         try:
             yield from call
         except grpc.RpcError as e:
@@ -361,8 +415,9 @@ class ArmadaClient:
         finally:
             call.cancel()
 
-    def watch(self, queue: str, job_set_id: str, *, from_id: str = "",
-              timeout: float | None = None) -> Iterator[event_pb2.EventStreamMessage]:
+    def watch(
+        self, queue: str, job_set_id: str, *, from_id: str = "", timeout: float | None = None
+    ) -> Iterator[event_pb2.EventStreamMessage]:
         """The older Event/Watch RPC, raw (prefer follow_events)."""
         request = event_pb2.WatchRequest(queue=queue, job_set_id=job_set_id, from_id=from_id)
         call = self._stubs["Event"].Watch(request, timeout=timeout, metadata=self._metadata)
@@ -373,15 +428,25 @@ class ArmadaClient:
         finally:
             call.cancel()
 
-    def _stream(self, queue: str, job_set_id: str, from_message_id: str, *, watch: bool,
-                options: WatchOptions, silence: float | None, stop: StopSignal | None = None
-                ) -> Iterator[event_pb2.EventStreamMessage]:
+    def _stream(
+        self,
+        queue: str,
+        job_set_id: str,
+        from_message_id: str,
+        *,
+        watch: bool,
+        options: WatchOptions,
+        silence: float | None,
+        stop: StopSignal | None = None,
+    ) -> Iterator[event_pb2.EventStreamMessage]:
         """One connection, heartbeats included; raises _Silent or ArmadaError (Cancelled
         once `stop` is set)."""
-        metadata = merge_metadata(self._metadata,
-                                  [HEARTBEAT_METADATA] if options.heartbeats else None)
+        metadata = merge_metadata(
+            self._metadata, [HEARTBEAT_METADATA] if options.heartbeats else None
+        )
         call = self._stubs["Event"].GetJobSetEvents(
-            job_set_request(queue, job_set_id, from_message_id, watch=watch), metadata=metadata)
+            job_set_request(queue, job_set_id, from_message_id, watch=watch), metadata=metadata
+        )
         dog = _Watchdog(call, silence) if watch and silence else None
         if stop is not None:
             stop.attach(call)
@@ -405,10 +470,16 @@ class ArmadaClient:
                 dog.close()
             call.cancel()
 
-    def follow_events(self, queue: str, job_set_id: str, *, from_message_id: str = "",
-                      watch: bool = True, options: WatchOptions | None = None,
-                      on_notice: NoticeHandler | None = None
-                      ) -> Iterator[event_pb2.EventStreamMessage]:
+    def follow_events(
+        self,
+        queue: str,
+        job_set_id: str,
+        *,
+        from_message_id: str = "",
+        watch: bool = True,
+        options: WatchOptions | None = None,
+        on_notice: NoticeHandler | None = None,
+    ) -> Iterator[event_pb2.EventStreamMessage]:
         """A job set's events from `from_message_id` on, across any disconnect: reconnects
         resume after the last message id seen, so nothing is repeated or missed. Heartbeats
         are swallowed. With watch=False, ends once the events that existed are delivered.
@@ -419,9 +490,14 @@ class ArmadaClient:
         while True:
             state.opened(last)
             try:
-                for message in self._stream(queue, job_set_id, last, watch=watch,
-                                            options=options,
-                                            silence=options.silence_timeout):
+                for message in self._stream(
+                    queue,
+                    job_set_id,
+                    last,
+                    watch=watch,
+                    options=options,
+                    silence=options.silence_timeout,
+                ):
                     state.received()
                     last = message.id or last
                     if not is_heartbeat(message):
@@ -434,11 +510,18 @@ class ArmadaClient:
             except ArmadaError as e:
                 time.sleep(state.failed(e))
 
-    def wait_for_jobs(self, queue: str, job_set_id: str, job_ids: Sequence[str], *,
-                      timeout: float | None = None, options: WatchOptions | None = None,
-                      on_event: EventHandler | None = None,
-                      on_notice: NoticeHandler | None = None,
-                      stop: StopSignal | None = None) -> dict[str, JobResult]:
+    def wait_for_jobs(
+        self,
+        queue: str,
+        job_set_id: str,
+        job_ids: Sequence[str],
+        *,
+        timeout: float | None = None,
+        options: WatchOptions | None = None,
+        on_event: EventHandler | None = None,
+        on_notice: NoticeHandler | None = None,
+        stop: StopSignal | None = None,
+    ) -> dict[str, JobResult]:
         """Follow the job set's events until every job in `job_ids` has ended; returns each
         job's result. A failure the server will retry (retryable=true) is not an end. When
         the stream keeps failing, polls GetJobStatus meanwhile. Raises WaitTimeout after
@@ -463,9 +546,15 @@ class ArmadaClient:
             if not state.events_unsupported:
                 state.opened(tracker.last_message_id)
                 try:
-                    for message in self._stream(queue, job_set_id, tracker.last_message_id,
-                                                watch=True, options=options,
-                                                silence=state.stream_silence(), stop=stop):
+                    for message in self._stream(
+                        queue,
+                        job_set_id,
+                        tracker.last_message_id,
+                        watch=True,
+                        options=options,
+                        silence=state.stream_silence(),
+                        stop=stop,
+                    ):
                         state.received()
                         result = tracker.apply(message)
                         if result is not None and on_event is not None:
@@ -489,18 +578,26 @@ class ArmadaClient:
             sleep(state.sleep_time(delay))
             state.check_deadline(tracker.pending())
 
-    def _catch_up(self, queue: str, job_set_id: str, tracker: JobTracker,
-                  options: WatchOptions) -> None:
+    def _catch_up(
+        self, queue: str, job_set_id: str, tracker: JobTracker, options: WatchOptions
+    ) -> None:
         """After polling saw every job end: read the events that exist (best effort), then
         ask GetJobDetails/GetJobErrors for what the events did not tell."""
         try:
-            for message in self._stream(queue, job_set_id, tracker.last_message_id,
-                                        watch=False, options=options, silence=None):
+            for message in self._stream(
+                queue,
+                job_set_id,
+                tracker.last_message_id,
+                watch=False,
+                options=options,
+                silence=None,
+            ):
                 tracker.apply(message)
         except (ArmadaError, _Silent):
             pass
         missing = tracker.from_status()
         if missing:
             with contextlib.suppress(ArmadaError):
-                tracker.enrich(self.get_job_details(missing, expand_job_run=True),
-                               self.get_job_errors(missing))
+                tracker.enrich(
+                    self.get_job_details(missing, expand_job_run=True), self.get_job_errors(missing)
+                )

@@ -13,14 +13,25 @@ from dataclasses import dataclass, field
 from armada_core.api import event_pb2, job_pb2, submit_pb2
 from armada_core.retry import FailureInfo, JobEnd
 
-TERMINAL = frozenset({submit_pb2.SUCCEEDED, submit_pb2.FAILED, submit_pb2.CANCELLED,
-                      submit_pb2.PREEMPTED, submit_pb2.REJECTED})
+TERMINAL = frozenset(
+    {
+        submit_pb2.SUCCEEDED,
+        submit_pb2.FAILED,
+        submit_pb2.CANCELLED,
+        submit_pb2.PREEMPTED,
+        submit_pb2.REJECTED,
+    }
+)
 
 _STATE_OF_EVENT = {
-    "submitted": submit_pb2.SUBMITTED, "queued": submit_pb2.QUEUED,
-    "leased": submit_pb2.LEASED, "lease_returned": submit_pb2.QUEUED,
-    "pending": submit_pb2.PENDING, "running": submit_pb2.RUNNING,
-    "succeeded": submit_pb2.SUCCEEDED, "cancelled": submit_pb2.CANCELLED,
+    "submitted": submit_pb2.SUBMITTED,
+    "queued": submit_pb2.QUEUED,
+    "leased": submit_pb2.LEASED,
+    "lease_returned": submit_pb2.QUEUED,
+    "pending": submit_pb2.PENDING,
+    "running": submit_pb2.RUNNING,
+    "succeeded": submit_pb2.SUCCEEDED,
+    "cancelled": submit_pb2.CANCELLED,
     "preempted": submit_pb2.PREEMPTED,
 }
 
@@ -144,21 +155,27 @@ class JobTracker:
                 result.retryable_failures.append(info)
                 result.state = submit_pb2.QUEUED
             else:
-                result.state = (submit_pb2.REJECTED if event.cause == event_pb2.Rejected
-                                else submit_pb2.FAILED)
+                result.state = (
+                    submit_pb2.REJECTED if event.cause == event_pb2.Rejected else submit_pb2.FAILED
+                )
                 result.failure = info
 
     @staticmethod
     def _record_failure(result: JobResult, event: event_pb2.JobFailedEvent) -> FailureInfo:
-        info = FailureInfo.from_event(event, rejected=event.cause == event_pb2.Rejected,
-                                      preempted=event.condition == "Preempted")
+        info = FailureInfo.from_event(
+            event,
+            rejected=event.cause == event_pb2.Rejected,
+            preempted=event.condition == "Preempted",
+        )
         result.run_id = event.run_id or result.run_id
         result.node = event.node_name or result.node
         result.cluster = event.cluster_id or result.cluster
-        result.exit_codes = {c.name: c.exitCode for c in event.container_statuses} \
-            or dict(event.exit_codes)
-        result.termination_messages = {c.name: c.message for c in event.container_statuses
-                                       if c.message}
+        result.exit_codes = {c.name: c.exitCode for c in event.container_statuses} or dict(
+            event.exit_codes
+        )
+        result.termination_messages = {
+            c.name: c.message for c in event.container_statuses if c.message
+        }
         result.failure_reason = event.reason
         result.failure_category = event.failure_category
         result.failure_subcategory = event.failure_subcategory
@@ -186,8 +203,7 @@ class JobTracker:
         """Jobs whose end only polling has seen."""
         return [j for j, r in self.jobs.items() if r.source == "status"]
 
-    def enrich(self, details: Mapping[str, job_pb2.JobDetails],
-               errors: Mapping[str, str]) -> None:
+    def enrich(self, details: Mapping[str, job_pb2.JobDetails], errors: Mapping[str, str]) -> None:
         """Fill in, for jobs whose end came from polling, what GetJobDetails (latest run,
         its node and cluster, cancel reason) and GetJobErrors (the failure text) tell."""
         for job_id in self.from_status():

@@ -62,17 +62,25 @@ def is_heartbeat(message: event_pb2.EventStreamMessage) -> bool:
     return not message.HasField("message") or message.message.WhichOneof("events") is None
 
 
-def job_set_request(queue: str, job_set_id: str, from_message_id: str, *,
-                    watch: bool) -> event_pb2.JobSetRequest:
-    return event_pb2.JobSetRequest(id=job_set_id, queue=queue, watch=watch,
-                                   from_message_id=from_message_id)
+def job_set_request(
+    queue: str, job_set_id: str, from_message_id: str, *, watch: bool
+) -> event_pb2.JobSetRequest:
+    return event_pb2.JobSetRequest(
+        id=job_set_id, queue=queue, watch=watch, from_message_id=from_message_id
+    )
 
 
 class Reconnector:
     """Counts failures, paces reconnects, decides when to poll and when to give up."""
 
-    def __init__(self, options: WatchOptions, *, timeout: float | None = None,
-                 on_notice: NoticeHandler | None = None, can_poll: bool = False) -> None:
+    def __init__(
+        self,
+        options: WatchOptions,
+        *,
+        timeout: float | None = None,
+        on_notice: NoticeHandler | None = None,
+        can_poll: bool = False,
+    ) -> None:
         self.options = options
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.on_notice = on_notice
@@ -94,8 +102,10 @@ class Reconnector:
 
     def check_deadline(self, pending: list[str]) -> None:
         if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise WaitTimeout(f"jobs still not finished: {', '.join(pending)}",
-                              code=grpc.StatusCode.DEADLINE_EXCEEDED)
+            raise WaitTimeout(
+                f"jobs still not finished: {', '.join(pending)}",
+                code=grpc.StatusCode.DEADLINE_EXCEEDED,
+            )
 
     def stream_silence(self) -> float:
         """How long a stream may stay silent before it is reopened (or the deadline hits)."""
@@ -112,15 +122,18 @@ class Reconnector:
         if self.polling:
             self.notify("resumed", "event stream is back; stopped polling")
         elif self._resumed_from is not None and self.failures:
-            self.notify("connected", f"event stream reopened after message "
-                                     f"{self._resumed_from or '(start)'}")
+            self.notify(
+                "connected",
+                f"event stream reopened after message {self._resumed_from or '(start)'}",
+            )
         self._resumed_from = None
         self.failures = 0
         self.polling = False
 
     def silent(self) -> None:
-        self.notify("silent", f"no message for {self.stream_silence():.3g} s; reopening "
-                              "the event stream")
+        self.notify(
+            "silent", f"no message for {self.stream_silence():.3g} s; reopening the event stream"
+        )
 
     def ended(self) -> None:
         self.notify("ended", "the server closed the event stream; reopening it")
@@ -131,8 +144,9 @@ class Reconnector:
             self.events_unsupported = True
             if not self.polling:
                 self.polling = True
-                self.notify("polling", "the server has no event service; polling job "
-                                       "status instead", error)
+                self.notify(
+                    "polling", "the server has no event service; polling job status instead", error
+                )
             return self.options.poll_interval
         if error.code not in TRANSIENT_CODES:
             raise error
@@ -143,14 +157,24 @@ class Reconnector:
         if self.can_poll and self.failures >= self.options.fallback_after:
             if not self.polling:
                 self.polling = True
-                self.notify("polling", f"event stream failed {self.failures} times "
-                                       f"({error.details or error.code.name}); polling job "
-                                       "status until it is back", error)
+                self.notify(
+                    "polling",
+                    f"event stream failed {self.failures} times "
+                    f"({error.details or error.code.name}); polling job "
+                    "status until it is back",
+                    error,
+                )
             return self.options.poll_interval
-        delay = min(self.options.max_reconnect_delay,
-                    self.options.reconnect_delay * 2 ** (self.failures - 1))
-        self.notify("reconnecting", f"event stream failed ({error.details or error.code.name}); "
-                                    f"reconnecting in {delay:.2g} s", error)
+        delay = min(
+            self.options.max_reconnect_delay,
+            self.options.reconnect_delay * 2 ** (self.failures - 1),
+        )
+        self.notify(
+            "reconnecting",
+            f"event stream failed ({error.details or error.code.name}); "
+            f"reconnecting in {delay:.2g} s",
+            error,
+        )
         return delay
 
     def sleep_time(self, delay: float) -> float:

@@ -42,8 +42,14 @@ def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
     Raises GangAnnotationError for malformed values.
     """
     gang_id = annotations.get(ann.GANG_ID, "")
-    keys = (ann.GANG_CARDINALITY, ann.GANG_MINIMUM_CARDINALITY, ann.GANG_NODE_UNIFORMITY_LABEL,
-            ann.GANG_MAX_HOPS, ann.GANG_ROLE, ann.GANG_ROLE_MINIMUM)
+    keys = (
+        ann.GANG_CARDINALITY,
+        ann.GANG_MINIMUM_CARDINALITY,
+        ann.GANG_NODE_UNIFORMITY_LABEL,
+        ann.GANG_MAX_HOPS,
+        ann.GANG_ROLE,
+        ann.GANG_ROLE_MINIMUM,
+    )
     if not gang_id:
         stray = [k for k in keys if k in annotations]
         if stray:
@@ -56,11 +62,18 @@ def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
     if minimum > cardinality:
         raise GangAnnotationError(
             f"{ann.GANG_MINIMUM_CARDINALITY} ({minimum}) is greater than "
-            f"{ann.GANG_CARDINALITY} ({cardinality})")
+            f"{ann.GANG_CARDINALITY} ({cardinality})"
+        )
     role, role_minimum = _role(annotations, cardinality)
-    return GangSpec(gang_id, cardinality, minimum,
-                    annotations.get(ann.GANG_NODE_UNIFORMITY_LABEL, ""),
-                    _hops(annotations), role, role_minimum)
+    return GangSpec(
+        gang_id,
+        cardinality,
+        minimum,
+        annotations.get(ann.GANG_NODE_UNIFORMITY_LABEL, ""),
+        _hops(annotations),
+        role,
+        role_minimum,
+    )
 
 
 def _role(annotations: Mapping[str, str], cardinality: int) -> tuple[str, int | None]:
@@ -70,20 +83,22 @@ def _role(annotations: Mapping[str, str], cardinality: int) -> tuple[str, int | 
     minimum = _positive_int(annotations, ann.GANG_ROLE_MINIMUM, required=False)
     if not role:
         if minimum is not None:
-            raise GangAnnotationError(f"{ann.GANG_ROLE_MINIMUM} is set but {ann.GANG_ROLE} "
-                                      "is not")
+            raise GangAnnotationError(f"{ann.GANG_ROLE_MINIMUM} is set but {ann.GANG_ROLE} is not")
         return "", None
     if minimum is None:
-        raise GangAnnotationError(f"{ann.GANG_ROLE_MINIMUM} is required when {ann.GANG_ROLE} "
-                                  "is set")
+        raise GangAnnotationError(
+            f"{ann.GANG_ROLE_MINIMUM} is required when {ann.GANG_ROLE} is set"
+        )
     if annotations.get(ann.GANG_MINIMUM_CARDINALITY):
         raise GangAnnotationError(
             f"{ann.GANG_MINIMUM_CARDINALITY} cannot be combined with {ann.GANG_ROLE}: each "
-            f"role's {ann.GANG_ROLE_MINIMUM} says how many members must run")
+            f"role's {ann.GANG_ROLE_MINIMUM} says how many members must run"
+        )
     if minimum > cardinality:
         raise GangAnnotationError(
             f"{ann.GANG_ROLE_MINIMUM} ({minimum}) is greater than {ann.GANG_CARDINALITY} "
-            f"({cardinality})")
+            f"({cardinality})"
+        )
     return role, minimum
 
 
@@ -95,11 +110,13 @@ def _hops(annotations: Mapping[str, str]) -> int | None:
     try:
         value = int(raw)
     except ValueError:
-        raise GangAnnotationError(f"{ann.GANG_MAX_HOPS} must be a whole number of hops "
-                                  f"(0 or more), got {raw!r}") from None
+        raise GangAnnotationError(
+            f"{ann.GANG_MAX_HOPS} must be a whole number of hops (0 or more), got {raw!r}"
+        ) from None
     if value < 0:
-        raise GangAnnotationError(f"{ann.GANG_MAX_HOPS} must be a whole number of hops "
-                                  f"(0 or more), got {raw!r}")
+        raise GangAnnotationError(
+            f"{ann.GANG_MAX_HOPS} must be a whole number of hops (0 or more), got {raw!r}"
+        )
     return value
 
 

@@ -24,8 +24,9 @@ _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
 
 def _encode(value: int, length: int) -> str:
     """`length` (even) base32 characters of `value`, most significant first."""
-    return "".join(_PAIRS[(value >> shift) & 0x3FF]
-                   for shift in range((length // 2 - 1) * 10, -1, -10))
+    return "".join(
+        _PAIRS[(value >> shift) & 0x3FF] for shift in range((length // 2 - 1) * 10, -1, -10)
+    )
 
 
 def new_job_id(now_ms: int | None = None) -> str:

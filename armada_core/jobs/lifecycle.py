@@ -71,8 +71,9 @@ def _ts(when: datetime) -> Timestamp:
             _TS.clear()
         # Timestamp.FromDatetime, by arithmetic (its own is slow for a call per event).
         delta = when - _EPOCH
-        ts = _TS[when] = Timestamp(seconds=delta.days * 86_400 + delta.seconds,
-                                   nanos=delta.microseconds * 1000)
+        ts = _TS[when] = Timestamp(
+            seconds=delta.days * 86_400 + delta.seconds, nanos=delta.microseconds * 1000
+        )
     return ts
 
 
@@ -82,8 +83,7 @@ def _dt(ts: Timestamp) -> datetime:
     if when is None:
         if len(_DT) >= 1024:
             _DT.clear()
-        when = _DT[key] = _EPOCH + timedelta(seconds=ts.seconds,
-                                             microseconds=ts.nanos // 1000)
+        when = _DT[key] = _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
     return when
 
 
@@ -98,17 +98,27 @@ def _replace(obj, **changes):  # type: ignore[no-untyped-def]
 
 def _base(job: Job | submit_pb2.Job, now: datetime) -> dict:
     spec = job if isinstance(job, submit_pb2.Job) else job.spec
-    return {"job_id": spec.id, "job_set_id": spec.job_set_id, "queue": spec.queue,
-            "created": _ts(now)}
+    return {
+        "job_id": spec.id,
+        "job_set_id": spec.job_set_id,
+        "queue": spec.queue,
+        "created": _ts(now),
+    }
 
 
 def _pod(job: Job, run: Run) -> dict:
-    return {"cluster_id": run.cluster_id, "kubernetes_id": run.kubernetes_id, "pod_number": 0,
-            "pod_name": pod_name(job.id, run.index), "pod_namespace": job.spec.namespace,
-            "run_id": run.id}
+    return {
+        "cluster_id": run.cluster_id,
+        "kubernetes_id": run.kubernetes_id,
+        "pod_number": 0,
+        "pod_name": pod_name(job.id, run.index),
+        "pod_namespace": job.spec.namespace,
+        "run_id": run.id,
+    }
 
 
 # --- applying events ------------------------------------------------------------------------
+
 
 def apply(job: Job | None, event: EventMessage) -> Job:
     """The job after `event`; raises IllegalTransition if its state does not allow it."""
@@ -122,8 +132,13 @@ def apply(job: Job | None, event: EventMessage) -> Job:
         when = _dt(body.created)
         # The job shares the event's message: both are treated as immutable, and not copying
         # a whole pod spec per job matters when submitting thousands at once.
-        return Job(spec=body.job, state=JobState.SUBMITTED, priority=body.job.priority,
-                   submitted_at=when, last_transition_at=when)
+        return Job(
+            spec=body.job,
+            state=JobState.SUBMITTED,
+            priority=body.job.priority,
+            submitted_at=when,
+            last_transition_at=when,
+        )
     if job is None:
         raise IllegalTransition(f"{kind} event for job {body.job_id} before it was submitted")
     if body.job_id != job.id:
@@ -156,8 +171,7 @@ def rebuild_job_set(events: Iterable[EventMessage]) -> dict[str, Job]:
 def _require(job: Job, kind: str, *states: JobState) -> None:
     if job.state not in states:
         allowed = ", ".join(s.name for s in states)
-        raise IllegalTransition(
-            f"job {job.id} is {job.state.name}: {kind} needs one of {allowed}")
+        raise IllegalTransition(f"job {job.id} is {job.state.name}: {kind} needs one of {allowed}")
 
 
 def _run_of(job: Job, kind: str, run_id: str, *, active: bool = True) -> Run:
@@ -178,47 +192,64 @@ def _with_run(job: Job, run: Run, **changes) -> Job:
 def _on_queued(job: Job, e, when: datetime) -> Job:
     _require(job, "queued", JobState.SUBMITTED, JobState.QUEUED)
     retry_after = _dt(e.retry_after) if e.HasField("retry_after") else None
-    return _replace(job, state=JobState.QUEUED, retry_after=retry_after,
-                               last_transition_at=when)
+    return _replace(job, state=JobState.QUEUED, retry_after=retry_after, last_transition_at=when)
 
 
 def _on_leased(job: Job, e, when: datetime) -> Job:
     _require(job, "leased", JobState.QUEUED)
-    run = Run(id=e.run_id, index=len(job.runs), cluster_id=e.cluster_id, node=e.node_name,
-              pool=e.pool, state=RunState.LEASED, leased_at=when)
-    return _replace(job, state=JobState.LEASED, runs=(*job.runs, run),
-                               retry_after=None, preempt_requested=False,
-                               last_transition_at=when)
+    run = Run(
+        id=e.run_id,
+        index=len(job.runs),
+        cluster_id=e.cluster_id,
+        node=e.node_name,
+        pool=e.pool,
+        state=RunState.LEASED,
+        leased_at=when,
+    )
+    return _replace(
+        job,
+        state=JobState.LEASED,
+        runs=(*job.runs, run),
+        retry_after=None,
+        preempt_requested=False,
+        last_transition_at=when,
+    )
 
 
 def _on_lease_returned(job: Job, e, when: datetime) -> Job:
     run = _run_of(job, "lease_returned", e.run_id)
-    run = _replace(run, state=RunState.LEASE_RETURNED, finished_at=when,
-                              reason=e.reason)
+    run = _replace(run, state=RunState.LEASE_RETURNED, finished_at=when, reason=e.reason)
     return _with_run(job, run, state=JobState.QUEUED, last_transition_at=when)
 
 
 def _on_lease_expired(job: Job, e, when: datetime) -> Job:
     run = _run_of(job, "lease_expired", e.run_id)
-    run = _replace(run, state=RunState.LEASE_EXPIRED, finished_at=when,
-                              reason="lease expired")
+    run = _replace(run, state=RunState.LEASE_EXPIRED, finished_at=when, reason="lease expired")
     return _with_run(job, run)
 
 
 def _on_pending(job: Job, e, when: datetime) -> Job:
     _require(job, "pending", JobState.LEASED)
     run = _run_of(job, "pending", e.run_id)
-    run = _replace(run, state=RunState.PENDING, pending_at=when,
-                              kubernetes_id=e.kubernetes_id or run.kubernetes_id)
+    run = _replace(
+        run,
+        state=RunState.PENDING,
+        pending_at=when,
+        kubernetes_id=e.kubernetes_id or run.kubernetes_id,
+    )
     return _with_run(job, run, state=JobState.PENDING, last_transition_at=when)
 
 
 def _on_running(job: Job, e, when: datetime) -> Job:
     _require(job, "running", JobState.LEASED, JobState.PENDING)
     run = _run_of(job, "running", e.run_id)
-    run = _replace(run, state=RunState.RUNNING, started_at=when,
-                              node=e.node_name or run.node,
-                              kubernetes_id=e.kubernetes_id or run.kubernetes_id)
+    run = _replace(
+        run,
+        state=RunState.RUNNING,
+        started_at=when,
+        node=e.node_name or run.node,
+        kubernetes_id=e.kubernetes_id or run.kubernetes_id,
+    )
     return _with_run(job, run, state=JobState.RUNNING, last_transition_at=when)
 
 
@@ -233,46 +264,59 @@ def _on_succeeded(job: Job, e, when: datetime) -> Job:
 def _on_failed(job: Job, e, when: datetime) -> Job:
     if e.cause == event_pb2.Rejected:
         _require(job, "rejection", JobState.SUBMITTED, JobState.QUEUED)
-        return _replace(job, state=JobState.REJECTED, failure_reason=e.reason,
-                                   last_transition_at=when)
+        return _replace(
+            job, state=JobState.REJECTED, failure_reason=e.reason, last_transition_at=when
+        )
     new_state = JobState.QUEUED if e.retryable else JobState.FAILED
     if not e.run_id:  # the job failed before running, e.g. a gang member left unplaced
         _require(job, "failed", JobState.QUEUED)
         if e.retryable:
             raise IllegalTransition(f"a retryable failure of job {job.id} must name its run")
-        return _replace(job, state=new_state, failure_reason=e.reason,
-                                   last_transition_at=when)
+        return _replace(job, state=new_state, failure_reason=e.reason, last_transition_at=when)
     run = _run_of(job, "failed", e.run_id, active=False)
     just_expired = run.state == RunState.LEASE_EXPIRED and not run.category
     if not (run.state.active or just_expired):
-        raise IllegalTransition(f"run {run.id} of job {job.id} already ended as "
-                                f"{run.state.name}")
+        raise IllegalTransition(f"run {run.id} of job {job.id} already ended as {run.state.name}")
     containers = tuple(
-        ContainerResult(name=c.name, exit_code=c.exitCode, message=c.message, reason=c.reason,
-                        init_container=c.init_container)
-        for c in e.container_statuses)
+        ContainerResult(
+            name=c.name,
+            exit_code=c.exitCode,
+            message=c.message,
+            reason=c.reason,
+            init_container=c.init_container,
+        )
+        for c in e.container_statuses
+    )
     run = _replace(
-        run, state=RunState.FAILED if run.state.active else run.state,
-        finished_at=run.finished_at or when, containers=containers, condition=e.condition,
-        category=e.failure_category, subcategory=e.failure_subcategory, reason=e.reason)
-    return _with_run(job, run, state=new_state, failure_reason=e.reason,
-                     last_transition_at=when)
+        run,
+        state=RunState.FAILED if run.state.active else run.state,
+        finished_at=run.finished_at or when,
+        containers=containers,
+        condition=e.condition,
+        category=e.failure_category,
+        subcategory=e.failure_subcategory,
+        reason=e.reason,
+    )
+    return _with_run(job, run, state=new_state, failure_reason=e.reason, last_transition_at=when)
 
 
 def _on_cancelling(job: Job, e, when: datetime) -> Job:
-    return _replace(job, cancel_requested=True, cancel_reason=e.reason,
-                               cancel_user=e.requestor)
+    return _replace(job, cancel_requested=True, cancel_reason=e.reason, cancel_user=e.requestor)
 
 
 def _on_cancelled(job: Job, e, when: datetime) -> Job:
     runs = job.runs
     if job.active_run is not None:
-        runs = (*runs[:-1], _replace(runs[-1], state=RunState.CANCELLED,
-                                                finished_at=when))
-    return _replace(job, state=JobState.CANCELLED, runs=runs, cancelled_at=when,
-                               cancel_reason=e.reason or job.cancel_reason,
-                               cancel_user=e.requestor or job.cancel_user,
-                               last_transition_at=when)
+        runs = (*runs[:-1], _replace(runs[-1], state=RunState.CANCELLED, finished_at=when))
+    return _replace(
+        job,
+        state=JobState.CANCELLED,
+        runs=runs,
+        cancelled_at=when,
+        cancel_reason=e.reason or job.cancel_reason,
+        cancel_user=e.requestor or job.cancel_user,
+        last_transition_at=when,
+    )
 
 
 def _on_preempting(job: Job, e, when: datetime) -> Job:
@@ -283,8 +327,9 @@ def _on_preempting(job: Job, e, when: datetime) -> Job:
 def _on_preempted(job: Job, e, when: datetime) -> Job:
     _require(job, "preempted", *ACTIVE_JOB_STATES)
     run = _run_of(job, "preempted", e.run_id)
-    run = _replace(run, state=RunState.PREEMPTED, finished_at=when,
-                              condition="Preempted", reason=e.reason)
+    run = _replace(
+        run, state=RunState.PREEMPTED, finished_at=when, condition="Preempted", reason=e.reason
+    )
     return _with_run(job, run, state=JobState.PREEMPTED, last_transition_at=when)
 
 
@@ -347,55 +392,121 @@ def submit(spec: submit_pb2.Job, now: datetime) -> Transition:
     return _do(None, [submitted, queued])
 
 
-def lease(job: Job, *, run_id: str, cluster_id: str, node: str, pool: str,
-          now: datetime) -> Transition:
+def lease(
+    job: Job, *, run_id: str, cluster_id: str, node: str, pool: str, now: datetime
+) -> Transition:
     """The scheduler placed the job on a node of an executor's cluster."""
-    return _do(job, [EventMessage(leased=event_pb2.JobLeasedEvent(
-        **_base(job, now), cluster_id=cluster_id, pool=pool, run_id=run_id, node_name=node))])
+    return _do(
+        job,
+        [
+            EventMessage(
+                leased=event_pb2.JobLeasedEvent(
+                    **_base(job, now),
+                    cluster_id=cluster_id,
+                    pool=pool,
+                    run_id=run_id,
+                    node_name=node,
+                )
+            )
+        ],
+    )
 
 
 def return_lease(job: Job, *, reason: str, run_attempted: bool, now: datetime) -> Transition:
     """The executor gave the lease back without the job failing; the job is queued again."""
     run = _run_of(job, "lease_returned", "")
-    return _do(job, [EventMessage(lease_returned=event_pb2.JobLeaseReturnedEvent(
-        **_base(job, now), cluster_id=run.cluster_id, reason=reason,
-        kubernetes_id=run.kubernetes_id, pod_number=0, run_attempted=run_attempted,
-        run_id=run.id))])
+    return _do(
+        job,
+        [
+            EventMessage(
+                lease_returned=event_pb2.JobLeaseReturnedEvent(
+                    **_base(job, now),
+                    cluster_id=run.cluster_id,
+                    reason=reason,
+                    kubernetes_id=run.kubernetes_id,
+                    pod_number=0,
+                    run_attempted=run_attempted,
+                    run_id=run.id,
+                )
+            )
+        ],
+    )
 
 
 def mark_pending(job: Job, *, now: datetime, kubernetes_id: str = "") -> Transition:
     run = _run_of(job, "pending", "")
     run = _replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
-    return _do(job, [EventMessage(pending=event_pb2.JobPendingEvent(
-        **_base(job, now), **_pod(job, run), pool=run.pool))])
+    return _do(
+        job,
+        [
+            EventMessage(
+                pending=event_pb2.JobPendingEvent(
+                    **_base(job, now), **_pod(job, run), pool=run.pool
+                )
+            )
+        ],
+    )
 
 
-def mark_running(job: Job, *, now: datetime, node: str = "",
-                 kubernetes_id: str = "") -> Transition:
+def mark_running(job: Job, *, now: datetime, node: str = "", kubernetes_id: str = "") -> Transition:
     run = _run_of(job, "running", "")
     run = _replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
-    return _do(job, [EventMessage(running=event_pb2.JobRunningEvent(
-        **_base(job, now), **_pod(job, run), node_name=node or run.node, pool=run.pool))])
+    return _do(
+        job,
+        [
+            EventMessage(
+                running=event_pb2.JobRunningEvent(
+                    **_base(job, now), **_pod(job, run), node_name=node or run.node, pool=run.pool
+                )
+            )
+        ],
+    )
 
 
 def succeed(job: Job, *, now: datetime) -> Transition:
     run = _run_of(job, "succeeded", "")
-    return _do(job, [EventMessage(succeeded=event_pb2.JobSucceededEvent(
-        **_base(job, now), **_pod(job, run), node_name=run.node))])
+    return _do(
+        job,
+        [
+            EventMessage(
+                succeeded=event_pb2.JobSucceededEvent(
+                    **_base(job, now), **_pod(job, run), node_name=run.node
+                )
+            )
+        ],
+    )
 
 
-def _failed_event(job: Job, run: Run | None, failure: Failure, *, retryable: bool,
-                  now: datetime, cause: int | None = None) -> EventMessage:
-    statuses = [event_pb2.ContainerStatus(
-        name=c.name, exitCode=c.exit_code, message=c.message, reason=c.reason,
-        cause=CONDITION_CAUSES.get(c.reason, event_pb2.Error), init_container=c.init_container)
-        for c in failure.containers]
+def _failed_event(
+    job: Job,
+    run: Run | None,
+    failure: Failure,
+    *,
+    retryable: bool,
+    now: datetime,
+    cause: int | None = None,
+) -> EventMessage:
+    statuses = [
+        event_pb2.ContainerStatus(
+            name=c.name,
+            exitCode=c.exit_code,
+            message=c.message,
+            reason=c.reason,
+            cause=CONDITION_CAUSES.get(c.reason, event_pb2.Error),
+            init_container=c.init_container,
+        )
+        for c in failure.containers
+    ]
     body = event_pb2.JobFailedEvent(
-        **_base(job, now), reason=failure.reason, container_statuses=statuses,
-        cause=CONDITION_CAUSES.get(failure.condition, event_pb2.Error) if cause is None
-        else cause,
-        failure_category=failure.category, failure_subcategory=failure.subcategory,
-        retryable=retryable, condition=failure.condition)
+        **_base(job, now),
+        reason=failure.reason,
+        container_statuses=statuses,
+        cause=CONDITION_CAUSES.get(failure.condition, event_pb2.Error) if cause is None else cause,
+        failure_category=failure.category,
+        failure_subcategory=failure.subcategory,
+        retryable=retryable,
+        condition=failure.condition,
+    )
     if run is not None:
         for key, value in _pod(job, run).items():
             setattr(body, key, value)
@@ -413,8 +524,9 @@ def _requeue(job: Job, retry_after: datetime | None, now: datetime) -> EventMess
     return EventMessage(queued=queued)
 
 
-def fail(job: Job, failure: Failure, *, retry: bool, now: datetime,
-         retry_after: datetime | None = None) -> Transition:
+def fail(
+    job: Job, failure: Failure, *, retry: bool, now: datetime, retry_after: datetime | None = None
+) -> Transition:
     """The job's run failed. With `retry` the job is queued for a new run (same job id)."""
     run = job.active_run
     if run is None and retry:
@@ -425,14 +537,19 @@ def fail(job: Job, failure: Failure, *, retry: bool, now: datetime,
     return _do(job, events)
 
 
-def expire_lease(job: Job, *, retry: bool, now: datetime,
-                 retry_after: datetime | None = None) -> Transition:
+def expire_lease(
+    job: Job, *, retry: bool, now: datetime, retry_after: datetime | None = None
+) -> Transition:
     """The executor stopped renewing the lease: an infrastructure failure of the run."""
     run = _run_of(job, "lease_expired", "")
-    events = [EventMessage(lease_expired=event_pb2.JobLeaseExpiredEvent(
-        **_base(job, now), run_id=run.id))]
-    failure = Failure(reason=f"lease of run {run.id} on {run.cluster_id} expired",
-                      category="internal", subcategory="lease_expired")
+    events = [
+        EventMessage(lease_expired=event_pb2.JobLeaseExpiredEvent(**_base(job, now), run_id=run.id))
+    ]
+    failure = Failure(
+        reason=f"lease of run {run.id} on {run.cluster_id} expired",
+        category="internal",
+        subcategory="lease_expired",
+    )
     events.append(_failed_event(job, run, failure, retryable=retry, now=now))
     if retry:
         events.append(_requeue(job, retry_after, now))
@@ -441,57 +558,130 @@ def expire_lease(job: Job, *, retry: bool, now: datetime,
 
 def reject(job: Job, *, reason: str, now: datetime) -> Transition:
     """The job can never run as submitted."""
-    return _do(job, [_failed_event(job, None, Failure(reason=reason), retryable=False, now=now,
-                                   cause=event_pb2.Rejected)])
+    return _do(
+        job,
+        [
+            _failed_event(
+                job,
+                None,
+                Failure(reason=reason),
+                retryable=False,
+                now=now,
+                cause=event_pb2.Rejected,
+            )
+        ],
+    )
 
 
 def request_cancel(job: Job, *, requestor: str, reason: str, now: datetime) -> Transition:
-    return _do(job, [EventMessage(cancelling=event_pb2.JobCancellingEvent(
-        **_base(job, now), requestor=requestor, reason=reason))])
+    return _do(
+        job,
+        [
+            EventMessage(
+                cancelling=event_pb2.JobCancellingEvent(
+                    **_base(job, now), requestor=requestor, reason=reason
+                )
+            )
+        ],
+    )
 
 
 def cancel(job: Job, *, requestor: str, reason: str, now: datetime) -> Transition:
     """The job is cancelled; a running pod is killed with its grace period."""
-    return _do(job, [EventMessage(cancelled=event_pb2.JobCancelledEvent(
-        **_base(job, now), requestor=requestor, reason=reason))])
+    return _do(
+        job,
+        [
+            EventMessage(
+                cancelled=event_pb2.JobCancelledEvent(
+                    **_base(job, now), requestor=requestor, reason=reason
+                )
+            )
+        ],
+    )
 
 
 def request_preempt(job: Job, *, requestor: str, reason: str, now: datetime) -> Transition:
-    return _do(job, [EventMessage(preempting=event_pb2.JobPreemptingEvent(
-        **_base(job, now), requestor=requestor, reason=reason))])
+    return _do(
+        job,
+        [
+            EventMessage(
+                preempting=event_pb2.JobPreemptingEvent(
+                    **_base(job, now), requestor=requestor, reason=reason
+                )
+            )
+        ],
+    )
 
 
-def preempt(job: Job, *, reason: str, now: datetime, retry: bool = False,
-            retry_after: datetime | None = None, preempting_job_id: str = "",
-            requestor: str = "") -> Transition:
+def preempt(
+    job: Job,
+    *,
+    reason: str,
+    now: datetime,
+    retry: bool = False,
+    retry_after: datetime | None = None,
+    preempting_job_id: str = "",
+    requestor: str = "",
+) -> Transition:
     """The job's run was preempted. Retried preemptions are retryable failures, not final."""
     run = _run_of(job, "preempted", "")
     if retry:
         failure = Failure(reason=reason, condition="Preempted")
-        return _do(job, [_failed_event(job, run, failure, retryable=True, now=now),
-                         _requeue(job, retry_after, now)])
-    return _do(job, [EventMessage(preempted=event_pb2.JobPreemptedEvent(
-        **_base(job, now), cluster_id=run.cluster_id, run_id=run.id, reason=reason,
-        preempting_job_id=preempting_job_id, requestor=requestor))])
+        return _do(
+            job,
+            [
+                _failed_event(job, run, failure, retryable=True, now=now),
+                _requeue(job, retry_after, now),
+            ],
+        )
+    return _do(
+        job,
+        [
+            EventMessage(
+                preempted=event_pb2.JobPreemptedEvent(
+                    **_base(job, now),
+                    cluster_id=run.cluster_id,
+                    run_id=run.id,
+                    reason=reason,
+                    preempting_job_id=preempting_job_id,
+                    requestor=requestor,
+                )
+            )
+        ],
+    )
 
 
 def reprioritize(job: Job, *, priority: float, requestor: str, now: datetime) -> Transition:
     base = _base(job, now)
-    return _do(job, [
-        EventMessage(reprioritizing=event_pb2.JobReprioritizingEvent(
-            **base, new_priority=priority, requestor=requestor)),
-        EventMessage(reprioritized=event_pb2.JobReprioritizedEvent(
-            **base, new_priority=priority, requestor=requestor)),
-    ])
+    return _do(
+        job,
+        [
+            EventMessage(
+                reprioritizing=event_pb2.JobReprioritizingEvent(
+                    **base, new_priority=priority, requestor=requestor
+                )
+            ),
+            EventMessage(
+                reprioritized=event_pb2.JobReprioritizedEvent(
+                    **base, new_priority=priority, requestor=requestor
+                )
+            ),
+        ],
+    )
 
 
 def report_ingress(job: Job, *, addresses: Mapping[int, str], now: datetime) -> Transition:
     """Where the running pod's ingresses can be reached (container port -> address)."""
     run = _run_of(job, "ingress_info", "")
-    body = event_pb2.JobIngressInfoEvent(**_base(job, now), cluster_id=run.cluster_id,
-                                         kubernetes_id=run.kubernetes_id, node_name=run.node,
-                                         pod_number=0, pod_name=pod_name(job.id, run.index),
-                                         pod_namespace=job.spec.namespace)
+    body = event_pb2.JobIngressInfoEvent(
+        **_base(job, now),
+        cluster_id=run.cluster_id,
+        kubernetes_id=run.kubernetes_id,
+        node_name=run.node,
+        pod_number=0,
+        pod_name=pod_name(job.id, run.index),
+        pod_namespace=job.spec.namespace,
+    )
     for port, address in addresses.items():
         body.ingress_addresses[port] = address
     return _do(job, [EventMessage(ingress_info=body)])
@@ -500,11 +690,14 @@ def report_ingress(job: Job, *, addresses: Mapping[int, str], now: datetime) -> 
 def report_utilisation(job: Job, *, usage: Mapping[str, str], now: datetime) -> Transition:
     """Resource usage of the running pod (Kubernetes quantities by resource name)."""
     run = _run_of(job, "utilisation", "")
-    body = event_pb2.JobUtilisationEvent(**_base(job, now), node_name=run.node,
-                                         cluster_id=run.cluster_id,
-                                         kubernetes_id=run.kubernetes_id,
-                                         pod_name=pod_name(job.id, run.index),
-                                         pod_namespace=job.spec.namespace)
+    body = event_pb2.JobUtilisationEvent(
+        **_base(job, now),
+        node_name=run.node,
+        cluster_id=run.cluster_id,
+        kubernetes_id=run.kubernetes_id,
+        pod_name=pod_name(job.id, run.index),
+        pod_namespace=job.spec.namespace,
+    )
     for name, quantity in usage.items():
         body.MaxResourcesForPeriod[name].string = quantity
     return _do(job, [EventMessage(utilisation=body)])

@@ -36,8 +36,8 @@ class JobState(IntEnum):
 
 
 TERMINAL_STATES = frozenset(
-    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED,
-     JobState.REJECTED})
+    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED, JobState.REJECTED}
+)
 
 
 class RunState(IntEnum):

@@ -23,27 +23,51 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 CONTROL_IN_FREE_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _CORE = "k8s.io.api.core.v1."
 # String fields whose values are free text, by (message, field).
-FREE_TEXT_FIELDS = frozenset({
-    (_CORE + "Container", "command"), (_CORE + "Container", "args"),
-    (_CORE + "EphemeralContainerCommon", "command"), (_CORE + "EphemeralContainerCommon", "args"),
-    (_CORE + "EnvVar", "value"), (_CORE + "ExecAction", "command"),
-    ("api.IngressConfig", "annotations"),
-})
+FREE_TEXT_FIELDS = frozenset(
+    {
+        (_CORE + "Container", "command"),
+        (_CORE + "Container", "args"),
+        (_CORE + "EphemeralContainerCommon", "command"),
+        (_CORE + "EphemeralContainerCommon", "args"),
+        (_CORE + "EnvVar", "value"),
+        (_CORE + "ExecAction", "command"),
+        ("api.IngressConfig", "annotations"),
+    }
+)
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 # Kubernetes' qualified names (label keys, resource names): an optional DNS subdomain prefix
 # and '/', then a name of at most 63 characters.
-QUALIFIED_NAME = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]"
-                            r"([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+QUALIFIED_NAME = re.compile(
+    r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]"
+    r"([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 # IANA service names (container port names): at most 15 characters, at least one letter.
 _PORT_NAME = re.compile(r"(?=.*[a-z])(?!.*--)[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
-_QUANTITY = re.compile(r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|"
-                       r"[numkMGTPE]?)\s*")
-_SUFFIXES = {"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
-             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_QUANTITY = re.compile(
+    r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|"
+    r"[numkMGTPE]?)\s*"
+)
+_SUFFIXES = {
+    "": 1,
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
 
 NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
@@ -77,8 +101,9 @@ def check_texts(message, path: str) -> None:  # type: ignore[no-untyped-def]
         name = f"{path}.{field.name}"
         message_type = field.message_type
         if message_type is not None and message_type.GetOptions().map_entry:
-            _check_map(name, value, message_type,
-                       (descriptor.full_name, field.name) in FREE_TEXT_FIELDS)
+            _check_map(
+                name, value, message_type, (descriptor.full_name, field.name) in FREE_TEXT_FIELDS
+            )
         elif message_type is not None:
             if field.is_repeated:
                 for i, element in enumerate(value):
@@ -118,8 +143,11 @@ def check_string(path: str, text: object, *, free: bool = False) -> None:
         raise PodSpecError(path, "not valid UTF-8")
     found = (CONTROL_IN_FREE_TEXT if free else _CONTROL).search(text)
     if found is not None:
-        what = "NUL characters" if found.group() == "\x00" else (
-            f"control characters ({found.group()!r} at position {found.start()})")
+        what = (
+            "NUL characters"
+            if found.group() == "\x00"
+            else (f"control characters ({found.group()!r} at position {found.start()})")
+        )
         raise PodSpecError(path, f"must not contain {what}")
 
 
@@ -132,9 +160,11 @@ def _one_of(path: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def check_label_key(path: str, key: str) -> None:
     if not QUALIFIED_NAME.fullmatch(key):
-        raise PodSpecError(f"{path}[{shorten(key, 60)[1:-1]}]",
-                           "is not a valid key (an optional DNS prefix and '/', then a name "
-                           "of at most 63 letters, digits, '-', '_' and '.')")
+        raise PodSpecError(
+            f"{path}[{shorten(key, 60)[1:-1]}]",
+            "is not a valid key (an optional DNS prefix and '/', then a name "
+            "of at most 63 letters, digits, '-', '_' and '.')",
+        )
 
 
 def check_labels(path: str, labels: Mapping[str, str]) -> None:
@@ -148,10 +178,13 @@ def check_labels(path: str, labels: Mapping[str, str]) -> None:
     for key, value in sorted(labels.items()):  # sorted: the same first error every time
         check_label_key(path, key)
         if not LABEL_VALUE.fullmatch(value):
-            raise PodSpecError(f"{path}[{key}]", f"{shorten(value)} is not a valid label value "
-                                                 "(at most 63 letters, digits, '-', '_' and "
-                                                 "'.', starting and ending with a letter or "
-                                                 "digit)")
+            raise PodSpecError(
+                f"{path}[{key}]",
+                f"{shorten(value)} is not a valid label value "
+                "(at most 63 letters, digits, '-', '_' and "
+                "'.', starting and ending with a letter or "
+                "digit)",
+            )
 
 
 def check_scheduling(spec, path: str) -> None:  # type: ignore[no-untyped-def]
@@ -177,11 +210,9 @@ def _check_toleration(t, path: str) -> None:  # type: ignore[no-untyped-def]
         if not t.key:
             raise PodSpecError(f"{path}.operator", "must be Exists when the key is empty")
         if not LABEL_VALUE.fullmatch(t.value):
-            raise PodSpecError(f"{path}.value", f"{shorten(t.value)} is not a valid taint "
-                                                "value")
+            raise PodSpecError(f"{path}.value", f"{shorten(t.value)} is not a valid taint value")
     if t.HasField("tolerationSeconds") and t.effect != "NoExecute":
-        raise PodSpecError(f"{path}.tolerationSeconds", "is only allowed with the effect "
-                                                        "NoExecute")
+        raise PodSpecError(f"{path}.tolerationSeconds", "is only allowed with the effect NoExecute")
 
 
 def _check_affinity(affinity, path: str) -> None:  # type: ignore[no-untyped-def]
@@ -189,7 +220,8 @@ def _check_affinity(affinity, path: str) -> None:  # type: ignore[no-untyped-def
     required = node.requiredDuringSchedulingIgnoredDuringExecution
     where = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     if node.HasField("requiredDuringSchedulingIgnoredDuringExecution") and not (
-            required.nodeSelectorTerms):
+        required.nodeSelectorTerms
+    ):
         raise PodSpecError(f"{where}.nodeSelectorTerms", "must have at least one term")
     for i, term in enumerate(required.nodeSelectorTerms):
         _check_node_term(term, f"{where}.nodeSelectorTerms[{i}]")
@@ -219,8 +251,9 @@ def _check_node_term(term, path: str) -> None:  # type: ignore[no-untyped-def]
     for i, req in enumerate(term.matchFields):
         where = f"{path}.matchFields[{i}]"
         if req.key != "metadata.name":
-            raise PodSpecError(f"{where}.key", f"{shorten(req.key)} is not a node field "
-                                               "(only metadata.name is)")
+            raise PodSpecError(
+                f"{where}.key", f"{shorten(req.key)} is not a node field (only metadata.name is)"
+            )
         _one_of(f"{where}.operator", req.operator, ("In", "NotIn"))
         if len(req.values) != 1:
             raise PodSpecError(f"{where}.values", "must hold exactly one node name")
@@ -228,14 +261,16 @@ def _check_node_term(term, path: str) -> None:  # type: ignore[no-untyped-def]
 
 def _check_pod_term(term, path: str) -> None:  # type: ignore[no-untyped-def]
     if not term.topologyKey or not QUALIFIED_NAME.fullmatch(term.topologyKey):
-        raise PodSpecError(f"{path}.topologyKey", f"{shorten(term.topologyKey)} is not a "
-                                                  "valid label key")
+        raise PodSpecError(
+            f"{path}.topologyKey", f"{shorten(term.topologyKey)} is not a valid label key"
+        )
     for selector in ("labelSelector", "namespaceSelector"):
         s = getattr(term, selector)
         check_labels(f"{path}.{selector}.matchLabels", s.matchLabels)
         for i, req in enumerate(s.matchExpressions):
-            check_requirement(req, f"{path}.{selector}.matchExpressions[{i}]",
-                              LABEL_SELECTOR_OPERATORS)
+            check_requirement(
+                req, f"{path}.{selector}.matchExpressions[{i}]", LABEL_SELECTOR_OPERATORS
+            )
 
 
 def check_requirement(req, path: str, operators: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
@@ -252,8 +287,9 @@ def check_requirement(req, path: str, operators: tuple[str, ...]) -> None:  # ty
         raise PodSpecError(f"{path}.values", f"{req.operator} takes exactly one integer")
     for i, value in enumerate(values):
         if req.operator not in ("Gt", "Lt") and not LABEL_VALUE.fullmatch(value):
-            raise PodSpecError(f"{path}.values[{i}]", f"{shorten(value)} is not a valid label "
-                                                      "value")
+            raise PodSpecError(
+                f"{path}.values[{i}]", f"{shorten(value)} is not a valid label value"
+            )
 
 
 def check_container_fields(c, path: str, *, init: bool) -> None:  # type: ignore[no-untyped-def]
@@ -261,36 +297,47 @@ def check_container_fields(c, path: str, *, init: bool) -> None:  # type: ignore
     _one_of(f"{path}.imagePullPolicy", c.imagePullPolicy, PULL_POLICIES)
     _one_of(f"{path}.terminationMessagePolicy", c.terminationMessagePolicy, MESSAGE_POLICIES)
     if c.restartPolicy and not (init and c.restartPolicy == "Always"):
-        raise PodSpecError(f"{path}.restartPolicy", f"{shorten(c.restartPolicy)}: only an init "
-                                                    "container may set one, and only Always")
+        raise PodSpecError(
+            f"{path}.restartPolicy",
+            f"{shorten(c.restartPolicy)}: only an init container may set one, and only Always",
+        )
     names: set[str] = set()
     for i, port in enumerate(c.ports):
         where = f"{path}.ports[{i}]"
         if not 1 <= port.containerPort <= 65535:
-            raise PodSpecError(f"{where}.containerPort", f"must be between 1 and 65535, got "
-                                                         f"{port.containerPort}")
+            raise PodSpecError(
+                f"{where}.containerPort", f"must be between 1 and 65535, got {port.containerPort}"
+            )
         if port.HasField("hostPort") and not 0 <= port.hostPort <= 65535:
-            raise PodSpecError(f"{where}.hostPort", f"must be between 1 and 65535, got "
-                                                    f"{port.hostPort}")
+            raise PodSpecError(
+                f"{where}.hostPort", f"must be between 1 and 65535, got {port.hostPort}"
+            )
         _one_of(f"{where}.protocol", port.protocol, PROTOCOLS)
         if port.name:
             if not _PORT_NAME.fullmatch(port.name):
-                raise PodSpecError(f"{where}.name", f"{shorten(port.name)} is not a valid port "
-                                                    "name (at most 15 lower-case letters, "
-                                                    "digits and '-', with a letter)")
+                raise PodSpecError(
+                    f"{where}.name",
+                    f"{shorten(port.name)} is not a valid port "
+                    "name (at most 15 lower-case letters, "
+                    "digits and '-', with a letter)",
+                )
             if port.name in names:
                 raise PodSpecError(f"{where}.name", f"{port.name!r} is used twice")
             names.add(port.name)
     for i, env in enumerate(c.env):
         if not env.name or "=" in env.name:
-            raise PodSpecError(f"{path}.env[{i}].name", f"{shorten(env.name)} is not a valid "
-                                                        "variable name")
+            raise PodSpecError(
+                f"{path}.env[{i}].name", f"{shorten(env.name)} is not a valid variable name"
+            )
 
 
 def check_resource_name(path: str, name: str) -> None:
     if not QUALIFIED_NAME.fullmatch(name):
-        raise PodSpecError(path, "is not a valid resource name (an optional DNS prefix and "
-                                 "'/', then a name of letters, digits, '-', '_' and '.')")
+        raise PodSpecError(
+            path,
+            "is not a valid resource name (an optional DNS prefix and "
+            "'/', then a name of letters, digits, '-', '_' and '.')",
+        )
 
 
 def is_whole(text: str) -> bool:
@@ -315,4 +362,3 @@ def resource_bound(name: str) -> tuple[int, str]:
 
 def whole_units_only(name: str) -> bool:
     return name not in FRACTIONAL_RESOURCES and not name.startswith(HUGEPAGES)
-

@@ -72,8 +72,9 @@ class SubmissionConfig:
     default_namespace: str = "default"
 
 
-def validate_request(request: submit_pb2.JobSubmitRequest,
-                     config: SubmissionConfig) -> list[submit_pb2.JobSubmitRequestItem]:
+def validate_request(
+    request: submit_pb2.JobSubmitRequest, config: SubmissionConfig
+) -> list[submit_pb2.JobSubmitRequestItem]:
     """Check a whole request and return its items with defaults applied (copies)."""
     _check_name("queue", request.queue)
     if not request.job_set_id:
@@ -83,8 +84,10 @@ def validate_request(request: submit_pb2.JobSubmitRequest,
         raise SubmissionError("job_request_items", "must contain at least one job")
     # Items of one request usually share their pod spec: each distinct one is checked once.
     checked: dict[bytes, core.PodSpec] = {}
-    items = [_validate_item(item, f"job_request_items[{i}]", config, checked)
-             for i, item in enumerate(request.job_request_items)]
+    items = [
+        _validate_item(item, f"job_request_items[{i}]", config, checked)
+        for i, item in enumerate(request.job_request_items)
+    ]
     _check_gangs(items)
     return items
 
@@ -99,15 +102,31 @@ def check_text(path: str, value: str, limit: int) -> None:
         raise SubmissionError(path, f"must be at most {limit} characters, got {len(value)}")
 
 
-def job_from_item(item: submit_pb2.JobSubmitRequestItem, *, job_id: str, queue: str,
-                  job_set_id: str, owner: str, now: datetime,
-                  groups: tuple[str, ...] = ()) -> submit_pb2.Job:
+def job_from_item(
+    item: submit_pb2.JobSubmitRequestItem,
+    *,
+    job_id: str,
+    queue: str,
+    job_set_id: str,
+    owner: str,
+    now: datetime,
+    groups: tuple[str, ...] = (),
+) -> submit_pb2.Job:
     """The job as stored (and carried by its `submitted` event)."""
     job = submit_pb2.Job(
-        id=job_id, client_id=item.client_id, job_set_id=job_set_id, queue=queue,
-        namespace=item.namespace, owner=owner, queue_ownership_user_groups=groups,
-        priority=item.priority, pod_specs=item.pod_specs, ingress=item.ingress,
-        services=item.services, scheduler=item.scheduler)
+        id=job_id,
+        client_id=item.client_id,
+        job_set_id=job_set_id,
+        queue=queue,
+        namespace=item.namespace,
+        owner=owner,
+        queue_ownership_user_groups=groups,
+        priority=item.priority,
+        pod_specs=item.pod_specs,
+        ingress=item.ingress,
+        services=item.services,
+        scheduler=item.scheduler,
+    )
     job.labels.update(item.labels)
     job.annotations.update(item.annotations)
     if item.external_job_uri:
@@ -128,8 +147,10 @@ def _formatted_requests(spec: bytes) -> tuple[tuple[str, str], ...]:
 
 def job_requests(pod_spec) -> Resources:
     """What a pod needs from a node: the sum over containers, at least any init container."""
-    return _total([_effective_requests(c) for c in pod_spec.containers],
-                  [_effective_requests(c) for c in pod_spec.initContainers])
+    return _total(
+        [_effective_requests(c) for c in pod_spec.containers],
+        [_effective_requests(c) for c in pod_spec.initContainers],
+    )
 
 
 def _total(containers: list[dict[str, int]], init_containers: list[dict[str, int]]) -> Resources:
@@ -158,34 +179,45 @@ def _check_name(path: str, value: str) -> None:
     if not value:
         raise SubmissionError(path, "must not be empty")
     if not _NAME.fullmatch(value):
-        raise SubmissionError(path, f"{shorten(value)} is not a valid name (letters, digits, "
-                                    "'-', '_' and '.', at most 63 characters)")
+        raise SubmissionError(
+            path,
+            f"{shorten(value)} is not a valid name (letters, digits, "
+            "'-', '_' and '.', at most 63 characters)",
+        )
 
 
-def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
-                   config: SubmissionConfig,
-                   checked: dict[bytes, core.PodSpec]) -> submit_pb2.JobSubmitRequestItem:
+def _validate_item(
+    item: submit_pb2.JobSubmitRequestItem,
+    path: str,
+    config: SubmissionConfig,
+    checked: dict[bytes, core.PodSpec],
+) -> submit_pb2.JobSubmitRequestItem:
     out = submit_pb2.JobSubmitRequestItem()
     out.CopyFrom(item)
     check_text(f"{path}.client_id", out.client_id, MAX_CLIENT_ID)
     check_text(f"{path}.external_job_uri", out.external_job_uri, MAX_EXTERNAL_JOB_URI)
     if not math.isfinite(out.priority) or out.priority < 0:
-        raise SubmissionError(f"{path}.priority", f"must be a non-negative number, got "
-                                                  f"{out.priority}")
+        raise SubmissionError(
+            f"{path}.priority", f"must be a non-negative number, got {out.priority}"
+        )
     if out.HasField("pod_spec"):
         if out.pod_specs:
             raise SubmissionError(f"{path}.pod_spec", "set either pod_spec or pod_specs, not both")
         out.pod_specs.append(out.pod_spec)
         out.ClearField("pod_spec")
     if len(out.pod_specs) != 1:
-        raise SubmissionError(f"{path}.pod_specs", f"exactly one pod spec is supported, got "
-                                                   f"{len(out.pod_specs)}")
+        raise SubmissionError(
+            f"{path}.pod_specs", f"exactly one pod spec is supported, got {len(out.pod_specs)}"
+        )
     size = out.ByteSize()
     if size > MAX_JOB_BYTES:
         field, field_size = largest_field(out, path)
-        raise SubmissionError(field, f"the job is {size} bytes, above the limit of "
-                                     f"{MAX_JOB_BYTES} (1 MiB); this field holds "
-                                     f"{field_size} bytes of it")
+        raise SubmissionError(
+            field,
+            f"the job is {size} bytes, above the limit of "
+            f"{MAX_JOB_BYTES} (1 MiB); this field holds "
+            f"{field_size} bytes of it",
+        )
     if out.required_node_labels:
         # Deprecated upstream: carried on as the pod's node selector.
         for k, v in out.required_node_labels.items():
@@ -193,8 +225,10 @@ def _validate_item(item: submit_pb2.JobSubmitRequestItem, path: str,
         out.ClearField("required_node_labels")
     out.namespace = out.namespace or config.default_namespace
     if not _DNS_LABEL.fullmatch(out.namespace):
-        raise SubmissionError(f"{path}.namespace", f"{shorten(out.namespace)} is not a valid "
-                                                   "Kubernetes namespace (a DNS label)")
+        raise SubmissionError(
+            f"{path}.namespace",
+            f"{shorten(out.namespace)} is not a valid Kubernetes namespace (a DNS label)",
+        )
     if out.scheduler:
         check_text(f"{path}.scheduler", out.scheduler, MAX_SCHEDULER)
         podspec.check_string(f"{path}.scheduler", out.scheduler)
@@ -230,8 +264,10 @@ def largest_field(message, path: str) -> tuple[str, int]:  # type: ignore[no-unt
     for fd, value in message.ListFields():
         name = f"{path}.{fd.name}"
         if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-            elements = [(f"{name}[{shorten(k, 60)[1:-1] if isinstance(k, str) else k}]", v)
-                        for k, v in value.items()]
+            elements = [
+                (f"{name}[{shorten(k, 60)[1:-1] if isinstance(k, str) else k}]", v)
+                for k, v in value.items()
+            ]
         elif fd.is_repeated:
             elements = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
         else:
@@ -270,10 +306,13 @@ def _check_annotations(path: str, annotations: Mapping[str, str]) -> None:
         if total <= MAX_ANNOTATIONS_BYTES:
             return
         key = max(annotations, key=lambda k: len(annotations[k]))
-        raise SubmissionError(f"{path}[{key}]", f"the annotations hold {total} characters, "
-                                                f"above the limit of {MAX_ANNOTATIONS_BYTES} "
-                                                f"(256 KiB); this one holds "
-                                                f"{len(annotations[key])}")
+        raise SubmissionError(
+            f"{path}[{key}]",
+            f"the annotations hold {total} characters, "
+            f"above the limit of {MAX_ANNOTATIONS_BYTES} "
+            f"(256 KiB); this one holds "
+            f"{len(annotations[key])}",
+        )
     for key, value in sorted(annotations.items()):  # sorted: the same first error every time
         podspec.check_label_key(path, key)
         podspec.check_string(f"{path}[{key}]", value, free=True)
@@ -287,8 +326,9 @@ def _check_exposure(item: submit_pb2.JobSubmitRequestItem, path: str) -> None:
             podspec.check_texts(config, where)
             for j, port in enumerate(config.ports):
                 if not 1 <= port <= 65535:
-                    raise SubmissionError(f"{where}.ports[{j}]",
-                                          f"must be between 1 and 65535, got {port}")
+                    raise SubmissionError(
+                        f"{where}.ports[{j}]", f"must be between 1 and 65535, got {port}"
+                    )
     for i, config in enumerate(item.ingress):
         for key in config.annotations:
             podspec.check_label_key(f"{path}.ingress[{i}].annotations", key)
@@ -300,28 +340,35 @@ def _check_gang_numbers(path: str, annotations: Mapping[str, str]) -> None:
     for key in (ann.GANG_CARDINALITY, ann.GANG_MINIMUM_CARDINALITY):
         raw = annotations.get(key)
         if raw and (not _DIGITS.fullmatch(raw) or int(raw) > MAX_GANG_CARDINALITY):
-            raise SubmissionError(f"{path}[{key}]", f"must be a whole number between 1 and "
-                                                    f"{MAX_GANG_CARDINALITY}, got "
-                                                    f"{shorten(raw)}")
+            raise SubmissionError(
+                f"{path}[{key}]",
+                f"must be a whole number between 1 and {MAX_GANG_CARDINALITY}, got {shorten(raw)}",
+            )
     raw = annotations.get(ann.GANG_MAX_HOPS)
     if raw and (not _DIGITS.fullmatch(raw) or int(raw) > MAX_GANG_HOPS):
-        raise SubmissionError(f"{path}[{ann.GANG_MAX_HOPS}]",
-                              f"must be a whole number of network hops between 0 (one node) "
-                              f"and {MAX_GANG_HOPS}, got {shorten(raw)}")
+        raise SubmissionError(
+            f"{path}[{ann.GANG_MAX_HOPS}]",
+            f"must be a whole number of network hops between 0 (one node) "
+            f"and {MAX_GANG_HOPS}, got {shorten(raw)}",
+        )
 
 
 def _check_options(path: str, annotations: Mapping[str, str]) -> None:
     for key in (ann.AT_MOST_ONCE, ann.PREEMPTIBLE):
         if key in annotations and annotations[key].lower() not in ("true", "false"):
-            raise SubmissionError(f"{path}[{key}]", f"must be true or false, got "
-                                                    f"{shorten(annotations[key])}")
+            raise SubmissionError(
+                f"{path}[{key}]", f"must be true or false, got {shorten(annotations[key])}"
+            )
     if ann.LIFETIME in annotations:
         raw = annotations[ann.LIFETIME]
         if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIFETIME_SECONDS:
-            raise SubmissionError(f"{path}[{ann.LIFETIME}]", f"must be a positive number of "
-                                                             f"seconds, at most "
-                                                             f"{MAX_LIFETIME_SECONDS}, got "
-                                                             f"{shorten(raw)}")
+            raise SubmissionError(
+                f"{path}[{ann.LIFETIME}]",
+                f"must be a positive number of "
+                f"seconds, at most "
+                f"{MAX_LIFETIME_SECONDS}, got "
+                f"{shorten(raw)}",
+            )
 
 
 def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
@@ -330,13 +377,15 @@ def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
         spec.priorityClassName = config.default_priority_class
     elif spec.priorityClassName not in config.priority_classes:
         known = ", ".join(sorted(config.priority_classes))
-        raise SubmissionError(f"{path}.priorityClassName",
-                              f"unknown priority class {shorten(spec.priorityClassName)} "
-                              f"(known: {known})")
+        raise SubmissionError(
+            f"{path}.priorityClassName",
+            f"unknown priority class {shorten(spec.priorityClassName)} (known: {known})",
+        )
     if spec.restartPolicy not in ("", "Never"):
-        raise SubmissionError(f"{path}.restartPolicy", f"Armada jobs never restart in place; "
-                                                       f"use Never, got "
-                                                       f"{shorten(spec.restartPolicy)}")
+        raise SubmissionError(
+            f"{path}.restartPolicy",
+            f"Armada jobs never restart in place; use Never, got {shorten(spec.restartPolicy)}",
+        )
     spec.restartPolicy = "Never"
     if not spec.HasField("terminationGracePeriodSeconds"):
         spec.terminationGracePeriodSeconds = config.default_grace_period_seconds
@@ -344,13 +393,15 @@ def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
     if grace == 0:
         spec.terminationGracePeriodSeconds = 1  # 0 would force-delete the pod (seed 000)
     elif grace < 0:
-        raise SubmissionError(f"{path}.terminationGracePeriodSeconds",
-                              f"must be between 1 and {config.max_grace_period_seconds} "
-                              f"seconds, got {grace}")
+        raise SubmissionError(
+            f"{path}.terminationGracePeriodSeconds",
+            f"must be between 1 and {config.max_grace_period_seconds} seconds, got {grace}",
+        )
     elif grace > config.max_grace_period_seconds:
-        raise SubmissionError(f"{path}.terminationGracePeriodSeconds",
-                              f"{grace} s is above the maximum of "
-                              f"{config.max_grace_period_seconds} s")
+        raise SubmissionError(
+            f"{path}.terminationGracePeriodSeconds",
+            f"{grace} s is above the maximum of {config.max_grace_period_seconds} s",
+        )
     if spec.HasField("activeDeadlineSeconds"):
         if spec.activeDeadlineSeconds <= 0:
             raise SubmissionError(f"{path}.activeDeadlineSeconds", "must be positive")
@@ -360,30 +411,35 @@ def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
         raise SubmissionError(f"{path}.containers", "a pod needs at least one container")
     podspec.check_scheduling(spec, path)
     seen: set[str] = set()
-    effective = {kind: [_validate_container(c, f"{path}.{kind}[{i}]", seen,
-                                            init=(kind == "initContainers"))
-                        for i, c in enumerate(getattr(spec, kind))]
-                 for kind in ("initContainers", "containers")}
+    effective = {
+        kind: [
+            _validate_container(c, f"{path}.{kind}[{i}]", seen, init=(kind == "initContainers"))
+            for i, c in enumerate(getattr(spec, kind))
+        ]
+        for kind in ("initContainers", "containers")
+    }
     total = _total(effective["containers"], effective["initContainers"])
     for name, amount in total.items():
         bound, text = podspec.resource_bound(name)
         if amount > bound:
-            raise SubmissionError(f"{path}.containers", f"the pod requests more {name} than "
-                                                        f"the maximum of {text} in total")
+            raise SubmissionError(
+                f"{path}.containers",
+                f"the pod requests more {name} than the maximum of {text} in total",
+            )
     if config.max_job_resources:
         for name, limit in config.max_job_resources.items():
             bound = parse_quantity(limit, milli=(name == "cpu"))
             if total.get(name, 0) > bound:
-                raise SubmissionError(f"{path}.containers",
-                                      f"the job requests more {name} than the maximum of "
-                                      f"{limit} per job")
+                raise SubmissionError(
+                    f"{path}.containers",
+                    f"the job requests more {name} than the maximum of {limit} per job",
+                )
 
 
 def _validate_container(c, path: str, seen: set[str], *, init: bool) -> dict[str, int]:
     """Check a container; returns what it requests (a limit stands in for a missing request)."""
     if not _DNS_LABEL.fullmatch(c.name):
-        raise SubmissionError(f"{path}.name", f"{shorten(c.name)} is not a valid container "
-                                              "name")
+        raise SubmissionError(f"{path}.name", f"{shorten(c.name)} is not a valid container name")
     if c.name in seen:
         raise SubmissionError(f"{path}.name", f"container name {c.name!r} is used twice")
     seen.add(c.name)
@@ -398,13 +454,13 @@ def _validate_container(c, path: str, seen: set[str], *, init: bool) -> dict[str
     effective = {**parsed["limits"], **parsed["requests"]}
     for name in ("cpu", "memory"):
         if name not in effective:
-            raise SubmissionError(f"{path}.resources.requests",
-                                  f"must request {name} (requests or limits)")
+            raise SubmissionError(
+                f"{path}.resources.requests", f"must request {name} (requests or limits)"
+            )
     for name, req in parsed["requests"].items():
         lim = parsed["limits"].get(name)
         if lim is not None and req > lim:
-            raise SubmissionError(f"{path}.resources.requests[{name}]",
-                                  "is greater than its limit")
+            raise SubmissionError(f"{path}.resources.requests[{name}]", "is greater than its limit")
     return effective
 
 
@@ -413,9 +469,12 @@ def _quantity(path: str, name: str, text: str) -> int:
         raise SubmissionError(path, "not valid UTF-8")
     exponent = _EXPONENT.search(text) if ("e" in text or "E" in text) else None
     if len(text) > MAX_QUANTITY_TEXT or (exponent and int(exponent.group(1)) > MAX_EXPONENT):
-        raise SubmissionError(path, f"{text[:80]!r} is not a quantity this server accepts (at "
-                                    f"most {MAX_QUANTITY_TEXT} characters, exponents up to "
-                                    f"{MAX_EXPONENT})")
+        raise SubmissionError(
+            path,
+            f"{text[:80]!r} is not a quantity this server accepts (at "
+            f"most {MAX_QUANTITY_TEXT} characters, exponents up to "
+            f"{MAX_EXPONENT})",
+        )
     try:
         value = parse_quantity(text, milli=(name == "cpu"))
     except ValueError:
@@ -449,7 +508,8 @@ def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
                 raise SubmissionError(
                     f"job_request_items[{i}].annotations[{ann.GANG_ROLE_MINIMUM}]",
                     f"{gang.role_minimum!r} differs from job_request_items[{at}] "
-                    f"({minimum!r}) for role {gang.role!r} of gang {gang.id!r}")
+                    f"({minimum!r}) for role {gang.role!r} of gang {gang.id!r}",
+                )
             roles[(gang.id, gang.role)] = (at, minimum, count + 1)
         if gang.id not in first:
             first[gang.id] = (i, gang, pc)
@@ -460,35 +520,42 @@ def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
             k = i if not gang.role else j
             raise SubmissionError(
                 f"job_request_items[{k}].annotations[{ann.GANG_ROLE}]",
-                f"missing: every member of pod group {gang.id!r} names its role")
+                f"missing: every member of pod group {gang.id!r} names its role",
+            )
         for what, mine, theirs in (
-                ("gangCardinality", gang.cardinality, other.cardinality),
-                ("gangMinimumCardinality", gang.minimum_cardinality,
-                 other.minimum_cardinality),
-                ("gangNodeUniformityLabel", gang.node_uniformity_label,
-                 other.node_uniformity_label),
-                ("gangMaxHops", gang.max_hops, other.max_hops)):
+            ("gangCardinality", gang.cardinality, other.cardinality),
+            ("gangMinimumCardinality", gang.minimum_cardinality, other.minimum_cardinality),
+            ("gangNodeUniformityLabel", gang.node_uniformity_label, other.node_uniformity_label),
+            ("gangMaxHops", gang.max_hops, other.max_hops),
+        ):
             if mine != theirs:
                 raise SubmissionError(
                     f"{path}.annotations[{ann.PREFIX}{what}]",
                     f"{mine!r} differs from job_request_items[{j}] ({theirs!r}) in gang "
-                    f"{gang.id!r}")
+                    f"{gang.id!r}",
+                )
         if pc != other_pc:
             raise SubmissionError(
                 f"{path}.pod_specs[0].priorityClassName",
-                f"{pc!r} differs from job_request_items[{j}] ({other_pc!r}) in gang "
-                f"{gang.id!r}")
+                f"{pc!r} differs from job_request_items[{j}] ({other_pc!r}) in gang {gang.id!r}",
+            )
     for gang_id, count in members.items():
         _, gang, _ = first[gang_id]
         if count > gang.cardinality:
             raise SubmissionError(
-                "job_request_items", f"gang {gang_id!r} has {count} members but "
-                f"{ann.GANG_CARDINALITY} is {gang.cardinality}")
+                "job_request_items",
+                f"gang {gang_id!r} has {count} members but "
+                f"{ann.GANG_CARDINALITY} is {gang.cardinality}",
+            )
     for (gang_id, role), (at, minimum, count) in roles.items():
         # A whole group in one request: each role needs at least its minimum of members.
-        if members[gang_id] == first[gang_id][1].cardinality and minimum is not None and (
-                count < minimum):
+        if (
+            members[gang_id] == first[gang_id][1].cardinality
+            and minimum is not None
+            and (count < minimum)
+        ):
             raise SubmissionError(
                 f"job_request_items[{at}].annotations[{ann.GANG_ROLE_MINIMUM}]",
                 f"role {role!r} of gang {gang_id!r} has {count} members, fewer than its "
-                f"minimum {minimum}")
+                f"minimum {minimum}",
+            )

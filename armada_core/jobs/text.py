@@ -29,7 +29,7 @@ def clean_text(value: str, limit: int) -> str:
         value = bytes(value).decode("utf-8", errors="replace")
     value = _UNSAFE.sub("", value.replace("\r\n", "\n").replace("\r", "\n"))
     if len(value) > limit:
-        return value[:max(limit - len(TRUNCATED), 0)] + TRUNCATED
+        return value[: max(limit - len(TRUNCATED), 0)] + TRUNCATED
     return value
 
 

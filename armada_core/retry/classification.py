@@ -56,28 +56,36 @@ class CategoryRule:
     def matches(self, failure: RunFailure) -> bool:
         containers: Sequence[ContainerFailure | None] = (
             [c for c in failure.containers if c.name == self.container_name]
-            if self.container_name is not None else [*failure.containers, None])
+            if self.container_name is not None
+            else [*failure.containers, None]
+        )
         # Unlike a retry rule, a category rule may be satisfied by any container; the
         # trailing None lets pod-level facts match a pod whose containers say nothing.
         if self.on_pod_event is not None and not any(
-                message_matches(self.on_pod_event, e) for e in failure.pod_events):
+            message_matches(self.on_pod_event, e) for e in failure.pod_events
+        ):
             return False
-        if self.on_exit_codes is None and not self.on_conditions and \
-                self.on_termination_message is None:
+        if (
+            self.on_exit_codes is None
+            and not self.on_conditions
+            and self.on_termination_message is None
+        ):
             return self.on_pod_event is not None
         return any(self._container_matches(failure, c) for c in containers)
 
     def _container_matches(self, failure: RunFailure, container: ContainerFailure | None) -> bool:
         if self.on_exit_codes is not None and (
-                container is None or not self.on_exit_codes.matches(container.exit_code)):
+            container is None or not self.on_exit_codes.matches(container.exit_code)
+        ):
             return False
         if self.on_conditions and not observed_conditions(
-                failure, container, scoped=self.container_name is not None
+            failure, container, scoped=self.container_name is not None
         ).intersection(self.on_conditions):
             return False
         return self.on_termination_message is None or (
-            container is not None and message_matches(self.on_termination_message,
-                                                      container.message))
+            container is not None
+            and message_matches(self.on_termination_message, container.message)
+        )
 
 
 @dataclass(frozen=True)
@@ -96,8 +104,11 @@ class ClassificationConfig:
     default_subcategory: str = ""
 
 
-def classify(failure: RunFailure, config: ClassificationConfig,
-             internal_failure: InternalFailure | None = None) -> Classification | None:
+def classify(
+    failure: RunFailure,
+    config: ClassificationConfig,
+    internal_failure: InternalFailure | None = None,
+) -> Classification | None:
     """The run's label. Armada's own failures are ``internal`` whatever the configuration."""
     if internal_failure is not None:
         return internal(internal_failure)
@@ -110,8 +121,14 @@ def classify(failure: RunFailure, config: ClassificationConfig,
     return None
 
 
-_RULE_KEYS = ("onConditions", "onExitCodes", "onTerminationMessage", "onPodEvent",
-              "containerName", "subcategory")
+_RULE_KEYS = (
+    "onConditions",
+    "onExitCodes",
+    "onTerminationMessage",
+    "onPodEvent",
+    "containerName",
+    "subcategory",
+)
 
 
 def _rule(value: Any, path: str) -> CategoryRule:
@@ -126,25 +143,35 @@ def _rule(value: Any, path: str) -> CategoryRule:
 
     rule = CategoryRule(
         on_conditions=parse_conditions(data["onConditions"], join(path, "onConditions"))
-        if "onConditions" in data else (),
+        if "onConditions" in data
+        else (),
         on_exit_codes=parse_exit_codes(data["onExitCodes"], join(path, "onExitCodes"))
-        if "onExitCodes" in data else None,
+        if "onExitCodes" in data
+        else None,
         on_termination_message=pattern("onTerminationMessage"),
         on_pod_event=pattern("onPodEvent"),
         container_name=string(data["containerName"], join(path, "containerName"))
-        if "containerName" in data else None,
+        if "containerName" in data
+        else None,
         subcategory=string(data.get("subcategory", ""), join(path, "subcategory")),
     )
     if rule.on_exit_codes is not None:
         validate_exit_codes(rule.on_exit_codes, join(path, "onExitCodes"))
-    container_matchers = (rule.on_conditions or rule.on_exit_codes is not None
-                          or rule.on_termination_message is not None)
+    container_matchers = (
+        rule.on_conditions
+        or rule.on_exit_codes is not None
+        or rule.on_termination_message is not None
+    )
     if not container_matchers and rule.on_pod_event is None:
-        raise RetryConfigError(path, "needs at least one of onConditions, onExitCodes, "
-                               "onTerminationMessage or onPodEvent")
+        raise RetryConfigError(
+            path,
+            "needs at least one of onConditions, onExitCodes, onTerminationMessage or onPodEvent",
+        )
     if rule.container_name is not None and not container_matchers:
-        raise RetryConfigError(join(path, "containerName"), "needs onExitCodes, "
-                               "onConditions or onTerminationMessage to apply to")
+        raise RetryConfigError(
+            join(path, "containerName"),
+            "needs onExitCodes, onConditions or onTerminationMessage to apply to",
+        )
     return rule
 
 
@@ -156,8 +183,9 @@ def _category(value: Any, path: str) -> Category:
     if not name:
         raise RetryConfigError(join(path, "name"), "must not be empty")
     if name == INTERNAL:
-        raise RetryConfigError(join(path, "name"),
-                               f"{INTERNAL!r} is reserved for Armada's own failures")
+        raise RetryConfigError(
+            join(path, "name"), f"{INTERNAL!r} is reserved for Armada's own failures"
+        )
     if "rules" not in data:
         raise RetryConfigError(join(path, "rules"), "is required")
     rules = sequence(data["rules"], join(path, "rules"), _rule)
@@ -173,8 +201,10 @@ def classification_from_mapping(data: Any, path: str = "") -> ClassificationConf
     seen: set[str] = set()
     for i, category in enumerate(categories):
         if category.name in seen:
-            raise RetryConfigError(join(join(join(path, "categories"), i), "name"),
-                                   f"category {category.name!r} is defined twice")
+            raise RetryConfigError(
+                join(join(join(path, "categories"), i), "name"),
+                f"category {category.name!r} is defined twice",
+            )
         seen.add(category.name)
     default = string(block.get("defaultCategory", ""), join(path, "defaultCategory"))
     default_sub = string(block.get("defaultSubcategory", ""), join(path, "defaultSubcategory"))

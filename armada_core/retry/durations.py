@@ -48,6 +48,9 @@ def format_duration(seconds: float) -> str:
     whole = millis // 1000
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
-    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "",
-             f"{secs}s" if secs else ""]
+    parts = [
+        f"{hours}h" if hours else "",
+        f"{minutes}m" if minutes else "",
+        f"{secs}s" if secs else "",
+    ]
     return "".join(parts)

@@ -83,15 +83,17 @@ class RetryDecision:
         return min(self.retry_after, max(self.backoff_until, terminated_at))
 
 
-def _times(now: datetime | None, delay: float, backoff: float
-           ) -> tuple[datetime | None, datetime | None]:
+def _times(
+    now: datetime | None, delay: float, backoff: float
+) -> tuple[datetime | None, datetime | None]:
     if now is None:
         return None, None
     return now + timedelta(seconds=delay), now + timedelta(seconds=backoff)
 
 
-def _find_rule(policies: Sequence[RetryPolicy], failure: RunFailure
-               ) -> tuple[RetryPolicy, RetryRule | None, int | None]:
+def _find_rule(
+    policies: Sequence[RetryPolicy], failure: RunFailure
+) -> tuple[RetryPolicy, RetryRule | None, int | None]:
     """First match wins across the concatenated rules; no match falls back to the first
     policy's defaultAction, so queue-level policies keep control of unknown failures."""
     for policy in policies:
@@ -101,21 +103,37 @@ def _find_rule(policies: Sequence[RetryPolicy], failure: RunFailure
     return policies[0], None, None
 
 
-def _returned_lease(job_id: str, failure: RunFailure, settings: RetrySettings,
-                    history: RetryHistory, now: datetime | None) -> RetryDecision:
+def _returned_lease(
+    job_id: str,
+    failure: RunFailure,
+    settings: RetrySettings,
+    history: RetryHistory,
+    now: datetime | None,
+) -> RetryDecision:
     """Legacy behaviour, kept in both modes: Armada handed the run back, so the job is not
     at fault; retry up to maxAttemptedRuns without touching policy counters."""
     runs, most = history.run_count, settings.max_attempted_runs
     if runs >= most:
         return RetryDecision(
-            False, Verdict.FAIL_MAX_RUNS, f"maximum runs exceeded ({runs}/{most})", history,
-            limit=most, classification=internal(InternalFailure.MAX_RUNS_EXCEEDED))
+            False,
+            Verdict.FAIL_MAX_RUNS,
+            f"maximum runs exceeded ({runs}/{most})",
+            history,
+            limit=most,
+            classification=internal(InternalFailure.MAX_RUNS_EXCEEDED),
+        )
     retry_after, _ = _times(now, 0.0, 0.0)
     return RetryDecision(
-        True, Verdict.RETRY_RETURNED_LEASE, f"lease returned: retrying (run {runs + 1}/{most})",
-        replace(history, run_count=runs + 1), limit=most, retry_after=retry_after,
-        avoid_node=failure.node or None, next_run_index=runs,
-        pod_name=pod_name(job_id, runs, unique_per_run=settings.enabled))
+        True,
+        Verdict.RETRY_RETURNED_LEASE,
+        f"lease returned: retrying (run {runs + 1}/{most})",
+        replace(history, run_count=runs + 1),
+        limit=most,
+        retry_after=retry_after,
+        avoid_node=failure.node or None,
+        next_run_index=runs,
+        pod_name=pod_name(job_id, runs, unique_per_run=settings.enabled),
+    )
 
 
 def evaluate(
@@ -138,9 +156,12 @@ def evaluate(
     if failure.returned_lease:
         return _returned_lease(job_id, failure, settings, history, now)
     if not settings.enabled:
-        return RetryDecision(False, Verdict.FAIL_NOT_RETURNED,
-                             "retry policies are disabled: only returned leases are retried",
-                             history)
+        return RetryDecision(
+            False,
+            Verdict.FAIL_NOT_RETURNED,
+            "retry policies are disabled: only returned leases are retried",
+            history,
+        )
     if not policies:
         return RetryDecision(False, Verdict.FAIL_NO_POLICY, "no retry policy applies", history)
     policy, rule, index = _find_rule(policies, failure)
@@ -153,34 +174,61 @@ def evaluate(
         return RetryDecision(False, verdict, f"{what}: Fail", history, **base)
     cap = settings.global_max_retries
     if history.total_retries >= cap:
-        return RetryDecision(False, Verdict.FAIL_GLOBAL_LIMIT,
-                             f"{what} matched, but global max retries reached "
-                             f"({history.total_retries}/{cap})", history, limit=cap, **base)
-    limit = next(v for v in (rule.retry_limit if rule else None, policy.retry_limit, cap)
-                 if v is not None)
+        return RetryDecision(
+            False,
+            Verdict.FAIL_GLOBAL_LIMIT,
+            f"{what} matched, but global max retries reached ({history.total_retries}/{cap})",
+            history,
+            limit=cap,
+            **base,
+        )
+    limit = next(
+        v for v in (rule.retry_limit if rule else None, policy.retry_limit, cap) if v is not None
+    )
     used = history.rule_retries.get(key, 0)
     if used >= limit:
-        return RetryDecision(False, Verdict.FAIL_RULE_LIMIT,
-                             f"{what} matched, but its retry limit is reached ({used}/{limit})",
-                             history, limit=limit, **base)
+        return RetryDecision(
+            False,
+            Verdict.FAIL_RULE_LIMIT,
+            f"{what} matched, but its retry limit is reached ({used}/{limit})",
+            history,
+            limit=limit,
+            **base,
+        )
     count = used + 1
     backoff = backoff_delay(effective_backoff(rule, policy, settings.default_backoff), count)
     preempted = failure.condition is Condition.PREEMPTED
     grace = failure.termination_grace_period if preempted else 0.0
     delay = max(backoff, grace)
     retry_after, backoff_until = _times(now, delay, backoff)
-    mode = next((m for m in (rule.node_anti_affinity if rule else None, policy.anti_affinity)
-                 if m is not None), AntiAffinityMode.NONE)
+    mode = next(
+        (
+            m
+            for m in (rule.node_anti_affinity if rule else None, policy.anti_affinity)
+            if m is not None
+        ),
+        AntiAffinityMode.NONE,
+    )
     new_history = replace(
-        history, rule_retries={**history.rule_retries, key: count},
-        total_retries=history.total_retries + 1, run_count=history.run_count + 1)
+        history,
+        rule_retries={**history.rule_retries, key: count},
+        total_retries=history.total_retries + 1,
+        run_count=history.run_count + 1,
+    )
     return RetryDecision(
-        True, Verdict.RETRY,
+        True,
+        Verdict.RETRY,
         f"{what}: Retry ({count}/{limit}, total {history.total_retries + 1}/{cap})",
-        new_history, limit=limit, delay=delay, backoff_delay=backoff,
-        awaiting_termination=grace > backoff, retry_after=retry_after,
+        new_history,
+        limit=limit,
+        delay=delay,
+        backoff_delay=backoff,
+        awaiting_termination=grace > backoff,
+        retry_after=retry_after,
         backoff_until=backoff_until if grace > backoff else None,
         avoid_node=(failure.node or None) if mode is AntiAffinityMode.NODE else None,
         next_run_index=history.run_count,
         pod_name=pod_name(job_id, history.run_count, unique_per_run=True),
-        memory_bump=rule.memory_bump if rule is not None else None, **base)
+        memory_bump=rule.memory_bump if rule is not None else None,
+        **base,
+    )

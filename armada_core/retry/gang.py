@@ -55,9 +55,13 @@ def _merged(base: RetryHistory, decisions: Sequence[RetryDecision]) -> RetryHist
             if count > base.rule_retries.get(key, 0):
                 rules[key] = base.rule_retries.get(key, 0) + 1
     counted = any(d.history.total_retries > base.total_retries for d in decisions)
-    return replace(base, rule_retries=rules,
-                   total_retries=base.total_retries + (1 if counted else 0),
-                   run_count=base.run_count + 1, gang_generation=base.gang_generation + 1)
+    return replace(
+        base,
+        rule_retries=rules,
+        total_retries=base.total_retries + (1 if counted else 0),
+        run_count=base.run_count + 1,
+        gang_generation=base.gang_generation + 1,
+    )
 
 
 def evaluate_gang(
@@ -79,15 +83,23 @@ def evaluate_gang(
     history = history or RetryHistory()
     if not failures:
         raise ValueError("a gang decision needs at least one failed member")
-    decisions = {job_id: evaluate(job_id, failure, policies=policies, settings=settings,
-                                  history=history, now=now)
-                 for job_id, failure in failures.items()}
+    decisions = {
+        job_id: evaluate(
+            job_id, failure, policies=policies, settings=settings, history=history, now=now
+        )
+        for job_id, failure in failures.items()
+    }
     current = GangGenerationKey(gang_id, history.gang_generation)
     refused = [(job_id, d) for job_id, d in decisions.items() if not d.retry]
     if refused:
         job_id, first = refused[0]
-        return GangDecision(False, f"gang {gang_id} fails: member {job_id}: {first.reason}",
-                            decisions, history, current)
+        return GangDecision(
+            False,
+            f"gang {gang_id} fails: member {job_id}: {first.reason}",
+            decisions,
+            history,
+            current,
+        )
     merged = _merged(history, list(decisions.values()))
     members = list(dict.fromkeys([*member_ids, *failures]))
     times = [d.retry_after for d in decisions.values() if d.retry_after is not None]
@@ -95,12 +107,16 @@ def evaluate_gang(
         True,
         f"gang {gang_id} retried as generation {merged.gang_generation}: "
         + "; ".join(f"{job_id}: {d.reason}" for job_id, d in decisions.items()),
-        decisions, merged, GangGenerationKey(gang_id, merged.gang_generation),
+        decisions,
+        merged,
+        GangGenerationKey(gang_id, merged.gang_generation),
         delay=max(d.delay for d in decisions.values()),
         retry_after=max(times) if times else None,
         avoid_nodes=tuple(sorted({d.avoid_node for d in decisions.values() if d.avoid_node})),
-        pod_names={m: pod_name(m, history.run_count, unique_per_run=settings.enabled)
-                   for m in members},
-        memory_bumps={job_id: d.memory_bump for job_id, d in decisions.items()
-                      if d.memory_bump is not None},
+        pod_names={
+            m: pod_name(m, history.run_count, unique_per_run=settings.enabled) for m in members
+        },
+        memory_bumps={
+            job_id: d.memory_bump for job_id, d in decisions.items() if d.memory_bump is not None
+        },
     )

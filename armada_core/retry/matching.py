@@ -38,8 +38,12 @@ def observed_conditions(
 
 def rule_matches(rule: RetryRule, failure: RunFailure) -> bool:
     """All matchers the rule sets must agree; a rule with none never matches."""
-    if not (rule.on_exit_codes or rule.on_conditions or rule.on_termination_message
-            or rule.on_failure_category):
+    if not (
+        rule.on_exit_codes
+        or rule.on_conditions
+        or rule.on_termination_message
+        or rule.on_failure_category
+    ):
         return False
     if rule.on_failure_category and failure.category not in rule.on_failure_category:
         return False

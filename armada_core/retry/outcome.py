@@ -24,17 +24,36 @@ class Outcome(StrEnum):
 #: When members disagree, the first of these present decides for the gang: a rejected member
 #: makes the gang invalid; an infrastructure failure (e.g. one preempted member whose peers
 #: were then torn down) is worth retrying; a user error is not; waiting beats success.
-_PRECEDENCE = (Outcome.REJECTED, Outcome.INFRASTRUCTURE_FAILURE, Outcome.USER_ERROR,
-               Outcome.CANCELLED, Outcome.WAIT, Outcome.SUCCEEDED)
+_PRECEDENCE = (
+    Outcome.REJECTED,
+    Outcome.INFRASTRUCTURE_FAILURE,
+    Outcome.USER_ERROR,
+    Outcome.CANCELLED,
+    Outcome.WAIT,
+    Outcome.SUCCEEDED,
+)
 
 #: Failure categories that mean "the infrastructure failed", besides ``internal``.
 DEFAULT_INFRASTRUCTURE_CATEGORIES: frozenset[str] = frozenset(
-    {INTERNAL, "infrastructure", "node_failure", "preempted", "evicted", "lease_expired"})
+    {INTERNAL, "infrastructure", "node_failure", "preempted", "evicted", "lease_expired"}
+)
 
-_CAUSE_CONDITION = {event_pb2.OOM: "OOMKilled", event_pb2.Evicted: "Evicted",
-                    event_pb2.DeadlineExceeded: "DeadlineExceeded", event_pb2.Rejected: "Rejected"}
-_WAITING_STATES = frozenset({submit_pb2.QUEUED, submit_pb2.PENDING, submit_pb2.RUNNING,
-                             submit_pb2.SUBMITTED, submit_pb2.LEASED, submit_pb2.UNKNOWN})
+_CAUSE_CONDITION = {
+    event_pb2.OOM: "OOMKilled",
+    event_pb2.Evicted: "Evicted",
+    event_pb2.DeadlineExceeded: "DeadlineExceeded",
+    event_pb2.Rejected: "Rejected",
+}
+_WAITING_STATES = frozenset(
+    {
+        submit_pb2.QUEUED,
+        submit_pb2.PENDING,
+        submit_pb2.RUNNING,
+        submit_pb2.SUBMITTED,
+        submit_pb2.LEASED,
+        submit_pb2.UNKNOWN,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -64,16 +83,31 @@ class FailureInfo:
     rejected: bool = False
 
     @classmethod
-    def from_event(cls, event: event_pb2.JobFailedEvent, *, preempted: bool = False,
-                   lease_lost: bool = False, evicted: bool = False,
-                   rejected: bool = False) -> FailureInfo:
+    def from_event(
+        cls,
+        event: event_pb2.JobFailedEvent,
+        *,
+        preempted: bool = False,
+        lease_lost: bool = False,
+        evicted: bool = False,
+        rejected: bool = False,
+    ) -> FailureInfo:
         return cls(
-            retryable=event.retryable, cause=event.cause, reason=event.reason,
-            containers=tuple(ContainerEnd(c.name, c.exitCode, c.message, c.reason, c.cause)
-                             for c in event.container_statuses),
-            category=event.failure_category, subcategory=event.failure_subcategory,
-            node=event.node_name, preempted=preempted, lease_lost=lease_lost,
-            evicted=evicted, rejected=rejected)
+            retryable=event.retryable,
+            cause=event.cause,
+            reason=event.reason,
+            containers=tuple(
+                ContainerEnd(c.name, c.exitCode, c.message, c.reason, c.cause)
+                for c in event.container_statuses
+            ),
+            category=event.failure_category,
+            subcategory=event.failure_subcategory,
+            node=event.node_name,
+            preempted=preempted,
+            lease_lost=lease_lost,
+            evicted=evicted,
+            rejected=rejected,
+        )
 
 
 @dataclass(frozen=True)
@@ -131,10 +165,14 @@ def _member_outcome(end: JobEnd, infrastructure: frozenset[str]) -> Outcome:
         return Outcome.REJECTED
     if failure.retryable:
         return Outcome.WAIT
-    if (failure.preempted or failure.lease_lost or failure.evicted
-            or failure.cause == event_pb2.Evicted or failure.category in infrastructure
-            or any(c.reason == "Evicted" or c.cause == event_pb2.Evicted
-                   for c in failure.containers)):
+    if (
+        failure.preempted
+        or failure.lease_lost
+        or failure.evicted
+        or failure.cause == event_pb2.Evicted
+        or failure.category in infrastructure
+        or any(c.reason == "Evicted" or c.cause == event_pb2.Evicted for c in failure.containers)
+    ):
         return Outcome.INFRASTRUCTURE_FAILURE
     return Outcome.USER_ERROR
 
@@ -144,8 +182,9 @@ def describe_failure(job_id: str, failure: FailureInfo | None) -> str:
     if failure is None:
         return f"job {job_id} failed (no failure details)"
     parts: list[str] = []
-    failed = [c for c in failure.containers
-              if c.exit_code != 0 or c.reason not in ("", "Completed")]
+    failed = [
+        c for c in failure.containers if c.exit_code != 0 or c.reason not in ("", "Completed")
+    ]
     for c in failed or failure.containers[:1]:
         text = f"container {c.name} exit code {c.exit_code}"
         if c.reason:
@@ -176,9 +215,11 @@ _HEADLINE = {
 }
 
 
-def map_outcome(ends: JobEnd | Iterable[JobEnd], *,
-                infrastructure_categories: frozenset[str] = DEFAULT_INFRASTRUCTURE_CATEGORIES,
-                ) -> OutcomeReport:
+def map_outcome(
+    ends: JobEnd | Iterable[JobEnd],
+    *,
+    infrastructure_categories: frozenset[str] = DEFAULT_INFRASTRUCTURE_CATEGORIES,
+) -> OutcomeReport:
     """The outcome of a job, or of a gang given all its members, with a summary that names
     each failed member's exit code, termination message, condition and category."""
     members: Sequence[JobEnd] = [ends] if isinstance(ends, JobEnd) else list(ends)

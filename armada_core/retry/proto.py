@@ -22,8 +22,10 @@ from .policy import (
 )
 from .validation import validate_policy
 
-_TO_PROTO_ACTION = {Action.RETRY: submit_pb2.RETRY_ACTION_RETRY,
-                    Action.FAIL: submit_pb2.RETRY_ACTION_FAIL}
+_TO_PROTO_ACTION = {
+    Action.RETRY: submit_pb2.RETRY_ACTION_RETRY,
+    Action.FAIL: submit_pb2.RETRY_ACTION_FAIL,
+}
 _FROM_PROTO_ACTION = {v: k for k, v in _TO_PROTO_ACTION.items()}
 
 
@@ -56,8 +58,11 @@ def _get_backoff(msg: submit_pb2.RetryPolicy | submit_pb2.RetryRule) -> Backoff:
     def opt(name: str) -> float | None:
         return getattr(msg, name) if msg.HasField(name) else None
 
-    return Backoff(opt("backoff_initial_delay_seconds"), opt("backoff_max_delay_seconds"),
-                   opt("backoff_multiplier"))
+    return Backoff(
+        opt("backoff_initial_delay_seconds"),
+        opt("backoff_max_delay_seconds"),
+        opt("backoff_multiplier"),
+    )
 
 
 def _split(names: tuple[str, ...]) -> tuple[str, list[str]]:
@@ -102,8 +107,7 @@ def rule_from_proto(msg: submit_pb2.RetryRule, path: str) -> RetryRule:
         try:
             operator = ExitCodeOperator(msg.exit_code_operator)
         except ValueError:
-            raise RetryConfigError(f"{path}.onExitCodes.operator",
-                                   "must be In or NotIn") from None
+            raise RetryConfigError(f"{path}.onExitCodes.operator", "must be In or NotIn") from None
         exit_codes = ExitCodeMatcher(operator, tuple(msg.exit_code_values))
     conditions = []
     for i, text in enumerate(msg.match_conditions):
@@ -112,8 +116,11 @@ def rule_from_proto(msg: submit_pb2.RetryRule, path: str) -> RetryRule:
         except ValueError as exc:
             raise RetryConfigError(f"{path}.onConditions[{i}]", str(exc)) from None
     bump = None
-    if msg.HasField("mutate") and msg.mutate.HasField("resources") and \
-            msg.mutate.resources.HasField("memory"):
+    if (
+        msg.HasField("mutate")
+        and msg.mutate.HasField("resources")
+        and msg.mutate.resources.HasField("memory")
+    ):
         memory = msg.mutate.resources.memory
         bump = MemoryBump(memory.static or None, memory.factor or None)
     return RetryRule(
@@ -121,9 +128,9 @@ def rule_from_proto(msg: submit_pb2.RetryRule, path: str) -> RetryRule:
         on_exit_codes=exit_codes,
         on_conditions=tuple(conditions),
         on_termination_message=msg.termination_message_pattern or None,
-        on_failure_category=(msg.on_category,) if msg.on_category
-        else tuple(msg.match_categories),
-        on_failure_subcategory=(msg.on_subcategory,) if msg.on_subcategory
+        on_failure_category=(msg.on_category,) if msg.on_category else tuple(msg.match_categories),
+        on_failure_subcategory=(msg.on_subcategory,)
+        if msg.on_subcategory
         else tuple(msg.match_subcategories),
         container_name=msg.container_name or None,
         include_init_containers=msg.include_init_containers,

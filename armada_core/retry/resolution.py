@@ -23,8 +23,10 @@ def effective_policy_names(
     """Queue policies first, then the job's annotation (it can add, never remove); the default
     policy only when neither names anything. Repeated names keep their first position."""
     names: list[str] = []
-    for name in [*queue_policies,
-                 *parse_policy_annotation(annotations.get(RETRY_POLICY_ANNOTATION, ""))]:
+    for name in [
+        *queue_policies,
+        *parse_policy_annotation(annotations.get(RETRY_POLICY_ANNOTATION, "")),
+    ]:
         if name not in names:
             names.append(name)
     if not names and default_policy_name:

@@ -42,8 +42,7 @@ class RetrySettings:
         object.__setattr__(self, "default_backoff", complete)
 
 
-_KEYS = ("enabled", "globalMaxRetries", "defaultPolicyName", "defaultBackoff",
-         "maxAttemptedRuns")
+_KEYS = ("enabled", "globalMaxRetries", "defaultPolicyName", "defaultBackoff", "maxAttemptedRuns")
 
 
 def settings_from_mapping(data: Mapping[str, Any], path: str = "retryPolicy") -> RetrySettings:
@@ -60,12 +59,18 @@ def settings_from_mapping(data: Mapping[str, Any], path: str = "retryPolicy") ->
     defaults = RetrySettings()
     return RetrySettings(
         enabled=boolean(block.get("enabled", False), join(path, "enabled")),
-        global_max_retries=integer(block.get("globalMaxRetries", defaults.global_max_retries),
-                                   join(path, "globalMaxRetries"), minimum=0),
+        global_max_retries=integer(
+            block.get("globalMaxRetries", defaults.global_max_retries),
+            join(path, "globalMaxRetries"),
+            minimum=0,
+        ),
         default_policy_name=name,
         default_backoff=backoff,
-        max_attempted_runs=integer(block.get("maxAttemptedRuns", defaults.max_attempted_runs),
-                                   join(path, "maxAttemptedRuns"), minimum=1),
+        max_attempted_runs=integer(
+            block.get("maxAttemptedRuns", defaults.max_attempted_runs),
+            join(path, "maxAttemptedRuns"),
+            minimum=1,
+        ),
     )
 
 

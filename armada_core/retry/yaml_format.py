@@ -39,14 +39,28 @@ KIND = "RetryPolicy"
 
 _DOCUMENT = ("apiVersion", "kind", "metadata", "spec")
 _SPEC = ("retryLimit", "defaultAction", "backoff", "antiAffinity", "rules")
-_RULE = ("action", "onExitCodes", "onConditions", "onTerminationMessage", "onFailureCategory",
-         "onFailureSubcategory", "onCategory", "onSubcategory", "containerName",
-         "includeInitContainers", "retryLimit", "backoff", "antiAffinity", "mutate")
+_RULE = (
+    "action",
+    "onExitCodes",
+    "onConditions",
+    "onTerminationMessage",
+    "onFailureCategory",
+    "onFailureSubcategory",
+    "onCategory",
+    "onSubcategory",
+    "containerName",
+    "includeInitContainers",
+    "retryLimit",
+    "backoff",
+    "antiAffinity",
+    "mutate",
+)
 _BACKOFF = ("initialDelay", "maxDelay", "multiplier")
 
 
-def _enum(value: Any, path: str, kind: type[Action] | type[ExitCodeOperator]
-          | type[AntiAffinityMode]) -> Any:
+def _enum(
+    value: Any, path: str, kind: type[Action] | type[ExitCodeOperator] | type[AntiAffinityMode]
+) -> Any:
     text = string(value, path)
     try:
         return kind(text)
@@ -57,10 +71,14 @@ def _enum(value: Any, path: str, kind: type[Action] | type[ExitCodeOperator]
 
 def parse_backoff(value: Any, path: str) -> Backoff:
     data = mapping(value, path, _BACKOFF)
-    delays = {key: converted(data[key], join(path, key), parse_duration)
-              for key in ("initialDelay", "maxDelay") if key in data}
-    multiplier = number(data["multiplier"], join(path, "multiplier")) \
-        if "multiplier" in data else None
+    delays = {
+        key: converted(data[key], join(path, key), parse_duration)
+        for key in ("initialDelay", "maxDelay")
+        if key in data
+    }
+    multiplier = (
+        number(data["multiplier"], join(path, "multiplier")) if "multiplier" in data else None
+    )
     return Backoff(delays.get("initialDelay"), delays.get("maxDelay"), multiplier)
 
 
@@ -113,8 +131,7 @@ def _mutate(value: Any, path: str) -> tuple[bool, MemoryBump | None]:
             static = memory.get("static")
             if static is not None and not isinstance(static, str):
                 static = str(static)
-            factor = number(memory["factor"], join(where, "factor")) \
-                if "factor" in memory else None
+            factor = number(memory["factor"], join(where, "factor")) if "factor" in memory else None
             bump = MemoryBump(static, factor)
     return avoid, bump
 
@@ -130,30 +147,41 @@ def parse_rule(value: Any, path: str) -> RetryRule:
     data = mapping(value, path, _RULE)
     if "action" not in data:
         raise RetryConfigError(join(path, "action"), "is required (Retry or Fail)")
-    avoid, bump = _mutate(data["mutate"], join(path, "mutate")) if "mutate" in data \
-        else (False, None)
+    avoid, bump = (
+        _mutate(data["mutate"], join(path, "mutate")) if "mutate" in data else (False, None)
+    )
     return RetryRule(
         action=_enum(data["action"], join(path, "action"), Action),
         on_exit_codes=parse_exit_codes(data["onExitCodes"], join(path, "onExitCodes"))
-        if "onExitCodes" in data else None,
+        if "onExitCodes" in data
+        else None,
         on_conditions=parse_conditions(data["onConditions"], join(path, "onConditions"))
-        if "onConditions" in data else (),
-        on_termination_message=parse_pattern(data["onTerminationMessage"],
-                                        join(path, "onTerminationMessage"))
-        if "onTerminationMessage" in data else None,
+        if "onConditions" in data
+        else (),
+        on_termination_message=parse_pattern(
+            data["onTerminationMessage"], join(path, "onTerminationMessage")
+        )
+        if "onTerminationMessage" in data
+        else None,
         on_failure_category=_categories(data, path, "onFailureCategory", "onCategory"),
         on_failure_subcategory=_categories(data, path, "onFailureSubcategory", "onSubcategory"),
         container_name=string(data["containerName"], join(path, "containerName"))
-        if "containerName" in data else None,
-        include_init_containers=boolean(data["includeInitContainers"],
-                                        join(path, "includeInitContainers"))
-        if "includeInitContainers" in data else False,
+        if "containerName" in data
+        else None,
+        include_init_containers=boolean(
+            data["includeInitContainers"], join(path, "includeInitContainers")
+        )
+        if "includeInitContainers" in data
+        else False,
         retry_limit=integer(data["retryLimit"], join(path, "retryLimit"), minimum=0)
-        if "retryLimit" in data else None,
+        if "retryLimit" in data
+        else None,
         backoff=parse_backoff(data["backoff"], join(path, "backoff"))
-        if "backoff" in data else Backoff(),
+        if "backoff" in data
+        else Backoff(),
         anti_affinity=_anti_affinity(data["antiAffinity"], join(path, "antiAffinity"))
-        if "antiAffinity" in data else None,
+        if "antiAffinity" in data
+        else None,
         avoid_same_node=avoid,
         memory_bump=bump,
     )
@@ -176,13 +204,15 @@ def policy_from_document(document: Any) -> RetryPolicy:
     policy = RetryPolicy(
         name=name,
         retry_limit=integer(spec["retryLimit"], "spec.retryLimit", minimum=0)
-        if "retryLimit" in spec else None,
+        if "retryLimit" in spec
+        else None,
         default_action=_enum(spec["defaultAction"], "spec.defaultAction", Action)
-        if "defaultAction" in spec else Action.FAIL,
-        backoff=parse_backoff(spec["backoff"], "spec.backoff") if "backoff" in spec
-        else Backoff(),
+        if "defaultAction" in spec
+        else Action.FAIL,
+        backoff=parse_backoff(spec["backoff"], "spec.backoff") if "backoff" in spec else Backoff(),
         anti_affinity=_anti_affinity(spec["antiAffinity"], "spec.antiAffinity")
-        if "antiAffinity" in spec else None,
+        if "antiAffinity" in spec
+        else None,
         rules=sequence(spec["rules"], "spec.rules", parse_rule) if "rules" in spec else (),
     )
     validate_policy(policy)
@@ -200,8 +230,9 @@ def load_policies(text: str) -> list[RetryPolicy]:
                 raise
             raise RetryConfigError(f"document {i + 1}: {exc.path}", exc.problem) from None
         if any(p.name == policy.name for p in policies):
-            raise RetryConfigError(f"document {i + 1}: metadata.name",
-                                   f"policy {policy.name!r} is defined twice")
+            raise RetryConfigError(
+                f"document {i + 1}: metadata.name", f"policy {policy.name!r} is defined twice"
+            )
         policies.append(policy)
     return policies
 
@@ -232,8 +263,10 @@ def rule_to_mapping(rule: RetryRule) -> dict[str, Any]:
     if rule.include_init_containers:
         out["includeInitContainers"] = True
     if rule.on_exit_codes is not None:
-        out["onExitCodes"] = {"operator": rule.on_exit_codes.operator.value,
-                              "values": list(rule.on_exit_codes.values)}
+        out["onExitCodes"] = {
+            "operator": rule.on_exit_codes.operator.value,
+            "values": list(rule.on_exit_codes.values),
+        }
     if rule.on_conditions:
         out["onConditions"] = [c.value for c in rule.on_conditions]
     if rule.on_termination_message is not None:
@@ -272,8 +305,12 @@ def policy_to_document(policy: RetryPolicy) -> dict[str, Any]:
         spec["antiAffinity"] = {"mode": policy.anti_affinity.value}
     if policy.rules:
         spec["rules"] = [rule_to_mapping(r) for r in policy.rules]
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": policy.name},
-            "spec": spec}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": policy.name},
+        "spec": spec,
+    }
 
 
 def dump_policies(policies: list[RetryPolicy]) -> str:

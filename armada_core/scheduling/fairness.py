@@ -178,9 +178,7 @@ def weighted_request(
     return total
 
 
-def budget_charge(
-    preemptible_class: bool, lifetime: float | None, weighted: float
-) -> int:
+def budget_charge(preemptible_class: bool, lifetime: float | None, weighted: float) -> int:
     """What a job placed above its queue's fair share takes from the excess-flow budget:
     lifetime in minutes times weighted request, in thousandths of a resource-minute rounded
     up (integers, so that sums are exact whatever their order). Zero for jobs that are

@@ -192,8 +192,10 @@ class NodeSelectorRequirement:
         # Refused here, where one job is converted, rather than while matching nodes, where
         # it would stop the whole cycle.
         if self.operator not in NODE_SELECTOR_OPERATORS:
-            raise ValueError(f"node selector operator {self.operator!r} is not one of "
-                             f"{', '.join(sorted(NODE_SELECTOR_OPERATORS))}")
+            raise ValueError(
+                f"node selector operator {self.operator!r} is not one of "
+                f"{', '.join(sorted(NODE_SELECTOR_OPERATORS))}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,14 +37,15 @@ def role_below_minimum(gang_id: str, role: str, kept: int, minimum: int) -> str:
     """A queued member of a running group that a role fell below its minimum (its members
     running or succeeded, ``kept``): the group's running members are preempted and it starts
     again as a whole."""
-    return (f"gang {gang_id}: role {role} has {kept} of its minimum {minimum} members "
-            "running or succeeded; the group is preempted and starts again as a whole")
+    return (
+        f"gang {gang_id}: role {role} has {kept} of its minimum {minimum} members "
+        "running or succeeded; the group is preempted and starts again as a whole"
+    )
 
 
 def role_short(gang_id: str, role: str, members: int, minimum: int) -> str:
     """A group that can never be placed: a role has fewer members than its minimum."""
-    return (f"gang {gang_id}: role {role} has {members} members, fewer than its minimum "
-            f"{minimum}")
+    return f"gang {gang_id}: role {role} has {members} members, fewer than its minimum {minimum}"
 
 
 def gang_incomplete(have: int, cardinality: int) -> str:

@@ -72,8 +72,9 @@ def arrange(members: Sequence[Job]) -> tuple[list[Job], int]:
     for r in sorted(by_role):
         core += by_role[r][: mins.get(r, 0)]
         rests.append(by_role[r][mins.get(r, 0) :])
-    extras = [rest[k] for k in range(max(map(len, rests), default=0)) for rest in rests
-              if k < len(rest)]
+    extras = [
+        rest[k] for k in range(max(map(len, rests), default=0)) for rest in rests if k < len(rest)
+    ]
     if not core:  # every minimum 0: the group still needs one member to run
         core, extras = extras[:1], extras[1:]
     return core + extras, len(core)
@@ -121,8 +122,11 @@ def plan(
     known nodes of a known queue and class, ``queued`` valid queued jobs, ``nodes`` in node
     order (``node_index`` maps ids to it), ``order`` a running job's place in its queue."""
     groups: dict[tuple[str, str], tuple[list[Job], list[Job]]] = {}
-    roled = {(j.queue, j.gang_id) for j in (*running, *queued)
-             if j.gang_id is not None and j.gang_role is not None}
+    roled = {
+        (j.queue, j.gang_id)
+        for j in (*running, *queued)
+        if j.gang_id is not None and j.gang_role is not None
+    }
     for j in running:
         if (j.queue, j.gang_id) in roled:
             groups.setdefault((j.queue, j.gang_id), ([], []))[0].append(j)  # type: ignore[arg-type]
@@ -182,8 +186,9 @@ def _allowed(
     if label is not None:
         values = {nodes[i].labels.get(label) for i in where}
         value = values.pop() if len(values) == 1 else None
-        allowed = {k for k, n in enumerate(nodes) if value is not None
-                   and n.labels.get(label) == value}
+        allowed = {
+            k for k, n in enumerate(nodes) if value is not None and n.labels.get(label) == value
+        }
     max_hops = run[0].gang_max_hops
     if levels and max_hops is not None:
         topo = topology.gang_topology(node_labels, levels, label, max_hops)

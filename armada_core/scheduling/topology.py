@@ -145,9 +145,7 @@ class NodeLabels:
         grouped = rows[np.argsort(inverse, kind="stable")]
         bounds = np.cumsum(np.bincount(inverse, minlength=len(uniq)))[:-1]
         members = tuple(tuple(chunk.tolist()) for chunk in np.split(grouped, bounds))
-        keys = tuple(
-            tuple(columns[c][0][v] for c, v in enumerate(row)) for row in uniq.tolist()
-        )
+        keys = tuple(tuple(columns[c][0][v] for c, v in enumerate(row)) for row in uniq.tolist())
         return keys, members
 
 

@@ -20,12 +20,14 @@ HERE = Path(__file__).resolve().parent
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="armada-airflow-example-"))
     # Airflow reads its configuration when imported: set it up first.
-    os.environ.update({
-        "AIRFLOW_HOME": str(work / "airflow"),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(HERE / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{work / 'airflow.db'}",
-    })
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(work / "airflow"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(HERE / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{work / 'airflow.db'}",
+        }
+    )
     from airflow.utils import db
 
     from armada_core.api import submit_pb2
@@ -34,14 +36,21 @@ def main() -> int:
     from armada_server.config import NodeGroup, ServerConfig
 
     db.initdb()
-    config = ServerConfig(port=0, http_port=None, executor="local",
-                          database_url=f"sqlite:///{work / 'armada.db'}",
-                          sandbox_dir=str(work / "pods"), nodes=(NodeGroup(2, "2", "2Gi"),),
-                          scheduling_period=0.2, executor_sync_interval=0.2)
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="local",
+        database_url=f"sqlite:///{work / 'armada.db'}",
+        sandbox_dir=str(work / "pods"),
+        nodes=(NodeGroup(2, "2", "2Gi"),),
+        scheduling_period=0.2,
+        executor_sync_interval=0.2,
+    )
     with EmbeddedServer(config) as server:
         host, port = server.address.rsplit(":", 1)
         os.environ["AIRFLOW_CONN_ARMADA_DEFAULT"] = json.dumps(
-            {"conn_type": "armada", "host": host, "port": int(port)})
+            {"conn_type": "armada", "host": host, "port": int(port)}
+        )
         with ArmadaClient(server.address) as client:
             client.create_queue(submit_pb2.Queue(name="ml", priority_factor=1))
 

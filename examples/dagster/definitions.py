@@ -25,9 +25,13 @@ PYTHON = sys.executable
 
 ingest = armada_asset(
     name="raw_events",
-    command=[PYTHON, "-c", "import random; random.seed(7); "
-             "print(f'ingested {random.randint(1000, 2000)} events')"],
-    cpu="250m", memory="256Mi",
+    command=[
+        PYTHON,
+        "-c",
+        "import random; random.seed(7); print(f'ingested {random.randint(1000, 2000)} events')",
+    ],
+    cpu="250m",
+    memory="256Mi",
     retry_policy=RetryPolicy(max_retries=2),  # preemptions and lost nodes are retried
     description="Ingest raw events (one Armada job).",
 )
@@ -36,25 +40,33 @@ train = armada_asset(
     name="model",
     deps=["raw_events"],
     replicas=2,  # a gang: both ranks are scheduled together or not at all
-    command=["sh", "-c", "echo \"rank $HOSTNAME training\"; sleep 1; echo done"],
-    cpu="500m", memory="256Mi",
+    command=["sh", "-c", 'echo "rank $HOSTNAME training"; sleep 1; echo done'],
+    cpu="500m",
+    memory="256Mi",
     description="Train on two pods at once (a 2-member Armada gang).",
 )
 
 
-@asset(deps=["model"], check_specs=[AssetCheckSpec("accuracy_above_0_9", asset="evaluation")],
-       description="Evaluate the model inside an Armada job that reports through Pipes.")
-def evaluation(context: AssetExecutionContext,
-               pipes_armada: PipesArmadaClient) -> MaterializeResult:
+@asset(
+    deps=["model"],
+    check_specs=[AssetCheckSpec("accuracy_above_0_9", asset="evaluation")],
+    description="Evaluate the model inside an Armada job that reports through Pipes.",
+)
+def evaluation(
+    context: AssetExecutionContext, pipes_armada: PipesArmadaClient
+) -> MaterializeResult:
     return pipes_armada.run(
-        context=context, extras={"threshold": 0.9},
-        pod_spec=container_pod_spec([PYTHON, str(HERE / "evaluate_job.py")], cpu="250m",
-                                    memory="512Mi"),
+        context=context,
+        extras={"threshold": 0.9},
+        pod_spec=container_pod_spec(
+            [PYTHON, str(HERE / "evaluate_job.py")], cpu="250m", memory="512Mi"
+        ),
     ).get_materialize_result()
 
 
-armada = ArmadaResource(address=EnvVar("ARMADA_URL"), queue=EnvVar("ARMADA_QUEUE"),
-                        log_destination="both")
+armada = ArmadaResource(
+    address=EnvVar("ARMADA_URL"), queue=EnvVar("ARMADA_QUEUE"), log_destination="both"
+)
 
 ASSETS = [ingest, train, evaluation]
 RESOURCES = {"armada": armada, "pipes_armada": PipesArmadaClient(armada)}

@@ -8,5 +8,8 @@ with open_dagster_pipes() as pipes:
     accuracy = 0.94
     pipes.log.info(f"evaluated the model: accuracy {accuracy}")
     pipes.report_asset_materialization(metadata={"accuracy": accuracy, "samples": 500})
-    pipes.report_asset_check(check_name="accuracy_above_0_9", passed=accuracy > threshold,
-                             metadata={"threshold": threshold})
+    pipes.report_asset_check(
+        check_name="accuracy_above_0_9",
+        passed=accuracy > threshold,
+        metadata={"threshold": threshold},
+    )

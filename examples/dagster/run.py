@@ -26,27 +26,34 @@ def main() -> int:
         os.environ["DAGSTER_HOME"] = str(root / "dagster")
         (root / "dagster").mkdir()
         (root / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-        config = ServerConfig(port=0, http_port=None, executor="local",
-                              sandbox_dir=str(root / "pods"),
-                              database_url=f"sqlite:///{root / 'armada.db'}",
-                              nodes=(NodeGroup(2, "2", "4Gi"),), scheduling_period=0.2)
+        config = ServerConfig(
+            port=0,
+            http_port=None,
+            executor="local",
+            sandbox_dir=str(root / "pods"),
+            database_url=f"sqlite:///{root / 'armada.db'}",
+            nodes=(NodeGroup(2, "2", "4Gi"),),
+            scheduling_period=0.2,
+        )
         with EmbeddedServer(config) as server:
             with ArmadaClient(server.address) as client:
-                client.create_queue(submit_pb2.Queue(name="dagster-example",
-                                                     priority_factor=1))
+                client.create_queue(submit_pb2.Queue(name="dagster-example", priority_factor=1))
             os.environ["ARMADA_URL"] = server.address
             os.environ["ARMADA_QUEUE"] = "dagster-example"
             from definitions import ASSETS, RESOURCES  # reads the two variables above
 
             with DagsterInstance.get() as instance:
-                result = materialize(ASSETS, resources=RESOURCES, instance=instance,
-                                     raise_on_error=False)
+                result = materialize(
+                    ASSETS, resources=RESOURCES, instance=instance, raise_on_error=False
+                )
                 checks = result.get_asset_check_evaluations()
                 for event in result.get_asset_materialization_events():
                     metadata = event.materialization.metadata
                     job = metadata.get("armada/job_id")
-                    print(f"materialized {event.asset_key.to_user_string()}: Armada job "
-                          f"{job.value if job else '-'}")
+                    print(
+                        f"materialized {event.asset_key.to_user_string()}: Armada job "
+                        f"{job.value if job else '-'}"
+                    )
                 for check in checks:
                     print(f"check {check.check_name}: {'passed' if check.passed else 'FAILED'}")
     ok = result.success and all(c.passed for c in checks)

@@ -16,10 +16,15 @@ from prefect_armada import ArmadaCredentials, ArmadaJob, execute_armada_job
 
 def container(script: str) -> dict[str, Any]:
     # The local executor runs the command on this machine and ignores the image.
-    return {"name": "main", "image": "python:3.11",
-            "command": [sys.executable, "-c", script],
-            "resources": {"requests": {"cpu": "500m", "memory": "256Mi"},
-                          "limits": {"cpu": "500m", "memory": "256Mi"}}}
+    return {
+        "name": "main",
+        "image": "python:3.11",
+        "command": [sys.executable, "-c", script],
+        "resources": {
+            "requests": {"cpu": "500m", "memory": "256Mi"},
+            "limits": {"cpu": "500m", "memory": "256Mi"},
+        },
+    }
 
 
 PREPROCESS = """
@@ -44,10 +49,15 @@ def summarise(preprocessed: dict[str, Any], trained: dict[str, Any]) -> str:
 @flow(name="armada-example")
 def pipeline(address: str = "localhost:50051", queue: str = "prefect-example") -> str:
     credentials = ArmadaCredentials(address=address)
-    preprocess = ArmadaJob(credentials=credentials, queue=queue,
-                           pod_spec={"containers": [container(PREPROCESS)]})
-    train = ArmadaJob(credentials=credentials, queue=queue, replicas=2,
-                      pod_spec={"containers": [container(TRAIN)]})
+    preprocess = ArmadaJob(
+        credentials=credentials, queue=queue, pod_spec={"containers": [container(PREPROCESS)]}
+    )
+    train = ArmadaJob(
+        credentials=credentials,
+        queue=queue,
+        replicas=2,
+        pod_spec={"containers": [container(TRAIN)]},
+    )
     retrying = execute_armada_job.with_options(retries=2, retry_delay_seconds=1)
     preprocessed = retrying.with_options(name="preprocess")(preprocess)
     trained = retrying.with_options(name="train-gang")(train)

@@ -21,10 +21,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="armada-prefect-example-") as tmp:
         root = Path(tmp)
         os.environ.setdefault("PREFECT_HOME", str(root / "prefect"))
-        config = ServerConfig(port=0, http_port=None, executor="local",
-                              sandbox_dir=str(root / "pods"),
-                              database_url=f"sqlite:///{root / 'armada.db'}",
-                              nodes=(NodeGroup(1, "4", "8Gi"),), scheduling_period=0.2)
+        config = ServerConfig(
+            port=0,
+            http_port=None,
+            executor="local",
+            sandbox_dir=str(root / "pods"),
+            database_url=f"sqlite:///{root / 'armada.db'}",
+            nodes=(NodeGroup(1, "4", "8Gi"),),
+            scheduling_period=0.2,
+        )
         with EmbeddedServer(config) as server:
             with ArmadaClient(server.address) as client:
                 client.create_queue(submit_pb2.Queue(name="prefect-example", priority_factor=1))

@@ -17,13 +17,17 @@ from armada_core.client import AlreadyExists, ArmadaClient, gang_items, state_na
 
 POD = {
     "terminationGracePeriodSeconds": 5,
-    "containers": [{
-        "name": "trainer",
-        "image": "python:3.11",
-        "command": ["sh", "-c", 'echo "rank on $HOSTNAME"; sleep 1'],
-        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
-                      "limits": {"cpu": "100m", "memory": "64Mi"}},
-    }],
+    "containers": [
+        {
+            "name": "trainer",
+            "image": "python:3.11",
+            "command": ["sh", "-c", 'echo "rank on $HOSTNAME"; sleep 1'],
+            "resources": {
+                "requests": {"cpu": "100m", "memory": "64Mi"},
+                "limits": {"cpu": "100m", "memory": "64Mi"},
+            },
+        }
+    ],
 }
 
 
@@ -36,8 +40,9 @@ def main() -> int:
     with ArmadaClient(args.url) as client:
         with contextlib.suppress(AlreadyExists):
             client.create_queue(submit_pb2.Queue(name=args.queue))
-        ids = client.submit_jobs(args.queue, job_set, gang_items(POD, replicas=2,
-                                                                 client_id=job_set))
+        ids = client.submit_jobs(
+            args.queue, job_set, gang_items(POD, replicas=2, client_id=job_set)
+        )
         print(f"submitted gang {job_set}: {', '.join(ids)}")
 
         def show(message, result) -> None:  # type: ignore[no-untyped-def]

@@ -87,6 +87,7 @@ def default_node_group() -> NodeGroup:
     allocatable = node_allocatable()
     return NodeGroup(1, allocatable["cpu"], allocatable["memory"])
 
+
 GRPC_OPTIONS = [
     # Ping idle connections so that watchers behind proxies stay connected.
     ("grpc.keepalive_time_ms", 60_000),
@@ -143,9 +144,11 @@ class ArmadaServer:
         auth = self.config.auth
         if auth.enabled and self.config.executor in IN_PROCESS_EXECUTORS:
             self._executor_token = secrets.token_urlsafe(32)
-            auth = replace(auth, tokens=(*auth.tokens, StaticToken(
-                self._executor_token, INTERNAL_EXECUTOR_USER)),
-                admins=(*auth.admins, INTERNAL_EXECUTOR_USER))
+            auth = replace(
+                auth,
+                tokens=(*auth.tokens, StaticToken(self._executor_token, INTERNAL_EXECUTOR_USER)),
+                admins=(*auth.admins, INTERNAL_EXECUTOR_USER),
+            )
         return auth
 
     def reload_config(self) -> bool:
@@ -158,16 +161,19 @@ class ArmadaServer:
             return False
         try:
             self._config_text = self.config_file.read_bytes()
-            settings, changed = reload_scheduling(self.config_file, self.config,
-                                                  self._file_values)
+            settings, changed = reload_scheduling(self.config_file, self.config, self._file_values)
         except (OSError, ConfigError) as e:
             self.config_error = str(e)
             log.error("configuration not reloaded, keeping the running one: %s", e)
             return False
         self.config_error = None
         if changed:
-            log.warning("%s: %s changed; only the scheduling block is reloaded, the rest "
-                        "takes effect after a restart", self.config_file, ", ".join(changed))
+            log.warning(
+                "%s: %s changed; only the scheduling block is reloaded, the rest "
+                "takes effect after a restart",
+                self.config_file,
+                ", ".join(changed),
+            )
         if settings == self.config.scheduling:
             return True
         self.config = replace(self.config, scheduling=settings)
@@ -190,8 +196,9 @@ class ArmadaServer:
                 text = None
                 if self.config_error is None:
                     self.config_error = str(e)
-                    log.error("cannot read %s, keeping the running configuration: %s",
-                              self.config_file, e)
+                    log.error(
+                        "cannot read %s, keeping the running configuration: %s", self.config_file, e
+                    )
             if text is not None and text != self._config_text:
                 self.reload_config()
 
@@ -202,22 +209,36 @@ class ArmadaServer:
         groups = self.config.nodes or (default_node_group(),)
         nodes = virtual_nodes(groups, self.config.executor_id)
         if kind == "local":
-            root = Path(self.config.sandbox_dir) if self.config.sandbox_dir else (
-                default_data_dir() / "pods")
+            root = (
+                Path(self.config.sandbox_dir)
+                if self.config.sandbox_dir
+                else (default_data_dir() / "pods")
+            )
             backend = LocalBackend(nodes, root, owner=self.config.executor_id)
         else:
             backend = SimulatedBackend(nodes)
-        self._channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") if not (
-            self.config.tls_cert) else grpc.aio.secure_channel(
-            f"localhost:{self.port}", grpc.ssl_channel_credentials(
-                Path(self.config.tls_cert).read_bytes()))
-        metadata = ([("authorization", f"Bearer {self._executor_token}")]
-                    if self._executor_token else [])
+        self._channel = (
+            grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
+            if not (self.config.tls_cert)
+            else grpc.aio.secure_channel(
+                f"localhost:{self.port}",
+                grpc.ssl_channel_credentials(Path(self.config.tls_cert).read_bytes()),
+            )
+        )
+        metadata = (
+            [("authorization", f"Bearer {self._executor_token}")] if self._executor_token else []
+        )
         self.control = ControlServer(backend, listen=join_address(self.config.host, 0))
         await self.control.start()
-        self.agent = ExecutorAgent(self._channel, self.config.executor_id, self.config.pool,
-                                   backend, interval=self.config.executor_sync_interval,
-                                   metadata=metadata, control=self.control)
+        self.agent = ExecutorAgent(
+            self._channel,
+            self.config.executor_id,
+            self.config.pool,
+            backend,
+            interval=self.config.executor_sync_interval,
+            metadata=metadata,
+            control=self.control,
+        )
         self.executors[self.config.executor_id] = backend
         loop = asyncio.get_running_loop()
         agent = self.agent
@@ -237,8 +258,15 @@ class ArmadaServer:
             await loop.run_in_executor(self._pool, self._listener.start)
         self.scheduler = SchedulingLoop(self.config, self.store, self.metrics)
         auth = self._auth()
-        ctx = Context(self.config, self.store, hub, self._pool, Authorizer(auth),
-                      self.metrics, self.scheduler.poke)
+        ctx = Context(
+            self.config,
+            self.store,
+            hub,
+            self._pool,
+            Authorizer(auth),
+            self.metrics,
+            self.scheduler.poke,
+        )
         self.context = ctx
         interceptors: list[grpc.aio.ServerInterceptor] = [DecodingInterceptor()]
         if auth.enabled:
@@ -251,19 +279,23 @@ class ArmadaServer:
         event_pb2_grpc.add_EventServicer_to_server(EventService(ctx), server)
         job_pb2_grpc.add_JobsServicer_to_server(JobsService(ctx), server)
         binoculars_pb2_grpc.add_BinocularsServicer_to_server(
-            BinocularsService(ctx, self.executor_channels), server)
+            BinocularsService(ctx, self.executor_channels), server
+        )
         executor_pb2_grpc.add_ExecutorApiServicer_to_server(
-            ExecutorApiService(ctx, on_sync=self.scheduler.poke), server)
+            ExecutorApiService(ctx, on_sync=self.scheduler.poke), server
+        )
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         for name in [*SERVICES, ""]:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         reflection.enable_server_reflection(
-            [*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+            [*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+        )
         address = f"{self.config.host}:{self.config.port}"
         if self.config.tls_cert and self.config.tls_key:
-            credentials = grpc.ssl_server_credentials([(
-                Path(self.config.tls_key).read_bytes(), Path(self.config.tls_cert).read_bytes())])
+            credentials = grpc.ssl_server_credentials(
+                [(Path(self.config.tls_key).read_bytes(), Path(self.config.tls_cert).read_bytes())]
+            )
             self.port = server.add_secure_port(address, credentials)
         else:
             self.port = server.add_insecure_port(address)
@@ -273,8 +305,9 @@ class ArmadaServer:
         self._server = server
         self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
         if self.config_file is not None and self.config.config_reload_interval:
-            self._tasks.append(asyncio.create_task(
-                self._watch_config(self.config.config_reload_interval)))
+            self._tasks.append(
+                asyncio.create_task(self._watch_config(self.config.config_reload_interval))
+            )
         await self._start_executor()
         if self.config.http_port is not None:
             self.http = WebServer(ctx, self.executor_channels, auth)
@@ -314,18 +347,24 @@ class ArmadaServer:
 class EmbeddedServer:
     """A server on its own thread and event loop, for tests, examples and notebooks.
 
-        with EmbeddedServer(database_url="sqlite:///tmp/a.db", port=0) as server:
-            client = ArmadaClient(server.address)
+    with EmbeddedServer(database_url="sqlite:///tmp/a.db", port=0) as server:
+        client = ArmadaClient(server.address)
     """
 
-    def __init__(self, config: ServerConfig | None = None, *, config_file: Path | None = None,
-                 **overrides: Any) -> None:
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        *,
+        config_file: Path | None = None,
+        **overrides: Any,
+    ) -> None:
         base = config or ServerConfig(port=0, http_port=0, executor="none")
         self.config = replace(base, **overrides).validate()
         self.server = ArmadaServer(self.config, config_file)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="armada-server",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="armada-server", daemon=True
+        )
 
     @property
     def address(self) -> str:

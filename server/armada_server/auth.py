@@ -27,13 +27,17 @@ from armada_server.guarded import guarded
 VERBS = ("submit", "cancel", "preempt", "reprioritize", "watch")
 
 # Calls anyone may make without credentials.
-PUBLIC_METHODS = frozenset({
-    "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch",
-    "/api.Submit/Health", "/api.Event/Health",
-    # The schema is public anyway: the .proto files ship with every client.
-    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-})
+PUBLIC_METHODS = frozenset(
+    {
+        "/grpc.health.v1.Health/Check",
+        "/grpc.health.v1.Health/Watch",
+        "/api.Submit/Health",
+        "/api.Event/Health",
+        # The schema is public anyway: the .proto files ship with every client.
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,7 @@ class Principal:
 
 
 ANONYMOUS = Principal("anonymous")
-_current: contextvars.ContextVar[Principal] = contextvars.ContextVar("principal",
-                                                                    default=ANONYMOUS)
+_current: contextvars.ContextVar[Principal] = contextvars.ContextVar("principal", default=ANONYMOUS)
 
 
 def current_principal() -> Principal:
@@ -88,17 +91,25 @@ class AuthConfig:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> AuthConfig:
         """From the `auth:` block of the server's YAML config (see docs/server.md)."""
-        users = {name: BasicUser(str(u["password"]), tuple(u.get("groups", ())))
-                 for name, u in (data.get("basic", {}) or {}).get("users", {}).items()}
-        tokens = tuple(StaticToken(str(t["token"]), str(t["user"]), tuple(t.get("groups", ())))
-                       for t in data.get("tokens", ()) or ())
+        users = {
+            name: BasicUser(str(u["password"]), tuple(u.get("groups", ())))
+            for name, u in (data.get("basic", {}) or {}).get("users", {}).items()
+        }
+        tokens = tuple(
+            StaticToken(str(t["token"]), str(t["user"]), tuple(t.get("groups", ())))
+            for t in data.get("tokens", ()) or ()
+        )
         oidc = data.get("oidc")
         return cls(
             enabled=bool(data.get("enabled", bool(users or tokens or oidc))),
-            basic_users=users, tokens=tokens,
-            oidc=OidcConfig(**{k: tuple(v) if k == "algorithms" else v
-                               for k, v in oidc.items()}) if oidc else None,
-            admins=tuple(data.get("admins", ())), admin_groups=tuple(data.get("admin_groups", ())))
+            basic_users=users,
+            tokens=tokens,
+            oidc=OidcConfig(**{k: tuple(v) if k == "algorithms" else v for k, v in oidc.items()})
+            if oidc
+            else None,
+            admins=tuple(data.get("admins", ())),
+            admin_groups=tuple(data.get("admin_groups", ())),
+        )
 
 
 class Authenticator:
@@ -119,13 +130,13 @@ class Authenticator:
             return self._basic(credentials.strip())
         if scheme == "bearer":
             return self._bearer(credentials.strip())
-        raise Unauthenticated("credentials required: send an authorization header with "
-                              "Basic or Bearer credentials")
+        raise Unauthenticated(
+            "credentials required: send an authorization header with Basic or Bearer credentials"
+        )
 
     def _basic(self, credentials: str) -> Principal:
         try:
-            user, _, password = base64.b64decode(credentials, validate=True).decode().partition(
-                ":")
+            user, _, password = base64.b64decode(credentials, validate=True).decode().partition(":")
         except (ValueError, UnicodeDecodeError):
             raise Unauthenticated("malformed basic credentials") from None
         known = self.config.basic_users.get(user)
@@ -143,10 +154,14 @@ class Authenticator:
         try:
             header = jwt.get_unverified_header(token)
             key = self._jwks[header["kid"]] if "kid" in header else self._jwks.keys[0]
-            claims = jwt.decode(token, key=key.key, algorithms=list(oidc.algorithms),
-                                issuer=oidc.issuer, audience=oidc.audience,
-                                options={"verify_aud": oidc.audience is not None,
-                                         "require": ["exp", "iss"]})
+            claims = jwt.decode(
+                token,
+                key=key.key,
+                algorithms=list(oidc.algorithms),
+                issuer=oidc.issuer,
+                audience=oidc.audience,
+                options={"verify_aud": oidc.audience is not None, "require": ["exp", "iss"]},
+            )
         except (jwt.PyJWTError, KeyError, IndexError) as e:
             raise Unauthenticated(f"invalid bearer token: {e}") from None
         name = claims.get(oidc.username_claim)
@@ -166,7 +181,8 @@ class Authorizer:
         if not self.config.enabled:
             return True
         return who.name in self.config.admins or bool(
-            set(who.groups) & set(self.config.admin_groups))
+            set(who.groups) & set(self.config.admin_groups)
+        )
 
     def require_admin(self, who: Principal, action: str) -> None:
         if not self.is_admin(who):
@@ -182,7 +198,8 @@ class Authorizer:
                 continue
             for subject in permission.subjects:
                 if (subject.kind == "User" and subject.name == who.name) or (
-                        subject.kind == "Group" and subject.name in who.groups):
+                    subject.kind == "Group" and subject.name in who.groups
+                ):
                     return True
         return False
 
@@ -198,8 +215,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self.authenticator = authenticator
 
     async def intercept_service(
-        self, continuation: Callable[[grpc.HandlerCallDetails],
-                                     Awaitable[grpc.RpcMethodHandler]],
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)

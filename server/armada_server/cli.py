@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="armada-server",
         description="Standalone server speaking Armada's public gRPC API. With no arguments: "
-                    "gRPC on localhost:50051, SQLite in the user's data directory.")
+        "gRPC on localhost:50051, SQLite in the user's data directory.",
+    )
     p.add_argument("--version", action="version", version=f"armada-server {__version__}")
     p.add_argument("--config", type=Path, help="YAML file with any of the settings below")
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
@@ -33,14 +34,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--http-port", type=int, help="HTTP port for metrics (default 8080)")
     p.add_argument("--database-url", help="sqlite:///PATH or postgresql+psycopg://...")
     p.add_argument("--executor", choices=EXECUTORS, help="where jobs run (default local)")
-    p.add_argument("--nodes", action="append", metavar="COUNTxCPUxMEMORY[xGPUS]|{MAPPING}",
-                   help="virtual nodes for the local/simulated executor (repeatable), e.g. "
-                        "2x4x8Gi, or with labels and taints as the config file's mapping: "
-                        "'{count: 2, cpu: \"4\", memory: 8Gi, labels: {rack: r1}, "
-                        "taints: [{key: gpu, effect: NoSchedule}]}'")
-    p.add_argument("--priority-class", action="append", metavar="NAME=PRIORITY[:preemptible]",
-                   help="replaces the default priority classes (repeatable); the first is "
-                        "the default class")
+    p.add_argument(
+        "--nodes",
+        action="append",
+        metavar="COUNTxCPUxMEMORY[xGPUS]|{MAPPING}",
+        help="virtual nodes for the local/simulated executor (repeatable), e.g. "
+        "2x4x8Gi, or with labels and taints as the config file's mapping: "
+        '\'{count: 2, cpu: "4", memory: 8Gi, labels: {rack: r1}, '
+        "taints: [{key: gpu, effect: NoSchedule}]}'",
+    )
+    p.add_argument(
+        "--priority-class",
+        action="append",
+        metavar="NAME=PRIORITY[:preemptible]",
+        help="replaces the default priority classes (repeatable); the first is the default class",
+    )
     p.add_argument("--scheduling-period", type=float, metavar="SECONDS")
     p.add_argument("--sandbox-dir", help="local executor: where pods' files and logs live")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -48,25 +56,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
-    classes = (tuple(parse_priority_class(c) for c in args.priority_class)
-               if args.priority_class else None)
+    classes = (
+        tuple(parse_priority_class(c) for c in args.priority_class) if args.priority_class else None
+    )
     return build(
-        args.config, host=args.host, port=args.port, http_port=args.http_port,
-        database_url=args.database_url, executor=args.executor,
+        args.config,
+        host=args.host,
+        port=args.port,
+        http_port=args.http_port,
+        database_url=args.database_url,
+        executor=args.executor,
         nodes=tuple(parse_nodes(n) for n in args.nodes) if args.nodes else None,
         priority_classes=classes,
         default_priority_class=classes[0].name if classes else None,
-        scheduling_period=args.scheduling_period, sandbox_dir=args.sandbox_dir)
+        scheduling_period=args.scheduling_period,
+        sandbox_dir=args.sandbox_dir,
+    )
 
 
 async def _serve(config: ServerConfig, config_file: Path | None = None) -> None:
     server = ArmadaServer(config, config_file)
     await server.start()
-    print(f"armada-server {__version__} listening on {server.address} "
-          f"(database {server.database_url})", flush=True)
+    print(
+        f"armada-server {__version__} listening on {server.address} "
+        f"(database {server.database_url})",
+        flush=True,
+    )
     if config.executor == "none":
-        print("note: no executor: jobs are accepted, stored and streamed, and run only when "
-              "an armada-executor connects", file=sys.stderr, flush=True)
+        print(
+            "note: no executor: jobs are accepted, stored and streamed, and run only when "
+            "an armada-executor connects",
+            file=sys.stderr,
+            flush=True,
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -80,15 +102,19 @@ async def _serve(config: ServerConfig, config_file: Path | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     if not args.verbose:
         logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         config = config_from_args(args)
         if config.executor == "kubernetes":
-            raise ConfigError("executor: the kubernetes executor is not available in this "
-                              "version; use local, simulated or none")
+            raise ConfigError(
+                "executor: the kubernetes executor is not available in this "
+                "version; use local, simulated or none"
+            )
     except ConfigError as e:
         print(f"armada-server: {e}", file=sys.stderr)
         return 2

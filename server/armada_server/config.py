@@ -45,8 +45,7 @@ def _at(key: str, name: str) -> str:
 def _known_fields(data: Mapping[Any, Any], known: tuple[str, ...], key: str) -> None:
     for name in data:
         if name not in known:
-            raise ConfigError(f"{_at(key, str(name))}: unknown field (known: "
-                              f"{', '.join(known)})")
+            raise ConfigError(f"{_at(key, str(name))}: unknown field (known: {', '.join(known)})")
 
 
 @dataclass(frozen=True)
@@ -60,8 +59,7 @@ class TaintConfig:
         """`{key: K, value: V, effect: E}` (value optional, effect default NoSchedule);
         errors name `key` (e.g. `nodes[0].taints[1]`) and the field."""
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{key}: must be a mapping with key, value and effect, "
-                              f"got {data!r}")
+            raise ConfigError(f"{key}: must be a mapping with key, value and effect, got {data!r}")
         _known_fields(data, TAINT_FIELDS, key)
         name = data.get("key")
         if not isinstance(name, str) or not name:
@@ -70,12 +68,12 @@ class TaintConfig:
         if value is None:
             value = ""
         if not isinstance(value, str):
-            raise ConfigError(f"{_at(key, 'value')}: must be a string (quote it), "
-                              f"got {value!r}")
+            raise ConfigError(f"{_at(key, 'value')}: must be a string (quote it), got {value!r}")
         effect = data.get("effect", "NoSchedule")
         if effect not in TAINT_EFFECTS:
-            raise ConfigError(f"{_at(key, 'effect')}: must be one of "
-                              f"{', '.join(TAINT_EFFECTS)}, got {effect!r}")
+            raise ConfigError(
+                f"{_at(key, 'effect')}: must be one of {', '.join(TAINT_EFFECTS)}, got {effect!r}"
+            )
         return cls(name, value, effect)
 
 
@@ -95,43 +93,59 @@ class NodeGroup:
         """`{count, cpu, memory[, gpus][, labels][, taints]}`, checked; a ConfigError names
         the field under `key` (e.g. `nodes[1].count`; with an empty `key`, the field alone)."""
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{key + ': ' if key else ''}must be a mapping with count, cpu "
-                              f"and memory (and optionally gpus, labels, taints), got {data!r}")
+            raise ConfigError(
+                f"{key + ': ' if key else ''}must be a mapping with count, cpu "
+                f"and memory (and optionally gpus, labels, taints), got {data!r}"
+            )
         _known_fields(data, NODE_GROUP_FIELDS, key)
         if "count" not in data:
             raise ConfigError(f"{_at(key, 'count')}: is required (how many nodes)")
         count = data["count"]
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ConfigError(f"{_at(key, 'count')}: must be a whole number at least 1, "
-                              f"got {count!r}")
+            raise ConfigError(
+                f"{_at(key, 'count')}: must be a whole number at least 1, got {count!r}"
+            )
         cpu = _node_quantity(data, "cpu", key, milli=True)
         memory = _node_quantity(data, "memory", key, milli=False)
         gpus = data.get("gpus", 0)
         if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-            raise ConfigError(f"{_at(key, 'gpus')}: must be a whole number at least 0, "
-                              f"got {gpus!r}")
+            raise ConfigError(
+                f"{_at(key, 'gpus')}: must be a whole number at least 0, got {gpus!r}"
+            )
         labels = data.get("labels")
         if labels is None:
             labels = {}
         if not isinstance(labels, Mapping):
-            raise ConfigError(f"{_at(key, 'labels')}: must be a mapping of label names to "
-                              f"values, got {labels!r}")
+            raise ConfigError(
+                f"{_at(key, 'labels')}: must be a mapping of label names to values, got {labels!r}"
+            )
         for name, value in labels.items():
             if not isinstance(name, str) or not name:
-                raise ConfigError(f"{_at(key, 'labels')}: label names must be non-empty "
-                                  f"strings, got {name!r}")
+                raise ConfigError(
+                    f"{_at(key, 'labels')}: label names must be non-empty strings, got {name!r}"
+                )
             if not isinstance(value, str):
-                raise ConfigError(f"{_at(key, 'labels.' + name)}: must be a string (quote "
-                                  f"it), got {value!r}")
+                raise ConfigError(
+                    f"{_at(key, 'labels.' + name)}: must be a string (quote it), got {value!r}"
+                )
         taints = data.get("taints")
         if taints is None:
             taints = []
         if not isinstance(taints, list | tuple):
-            raise ConfigError(f"{_at(key, 'taints')}: must be a list of {{key, value, "
-                              f"effect}} mappings, got {taints!r}")
-        return cls(count, cpu, memory, gpus, dict(labels),
-                   tuple(TaintConfig.from_mapping(t, _at(key, f"taints[{i}]"))
-                         for i, t in enumerate(taints)))
+            raise ConfigError(
+                f"{_at(key, 'taints')}: must be a list of {{key, value, "
+                f"effect}} mappings, got {taints!r}"
+            )
+        return cls(
+            count,
+            cpu,
+            memory,
+            gpus,
+            dict(labels),
+            tuple(
+                TaintConfig.from_mapping(t, _at(key, f"taints[{i}]")) for i, t in enumerate(taints)
+            ),
+        )
 
 
 def _node_quantity(data: Mapping[Any, Any], name: str, key: str, *, milli: bool) -> str:
@@ -141,8 +155,7 @@ def _node_quantity(data: Mapping[Any, Any], name: str, key: str, *, milli: bool)
         raise ConfigError(f"{_at(key, name)}: is required (a quantity such as {example})")
     value = data[name]
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ConfigError(f"{_at(key, name)}: must be a quantity such as {example}, "
-                          f"got {value!r}")
+        raise ConfigError(f"{_at(key, name)}: must be a quantity such as {example}, got {value!r}")
     try:
         parse_quantity(value, milli=milli)
     except ValueError as e:
@@ -150,25 +163,25 @@ def _node_quantity(data: Mapping[Any, Any], name: str, key: str, *, milli: bool)
     return str(value)
 
 
-def _number(key: str, value: object, *, low: float = 0.0, high: float | None = None,
-            low_open: bool = False) -> float:
+def _number(
+    key: str, value: object, *, low: float = 0.0, high: float | None = None, low_open: bool = False
+) -> float:
     """A finite number in range, or a ConfigError naming `key` and the value given."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
-            value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigError(f"{key}: must be a number, got {value!r}")
     if high is not None and not low <= value <= high:
         raise ConfigError(f"{key}: must be between {low:g} and {high:g}, got {value!r}")
     if value < low or (low_open and value == low):
-        raise ConfigError(f"{key}: must be {'above' if low_open else 'at least'} {low:g}, "
-                          f"got {value!r}")
+        raise ConfigError(
+            f"{key}: must be {'above' if low_open else 'at least'} {low:g}, got {value!r}"
+        )
     return float(value)
 
 
 def _fractions(key: str, value: object, *, high: float | None = 1.0) -> dict[str, float]:
     """`{resource: number}`, each in range."""
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{key}: must be a mapping of resource names to numbers, "
-                          f"got {value!r}")
+        raise ConfigError(f"{key}: must be a mapping of resource names to numbers, got {value!r}")
     out = {}
     for name, number in value.items():
         if not isinstance(name, str) or not name:
@@ -237,20 +250,24 @@ class SchedulingSettings:
         for name, value in data.items():
             attr = str(name).replace("-", "_")
             if attr not in known:
-                raise ConfigError(f"{key}.{name}: unknown setting (known: "
-                                  f"{', '.join(sorted(known))})")
+                raise ConfigError(
+                    f"{key}.{name}: unknown setting (known: {', '.join(sorted(known))})"
+                )
             values[attr] = value
         names = values.get("resource_names")
         if names is not None:
             if not isinstance(names, list | tuple):
-                raise ConfigError(f"{key}.resource_names: must be a list of resource names, "
-                                  f"got {names!r}")
+                raise ConfigError(
+                    f"{key}.resource_names: must be a list of resource names, got {names!r}"
+                )
             values["resource_names"] = tuple(names)
         levels = values.get("topology_levels")
         if levels is not None:
             if not isinstance(levels, list | tuple):
-                raise ConfigError(f"{key}.topology_levels: must be a list of node labels, "
-                                  f"widest first, got {levels!r}")
+                raise ConfigError(
+                    f"{key}.topology_levels: must be a list of node labels, "
+                    f"widest first, got {levels!r}"
+                )
             values["topology_levels"] = tuple(levels)
         else:
             values.pop("topology_levels", None)
@@ -261,17 +278,20 @@ class SchedulingSettings:
         if self.protected_fraction is not None:
             _number(f"{key}.protected_fraction", self.protected_fraction)
         if self.max_jobs_per_cycle is not None and (
-                isinstance(self.max_jobs_per_cycle, bool)
-                or not isinstance(self.max_jobs_per_cycle, int)
-                or self.max_jobs_per_cycle < 0):
-            raise ConfigError(f"{key}.max_jobs_per_cycle: must be a whole number at least 0, "
-                              f"got {self.max_jobs_per_cycle!r}")
+            isinstance(self.max_jobs_per_cycle, bool)
+            or not isinstance(self.max_jobs_per_cycle, int)
+            or self.max_jobs_per_cycle < 0
+        ):
+            raise ConfigError(
+                f"{key}.max_jobs_per_cycle: must be a whole number at least 0, "
+                f"got {self.max_jobs_per_cycle!r}"
+            )
         for name in ("max_queue_lookback", "scheduling_burst", "queue_scheduling_burst"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 1):
-                raise ConfigError(f"{key}.{name}: must be a whole number at least 1, "
-                                  f"got {value!r}")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(f"{key}.{name}: must be a whole number at least 1, got {value!r}")
         for name in ("scheduling_rate", "queue_scheduling_rate"):
             if getattr(self, name) is not None:
                 _number(f"{key}.{name}", getattr(self, name), low_open=True)
@@ -279,8 +299,10 @@ class SchedulingSettings:
         _fractions(f"{key}.resource_multipliers", self.resource_multipliers, high=None)
         caps = self.max_fraction_per_queue
         if not isinstance(caps, Mapping):
-            raise ConfigError(f"{key}.max_fraction_per_queue: must map priority classes to "
-                              f"{{resource: fraction}}, got {caps!r}")
+            raise ConfigError(
+                f"{key}.max_fraction_per_queue: must map priority classes to "
+                f"{{resource: fraction}}, got {caps!r}"
+            )
         for name, limits in caps.items():
             _fractions(f"{key}.max_fraction_per_queue.{name}", limits)
         if self.usage_half_life is not None:
@@ -292,11 +314,13 @@ class SchedulingSettings:
         if self.resource_names is not None:
             names = self.resource_names
             if not all(isinstance(n, str) and n for n in names):
-                raise ConfigError(f"{key}.resource_names: must be non-empty strings, "
-                                  f"got {list(names)!r}")
+                raise ConfigError(
+                    f"{key}.resource_names: must be non-empty strings, got {list(names)!r}"
+                )
             if len(set(names)) != len(names):
-                raise ConfigError(f"{key}.resource_names: names must be unique, "
-                                  f"got {list(names)!r}")
+                raise ConfigError(
+                    f"{key}.resource_names: names must be unique, got {list(names)!r}"
+                )
         self._check_topology(key)
         return self
 
@@ -304,28 +328,36 @@ class SchedulingSettings:
         levels = self.topology_levels
         where = f"{key}.topology_levels"
         if not isinstance(levels, tuple):
-            raise ConfigError(f"{where}: must be a list of node labels, widest first, "
-                              f"got {levels!r}")
+            raise ConfigError(
+                f"{where}: must be a list of node labels, widest first, got {levels!r}"
+            )
         for level in levels:
             if not isinstance(level, str) or not level:
-                raise ConfigError(f"{where}: must be non-empty node label names, "
-                                  f"got {list(levels)!r}")
+                raise ConfigError(
+                    f"{where}: must be non-empty node label names, got {list(levels)!r}"
+                )
             if not QUALIFIED_NAME.fullmatch(level):
-                raise ConfigError(f"{where}: {level!r} is not a valid node label name (an "
-                                  f"optional DNS prefix and '/', then a name of at most 63 "
-                                  f"letters, digits, '-', '_' and '.')")
+                raise ConfigError(
+                    f"{where}: {level!r} is not a valid node label name (an "
+                    f"optional DNS prefix and '/', then a name of at most 63 "
+                    f"letters, digits, '-', '_' and '.')"
+                )
         if len(set(levels)) != len(levels):
             raise ConfigError(f"{where}: levels must be unique, got {list(levels)!r}")
         if HOSTNAME in levels[:-1]:
-            raise ConfigError(f"{where}: {HOSTNAME} is the node itself, so it can only be the "
-                              f"last (narrowest) level, got {list(levels)!r}")
+            raise ConfigError(
+                f"{where}: {HOSTNAME} is the node itself, so it can only be the "
+                f"last (narrowest) level, got {list(levels)!r}"
+            )
 
     def check_classes(self, classes: tuple[str, ...], key: str = "scheduling") -> None:
         """Caps name only configured priority classes."""
         for name in self.max_fraction_per_queue:
             if name not in classes:
-                raise ConfigError(f"{key}.max_fraction_per_queue.{name}: {name!r} is not one "
-                                  f"of the priority classes ({', '.join(classes)})")
+                raise ConfigError(
+                    f"{key}.max_fraction_per_queue.{name}: {name!r} is not one "
+                    f"of the priority classes ({', '.join(classes)})"
+                )
 
     def model(self) -> SchedulingConfig:
         """The scheduler's own configuration (class caps travel on the priority classes)."""
@@ -344,7 +376,8 @@ class SchedulingSettings:
             topology_levels=self.topology_levels,
             non_preemptible_overshoot=self.non_preemptible_overshoot,
             excess_flow_budget=self.excess_flow_budget,
-            excess_flow_weights=dict(self.excess_flow_weights))
+            excess_flow_weights=dict(self.excess_flow_weights),
+        )
 
 
 DEFAULT_PRIORITY_CLASSES = (
@@ -398,8 +431,7 @@ class ServerConfig:
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port: {self.port} is not a TCP port")
         if self.executor not in EXECUTORS:
-            raise ConfigError(f"executor: {self.executor!r} is not one of "
-                              f"{', '.join(EXECUTORS)}")
+            raise ConfigError(f"executor: {self.executor!r} is not one of {', '.join(EXECUTORS)}")
         for name in ("scheduling_period", "executor_sync_interval", "lease_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name}: must be positive")
@@ -416,11 +448,12 @@ class ServerConfig:
             if path is not None and not Path(path).is_file():
                 raise ConfigError(f"TLS file {path!r} does not exist")
         if self.auth.oidc is not None and not Path(self.auth.oidc.jwks_file).is_file():
-            raise ConfigError(f"auth.oidc.jwks_file: {self.auth.oidc.jwks_file!r} does not "
-                              "exist")
+            raise ConfigError(f"auth.oidc.jwks_file: {self.auth.oidc.jwks_file!r} does not exist")
         if self.default_priority_class not in names:
-            raise ConfigError(f"default_priority_class: {self.default_priority_class!r} is "
-                              f"not one of the priority classes ({', '.join(names)})")
+            raise ConfigError(
+                f"default_priority_class: {self.default_priority_class!r} is "
+                f"not one of the priority classes ({', '.join(names)})"
+            )
         self.scheduling.check()
         self.scheduling.check_classes(tuple(names))
         return self
@@ -449,9 +482,11 @@ def parse_nodes(text: str, key: str = "--nodes") -> NodeGroup:
             raise ConfigError(f"{where}: {e}") from None
     match = _NODES.match(text)
     if not match:
-        raise ConfigError(f"{where}: expected COUNTxCPUxMEMORY[xGPUS], e.g. 2x4x8Gi, or a "
-                          f"mapping, e.g. '{{count: 2, cpu: \"4\", memory: 8Gi, "
-                          f"labels: {{rack: r1}}}}'")
+        raise ConfigError(
+            f"{where}: expected COUNTxCPUxMEMORY[xGPUS], e.g. 2x4x8Gi, or a "
+            f'mapping, e.g. \'{{count: 2, cpu: "4", memory: 8Gi, '
+            f"labels: {{rack: r1}}}}'"
+        )
     count, cpu, memory, gpus = match.groups()
     try:
         parse_quantity(cpu, milli=True)
@@ -466,10 +501,16 @@ def parse_nodes(text: str, key: str = "--nodes") -> NodeGroup:
 def node_groups(value: object, key: str = "nodes") -> tuple[NodeGroup, ...]:
     """The config file's `nodes:` list: each entry a mapping or text (`parse_nodes`)."""
     if not isinstance(value, list | tuple):
-        raise ConfigError(f"{key}: must be a list of node groups "
-                          f"(COUNTxCPUxMEMORY[xGPUS] or mappings), got {value!r}")
-    return tuple(parse_nodes(v, f"{key}[{i}]") if isinstance(v, str)
-                 else NodeGroup.from_mapping(v, f"{key}[{i}]") for i, v in enumerate(value))
+        raise ConfigError(
+            f"{key}: must be a list of node groups "
+            f"(COUNTxCPUxMEMORY[xGPUS] or mappings), got {value!r}"
+        )
+    return tuple(
+        parse_nodes(v, f"{key}[{i}]")
+        if isinstance(v, str)
+        else NodeGroup.from_mapping(v, f"{key}[{i}]")
+        for i, v in enumerate(value)
+    )
 
 
 def parse_priority_class(text: str) -> PriorityClassConfig:
@@ -520,15 +561,17 @@ def load_file(path: Path) -> dict[str, Any]:
             except TypeError as e:
                 raise ConfigError(f"{path}: scheduling: {e}") from None
         elif name == "priority_classes":
-            value = tuple(parse_priority_class(v) if isinstance(v, str)
-                          else PriorityClassConfig(**v) for v in value)
+            value = tuple(
+                parse_priority_class(v) if isinstance(v, str) else PriorityClassConfig(**v)
+                for v in value
+            )
         values[name] = value
     return values
 
 
-def reload_scheduling(path: Path, current: ServerConfig,
-                      before: Mapping[str, Any] | None = None
-                      ) -> tuple[SchedulingSettings, list[str]]:
+def reload_scheduling(
+    path: Path, current: ServerConfig, before: Mapping[str, Any] | None = None
+) -> tuple[SchedulingSettings, list[str]]:
     """The `scheduling:` block of `path`, checked as at start-up (the whole file must be
     valid) and against the running priority classes; and the other settings that differ
     from `before` (the file's values at start), which only a restart applies."""
@@ -539,8 +582,11 @@ def reload_scheduling(path: Path, current: ServerConfig,
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
     before = {} if before is None else before
-    changed = sorted(k for k in values.keys() | before.keys()
-                     if k != "scheduling" and values.get(k) != before.get(k))
+    changed = sorted(
+        k
+        for k in values.keys() | before.keys()
+        if k != "scheduling" and values.get(k) != before.get(k)
+    )
     return settings, changed
 
 

@@ -54,7 +54,7 @@ def _fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
             length, pos = _varint(data, pos)
             if pos + length > len(data):
                 raise _Malformed
-            out.append((number, wire, data[pos:pos + length]))
+            out.append((number, wire, data[pos : pos + length]))
             pos += length
         else:  # groups: not used by these APIs
             raise _Malformed
@@ -70,8 +70,7 @@ def _text(value: bytes) -> str | None:
         return None
 
 
-def invalid_utf8(descriptor: Descriptor, data: bytes, path: str = "",
-                 depth: int = 0) -> str | None:
+def invalid_utf8(descriptor: Descriptor, data: bytes, path: str = "", depth: int = 0) -> str | None:
     """The path of the first string field (or map key) in the serialised `data` of a
     `descriptor` message that is not valid UTF-8; None when there is none (or the bytes are
     malformed in another way)."""
@@ -150,13 +149,12 @@ class _Undecodable:
 
 class DecodingInterceptor(grpc.aio.ServerInterceptor):
     async def intercept_service(
-        self, continuation: Callable[[grpc.HandlerCallDetails],
-                                     Awaitable[grpc.RpcMethodHandler]],
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        if handler is None or handler.request_deserializer is None or (
-                handler.request_streaming):
+        if handler is None or handler.request_deserializer is None or (handler.request_streaming):
             return handler
         parse = handler.request_deserializer
 
@@ -174,8 +172,9 @@ class DecodingInterceptor(grpc.aio.ServerInterceptor):
 
         async def refuse_undecodable(request, context) -> None:  # type: ignore[no-untyped-def]
             if isinstance(request, _Undecodable):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"{request.where}: not valid UTF-8" if request.where
-                                    else message)
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"{request.where}: not valid UTF-8" if request.where else message,
+                )
 
         return guarded(handler, refuse_undecodable, request_deserializer=deserialize)

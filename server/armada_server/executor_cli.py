@@ -27,50 +27,89 @@ from armada_server.executors.simulated import SimulatedBackend
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="armada-executor",
-                                description="Run an executor that takes work from an "
-                                            "armada-server over the executor protocol.")
+    p = argparse.ArgumentParser(
+        prog="armada-executor",
+        description="Run an executor that takes work from an "
+        "armada-server over the executor protocol.",
+    )
     p.add_argument("--version", action="version", version=f"armada-executor {__version__}")
-    p.add_argument("--server", action="append", metavar="HOST:PORT[,HOST:PORT...]",
-                   help="server address; several (repeated or comma-separated) for failover "
-                        "between replicas (default localhost:50051)")
+    p.add_argument(
+        "--server",
+        action="append",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="server address; several (repeated or comma-separated) for failover "
+        "between replicas (default localhost:50051)",
+    )
     p.add_argument("--id", required=True, help="executor (cluster) id, unique per server")
     p.add_argument("--pool", default="default")
     p.add_argument("--kind", choices=("local", "simulated", "kubernetes"), default="local")
-    p.add_argument("--nodes", action="append", metavar="COUNTxCPUxMEMORY[xGPUS]|{MAPPING}",
-                   help="virtual nodes (repeatable), e.g. 2x4x8Gi, or with labels and taints "
-                        "as the server config file's mapping: '{count: 2, cpu: \"4\", "
-                        "memory: 8Gi, labels: {rack: r1}, taints: [{key: gpu, "
-                        "effect: NoSchedule}]}'; local and simulated only")
+    p.add_argument(
+        "--nodes",
+        action="append",
+        metavar="COUNTxCPUxMEMORY[xGPUS]|{MAPPING}",
+        help="virtual nodes (repeatable), e.g. 2x4x8Gi, or with labels and taints "
+        "as the server config file's mapping: '{count: 2, cpu: \"4\", "
+        "memory: 8Gi, labels: {rack: r1}, taints: [{key: gpu, "
+        "effect: NoSchedule}]}'; local and simulated only",
+    )
     p.add_argument("--sandbox-dir", type=Path, help="local executor: where pods' files live")
     p.add_argument("--token", help="bearer token, when the server requires authentication")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between syncs")
     p.add_argument("--tls-ca", type=Path, help="CA certificate of a TLS server")
-    p.add_argument("--sync-timeout", type=float, default=60.0,
-                   help="seconds a sync may take before the next server address is tried")
-    p.add_argument("--listen", metavar="HOST:PORT",
-                   help="where to serve logs to the servers (default: this machine's address "
-                        "on the route to the first server, any free port)")
-    p.add_argument("--advertise-address", metavar="HOST:PORT",
-                   help="the address servers dial for logs, when not the --listen one "
-                        "(a wildcard bind, NAT, a Kubernetes Service)")
+    p.add_argument(
+        "--sync-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a sync may take before the next server address is tried",
+    )
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="where to serve logs to the servers (default: this machine's address "
+        "on the route to the first server, any free port)",
+    )
+    p.add_argument(
+        "--advertise-address",
+        metavar="HOST:PORT",
+        help="the address servers dial for logs, when not the --listen one "
+        "(a wildcard bind, NAT, a Kubernetes Service)",
+    )
     k8s = p.add_argument_group("kubernetes", "the cluster of a --kind kubernetes executor")
-    k8s.add_argument("--in-cluster", action="store_true",
-                     help="use the pod's service account (when running inside the cluster)")
-    k8s.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or "
-                                          "~/.kube/config)")
+    k8s.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="use the pod's service account (when running inside the cluster)",
+    )
+    k8s.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
+    )
     k8s.add_argument("--context", help="kubeconfig context (default: the current one)")
-    k8s.add_argument("--namespace", help="confine the executor to this namespace (default: "
-                                         "each job's own namespace, cluster-wide)")
-    k8s.add_argument("--default-namespace", default="default",
-                     help="namespace of jobs that name none")
-    k8s.add_argument("--ingress-domain", default="armada.local",
-                     help="ingress hosts are <port>-<pod>.<namespace>.<domain>")
-    k8s.add_argument("--log-dir", type=Path,
-                     help="keep finished pods' logs in this directory (default: in memory)")
-    k8s.add_argument("--log-retention", type=int, default=1000, metavar="RUNS",
-                     help="finished runs whose logs are kept after their pods are deleted "
-                          "(oldest dropped first; default 1000)")
+    k8s.add_argument(
+        "--namespace",
+        help="confine the executor to this namespace (default: "
+        "each job's own namespace, cluster-wide)",
+    )
+    k8s.add_argument(
+        "--default-namespace", default="default", help="namespace of jobs that name none"
+    )
+    k8s.add_argument(
+        "--ingress-domain",
+        default="armada.local",
+        help="ingress hosts are <port>-<pod>.<namespace>.<domain>",
+    )
+    k8s.add_argument(
+        "--log-dir",
+        type=Path,
+        help="keep finished pods' logs in this directory (default: in memory)",
+    )
+    k8s.add_argument(
+        "--log-retention",
+        type=int,
+        default=1000,
+        metavar="RUNS",
+        help="finished runs whose logs are kept after their pods are deleted "
+        "(oldest dropped first; default 1000)",
+    )
     return p
 
 
@@ -84,15 +123,16 @@ def _kubernetes_backend(args: argparse.Namespace):  # type: ignore[no-untyped-de
     )
 
     try:
-        api = load_api_client(args.kubeconfig, context=args.context,
-                              in_cluster=args.in_cluster)
+        api = load_api_client(args.kubeconfig, context=args.context, in_cluster=args.in_cluster)
     except (ConfigException, OSError) as e:
         raise ConfigError(f"cannot reach the Kubernetes cluster: {e}") from None
-    settings = KubernetesSettings(namespace=args.namespace,
-                                  default_namespace=args.default_namespace,
-                                  ingress_domain=args.ingress_domain,
-                                  log_dir=str(args.log_dir) if args.log_dir else None,
-                                  log_retention=args.log_retention)
+    settings = KubernetesSettings(
+        namespace=args.namespace,
+        default_namespace=args.default_namespace,
+        ingress_domain=args.ingress_domain,
+        log_dir=str(args.log_dir) if args.log_dir else None,
+        log_retention=args.log_retention,
+    )
     try:
         return KubernetesBackend(api, args.id, settings)
     except ValueError as e:
@@ -116,14 +156,15 @@ async def _run(args: argparse.Namespace) -> None:
         raise ConfigError(f"--nodes is required for a {args.kind} executor")
     elif args.kind == "local":
         nodes = virtual_nodes([parse_nodes(n) for n in args.nodes], args.id)
-        backend = LocalBackend(nodes, args.sandbox_dir or Path.cwd() / "armada-pods",
-                               owner=args.id)
+        backend = LocalBackend(nodes, args.sandbox_dir or Path.cwd() / "armada-pods", owner=args.id)
     else:
-        backend = SimulatedBackend(virtual_nodes([parse_nodes(n) for n in args.nodes],
-                                                 args.id))
-    channels = [grpc.aio.secure_channel(a, grpc.ssl_channel_credentials(
-        args.tls_ca.read_bytes())) if args.tls_ca else grpc.aio.insecure_channel(a)
-        for a in servers]
+        backend = SimulatedBackend(virtual_nodes([parse_nodes(n) for n in args.nodes], args.id))
+    channels = [
+        grpc.aio.secure_channel(a, grpc.ssl_channel_credentials(args.tls_ca.read_bytes()))
+        if args.tls_ca
+        else grpc.aio.insecure_channel(a)
+        for a in servers
+    ]
     metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
     listen = args.listen or join_address(local_address_towards(servers[0]), 0)
     try:
@@ -137,12 +178,23 @@ async def _run(args: argparse.Namespace) -> None:
         await control.start()
     except (OSError, RuntimeError) as e:
         raise ConfigError(f"cannot serve logs on {listen}: {e}") from None
-    agent = ExecutorAgent(channels, args.id, args.pool, backend, interval=args.interval,
-                          metadata=metadata, control=control, sync_timeout=args.sync_timeout)
+    agent = ExecutorAgent(
+        channels,
+        args.id,
+        args.pool,
+        backend,
+        interval=args.interval,
+        metadata=metadata,
+        control=control,
+        sync_timeout=args.sync_timeout,
+    )
     if args.kind in ("kubernetes", "local"):
         await backend.open(agent.report)  # adopt its pods before the first sync
-    print(f"armada-executor {args.id} ({args.kind}, {len(backend.nodes())} nodes) serving "
-          f"logs on {control.address}, syncing with {', '.join(servers)}", flush=True)
+    print(
+        f"armada-executor {args.id} ({args.kind}, {len(backend.nodes())} nodes) serving "
+        f"logs on {control.address}, syncing with {', '.join(servers)}",
+        flush=True,
+    )
     task = asyncio.create_task(agent.run())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -160,8 +212,9 @@ async def _run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         asyncio.run(_run(args))
     except ConfigError as e:

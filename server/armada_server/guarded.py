@@ -14,12 +14,17 @@ import grpc
 Guard = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
 
 
-def guarded(handler: grpc.RpcMethodHandler, guard: Guard, *,
-            request_deserializer: Callable[[bytes], Any] | None = None,
-            ) -> grpc.RpcMethodHandler:
+def guarded(
+    handler: grpc.RpcMethodHandler,
+    guard: Guard,
+    *,
+    request_deserializer: Callable[[bytes], Any] | None = None,
+) -> grpc.RpcMethodHandler:
     """`handler`'s method with `guard(request, context)` awaited first."""
-    kw = {"request_deserializer": request_deserializer or handler.request_deserializer,
-          "response_serializer": handler.response_serializer}
+    kw = {
+        "request_deserializer": request_deserializer or handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
     if handler.unary_unary is not None:
         inner = handler.unary_unary
 

@@ -15,7 +15,9 @@ from armada_core.jobs import JobState
 from armada_server.storage.store import Store
 
 _COUNTED = {
-    JobState.QUEUED: "queued", JobState.LEASED: "leased", JobState.PENDING: "pending",
+    JobState.QUEUED: "queued",
+    JobState.LEASED: "leased",
+    JobState.PENDING: "pending",
     JobState.RUNNING: "running",
 }
 
@@ -25,8 +27,9 @@ class _JobCounts(Collector):
         self.store = store
 
     def collect(self):  # type: ignore[no-untyped-def]
-        family = GaugeMetricFamily("armada_jobs", "Jobs by queue and state (not finished)",
-                                   labels=["queue", "state"])
+        family = GaugeMetricFamily(
+            "armada_jobs", "Jobs by queue and state (not finished)", labels=["queue", "state"]
+        )
         for (queue, state), count in sorted(self.store.count_jobs_by_queue_and_state().items()):
             if state in _COUNTED:
                 family.add_metric([queue, _COUNTED[state]], count)
@@ -41,7 +44,9 @@ class _IsolatedFailures(Collector):
         family = CounterMetricFamily(
             "armada_isolated_job_failures",
             "Jobs failed alone because processing them raised, so that the scheduling loop "
-            "and executor syncs went on for everyone else", labels=["stage"])
+            "and executor syncs went on for everyone else",
+            labels=["stage"],
+        )
         for stage, count in sorted(self.store.isolated_failures.items()):
             family.add_metric([stage], count)
         yield family
@@ -53,17 +58,23 @@ class Metrics:
         self.registry.register(_JobCounts(store))
         self.registry.register(_IsolatedFailures(store))
         self.jobs_submitted = Counter(
-            "armada_jobs_submitted", "Jobs accepted through SubmitJobs", ["queue"],
-            registry=self.registry)
+            "armada_jobs_submitted",
+            "Jobs accepted through SubmitJobs",
+            ["queue"],
+            registry=self.registry,
+        )
         self.event_lag = Histogram(
             "armada_event_stream_lag_seconds",
             "Time from an event's creation to its delivery on a watch stream",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60),
-            registry=self.registry)
+            registry=self.registry,
+        )
         self.cycle_seconds = Histogram(
-            "armada_scheduling_cycle_seconds", "Duration of the leader's scheduling cycles",
+            "armada_scheduling_cycle_seconds",
+            "Duration of the leader's scheduling cycles",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=self.registry)
+            registry=self.registry,
+        )
         # The HTTP port /metrics is served on, once the server listens (None: not served).
         self.port: int | None = None
 

@@ -40,8 +40,7 @@ class Catalogue:
         policies = {}
         for row in conn.execute(select(t.retry_policies.c.name, t.retry_policies.c.spec)):
             try:
-                policies[row.name] = policy_from_proto(submit_pb2.RetryPolicy.FromString(
-                    row.spec))
+                policies[row.name] = policy_from_proto(submit_pb2.RetryPolicy.FromString(row.spec))
             except ValueError:
                 continue  # stored before validation existed: never match it
         queues = {}
@@ -50,8 +49,9 @@ class Catalogue:
         return cls(policies, queues)
 
 
-def run_failure(job: Job, failure: Failure, *, node: str | None,
-                returned_lease: bool = False) -> RunFailure:
+def run_failure(
+    job: Job, failure: Failure, *, node: str | None, returned_lease: bool = False
+) -> RunFailure:
     """What the engine needs to know about a failed run."""
     try:
         condition = Condition(failure.condition) if failure.condition else None
@@ -59,38 +59,61 @@ def run_failure(job: Job, failure: Failure, *, node: str | None,
         condition = None
     grace = job.pod_spec.terminationGracePeriodSeconds if job.spec.pod_specs else 0
     return RunFailure(
-        containers=tuple(ContainerFailure(c.name, c.exit_code, c.message, c.reason,
-                                          c.init_container) for c in failure.containers),
-        condition=condition, category=failure.category, subcategory=failure.subcategory,
-        node=node, termination_grace_period=float(grace), returned_lease=returned_lease,
-        message=failure.reason)
+        containers=tuple(
+            ContainerFailure(c.name, c.exit_code, c.message, c.reason, c.init_container)
+            for c in failure.containers
+        ),
+        condition=condition,
+        category=failure.category,
+        subcategory=failure.subcategory,
+        node=node,
+        termination_grace_period=float(grace),
+        returned_lease=returned_lease,
+        message=failure.reason,
+    )
 
 
 class Retries:
     def __init__(self, settings: RetrySettings) -> None:
         self.settings = settings
 
-    def decide(self, conn: Connection, catalogue: Catalogue, job: Job, failure: RunFailure,
-               now: datetime) -> RetryDecision:
+    def decide(
+        self, conn: Connection, catalogue: Catalogue, job: Job, failure: RunFailure, now: datetime
+    ) -> RetryDecision:
         """Retry or fail, and record what the decision used."""
         # The job's runs are the truth about how many runs there were.
         stored = _stored(conn, job.id)
         history = replace(_history(stored), run_count=max(1, len(job.runs)))
-        if job.at_most_once and not (failure.returned_lease and job.latest_run is not None
-                                     and job.latest_run.started_at is None):
-            decision = RetryDecision(False, Verdict.FAIL_RULE,
-                                     "the job runs at most once (armadaproject.io/atMostOnce)",
-                                     history)
+        if job.at_most_once and not (
+            failure.returned_lease
+            and job.latest_run is not None
+            and job.latest_run.started_at is None
+        ):
+            decision = RetryDecision(
+                False,
+                Verdict.FAIL_RULE,
+                "the job runs at most once (armadaproject.io/atMostOnce)",
+                history,
+            )
         else:
-            policies = resolve_policies(catalogue.queue_policies.get(job.queue, ()),
-                                        job.spec.annotations, catalogue.policies,
-                                        self.settings.default_policy_name).policies
-            decision = evaluate(job.id, failure, policies=policies, settings=self.settings,
-                                history=history, now=now)
+            policies = resolve_policies(
+                catalogue.queue_policies.get(job.queue, ()),
+                job.spec.annotations,
+                catalogue.policies,
+                self.settings.default_policy_name,
+            ).policies
+            decision = evaluate(
+                job.id, failure, policies=policies, settings=self.settings, history=history, now=now
+            )
         if decision.retry:
-            conn.execute(update(t.jobs).where(t.jobs.c.id == job.id).values(
-                retry_history=json.dumps({**stored, **_fields(decision.history)}),
-                avoid_node=_full_node(job, decision.avoid_node)))
+            conn.execute(
+                update(t.jobs)
+                .where(t.jobs.c.id == job.id)
+                .values(
+                    retry_history=json.dumps({**stored, **_fields(decision.history)}),
+                    avoid_node=_full_node(job, decision.avoid_node),
+                )
+            )
         return decision
 
 
@@ -107,20 +130,25 @@ def _stored(conn: Connection, job_id: str) -> dict:
 
 
 def _history(data: dict) -> RetryHistory:
-    return RetryHistory(rule_retries=data.get("rule_retries", {}),
-                        total_retries=data.get("total_retries", 0),
-                        run_count=data.get("run_count", 1),
-                        gang_generation=data.get("gang_generation", 0))
+    return RetryHistory(
+        rule_retries=data.get("rule_retries", {}),
+        total_retries=data.get("total_retries", 0),
+        run_count=data.get("run_count", 1),
+        gang_generation=data.get("gang_generation", 0),
+    )
 
 
 def _fields(history: RetryHistory) -> dict:
-    return {"rule_retries": dict(history.rule_retries),
-            "total_retries": history.total_retries,
-            "run_count": history.run_count,
-            "gang_generation": history.gang_generation}
+    return {
+        "rule_retries": dict(history.rule_retries),
+        "total_retries": history.total_retries,
+        "run_count": history.run_count,
+        "gang_generation": history.gang_generation,
+    }
 
 
 # --- gang generations -------------------------------------------------------------------------
+
 
 def start_gang_generation(conn: Connection, job_ids: Sequence[str]) -> int:
     """Record that `job_ids` form the next generation of their gang; returns its number.
@@ -130,13 +158,18 @@ def start_gang_generation(conn: Connection, job_ids: Sequence[str]) -> int:
     generation waiting for them would wait forever. The generation's cardinality, the number
     of its members, is what the scheduler places together (see `gang_cardinalities`)."""
     ids = sorted(set(job_ids))
-    stored = {r.id: json.loads(r.retry_history or "{}") for r in conn.execute(
-        select(t.jobs.c.id, t.jobs.c.retry_history).where(t.jobs.c.id.in_(ids)))}
+    stored = {
+        r.id: json.loads(r.retry_history or "{}")
+        for r in conn.execute(
+            select(t.jobs.c.id, t.jobs.c.retry_history).where(t.jobs.c.id.in_(ids))
+        )
+    }
     generation = 1 + max((d.get("gang_generation", 0) for d in stored.values()), default=0)
     for job_id, data in stored.items():
         data.update(gang_generation=generation, gang_cardinality=len(ids))
-        conn.execute(update(t.jobs).where(t.jobs.c.id == job_id).values(
-            retry_history=json.dumps(data)))
+        conn.execute(
+            update(t.jobs).where(t.jobs.c.id == job_id).values(retry_history=json.dumps(data))
+        )
     return generation
 
 
@@ -144,8 +177,11 @@ def gang_cardinalities(conn: Connection, where) -> dict[str, int]:  # type: igno
     """Job id -> cardinality of its gang's current generation, for the gang members matched
     by `where` that are in a retried generation."""
     out: dict[str, int] = {}
-    for job_id, raw in conn.execute(select(t.jobs.c.id, t.jobs.c.retry_history).where(
-            where, t.jobs.c.gang_id.is_not(None), t.jobs.c.retry_history != "{}")):
+    for job_id, raw in conn.execute(
+        select(t.jobs.c.id, t.jobs.c.retry_history).where(
+            where, t.jobs.c.gang_id.is_not(None), t.jobs.c.retry_history != "{}"
+        )
+    ):
         cardinality = json.loads(raw).get("gang_cardinality")
         if cardinality:
             out[job_id] = int(cardinality)

@@ -85,8 +85,9 @@ def _requests(spec) -> Mapping[str, str]:  # type: ignore[no-untyped-def]
     return {k: v.string for k, v in spec.scheduling_resource_requirements.requests.items()}
 
 
-def compute(store: Store, config: ServerConfig, shapes: Shapes | None = None,
-            now: datetime | None = None) -> Sample:
+def compute(
+    store: Store, config: ServerConfig, shapes: Shapes | None = None, now: datetime | None = None
+) -> Sample:
     """One sample. Blocking: reads the database."""
     shapes = shapes or Shapes()
     now = now or datetime.now(UTC)
@@ -129,16 +130,26 @@ def compute(store: Store, config: ServerConfig, shapes: Shapes | None = None,
     weights = {q: 1.0 / (by_name[q].priority_factor or 1.0) for q in names}
     active = sorted(q for q in names if running[q] or queued[q])
     plain = fair_shares({q: weights[q] for q in active}) if active else {}
-    adjusted = adjusted_fair_shares({q: weights[q] for q in active},
-                                    {q: cost(demand[q]) for q in active}) if active else {}
+    adjusted = (
+        adjusted_fair_shares({q: weights[q] for q in active}, {q: cost(demand[q]) for q in active})
+        if active
+        else {}
+    )
     queues = {}
     for q in sorted(names):
         queues[q] = QueueShare(
-            name=q, weight=weights[q], cordoned=by_name[q].cordoned, active=q in plain,
-            fair_share=plain.get(q, 0.0), adjusted_fair_share=adjusted.get(q, 0.0),
-            share=cost(alloc[q]), demand=cost(demand[q]),
+            name=q,
+            weight=weights[q],
+            cordoned=by_name[q].cordoned,
+            active=q in plain,
+            fair_share=plain.get(q, 0.0),
+            adjusted_fair_share=adjusted.get(q, 0.0),
+            share=cost(alloc[q]),
+            demand=cost(demand[q]),
             shares={d: alloc[q].get(d, 0) / capacity[d] for d in dims if capacity[d]},
-            running=running[q], queued=queued[q])
+            running=running[q],
+            queued=queued[q],
+        )
     return Sample(now.timestamp(), capacity, queues)
 
 
@@ -158,8 +169,13 @@ class RecentShares:
     job): computed on demand, then reused for `max_age` seconds, or longer when computing
     took long, so that these reads too keep to MAX_BUSY_FRACTION of one core."""
 
-    def __init__(self, store: Store, config: ServerConfig, max_age: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: ServerConfig,
+        max_age: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.config = config
         self.max_age = max_age
@@ -190,7 +206,6 @@ def place_in_fair_share(sample: Sample, queue: str) -> str:
     if found is not None and found.adjusted_fair_share > 0:
         ratio = found.share / found.adjusted_fair_share
     return f"queue {queue} at {ratio:.1f}x its fair share"
-
 
 
 def place_in_line(sample: Sample, queue: str, place: int) -> str:

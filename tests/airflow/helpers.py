@@ -18,8 +18,7 @@ from .conftest import DAGS, QUEUE
 
 @cache
 def dags() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("armada_test_dags",
-                                                  DAGS / "armada_test_dags.py")
+    spec = importlib.util.spec_from_file_location("armada_test_dags", DAGS / "armada_test_dags.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -30,8 +29,9 @@ def get_dag(dag_id: str) -> Any:
     return dags().BY_ID[dag_id]
 
 
-def run_dag(dag_id: str, conf: dict[str, Any] | None = None,
-            run_after: datetime | None = None) -> Any:
+def run_dag(
+    dag_id: str, conf: dict[str, Any] | None = None, run_after: datetime | None = None
+) -> Any:
     """dag.test() the DAG; returns the DagRun."""
     return get_dag(dag_id).test(run_conf=conf, run_after=run_after)
 
@@ -57,8 +57,11 @@ def xcom(dag_run: Any, task_id: str, key: str = "return_value") -> Any:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        row = session.scalars(XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_run.dag_id,
-                                                 task_ids=task_id, key=key)).first()
+        row = session.scalars(
+            XComModel.get_many(
+                run_id=dag_run.run_id, dag_ids=dag_run.dag_id, task_ids=task_id, key=key
+            )
+        ).first()
         return None if row is None else XComModel.deserialize_value(row)
 
 

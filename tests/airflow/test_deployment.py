@@ -54,13 +54,22 @@ DAG_ID = "armada_deployment"
 #: through the Execution API all along.
 BLOCKING_DAG_ID = "armada_deployment_blocking"
 TASK_ID = "work"
-LIVE = {submit_pb2.SUBMITTED, submit_pb2.QUEUED, submit_pb2.LEASED, submit_pb2.PENDING,
-        submit_pb2.RUNNING}
+LIVE = {
+    submit_pb2.SUBMITTED,
+    submit_pb2.QUEUED,
+    submit_pb2.LEASED,
+    submit_pb2.PENDING,
+    submit_pb2.RUNNING,
+}
 #: The server's settings. A lease outlives an executor or a server away for a restart, and so
 #: do the pods (they fence themselves three quarters of it after the last sync); an idle event
 #: stream reopened after a restart has a heartbeat within seconds to show it is back.
-ARMADA_SETTINGS = {"scheduling_period": 0.1, "executor_sync_interval": 0.2, "lease_timeout": 30,
-                   "heartbeat_seconds": 2}
+ARMADA_SETTINGS = {
+    "scheduling_period": 0.1,
+    "executor_sync_interval": 0.2,
+    "lease_timeout": 30,
+    "heartbeat_seconds": 2,
+}
 NODES = "2x2x2Gi"
 #: What a worker logs (to its scheduler's output) each time it retries a call to the
 #: Execution API it could not make, and what an API server logs on a task's heartbeat.
@@ -73,7 +82,7 @@ EXECUTOR_ID = "armada-executor"
 #: conf["gate"], a try stays in its worker after submitting until that file exists (a worker
 #: slow between submission and deferral), so a test can kill the scheduler, and the worker
 #: with it, while the task is there.
-DAG_FILE = '''
+DAG_FILE = """
 import os
 import time
 from datetime import datetime, timedelta
@@ -104,10 +113,11 @@ for dag_id, deferrable in (("armada_deployment", True), ("armada_deployment_bloc
                             "echo done try {{ ti.try_number }}"],
                 "resources": {"requests": {"cpu": "200m", "memory": "64Mi"},
                               "limits": {"cpu": "200m", "memory": "64Mi"}}}]})
-'''
+"""
 
 
 # --- processes ------------------------------------------------------------------------------
+
 
 def component(name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> Process:
     """One process of the deployment, in a session of its own; its output goes to
@@ -136,14 +146,25 @@ class ArmadaSide:
         log_name = f"{name}.{len(list(self.root.glob(f'{name}.*.log')))}"
         if name == "armada-server":
             component, address = start_server(
-                self._component, log_name, self.root, f"sqlite:///{self.root / 'armada.db'}",
-                **ARMADA_SETTINGS)
+                self._component,
+                log_name,
+                self.root,
+                f"sqlite:///{self.root / 'armada.db'}",
+                **ARMADA_SETTINGS,
+            )
             assert self.address in ("", address), f"restarted on {address}, not {self.address}"
             self.address = address
         else:
-            component = start_executor(self._component, log_name, self.address, "local",
-                                       self.root, NODES, sandbox=self.sandbox,
-                                       executor_id=EXECUTOR_ID)
+            component = start_executor(
+                self._component,
+                log_name,
+                self.address,
+                "local",
+                self.root,
+                NODES,
+                sandbox=self.sandbox,
+                executor_id=EXECUTOR_ID,
+            )
         self.components[name] = component
         return component
 
@@ -157,6 +178,7 @@ class ArmadaSide:
 
 
 # --- the deployment -------------------------------------------------------------------------
+
 
 @dataclass
 class Deployment:
@@ -184,8 +206,10 @@ class Deployment:
     def trigger(self, dag_id: str = DAG_ID, **conf: Any) -> str:
         """A run of `dag_id` (DAG_ID, deferrable, or BLOCKING_DAG_ID); its run id."""
         run_id = f"test-{uuid.uuid4().hex[:12]}"
-        answer = self.api.post(f"/api/v2/dags/{dag_id}/dagRuns",
-                               json={"dag_run_id": run_id, "logical_date": None, "conf": conf})
+        answer = self.api.post(
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            json={"dag_run_id": run_id, "logical_date": None, "conf": conf},
+        )
         answer.raise_for_status()
         self.dag_of[run_id] = dag_id
         return run_id
@@ -196,16 +220,21 @@ class Deployment:
         return answer.json()["state"]
 
     def task(self, run_id: str) -> dict[str, Any]:
-        answer = self.api.get(f"/api/v2/dags/{self.dag_of[run_id]}/dagRuns/{run_id}/"
-                              f"taskInstances/{TASK_ID}")
+        answer = self.api.get(
+            f"/api/v2/dags/{self.dag_of[run_id]}/dagRuns/{run_id}/taskInstances/{TASK_ID}"
+        )
         answer.raise_for_status()
         return answer.json()
 
     def task_log(self, run_id: str, try_number: int) -> str:
         """The try's task log, as the worker and the triggerer wrote it."""
         logs = self.root / "home" / "logs"
-        found = sorted(logs.glob(f"dag_id={self.dag_of[run_id]}/run_id={run_id}/"
-                                 f"task_id={TASK_ID}/attempt={try_number}.log*"))
+        found = sorted(
+            logs.glob(
+                f"dag_id={self.dag_of[run_id]}/run_id={run_id}/"
+                f"task_id={TASK_ID}/attempt={try_number}.log*"
+            )
+        )
         return "".join(p.read_text(errors="replace") for p in found)
 
     def api_ready(self) -> bool:
@@ -224,7 +253,8 @@ class Deployment:
         its runs."""
         dag_id = self.dag_of[run_id]
         states = self.armada.get_job_status_by_external_uri(
-            QUEUE, f"{dag_id}-{run_id}", f"airflow://{dag_id}/{run_id}/{TASK_ID}/-1")
+            QUEUE, f"{dag_id}-{run_id}", f"airflow://{dag_id}/{run_id}/{TASK_ID}/-1"
+        )
         return self.armada.get_job_details(list(states), expand_job_run=True) if states else {}
 
     def live(self, run_id: str) -> list[str]:
@@ -236,8 +266,9 @@ class Deployment:
         try:
             wait_until(condition, timeout, what, interval=0.3)
         except AssertionError as e:
-            tails = "\n".join(f"--- {c.name} ---\n{c.output()[-3000:]}"
-                              for c in self.components.values())
+            tails = "\n".join(
+                f"--- {c.name} ---\n{c.output()[-3000:]}" for c in self.components.values()
+            )
             raise AssertionError(f"{e}\n{tails}") from None
 
     def task_in(self, run_id: str, *states: str, try_number: int | None = None) -> bool:
@@ -250,23 +281,31 @@ class Deployment:
         has processed the exit of the worker that deferred it (an exit reported only after
         the trigger fired has the scheduler fail the try: by then the task is queued again,
         for its resume, and Airflow takes the exit for an external failure)."""
-        self.until(lambda: f"Armada job {job_id} is RUNNING" in self.task_log(run_id, try_number),
-                   "the try following the job")
+        self.until(
+            lambda: f"Armada job {job_id} is RUNNING" in self.task_log(run_id, try_number),
+            "the try following the job",
+        )
         if self.dag_of[run_id] == DAG_ID:
             self.deferring_worker_gone(run_id, try_number)
 
     def deferring_worker_gone(self, run_id: str, try_number: int) -> None:
         """Until the scheduler has processed the exit of the worker that deferred the try."""
-        exited = ("Received executor event with state success for task instance "
-                  f"TaskInstanceKey(dag_id='{DAG_ID}', task_id='{TASK_ID}', "
-                  f"run_id='{run_id}', try_number={try_number},")
-        self.until(lambda: exited in self.components["scheduler"].output(),
-                   "the deferring worker's exit processed")
+        exited = (
+            "Received executor event with state success for task instance "
+            f"TaskInstanceKey(dag_id='{DAG_ID}', task_id='{TASK_ID}', "
+            f"run_id='{run_id}', try_number={try_number},"
+        )
+        self.until(
+            lambda: exited in self.components["scheduler"].output(),
+            "the deferring worker's exit processed",
+        )
 
     def running_job(self, run_id: str) -> str:
         """Once the task has a job running: its id."""
-        self.until(lambda: any(d.state == submit_pb2.RUNNING
-                               for d in self.jobs(run_id).values()), "a job of the task running")
+        self.until(
+            lambda: any(d.state == submit_pb2.RUNNING for d in self.jobs(run_id).values()),
+            "a job of the task running",
+        )
         [job_id] = [j for j, d in self.jobs(run_id).items() if d.state == submit_pb2.RUNNING]
         return job_id
 
@@ -283,15 +322,19 @@ class Deployment:
         assert list(jobs) == [job_id]
         assert jobs[job_id].state == submit_pb2.SUCCEEDED
         assert [(r.cluster, r.state) for r in jobs[job_id].job_runs] == [
-            (EXECUTOR_ID, job_pb2.RUN_STATE_SUCCEEDED)]
+            (EXECUTOR_ID, job_pb2.RUN_STATE_SUCCEEDED)
+        ]
         assert_never_two_live(jobs)
         assert "done try 1" in self.task_log(run_id, try_number)
 
 
 def _free_of_airflow(environ: dict[str, str]) -> dict[str, str]:
     """The test process's environment without its own Airflow settings (conftest's)."""
-    return {k: v for k, v in environ.items()
-            if not (k.startswith("AIRFLOW") or k.startswith("_AIRFLOW"))}
+    return {
+        k: v
+        for k, v in environ.items()
+        if not (k.startswith("AIRFLOW") or k.startswith("_AIRFLOW"))
+    }
 
 
 def _tear_down(components: dict[str, Process], *marks: Path) -> None:
@@ -303,8 +346,9 @@ def _tear_down(components: dict[str, Process], *marks: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def deployment(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[Deployment]:
+def deployment(
+    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     root = tmp_path_factory.mktemp("deployment")
     home, dags, sandbox = root / "home", root / "dags", root / "pods"
     for d in (home, dags, sandbox):
@@ -358,40 +402,61 @@ def deployment(postgres_server: PostgresServer, tmp_path_factory: pytest.TempPat
             "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "5",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW_CONN_ARMADA_DEFAULT": json.dumps(
-                {"conn_type": "armada", "host": host, "port": int(port)}),
+                {"conn_type": "armada", "host": host, "port": int(port)}
+            ),
         }
-        migrate = subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, cwd=root,
-                                 capture_output=True, text=True, timeout=300)
+        migrate = subprocess.run(
+            [str(BIN / "airflow"), "db", "migrate"],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
-        api = cleanup.enter_context(httpx.Client(base_url=f"http://127.0.0.1:{api_port}",
-                                                 timeout=30))
+        api = cleanup.enter_context(
+            httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30)
+        )
         deployment = Deployment(root, env, api, armada, components, armada_side)
         for name in ("api-server", "scheduler", "dag-processor", "triggerer"):
             deployment.start(name)
 
         deployment.until(deployment.api_ready, "the API server", timeout=180)
-        deployment.until(lambda: all(api.get(f"/api/v2/dags/{dag_id}").status_code == 200
-                                     for dag_id in (DAG_ID, BLOCKING_DAG_ID)),
-                         "the DAGs parsed", timeout=180)
-        deployment.until(lambda: all(
-            part.get("status") == "healthy"
-            for part in api.get("/api/v2/monitor/health").json().values()),
-            "every component healthy", timeout=180)
+        deployment.until(
+            lambda: all(
+                api.get(f"/api/v2/dags/{dag_id}").status_code == 200
+                for dag_id in (DAG_ID, BLOCKING_DAG_ID)
+            ),
+            "the DAGs parsed",
+            timeout=180,
+        )
+        deployment.until(
+            lambda: all(
+                part.get("status") == "healthy"
+                for part in api.get("/api/v2/monitor/health").json().values()
+            ),
+            "every component healthy",
+            timeout=180,
+        )
         yield deployment
 
 
 def assert_never_two_live(jobs: dict[str, job_pb2.JobDetails]) -> None:
     """No two jobs of the task were live (submitted, not yet ended) at the same time."""
-    spans = sorted((d.submitted_ts.ToNanoseconds(), d.last_transition_ts.ToNanoseconds(), j)
-                   for j, d in jobs.items())
+    spans = sorted(
+        (d.submitted_ts.ToNanoseconds(), d.last_transition_ts.ToNanoseconds(), j)
+        for j, d in jobs.items()
+    )
     for (_, end, first), (start, _, second) in itertools.pairwise(spans):
         assert end <= start, f"jobs {first} and {second} of one task were live at once"
 
 
 # --- the scenarios --------------------------------------------------------------------------
 
-def test_a_triggerer_killed_while_the_task_is_deferred(deployment: Deployment,
-                                                       tmp_path: Path) -> None:
+
+def test_a_triggerer_killed_while_the_task_is_deferred(
+    deployment: Deployment, tmp_path: Path
+) -> None:
     """SIGKILL the triggerer, let the job end meanwhile, start a new one: the new triggerer
     rebuilds the trigger, finds the job's end, and the task completes on its one job."""
     release = tmp_path / "release"
@@ -400,14 +465,17 @@ def test_a_triggerer_killed_while_the_task_is_deferred(deployment: Deployment,
     deployment.followed(run_id, job_id)
     deployment.components["triggerer"].kill(tree=True)
     release.touch()
-    deployment.until(lambda: deployment.jobs(run_id)[job_id].state == submit_pb2.SUCCEEDED,
-                     "the job done while no triggerer runs")
+    deployment.until(
+        lambda: deployment.jobs(run_id)[job_id].state == submit_pb2.SUCCEEDED,
+        "the job done while no triggerer runs",
+    )
     deployment.start("triggerer")
     deployment.succeeded_on(run_id, job_id)
 
 
-def test_a_scheduler_killed_with_the_worker_running_the_task(deployment: Deployment,
-                                                            tmp_path: Path) -> None:
+def test_a_scheduler_killed_with_the_worker_running_the_task(
+    deployment: Deployment, tmp_path: Path
+) -> None:
     """SIGKILL the scheduler (its LocalExecutor workers and the task process with it) while
     the task is in its worker, its job submitted; start a new one. The orphaned task runs
     again and its next try reattaches to the job: one job, and the task succeeds."""
@@ -418,8 +486,9 @@ def test_a_scheduler_killed_with_the_worker_running_the_task(deployment: Deploym
     deployment.components["scheduler"].kill(tree=True)
     gate.touch()
     deployment.start("scheduler")
-    deployment.until(lambda: deployment.task_in(run_id, "deferred", try_number=2),
-                     "the next try deferred")
+    deployment.until(
+        lambda: deployment.task_in(run_id, "deferred", try_number=2), "the next try deferred"
+    )
     assert deployment.live(run_id) == [job_id]
     deployment.deferring_worker_gone(run_id, try_number=2)
     release.touch()
@@ -434,11 +503,14 @@ def test_a_running_task_cleared(deployment: Deployment, tmp_path: Path) -> None:
     run_id = deployment.trigger(release=str(release))
     first = deployment.running_job(run_id)
     deployment.followed(run_id, first)
-    cleared = deployment.api.post(f"/api/v2/dags/{DAG_ID}/clearTaskInstances", json={
-        "dry_run": False, "dag_run_id": run_id, "task_ids": [TASK_ID], "only_failed": False})
+    cleared = deployment.api.post(
+        f"/api/v2/dags/{DAG_ID}/clearTaskInstances",
+        json={"dry_run": False, "dag_run_id": run_id, "task_ids": [TASK_ID], "only_failed": False},
+    )
     cleared.raise_for_status()
-    deployment.until(lambda: len(deployment.jobs(run_id)) == 2 and deployment.live(run_id),
-                     "the next try's job")
+    deployment.until(
+        lambda: len(deployment.jobs(run_id)) == 2 and deployment.live(run_id), "the next try's job"
+    )
     [second] = [j for j in deployment.jobs(run_id) if j != first]
     deployment.followed(run_id, second, try_number=2)
     release.touch()
@@ -447,8 +519,10 @@ def test_a_running_task_cleared(deployment: Deployment, tmp_path: Path) -> None:
     assert (ti["state"], ti["try_number"]) == ("success", 2)
     jobs = deployment.jobs(run_id)
     assert set(jobs) == {first, second}
-    assert (jobs[first].state, jobs[first].cancel_reason) == \
-        (submit_pb2.CANCELLED, "Airflow task killed (try 1)")
+    assert (jobs[first].state, jobs[first].cancel_reason) == (
+        submit_pb2.CANCELLED,
+        "Airflow task killed (try 1)",
+    )
     assert jobs[second].state == submit_pb2.SUCCEEDED
     assert_never_two_live(jobs)
 
@@ -461,22 +535,26 @@ def test_a_running_task_marked_failed(deployment: Deployment, tmp_path: Path) ->
     deployment.followed(run_id, job_id)
     marked = deployment.api.patch(
         f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK_ID}",
-        json={"new_state": "failed"})
+        json={"new_state": "failed"},
+    )
     marked.raise_for_status()
     assert deployment.task(run_id)["state"] == "failed"
     deployment.until(lambda: not deployment.live(run_id), "the job ended", timeout=30)
     deployment.until(lambda: deployment.run_state(run_id) == "failed", "the run failed")
     jobs = deployment.jobs(run_id)
     assert list(jobs) == [job_id]
-    assert (jobs[job_id].state, jobs[job_id].cancel_reason) == \
-        (submit_pb2.CANCELLED, "Airflow task killed (try 1)")
+    assert (jobs[job_id].state, jobs[job_id].cancel_reason) == (
+        submit_pb2.CANCELLED,
+        "Airflow task killed (try 1)",
+    )
     ti = deployment.task(run_id)
     assert (ti["state"], ti["try_number"]) == ("failed", 1)
     assert_never_two_live(jobs)
 
 
-def test_the_armada_executor_killed_while_the_job_runs(deployment: Deployment,
-                                                      tmp_path: Path) -> None:
+def test_the_armada_executor_killed_while_the_job_runs(
+    deployment: Deployment, tmp_path: Path
+) -> None:
     """SIGKILL `armada-executor` while the deferred task's job runs (its pod runs on) and
     start it again: it adopts the pod, which finishes, and the task succeeds on its one job
     and that job's one run."""
@@ -492,8 +570,9 @@ def test_the_armada_executor_killed_while_the_job_runs(deployment: Deployment,
     deployment.succeeded_on(run_id, job_id)  # the pod's output after adoption in the log
 
 
-def test_the_armada_server_killed_while_the_job_runs(deployment: Deployment,
-                                                    tmp_path: Path) -> None:
+def test_the_armada_server_killed_while_the_job_runs(
+    deployment: Deployment, tmp_path: Path
+) -> None:
     """SIGKILL `armada-server` while the deferred task's job runs and start it again on the
     same database and address: the trigger's event stream, broken meanwhile, resumes, the
     job runs on, and the task succeeds on its one job and that job's one run."""
@@ -502,20 +581,27 @@ def test_the_armada_server_killed_while_the_job_runs(deployment: Deployment,
     job_id = deployment.running_job(run_id)
     deployment.followed(run_id, job_id)
     deployment.components["armada-server"].kill(tree=True)
-    deployment.until(lambda: "Armada event stream: event stream failed"
-                     in deployment.task_log(run_id, 1), "the trigger's event stream broken",
-                     timeout=30)
+    deployment.until(
+        lambda: "Armada event stream: event stream failed" in deployment.task_log(run_id, 1),
+        "the trigger's event stream broken",
+        timeout=30,
+    )
     deployment.start("armada-server")
-    deployment.until(lambda: re.search(r"Armada event stream: event stream (is back|reopened)",
-                                       deployment.task_log(run_id, 1)),
-                     "the trigger's event stream resumed", timeout=30)
+    deployment.until(
+        lambda: re.search(
+            r"Armada event stream: event stream (is back|reopened)", deployment.task_log(run_id, 1)
+        ),
+        "the trigger's event stream resumed",
+        timeout=30,
+    )
     assert deployment.live(run_id) == [job_id]
     release.touch()
     deployment.succeeded_on(run_id, job_id)
 
 
-def test_the_api_server_killed_while_a_worker_waits_on_the_job(deployment: Deployment,
-                                                               tmp_path: Path) -> None:
+def test_the_api_server_killed_while_a_worker_waits_on_the_job(
+    deployment: Deployment, tmp_path: Path
+) -> None:
     """The task not deferrable: its worker waits for the job, heartbeating to the API server
     through the Execution API. SIGKILL the API server: the worker's heartbeat fails and is
     retried. Start it again: the heartbeat gets through, the worker's wait never noticed,
@@ -527,20 +613,27 @@ def test_the_api_server_killed_while_a_worker_waits_on_the_job(deployment: Deplo
     worker = deployment.components["scheduler"]  # (its LocalExecutor workers log there)
     retried = worker.output().count(EXECUTION_API_RETRY)
     deployment.components["api-server"].kill(tree=True)
-    deployment.until(lambda: worker.output().count(EXECUTION_API_RETRY) > retried,
-                     "the worker's heartbeat retried", timeout=60)
+    deployment.until(
+        lambda: worker.output().count(EXECUTION_API_RETRY) > retried,
+        "the worker's heartbeat retried",
+        timeout=60,
+    )
     api_server = deployment.start("api-server")
     deployment.until(deployment.api_ready, "the API server back", timeout=180)
-    deployment.until(lambda: HEARTBEAT.search(api_server.output()),
-                     "the worker's heartbeat through to the new API server", timeout=60)
+    deployment.until(
+        lambda: HEARTBEAT.search(api_server.output()),
+        "the worker's heartbeat through to the new API server",
+        timeout=60,
+    )
     assert deployment.task_in(run_id, "running", try_number=1)
     assert deployment.live(run_id) == [job_id]
     release.touch()
     deployment.succeeded_on(run_id, job_id)
 
 
-def test_the_api_server_killed_while_the_task_is_deferred(deployment: Deployment,
-                                                          tmp_path: Path) -> None:
+def test_the_api_server_killed_while_the_task_is_deferred(
+    deployment: Deployment, tmp_path: Path
+) -> None:
     """SIGKILL the API server while the task is deferred and let the job end meanwhile: the
     trigger (its triggerer reaches the metadata database without the API server) sees the
     end, and the worker resuming the task waits for the API server, retrying. Start it
@@ -553,18 +646,24 @@ def test_the_api_server_killed_while_the_task_is_deferred(deployment: Deployment
     retried = worker.output().count(EXECUTION_API_RETRY)
     deployment.components["api-server"].kill(tree=True)
     release.touch()
-    deployment.until(lambda: deployment.jobs(run_id)[job_id].state == submit_pb2.SUCCEEDED,
-                     "the job done while no API server runs")
-    deployment.until(lambda: worker.output().count(EXECUTION_API_RETRY) > retried,
-                     "the resuming worker's call retried", timeout=60)
+    deployment.until(
+        lambda: deployment.jobs(run_id)[job_id].state == submit_pb2.SUCCEEDED,
+        "the job done while no API server runs",
+    )
+    deployment.until(
+        lambda: worker.output().count(EXECUTION_API_RETRY) > retried,
+        "the resuming worker's call retried",
+        timeout=60,
+    )
     deployment.start("api-server")
     deployment.until(deployment.api_ready, "the API server back", timeout=180)
     deployment.succeeded_on(run_id, job_id)
 
 
 @pytest.mark.parametrize("dag_id", [DAG_ID, BLOCKING_DAG_ID])
-def test_the_dag_processor_killed_while_the_job_runs(deployment: Deployment, tmp_path: Path,
-                                                    dag_id: str) -> None:
+def test_the_dag_processor_killed_while_the_job_runs(
+    deployment: Deployment, tmp_path: Path, dag_id: str
+) -> None:
     """SIGKILL the DAG processor (and its parsing processes) while the task's job runs,
     deferred or waited on in its worker, and start it again: the DAG is parsed anew, the
     task goes on at its first try, and succeeds on its one job."""

@@ -18,8 +18,12 @@ PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 def conn(**kwargs) -> Connection:  # type: ignore[no-untyped-def]
     extra = kwargs.pop("extra", None)
-    return Connection(conn_id="a", conn_type="armada",
-                      extra=json.dumps(extra) if extra is not None else None, **kwargs)
+    return Connection(
+        conn_id="a",
+        conn_type="armada",
+        extra=json.dumps(extra) if extra is not None else None,
+        **kwargs,
+    )
 
 
 def test_host_and_port() -> None:
@@ -41,10 +45,20 @@ def test_basic_and_bearer_authentication() -> None:
 def test_tls_certificates_and_channel_options(tmp_path) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_text(PEM)
-    config = config_from_connection(conn(host="h", extra={
-        "tls": "true", "ca_cert": str(ca), "client_cert": PEM, "client_key": PEM,
-        "timeout": "12", "logs_address": "logs:1",
-        "channel_options": '{"grpc.max_receive_message_length": 1024}'}))
+    config = config_from_connection(
+        conn(
+            host="h",
+            extra={
+                "tls": "true",
+                "ca_cert": str(ca),
+                "client_cert": PEM,
+                "client_key": PEM,
+                "timeout": "12",
+                "logs_address": "logs:1",
+                "channel_options": '{"grpc.max_receive_message_length": 1024}',
+            },
+        )
+    )
     assert config.tls and config.root_certificates == PEM.encode()
     assert config.certificate_chain == config.private_key == PEM.encode()
     assert config.timeout == 12.0 and config.logs_address == "logs:1"
@@ -67,7 +81,8 @@ def test_provider_info_matches_airflows_schema_and_hook() -> None:
     assert conn_type["connection-type"] == ArmadaHook.conn_type == "armada"
     assert conn_type["hook-class-name"] == "airflow_armada.hooks.armada.ArmadaHook"
     assert {"tls", "token", "ca_cert", "channel_options", "job_url_template"} <= set(
-        conn_type["conn-fields"])
+        conn_type["conn-fields"]
+    )
 
 
 @pytest.mark.usefixtures("airflow_db", "armada")

@@ -48,12 +48,15 @@ def test_a_job_succeeds_and_returns_its_result(mode, client, capfd) -> None:
     assert submitted_jobs(client, job_set_of(dr)) == [job_id]
     assert task_instance(dr, "hello").try_number == 1
     uri = f"airflow://armada_single_{mode}/{dr.run_id}/hello/-1"
-    assert client.get_job_status_by_external_uri(QUEUE, job_set_of(dr), uri) == \
-        {job_id: submit_pb2.SUCCEEDED}
+    assert client.get_job_status_by_external_uri(QUEUE, job_set_of(dr), uri) == {
+        job_id: submit_pb2.SUCCEEDED
+    }
     spec = client.get_job_details([job_id], expand_job_spec=True)[job_id].job_spec
     assert spec.annotations["airflow.apache.org/try-number"] == "1"
-    assert (spec.annotations[ATTEMPT_ANNOTATION], spec.annotations[GENERATION_ANNOTATION]) == \
-        ("0", "0")
+    assert (spec.annotations[ATTEMPT_ANNOTATION], spec.annotations[GENERATION_ANNOTATION]) == (
+        "0",
+        "0",
+    )
     out = capfd.readouterr().out
     assert f"[job {job_id}] hello from armada" in out
     assert f"[job {job_id}] second line" in out
@@ -82,8 +85,7 @@ def test_an_elastic_pod_group(client, capfd) -> None:
     assert len(set(ids)) == 5  # the coordinator and every worker up to the maximum
     details = client.get_job_details(ids, expand_job_spec=True)
     annotations = [dict(details[i].job_spec.annotations) for i in ids]
-    assert [a["armadaproject.io/gangRole"] for a in annotations] == \
-        ["coordinator"] + ["worker"] * 4
+    assert [a["armadaproject.io/gangRole"] for a in annotations] == ["coordinator"] + ["worker"] * 4
     assert [a["armadaproject.io/gangRoleMinimum"] for a in annotations] == ["1"] + ["2"] * 4
     assert len({a["armadaproject.io/gangId"] for a in annotations}) == 1
     assert {a["armadaproject.io/gangCardinality"] for a in annotations} == {"5"}
@@ -117,11 +119,22 @@ def test_an_infrastructure_failure_is_retried_by_airflow(client, capfd) -> None:
 
     def preempt() -> str:
         victim = wait_until_running(client, job_set)
-        urgent = {"containers": [{"name": "main", "command": ["sleep", "1"], "resources": {
-            "requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}}],
-            "nodeSelector": {"role": "victim"}}
-        client.submit_jobs(QUEUE, f"urgent-{uuid.uuid4()}",
-                           [job_item(urgent, priority_class="high")])
+        urgent = {
+            "containers": [
+                {
+                    "name": "main",
+                    "command": ["sleep", "1"],
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "64Mi"},
+                        "limits": {"cpu": "1", "memory": "64Mi"},
+                    },
+                }
+            ],
+            "nodeSelector": {"role": "victim"},
+        }
+        client.submit_jobs(
+            QUEUE, f"urgent-{uuid.uuid4()}", [job_item(urgent, priority_class="high")]
+        )
         return victim
 
     helper = Background(preempt)
@@ -144,16 +157,19 @@ def test_a_server_side_retry_is_waited_through(client, tmp_path) -> None:
     try:
         client.get_retry_policy("airflow-oom")
     except NotFound:
-        client.create_retry_policy(load_policy("""
+        client.create_retry_policy(
+            load_policy("""
 kind: RetryPolicy
 metadata: {name: airflow-oom}
 spec:
   retryLimit: 2
   rules:
     - {action: Retry, onConditions: [OOMKilled]}
-"""))
-    dr = run_dag("armada_server_retry",
-                 conf={"policy": "airflow-oom", "marker": str(tmp_path / "ran-once")})
+""")
+        )
+    dr = run_dag(
+        "armada_server_retry", conf={"policy": "airflow-oom", "marker": str(tmp_path / "ran-once")}
+    )
     assert dr.state == "success"
     assert task_instance(dr, "oom_once").try_number == 1
     result = xcom(dr, "oom_once")
@@ -187,8 +203,7 @@ def test_a_killed_task_cancels_its_job(client: ArmadaClient, capfd) -> None:
     ti = task_instance(dr, "sleeper")
     assert (ti.state, ti.try_number) == ("failed", 1)
     assert submitted_jobs(client, job_set) == [job_id]
-    assert client.get_job_details([job_id])[job_id].cancel_reason == \
-        "Airflow task killed (try 1)"
+    assert client.get_job_details([job_id])[job_id].cancel_reason == "Airflow task killed (try 1)"
     assert f"Task killed: cancelling Armada jobs {job_id}" in capfd.readouterr().out
 
 
@@ -205,8 +220,7 @@ def test_a_worker_crash_after_submission_reattaches(dag_id, client, capfd) -> No
     assert f"Reattaching to Armada job(s) {job_id}" in out
 
 
-def test_a_reattached_job_that_fails_is_reported_not_resubmitted(client, tmp_path,
-                                                                  capfd) -> None:
+def test_a_reattached_job_that_fails_is_reported_not_resubmitted(client, tmp_path, capfd) -> None:
     dr = run_dag("armada_crash_then_user_error", conf={"marker": str(tmp_path / "go")})
     assert dr.state == "failed"
     ti = task_instance(dr, "crashy")
@@ -251,14 +265,16 @@ def test_a_bad_pod_spec_is_rejected_before_submission(client, capfd) -> None:
     assert "did you mean image?" in out
 
 
-def jobs_of_task(client: ArmadaClient, job_set_id: str, dag_id: str, task_id: str
-                 ) -> list[str]:
+def jobs_of_task(client: ArmadaClient, job_set_id: str, dag_id: str, task_id: str) -> list[str]:
     """Every job the server holds for one logical task, found by its Airflow annotations."""
     ids = submitted_jobs(client, job_set_id)
     details = client.get_job_details(ids, expand_job_spec=True) if ids else {}
-    return [i for i in ids
-            if details[i].job_spec.annotations["airflow.apache.org/dag-id"] == dag_id
-            and details[i].job_spec.annotations["airflow.apache.org/task-id"] == task_id]
+    return [
+        i
+        for i in ids
+        if details[i].job_spec.annotations["airflow.apache.org/dag-id"] == dag_id
+        and details[i].job_spec.annotations["airflow.apache.org/task-id"] == task_id
+    ]
 
 
 def test_a_cleared_task_runs_a_new_job_on_its_next_try(client, capfd) -> None:
@@ -269,8 +285,10 @@ def test_a_cleared_task_runs_a_new_job_on_its_next_try(client, capfd) -> None:
     ti = task_instance(dr, "dies")
     assert (ti.state, ti.try_number) == ("success", 2)
     first, second = jobs_of_task(client, job_set_of(dr), "armada_dies_when_jobs_end", "dies")
-    assert client.get_job_status([first, second]) == {first: submit_pb2.CANCELLED,
-                                                      second: submit_pb2.SUCCEEDED}
+    assert client.get_job_status([first, second]) == {
+        first: submit_pb2.CANCELLED,
+        second: submit_pb2.SUCCEEDED,
+    }
     assert xcom(dr, "dies")["job_ids"] == [second]
     details = client.get_job_details([second], expand_job_spec=True)[second].job_spec
     assert details.annotations[GENERATION_ANNOTATION] == "1"
@@ -287,11 +305,22 @@ def test_a_try_after_an_unseen_preemption_submits_a_new_job(client) -> None:
 
     def preempt() -> str:
         victim = wait_until_running(client, job_set)
-        urgent = {"containers": [{"name": "main", "command": ["sleep", "1"], "resources": {
-            "requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}}],
-            "nodeSelector": {"role": "victim"}}
-        client.submit_jobs(QUEUE, f"urgent-{uuid.uuid4()}",
-                           [job_item(urgent, priority_class="high")])
+        urgent = {
+            "containers": [
+                {
+                    "name": "main",
+                    "command": ["sleep", "1"],
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "64Mi"},
+                        "limits": {"cpu": "1", "memory": "64Mi"},
+                    },
+                }
+            ],
+            "nodeSelector": {"role": "victim"},
+        }
+        client.submit_jobs(
+            QUEUE, f"urgent-{uuid.uuid4()}", [job_item(urgent, priority_class="high")]
+        )
         return victim
 
     helper = Background(preempt)
@@ -302,12 +331,13 @@ def test_a_try_after_an_unseen_preemption_submits_a_new_job(client) -> None:
     assert task_instance(dr, "dies").try_number == 2
     first, second = jobs_of_task(client, job_set, "armada_dies_when_jobs_end", "dies")
     assert first == victim
-    assert client.get_job_status([first, second]) == {first: submit_pb2.PREEMPTED,
-                                                      second: submit_pb2.SUCCEEDED}
+    assert client.get_job_status([first, second]) == {
+        first: submit_pb2.PREEMPTED,
+        second: submit_pb2.SUCCEEDED,
+    }
 
 
-def test_the_same_try_after_a_crash_reattaches_to_its_running_job(client, tmp_path,
-                                                                   capfd) -> None:
+def test_the_same_try_after_a_crash_reattaches_to_its_running_job(client, tmp_path, capfd) -> None:
     dr = run_dag("armada_same_try_again", conf={"marker": str(tmp_path / "go")})
     assert dr.state == "success"
     assert task_instance(dr, "again").try_number == 1
@@ -317,18 +347,20 @@ def test_the_same_try_after_a_crash_reattaches_to_its_running_job(client, tmp_pa
 
 
 def test_the_same_try_after_its_job_was_cancelled_submits_under_a_new_client_id(
-        client, tmp_path) -> None:
+    client, tmp_path
+) -> None:
     dr = run_dag("armada_same_try_again", conf={"marker": str(tmp_path / "go"), "kill": True})
     assert dr.state == "success"
     assert task_instance(dr, "again").try_number == 1
     first, second = jobs_of_task(client, job_set_of(dr), "armada_same_try_again", "again")
-    assert client.get_job_status([first, second]) == {first: submit_pb2.CANCELLED,
-                                                      second: submit_pb2.SUCCEEDED}
+    assert client.get_job_status([first, second]) == {
+        first: submit_pb2.CANCELLED,
+        second: submit_pb2.SUCCEEDED,
+    }
     assert xcom(dr, "again")["job_ids"] == [second]
 
 
-def test_a_kill_of_an_earlier_try_reaching_the_job_late_starts_it_again(client,
-                                                                           capfd) -> None:
+def test_a_kill_of_an_earlier_try_reaching_the_job_late_starts_it_again(client, capfd) -> None:
     """A cleared deferred task: the next try may find the job before the triggerer cancels it
     for the old try. The cancellation is the old try's (its reason says so): the new try
     submits a new job instead of failing as if someone else had cancelled it."""
@@ -338,8 +370,10 @@ def test_a_kill_of_an_earlier_try_reaching_the_job_late_starts_it_again(client,
     assert (ti.state, ti.try_number) == ("success", 2)
     first, second = submitted_jobs(client, job_set_of(dr))
     details = client.get_job_details([first, second])
-    assert (details[first].state, details[first].cancel_reason) == \
-        (submit_pb2.CANCELLED, "Airflow task killed (try 1)")
+    assert (details[first].state, details[first].cancel_reason) == (
+        submit_pb2.CANCELLED,
+        "Airflow task killed (try 1)",
+    )
     assert details[second].state == submit_pb2.SUCCEEDED
     assert xcom(dr, "late")["job_ids"] == [second]
     assert "cancelled by the kill of an earlier try" in capfd.readouterr().out
@@ -353,8 +387,12 @@ def test_a_successful_task_run_again_runs_a_new_job(client, capfd) -> None:
     [first], [second] = result["first"]["job_ids"], result["second"]["job_ids"]
     assert first != second
     assert submitted_jobs(client, job_set_of(dr)) == [first, second]
-    attempts = [client.get_job_details([j], expand_job_spec=True)[j].job_spec
-                .annotations[ATTEMPT_ANNOTATION] for j in (first, second)]
+    attempts = [
+        client.get_job_details([j], expand_job_spec=True)[j].job_spec.annotations[
+            ATTEMPT_ANNOTATION
+        ]
+        for j in (first, second)
+    ]
     assert attempts == ["0", "1"]
 
 
@@ -363,9 +401,19 @@ def test_a_waiting_job_says_why_in_the_task_log(mode, client, capfd) -> None:
     """The only node the job fits on is busy until its task log has said why it waits (the
     scheduler's reason: no room on the matching node)."""
     blocker_set = f"blocker-{uuid.uuid4()}"
-    blocker = {"containers": [{"name": "main", "command": ["sleep", "120"], "resources": {
-        "requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}}],
-        "nodeSelector": {"role": "victim"}}
+    blocker = {
+        "containers": [
+            {
+                "name": "main",
+                "command": ["sleep", "120"],
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "64Mi"},
+                    "limits": {"cpu": "1", "memory": "64Mi"},
+                },
+            }
+        ],
+        "nodeSelector": {"role": "victim"},
+    }
     [blocking] = client.submit_jobs(QUEUE, blocker_set, [job_item(blocker, priority_class="high")])
     wait_until_running(client, blocker_set)
     said = re.compile(r"Armada job (\w+) QUEUED \w+: .*matching nodes?\b.*")
@@ -395,10 +443,15 @@ def test_one_identity_for_every_try_of_a_task_instance() -> None:
     identity = task_identity("d", "manual__2024", "t", -1)
     assert identity.external_job_uri == "airflow://d/manual__2024/t/-1"
     assert identity.client_id() == task_identity("d", "manual__2024", "t", -1).client_id()
-    ids = {task_identity("d", "r", "t", -1, attempt).client_id(generation)
-           for attempt in (0, 1) for generation in (0, 1)}
-    ids |= {task_identity("d", "r", "t", 0).client_id(), task_identity("d", "r2", "t", -1)
-            .client_id()}
+    ids = {
+        task_identity("d", "r", "t", -1, attempt).client_id(generation)
+        for attempt in (0, 1)
+        for generation in (0, 1)
+    }
+    ids |= {
+        task_identity("d", "r", "t", 0).client_id(),
+        task_identity("d", "r2", "t", -1).client_id(),
+    }
     assert len(ids) == 6
 
 

@@ -20,16 +20,29 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("airflow_db", "armada")]
 
 
 def pod(script: str) -> dict:
-    return {"containers": [{"name": "main", "command": ["sh", "-c", script], "resources": {
-        "requests": {"cpu": "200m", "memory": "64Mi"},
-        "limits": {"cpu": "200m", "memory": "64Mi"}}}]}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "command": ["sh", "-c", script],
+                "resources": {
+                    "requests": {"cpu": "200m", "memory": "64Mi"},
+                    "limits": {"cpu": "200m", "memory": "64Mi"},
+                },
+            }
+        ]
+    }
 
 
 def start(runner: TriggerRunner, trigger_id: int, trigger: ArmadaJobTrigger) -> asyncio.Task:
     """What TriggerRunner.create_triggers does once it has built the trigger."""
     task = asyncio.create_task(runner.run_trigger(trigger_id, trigger))
-    runner.triggers[trigger_id] = {"task": task, "name": f"armada-{trigger_id}", "events": 0,
-                                   "is_watcher": False}
+    runner.triggers[trigger_id] = {
+        "task": task,
+        "name": f"armada-{trigger_id}",
+        "events": 0,
+        "is_watcher": False,
+    }
     return task
 
 
@@ -54,13 +67,17 @@ async def until_followed(capfd: pytest.CaptureFixture[str], job_ids: list[str]) 
     raise TimeoutError(job_ids)
 
 
-async def test_user_kill_of_a_deferred_task_cancels_the_job(client: ArmadaClient,
-                                                             capfd) -> None:
+async def test_user_kill_of_a_deferred_task_cancels_the_job(client: ArmadaClient, capfd) -> None:
     job_set = f"trigger-kill-{uuid.uuid4()}"
     ids = client.submit_jobs(QUEUE, job_set, [job_item(pod("sleep 120")) for _ in range(2)])
     runner = TriggerRunner()
-    task = start(runner, 1, ArmadaJobTrigger(queue=QUEUE, job_set_id=job_set, job_ids=ids,
-                                             log_interval=0.3, try_number=3))
+    task = start(
+        runner,
+        1,
+        ArmadaJobTrigger(
+            queue=QUEUE, job_set_id=job_set, job_ids=ids, log_interval=0.3, try_number=3
+        ),
+    )
     await until_followed(capfd, ids)
     runner.to_cancel.append(1)  # what the triggerer does when the user marks the task failed
     await runner.cancel_triggers()
@@ -71,14 +88,14 @@ async def test_user_kill_of_a_deferred_task_cancels_the_job(client: ArmadaClient
     assert results[ids[0]].cancel_reason == "Airflow task killed (try 3)"
 
 
-async def test_cancel_on_kill_false_leaves_the_job_running(client: ArmadaClient,
-                                                           capfd) -> None:
+async def test_cancel_on_kill_false_leaves_the_job_running(client: ArmadaClient, capfd) -> None:
     """cancel_on_kill=False survives serialization (the triggerer builds the trigger from its
     kwargs), and a user kill then leaves the job running."""
     job_set = f"trigger-keep-{uuid.uuid4()}"
     [job_id] = client.submit_jobs(QUEUE, job_set, [job_item(pod("sleep 120"))])
-    _, kwargs = ArmadaJobTrigger(queue=QUEUE, job_set_id=job_set, job_ids=[job_id],
-                                 log_interval=0.3, cancel_on_kill=False).serialize()
+    _, kwargs = ArmadaJobTrigger(
+        queue=QUEUE, job_set_id=job_set, job_ids=[job_id], log_interval=0.3, cancel_on_kill=False
+    ).serialize()
     assert kwargs["cancel_on_kill"] is False
     runner = TriggerRunner()
     task = start(runner, 1, ArmadaJobTrigger(**kwargs))
@@ -91,12 +108,12 @@ async def test_cancel_on_kill_false_leaves_the_job_running(client: ArmadaClient,
     client.cancel_jobs(QUEUE, job_set, [job_id], reason="test cleanup")
 
 
-async def test_a_triggerer_restart_leaves_the_job_running_and_resumes(
-        client: ArmadaClient) -> None:
+async def test_a_triggerer_restart_leaves_the_job_running_and_resumes(client: ArmadaClient) -> None:
     job_set = f"trigger-restart-{uuid.uuid4()}"
     [job_id] = client.submit_jobs(QUEUE, job_set, [job_item(pod("sleep 3; echo done"))])
-    trigger = ArmadaJobTrigger(queue=QUEUE, job_set_id=job_set, job_ids=[job_id],
-                               log_interval=0.3, poll_interval=0.5)
+    trigger = ArmadaJobTrigger(
+        queue=QUEUE, job_set_id=job_set, job_ids=[job_id], log_interval=0.3, poll_interval=0.5
+    )
     runner = TriggerRunner()
     task = start(runner, 1, trigger)
     await until_running(client, job_id)
@@ -111,4 +128,3 @@ async def test_a_triggerer_restart_leaves_the_job_running_and_resumes(
     event = await anext(revived.run())
     assert event.payload["outcome"] == "succeeded"
     assert event.payload["job_ids"] == [job_id]
-

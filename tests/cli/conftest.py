@@ -45,8 +45,9 @@ class Armada:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[EmbeddedServer]:
-    with EmbeddedServer(database_url=f"sqlite:///{tmp_path / 'armada.db'}",
-                        http_port=None, heartbeat_seconds=0.2) as running:
+    with EmbeddedServer(
+        database_url=f"sqlite:///{tmp_path / 'armada.db'}", http_port=None, heartbeat_seconds=0.2
+    ) as running:
         yield running
 
 

@@ -16,10 +16,20 @@ HEARTBEAT = 0.2
 
 def pod(cpu: str = "100m", memory: str = "64Mi", **extra: Any) -> dict[str, Any]:
     """A small pod spec in Kubernetes JSON shape."""
-    return {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "1"],
-                            "resources": {"requests": {"cpu": cpu, "memory": memory},
-                                          "limits": {"cpu": cpu, "memory": memory}}}],
-            **extra}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "command": ["sleep", "1"],
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": memory},
+                    "limits": {"cpu": cpu, "memory": memory},
+                },
+            }
+        ],
+        **extra,
+    }
 
 
 class Servers:
@@ -31,8 +41,12 @@ class Servers:
         self.current: EmbeddedServer | None = None
 
     def start(self, port: int | None = None) -> EmbeddedServer:
-        server = EmbeddedServer(database_url=self.url, port=self.port if port is None else port,
-                                heartbeat_seconds=HEARTBEAT, http_port=None).start()
+        server = EmbeddedServer(
+            database_url=self.url,
+            port=self.port if port is None else port,
+            heartbeat_seconds=HEARTBEAT,
+            http_port=None,
+        ).start()
         if port is None:
             self.port = server.server.port or 0
             self.current = server
@@ -83,7 +97,10 @@ def any_client(request: pytest.FixtureRequest, servers: Servers) -> Iterator[Any
     """Each scenario once with ArmadaClient and once with AsyncArmadaClient."""
     from .flavours import AsyncOnThread
 
-    c: Any = (ArmadaClient(servers.address, timeout=10) if request.param == "sync"
-              else AsyncOnThread(servers.address, timeout=10))
+    c: Any = (
+        ArmadaClient(servers.address, timeout=10)
+        if request.param == "sync"
+        else AsyncOnThread(servers.address, timeout=10)
+    )
     yield c
     c.close()

@@ -32,8 +32,10 @@ class AsyncOnThread:
         if inspect.iscoroutinefunction(attr):
             return lambda *a, **k: self.run(attr(*a, **k))
         if inspect.isasyncgenfunction(attr):
+
             async def collect(*a: Any, **k: Any) -> list[Any]:
                 return [m async for m in attr(*a, **k)]
+
             return lambda *a, **k: iter(self.run(collect(*a, **k)))
         return attr
 

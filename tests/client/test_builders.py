@@ -29,26 +29,49 @@ from .conftest import pod
 
 def v1_pod() -> k8s.V1PodSpec:
     return k8s.V1PodSpec(
-        containers=[k8s.V1Container(
-            name="main", image="python:3.11", command=["python", "-c", "print(1)"],
-            env=[k8s.V1EnvVar(name="A", value="1")],
-            resources=k8s.V1ResourceRequirements(requests={"cpu": "500m", "memory": "1Gi"},
-                                                 limits={"cpu": "1", "memory": "1Gi",
-                                                         "nvidia.com/gpu": "1"}),
-            liveness_probe=k8s.V1Probe(http_get=k8s.V1HTTPGetAction(port="http", path="/")),
-            ports=[k8s.V1ContainerPort(container_port=8080, name="http")],
-            volume_mounts=[k8s.V1VolumeMount(name="scratch", mount_path="/scratch")])],
-        volumes=[k8s.V1Volume(name="scratch",
-                              empty_dir=k8s.V1EmptyDirVolumeSource(size_limit="2Gi"))],
-        tolerations=[k8s.V1Toleration(key="gpu", operator="Exists", effect="NoExecute",
-                                      toleration_seconds=30)],
-        node_selector={"pool": "gpu"}, host_ipc=True, termination_grace_period_seconds=10,
-        affinity=k8s.V1Affinity(node_affinity=k8s.V1NodeAffinity(
-            required_during_scheduling_ignored_during_execution=k8s.V1NodeSelector(
-                node_selector_terms=[k8s.V1NodeSelectorTerm(match_expressions=[
-                    k8s.V1NodeSelectorRequirement(key="zone", operator="In",
-                                                  values=["a", "b"])])]))),
-        security_context=k8s.V1PodSecurityContext(run_as_user=1000, fs_group=2000))
+        containers=[
+            k8s.V1Container(
+                name="main",
+                image="python:3.11",
+                command=["python", "-c", "print(1)"],
+                env=[k8s.V1EnvVar(name="A", value="1")],
+                resources=k8s.V1ResourceRequirements(
+                    requests={"cpu": "500m", "memory": "1Gi"},
+                    limits={"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                ),
+                liveness_probe=k8s.V1Probe(http_get=k8s.V1HTTPGetAction(port="http", path="/")),
+                ports=[k8s.V1ContainerPort(container_port=8080, name="http")],
+                volume_mounts=[k8s.V1VolumeMount(name="scratch", mount_path="/scratch")],
+            )
+        ],
+        volumes=[
+            k8s.V1Volume(name="scratch", empty_dir=k8s.V1EmptyDirVolumeSource(size_limit="2Gi"))
+        ],
+        tolerations=[
+            k8s.V1Toleration(
+                key="gpu", operator="Exists", effect="NoExecute", toleration_seconds=30
+            )
+        ],
+        node_selector={"pool": "gpu"},
+        host_ipc=True,
+        termination_grace_period_seconds=10,
+        affinity=k8s.V1Affinity(
+            node_affinity=k8s.V1NodeAffinity(
+                required_during_scheduling_ignored_during_execution=k8s.V1NodeSelector(
+                    node_selector_terms=[
+                        k8s.V1NodeSelectorTerm(
+                            match_expressions=[
+                                k8s.V1NodeSelectorRequirement(
+                                    key="zone", operator="In", values=["a", "b"]
+                                )
+                            ]
+                        )
+                    ]
+                )
+            )
+        ),
+        security_context=k8s.V1PodSecurityContext(run_as_user=1000, fs_group=2000),
+    )
 
 
 def test_v1_pod_spec_converts_field_by_field() -> None:
@@ -89,27 +112,41 @@ def test_dict_yaml_and_proto_forms_agree() -> None:
 
 
 def test_times_and_bytes() -> None:
-    opts = to_message({"sinceTime": "2026-01-02T03:04:05Z", "tailLines": 10},
-                      core_v1_pb2.PodLogOptions)
+    opts = to_message(
+        {"sinceTime": "2026-01-02T03:04:05Z", "tailLines": 10}, core_v1_pb2.PodLogOptions
+    )
     assert opts.sinceTime.seconds == int(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp())
-    ks = to_message({"items": [{"key": "a", "path": "b", "mode": 0o644}]},
-                    core_v1_pb2.SecretVolumeSource)
+    ks = to_message(
+        {"items": [{"key": "a", "path": "b", "mode": 0o644}]}, core_v1_pb2.SecretVolumeSource
+    )
     assert ks.items[0].mode == 0o644
 
 
-@pytest.mark.parametrize(("spec", "path", "problem"), [
-    ({"containers": [{"name": "main", "imag": "x"}]}, "pod_spec.containers[0].imag",
-     "did you mean image?"),
-    ({"containers": {"name": "main"}}, "pod_spec.containers", "expected a list"),
-    ({"containers": [{"name": 3}]}, "pod_spec.containers[0].name", "expected a string"),
-    ({"hostIPC": "yes"}, "pod_spec.hostIPC", "expected true or false"),
-    ({"terminationGracePeriodSeconds": "10"}, "pod_spec.terminationGracePeriodSeconds",
-     "expected an integer"),
-    ({"containers": [{"name": "m", "resources": {"requests": {"cpu": [1]}}}]},
-     "pod_spec.containers[0].resources.requests[cpu]", "expected a quantity"),
-    ("containers: [", "pod_spec", "not valid YAML"),
-    ([1, 2], "pod_spec", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    ("spec", "path", "problem"),
+    [
+        (
+            {"containers": [{"name": "main", "imag": "x"}]},
+            "pod_spec.containers[0].imag",
+            "did you mean image?",
+        ),
+        ({"containers": {"name": "main"}}, "pod_spec.containers", "expected a list"),
+        ({"containers": [{"name": 3}]}, "pod_spec.containers[0].name", "expected a string"),
+        ({"hostIPC": "yes"}, "pod_spec.hostIPC", "expected true or false"),
+        (
+            {"terminationGracePeriodSeconds": "10"},
+            "pod_spec.terminationGracePeriodSeconds",
+            "expected an integer",
+        ),
+        (
+            {"containers": [{"name": "m", "resources": {"requests": {"cpu": [1]}}}]},
+            "pod_spec.containers[0].resources.requests[cpu]",
+            "expected a quantity",
+        ),
+        ("containers: [", "pod_spec", "not valid YAML"),
+        ([1, 2], "pod_spec", "expected a mapping"),
+    ],
+)
 def test_invalid_specs_name_the_field(spec, path: str, problem: str) -> None:
     with pytest.raises(SpecError) as raised:
         pod_spec(spec)
@@ -118,11 +155,19 @@ def test_invalid_specs_name_the_field(spec, path: str, problem: str) -> None:
 
 
 def test_job_item_sets_everything_and_checks_like_the_server() -> None:
-    item = job_item(v1_pod(), priority=3, namespace="team", priority_class="armada-preemptible",
-                    client_id="run-1", labels={"app": "x"}, annotations={"note": "hi"},
-                    retry_policy=["a", "b"], external_job_uri="airflow://dag/task/1",
-                    services=[{"type": "NodePort", "ports": [8080]}],
-                    ingress=[{"ports": [8080], "tlsEnabled": True}])
+    item = job_item(
+        v1_pod(),
+        priority=3,
+        namespace="team",
+        priority_class="armada-preemptible",
+        client_id="run-1",
+        labels={"app": "x"},
+        annotations={"note": "hi"},
+        retry_policy=["a", "b"],
+        external_job_uri="airflow://dag/task/1",
+        services=[{"type": "NodePort", "ports": [8080]}],
+        ingress=[{"ports": [8080], "tlsEnabled": True}],
+    )
     assert item.priority == 3 and item.namespace == "team" and item.client_id == "run-1"
     assert item.pod_specs[0].priorityClassName == "armada-preemptible"
     assert dict(item.labels) == {"app": "x"}
@@ -132,8 +177,9 @@ def test_job_item_sets_everything_and_checks_like_the_server() -> None:
     assert item.services[0].type == submit_pb2.NodePort
     assert item.ingress[0].tls_enabled
     # Server rules are checked before anything is sent, naming the field.
-    no_memory = {"containers": [{"name": "main", "image": "x",
-                                 "resources": {"requests": {"cpu": "1"}}}]}
+    no_memory = {
+        "containers": [{"name": "main", "image": "x", "resources": {"requests": {"cpu": "1"}}}]
+    }
     with pytest.raises(SpecError) as raised:
         job_item(no_memory)
     assert raised.value.path == "pod_specs[0].containers[0].resources.requests"
@@ -147,9 +193,16 @@ def test_job_item_sets_everything_and_checks_like_the_server() -> None:
 
 
 def test_gang_of_replicas() -> None:
-    items = gang_items(pod(), replicas=3, gang_id="g1", minimum_cardinality=2,
-                       node_uniformity_label="rack", max_hops=4, client_id="train",
-                       labels={"a": "b"})
+    items = gang_items(
+        pod(),
+        replicas=3,
+        gang_id="g1",
+        minimum_cardinality=2,
+        node_uniformity_label="rack",
+        max_hops=4,
+        client_id="train",
+        labels={"a": "b"},
+    )
     assert len(items) == 3
     for i, item in enumerate(items):
         assert item.annotations[ann.GANG_ID] == "g1"
@@ -174,17 +227,28 @@ def test_gang_of_different_specs() -> None:
     assert anonymous[0].client_id == ""
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"specs": [pod()], "replicas": 2}, "replicas: give either"),
-    ({"specs": pod()}, "replicas: a gang of one pod spec needs replicas"),
-    ({"specs": pod(), "replicas": 2, "minimum_cardinality": 3}, "minimum_cardinality"),
-    ({"specs": []}, "pod_specs: a gang needs at least one member"),
-    ({"specs": pod(), "replicas": 2, "max_hops": -1}, "max_hops: must be 0 (one node) or more"),
-    ({"specs": [pod(), {"containers": [{"name": "x", "bogus": 1}]}]},
-     "members[1].pod_spec.containers[0].bogus"),
-    ({"specs": [pod(), pod()], "priority_class": None,
-      "annotations": {ann.GANG_CARDINALITY: "x"}}, "gangCardinality"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"specs": [pod()], "replicas": 2}, "replicas: give either"),
+        ({"specs": pod()}, "replicas: a gang of one pod spec needs replicas"),
+        ({"specs": pod(), "replicas": 2, "minimum_cardinality": 3}, "minimum_cardinality"),
+        ({"specs": []}, "pod_specs: a gang needs at least one member"),
+        ({"specs": pod(), "replicas": 2, "max_hops": -1}, "max_hops: must be 0 (one node) or more"),
+        (
+            {"specs": [pod(), {"containers": [{"name": "x", "bogus": 1}]}]},
+            "members[1].pod_spec.containers[0].bogus",
+        ),
+        (
+            {
+                "specs": [pod(), pod()],
+                "priority_class": None,
+                "annotations": {ann.GANG_CARDINALITY: "x"},
+            },
+            "gangCardinality",
+        ),
+    ],
+)
 def test_gang_errors(kwargs, message: str) -> None:
     specs = kwargs.pop("specs")
     with pytest.raises(SpecError) as raised:
@@ -195,10 +259,16 @@ def test_gang_errors(kwargs, message: str) -> None:
 def test_pod_group_members_name_their_role_and_its_minimum() -> None:
     coordinator, worker = pod(cpu="1"), pod(cpu="2")
     items = pod_group_items(
-        [Role("coordinator", coordinator),
-         {"name": "worker", "minimum": 2, "maximum": 4, "podSpec": worker}],
-        client_id="train", node_uniformity_label="rack", max_hops=2, labels={"a": "b"},
-        annotations={"note": "hi"})
+        [
+            Role("coordinator", coordinator),
+            {"name": "worker", "minimum": 2, "maximum": 4, "podSpec": worker},
+        ],
+        client_id="train",
+        node_uniformity_label="rack",
+        max_hops=2,
+        labels={"a": "b"},
+        annotations={"note": "hi"},
+    )
     assert len(items) == 5
     assert [i.annotations[ann.GANG_ROLE] for i in items] == ["coordinator"] + ["worker"] * 4
     assert [i.annotations[ann.GANG_ROLE_MINIMUM] for i in items] == ["1"] + ["2"] * 4
@@ -214,12 +284,15 @@ def test_pod_group_members_name_their_role_and_its_minimum() -> None:
     assert all(i.pod_specs[0] == pod_spec(worker) for i in items[1:])
 
 
-@pytest.mark.parametrize(("role", "minimum", "maximum"), [
-    (Role("w", pod()), 1, 1),                         # one fixed member
-    (Role("w", pod(), minimum=3), 3, 3),              # maximum defaults to the minimum
-    (Role("w", pod(), maximum=4), 1, 4),              # minimum defaults to 1
-    ({"name": "w", "pod_spec": pod(), "minimum": "2", "maximum": "3"}, 2, 3),  # templated
-])
+@pytest.mark.parametrize(
+    ("role", "minimum", "maximum"),
+    [
+        (Role("w", pod()), 1, 1),  # one fixed member
+        (Role("w", pod(), minimum=3), 3, 3),  # maximum defaults to the minimum
+        (Role("w", pod(), maximum=4), 1, 4),  # minimum defaults to 1
+        ({"name": "w", "pod_spec": pod(), "minimum": "2", "maximum": "3"}, 2, 3),  # templated
+    ],
+)
 def test_pod_group_role_sizes(role, minimum: int, maximum: int) -> None:
     items = pod_group_items([role])
     assert len(items) == maximum
@@ -233,29 +306,50 @@ def test_role_mapping_round_trip() -> None:
     assert Role.parse(role) is role
 
 
-@pytest.mark.parametrize(("roles", "kwargs", "message"), [
-    ([], {}, "roles: a pod group needs at least one role"),
-    (Role("w", pod()), {}, "roles: expected a list of roles"),
-    ([Role("w", pod()), Role("w", pod())], {}, "roles[1].name: 'w' is already the name of "
-                                               "roles[0]"),
-    ([Role("", pod())], {}, "roles[0].name: must be a non-empty string"),
-    ([Role("w", pod(), minimum=0, maximum=2)], {}, "roles[0].minimum: must be between 1 and "
-                                                   "the role's maximum 2, got 0"),
-    ([Role("w", pod(), minimum=3, maximum=2)], {}, "roles[0].minimum: must be between 1 and "
-                                                   "the role's maximum 2, got 3"),
-    ([Role("w", pod(), maximum=0)], {}, "roles[0].maximum: must be at least 1, got 0"),
-    ([Role("w", pod(), minimum=True)], {}, "roles[0].minimum: expected a whole number"),  # type: ignore[arg-type]
-    ([{"name": "w"}], {}, "roles[0].podSpec: is required"),
-    ([{"name": "w", "podSpec": pod(), "replicas": 2}], {}, "roles[0].replicas: unknown field"),
-    (["w"], {}, "roles[0]: expected a mapping"),
-    ([Role("a", pod()), Role("b", {"containers": [{"name": "m", "bogus": 1}]})], {},
-     "roles[1].pod_spec.containers[0].bogus"),
-    ([Role("w", pod())], {"max_hops": -1}, "max_hops: must be 0 (one node) or more"),
-    ([Role("w", pod())], {"annotations": {ann.GANG_ROLE: "other"}},
-     "annotations[armadaproject.io/gangRole]: 'other' contradicts"),
-    ([Role("w", pod())], {"annotations": {ann.GANG_MINIMUM_CARDINALITY: "1"}},
-     "a pod group's minimums are its roles'"),
-])
+@pytest.mark.parametrize(
+    ("roles", "kwargs", "message"),
+    [
+        ([], {}, "roles: a pod group needs at least one role"),
+        (Role("w", pod()), {}, "roles: expected a list of roles"),
+        (
+            [Role("w", pod()), Role("w", pod())],
+            {},
+            "roles[1].name: 'w' is already the name of roles[0]",
+        ),
+        ([Role("", pod())], {}, "roles[0].name: must be a non-empty string"),
+        (
+            [Role("w", pod(), minimum=0, maximum=2)],
+            {},
+            "roles[0].minimum: must be between 1 and the role's maximum 2, got 0",
+        ),
+        (
+            [Role("w", pod(), minimum=3, maximum=2)],
+            {},
+            "roles[0].minimum: must be between 1 and the role's maximum 2, got 3",
+        ),
+        ([Role("w", pod(), maximum=0)], {}, "roles[0].maximum: must be at least 1, got 0"),
+        ([Role("w", pod(), minimum=True)], {}, "roles[0].minimum: expected a whole number"),  # type: ignore[arg-type]
+        ([{"name": "w"}], {}, "roles[0].podSpec: is required"),
+        ([{"name": "w", "podSpec": pod(), "replicas": 2}], {}, "roles[0].replicas: unknown field"),
+        (["w"], {}, "roles[0]: expected a mapping"),
+        (
+            [Role("a", pod()), Role("b", {"containers": [{"name": "m", "bogus": 1}]})],
+            {},
+            "roles[1].pod_spec.containers[0].bogus",
+        ),
+        ([Role("w", pod())], {"max_hops": -1}, "max_hops: must be 0 (one node) or more"),
+        (
+            [Role("w", pod())],
+            {"annotations": {ann.GANG_ROLE: "other"}},
+            "annotations[armadaproject.io/gangRole]: 'other' contradicts",
+        ),
+        (
+            [Role("w", pod())],
+            {"annotations": {ann.GANG_MINIMUM_CARDINALITY: "1"}},
+            "a pod group's minimums are its roles'",
+        ),
+    ],
+)
 def test_pod_group_errors(roles, kwargs, message: str) -> None:
     with pytest.raises(SpecError) as raised:
         pod_group_items(roles, **kwargs)
@@ -264,8 +358,11 @@ def test_pod_group_errors(roles, kwargs, message: str) -> None:
 
 def test_gang_members_must_agree_on_priority_class() -> None:
     a = job_item(pod(), annotations={ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2"})
-    b = job_item(pod(), priority_class="armada-preemptible",
-                 annotations={ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2"})
+    b = job_item(
+        pod(),
+        priority_class="armada-preemptible",
+        annotations={ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2"},
+    )
     with pytest.raises(SpecError) as raised:
         check_items([a, b])
     assert raised.value.path == "job_request_items[1].pod_specs[0].priorityClassName"
@@ -314,23 +411,27 @@ def test_job_file() -> None:
     assert member.annotations[ann.GANG_ID] == "pair"
     assert member.pod_specs[0].containers[0].resources.requests["memory"].string == "1Gi"
     assert second.queue == "team-b"
-    assert second.to_proto().job_request_items[0].pod_spec.priorityClassName == \
-        "armada-preemptible"
+    assert second.to_proto().job_request_items[0].pod_spec.priorityClassName == "armada-preemptible"
     assert json_format.MessageToDict(first.to_proto())["jobSetId"] == "nightly"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("", "the job file is empty"),
-    ("queue: q\njobs: []\n", "jobSetId: is required"),
-    ("queue: q\njobSetId: s\njobs: []\n", "jobs: is required"),
-    ("queue: q\njobSetId: s\nextra: 1\njobs: [{}]\n", "extra: unknown field"),
-    ("queue: q\njobSetId: s\njobs: [{podSpec: {containers: [{name: m, image: b}]}}]\n",
-     "jobs[0].pod_specs[0].containers[0].resources.requests: must request cpu"),
-    ("queue: q\njobSetId: s\njobs: [{prority: 1}]\n", "jobs[0].prority: unknown field"),
-    ("- 1\n---\nqueue: q\n", "document 1: expected a mapping"),
-    ("queue: q\njobSetId: s\njobs: [{podSpec: {}}]\n", "a pod needs at least one container"),
-    ("queue: [\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the job file is empty"),
+        ("queue: q\njobs: []\n", "jobSetId: is required"),
+        ("queue: q\njobSetId: s\njobs: []\n", "jobs: is required"),
+        ("queue: q\njobSetId: s\nextra: 1\njobs: [{}]\n", "extra: unknown field"),
+        (
+            "queue: q\njobSetId: s\njobs: [{podSpec: {containers: [{name: m, image: b}]}}]\n",
+            "jobs[0].pod_specs[0].containers[0].resources.requests: must request cpu",
+        ),
+        ("queue: q\njobSetId: s\njobs: [{prority: 1}]\n", "jobs[0].prority: unknown field"),
+        ("- 1\n---\nqueue: q\n", "document 1: expected a mapping"),
+        ("queue: q\njobSetId: s\njobs: [{podSpec: {}}]\n", "a pod needs at least one container"),
+        ("queue: [\n", "not valid YAML"),
+    ],
+)
 def test_bad_job_files(text: str, message: str) -> None:
     with pytest.raises(SpecError) as raised:
         load_job_file(text)

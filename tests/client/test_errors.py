@@ -43,20 +43,30 @@ def test_every_status_code_has_a_class() -> None:
     assert isinstance(ac.WaitTimeout("x"), TimeoutError)
 
 
-@pytest.mark.parametrize(("action", "expected", "words"), [
-    (lambda c: c.create_queue(queue("bad name")), InvalidArgument, "not a valid queue name"),
-    (lambda c: c.get_queue("ghost"), NotFound, "queue 'ghost' not found"),
-    (lambda c: c.create_queue(queue("q")), AlreadyExists, "already exists"),
-    (lambda c: c.submit_jobs("ghost", "s", [job_item(pod())]), NotFound, "ghost"),
-    (lambda c: c.reprioritize_jobs("q", "s", -1, ["x"]), InvalidArgument, "new_priority"),
-    (lambda c: list(c.get_job_set_events("q", "s", from_message_id="abc")), InvalidArgument,
-     "from_message_id"),
-    (lambda c: c.logs("job"), NotFound, "job 'job' not found"),
-    (lambda c: list(c.get_job_set_events("q", "s", watch=True, timeout=0.3)),
-     DeadlineExceeded, ""),
-])
-def test_server_errors_map_to_exceptions(any_client: Any, action, expected: type,
-                                         words: str) -> None:
+@pytest.mark.parametrize(
+    ("action", "expected", "words"),
+    [
+        (lambda c: c.create_queue(queue("bad name")), InvalidArgument, "not a valid queue name"),
+        (lambda c: c.get_queue("ghost"), NotFound, "queue 'ghost' not found"),
+        (lambda c: c.create_queue(queue("q")), AlreadyExists, "already exists"),
+        (lambda c: c.submit_jobs("ghost", "s", [job_item(pod())]), NotFound, "ghost"),
+        (lambda c: c.reprioritize_jobs("q", "s", -1, ["x"]), InvalidArgument, "new_priority"),
+        (
+            lambda c: list(c.get_job_set_events("q", "s", from_message_id="abc")),
+            InvalidArgument,
+            "from_message_id",
+        ),
+        (lambda c: c.logs("job"), NotFound, "job 'job' not found"),
+        (
+            lambda c: list(c.get_job_set_events("q", "s", watch=True, timeout=0.3)),
+            DeadlineExceeded,
+            "",
+        ),
+    ],
+)
+def test_server_errors_map_to_exceptions(
+    any_client: Any, action, expected: type, words: str
+) -> None:
     any_client.create_queue(queue("q"))
     with pytest.raises(expected) as raised:
         action(any_client)
@@ -68,8 +78,9 @@ def test_server_errors_map_to_exceptions(any_client: Any, action, expected: type
 def test_unreachable_server_is_unavailable(servers: Servers, flavour: str) -> None:
     address = servers.address
     servers.stop()
-    c: Any = (ArmadaClient(address, timeout=5) if flavour == "sync"
-              else AsyncOnThread(address, timeout=5))
+    c: Any = (
+        ArmadaClient(address, timeout=5) if flavour == "sync" else AsyncOnThread(address, timeout=5)
+    )
     try:
         with pytest.raises(Unavailable):
             c.get_job_status(["x"])
@@ -79,24 +90,34 @@ def test_unreachable_server_is_unavailable(servers: Servers, flavour: str) -> No
 
 @pytest.fixture
 def secured(tmp_path: Path):  # type: ignore[no-untyped-def]
-    auth = AuthConfig(enabled=True, basic_users={"alice": BasicUser("secret")},
-                      tokens=(StaticToken("tok-123", "bob"),
-                              StaticToken("tok-456", "mallory")),
-                      admins=("alice", "bob"))
-    with EmbeddedServer(database_url=f"sqlite:///{tmp_path / 'a.db'}", auth=auth,
-                        http_port=None) as server:
+    auth = AuthConfig(
+        enabled=True,
+        basic_users={"alice": BasicUser("secret")},
+        tokens=(StaticToken("tok-123", "bob"), StaticToken("tok-456", "mallory")),
+        admins=("alice", "bob"),
+    )
+    with EmbeddedServer(
+        database_url=f"sqlite:///{tmp_path / 'a.db'}", auth=auth, http_port=None
+    ) as server:
         yield server
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_basic_and_bearer_authentication(secured: EmbeddedServer, flavour: str) -> None:
     def make(**settings: Any) -> Any:
-        return (ArmadaClient(secured.address, **settings) if flavour == "sync"
-                else AsyncOnThread(secured.address, **settings))
+        return (
+            ArmadaClient(secured.address, **settings)
+            if flavour == "sync"
+            else AsyncOnThread(secured.address, **settings)
+        )
 
     anonymous, alice, bob, mallory, wrong = (
-        make(), make(username="alice", password="secret"), make(token="tok-123"),
-        make(token="tok-456"), make(username="alice", password="nope"))
+        make(),
+        make(username="alice", password="secret"),
+        make(token="tok-123"),
+        make(token="tok-456"),
+        make(username="alice", password="nope"),
+    )
     try:
         assert anonymous.health() == 1  # health checks are public
         with pytest.raises(Unauthenticated) as raised:
@@ -117,8 +138,9 @@ def test_basic_and_bearer_authentication(secured: EmbeddedServer, flavour: str) 
 def test_connection_config_from_env(tmp_path: Path) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
-    config = ConnectionConfig.from_env({"ARMADA_URL": "armada:443", "ARMADA_CA_CERT": str(ca),
-                                        "ARMADA_TOKEN": "t"}, timeout=3)
+    config = ConnectionConfig.from_env(
+        {"ARMADA_URL": "armada:443", "ARMADA_CA_CERT": str(ca), "ARMADA_TOKEN": "t"}, timeout=3
+    )
     assert (config.address, config.tls, config.timeout) == ("armada:443", True, 3)
     assert config.root_certificates == ca.read_bytes()
     assert config.auth_metadata() == (("authorization", "Bearer t"),)
@@ -134,5 +156,6 @@ def test_connection_config_from_env(tmp_path: Path) -> None:
     keepalive = dict(ConnectionConfig(keepalive_time=30).channel_options())
     assert keepalive["grpc.keepalive_time_ms"] == 30_000
     # A TLS channel can be built (no TLS server here to talk to).
-    ConnectionConfig(tls=True, call_credentials=grpc.access_token_call_credentials("t")
-                     ).sync_channel().close()
+    ConnectionConfig(
+        tls=True, call_credentials=grpc.access_token_call_credentials("t")
+    ).sync_channel().close()

@@ -37,37 +37,52 @@ def gang(client_id: str) -> list[pb.JobSubmitRequestItem]:
     return gang_items(pod(), replicas=3, client_id=client_id)
 
 
-def found(job_id: str, state: int, attempt: str = "1", generation: int = 0,
-          job_set: str = "js") -> FoundJob:
+def found(
+    job_id: str, state: int, attempt: str = "1", generation: int = 0, job_set: str = "js"
+) -> FoundJob:
     return FoundJob(job_id, job_set, state, attempt, generation)
 
 
-@pytest.mark.parametrize(("jobs", "expected"), [
-    ([], Plan()),
-    # the same attempt: reattach while the jobs can succeed or did
-    ([found("a", pb.RUNNING)], Plan(reattach=("a",))),
-    ([found("a", pb.SUCCEEDED)], Plan(reattach=("a",))),
-    # ... else a new generation
-    ([found("a", pb.CANCELLED)], Plan(generation=1)),
-    ([found("a", pb.PREEMPTED), found("b", pb.FAILED, generation=1)], Plan(generation=2)),
-    ([found("a", pb.CANCELLED), found("b", pb.QUEUED, generation=1)], Plan(reattach=("b",),
-                                                                          generation=1)),
-    # a gang member ended otherwise: its live siblings are cancelled first
-    ([found("a", pb.RUNNING), found("b", pb.PREEMPTED), found("c", pb.SUCCEEDED)],
-     Plan(cancel=(found("a", pb.RUNNING),), generation=1)),
-    # another attempt's live jobs are cancelled; its ended ones are left alone
-    ([found("a", pb.RUNNING, attempt="0")], Plan(cancel=(found("a", pb.RUNNING, "0"),))),
-    ([found("a", pb.SUCCEEDED, attempt="0"), found("b", pb.FAILED, attempt="0")], Plan()),
-    ([found("a", pb.QUEUED, attempt="0"), found("b", pb.RUNNING)],
-     Plan(reattach=("b",), cancel=(found("a", pb.QUEUED, "0"),))),
-    # an older generation of this attempt still live (a crash between cancel and submit)
-    ([found("a", pb.RUNNING), found("b", pb.QUEUED, generation=1)],
-     Plan(reattach=("b",), cancel=(found("a", pb.RUNNING),), generation=1)),
-])
+@pytest.mark.parametrize(
+    ("jobs", "expected"),
+    [
+        ([], Plan()),
+        # the same attempt: reattach while the jobs can succeed or did
+        ([found("a", pb.RUNNING)], Plan(reattach=("a",))),
+        ([found("a", pb.SUCCEEDED)], Plan(reattach=("a",))),
+        # ... else a new generation
+        ([found("a", pb.CANCELLED)], Plan(generation=1)),
+        ([found("a", pb.PREEMPTED), found("b", pb.FAILED, generation=1)], Plan(generation=2)),
+        (
+            [found("a", pb.CANCELLED), found("b", pb.QUEUED, generation=1)],
+            Plan(reattach=("b",), generation=1),
+        ),
+        # a gang member ended otherwise: its live siblings are cancelled first
+        (
+            [found("a", pb.RUNNING), found("b", pb.PREEMPTED), found("c", pb.SUCCEEDED)],
+            Plan(cancel=(found("a", pb.RUNNING),), generation=1),
+        ),
+        # another attempt's live jobs are cancelled; its ended ones are left alone
+        ([found("a", pb.RUNNING, attempt="0")], Plan(cancel=(found("a", pb.RUNNING, "0"),))),
+        ([found("a", pb.SUCCEEDED, attempt="0"), found("b", pb.FAILED, attempt="0")], Plan()),
+        (
+            [found("a", pb.QUEUED, attempt="0"), found("b", pb.RUNNING)],
+            Plan(reattach=("b",), cancel=(found("a", pb.QUEUED, "0"),)),
+        ),
+        # an older generation of this attempt still live (a crash between cancel and submit)
+        (
+            [found("a", pb.RUNNING), found("b", pb.QUEUED, generation=1)],
+            Plan(reattach=("b",), cancel=(found("a", pb.RUNNING),), generation=1),
+        ),
+    ],
+)
 def test_plan(jobs: list[FoundJob], expected: Plan) -> None:
     decided = plan(TASK, jobs)
-    assert (decided.reattach, decided.cancel, decided.generation) == \
-        (expected.reattach, expected.cancel, expected.generation)
+    assert (decided.reattach, decided.cancel, decided.generation) == (
+        expected.reattach,
+        expected.cancel,
+        expected.generation,
+    )
 
 
 def test_identity_is_deterministic_and_bounded() -> None:
@@ -91,8 +106,9 @@ def test_submit_then_reattach_then_replace(client: ArmadaClient, q: str) -> None
     details = client.get_job_details(first.job_ids, expand_job_spec=True)[first.job_ids[0]]
     assert details.job_spec.annotations[ATTEMPT_ANNOTATION] == "1"
     assert details.job_spec.annotations[GENERATION_ANNOTATION] == "0"
-    assert client.get_job_status_by_external_uri(q, "js", TASK.external_job_uri) == \
-        {first.job_ids[0]: pb.QUEUED}
+    assert client.get_job_status_by_external_uri(q, "js", TASK.external_job_uri) == {
+        first.job_ids[0]: pb.QUEUED
+    }
 
     # The same attempt again (a crashed submitter): the same job.
     again = submit_or_reattach(client, q, "js", TASK, one, log=lines.append)
@@ -122,8 +138,9 @@ def test_earlier_attempts_in_other_job_sets_are_found(client: ArmadaClient, q: s
     assert states(client, old.job_ids) == ["CANCELLED"] * 3
     assert states(client, new.job_ids) == ["QUEUED"] * 3
     # A third run of the lineage reattaches to nothing of run-1 (ended) and cancels run-2's.
-    grandchild = TaskIdentity("dagster", "root/step", "run-3", name="step",
-                              job_sets=("run-1", "run-2"))
+    grandchild = TaskIdentity(
+        "dagster", "root/step", "run-3", name="step", job_sets=("run-1", "run-2")
+    )
     newest = submit_or_reattach(client, q, "run-3", grandchild, gang)
     assert states(client, new.job_ids) == ["CANCELLED"] * 3
     assert newest.generation == 0 and len(set(newest.job_ids)) == 3
@@ -136,13 +153,18 @@ def test_gang_with_a_member_gone_is_replaced_whole(client: ArmadaClient, q: str)
     # (the server fails the waiting members of a gang cut below its size itself)
     assert set(states(client, first.job_ids)) <= {"CANCELLED", "FAILED"}
     assert second.generation == 1 and states(client, second.job_ids) == ["QUEUED"] * 3
-    gang_ids = {client.get_job_details([j], expand_job_spec=True)[j].job_spec
-                .annotations["armadaproject.io/gangId"] for j in second.job_ids}
+    gang_ids = {
+        client.get_job_details([j], expand_job_spec=True)[j].job_spec.annotations[
+            "armadaproject.io/gangId"
+        ]
+        for j in second.job_ids
+    }
     assert gang_ids == {TASK.client_id(1)}
 
 
-async def test_the_asyncio_driver_decides_the_same(aclient: AsyncArmadaClient,
-                                                   client: ArmadaClient, q: str) -> None:
+async def test_the_asyncio_driver_decides_the_same(
+    aclient: AsyncArmadaClient, client: ArmadaClient, q: str
+) -> None:
     first = await asubmit_or_reattach(aclient, q, "js", TASK, one)
     again = await asubmit_or_reattach(aclient, q, "js", TASK, one)
     assert again.reattached and again.job_ids == first.job_ids
@@ -152,7 +174,8 @@ async def test_the_asyncio_driver_decides_the_same(aclient: AsyncArmadaClient,
 
 
 def test_an_earlier_attempt_that_will_not_end_blocks_the_new_one(
-        client: ArmadaClient, q: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: ArmadaClient, q: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """If the cancellation cannot be confirmed, nothing is submitted beside the old job."""
     submit_or_reattach(client, q, "js", TASK, one)
     real_run = client._run
@@ -176,13 +199,15 @@ def _details(state: int, reason: str, since: float) -> job_pb2.JobDetails:
 
 def test_waiting_reasons_on_change_and_every_interval() -> None:
     reasons = WaitingReasons({"a": "job a", "b": "job b"}, interval=60)
-    waiting = {"a": _details(pb.QUEUED, "insufficient free resources", 1000.0),
-               "b": _details(pb.RUNNING, "", 1000.0)}
-    assert reasons.lines(waiting, 1010.0) == ["Armada job a QUEUED 10s: insufficient free "
-                                              "resources"]
+    waiting = {
+        "a": _details(pb.QUEUED, "insufficient free resources", 1000.0),
+        "b": _details(pb.RUNNING, "", 1000.0),
+    }
+    assert reasons.lines(waiting, 1010.0) == [
+        "Armada job a QUEUED 10s: insufficient free resources"
+    ]
     assert reasons.lines(waiting, 1030.0) == []  # unchanged, within the interval
-    assert reasons.lines(waiting, 1200.0) == ["Armada job a QUEUED 3m: insufficient free "
-                                              "resources"]
+    assert reasons.lines(waiting, 1200.0) == ["Armada job a QUEUED 3m: insufficient free resources"]
     waiting["a"] = _details(pb.QUEUED, "queue is cordoned", 1000.0)
     assert reasons.lines(waiting, 1201.0) == ["Armada job a QUEUED 3m: queue is cordoned"]
     waiting["a"] = _details(pb.RUNNING, "", 1202.0)
@@ -191,8 +216,7 @@ def test_waiting_reasons_on_change_and_every_interval() -> None:
 
 def test_reattaching_in_a_lineage_job_set_waits_there(client: ArmadaClient, q: str) -> None:
     first = submit_or_reattach(client, q, "old", TASK, one)
-    moved = TaskIdentity(TASK.orchestrator, TASK.task, TASK.attempt, TASK.name,
-                         job_sets=("old",))
+    moved = TaskIdentity(TASK.orchestrator, TASK.task, TASK.attempt, TASK.name, job_sets=("old",))
     again = submit_or_reattach(client, q, "new", moved, one)
     assert again.reattached and again.job_ids == first.job_ids
     assert again.job_set_id == "old"
@@ -201,7 +225,17 @@ def test_reattaching_in_a_lineage_job_set_waits_there(client: ArmadaClient, q: s
 def test_the_queue_share_moving_is_not_a_change_of_reason() -> None:
     reasons = WaitingReasons({"a": "job a"}, interval=60)
     why = "0 of 2 matching nodes have 4 cpu free"
-    assert len(reasons.lines({"a": _details(pb.QUEUED, f"{why}; queue q at 1.0x its fair "
-                                                       "share", 1000.0)}, 1001.0)) == 1
-    assert reasons.lines({"a": _details(pb.QUEUED, f"{why}; queue q at 1.3x its fair share",
-                                        1000.0)}, 1002.0) == []
+    assert (
+        len(
+            reasons.lines(
+                {"a": _details(pb.QUEUED, f"{why}; queue q at 1.0x its fair share", 1000.0)}, 1001.0
+            )
+        )
+        == 1
+    )
+    assert (
+        reasons.lines(
+            {"a": _details(pb.QUEUED, f"{why}; queue q at 1.3x its fair share", 1000.0)}, 1002.0
+        )
+        == []
+    )

@@ -35,9 +35,15 @@ def test_health(any_client: Any) -> None:
 
 def test_queue_crud(any_client: Any) -> None:
     c = any_client
-    a = queue("team-a", priority_factor=2, user_owners=["alice"], group_owners=["ml"],
-              labels={"cost-centre": "42"}, retry_policies=["p"],
-              permissions=[([("User", "bob"), ("Group", "ops")], ["submit", "cancel"])])
+    a = queue(
+        "team-a",
+        priority_factor=2,
+        user_owners=["alice"],
+        group_owners=["ml"],
+        labels={"cost-centre": "42"},
+        retry_policies=["p"],
+        permissions=[([("User", "bob"), ("Group", "ops")], ["submit", "cancel"])],
+    )
     c.create_queue(a)
     assert c.get_queue("team-a") == a
     with pytest.raises(AlreadyExists) as raised:
@@ -46,8 +52,7 @@ def test_queue_crud(any_client: Any) -> None:
     c.update_queue(queue("team-a", priority_factor=5))
     assert c.get_queue("team-a").priority_factor == 5
     failed = c.create_queues([queue("team-a"), queue("team-b"), queue("bad name")])
-    assert [(f.queue.name, bool(f.error)) for f in failed] == [("team-a", True),
-                                                               ("bad name", True)]
+    assert [(f.queue.name, bool(f.error)) for f in failed] == [("team-a", True), ("bad name", True)]
     failed = c.update_queues([queue("team-b", priority_factor=3), queue("nobody")])
     assert [f.queue.name for f in failed] == ["nobody"]
     assert [q.name for q in c.get_queues()] == ["team-a", "team-b"]
@@ -67,8 +72,10 @@ def test_submit_and_job_queries(any_client: Any) -> None:
     c = any_client
     c.create_queue(queue("q"))
     uri = "airflow://dag/task/1"
-    items = [job_item(pod(), client_id="one", external_job_uri=uri),
-             *gang_items(pod(), replicas=2, client_id="gang")]
+    items = [
+        job_item(pod(), client_id="one", external_job_uri=uri),
+        *gang_items(pod(), replicas=2, client_id="gang"),
+    ]
     ids = c.submit_jobs("q", "s", items)
     assert len(set(ids)) == 3
     assert c.submit_jobs("q", "s", items[:1]) == ids[:1]  # client_id deduplicates
@@ -99,12 +106,12 @@ def test_cancel_reprioritize_and_preempt(any_client: Any) -> None:
     details = c.get_job_details([b])[b]
     assert details.cancel_reason == "tidy up"
     # Queue-wide calls.
-    keep, drop = c.submit_jobs("q", "t", [job_item(pod()),
-                                          job_item(pod(), priority_class="armada-preemptible")])
+    keep, drop = c.submit_jobs(
+        "q", "t", [job_item(pod()), job_item(pod(), priority_class="armada-preemptible")]
+    )
     c.preempt_on_queue("q", priority_classes=["armada-preemptible"])
     c.cancel_on_queue("q", priority_classes=["armada-preemptible"], states=[submit_pb2.QUEUED])
-    assert c.get_job_status([keep, drop]) == {keep: submit_pb2.QUEUED,
-                                              drop: submit_pb2.CANCELLED}
+    assert c.get_job_status([keep, drop]) == {keep: submit_pb2.QUEUED, drop: submit_pb2.CANCELLED}
     with pytest.raises(InvalidArgument) as raised:
         c.cancel_job_set("q", "s", states=["succeeded"])
     assert "SUCCEEDED" in raised.value.details
@@ -167,11 +174,12 @@ def test_submission_is_checked_before_sending(any_client: Any) -> None:
     bad = job_item({"containers": [{"name": "main", "image": "x"}]}, check=False)
     with pytest.raises(SpecError) as raised:
         c.submit_jobs("q", "s", [job_item(pod()), bad])
-    assert raised.value.path == "job_request_items[1].pod_specs[0].containers[0]" \
-                                ".resources.requests"
+    assert raised.value.path == "job_request_items[1].pod_specs[0].containers[0].resources.requests"
     assert list(c.get_job_set_events("q", "s")) == []
     # Without the client-side check the server rejects it the same way.
     with pytest.raises(InvalidArgument) as server_side:
         c.submit_jobs("q", "s", [bad], check=False)
-    assert "job_request_items[0].pod_specs[0].containers[0].resources.requests" in \
-        server_side.value.details
+    assert (
+        "job_request_items[0].pod_specs[0].containers[0].resources.requests"
+        in server_side.value.details
+    )

@@ -60,7 +60,9 @@ def _event(kind: str, job_id: str, **fields: Any) -> event_pb2.EventStreamMessag
     message = event_pb2.EventStreamMessage(id="1")
     getattr(message.message, kind).CopyFrom(
         getattr(event_pb2, f"Job{''.join(p.title() for p in kind.split('_'))}Event")(
-            job_id=job_id, **fields))
+            job_id=job_id, **fields
+        )
+    )
     return message
 
 
@@ -75,43 +77,74 @@ def _replay(events: list[event_pb2.EventStreamMessage]) -> list[tuple[bool, str]
     return said
 
 
-@pytest.mark.parametrize(("events", "expected"), [
-    ([_event("submitted", "a"), _event("queued", "a")],
-     [(False, "Armada job a is SUBMITTED"), (False, "Armada job a is QUEUED")]),
-    # the node is said once placed; a repeated state is not said again
-    ([_event("leased", "a", run_id="r1", node_name="n1"),
-      _event("pending", "a", run_id="r1"),
-      _event("running", "a", run_id="r1", node_name="n1"),
-      _event("reprioritized", "a")],
-     [(False, "Armada job a is LEASED on node n1"), (False, "Armada job a is PENDING on node n1"),
-      (False, "Armada job a is RUNNING on node n1")]),
-    # a failure the server retries is a warning, then the job waits again
-    ([_event("running", "a", run_id="r1", node_name="n1"),
-      _event("failed", "a", run_id="r1", node_name="n1", retryable=True, reason="OOMKilled"),
-      _event("running", "a", run_id="r2", node_name="n2"),
-      _event("succeeded", "a", run_id="r2", node_name="n2")],
-     [(False, "Armada job a is RUNNING on node n1"),
-      (True, "Armada job a failed (OOMKilled); the server runs it again"),
-      (False, "Armada job a is QUEUED (after 1 server-side retries)"),
-      (False, "Armada job a is RUNNING on node n2 (after 1 server-side retries)"),
-      (False, "Armada job a is SUCCEEDED on node n2 (after 1 server-side retries)")]),
-    ([_event("running", "a", run_id="r1", node_name="n1"), _event("preempted", "a", run_id="r1")],
-     [(False, "Armada job a is RUNNING on node n1"),
-      (True, "Armada job a is PREEMPTED on node n1")]),
-])
-def test_progress_lines(events: list[event_pb2.EventStreamMessage],
-                        expected: list[tuple[bool, str]]) -> None:
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [
+        (
+            [_event("submitted", "a"), _event("queued", "a")],
+            [(False, "Armada job a is SUBMITTED"), (False, "Armada job a is QUEUED")],
+        ),
+        # the node is said once placed; a repeated state is not said again
+        (
+            [
+                _event("leased", "a", run_id="r1", node_name="n1"),
+                _event("pending", "a", run_id="r1"),
+                _event("running", "a", run_id="r1", node_name="n1"),
+                _event("reprioritized", "a"),
+            ],
+            [
+                (False, "Armada job a is LEASED on node n1"),
+                (False, "Armada job a is PENDING on node n1"),
+                (False, "Armada job a is RUNNING on node n1"),
+            ],
+        ),
+        # a failure the server retries is a warning, then the job waits again
+        (
+            [
+                _event("running", "a", run_id="r1", node_name="n1"),
+                _event(
+                    "failed", "a", run_id="r1", node_name="n1", retryable=True, reason="OOMKilled"
+                ),
+                _event("running", "a", run_id="r2", node_name="n2"),
+                _event("succeeded", "a", run_id="r2", node_name="n2"),
+            ],
+            [
+                (False, "Armada job a is RUNNING on node n1"),
+                (True, "Armada job a failed (OOMKilled); the server runs it again"),
+                (False, "Armada job a is QUEUED (after 1 server-side retries)"),
+                (False, "Armada job a is RUNNING on node n2 (after 1 server-side retries)"),
+                (False, "Armada job a is SUCCEEDED on node n2 (after 1 server-side retries)"),
+            ],
+        ),
+        (
+            [
+                _event("running", "a", run_id="r1", node_name="n1"),
+                _event("preempted", "a", run_id="r1"),
+            ],
+            [
+                (False, "Armada job a is RUNNING on node n1"),
+                (True, "Armada job a is PREEMPTED on node n1"),
+            ],
+        ),
+    ],
+)
+def test_progress_lines(
+    events: list[event_pb2.EventStreamMessage], expected: list[tuple[bool, str]]
+) -> None:
     assert _replay(events) == expected
 
 
-@pytest.mark.parametrize(("kind", "expected"), [
-    ("reconnecting", (True, "Armada event stream: m")),
-    ("polling", (True, "Armada event stream: m")),
-    ("connected", (False, "Armada event stream: m")),
-    ("resumed", (False, "Armada event stream: m")),
-    ("silent", None),
-    ("ended", None),
-])
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("reconnecting", (True, "Armada event stream: m")),
+        ("polling", (True, "Armada event stream: m")),
+        ("connected", (False, "Armada event stream: m")),
+        ("resumed", (False, "Armada event stream: m")),
+        ("silent", None),
+        ("ended", None),
+    ],
+)
 def test_notice_lines(kind: str, expected: tuple[bool, str] | None) -> None:
     assert notice_line(Notice(kind, "m")) == expected
 
@@ -121,19 +154,23 @@ def test_job_labels() -> None:
     assert job_labels(["a", "b"]) == {"a": "member 0 job a", "b": "member 1 job b"}
 
 
-@pytest.mark.parametrize(("seen", "followed", "new_runs"), [
-    # not followed before a run has started
-    ([(pb.QUEUED, ""), (pb.LEASED, "r1"), (pb.PENDING, "r1")], {}, []),
-    ([(pb.RUNNING, "r1"), (pb.RUNNING, "r1"), (pb.SUCCEEDED, "r1")], {"a": "r1"}, [False]),
-    # a server-side retry: the new run is followed from its start
-    ([(pb.RUNNING, "r1"), (pb.QUEUED, "r1"), (pb.RUNNING, "r2")], {"a": "r2"}, [False, True]),
-    # ended without a run: nothing to read
-    ([(pb.CANCELLED, "")], {}, []),
-    # ended before its running event was seen (polling): read once at the end
-    ([(pb.FAILED, "r1")], {"a": "r1"}, [False]),
-])
-def test_log_tail_follows_each_run(seen: list[tuple[int, str]], followed: dict[str, str],
-                                   new_runs: list[bool]) -> None:
+@pytest.mark.parametrize(
+    ("seen", "followed", "new_runs"),
+    [
+        # not followed before a run has started
+        ([(pb.QUEUED, ""), (pb.LEASED, "r1"), (pb.PENDING, "r1")], {}, []),
+        ([(pb.RUNNING, "r1"), (pb.RUNNING, "r1"), (pb.SUCCEEDED, "r1")], {"a": "r1"}, [False]),
+        # a server-side retry: the new run is followed from its start
+        ([(pb.RUNNING, "r1"), (pb.QUEUED, "r1"), (pb.RUNNING, "r2")], {"a": "r2"}, [False, True]),
+        # ended without a run: nothing to read
+        ([(pb.CANCELLED, "")], {}, []),
+        # ended before its running event was seen (polling): read once at the end
+        ([(pb.FAILED, "r1")], {"a": "r1"}, [False]),
+    ],
+)
+def test_log_tail_follows_each_run(
+    seen: list[tuple[int, str]], followed: dict[str, str], new_runs: list[bool]
+) -> None:
     tail = LogTail(lambda job, line: None)
     noted = []
     for state, run in seen:
@@ -160,15 +197,17 @@ def test_status_check_counts_a_job_gone_only_after_vanish_after() -> None:
     assert StatusCheck(["a"], vanish_after=0).answered({}, 5) == ["a"]
 
 
-@pytest.mark.parametrize(("code", "stops"), [
-    (grpc.StatusCode.UNAVAILABLE, False),  # a server restarting: skipped
-    (grpc.StatusCode.DEADLINE_EXCEEDED, False),
-    (grpc.StatusCode.INTERNAL, False),
-    (grpc.StatusCode.UNIMPLEMENTED, True),  # a server without the Jobs service
-    (grpc.StatusCode.PERMISSION_DENIED, True),
-])
-def test_status_check_rides_over_transient_failures(code: grpc.StatusCode,
-                                                    stops: bool) -> None:
+@pytest.mark.parametrize(
+    ("code", "stops"),
+    [
+        (grpc.StatusCode.UNAVAILABLE, False),  # a server restarting: skipped
+        (grpc.StatusCode.DEADLINE_EXCEEDED, False),
+        (grpc.StatusCode.INTERNAL, False),
+        (grpc.StatusCode.UNIMPLEMENTED, True),  # a server without the Jobs service
+        (grpc.StatusCode.PERMISSION_DENIED, True),
+    ],
+)
+def test_status_check_rides_over_transient_failures(code: grpc.StatusCode, stops: bool) -> None:
     check = StatusCheck(["a"], vanish_after=60)
     warning = check.failed(error_for(code, "no"))
     assert (warning is not None) == stops and check.enabled is not stops
@@ -177,8 +216,9 @@ def test_status_check_rides_over_transient_failures(code: grpc.StatusCode,
 def _steps(**kwargs: Any) -> tuple[Any, Any, list[str]]:
     said: list[str] = []
     now = [0.0]
-    flow = wait_steps("q", "js", ["a"], log=said.append, clock=lambda: now[0],
-                      wall=lambda: 1000.0, **kwargs)
+    flow = wait_steps(
+        "q", "js", ["a"], log=said.append, clock=lambda: now[0], wall=lambda: 1000.0, **kwargs
+    )
     return flow, now, said
 
 
@@ -192,8 +232,7 @@ def test_steps_check_first_then_follow_the_stream_and_read_details_at_the_end() 
     step = flow.send(_details(a=pb.QUEUED))
     assert step == Watch(10.0)
     now[0] = 4.0
-    step = flow.send(News(events=[(_event("cancelled", "a"),
-                                   JobResult("a", state=pb.CANCELLED))]))
+    step = flow.send(News(events=[(_event("cancelled", "a"), JobResult("a", state=pb.CANCELLED))]))
     assert step == Watch(6.0)
     step = flow.send(News(results={"a": JobResult("a", state=pb.CANCELLED)}))
     assert isinstance(step, ops.Call) and step.request.expand_job_run
@@ -243,13 +282,19 @@ def test_steps_raise_when_the_jobs_vanish_or_the_stream_fails() -> None:
 
 # --- against real servers -------------------------------------------------------------------
 
-QUICK = WatchOptions(reconnect_delay=0.02, max_reconnect_delay=0.1, poll_interval=0.2,
-                     silence_timeout=5.0)
+QUICK = WatchOptions(
+    reconnect_delay=0.02, max_reconnect_delay=0.1, poll_interval=0.2, silence_timeout=5.0
+)
 
 
 def _settings(**overrides: Any) -> WaitSettings:
-    values: dict[str, Any] = dict(log_interval=0.2, check_interval=0.2, waiting_interval=60,
-                                  cancel_check_interval=0.2, watch=QUICK)
+    values: dict[str, Any] = dict(
+        log_interval=0.2,
+        check_interval=0.2,
+        waiting_interval=60,
+        cancel_check_interval=0.2,
+        watch=QUICK,
+    )
     return WaitSettings(**{**values, **overrides})
 
 
@@ -269,6 +314,7 @@ class Flavour:
         async def run() -> TaskEnd:
             async with AsyncArmadaClient(self.address, **settings) as client:
                 return await wait_async(client, *args, **kwargs)
+
         return asyncio.run(run())
 
 
@@ -298,17 +344,25 @@ def _in_thread(fn: Any) -> tuple[threading.Thread, dict[str, Any]]:
     return thread, outcome
 
 
-def test_the_wait_rides_over_a_server_restart(servers: Servers, client: ArmadaClient,
-                                              flavour: Flavour) -> None:
+def test_the_wait_rides_over_a_server_restart(
+    servers: Servers, client: ArmadaClient, flavour: Flavour
+) -> None:
     """Waiting lines come from the details checks; while the server restarts (same
     database and address) checks and stream fail and the wait goes on; the jobs' end after
     the restart ends it."""
     client.create_queue(queue("q"))
     ids = client.submit_jobs("q", "s", [job_item(pod()) for _ in range(2)])
     lines, warnings = Lines(), Lines()
-    thread, outcome = _in_thread(lambda: flavour.wait(
-        "q", "s", ids, log=lines.append, warn=warnings.append,
-        settings=_settings(vanish_after=0)))
+    thread, outcome = _in_thread(
+        lambda: flavour.wait(
+            "q",
+            "s",
+            ids,
+            log=lines.append,
+            warn=warnings.append,
+            settings=_settings(vanish_after=0),
+        )
+    )
     lines.has(f"Armada member 0 job {ids[0]} QUEUED")
     lines.has(f"Armada member 1 job {ids[1]} QUEUED")
     servers.stop()
@@ -329,8 +383,7 @@ def test_the_wait_rides_over_a_server_restart(servers: Servers, client: ArmadaCl
     assert not [w for w in warnings if "cannot read the details" in w]  # checks skipped only
 
 
-def test_a_stop_signal_ends_a_blocking_wait_at_once(servers: Servers,
-                                                    client: ArmadaClient) -> None:
+def test_a_stop_signal_ends_a_blocking_wait_at_once(servers: Servers, client: ArmadaClient) -> None:
     client.create_queue(queue("q"))
     [job] = client.submit_jobs("q", "s", [job_item(pod())])
     stop = StopSignal()
@@ -344,8 +397,9 @@ def test_a_stop_signal_ends_a_blocking_wait_at_once(servers: Servers,
         client.wait_for_jobs("q", "s", [job], stop=stop)
 
 
-def test_jobs_the_server_does_not_know_end_the_wait(servers: Servers, client: ArmadaClient,
-                                                    flavour: Flavour) -> None:
+def test_jobs_the_server_does_not_know_end_the_wait(
+    servers: Servers, client: ArmadaClient, flavour: Flavour
+) -> None:
     client.create_queue(queue("q"))
     started = time.monotonic()
     with pytest.raises(JobsVanished) as vanished:
@@ -354,8 +408,9 @@ def test_jobs_the_server_does_not_know_end_the_wait(servers: Servers, client: Ar
     assert time.monotonic() - started < 10
 
 
-def test_the_orchestrator_cancel_check_cancels_the_jobs(servers: Servers, client: ArmadaClient,
-                                                        flavour: Flavour) -> None:
+def test_the_orchestrator_cancel_check_cancels_the_jobs(
+    servers: Servers, client: ArmadaClient, flavour: Flavour
+) -> None:
     client.create_queue(queue("q"))
     [job] = client.submit_jobs("q", "s", [job_item(pod())])
     asked = []
@@ -368,16 +423,23 @@ def test_the_orchestrator_cancel_check_cancels_the_jobs(servers: Servers, client
         return check()
 
     lines = Lines()
-    end = flavour.wait("q", "s", [job], log=lines.append, settings=_settings(),
-                       cancel_check=check if flavour.name == "sync" else acheck)
+    end = flavour.wait(
+        "q",
+        "s",
+        [job],
+        log=lines.append,
+        settings=_settings(),
+        cancel_check=check if flavour.name == "sync" else acheck,
+    )
     assert len(asked) == 3 and end.cancelled == "the flow run was cancelled"
     assert end.results[job].cancel_reason == "the flow run was cancelled"
     assert end.report.outcome.value == "cancelled"
     assert f"Cancelling Armada job(s) {job}: the flow run was cancelled" in lines
 
 
-def test_a_timeout_cancels_the_jobs(servers: Servers, client: ArmadaClient,
-                                    flavour: Flavour) -> None:
+def test_a_timeout_cancels_the_jobs(
+    servers: Servers, client: ArmadaClient, flavour: Flavour
+) -> None:
     client.create_queue(queue("q"))
     [job] = client.submit_jobs("q", "s", [job_item(pod())])
     warnings = Lines()
@@ -389,7 +451,8 @@ def test_a_timeout_cancels_the_jobs(servers: Servers, client: ArmadaClient,
 
 @pytest.mark.parametrize("reason", ["the step was interrupted", None])
 def test_an_interrupted_wait_cancels_the_jobs_only_with_a_reason(
-        servers: Servers, client: ArmadaClient, reason: str | None) -> None:
+    servers: Servers, client: ArmadaClient, reason: str | None
+) -> None:
     """The blocking wait: an exception out of the task's own code (here its log) ends it."""
     client.create_queue(queue("q"))
     [job] = client.submit_jobs("q", "s", [job_item(pod())])
@@ -398,8 +461,7 @@ def test_an_interrupted_wait_cancels_the_jobs_only_with_a_reason(
         if "is QUEUED" in line:
             raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt), \
-            ArmadaClient(servers.address, timeout=10) as waiting:
+    with pytest.raises(KeyboardInterrupt), ArmadaClient(servers.address, timeout=10) as waiting:
         wait(waiting, "q", "s", [job], log=log, settings=_settings(), cancel_reason=reason)
     state = client.get_job_status([job])[job]
     assert state == (pb.CANCELLED if reason else pb.QUEUED)
@@ -409,13 +471,16 @@ def test_an_interrupted_wait_cancels_the_jobs_only_with_a_reason(
 
 @pytest.mark.parametrize("reason", ["the Prefect run was interrupted", None])
 async def test_cancelling_the_waiting_task_cancels_the_jobs_only_with_a_reason(
-        servers: Servers, client: ArmadaClient, aclient: AsyncArmadaClient,
-        reason: str | None) -> None:
+    servers: Servers, client: ArmadaClient, aclient: AsyncArmadaClient, reason: str | None
+) -> None:
     client.create_queue(queue("q"))
     [job] = client.submit_jobs("q", "s", [job_item(pod())])
     lines = Lines()
-    task = asyncio.create_task(wait_async(aclient, "q", "s", [job], log=lines.append,
-                                          settings=_settings(), cancel_reason=reason))
+    task = asyncio.create_task(
+        wait_async(
+            aclient, "q", "s", [job], log=lines.append, settings=_settings(), cancel_reason=reason
+        )
+    )
     for _ in range(500):
         if any("is QUEUED" in line for line in lines):
             break
@@ -436,9 +501,16 @@ async def test_cancelling_the_waiting_task_cancels_the_jobs_only_with_a_reason(
 def running_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
     root = tmp_path_factory.mktemp("armada-local")
     config = ServerConfig(
-        port=0, http_port=None, executor="local", sandbox_dir=str(root / "pods"),
-        database_url=f"sqlite:///{root / 'armada.db'}", nodes=(NodeGroup(1, "4", "8Gi"),),
-        scheduling_period=0.1, executor_sync_interval=0.2, heartbeat_seconds=1)
+        port=0,
+        http_port=None,
+        executor="local",
+        sandbox_dir=str(root / "pods"),
+        database_url=f"sqlite:///{root / 'armada.db'}",
+        nodes=(NodeGroup(1, "4", "8Gi"),),
+        scheduling_period=0.1,
+        executor_sync_interval=0.2,
+        heartbeat_seconds=1,
+    )
     with EmbeddedServer(config) as running:
         with ArmadaClient(running.address) as admin:
             admin.create_queue(queue("q"))
@@ -452,20 +524,30 @@ def _script(script: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", ["sync", "async"])
-def test_the_jobs_log_lines_reach_the_task_log_once_each(running_server: EmbeddedServer,
-                                                         tmp_path: Path, name: str) -> None:
+def test_the_jobs_log_lines_reach_the_task_log_once_each(
+    running_server: EmbeddedServer, tmp_path: Path, name: str
+) -> None:
     with ArmadaClient(running_server.address) as admin:
-        ids = admin.submit_jobs("q", f"logs-{name}", [
-            job_item(_script("for i in 1 2 3; do echo line $i; sleep 0.3; done")),
-            job_item(_script("echo other; exit 3"))])
+        ids = admin.submit_jobs(
+            "q",
+            f"logs-{name}",
+            [
+                job_item(_script("for i in 1 2 3; do echo line $i; sleep 0.3; done")),
+                job_item(_script("echo other; exit 3")),
+            ],
+        )
     lines: list[tuple[str, str]] = []
     said = Lines()
     events: list[str] = []
     end = Flavour(name, running_server.address).wait(
-        "q", f"logs-{name}", ids, log=said.append,
+        "q",
+        f"logs-{name}",
+        ids,
+        log=said.append,
         on_line=lambda job, line: lines.append((job, line)),
         on_event=lambda m, r: events.append(m.message.WhichOneof("events")),
-        settings=_settings())
+        settings=_settings(),
+    )
     assert [line for job, line in lines if job == ids[0]] == ["line 1", "line 2", "line 3"]
     assert [line for job, line in lines if job == ids[1]] == ["other"]
     assert f"Armada member 0 job {ids[0]} is RUNNING on node " in "\n".join(said)

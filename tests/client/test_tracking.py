@@ -19,8 +19,9 @@ class Log:
     def add(self, transition: lifecycle.Transition):  # type: ignore[no-untyped-def]
         job, events = transition
         for e in events:
-            self.messages.append(event_pb2.EventStreamMessage(id=str(len(self.messages) + 1),
-                                                              message=e))
+            self.messages.append(
+                event_pb2.EventStreamMessage(id=str(len(self.messages) + 1), message=e)
+            )
         return job
 
 
@@ -30,8 +31,11 @@ def new_job(job_id: str) -> submit_pb2.Job:
 
 def run(log: Log, job_id: str, node: str = "node-1"):  # type: ignore[no-untyped-def]
     job = log.add(lifecycle.submit(new_job(job_id), T0))
-    job = log.add(lifecycle.lease(job, run_id=f"{job_id}-run", cluster_id="c1", node=node,
-                                  pool="default", now=at(1)))
+    job = log.add(
+        lifecycle.lease(
+            job, run_id=f"{job_id}-run", cluster_id="c1", node=node, pool="default", now=at(1)
+        )
+    )
     job = log.add(lifecycle.mark_pending(job, now=at(2)))
     return log.add(lifecycle.mark_running(job, now=at(3)))
 
@@ -42,14 +46,24 @@ def test_ends_of_every_kind() -> None:
     log.add(lifecycle.succeed(ok, now=at(4)))
     # Fails once, is retried by the server, then fails for good.
     flaky = run(log, "flaky")
-    oom = Failure(reason="OOM", condition="OOMKilled", category="oom",
-                  containers=(ContainerResult("main", 137, "out of memory", "OOMKilled"),))
+    oom = Failure(
+        reason="OOM",
+        condition="OOMKilled",
+        category="oom",
+        containers=(ContainerResult("main", 137, "out of memory", "OOMKilled"),),
+    )
     flaky = log.add(lifecycle.fail(flaky, oom, retry=True, now=at(5)))
-    flaky = log.add(lifecycle.lease(flaky, run_id="flaky-run-2", cluster_id="c1",
-                                    node="node-2", pool="default", now=at(6)))
+    flaky = log.add(
+        lifecycle.lease(
+            flaky, run_id="flaky-run-2", cluster_id="c1", node="node-2", pool="default", now=at(6)
+        )
+    )
     flaky = log.add(lifecycle.mark_running(flaky, now=at(7)))
-    user = Failure(reason="bad input", category="user",
-                   containers=(ContainerResult("main", 2, "no such file"),))
+    user = Failure(
+        reason="bad input",
+        category="user",
+        containers=(ContainerResult("main", 2, "no such file"),),
+    )
     log.add(lifecycle.fail(flaky, user, retry=False, now=at(8)))
     # Preempted, rejected, cancelled.
     victim = run(log, "victim")
@@ -101,8 +115,10 @@ def test_untracked_jobs_heartbeats_and_every_job_mode() -> None:
         everyone.apply(message)
     assert everyone.counts() == {"RUNNING": 2}
     # Polling saw the end first; later events add details but do not undo it.
-    assert [r.job_id for r in everyone.apply_status({"a": submit_pb2.SUCCEEDED,
-                                                     "b": submit_pb2.RUNNING})] == ["a"]
+    assert [
+        r.job_id
+        for r in everyone.apply_status({"a": submit_pb2.SUCCEEDED, "b": submit_pb2.RUNNING})
+    ] == ["a"]
     assert everyone.jobs["a"].source == "status" and everyone.from_status() == ["a"]
     everyone.apply(log.messages[0])
     assert everyone.jobs["a"].state == submit_pb2.SUCCEEDED

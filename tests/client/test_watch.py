@@ -27,10 +27,14 @@ from .conftest import Servers, pod
 from .flavours import AsyncOnThread
 
 # Fast channel reconnects, so that a restarted server is found again quickly.
-FAST = (("grpc.initial_reconnect_backoff_ms", 50), ("grpc.min_reconnect_backoff_ms", 50),
-        ("grpc.max_reconnect_backoff_ms", 200))
-QUICK = WatchOptions(reconnect_delay=0.02, max_reconnect_delay=0.1, poll_interval=0.1,
-                     silence_timeout=5.0)
+FAST = (
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 200),
+)
+QUICK = WatchOptions(
+    reconnect_delay=0.02, max_reconnect_delay=0.1, poll_interval=0.1, silence_timeout=5.0
+)
 
 
 def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -62,15 +66,13 @@ def fast_client(servers: Servers):  # type: ignore[no-untyped-def]
         yield c
 
 
-def test_follow_resumes_after_a_server_restart(servers: Servers,
-                                               fast_client: ArmadaClient) -> None:
+def test_follow_resumes_after_a_server_restart(servers: Servers, fast_client: ArmadaClient) -> None:
     a, b = fast_client.submit_jobs("q", "s", [job_item(pod()), job_item(pod())])
     got: list[event_pb2.EventStreamMessage] = []
     notices: list[Notice] = []
 
     def follow() -> None:
-        for message in fast_client.follow_events("q", "s", options=QUICK,
-                                                 on_notice=notices.append):
+        for message in fast_client.follow_events("q", "s", options=QUICK, on_notice=notices.append):
             got.append(message)
             if len(got) == 10:
                 break
@@ -84,21 +86,29 @@ def test_follow_resumes_after_a_server_restart(servers: Servers,
     reader.join(10)
     assert not reader.is_alive()
     assert ids_of(got) == list(range(1, 11))  # no gap, no duplicate
-    assert kinds(got)[4:] == ["cancelling", "cancelled", "cancelling", "cancelled",
-                              "submitted", "queued"]
+    assert kinds(got)[4:] == [
+        "cancelling",
+        "cancelled",
+        "cancelling",
+        "cancelled",
+        "submitted",
+        "queued",
+    ]
     assert {"reconnecting", "connected"} <= {n.kind for n in notices}
     eventually(lambda: watchers(servers) == 0)  # leaving the loop closed the stream
 
 
 async def test_async_follow_resumes_after_a_server_restart(servers: Servers) -> None:
-    async with AsyncArmadaClient(servers.address, timeout=5, options=FAST,
-                                 wait_for_ready=True) as c:
+    async with AsyncArmadaClient(
+        servers.address, timeout=5, options=FAST, wait_for_ready=True
+    ) as c:
         await c.create_queue(queue("q"))
         [a] = await c.submit_jobs("q", "s", [job_item(pod())])
         got: list[event_pb2.EventStreamMessage] = []
         notices: list[Notice] = []
-        async with contextlib.aclosing(c.follow_events("q", "s", options=QUICK,
-                                                       on_notice=notices.append)) as events:
+        async with contextlib.aclosing(
+            c.follow_events("q", "s", options=QUICK, on_notice=notices.append)
+        ) as events:
             async for message in events:
                 got.append(message)
                 if len(got) == 2:
@@ -112,8 +122,9 @@ async def test_async_follow_resumes_after_a_server_restart(servers: Servers) -> 
         eventually(lambda: watchers(servers) == 0)
 
 
-def test_heartbeats_are_swallowed_and_keep_the_stream(servers: Servers,
-                                                      fast_client: ArmadaClient) -> None:
+def test_heartbeats_are_swallowed_and_keep_the_stream(
+    servers: Servers, fast_client: ArmadaClient
+) -> None:
     # The server sends a heartbeat every 0.2 s; 1 s of silence would count as a dead stream.
     fast_client.submit_jobs("q", "s", [job_item(pod())])
     options = WatchOptions(silence_timeout=1.0)
@@ -131,8 +142,9 @@ def test_heartbeats_are_swallowed_and_keep_the_stream(servers: Servers,
     eventually(lambda: watchers(servers) == 0)
 
 
-def test_silent_streams_are_reopened_without_heartbeats(servers: Servers,
-                                                        fast_client: ArmadaClient) -> None:
+def test_silent_streams_are_reopened_without_heartbeats(
+    servers: Servers, fast_client: ArmadaClient
+) -> None:
     # Upstream Armada sends nothing while a job set is idle: silence just reopens the stream.
     fast_client.submit_jobs("q", "s", [job_item(pod())])
     options = WatchOptions(heartbeats=False, silence_timeout=0.25)
@@ -140,8 +152,9 @@ def test_silent_streams_are_reopened_without_heartbeats(servers: Servers,
     got: list[event_pb2.EventStreamMessage] = []
 
     def follow() -> None:
-        for message in fast_client.follow_events("q", "s", options=options,
-                                                 on_notice=notices.append):
+        for message in fast_client.follow_events(
+            "q", "s", options=options, on_notice=notices.append
+        ):
             got.append(message)
             if len(got) == 4:
                 break
@@ -158,8 +171,11 @@ def test_silent_streams_are_reopened_without_heartbeats(servers: Servers,
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 def test_wait_for_jobs_returns_each_jobs_end(servers: Servers, flavour: str) -> None:
-    c: Any = (ArmadaClient(servers.address, timeout=5) if flavour == "sync"
-              else AsyncOnThread(servers.address, timeout=5))
+    c: Any = (
+        ArmadaClient(servers.address, timeout=5)
+        if flavour == "sync"
+        else AsyncOnThread(servers.address, timeout=5)
+    )
     try:
         c.create_queue(queue("q"))
         a, b, x = c.submit_jobs("q", "s", [job_item(pod()) for _ in range(3)])
@@ -197,15 +213,24 @@ def test_wait_for_jobs_returns_each_jobs_end(servers: Servers, flavour: str) -> 
 
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])
-def test_wait_falls_back_to_polling_while_the_stream_is_down(servers: Servers,
-                                                             flavour: str) -> None:
-    c: Any = (ArmadaClient(servers.address, timeout=2, options=FAST) if flavour == "sync"
-              else AsyncOnThread(servers.address, timeout=2, options=FAST))
+def test_wait_falls_back_to_polling_while_the_stream_is_down(
+    servers: Servers, flavour: str
+) -> None:
+    c: Any = (
+        ArmadaClient(servers.address, timeout=2, options=FAST)
+        if flavour == "sync"
+        else AsyncOnThread(servers.address, timeout=2, options=FAST)
+    )
     try:
         c.create_queue(queue("q"))
         ids = c.submit_jobs("q", "s", [job_item(pod()), job_item(pod())])
-        options = WatchOptions(reconnect_delay=0.02, max_reconnect_delay=0.05,
-                               fallback_after=2, poll_interval=0.1, silence_timeout=5)
+        options = WatchOptions(
+            reconnect_delay=0.02,
+            max_reconnect_delay=0.05,
+            fallback_after=2,
+            poll_interval=0.1,
+            silence_timeout=5,
+        )
         notices: list[Notice] = []
         seen = threading.Event()
         outcome: dict[str, Any] = {}
@@ -213,8 +238,14 @@ def test_wait_falls_back_to_polling_while_the_stream_is_down(servers: Servers,
         def wait() -> None:
             try:
                 outcome["results"] = c.wait_for_jobs(
-                    "q", "s", ids, timeout=30, options=options, on_notice=notices.append,
-                    on_event=lambda m, r: seen.set() if m.id == "4" else None)
+                    "q",
+                    "s",
+                    ids,
+                    timeout=30,
+                    options=options,
+                    on_notice=notices.append,
+                    on_event=lambda m, r: seen.set() if m.id == "4" else None,
+                )
             except BaseException as e:  # reported by the assertion below
                 outcome["error"] = e
 
@@ -263,6 +294,7 @@ async def test_cancelling_the_waiting_task_closes_the_stream(servers: Servers) -
                 break
             await asyncio.sleep(0.01)
         assert watchers(servers) == 0
+
         # The same for a follow_events task.
         async def follow() -> None:
             async for _ in c.follow_events("q", "s"):
@@ -291,6 +323,7 @@ def test_follow_gives_up_after_max_failures(servers: Servers) -> None:
         options = WatchOptions(max_failures=2, reconnect_delay=0.01)
         notices: list[Notice] = []
         from armada_core.client import Unavailable
+
         with pytest.raises(Unavailable):
             list(c.follow_events("q", "s", options=options, on_notice=notices.append))
         assert [n.kind for n in notices] == ["reconnecting"]

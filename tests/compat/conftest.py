@@ -23,8 +23,9 @@ def _make_env(where: Path) -> Path:
     uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     if uv:
         subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(where)], check=True)
-        subprocess.run([uv, "pip", "install", "-q", "--python", str(python), OFFICIAL_CLIENT],
-                       check=True)
+        subprocess.run(
+            [uv, "pip", "install", "-q", "--python", str(python), OFFICIAL_CLIENT], check=True
+        )
     else:
         subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", OFFICIAL_CLIENT], check=True)
@@ -42,9 +43,14 @@ def official(official_python: Path) -> Callable[[dict[str, Any]], Any]:
 
     def call(request: dict[str, Any]) -> Any:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        done = subprocess.run([str(official_python), str(OFFICIAL_SIDE)],
-                              input=json.dumps(request), capture_output=True, text=True,
-                              env=env, check=False)
+        done = subprocess.run(
+            [str(official_python), str(OFFICIAL_SIDE)],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
         if done.returncode != 0:
             raise AssertionError(f"official side failed:\n{done.stderr}")
         return json.loads(done.stdout)

@@ -60,32 +60,59 @@ def quantities(**values: str) -> dict[str, resource.Quantity]:
     return {k: resource.Quantity(string=v) for k, v in values.items()}
 
 
-def pod_spec(cpu: str = "500m", memory: str = "256Mi", priority_class: str = "",
-             **extra: Any) -> core_v1.PodSpec:
+def pod_spec(
+    cpu: str = "500m", memory: str = "256Mi", priority_class: str = "", **extra: Any
+) -> core_v1.PodSpec:
     """A realistic batch pod: resources, env, volumes, tolerations, selector, grace period."""
     container = core_v1.Container(
-        name="main", image="busybox:1.36", command=["sh", "-c"], args=["echo hello; sleep 5"],
-        env=[core_v1.EnvVar(name="STAGE", value="compat"),
-             core_v1.EnvVar(name="POD", valueFrom=core_v1.EnvVarSource(
-                 fieldRef=core_v1.ObjectFieldSelector(fieldPath="metadata.name")))],
+        name="main",
+        image="busybox:1.36",
+        command=["sh", "-c"],
+        args=["echo hello; sleep 5"],
+        env=[
+            core_v1.EnvVar(name="STAGE", value="compat"),
+            core_v1.EnvVar(
+                name="POD",
+                valueFrom=core_v1.EnvVarSource(
+                    fieldRef=core_v1.ObjectFieldSelector(fieldPath="metadata.name")
+                ),
+            ),
+        ],
         resources=core_v1.ResourceRequirements(
-            requests=quantities(cpu=cpu, memory=memory),
-            limits=quantities(cpu=cpu, memory=memory)),
+            requests=quantities(cpu=cpu, memory=memory), limits=quantities(cpu=cpu, memory=memory)
+        ),
         volumeMounts=[core_v1.VolumeMount(name="scratch", mountPath="/scratch")],
-        securityContext=core_v1.SecurityContext(runAsNonRoot=True, runAsUser=1000))
+        securityContext=core_v1.SecurityContext(runAsNonRoot=True, runAsUser=1000),
+    )
     init = core_v1.Container(
-        name="setup", image="busybox:1.36", command=["true"],
-        resources=core_v1.ResourceRequirements(requests=quantities(cpu="100m", memory="64Mi"),
-                                               limits=quantities(cpu="100m", memory="64Mi")))
+        name="setup",
+        image="busybox:1.36",
+        command=["true"],
+        resources=core_v1.ResourceRequirements(
+            requests=quantities(cpu="100m", memory="64Mi"),
+            limits=quantities(cpu="100m", memory="64Mi"),
+        ),
+    )
     return core_v1.PodSpec(
-        containers=[container], initContainers=[init],
-        volumes=[core_v1.Volume(name="scratch", volumeSource=core_v1.VolumeSource(
-            emptyDir=core_v1.EmptyDirVolumeSource()))],
+        containers=[container],
+        initContainers=[init],
+        volumes=[
+            core_v1.Volume(
+                name="scratch",
+                volumeSource=core_v1.VolumeSource(emptyDir=core_v1.EmptyDirVolumeSource()),
+            )
+        ],
         nodeSelector={"pool": "cpu"},
-        tolerations=[core_v1.Toleration(key="dedicated", operator="Equal", value="batch",
-                                        effect="NoSchedule")],
-        terminationGracePeriodSeconds=30, restartPolicy="Never",
-        priorityClassName=priority_class, **extra)
+        tolerations=[
+            core_v1.Toleration(
+                key="dedicated", operator="Equal", value="batch", effect="NoSchedule"
+            )
+        ],
+        terminationGracePeriodSeconds=30,
+        restartPolicy="Never",
+        priorityClassName=priority_class,
+        **extra,
+    )
 
 
 def job_summary(job) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -93,9 +120,14 @@ def job_summary(job) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     pod = job.pod_specs[0]
     main = pod.containers[0]
     return {
-        "id": job.id, "client_id": job.client_id, "queue": job.queue,
-        "job_set_id": job.job_set_id, "priority": job.priority, "namespace": job.namespace,
-        "labels": dict(job.labels), "annotations": dict(job.annotations),
+        "id": job.id,
+        "client_id": job.client_id,
+        "queue": job.queue,
+        "job_set_id": job.job_set_id,
+        "priority": job.priority,
+        "namespace": job.namespace,
+        "labels": dict(job.labels),
+        "annotations": dict(job.annotations),
         "priority_class": pod.priorityClassName,
         "grace": pod.terminationGracePeriodSeconds,
         "deadline": pod.activeDeadlineSeconds,
@@ -108,8 +140,9 @@ def job_summary(job) -> dict[str, Any]:  # type: ignore[no-untyped-def]
         "node_selector": dict(pod.nodeSelector),
         "tolerations": [as_dict(t) for t in pod.tolerations],
         "security_context": as_dict(main.securityContext),
-        "scheduling_requests": {k: v.string for k, v in
-                                job.scheduling_resource_requirements.requests.items()},
+        "scheduling_requests": {
+            k: v.string for k, v in job.scheduling_resource_requirements.requests.items()
+        },
     }
 
 
@@ -119,8 +152,14 @@ class Watcher:
     Stops by itself once every expected job has a `cancelled` event.
     """
 
-    def __init__(self, client: ArmadaClient, queue: str, job_set: str, expect: set[str],
-                 from_message_id: str | None = None) -> None:
+    def __init__(
+        self,
+        client: ArmadaClient,
+        queue: str,
+        job_set: str,
+        expect: set[str],
+        from_message_id: str | None = None,
+    ) -> None:
         self.client = client
         self.stream = client.get_job_events_stream(queue, job_set, from_message_id)
         self.expect = set(expect)
@@ -135,11 +174,16 @@ class Watcher:
         try:
             for message in self.stream:
                 event = self.client.unmarshal_event_response(message)
-                self.events.append({"id": event.id, "type": event.type.value,
-                                    "job_id": event.message.job_id,
-                                    "job_set_id": event.message.job_set_id,
-                                    "queue": event.message.queue,
-                                    "created": event.message.created.ToJsonString()})
+                self.events.append(
+                    {
+                        "id": event.id,
+                        "type": event.type.value,
+                        "job_id": event.message.job_id,
+                        "job_set_id": event.message.job_set_id,
+                        "queue": event.message.queue,
+                        "created": event.message.created.ToJsonString(),
+                    }
+                )
                 if event.type.value == "submitted":
                     self.events[-1]["job"] = job_summary(event.message.job)
                 if event.type.value == "cancelled":
@@ -153,8 +197,7 @@ class Watcher:
 
     def wait_for(self, count: int, timeout: float = WATCH_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
-        while len(self.events) < count and not self.done.is_set() \
-                and time.monotonic() < deadline:
+        while len(self.events) < count and not self.done.is_set() and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def finish(self, timeout: float = WATCH_TIMEOUT) -> dict[str, Any]:
@@ -167,29 +210,51 @@ def queue_crud(client: ArmadaClient, prefix: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     name, tmp, extra = f"{prefix}-main", f"{prefix}-tmp", f"{prefix}-extra"
     queue = client.create_queue_request(
-        name, priority_factor=2.0, user_owners=["alice"], group_owners=["research"],
+        name,
+        priority_factor=2.0,
+        user_owners=["alice"],
+        group_owners=["research"],
         resource_limits={"cpu": 0.5},
-        permissions=[Permissions([Subject("Group", "research"), Subject("User", "bob")],
-                                 ["submit", "cancel", "watch"])])
+        permissions=[
+            Permissions(
+                [Subject("Group", "research"), Subject("User", "bob")],
+                ["submit", "cancel", "watch"],
+            )
+        ],
+    )
     out["create"] = outcome(lambda: client.create_queue(queue))
     out["create_again"] = outcome(lambda: client.create_queue(queue))
     out["get"] = outcome(lambda: client.get_queue(name))
-    updated = client.create_queue_request(name, priority_factor=3.0,
-                                          user_owners=["alice", "carol"])
+    updated = client.create_queue_request(name, priority_factor=3.0, user_owners=["alice", "carol"])
     out["update"] = outcome(lambda: client.update_queue(updated))
     out["get_updated"] = outcome(lambda: client.get_queue(name))
-    out["update_missing"] = outcome(lambda: client.update_queue(
-        client.create_queue_request(f"{prefix}-ghost", priority_factor=1.0)))
-    out["create_default_factor"] = outcome(lambda: client.create_queue(
-        client.create_queue_request(tmp, priority_factor=None)))
-    out["create_invalid"] = outcome(lambda: client.create_queue(
-        client.create_queue_request("not a name", priority_factor=1.0)))
-    out["create_queues"] = outcome(lambda: client.create_queues([
-        client.create_queue_request(extra, priority_factor=1.0),
-        client.create_queue_request(name, priority_factor=1.0)]))
-    out["update_queues"] = outcome(lambda: client.update_queues([
-        client.create_queue_request(extra, priority_factor=4.0),
-        client.create_queue_request(f"{prefix}-ghost", priority_factor=1.0)]))
+    out["update_missing"] = outcome(
+        lambda: client.update_queue(
+            client.create_queue_request(f"{prefix}-ghost", priority_factor=1.0)
+        )
+    )
+    out["create_default_factor"] = outcome(
+        lambda: client.create_queue(client.create_queue_request(tmp, priority_factor=None))
+    )
+    out["create_invalid"] = outcome(
+        lambda: client.create_queue(client.create_queue_request("not a name", priority_factor=1.0))
+    )
+    out["create_queues"] = outcome(
+        lambda: client.create_queues(
+            [
+                client.create_queue_request(extra, priority_factor=1.0),
+                client.create_queue_request(name, priority_factor=1.0),
+            ]
+        )
+    )
+    out["update_queues"] = outcome(
+        lambda: client.update_queues(
+            [
+                client.create_queue_request(extra, priority_factor=4.0),
+                client.create_queue_request(f"{prefix}-ghost", priority_factor=1.0),
+            ]
+        )
+    )
     out["listed"] = [as_dict(q) for q in client.get_queues()]
     out["delete"] = outcome(lambda: client.delete_queue(tmp))
     out["delete_extra"] = outcome(lambda: client.delete_queue(extra))
@@ -204,72 +269,141 @@ def jobs_scenario(client: ArmadaClient, queue: str, job_set: str) -> dict[str, A
     uri = f"airflow://compat/{job_set}/task/1"
     items = [
         client.create_job_request_item(
-            priority=1.0, pod_spec=pod_spec(), namespace="default", client_id="single-1",
-            labels={"team": "compat"}, annotations={EXTERNAL_URI: uri}),
+            priority=1.0,
+            pod_spec=pod_spec(),
+            namespace="default",
+            client_id="single-1",
+            labels={"team": "compat"},
+            annotations={EXTERNAL_URI: uri},
+        ),
         client.create_job_request_item(
-            priority=2.0, pod_specs=[pod_spec("1", "1Gi", "armada-preemptible")],
-            namespace="default", client_id="single-2"),
+            priority=2.0,
+            pod_specs=[pod_spec("1", "1Gi", "armada-preemptible")],
+            namespace="default",
+            client_id="single-2",
+        ),
     ]
     for _ in range(2):
-        items.append(client.create_job_request_item(
-            priority=1.0, pod_specs=[pod_spec("2", "2Gi", "armada-default")],
-            namespace="default",
-            annotations={GANG: f"{job_set}-gang", GANG_CARDINALITY: "3", GANG_MINIMUM: "2",
-                         GANG_LABEL: "zone"}))
+        items.append(
+            client.create_job_request_item(
+                priority=1.0,
+                pod_specs=[pod_spec("2", "2Gi", "armada-default")],
+                namespace="default",
+                annotations={
+                    GANG: f"{job_set}-gang",
+                    GANG_CARDINALITY: "3",
+                    GANG_MINIMUM: "2",
+                    GANG_LABEL: "zone",
+                },
+            )
+        )
     # The third gang member comes in its own request, as a separate submitter would send it.
     late_member = client.create_job_request_item(
-        priority=1.0, pod_specs=[pod_spec("2", "2Gi", "armada-default")], namespace="default",
-        annotations={GANG: f"{job_set}-gang", GANG_CARDINALITY: "3", GANG_MINIMUM: "2",
-                     GANG_LABEL: "zone"})
+        priority=1.0,
+        pod_specs=[pod_spec("2", "2Gi", "armada-default")],
+        namespace="default",
+        annotations={
+            GANG: f"{job_set}-gang",
+            GANG_CARDINALITY: "3",
+            GANG_MINIMUM: "2",
+            GANG_LABEL: "zone",
+        },
+    )
     by_field = client.create_job_request_item(pod_spec=pod_spec(), namespace="default")
     by_field.external_job_uri = f"{uri}-field"
 
     response = client.submit_jobs(queue, job_set, items)
     ids = [i.job_id for i in response.job_response_items]
     out["submit"] = as_dict(response)
-    out["submit_late_member"] = outcome(lambda: client.submit_jobs(queue, job_set,
-                                                                   [late_member]))
+    out["submit_late_member"] = outcome(lambda: client.submit_jobs(queue, job_set, [late_member]))
     by_field_answer = client.submit_jobs(queue, job_set, [by_field])
     ids.append(out["submit_late_member"]["job_response_items"][0]["job_id"])
     ids.append(by_field_answer.job_response_items[0].job_id)
     out["ids"] = ids
     # Resubmitting a known client_id returns the original id and stores nothing new.
-    out["resubmit"] = outcome(lambda: client.submit_jobs(queue, job_set, [
-        client.create_job_request_item(pod_spec=pod_spec(), client_id="single-2"),
-        client.create_job_request_item(pod_spec=pod_spec(), client_id="single-1")]))
+    out["resubmit"] = outcome(
+        lambda: client.submit_jobs(
+            queue,
+            job_set,
+            [
+                client.create_job_request_item(pod_spec=pod_spec(), client_id="single-2"),
+                client.create_job_request_item(pod_spec=pod_spec(), client_id="single-1"),
+            ],
+        )
+    )
 
     bad_quantity = pod_spec()
     bad_quantity.containers[0].resources.requests["cpu"].string = "lots"
-    out["submit_bad_quantity"] = outcome(lambda: client.submit_jobs(queue, job_set, [
-        client.create_job_request_item(pod_spec=pod_spec()),
-        client.create_job_request_item(pod_spec=bad_quantity)]))
-    out["submit_bad_gang"] = outcome(lambda: client.submit_jobs(queue, job_set, [
-        client.create_job_request_item(pod_spec=pod_spec(), annotations={
-            GANG: "g", GANG_CARDINALITY: "two"})]))
-    out["submit_mismatched_gang"] = outcome(lambda: client.submit_jobs(queue, job_set, [
-        client.create_job_request_item(pod_spec=pod_spec(), annotations={
-            GANG: "g2", GANG_CARDINALITY: "2"}),
-        client.create_job_request_item(pod_spec=pod_spec(), annotations={
-            GANG: "g2", GANG_CARDINALITY: "3"})]))
-    out["submit_unknown_class"] = outcome(lambda: client.submit_jobs(queue, job_set, [
-        client.create_job_request_item(pod_spec=pod_spec(priority_class="gold"))]))
-    out["submit_missing_queue"] = outcome(lambda: client.submit_jobs(
-        f"{queue}-ghost", job_set, [client.create_job_request_item(pod_spec=pod_spec())]))
+    out["submit_bad_quantity"] = outcome(
+        lambda: client.submit_jobs(
+            queue,
+            job_set,
+            [
+                client.create_job_request_item(pod_spec=pod_spec()),
+                client.create_job_request_item(pod_spec=bad_quantity),
+            ],
+        )
+    )
+    out["submit_bad_gang"] = outcome(
+        lambda: client.submit_jobs(
+            queue,
+            job_set,
+            [
+                client.create_job_request_item(
+                    pod_spec=pod_spec(), annotations={GANG: "g", GANG_CARDINALITY: "two"}
+                )
+            ],
+        )
+    )
+    out["submit_mismatched_gang"] = outcome(
+        lambda: client.submit_jobs(
+            queue,
+            job_set,
+            [
+                client.create_job_request_item(
+                    pod_spec=pod_spec(), annotations={GANG: "g2", GANG_CARDINALITY: "2"}
+                ),
+                client.create_job_request_item(
+                    pod_spec=pod_spec(), annotations={GANG: "g2", GANG_CARDINALITY: "3"}
+                ),
+            ],
+        )
+    )
+    out["submit_unknown_class"] = outcome(
+        lambda: client.submit_jobs(
+            queue,
+            job_set,
+            [client.create_job_request_item(pod_spec=pod_spec(priority_class="gold"))],
+        )
+    )
+    out["submit_missing_queue"] = outcome(
+        lambda: client.submit_jobs(
+            f"{queue}-ghost", job_set, [client.create_job_request_item(pod_spec=pod_spec())]
+        )
+    )
 
     out["status"] = state_names(client.get_job_status([*ids, UNKNOWN_ID]))
     out["details"] = as_dict(client.get_job_details(ids))
     out["errors"] = as_dict(client.get_job_errors([*ids, UNKNOWN_ID]))
     out["by_uri"] = state_names(client.get_job_status_by_external_job_uri(queue, job_set, uri))
-    out["by_uri_field"] = state_names(client.get_job_status_by_external_job_uri(
-        queue, job_set, f"{uri}-field"))
-    out["by_uri_unknown"] = state_names(client.get_job_status_by_external_job_uri(
-        queue, job_set, "nothing://here"))
+    out["by_uri_field"] = state_names(
+        client.get_job_status_by_external_job_uri(queue, job_set, f"{uri}-field")
+    )
+    out["by_uri_unknown"] = state_names(
+        client.get_job_status_by_external_job_uri(queue, job_set, "nothing://here")
+    )
     out["run_details"] = outcome(lambda: client.get_job_run_details(["no-such-run"]))
 
-    out["reprioritize_one"] = outcome(lambda: client.reprioritize_jobs(
-        new_priority=5.0, job_ids=[ids[0], UNKNOWN_ID], job_set_id=job_set, queue=queue))
-    out["reprioritize_set"] = outcome(lambda: client.reprioritize_jobs(
-        new_priority=3.0, job_ids=None, job_set_id=job_set, queue=queue))
+    out["reprioritize_one"] = outcome(
+        lambda: client.reprioritize_jobs(
+            new_priority=5.0, job_ids=[ids[0], UNKNOWN_ID], job_set_id=job_set, queue=queue
+        )
+    )
+    out["reprioritize_set"] = outcome(
+        lambda: client.reprioritize_jobs(
+            new_priority=3.0, job_ids=None, job_set_id=job_set, queue=queue
+        )
+    )
     out["preempt_queued"] = outcome(lambda: client.preempt_jobs(queue, job_set, ids[1]))
 
     # Watch live: every submitted job's submitted + queued events, then its cancellation.
@@ -280,8 +414,11 @@ def jobs_scenario(client: ArmadaClient, queue: str, job_set: str) -> dict[str, A
     out["seen_before_cancel"] = len(watcher.events)
     out["cancel_one"] = outcome(lambda: client.cancel_jobs(queue, job_set, job_id=ids[0]))
     out["cancel_again"] = outcome(lambda: client.cancel_jobs(queue, job_set, job_id=ids[0]))
-    out["cancel_set"] = outcome(lambda: client.cancel_jobset(
-        queue, job_set, [JobState.QUEUED, JobState.PENDING, JobState.RUNNING]))
+    out["cancel_set"] = outcome(
+        lambda: client.cancel_jobset(
+            queue, job_set, [JobState.QUEUED, JobState.PENDING, JobState.RUNNING]
+        )
+    )
     out["watch"] = watcher.finish()
     events = out["watch"]["events"]
 
@@ -292,8 +429,11 @@ def jobs_scenario(client: ArmadaClient, queue: str, job_set: str) -> dict[str, A
     out["status_after"] = state_names(client.get_job_status(ids))
     out["details_after"] = as_dict(client.get_job_details(ids))
     out["errors_after"] = as_dict(client.get_job_errors(ids))
-    out["reprioritize_cancelled"] = outcome(lambda: client.reprioritize_jobs(
-        new_priority=9.0, job_ids=[ids[0]], job_set_id=job_set, queue=queue))
+    out["reprioritize_cancelled"] = outcome(
+        lambda: client.reprioritize_jobs(
+            new_priority=9.0, job_ids=[ids[0]], job_set_id=job_set, queue=queue
+        )
+    )
     out["watch_missing_set"] = watch_missing(client, queue, f"{job_set}-never")
     return out
 
@@ -318,8 +458,15 @@ async def async_scenario(address: str, queue: str, job_set: str) -> dict[str, An
         out["health"] = [type(h).ServingStatus.Name(h.status) for h in health]
         out["queue"] = as_dict(await client.get_queue(queue))
         out["queues"] = [q.name for q in await client.get_queues()]
-        response = await client.submit_jobs(queue, job_set, [client.create_job_request_item(
-            pod_spec=pod_spec(), namespace="default", client_id="async-1")])
+        response = await client.submit_jobs(
+            queue,
+            job_set,
+            [
+                client.create_job_request_item(
+                    pod_spec=pod_spec(), namespace="default", client_id="async-1"
+                )
+            ],
+        )
         [job_id] = [i.job_id for i in response.job_response_items]
         out["job_id"] = job_id
         stream = await client.get_job_events_stream(queue, job_set)

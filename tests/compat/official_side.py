@@ -31,8 +31,13 @@ from schema import schema_of
 
 def reachable_files() -> list:
     pool = descriptor_pool.Default()
-    roots = ["armada/submit.proto", "armada/event.proto", "armada/job.proto",
-             "armada/health.proto", "armada/binoculars.proto"]
+    roots = [
+        "armada/submit.proto",
+        "armada/event.proto",
+        "armada/job.proto",
+        "armada/health.proto",
+        "armada/binoculars.proto",
+    ]
     seen: dict[str, object] = {}
     todo = [pool.FindFileByName(r) for r in roots]
     while todo:
@@ -64,10 +69,12 @@ def main() -> None:
         for item in request["items"]:
             msg = message_class(item["type"])()
             msg.ParseFromString(base64.b64decode(item["data"]))
-            answer.append({
-                "value": json_format.MessageToDict(msg, preserving_proto_field_name=True),
-                "data": base64.b64encode(msg.SerializeToString(deterministic=True)).decode(),
-            })
+            answer.append(
+                {
+                    "value": json_format.MessageToDict(msg, preserving_proto_field_name=True),
+                    "data": base64.b64encode(msg.SerializeToString(deterministic=True)).decode(),
+                }
+            )
     else:
         raise SystemExit(f"unknown op {op!r}")
     json.dump(answer, sys.stdout)

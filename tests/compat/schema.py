@@ -27,8 +27,11 @@ def schema_of(files: list) -> Schema:
     def message(m: descriptor_pb2.DescriptorProto, full: str, proto2: bool) -> None:
         fields = {}
         for f in m.field:
-            oneof = (m.oneof_decl[f.oneof_index].name
-                     if f.HasField("oneof_index") and not f.proto3_optional else None)
+            oneof = (
+                m.oneof_decl[f.oneof_index].name
+                if f.HasField("oneof_index") and not f.proto3_optional
+                else None
+            )
             label = f.label
             if not proto2 and label == f.LABEL_OPTIONAL:
                 label = "singular"

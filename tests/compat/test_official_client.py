@@ -31,16 +31,25 @@ QUEUE = f"{PREFIX}-main"
 JOB_SET = f"{PREFIX}-set"
 UNKNOWN_ID = "01ZZZZZZZZZZZZZZZZZZZZZZZZ"
 URI = f"airflow://compat/{JOB_SET}/task/1"
-GANG = {"armadaproject.io/gangId": f"{JOB_SET}-gang", "armadaproject.io/gangCardinality": "3",
-        "armadaproject.io/gangMinimumCardinality": "2",
-        "armadaproject.io/gangNodeUniformityLabel": "zone"}
+GANG = {
+    "armadaproject.io/gangId": f"{JOB_SET}-gang",
+    "armadaproject.io/gangCardinality": "3",
+    "armadaproject.io/gangMinimumCardinality": "2",
+    "armadaproject.io/gangNodeUniformityLabel": "zone",
+}
 
 
 def run_official(python: Path, address: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run([str(python), str(SCENARIOS)],
-                          input=json.dumps({"address": address, "prefix": PREFIX}),
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    done = subprocess.run(
+        [str(python), str(SCENARIOS)],
+        input=json.dumps({"address": address, "prefix": PREFIX}),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     if done.returncode != 0:
         raise AssertionError(f"the official client's scenario failed:\n{done.stderr}")
     return json.loads(done.stdout)
@@ -53,8 +62,9 @@ def error(answer: Any, code: str, *fragments: str) -> None:
 
 
 def test_official_client_scenario(database_url: str, official_python: Path) -> None:
-    with EmbeddedServer(database_url=database_url, port=0, executor="none",
-                        scheduling_period=3600) as server:
+    with EmbeddedServer(
+        database_url=database_url, port=0, executor="none", scheduling_period=3600
+    ) as server:
         observed = run_official(official_python, server.address)
         store = server.server.store
         assert store is not None
@@ -70,15 +80,28 @@ def check_queues(q: dict[str, Any]) -> None:
     assert q["create"] == {}
     error(q["create_again"], "ALREADY_EXISTS", QUEUE)
     assert q["get"] == {
-        "name": QUEUE, "priority_factor": 2.0, "user_owners": ["alice"],
-        "group_owners": ["research"], "resource_limits": {"cpu": 0.5},
-        "permissions": [{"subjects": [{"kind": "Group", "name": "research"},
-                                      {"kind": "User", "name": "bob"}],
-                         "verbs": ["submit", "cancel", "watch"]}]}
+        "name": QUEUE,
+        "priority_factor": 2.0,
+        "user_owners": ["alice"],
+        "group_owners": ["research"],
+        "resource_limits": {"cpu": 0.5},
+        "permissions": [
+            {
+                "subjects": [
+                    {"kind": "Group", "name": "research"},
+                    {"kind": "User", "name": "bob"},
+                ],
+                "verbs": ["submit", "cancel", "watch"],
+            }
+        ],
+    }
     assert q["update"] == {}
     # An update replaces the queue: what the new message leaves out is gone.
-    assert q["get_updated"] == {"name": QUEUE, "priority_factor": 3.0,
-                                "user_owners": ["alice", "carol"]}
+    assert q["get_updated"] == {
+        "name": QUEUE,
+        "priority_factor": 3.0,
+        "user_owners": ["alice", "carol"],
+    }
     error(q["update_missing"], "NOT_FOUND", f"{PREFIX}-ghost")
     assert q["create_default_factor"] == {}
     error(q["create_invalid"], "INVALID_ARGUMENT", "name", "not a name")
@@ -106,14 +129,32 @@ def check_jobs(j: dict[str, Any], stored_events: int | None) -> None:
     assert [i["job_id"] for i in j["resubmit"]["job_response_items"]] == [single2, single1]
 
     # Invalid requests fail whole, naming the item and the field.
-    error(j["submit_bad_quantity"], "INVALID_ARGUMENT",
-          "job_request_items[1].pod_specs[0].containers[0].resources.requests[cpu]", "lots")
-    error(j["submit_bad_gang"], "INVALID_ARGUMENT", "job_request_items[0].annotations",
-          "gangCardinality", "two")
-    error(j["submit_mismatched_gang"], "INVALID_ARGUMENT", "job_request_items[1]",
-          "gangCardinality", "'g2'")
-    error(j["submit_unknown_class"], "INVALID_ARGUMENT",
-          "job_request_items[0].pod_specs[0].priorityClassName", "gold")
+    error(
+        j["submit_bad_quantity"],
+        "INVALID_ARGUMENT",
+        "job_request_items[1].pod_specs[0].containers[0].resources.requests[cpu]",
+        "lots",
+    )
+    error(
+        j["submit_bad_gang"],
+        "INVALID_ARGUMENT",
+        "job_request_items[0].annotations",
+        "gangCardinality",
+        "two",
+    )
+    error(
+        j["submit_mismatched_gang"],
+        "INVALID_ARGUMENT",
+        "job_request_items[1]",
+        "gangCardinality",
+        "'g2'",
+    )
+    error(
+        j["submit_unknown_class"],
+        "INVALID_ARGUMENT",
+        "job_request_items[0].pod_specs[0].priorityClassName",
+        "gold",
+    )
     error(j["submit_missing_queue"], "NOT_FOUND", f"{QUEUE}-ghost")
 
     # Queries while the jobs are queued.
@@ -121,8 +162,12 @@ def check_jobs(j: dict[str, Any], stored_events: int | None) -> None:
     details = j["details"]["job_details"]
     assert set(details) == set(ids)
     for job_id, d in details.items():
-        assert (d["job_id"], d["queue"], d["jobset"], d["namespace"]) == \
-            (job_id, QUEUE, JOB_SET, "default")
+        assert (d["job_id"], d["queue"], d["jobset"], d["namespace"]) == (
+            job_id,
+            QUEUE,
+            JOB_SET,
+            "default",
+        )
         assert d.get("state", "QUEUED") == "QUEUED"  # QUEUED is the enum's zero value
         assert d["submitted_ts"] and d["last_transition_ts"]
         assert "cancel_ts" not in d and "latest_run_id" not in d
@@ -161,19 +206,21 @@ def check_jobs(j: dict[str, Any], stored_events: int | None) -> None:
     first = submitted[single1]
     assert first["client_id"] == "single-1" and first["labels"] == {"team": "compat"}
     assert first["annotations"] == {"armadaproject.io/externalJobUri": URI}
-    assert (first["queue"], first["job_set_id"], first["namespace"]) == \
-        (QUEUE, JOB_SET, "default")
+    assert (first["queue"], first["job_set_id"], first["namespace"]) == (QUEUE, JOB_SET, "default")
     assert first["requests"] == first["limits"] == {"cpu": "500m", "memory": "256Mi"}
     assert first["priority_class"] == "armada-default"  # the default class, filled in
     assert (first["grace"], first["restart_policy"]) == (30, "Never")
     assert first["deadline"] > 0  # the server's default deadline
     assert first["init_containers"] == ["setup"]
-    assert first["env"][1] == {"name": "POD",
-                               "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    assert first["env"][1] == {
+        "name": "POD",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+    }
     assert first["volumes"] == [{"name": "scratch", "volumeSource": {"emptyDir": {}}}]
     assert first["node_selector"] == {"pool": "cpu"}
-    assert first["tolerations"] == [{"key": "dedicated", "operator": "Equal",
-                                     "value": "batch", "effect": "NoSchedule"}]
+    assert first["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
+    ]
     assert first["security_context"] == {"runAsUser": "1000", "runAsNonRoot": True}
     assert first["scheduling_requests"]["cpu"] == "500m"
     assert submitted[single2]["priority_class"] == "armada-preemptible"
@@ -181,8 +228,7 @@ def check_jobs(j: dict[str, Any], stored_events: int | None) -> None:
     for member in (gang1, gang2, gang3):
         assert submitted[member]["annotations"] == GANG
         assert submitted[member]["requests"] == {"cpu": "2", "memory": "2Gi"}
-    assert submitted[by_field]["annotations"] == {
-        "armadaproject.io/externalJobUri": f"{URI}-field"}
+    assert submitted[by_field]["annotations"] == {"armadaproject.io/externalJobUri": f"{URI}-field"}
 
 
 def check_watch(watch: dict[str, Any], ids: list[str], stored_events: int | None) -> None:
@@ -198,11 +244,22 @@ def check_watch(watch: dict[str, Any], ids: list[str], stored_events: int | None
     for e in events:
         per_job[e["job_id"]].append(e["type"])
     reprioritized = ["reprioritizing", "reprioritized"]
-    assert per_job[ids[0]] == ["submitted", "queued", *reprioritized, *reprioritized,
-                               "cancelling", "cancelled"]
+    assert per_job[ids[0]] == [
+        "submitted",
+        "queued",
+        *reprioritized,
+        *reprioritized,
+        "cancelling",
+        "cancelled",
+    ]
     for job_id in ids[1:]:
-        assert per_job[job_id] == ["submitted", "queued", *reprioritized, "cancelling",
-                                   "cancelled"], job_id
+        assert per_job[job_id] == [
+            "submitted",
+            "queued",
+            *reprioritized,
+            "cancelling",
+            "cancelled",
+        ], job_id
     assert set(per_job) == set(ids)
 
 

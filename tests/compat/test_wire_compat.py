@@ -25,9 +25,13 @@ from .schema import EXTENSIONS_FROM, differences, schema_of
 
 pytestmark = pytest.mark.compat
 
-OUR_ROOTS = ["armada_core/api/submit.proto", "armada_core/api/event.proto",
-             "armada_core/api/job.proto", "armada_core/api/health.proto",
-             "armada_core/api/binoculars.proto"]
+OUR_ROOTS = [
+    "armada_core/api/submit.proto",
+    "armada_core/api/event.proto",
+    "armada_core/api/job.proto",
+    "armada_core/api/health.proto",
+    "armada_core/api/binoculars.proto",
+]
 
 
 def our_files() -> list:
@@ -44,7 +48,8 @@ def our_files() -> list:
 
 def our_class(full_name: str):
     return message_factory.GetMessageClass(
-        descriptor_pool.Default().FindMessageTypeByName(full_name))
+        descriptor_pool.Default().FindMessageTypeByName(full_name)
+    )
 
 
 def as_dict(msg) -> dict[str, Any]:
@@ -65,8 +70,11 @@ def test_schema_matches_official_client(official) -> None:
     ours = schema_of(our_files())
     assert differences(ours, theirs, require_all_of=(".api.", ".binoculars.")) == []
     # The Kubernetes part covers what a batch pod spec uses.
-    k8s = [m for m in ours["messages"] if m.startswith(".k8s.io.") and
-           not ours["messages"][m]["map_entry"]]
+    k8s = [
+        m
+        for m in ours["messages"]
+        if m.startswith(".k8s.io.") and not ours["messages"][m]["map_entry"]
+    ]
     assert len(k8s) >= 120
     assert sum(len(ours["messages"][m]["fields"]) for m in k8s) >= 520
 
@@ -84,8 +92,9 @@ def test_every_event_type_has_a_sample() -> None:
     assert {f.name for f in oneof.fields} == set(EVENTS)
 
 
-@pytest.mark.parametrize(("type_name", "value"), MESSAGES,
-                         ids=[sample_id(t, v) for t, v in MESSAGES])
+@pytest.mark.parametrize(
+    ("type_name", "value"), MESSAGES, ids=[sample_id(t, v) for t, v in MESSAGES]
+)
 def test_official_encodes_we_decode(official, type_name: str, value: dict[str, Any]) -> None:
     [data] = official({"op": "encode", "items": [{"type": type_name, "value": value}]})
     msg = our_class(type_name)()
@@ -95,8 +104,9 @@ def test_official_encodes_we_decode(official, type_name: str, value: dict[str, A
     assert encode(msg) == data
 
 
-@pytest.mark.parametrize(("type_name", "value"), MESSAGES,
-                         ids=[sample_id(t, v) for t, v in MESSAGES])
+@pytest.mark.parametrize(
+    ("type_name", "value"), MESSAGES, ids=[sample_id(t, v) for t, v in MESSAGES]
+)
 def test_we_encode_official_decodes(official, type_name: str, value: dict[str, Any]) -> None:
     msg = json_format.ParseDict(value, our_class(type_name)())
     [answer] = official({"op": "decode", "items": [{"type": type_name, "data": encode(msg)}]})
@@ -149,8 +159,16 @@ def scalar(f: FieldDescriptor):
     return f.number + 1000
 
 
-@pytest.mark.parametrize("type_name", ["api.JobSubmitRequest", "api.EventStreamMessage",
-                                       "api.Queue", "api.RetryPolicy", "api.JobDetailsResponse"])
+@pytest.mark.parametrize(
+    "type_name",
+    [
+        "api.JobSubmitRequest",
+        "api.EventStreamMessage",
+        "api.Queue",
+        "api.RetryPolicy",
+        "api.JobDetailsResponse",
+    ],
+)
 def test_every_field_round_trips(official, type_name: str) -> None:
     msg = our_class(type_name)()
     populate(msg)
@@ -163,10 +181,12 @@ def test_every_field_round_trips(official, type_name: str) -> None:
 def test_extension_fields_are_read_past_and_kept_by_the_official_client(official) -> None:
     failed = dict(EVENTS["failed"], run_id="run-1", condition="OOMKilled")
     failed["container_statuses"] = [dict(failed["container_statuses"][0], init_container=True)]
-    msg = json_format.ParseDict({"id": "7", "message": {"failed": failed}},
-                                our_class("api.EventStreamMessage")())
-    [answer] = official({"op": "decode", "items": [{"type": "api.EventStreamMessage",
-                                                    "data": encode(msg)}]})
+    msg = json_format.ParseDict(
+        {"id": "7", "message": {"failed": failed}}, our_class("api.EventStreamMessage")()
+    )
+    [answer] = official(
+        {"op": "decode", "items": [{"type": "api.EventStreamMessage", "data": encode(msg)}]}
+    )
     seen = answer["value"]["message"]["failed"]
     assert "run_id" not in seen and "condition" not in seen
     assert seen["failure_category"] == "oom" and seen["retryable"] is True

@@ -36,13 +36,21 @@ def dagster_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory,
-           dagster_home: Path) -> Iterator[EmbeddedServer]:
+def server(
+    tmp_path_factory: pytest.TempPathFactory, dagster_home: Path
+) -> Iterator[EmbeddedServer]:
     root = tmp_path_factory.mktemp("armada")
     config = ServerConfig(
-        port=0, http_port=None, executor="local", sandbox_dir=str(root / "pods"),
-        database_url=f"sqlite:///{root / 'armada.db'}", nodes=(NodeGroup(2, "4", "8Gi"),),
-        scheduling_period=0.1, executor_sync_interval=0.2, heartbeat_seconds=1)
+        port=0,
+        http_port=None,
+        executor="local",
+        sandbox_dir=str(root / "pods"),
+        database_url=f"sqlite:///{root / 'armada.db'}",
+        nodes=(NodeGroup(2, "4", "8Gi"),),
+        scheduling_period=0.1,
+        executor_sync_interval=0.2,
+        heartbeat_seconds=1,
+    )
     with EmbeddedServer(config) as running:
         yield running
 
@@ -63,9 +71,14 @@ def queue(admin: ArmadaClient) -> str:
 
 @pytest.fixture
 def armada(server: EmbeddedServer, queue: str) -> ArmadaResource:
-    return ArmadaResource(address=server.address, queue=queue, log_poll_interval=0.2,
-                          status_check_interval=5, log_destination="both",
-                          lookout_url_template="http://lookout.test/jobs/{job_id}")
+    return ArmadaResource(
+        address=server.address,
+        queue=queue,
+        log_poll_interval=0.2,
+        status_check_interval=5,
+        log_destination="both",
+        lookout_url_template="http://lookout.test/jobs/{job_id}",
+    )
 
 
 @pytest.fixture
@@ -89,8 +102,7 @@ def compute_log(instance: DagsterInstance, result: Any) -> str:
     for event in result.all_events:
         if event.event_type == DagsterEventType.LOGS_CAPTURED:
             data = event.event_specific_data
-            key = instance.compute_log_manager.build_log_key_for_run(result.run_id,
-                                                                      data.file_key)
+            key = instance.compute_log_manager.build_log_key_for_run(result.run_id, data.file_key)
             captured = instance.compute_log_manager.get_log_data(key)
             out.append((captured.stdout or b"").decode())
     return "".join(out)

@@ -87,8 +87,7 @@ query {
   }
 }
 """
-ARMADA_SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2,
-                   "lease_timeout": 60}
+ARMADA_SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2, "lease_timeout": 60}
 
 
 def message(record: EventLogEntry) -> str:
@@ -106,6 +105,7 @@ def free_ports(count: int) -> list[int]:
 
 
 # --- processes ------------------------------------------------------------------------------
+
 
 def parent_of(pid: int) -> int | None:
     try:
@@ -158,27 +158,47 @@ class Deployment:
     def start(self, name: str) -> Process:
         workspace = str(self.home / "workspace.yaml")
         argv = {
-            "code-server": [str(BIN / "dagster"), "api", "grpc", "--python-file",
-                            deployment_defs.__file__, "--host", "127.0.0.1", "--port",
-                            str(self.grpc_port), "--location-name", LOCATION],
+            "code-server": [
+                str(BIN / "dagster"),
+                "api",
+                "grpc",
+                "--python-file",
+                deployment_defs.__file__,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.grpc_port),
+                "--location-name",
+                LOCATION,
+            ],
             "daemon": [str(BIN / "dagster-daemon"), "run", "-w", workspace],
-            "webserver": [str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1",
-                          "-p", str(self.web_port)],
+            "webserver": [
+                str(BIN / "dagster-webserver"),
+                "-w",
+                workspace,
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.web_port),
+            ],
         }[name]
         return self._start(name, argv)
 
     def wait_ready(self, name: str) -> None:
-        pattern = {"code-server": r"Started Dagster code server",
-                   "daemon": r"Instance is configured with the following daemons",
-                   "webserver": r"Serving dagster-webserver on"}[name]
+        pattern = {
+            "code-server": r"Started Dagster code server",
+            "daemon": r"Instance is configured with the following daemons",
+            "webserver": r"Serving dagster-webserver on",
+        }[name]
         self.processes[name].wait_for(pattern, timeout=120)
         if name == "webserver":  # it says so before it listens
             wait_until(self._serving, 60, "the webserver to answer")
 
     def _serving(self) -> bool:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.web_port}/server_info",
-                                        timeout=5) as answer:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.web_port}/server_info", timeout=5
+            ) as answer:
                 return bool(answer.status == 200)
         except OSError:
             return False
@@ -211,8 +231,11 @@ class Deployment:
 
     def stop(self) -> None:
         code_server = self.processes.get("code-server")
-        leftovers = (process_tree(code_server.popen.pid)[1:]
-                     if code_server and code_server.popen.poll() is None else [])
+        leftovers = (
+            process_tree(code_server.popen.pid)[1:]
+            if code_server and code_server.popen.poll() is None
+            else []
+        )
         for process in reversed(self.started):
             process.stop()
         for pid in leftovers:  # run workers a failed test left behind
@@ -231,8 +254,12 @@ class Deployment:
 
     def wait_finished(self, run_id: str, timeout: float = 90) -> DagsterRunStatus:
         statuses: list[DagsterRunStatus] = []
-        wait_until(lambda: statuses.append(self.status(run_id)) or statuses[-1] in FINISHED,
-                   timeout, f"run {run_id} to finish", interval=0.1)
+        wait_until(
+            lambda: statuses.append(self.status(run_id)) or statuses[-1] in FINISHED,
+            timeout,
+            f"run {run_id} to finish",
+            interval=0.1,
+        )
         return statuses[-1]
 
     def children(self, run_id: str) -> list[str]:
@@ -256,18 +283,38 @@ def deployed(home: Path, address: str, queue: str) -> Iterator[Deployment]:
     """A code server, a daemon and a webserver on the DAGSTER_HOME `home`, whose code location
     submits to `queue` on the Armada server at `address`; stopped on the way out."""
     grpc_port, web_port = free_ports(2)
-    (home / "dagster.yaml").write_text(yaml.safe_dump({
-        "telemetry": {"enabled": False},
-        "run_retries": {"enabled": True, "max_retries": 1},
-    }))
-    (home / "workspace.yaml").write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
-        "host": "127.0.0.1", "port": grpc_port, "location_name": LOCATION}}]}))
+    (home / "dagster.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "telemetry": {"enabled": False},
+                "run_retries": {"enabled": True, "max_retries": 1},
+            }
+        )
+    )
+    (home / "workspace.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "load_from": [
+                    {
+                        "grpc_server": {
+                            "host": "127.0.0.1",
+                            "port": grpc_port,
+                            "location_name": LOCATION,
+                        }
+                    }
+                ]
+            }
+        )
+    )
     (home / "markers").mkdir()
-    env = {"DAGSTER_HOME": str(home), "ARMADA_ADDRESS": address, "ARMADA_QUEUE": queue,
-           "ARMADA_TEST_MARKERS": str(home / "markers"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    running = Deployment(home=home, logs=home, env=env, web_port=web_port,
-                         grpc_port=grpc_port)
+    env = {
+        "DAGSTER_HOME": str(home),
+        "ARMADA_ADDRESS": address,
+        "ARMADA_QUEUE": queue,
+        "ARMADA_TEST_MARKERS": str(home / "markers"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    running = Deployment(home=home, logs=home, env=env, web_port=web_port, grpc_port=grpc_port)
     try:
         running.start("code-server")
         running.wait_ready("code-server")
@@ -287,15 +334,18 @@ def deployment_queue(admin: ArmadaClient) -> str:
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory, server: EmbeddedServer,
-               deployment_queue: str) -> Iterator[Deployment]:
+def deployment(
+    tmp_path_factory: pytest.TempPathFactory, server: EmbeddedServer, deployment_queue: str
+) -> Iterator[Deployment]:
     """The deployment against the session's embedded server (its executor in-process)."""
-    with deployed(tmp_path_factory.mktemp("deployment"), server.address,
-                  deployment_queue) as running:
+    with deployed(
+        tmp_path_factory.mktemp("deployment"), server.address, deployment_queue
+    ) as running:
         yield running
 
 
 # --- Armada as separate processes -----------------------------------------------------------
+
 
 @dataclass
 class ArmadaProcesses:
@@ -325,16 +375,24 @@ class ArmadaProcesses:
 
             def on_port(name: str, *argv: str) -> Process:
                 at = argv.index("--port") + 1
-                return self._launch(name, *argv[:at], port, *argv[at + 1:])
+                return self._launch(name, *argv[:at], port, *argv[at + 1 :])
 
             process, address = start_server(
-                on_port, name, self.root, f"sqlite:///{self.root / 'armada.db'}",
-                **ARMADA_SETTINGS)
+                on_port, name, self.root, f"sqlite:///{self.root / 'armada.db'}", **ARMADA_SETTINGS
+            )
             assert self.address in ("", address), (self.address, address)
             self.address = address
         else:
-            process = start_executor(self._launch, name, self.address, "local", self.root,
-                                     "1x4x8Gi", executor_id=EXECUTOR, sandbox=self.sandbox)
+            process = start_executor(
+                self._launch,
+                name,
+                self.address,
+                "local",
+                self.root,
+                "1x4x8Gi",
+                executor_id=EXECUTOR,
+                sandbox=self.sandbox,
+            )
         self.processes[name] = process
         return process
 
@@ -371,15 +429,18 @@ def processes_admin(armada_processes: ArmadaProcesses) -> Iterator[ArmadaClient]
 
 
 @pytest.fixture(scope="module")
-def processes_deployment(tmp_path_factory: pytest.TempPathFactory,
-                         armada_processes: ArmadaProcesses) -> Iterator[Deployment]:
+def processes_deployment(
+    tmp_path_factory: pytest.TempPathFactory, armada_processes: ArmadaProcesses
+) -> Iterator[Deployment]:
     """The deployment against the server process (its code location's ARMADA_ADDRESS)."""
-    with deployed(tmp_path_factory.mktemp("processes-deployment"), armada_processes.address,
-                  QUEUE) as running:
+    with deployed(
+        tmp_path_factory.mktemp("processes-deployment"), armada_processes.address, QUEUE
+    ) as running:
         yield running
 
 
 # --- the step's Armada jobs -----------------------------------------------------------------
+
 
 @dataclass
 class StepJobs:
@@ -392,8 +453,9 @@ class StepJobs:
     job_sets: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        identity = task_identity(root_run_id=self.root, step_key=STEP, run_id=self.root,
-                                 retry_number=0)
+        identity = task_identity(
+            root_run_id=self.root, step_key=STEP, run_id=self.root, retry_number=0
+        )
         self.uri = identity.external_job_uri
         self.task = identity.annotations()[TASK_ANNOTATION]
         self.add_run(self.root)
@@ -403,24 +465,24 @@ class StepJobs:
             self.job_sets.append(f"dagster-{run_id}")
 
     def in_run(self, run_id: str) -> dict[str, int]:
-        return self.admin.get_job_status_by_external_uri(self.queue, f"dagster-{run_id}",
-                                                         self.uri)
+        return self.admin.get_job_status_by_external_uri(self.queue, f"dagster-{run_id}", self.uri)
 
     def all(self) -> dict[str, int]:
         found: dict[str, int] = {}
         for job_set in list(self.job_sets):
-            found.update(self.admin.get_job_status_by_external_uri(self.queue, job_set,
-                                                                   self.uri))
+            found.update(self.admin.get_job_status_by_external_uri(self.queue, job_set, self.uri))
         return found
 
     def submitted(self) -> list[str]:
         """Every job of the step ever submitted, from the job sets' events (by the task
         annotation every job of the task carries)."""
-        return [m.message.submitted.job_id
-                for job_set in self.job_sets
-                for m in self.admin.get_job_set_events(self.queue, job_set)
-                if m.message.WhichOneof("events") == "submitted"
-                and m.message.submitted.job.annotations.get(TASK_ANNOTATION) == self.task]
+        return [
+            m.message.submitted.job_id
+            for job_set in self.job_sets
+            for m in self.admin.get_job_set_events(self.queue, job_set)
+            if m.message.WhichOneof("events") == "submitted"
+            and m.message.submitted.job.annotations.get(TASK_ANNOTATION) == self.task
+        ]
 
     def event_time(self, job_set: str, job_id: str, kind: str) -> float:
         for m in self.admin.get_job_set_events(self.queue, job_set):
@@ -499,16 +561,21 @@ def releasing(deployment: Deployment, root: str) -> Iterator[None]:
 def running_job(jobs: StepJobs, run_id: str, timeout: float = 120) -> str:
     """The step's job of `run_id`, once it runs."""
     found: dict[str, int] = {}
-    wait_for(lambda: found.update(jobs.in_run(run_id)) or
-             submit_pb2.RUNNING in found.values(), timeout, f"run {run_id}'s job to run")
+    wait_for(
+        lambda: found.update(jobs.in_run(run_id)) or submit_pb2.RUNNING in found.values(),
+        timeout,
+        f"run {run_id}'s job to run",
+    )
     [job_id] = [j for j, s in found.items() if s == submit_pb2.RUNNING]
     return job_id
 
 
 # --- scenarios ------------------------------------------------------------------------------
 
+
 def test_a_killed_run_worker_is_retried_without_a_duplicate_job(
-        deployment: Deployment, admin: ArmadaClient, deployment_queue: str) -> None:
+    deployment: Deployment, admin: ArmadaClient, deployment_queue: str
+) -> None:
     """The run worker dies right after its step submitted a job; Dagster fails the run and
     its run retry re-executes the step under a new run id. The retry cancels the first job
     (no zombie) and waits for its end before submitting its own: never two at once."""
@@ -516,8 +583,11 @@ def test_a_killed_run_worker_is_retried_without_a_duplicate_job(
     jobs = StepJobs(admin, deployment_queue, first_run)
     with LiveJobCounter(jobs) as counter, releasing(deployment, first_run):
         first: dict[str, int] = {}
-        wait_for(lambda: first.update(jobs.in_run(first_run)) or first, 120,
-                 "the first run's job to be submitted")
+        wait_for(
+            lambda: first.update(jobs.in_run(first_run)) or first,
+            120,
+            "the first run's job to be submitted",
+        )
         [first_job] = first
         worker = deployment.worker_pid(first_run)
         code_server = deployment.processes["code-server"].popen.pid
@@ -526,8 +596,11 @@ def test_a_killed_run_worker_is_retried_without_a_duplicate_job(
 
         assert deployment.wait_finished(first_run) == DagsterRunStatus.FAILURE
         retries: list[str] = []
-        wait_for(lambda: retries.extend(deployment.children(first_run)) or retries, 90,
-                 "the run retry to be created")
+        wait_for(
+            lambda: retries.extend(deployment.children(first_run)) or retries,
+            90,
+            "the run retry to be created",
+        )
         [retry_run] = retries
         jobs.add_run(retry_run)
         retry_job = running_job(jobs, retry_run)
@@ -539,8 +612,9 @@ def test_a_killed_run_worker_is_retried_without_a_duplicate_job(
     assert admin.get_job_status([retry_job])[retry_job] == submit_pb2.SUCCEEDED
     assert sorted(jobs.submitted()) == sorted([first_job, retry_job])
     # The first job's end was recorded before the second was submitted, on the server's clock.
-    assert jobs.event_time(f"dagster-{first_run}", first_job, "cancelled") <= \
-        jobs.event_time(f"dagster-{retry_run}", retry_job, "submitted")
+    assert jobs.event_time(f"dagster-{first_run}", first_job, "cancelled") <= jobs.event_time(
+        f"dagster-{retry_run}", retry_job, "submitted"
+    )
     details = admin.get_job_details([first_job])[first_job]
     assert details.cancel_reason == f"replaced by attempt {retry_run}/0 of {STEP}"
     assert f"Cancelling Armada job(s) {first_job}" in deployment.messages(retry_run)
@@ -549,7 +623,8 @@ def test_a_killed_run_worker_is_retried_without_a_duplicate_job(
 
 
 def test_terminating_a_run_through_graphql_cancels_its_job(
-        deployment: Deployment, admin: ArmadaClient, deployment_queue: str) -> None:
+    deployment: Deployment, admin: ArmadaClient, deployment_queue: str
+) -> None:
     run_id = deployment.launch()
     jobs = StepJobs(admin, deployment_queue, run_id)
     job_id = running_job(jobs, run_id)
@@ -564,8 +639,8 @@ def test_terminating_a_run_through_graphql_cancels_its_job(
 
 @pytest.mark.parametrize("killed", ["daemon", "webserver"])
 def test_killing_the_daemon_or_webserver_loses_and_duplicates_nothing(
-        deployment: Deployment, admin: ArmadaClient, deployment_queue: str,
-        killed: str) -> None:
+    deployment: Deployment, admin: ArmadaClient, deployment_queue: str, killed: str
+) -> None:
     run_id = deployment.launch()
     jobs = StepJobs(admin, deployment_queue, run_id)
     with LiveJobCounter(jobs) as counter, releasing(deployment, run_id):
@@ -583,7 +658,8 @@ def test_killing_the_daemon_or_webserver_loses_and_duplicates_nothing(
 
 
 def test_killing_the_code_server_loses_and_duplicates_nothing(
-        deployment: Deployment, admin: ArmadaClient, deployment_queue: str) -> None:
+    deployment: Deployment, admin: ArmadaClient, deployment_queue: str
+) -> None:
     """SIGKILL the code server alone while the step's job runs: the run worker it started
     (a child process) runs on, orphaned, and so does the step's wait. Started again on the
     same port, the code server has a new server id; the webserver loads the location from it.
@@ -602,11 +678,13 @@ def test_killing_the_code_server_loses_and_duplicates_nothing(
         assert alive(worker)
         deployment.start("code-server")
         deployment.wait_ready("code-server")
-        new_server = DagsterGrpcClient(port=deployment.grpc_port,
-                                       host="127.0.0.1").get_server_id()
+        new_server = DagsterGrpcClient(port=deployment.grpc_port, host="127.0.0.1").get_server_id()
         assert new_server != old_server
-        wait_for(lambda: deployment.location_server_id() == new_server, 60,
-                 "the webserver to load the location from the new code server")
+        wait_for(
+            lambda: deployment.location_server_id() == new_server,
+            60,
+            "the webserver to load the location from the new code server",
+        )
         assert alive(worker)
         assert deployment.status(run_id) == DagsterRunStatus.STARTED
         assert jobs.in_run(run_id) == {job_id: submit_pb2.RUNNING}
@@ -630,8 +708,11 @@ def runs_of(admin: ArmadaClient, job_id: str) -> list[tuple[str, int]]:
 
 @pytest.mark.parametrize("killed", ["armada-executor", "armada-server"])
 def test_killing_the_armada_executor_or_server_loses_and_duplicates_nothing(
-        processes_deployment: Deployment, armada_processes: ArmadaProcesses,
-        processes_admin: ArmadaClient, killed: str) -> None:
+    processes_deployment: Deployment,
+    armada_processes: ArmadaProcesses,
+    processes_admin: ArmadaClient,
+    killed: str,
+) -> None:
     """While the step's job runs, the executor or the server dies by SIGKILL and is started
     again: the executor adopts the job's running pod, the server comes back on the same
     database and address. The step's wait goes on to the job's success: one Dagster run, one
@@ -644,7 +725,8 @@ def test_killing_the_armada_executor_or_server_loses_and_duplicates_nothing(
         wait_for(lambda: pod_running(job_id), 30, "the job's pod to run")
         polls = counter.polls
         restarted = armada_processes.restart(
-            killed, down=SERVER_OUTAGE if killed == "armada-server" else 0)
+            killed, down=SERVER_OUTAGE if killed == "armada-server" else 0
+        )
         if killed == "armada-executor":
             assert "adopted 1 runs" in restarted.output()
         assert pod_running(job_id)

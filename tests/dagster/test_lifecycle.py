@@ -71,12 +71,19 @@ def step_events(result, kind: DagsterEventType) -> list:  # type: ignore[no-unty
 
 
 def test_infrastructure_failure_is_retried_by_the_retry_policy(
-        armada: ArmadaResource, admin: ArmadaClient, tmp_path: Path,
-        instance: DagsterInstance) -> None:
-    script = (f"if [ -f {tmp_path}/done ]; then echo second attempt; exit 0; fi; "
-              f"echo $HOSTNAME > {tmp_path}/started; sleep 60")
-    flaky = armada_asset(name="flaky", command=["sh", "-c", script], cpu="100m",
-                         memory="64Mi", retry_policy=RetryPolicy(max_retries=1))
+    armada: ArmadaResource, admin: ArmadaClient, tmp_path: Path, instance: DagsterInstance
+) -> None:
+    script = (
+        f"if [ -f {tmp_path}/done ]; then echo second attempt; exit 0; fi; "
+        f"echo $HOSTNAME > {tmp_path}/started; sleep 60"
+    )
+    flaky = armada_asset(
+        name="flaky",
+        command=["sh", "-c", script],
+        cpu="100m",
+        memory="64Mi",
+        retry_policy=RetryPolicy(max_retries=1),
+    )
 
     def preempt_first_attempt() -> None:
         job_id = job_id_of(wait_for_file(tmp_path / "started"))
@@ -97,9 +104,11 @@ def test_infrastructure_failure_is_retried_by_the_retry_policy(
     assert materialization_metadata(result, "flaky")["armada/job_id"] == second
 
 
-def test_server_side_retries_are_waited_through(armada: ArmadaResource, admin: ArmadaClient,
-                                                tmp_path: Path) -> None:
-    admin.create_retry_policy(load_policy(f"""
+def test_server_side_retries_are_waited_through(
+    armada: ArmadaResource, admin: ArmadaClient, tmp_path: Path
+) -> None:
+    admin.create_retry_policy(
+        load_policy(f"""
 kind: RetryPolicy
 metadata: {{name: exit-3-{armada.queue}}}
 spec:
@@ -107,10 +116,16 @@ spec:
   rules:
     - action: Retry
       onExitCodes: {{operator: In, values: [3]}}
-"""))
+""")
+    )
     script = f"if [ -f {tmp_path}/once ]; then exit 0; fi; touch {tmp_path}/once; exit 3"
-    shaky = armada_asset(name="shaky", command=["sh", "-c", script], cpu="100m",
-                         memory="64Mi", job={"retry_policy": f"exit-3-{armada.queue}"})
+    shaky = armada_asset(
+        name="shaky",
+        command=["sh", "-c", script],
+        cpu="100m",
+        memory="64Mi",
+        job={"retry_policy": f"exit-3-{armada.queue}"},
+    )
     result = materialize([shaky], resources={"armada": armada})
     assert result.success
     metadata = materialization_metadata(result, "shaky")
@@ -118,10 +133,15 @@ spec:
     assert len(submitted(admin, armada.queue, f"dagster-{result.run_id}")) == 1
 
 
-def test_run_termination_cancels_the_job(armada: ArmadaResource, admin: ArmadaClient,
-                                         tmp_path: Path) -> None:
-    long = armada_asset(name="long", command=["sh", "-c", f"echo $HOSTNAME > {tmp_path}/started;"
-                                              " sleep 120"], cpu="100m", memory="64Mi")
+def test_run_termination_cancels_the_job(
+    armada: ArmadaResource, admin: ArmadaClient, tmp_path: Path
+) -> None:
+    long = armada_asset(
+        name="long",
+        command=["sh", "-c", f"echo $HOSTNAME > {tmp_path}/started; sleep 120"],
+        cpu="100m",
+        memory="64Mi",
+    )
     seen: list[str] = []
 
     def terminate_the_run() -> None:
@@ -141,13 +161,16 @@ def test_run_termination_cancels_the_job(armada: ArmadaResource, admin: ArmadaCl
         time.sleep(0.1)
 
 
-def test_a_resumed_run_reattaches_to_its_job(armada: ArmadaResource, admin: ArmadaClient,
-                                            tmp_path: Path, server) -> None:  # type: ignore[no-untyped-def]
+def test_a_resumed_run_reattaches_to_its_job(
+    armada: ArmadaResource, admin: ArmadaClient, tmp_path: Path, server
+) -> None:  # type: ignore[no-untyped-def]
     run_id = str(uuid.uuid4())
-    crashed = subprocess.Popen([sys.executable, str(CRASH_SCRIPT), server.address,
-                                armada.queue, run_id, str(tmp_path)],
-                               cwd=Path(__file__).parents[2], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    crashed = subprocess.Popen(
+        [sys.executable, str(CRASH_SCRIPT), server.address, armada.queue, run_id, str(tmp_path)],
+        cwd=Path(__file__).parents[2],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         job_id = job_id_of(wait_for_file(tmp_path / "started"))
     finally:
@@ -158,7 +181,8 @@ def test_a_resumed_run_reattaches_to_its_job(armada: ArmadaResource, admin: Arma
     timer = threading.Timer(1.0, (tmp_path / "release").touch)
     timer.start()
     result = build_job(str(tmp_path)).execute_in_process(
-        run_id=run_id, resources={"armada": resource(server.address, armada.queue)})
+        run_id=run_id, resources={"armada": resource(server.address, armada.queue)}
+    )
     timer.join()
     assert result.success
     output = result.output_for_node("wait_for_release")  # the shared result payload
@@ -169,8 +193,9 @@ def test_a_resumed_run_reattaches_to_its_job(armada: ArmadaResource, admin: Arma
     assert submitted(admin, armada.queue, f"dagster-{run_id}") == [job_id]
 
 
-def test_the_step_log_says_why_its_job_still_waits(armada: ArmadaResource, admin: ArmadaClient,
-                                                   instance: DagsterInstance) -> None:
+def test_the_step_log_says_why_its_job_still_waits(
+    armada: ArmadaResource, admin: ArmadaClient, instance: DagsterInstance
+) -> None:
     """A cordoned queue holds the job: the step's log gives the scheduler's reason."""
     waiting = armada.model_copy(update={"waiting_poll_interval": 0.2})
     quick = armada_op(name="quick", command=["true"], cpu="100m", memory="64Mi")
@@ -191,8 +216,9 @@ def test_the_step_log_says_why_its_job_still_waits(armada: ArmadaResource, admin
 
     admin.cordon_queue(armada.queue)
     helper = in_background(uncordon_once_told)
-    result = held.execute_in_process(run_id=run_id, instance=instance,
-                                     resources={"armada": waiting})
+    result = held.execute_in_process(
+        run_id=run_id, instance=instance, resources={"armada": waiting}
+    )
     helper.join(10)
     assert not helper.errors  # type: ignore[attr-defined]
     assert result.success
@@ -201,14 +227,18 @@ def test_the_step_log_says_why_its_job_still_waits(armada: ArmadaResource, admin
 
 
 def test_a_step_submitting_several_jobs_names_them_with_client_ids(
-        armada: ArmadaResource, admin: ArmadaClient) -> None:
+    armada: ArmadaResource, admin: ArmadaClient
+) -> None:
     """Each client_id is a task of its own: the second job is not taken for the first."""
 
     @op
     def two_jobs(context: OpExecutionContext) -> list[str]:
-        return [execute_armada_job(context, armada, command=["true"], cpu="100m",
-                                   memory="64Mi", client_id=key).job_ids[0]
-                for key in ("prepare", "publish")]
+        return [
+            execute_armada_job(
+                context, armada, command=["true"], cpu="100m", memory="64Mi", client_id=key
+            ).job_ids[0]
+            for key in ("prepare", "publish")
+        ]
 
     @job
     def both() -> None:
@@ -217,5 +247,6 @@ def test_a_step_submitting_several_jobs_names_them_with_client_ids(
     result = both.execute_in_process()
     first, second = result.output_for_node("two_jobs")
     assert first != second
-    assert sorted(submitted(admin, armada.queue, f"dagster-{result.run_id}")) == \
-        sorted([first, second])
+    assert sorted(submitted(admin, armada.queue, f"dagster-{result.run_id}")) == sorted(
+        [first, second]
+    )

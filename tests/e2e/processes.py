@@ -21,6 +21,7 @@ LEADER = "this replica is now the scheduling leader"
 
 # --- processes ------------------------------------------------------------------------------
 
+
 def process_tree(pid: int) -> list[int]:
     """`pid` and its descendants, parents first (read from /proc)."""
     children: dict[int, list[int]] = {}
@@ -46,15 +47,27 @@ class Process:
     `env` replaces the environment it inherits; `new_session` starts it in a session (and
     process group) of its own, so nothing sent to the test's group reaches it."""
 
-    def __init__(self, name: str, argv: list[str], log_dir: Path, *,
-                 env: Mapping[str, str] | None = None, new_session: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        log_dir: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        new_session: bool = False,
+    ) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
         self._out = self.log.open("wb")
-        self.popen = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, cwd=log_dir,
-                                      env=dict(env) if env is not None else None,
-                                      start_new_session=new_session)
+        self.popen = subprocess.Popen(
+            argv,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=log_dir,
+            env=dict(env) if env is not None else None,
+            start_new_session=new_session,
+        )
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -68,11 +81,14 @@ class Process:
             if match:
                 return match
             if self.popen.poll() is not None:
-                raise AssertionError(f"{self.name} exited ({self.popen.returncode}) before "
-                                     f"printing {regex.pattern!r}:\n{self.output()}")
+                raise AssertionError(
+                    f"{self.name} exited ({self.popen.returncode}) before "
+                    f"printing {regex.pattern!r}:\n{self.output()}"
+                )
             if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name} did not print {regex.pattern!r} in "
-                                     f"{timeout}s:\n{self.output()}")
+                raise AssertionError(
+                    f"{self.name} did not print {regex.pattern!r} in {timeout}s:\n{self.output()}"
+                )
             time.sleep(0.05)
 
     def kill(self, *, tree: bool = False) -> None:
@@ -95,13 +111,26 @@ class Process:
         self._out.close()
 
 
-def start_server(start: Callable[..., Process], name: str, tmp_path: Path, database_url: str,
-                 **settings: object) -> tuple[Process, str]:
+def start_server(
+    start: Callable[..., Process], name: str, tmp_path: Path, database_url: str, **settings: object
+) -> tuple[Process, str]:
     """`armada-server --executor none` with a short config file; returns it and its address."""
     config = tmp_path / f"{name}.yaml"
     config.write_text("".join(f"{key}: {value}\n" for key, value in settings.items()))
-    server = start(name, str(BIN / "armada-server"), "--config", str(config), "--port", "0",
-                   "--http-port", "0", "--executor", "none", "--database-url", database_url)
+    server = start(
+        name,
+        str(BIN / "armada-server"),
+        "--config",
+        str(config),
+        "--port",
+        "0",
+        "--http-port",
+        "0",
+        "--executor",
+        "none",
+        "--database-url",
+        database_url,
+    )
     match = server.wait_for(LISTENING, timeout=120)
     return server, f"{match.group(1)}:{match.group(2)}"
 
@@ -130,16 +159,35 @@ def server_arguments(addresses: str | Sequence[str]) -> list[str]:
     return ["--server", "ipv4:" + ",".join(addresses)]
 
 
-def start_executor(start: Callable[..., Process], name: str, address: str | Sequence[str],
-                   kind: str, tmp_path: Path, *nodes: str, interval: float = 0.2,
-                   pool: str = "default", sandbox: Path | None = None,
-                   executor_id: str | None = None) -> Process:
+def start_executor(
+    start: Callable[..., Process],
+    name: str,
+    address: str | Sequence[str],
+    kind: str,
+    tmp_path: Path,
+    *nodes: str,
+    interval: float = 0.2,
+    pool: str = "default",
+    sandbox: Path | None = None,
+    executor_id: str | None = None,
+) -> Process:
     """`armada-executor` syncing with `address` (or failing over between several); its id
     is `executor_id` (default: `name`), its pods live in `sandbox` (default: `<name>-pods`
     under `tmp_path`)."""
-    argv = [str(BIN / "armada-executor"), *server_arguments(address), "--id", executor_id or name,
-            "--kind", kind, "--pool", pool, "--interval", str(interval),
-            "--sandbox-dir", str(sandbox or tmp_path / f"{name}-pods")]
+    argv = [
+        str(BIN / "armada-executor"),
+        *server_arguments(address),
+        "--id",
+        executor_id or name,
+        "--kind",
+        kind,
+        "--pool",
+        pool,
+        "--interval",
+        str(interval),
+        "--sandbox-dir",
+        str(sandbox or tmp_path / f"{name}-pods"),
+    ]
     for group in nodes:
         argv += ["--nodes", group]
     executor = start(name, *argv)
@@ -178,8 +226,9 @@ def kill_leftovers(text: str) -> list[int]:
     return pids
 
 
-def wait_until(condition: Callable[[], object], timeout: float, what: str,
-               interval: float = 0.2) -> None:
+def wait_until(
+    condition: Callable[[], object], timeout: float, what: str, interval: float = 0.2
+) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

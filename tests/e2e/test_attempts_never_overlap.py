@@ -34,9 +34,16 @@ RETRY = TaskIdentity("airflow", "dag/run-1/task/-1", "2", name="task")
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[ArmadaClient]:
     config = ServerConfig(
-        port=0, http_port=None, executor="local", sandbox_dir=str(tmp_path / "pods"),
-        database_url=f"sqlite:///{tmp_path / 'armada.db'}", nodes=(NodeGroup(1, "4", "8Gi"),),
-        scheduling_period=0.1, executor_sync_interval=0.2, heartbeat_seconds=1)
+        port=0,
+        http_port=None,
+        executor="local",
+        sandbox_dir=str(tmp_path / "pods"),
+        database_url=f"sqlite:///{tmp_path / 'armada.db'}",
+        nodes=(NodeGroup(1, "4", "8Gi"),),
+        scheduling_period=0.1,
+        executor_sync_interval=0.2,
+        heartbeat_seconds=1,
+    )
     with EmbeddedServer(config) as server, ArmadaClient(server.address) as c:
         c.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
         yield c
@@ -44,13 +51,24 @@ def client(tmp_path: Path) -> Iterator[ArmadaClient]:
 
 def stubborn(pid_file: Path):  # type: ignore[no-untyped-def]
     """A task's job whose process records its pid, ignores SIGTERM and sleeps."""
-    code = ("import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-            "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)")
-    spec = {"containers": [{"name": "main", "image": "python",
-                            "command": [sys.executable, "-c", code, str(pid_file)],
-                            "resources": {"requests": {"cpu": "100m", "memory": "64Mi"},
-                                          "limits": {"cpu": "100m", "memory": "64Mi"}}}],
-            "terminationGracePeriodSeconds": GRACE}
+    code = (
+        "import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
+    )
+    spec = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "python",
+                "command": [sys.executable, "-c", code, str(pid_file)],
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "64Mi"},
+                    "limits": {"cpu": "100m", "memory": "64Mi"},
+                },
+            }
+        ],
+        "terminationGracePeriodSeconds": GRACE,
+    }
     return lambda client_id: [job_item(spec, client_id=client_id)]
 
 
@@ -72,7 +90,8 @@ def alive(pid: int) -> bool:
 
 
 def test_a_cancelled_run_is_unfinished_until_its_processes_are_gone(
-        client: ArmadaClient, tmp_path: Path) -> None:
+    client: ArmadaClient, tmp_path: Path
+) -> None:
     [job_id] = client.submit_jobs("q", "js", stubborn(tmp_path / "pid")(""))
     pid = started(tmp_path / "pid")
     client.cancel_jobs("q", "js", [job_id])
@@ -90,15 +109,18 @@ def test_a_cancelled_run_is_unfinished_until_its_processes_are_gone(
     assert client.get_job_run_details([run.run_id])[run.run_id].HasField("finished_ts")
 
 
-def test_a_retry_waits_for_the_earlier_attempts_processes(client: ArmadaClient,
-                                                          tmp_path: Path) -> None:
+def test_a_retry_waits_for_the_earlier_attempts_processes(
+    client: ArmadaClient, tmp_path: Path
+) -> None:
     lines: list[str] = []
-    first = submit_or_reattach(client, "q", "js", FIRST, stubborn(tmp_path / "pid1"),
-                               log=lines.append)
+    first = submit_or_reattach(
+        client, "q", "js", FIRST, stubborn(tmp_path / "pid1"), log=lines.append
+    )
     pid = started(tmp_path / "pid1")
     # The retry cancels the first attempt's job and submits only once its process is gone.
-    retry = submit_or_reattach(client, "q", "js", RETRY, stubborn(tmp_path / "pid2"),
-                               log=lines.append)
+    retry = submit_or_reattach(
+        client, "q", "js", RETRY, stubborn(tmp_path / "pid2"), log=lines.append
+    )
     assert not alive(pid)
     assert client.get_job_status(first.job_ids)[first.job_ids[0]] == submit_pb2.CANCELLED
     assert any("Waiting for the pods of Armada job" in line for line in lines), lines
@@ -107,9 +129,13 @@ def test_a_retry_waits_for_the_earlier_attempts_processes(client: ArmadaClient,
     # does), so the next attempt finds it ended, yet still waits for its process.
     client.cancel_jobs("q", "js", retry.job_ids)
     pid2 = started(tmp_path / "pid2")
-    third = submit_or_reattach(client, "q", "js",
-                               TaskIdentity("airflow", "dag/run-1/task/-1", "3", name="task"),
-                               stubborn(tmp_path / "pid3"))
+    third = submit_or_reattach(
+        client,
+        "q",
+        "js",
+        TaskIdentity("airflow", "dag/run-1/task/-1", "3", name="task"),
+        stubborn(tmp_path / "pid3"),
+    )
     assert not alive(pid2)
     assert not third.reattached
 
@@ -118,12 +144,19 @@ def test_a_retry_waits_for_the_earlier_attempts_processes(client: ArmadaClient,
 @pytest.mark.postgres
 @pytest.mark.timeout(300)
 def test_a_retry_waits_across_replicas_a_remote_executor_and_a_killed_leader(
-        processes: Callable[..., Process], tmp_path: Path, postgres_server) -> None:  # type: ignore[no-untyped-def]
+    processes: Callable[..., Process], tmp_path: Path, postgres_server
+) -> None:  # type: ignore[no-untyped-def]
     """The first attempt runs on a remote local executor and takes 4 s to stop on SIGTERM;
     the leader is SIGKILLed; the retry, through the surviving replica, starts only after
     the first attempt's process recorded its end."""
-    topology = Topology(processes, tmp_path, postgres_server.new_database(),
-                        scheduling_period=0.2, executor_sync_interval=0.2, lease_timeout=4)
+    topology = Topology(
+        processes,
+        tmp_path,
+        postgres_server.new_database(),
+        scheduling_period=0.2,
+        executor_sync_interval=0.2,
+        lease_timeout=4,
+    )
     try:
         topology.add_replica("a")
         leader = topology.leader()
@@ -138,9 +171,11 @@ def test_a_retry_waits_across_replicas_a_remote_executor_and_a_killed_leader(
         with topology.client() as client:
             client.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
             first = submit_or_reattach(client, "q", "js", FIRST, build)
-        wait_until(lambda: any(life.job_id in first.job_ids
-                               for life in read_records(record)[0]), 60,
-                   "the first attempt's process to start")
+        wait_until(
+            lambda: any(life.job_id in first.job_ids for life in read_records(record)[0]),
+            60,
+            "the first attempt's process to start",
+        )
         leader.process.kill()
         survivor = topology.leader()
         assert survivor is not leader
@@ -148,14 +183,15 @@ def test_a_retry_waits_across_replicas_a_remote_executor_and_a_killed_leader(
         with topology.client(survivor) as client:
             retry = submit_or_reattach(client, "q", "js", RETRY, build, log=lines.append)
             submitted_at = time.time_ns()
-            assert client.get_job_status(first.job_ids)[first.job_ids[0]] == \
-                submit_pb2.CANCELLED
+            assert client.get_job_status(first.job_ids)[first.job_ids[0]] == submit_pb2.CANCELLED
         [old] = [life for life in read_records(record)[0] if life.job_id in first.job_ids]
         assert old.end is not None and old.end <= submitted_at, (old, lines)
         assert any("Waiting for the pods of Armada job" in line for line in lines), lines
-        wait_until(lambda: any(life.job_id in retry.job_ids
-                               for life in read_records(record)[0]), 60,
-                   "the retry's process to start")
+        wait_until(
+            lambda: any(life.job_id in retry.job_ids for life in read_records(record)[0]),
+            60,
+            "the retry's process to start",
+        )
     finally:
         topology.close()
         for process in reversed(topology.processes):

@@ -15,9 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_member_of_the_pod_group_runs() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "elastic_pod_group" /
-                                               "run.py")],
-                          capture_output=True, text=True, timeout=200)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "elastic_pod_group" / "run.py")],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # A node with room for everything: the coordinator and all four workers run, each
     # saying which role it plays.

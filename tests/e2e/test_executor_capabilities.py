@@ -35,8 +35,9 @@ class Process:
         self.name = name
         self.log = log_dir / f"{name}.log"
         self._out = self.log.open("wb")
-        self.popen = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, cwd=log_dir)
+        self.popen = subprocess.Popen(
+            argv, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=log_dir
+        )
 
     def wait_for(self, pattern: re.Pattern[str], timeout: float = 120) -> re.Match[str]:
         deadline = time.monotonic() + timeout
@@ -61,8 +62,16 @@ class Process:
 
 
 def pod(*command: str, **extra: object) -> dict:
-    return {"containers": [{"name": "main", "command": list(command), "resources": {
-        "requests": {"cpu": "100m", "memory": "32Mi"}}}], **extra}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "command": list(command),
+                "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}},
+            }
+        ],
+        **extra,
+    }
 
 
 def declared(database_url: str, executor: str, timeout: float = 60) -> bytes:
@@ -72,8 +81,9 @@ def declared(database_url: str, executor: str, timeout: float = 60) -> bytes:
         deadline = time.monotonic() + timeout
         while True:
             with engine.connect() as conn:
-                found = conn.execute(select(t.executors.c.capabilities).where(
-                    t.executors.c.id == executor)).scalar()
+                found = conn.execute(
+                    select(t.executors.c.capabilities).where(t.executors.c.id == executor)
+                ).scalar()
             if found is not None:
                 return found
             assert time.monotonic() < deadline, f"{executor} never declared its capabilities"
@@ -83,15 +93,42 @@ def declared(database_url: str, executor: str, timeout: float = 60) -> bytes:
 
 
 def test_a_remote_local_executor_declares_what_it_cannot_honour(
-        processes: Callable[..., Process], tmp_path: Path, database_url: str) -> None:
-    server = processes("server", str(BIN / "armada-server"), "--port", "0", "--http-port", "0",
-                       "--executor", "none", "--database-url", database_url,
-                       "--scheduling-period", "0.2")
+    processes: Callable[..., Process], tmp_path: Path, database_url: str
+) -> None:
+    server = processes(
+        "server",
+        str(BIN / "armada-server"),
+        "--port",
+        "0",
+        "--http-port",
+        "0",
+        "--executor",
+        "none",
+        "--database-url",
+        database_url,
+        "--scheduling-period",
+        "0.2",
+    )
     host, port = server.wait_for(LISTENING).groups()
     address = f"{host}:{port}"
-    executor = processes("e1", str(BIN / "armada-executor"), "--server", address, "--id", "e1",
-                         "--pool", "cpu", "--kind", "local", "--nodes", "1x2x2Gi",
-                         "--interval", "0.2", "--sandbox-dir", str(tmp_path / "e1-pods"))
+    executor = processes(
+        "e1",
+        str(BIN / "armada-executor"),
+        "--server",
+        address,
+        "--id",
+        "e1",
+        "--pool",
+        "cpu",
+        "--kind",
+        "local",
+        "--nodes",
+        "1x2x2Gi",
+        "--interval",
+        "0.2",
+        "--sandbox-dir",
+        str(tmp_path / "e1-pods"),
+    )
     executor.wait_for(re.compile("syncing with"))
     assert declared(database_url, "e1")
     volume = pod("true", volumes=[{"name": "data", "emptyDir": {}}])
@@ -101,12 +138,12 @@ def test_a_remote_local_executor_declares_what_it_cannot_honour(
         with pytest.raises(InvalidArgument) as raised:
             client.submit_jobs("q", "s", [job_item(volume, annotations={ann.POOL: "cpu"})])
         message = str(raised.value)
-        assert "job_request_items[0].pod_specs[0].volumes: no executor of pool 'cpu' can run " \
-               "this job: executor 'e1' cannot honour volumes, containers[0].volumeMounts" \
-               in message, message
+        assert (
+            "job_request_items[0].pod_specs[0].volumes: no executor of pool 'cpu' can run "
+            "this job: executor 'e1' cannot honour volumes, containers[0].volumeMounts" in message
+        ), message
         with pytest.raises(InvalidArgument, match="no executor of any pool"):
             client.submit_jobs("q", "s", [job_item(volume)])
-        ids = client.submit_jobs("q", "ok", [job_item(pod("true"),
-                                                      annotations={ann.POOL: "cpu"})])
+        ids = client.submit_jobs("q", "ok", [job_item(pod("true"), annotations={ann.POOL: "cpu"})])
         results = client.wait_for_jobs("q", "ok", ids, timeout=120)
         assert {(r.state, r.cluster) for r in results.values()} == {(JobState.SUCCEEDED, "e1")}

@@ -31,7 +31,7 @@ from .processes import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-JOB = r'''
+JOB = r"""
 import os, signal, sys, time
 
 record, seconds, term_delay = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
@@ -81,7 +81,7 @@ print(f"job {job} started", flush=True)
 time.sleep(seconds)
 print(f"job {job} finished", flush=True)
 append(f"end {job} {run} {time.time():.6f} done")
-'''
+"""
 
 
 @dataclass
@@ -105,20 +105,40 @@ class Runs:
         return runs
 
 
-def job_spec(tmp_path: Path, seconds: float, *, cpu: str = "100m", term_delay: float = 0,
-             grace: int = 1, priority_class: str = "", retry_seconds: float | None = None
-             ) -> dict:
+def job_spec(
+    tmp_path: Path,
+    seconds: float,
+    *,
+    cpu: str = "100m",
+    term_delay: float = 0,
+    grace: int = 1,
+    priority_class: str = "",
+    retry_seconds: float | None = None,
+) -> dict:
     """A job running `seconds` (`retry_seconds` when it is a retry)."""
     script = tmp_path / "job.py"
     if not script.exists():
         script.write_text(JOB)
-    spec = {"containers": [{
-        "name": "main", "command": [sys.executable, str(script), str(tmp_path / "record"),
-                                    str(seconds), str(term_delay),
-                                    str(seconds if retry_seconds is None else retry_seconds)],
-        "resources": {"requests": {"cpu": cpu, "memory": "32Mi"},
-                      "limits": {"cpu": cpu, "memory": "256Mi"}}}],
-        "terminationGracePeriodSeconds": grace}
+    spec = {
+        "containers": [
+            {
+                "name": "main",
+                "command": [
+                    sys.executable,
+                    str(script),
+                    str(tmp_path / "record"),
+                    str(seconds),
+                    str(term_delay),
+                    str(seconds if retry_seconds is None else retry_seconds),
+                ],
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": "32Mi"},
+                    "limits": {"cpu": cpu, "memory": "256Mi"},
+                },
+            }
+        ],
+        "terminationGracePeriodSeconds": grace,
+    }
     if priority_class:
         spec["priorityClassName"] = priority_class
     return spec
@@ -127,24 +147,35 @@ def job_spec(tmp_path: Path, seconds: float, *, cpu: str = "100m", term_delay: f
 def runs_of(client: ArmadaClient, job_ids: list[str]) -> dict[str, list[job_pb2.JobRunDetails]]:
     details = {}
     for i in range(0, len(job_ids), 100):
-        details.update(client.get_job_details(job_ids[i:i + 100], expand_job_run=True))
+        details.update(client.get_job_details(job_ids[i : i + 100], expand_job_run=True))
     return {job: list(details[job].job_runs) for job in job_ids}
 
 
 def all_running(client: ArmadaClient, jobs: list[str], record: Path) -> bool:
     states = client.get_job_status(jobs).values()
-    return all(s == submit_pb2.RUNNING for s in states) and record.exists() and len(
-        Runs.read(record).starts) == len(jobs)
+    return (
+        all(s == submit_pb2.RUNNING for s in states)
+        and record.exists()
+        and len(Runs.read(record).starts) == len(jobs)
+    )
 
 
 JOBS = 50
 
 
 def test_an_executor_killed_and_restarted_adopts_its_runs_and_each_job_runs_once(
-        processes: Callable[..., Process], tmp_path: Path) -> None:
+    processes: Callable[..., Process], tmp_path: Path
+) -> None:
     database = f"sqlite:///{tmp_path / 'armada.db'}"
-    _, address = start_server(processes, "server", tmp_path, database, lease_timeout=30,
-                              scheduling_period=0.2, executor_sync_interval=0.2)
+    _, address = start_server(
+        processes,
+        "server",
+        tmp_path,
+        database,
+        lease_timeout=30,
+        scheduling_period=0.2,
+        executor_sync_interval=0.2,
+    )
     sandbox = tmp_path / "e1-pods"
     e1 = start_executor(processes, "e1", address, "local", tmp_path, "1x8x8Gi")
     record = tmp_path / "record"
@@ -155,15 +186,24 @@ def test_an_executor_killed_and_restarted_adopts_its_runs_and_each_job_runs_once
 
         e1.kill()  # SIGKILL: its pods live on, their shims keep logging them
         assert len(processes_mentioning(str(sandbox))) >= 2 * JOBS  # jobs and their shims
-        restarted = start_executor(processes, "e1-again", address, "local", tmp_path,
-                                   "1x8x8Gi", executor_id="e1", sandbox=sandbox)
+        restarted = start_executor(
+            processes,
+            "e1-again",
+            address,
+            "local",
+            tmp_path,
+            "1x8x8Gi",
+            executor_id="e1",
+            sandbox=sandbox,
+        )
         assert f"adopted {JOBS} runs" in restarted.output()
 
         results = client.wait_for_jobs("q", "s", jobs, timeout=120)
         assert {r.state for r in results.values()} == {JobState.SUCCEEDED}
         for job, runs in runs_of(client, jobs).items():  # one run each, never retried
-            assert [(r.cluster, r.state) for r in runs] == [
-                ("e1", job_pb2.RUN_STATE_SUCCEEDED)], job
+            assert [(r.cluster, r.state) for r in runs] == [("e1", job_pb2.RUN_STATE_SUCCEEDED)], (
+                job
+            )
         # Their output after the restart was logged too.
         for log in sandbox.glob("*/*/logs/main.log"):
             lines = log.read_text()
@@ -180,43 +220,68 @@ def test_an_executor_killed_and_restarted_adopts_its_runs_and_each_job_runs_once
 
 
 def test_pods_of_an_executor_dead_past_the_lease_timeout_die_before_their_jobs_are_retried(
-        processes: Callable[..., Process], tmp_path: Path) -> None:
+    processes: Callable[..., Process], tmp_path: Path
+) -> None:
     lease_timeout = 6  # its pods fence themselves after 3 s without a sync
     database = f"sqlite:///{tmp_path / 'armada.db'}"
-    _, address = start_server(processes, "server", tmp_path, database,
-                              lease_timeout=lease_timeout, scheduling_period=0.2,
-                              executor_sync_interval=0.2)
+    _, address = start_server(
+        processes,
+        "server",
+        tmp_path,
+        database,
+        lease_timeout=lease_timeout,
+        scheduling_period=0.2,
+        executor_sync_interval=0.2,
+    )
     sandbox = tmp_path / "e1-pods"
     e1 = start_executor(processes, "e1", address, "local", tmp_path, "1x8x8Gi")
     record = tmp_path / "record"
     with ArmadaClient(address) as client:
         client.create_queue(submit_pb2.Queue(name="q"))
-        jobs = client.submit_jobs("q", "s", [job_item(job_spec(tmp_path, 600,
-                                                              retry_seconds=2))] * JOBS)
+        jobs = client.submit_jobs(
+            "q", "s", [job_item(job_spec(tmp_path, 600, retry_seconds=2))] * JOBS
+        )
         wait_until(lambda: all_running(client, jobs, record), 120, "every job to run")
         first_runs = {job: next(iter(runs)) for job, runs in Runs.read(record).starts.items()}
 
         e1.kill()
         # Nobody has stopped them; they stop themselves well before the leases expire.
-        wait_until(lambda: not processes_mentioning(str(sandbox)), 60,
-                   "the orphaned pods to fence themselves")
+        wait_until(
+            lambda: not processes_mentioning(str(sandbox)),
+            60,
+            "the orphaned pods to fence themselves",
+        )
         start_executor(processes, "e2", address, "local", tmp_path, "1x8x8Gi")
         results = client.wait_for_jobs("q", "s", jobs, timeout=180)
         assert {r.state for r in results.values()} == {JobState.SUCCEEDED}
         for job, runs in runs_of(client, jobs).items():
             assert [(r.cluster, r.state) for r in runs] == [
-                ("e1", job_pb2.RUN_STATE_LEASE_EXPIRED), ("e2", job_pb2.RUN_STATE_SUCCEEDED)
+                ("e1", job_pb2.RUN_STATE_LEASE_EXPIRED),
+                ("e2", job_pb2.RUN_STATE_SUCCEEDED),
             ], job
 
         # The restarted executor finds its fenced runs, reports them and keeps nothing.
-        restarted = start_executor(processes, "e1-again", address, "local", tmp_path,
-                                   "1x8x8Gi", executor_id="e1", sandbox=sandbox)
+        restarted = start_executor(
+            processes,
+            "e1-again",
+            address,
+            "local",
+            tmp_path,
+            "1x8x8Gi",
+            executor_id="e1",
+            sandbox=sandbox,
+        )
         assert f"adopted {JOBS} runs" in restarted.output()
-        wait_until(lambda: len(list(sandbox.glob("*/*/reported"))) == JOBS, 30,
-                   "the fenced runs' outcomes to reach the server")
+        wait_until(
+            lambda: len(list(sandbox.glob("*/*/reported"))) == JOBS,
+            30,
+            "the fenced runs' outcomes to reach the server",
+        )
         assert not processes_mentioning(str(sandbox))
         assert {r.state for r in runs_of(client, jobs)[jobs[0]]} == {
-            job_pb2.RUN_STATE_LEASE_EXPIRED, job_pb2.RUN_STATE_SUCCEEDED}
+            job_pb2.RUN_STATE_LEASE_EXPIRED,
+            job_pb2.RUN_STATE_SUCCEEDED,
+        }
 
     runs = Runs.read(record)
     for job in jobs:
@@ -232,24 +297,38 @@ def test_pods_of_an_executor_dead_past_the_lease_timeout_die_before_their_jobs_a
 
 
 def test_a_job_placed_by_preemption_starts_only_after_its_victim_has_ended(
-        processes: Callable[..., Process], tmp_path: Path) -> None:
+    processes: Callable[..., Process], tmp_path: Path
+) -> None:
     database = f"sqlite:///{tmp_path / 'armada.db'}"
     _, address = start_server(
-        processes, "server", tmp_path, database, scheduling_period=0.2,
+        processes,
+        "server",
+        tmp_path,
+        database,
+        scheduling_period=0.2,
         executor_sync_interval=0.2,
         priority_classes="[{name: batch, priority: 0, preemptible: true}, "
-                         "{name: urgent, priority: 100}]",
-        default_priority_class="batch")
+        "{name: urgent, priority: 100}]",
+        default_priority_class="batch",
+    )
     start_executor(processes, "e1", address, "local", tmp_path, "1x2x4Gi")
     record = tmp_path / "record"
     with ArmadaClient(address) as client:
         client.create_queue(submit_pb2.Queue(name="q"))
         # The victim uses the whole node and takes 3 s of its 8 s grace period to stop.
-        [victim] = client.submit_jobs("q", "batch", [job_item(job_spec(
-            tmp_path, 600, cpu="2", term_delay=3, grace=8, priority_class="batch"))])
+        [victim] = client.submit_jobs(
+            "q",
+            "batch",
+            [
+                job_item(
+                    job_spec(tmp_path, 600, cpu="2", term_delay=3, grace=8, priority_class="batch")
+                )
+            ],
+        )
         wait_until(lambda: all_running(client, [victim], record), 60, "the victim to run")
-        [urgent] = client.submit_jobs("q", "urgent", [job_item(job_spec(
-            tmp_path, 0.5, cpu="2", priority_class="urgent"))])
+        [urgent] = client.submit_jobs(
+            "q", "urgent", [job_item(job_spec(tmp_path, 0.5, cpu="2", priority_class="urgent"))]
+        )
         results = client.wait_for_jobs("q", "urgent", [urgent], timeout=60)
         assert results[urgent].state == JobState.SUCCEEDED
         client.cancel_jobs("q", "batch", [victim])  # it was queued again for a retry
@@ -265,22 +344,33 @@ def test_a_job_placed_by_preemption_starts_only_after_its_victim_has_ended(
 
 
 def test_a_restarted_simulated_executor_holds_nothing_and_its_runs_are_retried(
-        processes: Callable[..., Process], tmp_path: Path) -> None:
+    processes: Callable[..., Process], tmp_path: Path
+) -> None:
     database = f"sqlite:///{tmp_path / 'armada.db'}"
-    _, address = start_server(processes, "server", tmp_path, database, lease_timeout=30,
-                              scheduling_period=0.2, executor_sync_interval=0.2)
+    _, address = start_server(
+        processes,
+        "server",
+        tmp_path,
+        database,
+        lease_timeout=30,
+        scheduling_period=0.2,
+        executor_sync_interval=0.2,
+    )
     # Two nodes: a run lost as pod_missing is retried on another node than its own.
     e1 = start_executor(processes, "e1", address, "simulated", tmp_path, "2x8x8Gi")
     with ArmadaClient(address) as client:
         client.create_queue(submit_pb2.Queue(name="q"))
-        item = job_item(job_spec(tmp_path, 0), annotations={ann.PREFIX + "simulatedDuration":
-                                                            "3"})
+        item = job_item(job_spec(tmp_path, 0), annotations={ann.PREFIX + "simulatedDuration": "3"})
         jobs = client.submit_jobs("q", "s", [item] * 5)
-        wait_until(lambda: set(client.get_job_status(jobs).values()) == {submit_pb2.RUNNING},
-                   60, "the jobs to run")
+        wait_until(
+            lambda: set(client.get_job_status(jobs).values()) == {submit_pb2.RUNNING},
+            60,
+            "the jobs to run",
+        )
         e1.kill()
-        start_executor(processes, "e1-again", address, "simulated", tmp_path, "2x8x8Gi",
-                       executor_id="e1")
+        start_executor(
+            processes, "e1-again", address, "simulated", tmp_path, "2x8x8Gi", executor_id="e1"
+        )
         results = client.wait_for_jobs("q", "s", jobs, timeout=60)
         assert {r.state for r in results.values()} == {JobState.SUCCEEDED}
         subcategories = {}

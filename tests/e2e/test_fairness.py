@@ -40,18 +40,32 @@ ENDS = ("succeeded", "failed", "cancelled", "preempted")
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[EmbeddedServer]:
     config = ServerConfig(
-        port=0, http_port=None, executor="simulated",
+        port=0,
+        http_port=None,
+        executor="simulated",
         database_url=f"sqlite:///{tmp_path / 'armada.db'}",
         nodes=(NodeGroup(NODES, str(CPUS_PER_NODE), f"{4 * CPUS_PER_NODE}Gi"),),
-        scheduling_period=0.2, executor_sync_interval=0.2)
+        scheduling_period=0.2,
+        executor_sync_interval=0.2,
+    )
     with EmbeddedServer(config) as running:
         yield running
 
 
 def one_cpu_job() -> submit_pb2.JobSubmitRequestItem:
-    spec = {"containers": [{"name": "main", "image": "busybox", "command": ["true"],
-                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                                          "limits": {"cpu": "1", "memory": "1Gi"}}}]}
+    spec = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "command": ["true"],
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "1Gi"},
+                    "limits": {"cpu": "1", "memory": "1Gi"},
+                },
+            }
+        ]
+    }
     return job_item(spec, annotations={ann.PREFIX + "simulatedDuration": DURATION})
 
 
@@ -84,8 +98,10 @@ def test_two_queues_converge_to_their_weighted_shares(server: EmbeddedServer) ->
     with ArmadaClient(server.address) as client:
         for name, factor in QUEUES.items():
             client.create_queue(submit_pb2.Queue(name=name, priority_factor=factor))
-        ids = {name: client.submit_jobs(name, "fair", [one_cpu_job()] * JOBS_PER_QUEUE)
-               for name in QUEUES}
+        ids = {
+            name: client.submit_jobs(name, "fair", [one_cpu_job()] * JOBS_PER_QUEUE)
+            for name in QUEUES
+        }
         everything = [j for queue_ids in ids.values() for j in queue_ids]
         wanted = (WARMUP_TURNOVERS + MEASURED_TURNOVERS) * CAPACITY
         deadline = time.monotonic() + 300  # generous: the machine may be busy
@@ -105,8 +121,10 @@ def test_two_queues_converge_to_their_weighted_shares(server: EmbeddedServer) ->
     mean = {name: time_weighted_mean(changes[name], start, end) for name in QUEUES}
     total = sum(mean.values())
     ratio = mean["heavy"] / mean["light"]
-    detail = (f"mean slots held: {mean} of {CAPACITY} over {end - start:.1f}s; "
-              f"heavy:light = {ratio:.2f} (expected 2)")
+    detail = (
+        f"mean slots held: {mean} of {CAPACITY} over {end - start:.1f}s; "
+        f"heavy:light = {ratio:.2f} (expected 2)"
+    )
     # Weights 1 and 1/2: heavy should hold 2/3 of the cluster and light 1/3.
     assert 1.7 <= ratio <= 2.3, detail
     assert abs(mean["heavy"] / total - 2 / 3) < 0.05, detail
@@ -117,4 +135,5 @@ def test_two_queues_converge_to_their_weighted_shares(server: EmbeddedServer) ->
     for lo, hi in ((start, middle), (middle, end)):
         half = {name: time_weighted_mean(changes[name], lo, hi) for name in QUEUES}
         assert half["light"] > 0 and 1.6 <= half["heavy"] / half["light"] <= 2.4, (
-            f"{half} in [{lo - start:.1f}s, {hi - start:.1f}s]; {detail}")
+            f"{half} in [{lo - start:.1f}s, {hi - start:.1f}s]; {detail}"
+        )

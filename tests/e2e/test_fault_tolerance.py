@@ -31,15 +31,24 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def pod(*command: str, cpu: str = "100m", memory: str = "32Mi") -> dict:
-    return {"containers": [{"name": "main", "command": list(command), "resources": {
-        "requests": {"cpu": cpu, "memory": memory},
-        "limits": {"cpu": cpu, "memory": memory}}}]}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "command": list(command),
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": memory},
+                    "limits": {"cpu": cpu, "memory": memory},
+                },
+            }
+        ]
+    }
 
 
 def runs_of(client: ArmadaClient, job_ids: list[str]) -> dict[str, list[job_pb2.JobRunDetails]]:
     details = {}
     for i in range(0, len(job_ids), 100):
-        details.update(client.get_job_details(job_ids[i:i + 100], expand_job_run=True))
+        details.update(client.get_job_details(job_ids[i : i + 100], expand_job_run=True))
     return {job: list(details[job].job_runs) for job in job_ids}
 
 
@@ -57,22 +66,34 @@ LEASE_TIMEOUT = 3
 
 
 def test_a_killed_executor_loses_its_leases_and_its_jobs_run_elsewhere(
-        processes: Callable[..., Process], tmp_path: Path) -> None:
+    processes: Callable[..., Process], tmp_path: Path
+) -> None:
     database = f"sqlite:///{tmp_path / 'armada.db'}"
-    _, address = start_server(processes, "server", tmp_path, database,
-                              lease_timeout=LEASE_TIMEOUT, scheduling_period=0.2,
-                              executor_sync_interval=0.2)
+    _, address = start_server(
+        processes,
+        "server",
+        tmp_path,
+        database,
+        lease_timeout=LEASE_TIMEOUT,
+        scheduling_period=0.2,
+        executor_sync_interval=0.2,
+    )
     e1 = start_executor(processes, "e1", address, "local", tmp_path, "1x8x8Gi")
     e1_sandbox = str(tmp_path / "e1-pods")
     try:
         with ArmadaClient(address) as client:
             client.create_queue(submit_pb2.Queue(name="q"))
             jobs = client.submit_jobs("q", "long", [job_item(pod("sleep", "600"))] * JOBS)
-            wait_until(lambda: count_states(client, jobs).get(submit_pb2.RUNNING) == JOBS,
-                       120, f"all {JOBS} jobs to run on e1")
+            wait_until(
+                lambda: count_states(client, jobs).get(submit_pb2.RUNNING) == JOBS,
+                120,
+                f"all {JOBS} jobs to run on e1",
+            )
             before = runs_of(client, jobs)
-            assert all([(r.cluster, r.state) for r in runs] == [("e1", job_pb2.RUN_STATE_RUNNING)]
-                       for runs in before.values())
+            assert all(
+                [(r.cluster, r.state) for r in runs] == [("e1", job_pb2.RUN_STATE_RUNNING)]
+                for runs in before.values()
+            )
             assert len(processes_mentioning(e1_sandbox)) >= JOBS  # the pods really run
 
             e1.kill()  # SIGKILL: no goodbye, its pods are orphaned
@@ -84,10 +105,14 @@ def test_a_killed_executor_loses_its_leases_and_its_jobs_run_elsewhere(
             start_executor(processes, "e2", address, "local", tmp_path, "1x8x8Gi")
             # One read decides: two separate reads (job states, then runs) could see the jobs
             # still running on e1 and then their e2 runs only leased.
-            wait_until(lambda: all(runs[-1].cluster == "e2"
-                                   and runs[-1].state == job_pb2.RUN_STATE_RUNNING
-                                   for runs in runs_of(client, jobs).values()),
-                       180, f"all {JOBS} jobs to run again, on e2")
+            wait_until(
+                lambda: all(
+                    runs[-1].cluster == "e2" and runs[-1].state == job_pb2.RUN_STATE_RUNNING
+                    for runs in runs_of(client, jobs).values()
+                ),
+                180,
+                f"all {JOBS} jobs to run again, on e2",
+            )
             # The leases expired no sooner than the timeout (generous upper bound: slow CI).
             assert time.monotonic() - killed_at >= LEASE_TIMEOUT - 1
 
@@ -106,9 +131,19 @@ def test_a_killed_executor_loses_its_leases_and_its_jobs_run_elsewhere(
                 if kind == "failed":
                     failed[event.job_id].append(event)
             for job in jobs:
-                assert kinds[job] == ["submitted", "queued", "leased", "pending", "running",
-                                      "lease_expired", "failed", "queued", "leased",
-                                      "pending", "running"], (job, kinds[job])
+                assert kinds[job] == [
+                    "submitted",
+                    "queued",
+                    "leased",
+                    "pending",
+                    "running",
+                    "lease_expired",
+                    "failed",
+                    "queued",
+                    "leased",
+                    "pending",
+                    "running",
+                ], (job, kinds[job])
                 [failure] = failed[job]
                 assert failure.retryable, (job, failure)
             assert len(processes_mentioning(str(tmp_path / "e2-pods"))) >= JOBS
@@ -118,26 +153,39 @@ def test_a_killed_executor_loses_its_leases_and_its_jobs_run_elsewhere(
             assert {r.state for r in results.values()} == {JobState.CANCELLED}
     finally:
         kill_leftovers(e1_sandbox)
-    wait_until(lambda: not processes_mentioning(str(tmp_path / "e2-pods")), 60,
-               "e2's pods to be killed after cancellation")
+    wait_until(
+        lambda: not processes_mentioning(str(tmp_path / "e2-pods")),
+        60,
+        "e2's pods to be killed after cancellation",
+    )
 
 
 def test_a_lease_lost_too_often_fails_the_job_by_policy(
-        processes: Callable[..., Process], tmp_path: Path) -> None:
+    processes: Callable[..., Process], tmp_path: Path
+) -> None:
     """maxAttemptedRuns: 1 - a job whose only allowed run lost its lease fails, and is not
     run again anywhere."""
     database = f"sqlite:///{tmp_path / 'armada.db'}"
-    _, address = start_server(processes, "server", tmp_path, database,
-                              lease_timeout=LEASE_TIMEOUT, scheduling_period=0.2,
-                              executor_sync_interval=0.2, retry="{maxAttemptedRuns: 1}")
+    _, address = start_server(
+        processes,
+        "server",
+        tmp_path,
+        database,
+        lease_timeout=LEASE_TIMEOUT,
+        scheduling_period=0.2,
+        executor_sync_interval=0.2,
+        retry="{maxAttemptedRuns: 1}",
+    )
     e1 = start_executor(processes, "e1", address, "simulated", tmp_path, "1x8x8Gi")
     with ArmadaClient(address) as client:
         client.create_queue(submit_pb2.Queue(name="q"))
-        long = job_item(pod("sleep", "600"), annotations={ann.PREFIX + "simulatedDuration":
-                                                          "600"})
+        long = job_item(pod("sleep", "600"), annotations={ann.PREFIX + "simulatedDuration": "600"})
         jobs = client.submit_jobs("q", "once", [long] * 5)
-        wait_until(lambda: count_states(client, jobs).get(submit_pb2.RUNNING) == 5, 60,
-                   "the jobs to run on e1")
+        wait_until(
+            lambda: count_states(client, jobs).get(submit_pb2.RUNNING) == 5,
+            60,
+            "the jobs to run on e1",
+        )
         e1.kill()
         start_executor(processes, "e2", address, "simulated", tmp_path, "1x8x8Gi")
         results = client.wait_for_jobs("q", "once", jobs, timeout=120)
@@ -146,10 +194,12 @@ def test_a_lease_lost_too_often_fails_the_job_by_policy(
             assert result.failure_subcategory in ("lease_expired", "max_runs_exceeded"), result
         for job, runs in runs_of(client, jobs).items():
             assert [(r.cluster, r.state) for r in runs] == [
-                ("e1", job_pb2.RUN_STATE_LEASE_EXPIRED)], job
+                ("e1", job_pb2.RUN_STATE_LEASE_EXPIRED)
+            ], job
 
 
 # --- a killed scheduling leader -------------------------------------------------------------
+
 
 def simulated(seconds: float) -> submit_pb2.JobSubmitRequestItem:
     return job_item(pod("true"), annotations={ann.PREFIX + "simulatedDuration": str(seconds)})
@@ -157,7 +207,8 @@ def simulated(seconds: float) -> submit_pb2.JobSubmitRequestItem:
 
 @pytest.mark.postgres
 def test_a_killed_leader_is_replaced_and_scheduling_continues(
-        processes: Callable[..., Process], tmp_path: Path, postgres_server) -> None:
+    processes: Callable[..., Process], tmp_path: Path, postgres_server
+) -> None:
     """Two replicas on one PostgreSQL database; the executor syncs with the follower.
 
     Both replicas run without an in-process executor, so the only thing the leader does that
@@ -180,8 +231,11 @@ def test_a_killed_leader_is_replaced_and_scheduling_continues(
         assert via_leader.get_job_status(first) == client.get_job_status(first)
         # Jobs running when the leader dies are not disturbed: they live on the executor.
         running = client.submit_jobs("q", "during", [simulated(4)] * 4)
-        wait_until(lambda: count_states(client, running).get(submit_pb2.RUNNING) == 4, 60,
-                   "the long jobs to run")
+        wait_until(
+            lambda: count_states(client, running).get(submit_pb2.RUNNING) == 4,
+            60,
+            "the long jobs to run",
+        )
         assert LEADER not in follower.output()
 
         leader.kill()

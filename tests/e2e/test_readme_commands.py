@@ -31,9 +31,22 @@ def test_serve_demo_runs_a_gang_with_the_cli_and_the_client(tmp_path: Path) -> N
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
     grpc_port, http_port = free_ports(2)
     done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "serve.sh"), "--demo", "--port", str(grpc_port),
-         "--http-port", str(http_port)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+        [
+            "bash",
+            str(ROOT / "scripts" / "serve.sh"),
+            "--demo",
+            "--port",
+            str(grpc_port),
+            "--http-port",
+            str(http_port),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     assert "All jobs finished: 3 jobs: 3 succeeded" in output

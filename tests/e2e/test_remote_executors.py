@@ -24,15 +24,14 @@ from .topology import Topology, resources
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 LEASE_TIMEOUT = 4
-SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2,
-            "lease_timeout": LEASE_TIMEOUT}
+SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2, "lease_timeout": LEASE_TIMEOUT}
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, processes: Callable[..., Process]
-            ) -> Iterator[Callable[..., Topology]]:
+def cluster(tmp_path: Path, processes: Callable[..., Process]) -> Iterator[Callable[..., Topology]]:
     """Builds a topology (replicas: two on PostgreSQL, one on SQLite); every process it
     starts is stopped at the end."""
+
     def build(database_url: str, *, replicas: int | None = None) -> Topology:
         topology = Topology(processes, tmp_path, database_url, **SETTINGS)
         count = replicas or (2 if database_url.startswith("postgresql") else 1)
@@ -46,8 +45,12 @@ def cluster(tmp_path: Path, processes: Callable[..., Process]
 
 
 def shell(script: str, name: str = "main", cpu: str = "100m") -> dict:
-    return {"name": name, "image": "busybox", "command": ["sh", "-c", script],
-            "resources": resources(cpu)}
+    return {
+        "name": name,
+        "image": "busybox",
+        "command": ["sh", "-c", script],
+        "resources": resources(cpu),
+    }
 
 
 def state(client: ArmadaClient, job_id: str) -> int:
@@ -55,8 +58,11 @@ def state(client: ArmadaClient, job_id: str) -> int:
 
 
 def wait_state(client: ArmadaClient, job_id: str, wanted: int, timeout: float = 60) -> None:
-    wait_until(lambda: state(client, job_id) == wanted, timeout,
-               f"job {job_id} to be {submit_pb2.JobState.Name(wanted)}")
+    wait_until(
+        lambda: state(client, job_id) == wanted,
+        timeout,
+        f"job {job_id} to be {submit_pb2.JobState.Name(wanted)}",
+    )
 
 
 def texts(client: ArmadaClient, job_id: str, **options: object) -> list[str]:
@@ -64,14 +70,18 @@ def texts(client: ArmadaClient, job_id: str, **options: object) -> list[str]:
 
 
 def test_logs_of_a_remote_executor_through_every_replica(
-        cluster: Callable[..., Topology], database_url: str, tmp_path: Path) -> None:
+    cluster: Callable[..., Topology], database_url: str, tmp_path: Path
+) -> None:
     topology = cluster(database_url)
     topology.add_executor("e1", "local", "default", "1x4x4Gi")
     go = tmp_path / "go"
     wait_for_go = f"while [ ! -e {go} ]; do sleep 0.05; done"
-    spec = {"containers": [
-        shell(f"for i in 1 2 3 4 5; do echo line $$i; done; {wait_for_go}; echo last"),
-        shell(f"echo side-out; echo side-err >&2; {wait_for_go}", name="side")]}
+    spec = {
+        "containers": [
+            shell(f"for i in 1 2 3 4 5; do echo line $$i; done; {wait_for_go}; echo last"),
+            shell(f"echo side-out; echo side-err >&2; {wait_for_go}", name="side"),
+        ]
+    }
     clients = [topology.client(r) for r in topology.alive()]
     [job] = clients[0].submit_jobs("q", "logs", [job_item(spec)])
     wait_state(clients[0], job, submit_pb2.RUNNING)
@@ -81,14 +91,22 @@ def test_logs_of_a_remote_executor_through_every_replica(
         lines = client.logs(job)
         assert [line.line for line in lines] == [f"line {i}" for i in range(1, 6)]
         assert texts(client, job, tail_lines=2) == ["line 4", "line 5"]
-        assert texts(client, job, since_time=lines[1].timestamp) == ["line 3", "line 4",
-                                                                     "line 5"]
+        assert texts(client, job, since_time=lines[1].timestamp) == ["line 3", "line 4", "line 5"]
         assert texts(client, job, since_time=lines[1].timestamp, tail_lines=1) == ["line 5"]
         assert texts(client, job, container="side") == ["side-out", "side-err"]
 
     # Following through the CLI, on the last replica, until the job has finished.
-    follow = topology.start("follow", str(BIN / "armada"), "--url", topology.alive()[-1].address,
-                            "logs", "-f", job, "--interval", "0.1")
+    follow = topology.start(
+        "follow",
+        str(BIN / "armada"),
+        "--url",
+        topology.alive()[-1].address,
+        "logs",
+        "-f",
+        job,
+        "--interval",
+        "0.1",
+    )
     follow.wait_for("line 5")
     go.touch()
     assert follow.popen.wait(60) == 0
@@ -102,30 +120,37 @@ def test_logs_of_a_remote_executor_through_every_replica(
         client.close()
 
 
-def test_cordoning_a_remote_executors_node(cluster: Callable[..., Topology],
-                                           database_url: str) -> None:
+def test_cordoning_a_remote_executors_node(
+    cluster: Callable[..., Topology], database_url: str
+) -> None:
     topology = cluster(database_url)
     topology.add_executor("e1", "local", "default", "1x1x1Gi", "1x4x4Gi")  # e1-0, e1-1
     address = topology.alive()[0].address
 
     def armada(*argv: str) -> Process:
-        process = topology.start(f"armada-{argv[0]}-{argv[1]}", str(BIN / "armada"),
-                                 "--url", address, *argv)
+        process = topology.start(
+            f"armada-{argv[0]}-{argv[1]}", str(BIN / "armada"), "--url", address, *argv
+        )
         assert process.popen.wait(60) == 0, process.output()
         return process
 
     assert armada("node", "cordon", "e1-1").output() == "Cordoned node e1-1\n"
     with topology.client() as client:
         # Three CPUs fit only on the cordoned node: the job stays queued, saying why.
-        [job] = client.submit_jobs("q", "cordon", [job_item({"containers": [
-            shell("true", cpu="3")]})])
-        wait_until(lambda: client.get_job_details([job])[job].scheduling_reason, 60,
-                   "the scheduler to say why the job waits")
+        [job] = client.submit_jobs(
+            "q", "cordon", [job_item({"containers": [shell("true", cpu="3")]})]
+        )
+        wait_until(
+            lambda: client.get_job_details([job])[job].scheduling_reason,
+            60,
+            "the scheduler to say why the job waits",
+        )
         assert state(client, job) == submit_pb2.QUEUED
         assert client.get_job_details([job], expand_job_run=True)[job].job_runs == []
         # A job that fits the other node still runs.
-        [small] = client.submit_jobs("q", "cordon", [job_item({"containers": [
-            shell("true", cpu="500m")]})])
+        [small] = client.submit_jobs(
+            "q", "cordon", [job_item({"containers": [shell("true", cpu="500m")]})]
+        )
         wait_state(client, small, submit_pb2.SUCCEEDED)
         assert state(client, job) == submit_pb2.QUEUED
 
@@ -137,7 +162,8 @@ def test_cordoning_a_remote_executors_node(cluster: Callable[..., Topology],
 
 @pytest.mark.postgres
 def test_an_executor_keeps_its_jobs_when_its_replica_is_killed(
-        cluster: Callable[..., Topology], postgres_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cluster: Callable[..., Topology], postgres_server, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     topology = cluster(postgres_server.new_database(), replicas=2)
     first, second = topology.alive()
     executor = topology.add_executor("e1", "local", "default", "1x4x4Gi")  # syncs with first
@@ -150,15 +176,15 @@ def test_an_executor_keeps_its_jobs_when_its_replica_is_killed(
         first.process.kill()
         executor.process.wait_for("fails over to server address 2 of 2")
         # Work still reaches the executor through the other replica...
-        [canary] = client.submit_jobs("q", "failover", [job_item({"containers": [
-            shell("true")]})])
+        [canary] = client.submit_jobs("q", "failover", [job_item({"containers": [shell("true")]})])
         wait_state(client, canary, submit_pb2.SUCCEEDED)
         # ...and its jobs outlive the lease timeout: every sync renewed them.
         time.sleep(LEASE_TIMEOUT + 1)
         details = client.get_job_details(jobs, expand_job_run=True)
         for job in jobs:
             assert [(r.cluster, r.state) for r in details[job].job_runs] == [
-                ("e1", job_pb2.RUN_STATE_RUNNING)], topology.problems()
+                ("e1", job_pb2.RUN_STATE_RUNNING)
+            ], topology.problems()
         go.touch()
         for job in jobs:
             wait_state(client, job, submit_pb2.SUCCEEDED)

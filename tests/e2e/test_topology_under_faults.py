@@ -57,16 +57,22 @@ from .topology import (
     timeline,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.postgres,
-              pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(300)]
 
 BLOCK, RACK = "topology/block", "topology/rack"
-SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2, "lease_timeout": 4,
-            "scheduling": f"{{topology_levels: [{BLOCK}, {RACK}], usage_half_life: 300}}"}
+SETTINGS = {
+    "scheduling_period": 0.2,
+    "executor_sync_interval": 0.2,
+    "lease_timeout": 4,
+    "scheduling": f"{{topology_levels: [{BLOCK}, {RACK}], usage_half_life: 300}}",
+}
 POOL, QUEUE, EXECUTOR = "topo", "train", "e-topo"
 # 2 blocks x 2 racks x 2 nodes of 2 CPUs: a rack holds 4 one-CPU members, a block 8.
-NODES = tuple(f'{{count: 2, cpu: "2", memory: 4Gi, labels: {{{BLOCK}: {block}, {RACK}: {rack}}}}}'
-              for block in ("b1", "b2") for rack in ("r1", "r2"))
+NODES = tuple(
+    f'{{count: 2, cpu: "2", memory: 4Gi, labels: {{{BLOCK}: {block}, {RACK}: {rack}}}}}'
+    for block in ("b1", "b2")
+    for rack in ("r1", "r2")
+)
 SECONDS = 10  # each gang or group member's run: the first wave runs until after the kill
 FILLER, FILLER_SECONDS = 5, 600  # one-CPU jobs held in block b2 until they are cancelled
 RACK_GANG = 4
@@ -76,13 +82,16 @@ CYCLE_FAILED = "scheduling cycle failed"
 
 def node_labels() -> dict[str, Mapping[str, str]]:
     """Node name -> labels, as the executor builds them from the same `--nodes` texts."""
-    return {node.name: dict(node.labels)
-            for node in virtual_nodes([parse_nodes(text) for text in NODES], EXECUTOR)}
+    return {
+        node.name: dict(node.labels)
+        for node in virtual_nodes([parse_nodes(text) for text in NODES], EXECUTOR)
+    }
 
 
 @pytest.fixture
-def topology(processes: Callable[..., Process], tmp_path: Path,
-             postgres_server) -> Iterator[Topology]:
+def topology(
+    processes: Callable[..., Process], tmp_path: Path, postgres_server
+) -> Iterator[Topology]:
     """Two replicas on a new PostgreSQL database, the first one leading; the executor comes
     with the test (its kind is the test's parameter). Kills its pods' leftovers at the end."""
     topology = Topology(processes, tmp_path, postgres_server.new_database(), **SETTINGS)
@@ -112,8 +121,9 @@ def carried_usage(database_url: str) -> tuple[dict[str, float], datetime | None]
     engine = open_database(database_url)
     try:
         with engine.connect() as conn:
-            row = conn.execute(select(t.scheduler_carryover.c.state,
-                                      t.scheduler_carryover.c.updated_at)).first()
+            row = conn.execute(
+                select(t.scheduler_carryover.c.state, t.scheduler_carryover.c.updated_at)
+            ).first()
     finally:
         engine.dispose()
     if row is None:
@@ -121,66 +131,95 @@ def carried_usage(database_url: str) -> tuple[dict[str, float], datetime | None]
     return json.loads(row.state).get("usage", {}), row.updated_at
 
 
-def runs_of(details: Mapping[str, job_pb2.JobDetails], jobs: list[str]
-            ) -> list[job_pb2.JobRunDetails]:
+def runs_of(
+    details: Mapping[str, job_pb2.JobDetails], jobs: list[str]
+) -> list[job_pb2.JobRunDetails]:
     return [run for job in jobs for run in details[job].job_runs]
 
 
-def one_domain(what: str, jobs: list[str], details: Mapping[str, job_pb2.JobDetails],
-               labels: Mapping[str, Mapping[str, str]], level: str) -> list[str]:
+def one_domain(
+    what: str,
+    jobs: list[str],
+    details: Mapping[str, job_pb2.JobDetails],
+    labels: Mapping[str, Mapping[str, str]],
+    level: str,
+) -> list[str]:
     """Every run of `jobs` on a node of one domain of `level` (for the rack level, within one
     block too: a rack is named within its block)."""
     levels = (BLOCK,) if level == BLOCK else (BLOCK, RACK)
-    where = {run.node: tuple(labels.get(run.node, {}).get(lv, "?") for lv in levels)
-             for run in runs_of(details, jobs)}
+    where = {
+        run.node: tuple(labels.get(run.node, {}).get(lv, "?") for lv in levels)
+        for run in runs_of(details, jobs)
+    }
     if not where:
         return [f"{what}: no runs at all"]
     if len(set(where.values())) != 1 or "?" in next(iter(where.values())):
-        return [f"{what} ran in more than one {level.split('/')[1]} (or on unknown nodes): "
-                + ", ".join(f"{node} in {'/'.join(domain)}"
-                            for node, domain in sorted(where.items()))]
+        return [
+            f"{what} ran in more than one {level.split('/')[1]} (or on unknown nodes): "
+            + ", ".join(f"{node} in {'/'.join(domain)}" for node, domain in sorted(where.items()))
+        ]
     return []
 
 
-def ran_together(coordinators: list[str], workers: list[str],
-                 details: Mapping[str, job_pb2.JobDetails], minimum: int) -> list[str]:
+def ran_together(
+    coordinators: list[str],
+    workers: list[str],
+    details: Mapping[str, job_pb2.JobDetails],
+    minimum: int,
+) -> list[str]:
     """At some instant a coordinator's run and at least `minimum` workers' runs were all
     running (from the runs' start and finish times)."""
+
     def spans(jobs: list[str]) -> list[tuple[int, int]]:
-        return [(run.started_ts.ToNanoseconds(), run.finished_ts.ToNanoseconds())
-                for run in runs_of(details, jobs)
-                if run.HasField("started_ts") and run.HasField("finished_ts")]
+        return [
+            (run.started_ts.ToNanoseconds(), run.finished_ts.ToNanoseconds())
+            for run in runs_of(details, jobs)
+            if run.HasField("started_ts") and run.HasField("finished_ts")
+        ]
 
     best = 0
     for c_start, c_end in spans(coordinators):
         # Worker runs overlapping the coordinator's; the most alive at any start instant.
-        overlapping = [(max(s, c_start), min(e, c_end)) for s, e in spans(workers)
-                       if s < c_end and e > c_start]
+        overlapping = [
+            (max(s, c_start), min(e, c_end)) for s, e in spans(workers) if s < c_end and e > c_start
+        ]
         for at, _ in overlapping:
             best = max(best, sum(1 for s, e in overlapping if s <= at < e))
     if best < minimum:
-        return [f"the pod group's coordinator ran with at most {best} workers at once, fewer "
-                f"than the minimum {minimum}"]
+        return [
+            f"the pod group's coordinator ran with at most {best} workers at once, fewer "
+            f"than the minimum {minimum}"
+        ]
     return []
 
 
-def placements(jobs: Mapping[str, str], details: Mapping[str, job_pb2.JobDetails],
-               labels: Mapping[str, Mapping[str, str]]) -> str:
+def placements(
+    jobs: Mapping[str, str],
+    details: Mapping[str, job_pb2.JobDetails],
+    labels: Mapping[str, Mapping[str, str]],
+) -> str:
     """Each job's runs: where and when, for the evidence."""
     lines = []
     for job, what in jobs.items():
         for run in details[job].job_runs:
             at = labels.get(run.node, {})
-            lines.append(f"  {what} {job[-6:]} run {run.run_id[:8]} "
-                         f"{job_pb2.JobRunState.Name(run.state)} on {run.node or '?'} "
-                         f"({at.get(BLOCK, '?')}/{at.get(RACK, '?')}) "
-                         f"{run.started_ts.ToNanoseconds() / 1e9:.3f}-"
-                         f"{run.finished_ts.ToNanoseconds() / 1e9:.3f}")
+            lines.append(
+                f"  {what} {job[-6:]} run {run.run_id[:8]} "
+                f"{job_pb2.JobRunState.Name(run.state)} on {run.node or '?'} "
+                f"({at.get(BLOCK, '?')}/{at.get(RACK, '?')}) "
+                f"{run.started_ts.ToNanoseconds() / 1e9:.3f}-"
+                f"{run.finished_ts.ToNanoseconds() / 1e9:.3f}"
+            )
     return "\n".join(lines)
 
 
-def wait_for(client: ArmadaClient, topology: Topology, jobs: list[str], what: str,
-             enough: Callable[[dict[str, int]], bool]) -> dict[str, int]:
+def wait_for(
+    client: ArmadaClient,
+    topology: Topology,
+    jobs: list[str],
+    what: str,
+    enough: Callable[[dict[str, int]], bool],
+) -> dict[str, int]:
     """Wait until the jobs' states (GetJobStatus) satisfy `enough`; returns them. On a
     timeout, says where each job is and why the scheduler leaves it queued."""
     states: dict[str, int] = {}
@@ -193,10 +232,15 @@ def wait_for(client: ArmadaClient, topology: Topology, jobs: list[str], what: st
         wait_until(ready, 60, what)
     except AssertionError as e:
         reasons = client.get_job_details(jobs)
-        raise AssertionError(f"{e}\n" + "\n".join(
-            f"  {j}: {submit_pb2.JobState.Name(d.state)}, scheduler: "
-            f"{d.scheduling_reason!r}" for j, d in reasons.items())
-            + "\ncomponents' logs:\n" + topology.problems()) from None
+        raise AssertionError(
+            f"{e}\n"
+            + "\n".join(
+                f"  {j}: {submit_pb2.JobState.Name(d.state)}, scheduler: {d.scheduling_reason!r}"
+                for j, d in reasons.items()
+            )
+            + "\ncomponents' logs:\n"
+            + topology.problems()
+        ) from None
     return states
 
 
@@ -207,7 +251,8 @@ def running(jobs: list[str], at_least: int | None = None) -> Callable[[dict[str,
 
 @pytest.mark.parametrize("kind", ["simulated", "local"])
 def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
-        topology: Topology, tmp_path: Path, kind: str) -> None:
+    topology: Topology, tmp_path: Path, kind: str
+) -> None:
     """The filler holds 5 CPUs of block b2 (node selector), so no rack of b2 is whole: rack
     gang 1 takes a rack of b1. The pod group (5 CPUs at most, 3 at least) then fits neither
     block whole (4 CPUs free in b1, 3 in b2): it starts with its minimum and at least one
@@ -216,7 +261,8 @@ def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
     whichever block has room) and gang 2 (in one rack)."""
     labels = node_labels()
     assert {(v[BLOCK], v[RACK]) for v in labels.values()} == {
-        (b, r) for b in ("b1", "b2") for r in ("r1", "r2")}
+        (b, r) for b in ("b1", "b2") for r in ("r1", "r2")
+    }
     topology.add_executor(EXECUTOR, kind, POOL, *NODES)
     record = tmp_path / "records.log"
     spec, annotations = member_spec(kind, record, SECONDS)
@@ -227,26 +273,58 @@ def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
     violations: list[str] = []
     with topology.client() as client:
         client.create_queue(submit_pb2.Queue(name=QUEUE, priority_factor=1))
-        filler = client.submit_jobs(QUEUE, "filler", [
-            job_item(filler_spec, client_id=f"filler-{i}",
-                     annotations=in_pool(POOL, filler_annotations)) for i in range(FILLER)])
+        filler = client.submit_jobs(
+            QUEUE,
+            "filler",
+            [
+                job_item(
+                    filler_spec,
+                    client_id=f"filler-{i}",
+                    annotations=in_pool(POOL, filler_annotations),
+                )
+                for i in range(FILLER)
+            ],
+        )
         wait_for(client, topology, filler, "the filler to run in block b2", running(filler))
-        gang = client.submit_jobs(QUEUE, job_set, gang_items(
-            spec, replicas=RACK_GANG, max_hops=2, client_id="rack-gang-1",
-            annotations=in_pool(POOL, annotations)))
+        gang = client.submit_jobs(
+            QUEUE,
+            job_set,
+            gang_items(
+                spec,
+                replicas=RACK_GANG,
+                max_hops=2,
+                client_id="rack-gang-1",
+                annotations=in_pool(POOL, annotations),
+            ),
+        )
         wait_for(client, topology, gang, "rack gang 1 to run", running(gang))
-        group = client.submit_jobs(QUEUE, job_set, pod_group_items(
-            [Role("coordinator", spec, minimum=COORDINATORS),
-             Role("worker", spec, minimum=WORKERS_MIN, maximum=WORKERS_MAX)],
-            max_hops=4, client_id="pod-group", annotations=in_pool(POOL, annotations)))
+        group = client.submit_jobs(
+            QUEUE,
+            job_set,
+            pod_group_items(
+                [
+                    Role("coordinator", spec, minimum=COORDINATORS),
+                    Role("worker", spec, minimum=WORKERS_MIN, maximum=WORKERS_MAX),
+                ],
+                max_hops=4,
+                client_id="pod-group",
+                annotations=in_pool(POOL, annotations),
+            ),
+        )
         coordinators, workers = group[:COORDINATORS], group[COORDINATORS:]
         states = wait_for(
-            client, topology, group, "the pod group's coordinator and minimum of workers to run",
-            lambda st: running(coordinators)(st) and running(workers, WORKERS_MIN)(st))
+            client,
+            topology,
+            group,
+            "the pod group's coordinator and minimum of workers to run",
+            lambda st: running(coordinators)(st) and running(workers, WORKERS_MIN)(st),
+        )
         waiting = [w for w in workers if states[w] == submit_pb2.QUEUED]
         if not waiting:
-            violations.append("no worker of the pod group waited before the leader was killed, "
-                              "though no block had room for the whole group")
+            violations.append(
+                "no worker of the pod group waited before the leader was killed, "
+                "though no block had room for the whole group"
+            )
 
     # SIGKILL the leader while they run; the other replica takes over.
     leader = topology.leader()
@@ -262,9 +340,17 @@ def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
         # Room in block b2 (the group's block, or the one it must not spill into), and a
         # second rack gang: for the new leader to place, with the waiting workers.
         cancelled = client.cancel_jobs(QUEUE, "filler", filler, reason="make room")
-        second = client.submit_jobs(QUEUE, job_set, gang_items(
-            spec, replicas=RACK_GANG, max_hops=2, client_id="rack-gang-2",
-            annotations=in_pool(POOL, annotations)))
+        second = client.submit_jobs(
+            QUEUE,
+            job_set,
+            gang_items(
+                spec,
+                replicas=RACK_GANG,
+                max_hops=2,
+                client_id="rack-gang-2",
+                annotations=in_pool(POOL, annotations),
+            ),
+        )
     topology_jobs = gang + group + second
     jobs = topology_jobs + filler
     unsettled = settle(topology, jobs, timeout=90)
@@ -273,13 +359,16 @@ def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
         histories: dict[str, History] = read_histories(client, sets)
         details = job_details(client, jobs)
     violations += stuck(topology, unsettled, histories, 90)
-    violations += [f"{job}: acknowledged at submission, but no events" for job in jobs
-                   if job not in histories]
+    violations += [
+        f"{job}: acknowledged at submission, but no events" for job in jobs if job not in histories
+    ]
     violations += event_violations(histories, cancelled)
     violations += run_violations(details, histories)
-    violations += [f"{job} ended {histories[job].final}, expected SUCCEEDED: "
-                   f"{histories[job].story()}" for job in topology_jobs
-                   if job in histories and histories[job].final != "SUCCEEDED"]
+    violations += [
+        f"{job} ended {histories[job].final}, expected SUCCEEDED: {histories[job].story()}"
+        for job in topology_jobs
+        if job in histories and histories[job].final != "SUCCEEDED"
+    ]
     violations += one_domain("rack gang 1", gang, details, labels, RACK)
     violations += one_domain("rack gang 2", second, details, labels, RACK)
     violations += one_domain("the pod group", group, details, labels, BLOCK)
@@ -288,10 +377,15 @@ def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
     # carries the values on is shown by tests/server's restart tests).
     after, written = carried_usage(topology.database_url)
     if not after.get(QUEUE) or written is None or written <= killed_at:
-        violations.append(f"the new leader does not keep {QUEUE}'s decayed usage: "
-                          f"{after} written at {written}, the leader killed at {killed_at}")
-    violations += [f"{name}: {line}" for name, lines in topology.log_lines(CYCLE_FAILED).items()
-                   for line in lines[:3]]
+        violations.append(
+            f"the new leader does not keep {QUEUE}'s decayed usage: "
+            f"{after} written at {written}, the leader killed at {killed_at}"
+        )
+    violations += [
+        f"{name}: {line}"
+        for name, lines in topology.log_lines(CYCLE_FAILED).items()
+        for line in lines[:3]
+    ]
     lifetimes = []
     if kind == "local":
         # From the processes' own records: none started twice, none alive twice at once,
@@ -304,24 +398,40 @@ def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
         close_open(lifetimes, topology.watch)
         violations += overlapping_runs(lifetimes)
         nodes = {run.run_id: run.node for run in runs_of(details, jobs)}
-        violations += [f"job {life.job_id}: run {life.run_id[:8]}'s process ran on "
-                       f"{life.node}, its run says {nodes.get(life.run_id, '?')}"
-                       for life in lifetimes if nodes.get(life.run_id) != life.node]
+        violations += [
+            f"job {life.job_id}: run {life.run_id[:8]}'s process ran on "
+            f"{life.node}, its run says {nodes.get(life.run_id, '?')}"
+            for life in lifetimes
+            if nodes.get(life.run_id) != life.node
+        ]
         # And none is left once every job has ended.
         sandbox = topology.executors[EXECUTOR].sandbox
         deadline = time.monotonic() + GRACE_SECONDS + 20
         while live_pods(sandbox) and time.monotonic() < deadline:
             time.sleep(0.2)
-        violations += [f"pid {pid} of job {job} run {run[:8]} still alive after every job ended"
-                       for pid, (job, run) in sorted(live_pods(sandbox).items())]
-    kinds = {**dict.fromkeys(filler, "filler"), **dict.fromkeys(gang, "gang-1"),
-             **dict.fromkeys(second, "gang-2"), **dict.fromkeys(coordinators, "coordinator"),
-             **dict.fromkeys(workers, "worker")}
-    summary = (f"leader {leader.name} killed, {survivor.name} took over; {len(waiting)} "
-               f"worker(s) waited at the kill")
+        violations += [
+            f"pid {pid} of job {job} run {run[:8]} still alive after every job ended"
+            for pid, (job, run) in sorted(live_pods(sandbox).items())
+        ]
+    kinds = {
+        **dict.fromkeys(filler, "filler"),
+        **dict.fromkeys(gang, "gang-1"),
+        **dict.fromkeys(second, "gang-2"),
+        **dict.fromkeys(coordinators, "coordinator"),
+        **dict.fromkeys(workers, "worker"),
+    }
+    summary = (
+        f"leader {leader.name} killed, {survivor.name} took over; {len(waiting)} "
+        f"worker(s) waited at the kill"
+    )
     print(f"{summary}; runs:\n" + placements(kinds, details, labels))  # shown with -s or -rP
     assert not violations, (
-        f"{len(violations)} violations ({summary}):\n" + "\n".join(violations[:40])
-        + "\nruns:\n" + placements(kinds, details, labels)
-        + "\ntimeline:\n" + timeline(histories, lifetimes)
-        + "\ncomponents' logs:\n" + topology.problems())
+        f"{len(violations)} violations ({summary}):\n"
+        + "\n".join(violations[:40])
+        + "\nruns:\n"
+        + placements(kinds, details, labels)
+        + "\ntimeline:\n"
+        + timeline(histories, lifetimes)
+        + "\ncomponents' logs:\n"
+        + topology.problems()
+    )

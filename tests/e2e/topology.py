@@ -58,8 +58,9 @@ class Executor:
 class Topology:
     """Replicas on one database and executors syncing with all of them (failing over)."""
 
-    def __init__(self, start: Callable[..., Process], tmp_path: Path, database_url: str,
-                 **settings: object) -> None:
+    def __init__(
+        self, start: Callable[..., Process], tmp_path: Path, database_url: str, **settings: object
+    ) -> None:
         self.start = start
         self.tmp_path = tmp_path
         self.database_url = database_url
@@ -76,30 +77,49 @@ class Topology:
     # components
 
     def add_replica(self, name: str) -> Replica:
-        process, address = start_server(self._start, name, self.tmp_path, self.database_url,
-                                        **self.settings)
+        process, address = start_server(
+            self._start, name, self.tmp_path, self.database_url, **self.settings
+        )
         self.replicas[name] = Replica(name, process, address)
         return self.replicas[name]
 
     def add_executor(self, name: str, kind: str, pool: str, *nodes: str) -> Executor:
         sandbox = self.tmp_path / f"{name}-pods"
-        process = start_executor(self._start, name, self.addresses(), kind, self.tmp_path,
-                                 *nodes, pool=pool, sandbox=sandbox)
+        process = start_executor(
+            self._start,
+            name,
+            self.addresses(),
+            kind,
+            self.tmp_path,
+            *nodes,
+            pool=pool,
+            sandbox=sandbox,
+        )
         self.executors[name] = Executor(name, kind, pool, tuple(nodes), sandbox, process)
         if kind == "local" and self.watch is None:
-            self.watch = PodWatch(lambda: [e.sandbox for e in self.executors.values()
-                                           if e.kind == "local"])
+            self.watch = PodWatch(
+                lambda: [e.sandbox for e in self.executors.values() if e.kind == "local"]
+            )
         return self.executors[name]
 
     def restart_executor(self, name: str) -> Executor:
         """The executor again, same id, pool, nodes and sandbox (a new process and log)."""
         old = self.executors[name]
         restarts = old.restarts + 1
-        process = start_executor(self._start, f"{name}.{restarts}", self.addresses(),
-                                 old.kind, self.tmp_path, *old.nodes, pool=old.pool,
-                                 sandbox=old.sandbox, executor_id=name)
-        self.executors[name] = Executor(name, old.kind, old.pool, old.nodes, old.sandbox,
-                                        process, restarts)
+        process = start_executor(
+            self._start,
+            f"{name}.{restarts}",
+            self.addresses(),
+            old.kind,
+            self.tmp_path,
+            *old.nodes,
+            pool=old.pool,
+            sandbox=old.sandbox,
+            executor_id=name,
+        )
+        self.executors[name] = Executor(
+            name, old.kind, old.pool, old.nodes, old.sandbox, process, restarts
+        )
         return self.executors[name]
 
     def _start(self, name: str, *argv: str) -> Process:
@@ -164,8 +184,14 @@ def resources(cpu: str, memory: str = "64Mi") -> dict:
     return {"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}}
 
 
-def recorded_spec(record: Path, seconds: float, *, cpu: str = "100m", stop_delay: float = 0,
-                  priority_class: str | None = None) -> dict:
+def recorded_spec(
+    record: Path,
+    seconds: float,
+    *,
+    cpu: str = "100m",
+    stop_delay: float = 0,
+    priority_class: str | None = None,
+) -> dict:
     """A pod for the local executor that appends `start` and `end` lines to `record`:
     `<start|end> <job id> <run id> <node> <requested milli-CPU> <pid> <ns since the epoch>`.
 
@@ -173,21 +199,41 @@ def recorded_spec(record: Path, seconds: float, *, cpu: str = "100m", stop_delay
     On SIGTERM it takes `stop_delay` seconds to wind down, then records its end.
     """
     # `$$` is Kubernetes' escape of `$` in a command: `$$$$` reaches the shell as `$$`.
-    write = (f'rec() {{ echo "$1 $ARMADA_JOB_ID $ARMADA_RUN_ID $NODE $CPU_M $$$$ '
-             f'$$(date +%s%N)" >> {record}; }}')
-    script = "; ".join([
-        write, "rec start",
-        f"trap 'sleep {stop_delay}; rec end; exit 143' TERM" if stop_delay else
-        "trap 'rec end; exit 143' TERM",
-        f"sleep {seconds} & wait $!", "rec end"])
-    spec = {"terminationGracePeriodSeconds": GRACE_SECONDS,
-            "containers": [{
-                "name": "main", "image": "busybox", "command": ["sh", "-c", script],
-                "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath":
-                                                                    "spec.nodeName"}}},
-                        {"name": "CPU_M", "valueFrom": {"resourceFieldRef": {
-                            "resource": "requests.cpu", "divisor": "1m"}}}],
-                "resources": resources(cpu)}]}
+    write = (
+        f'rec() {{ echo "$1 $ARMADA_JOB_ID $ARMADA_RUN_ID $NODE $CPU_M $$$$ '
+        f'$$(date +%s%N)" >> {record}; }}'
+    )
+    script = "; ".join(
+        [
+            write,
+            "rec start",
+            f"trap 'sleep {stop_delay}; rec end; exit 143' TERM"
+            if stop_delay
+            else "trap 'rec end; exit 143' TERM",
+            f"sleep {seconds} & wait $!",
+            "rec end",
+        ]
+    )
+    spec = {
+        "terminationGracePeriodSeconds": GRACE_SECONDS,
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "command": ["sh", "-c", script],
+                "env": [
+                    {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {
+                        "name": "CPU_M",
+                        "valueFrom": {
+                            "resourceFieldRef": {"resource": "requests.cpu", "divisor": "1m"}
+                        },
+                    },
+                ],
+                "resources": resources(cpu),
+            }
+        ],
+    }
     if priority_class:
         spec["priorityClassName"] = priority_class
     return spec
@@ -195,8 +241,16 @@ def recorded_spec(record: Path, seconds: float, *, cpu: str = "100m", stop_delay
 
 def simulated_spec(seconds: float) -> tuple[dict, dict[str, str]]:
     """A pod for the simulated executor, and the annotation that says how long it runs."""
-    spec = {"containers": [{"name": "main", "image": "busybox", "command": ["true"],
-                            "resources": resources("100m")}]}
+    spec = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "command": ["true"],
+                "resources": resources("100m"),
+            }
+        ]
+    }
     return spec, {ann.PREFIX + "simulatedDuration": f"{seconds:g}"}
 
 
@@ -204,12 +258,19 @@ def in_pool(pool: str, annotations: Mapping[str, str] | None = None) -> dict[str
     return {**(annotations or {}), ann.POOL: pool}
 
 
-def canary(client: ArmadaClient, queue: str, pool: str, spec: dict,
-           annotations: Mapping[str, str] | None = None, timeout: float = 120) -> str:
+def canary(
+    client: ArmadaClient,
+    queue: str,
+    pool: str,
+    spec: dict,
+    annotations: Mapping[str, str] | None = None,
+    timeout: float = 120,
+) -> str:
     """Submit one job now and wait for it: '' when it succeeded, or what happened instead."""
     job_set = f"canary-{pool}"
-    [job] = client.submit_jobs(queue, job_set, [job_item(spec, annotations=in_pool(
-        pool, annotations))])
+    [job] = client.submit_jobs(
+        queue, job_set, [job_item(spec, annotations=in_pool(pool, annotations))]
+    )
     result = client.wait_for_jobs(queue, job_set, [job], timeout=timeout)[job]
     if result.state_name == "SUCCEEDED":
         return ""
@@ -220,12 +281,26 @@ def canary(client: ArmadaClient, queue: str, pool: str, spec: dict,
 
 RUN_ENDS = {"succeeded", "lease_expired", "lease_returned", "preempted"}
 TERMINAL_KINDS = {"succeeded": "SUCCEEDED", "cancelled": "CANCELLED", "preempted": "PREEMPTED"}
-NOT_AFTER_CANCEL = {"queued", "leased", "pending", "running", "succeeded", "failed",
-                    "lease_expired", "lease_returned", "preempted", "cancelled"}
-LIVE_RUN_STATES = {job_pb2.RUN_STATE_LEASED, job_pb2.RUN_STATE_PENDING,
-                   job_pb2.RUN_STATE_RUNNING}
-TERMINAL_STATES = {submit_pb2.SUCCEEDED, submit_pb2.FAILED, submit_pb2.CANCELLED,
-                   submit_pb2.PREEMPTED, submit_pb2.REJECTED}
+NOT_AFTER_CANCEL = {
+    "queued",
+    "leased",
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "lease_expired",
+    "lease_returned",
+    "preempted",
+    "cancelled",
+}
+LIVE_RUN_STATES = {job_pb2.RUN_STATE_LEASED, job_pb2.RUN_STATE_PENDING, job_pb2.RUN_STATE_RUNNING}
+TERMINAL_STATES = {
+    submit_pb2.SUCCEEDED,
+    submit_pb2.FAILED,
+    submit_pb2.CANCELLED,
+    submit_pb2.PREEMPTED,
+    submit_pb2.REJECTED,
+}
 
 
 @dataclass(frozen=True)
@@ -268,13 +343,15 @@ class History:
             elif e.kind in TERMINAL_KINDS:
                 state = TERMINAL_KINDS[e.kind]
             elif e.kind == "failed":
-                state = "QUEUED" if e.retryable else (
-                    "REJECTED" if e.detail == "rejected" else "FAILED")
+                state = (
+                    "QUEUED"
+                    if e.retryable
+                    else ("REJECTED" if e.detail == "rejected" else "FAILED")
+                )
         return state
 
 
-def read_histories(client: ArmadaClient, job_sets: Iterable[tuple[str, str]]
-                   ) -> dict[str, History]:
+def read_histories(client: ArmadaClient, job_sets: Iterable[tuple[str, str]]) -> dict[str, History]:
     """Every job's events, from its job set's log (GetJobSetEvents, watch=false)."""
     histories: dict[str, History] = {}
     for queue, job_set in sorted(set(job_sets)):
@@ -288,37 +365,53 @@ def read_histories(client: ArmadaClient, job_sets: Iterable[tuple[str, str]]
             retryable = False
             if kind == "failed":
                 retryable = body.retryable
-                detail = "rejected" if body.cause == event_pb2.Rejected else (
-                    f"{'retryable ' if retryable else ''}"
-                    f"{body.condition or body.failure_subcategory or body.reason}"
-                    [:60])
+                detail = (
+                    "rejected"
+                    if body.cause == event_pb2.Rejected
+                    else (
+                        f"{'retryable ' if retryable else ''}"
+                        f"{body.condition or body.failure_subcategory or body.reason}"[:60]
+                    )
+                )
             elif kind in ("cancelled", "preempted", "lease_returned"):
                 detail = body.reason[:60]
             at = body.created.ToNanoseconds() / 1e9 if body.HasField("created") else 0.0
-            history.events.append(Event(int(message.id), kind, getattr(body, "run_id", ""),
-                                        retryable, detail, at))
+            history.events.append(
+                Event(int(message.id), kind, getattr(body, "run_id", ""), retryable, detail, at)
+            )
     return histories
 
 
-def timeline(histories: Mapping[str, History], lifetimes: Iterable[Lifetime] = ()
-             ) -> str:
+def timeline(histories: Mapping[str, History], lifetimes: Iterable[Lifetime] = ()) -> str:
     """Every event of `histories` and every process start and end, in time order, relative
     to the first."""
-    rows = [(e.at, f"{h.queue}/{h.job_set} {job[-6:]} {e}")
-            for job, h in histories.items() for e in h.events]
+    rows = [
+        (e.at, f"{h.queue}/{h.job_set} {job[-6:]} {e}")
+        for job, h in histories.items()
+        for e in h.events
+    ]
     for life in lifetimes:
-        rows.append((life.start / 1e9, f"process {life.job_id[-6:]} run {life.run_id[:8]} "
-                                       f"starts on {life.node} ({life.cpu_m}m)"))
+        rows.append(
+            (
+                life.start / 1e9,
+                f"process {life.job_id[-6:]} run {life.run_id[:8]} "
+                f"starts on {life.node} ({life.cpu_m}m)",
+            )
+        )
         if life.end is not None:
-            rows.append((life.end / 1e9, f"process {life.job_id[-6:]} run {life.run_id[:8]} "
-                                         f"ends on {life.node} ({life.cpu_m}m)"))
+            rows.append(
+                (
+                    life.end / 1e9,
+                    f"process {life.job_id[-6:]} run {life.run_id[:8]} "
+                    f"ends on {life.node} ({life.cpu_m}m)",
+                )
+            )
     rows.sort(key=lambda row: row[0])  # stable: a job set's events stay in order
     first = rows[0][0] if rows else 0.0
     return "\n".join(f"  {at - first:8.3f} {what}" for at, what in rows)
 
 
-def event_violations(histories: Mapping[str, History], acked_cancels: Iterable[str]
-                     ) -> list[str]:
+def event_violations(histories: Mapping[str, History], acked_cancels: Iterable[str]) -> list[str]:
     """What the event logs show going wrong:
 
     - an acknowledged cancel that did not end the job CANCELLED;
@@ -333,8 +426,9 @@ def event_violations(histories: Mapping[str, History], acked_cancels: Iterable[s
         if history is None:
             out.append(f"acknowledged cancel of {job}: the job has no events at all")
         elif history.final != "CANCELLED":
-            out.append(f"acknowledged cancel of {job} lost: it ended {history.final}: "
-                       f"{history.story()}")
+            out.append(
+                f"acknowledged cancel of {job} lost: it ended {history.final}: {history.story()}"
+            )
     for job, history in sorted(histories.items()):
         live: list[str] = []
         cancelled = False
@@ -344,8 +438,10 @@ def event_violations(histories: Mapping[str, History], acked_cancels: Iterable[s
                 break
             if e.kind == "leased":
                 if live:
-                    out.append(f"{job}: run {e.run_id[:8]} leased while run {live[0][:8]} "
-                               f"was live: {history.story()}")
+                    out.append(
+                        f"{job}: run {e.run_id[:8]} leased while run {live[0][:8]} "
+                        f"was live: {history.story()}"
+                    )
                     break
                 live = [e.run_id]
             elif e.kind in RUN_ENDS or (e.kind == "failed" and e.run_id):
@@ -368,15 +464,16 @@ def settle(topology: Topology, job_ids: list[str], timeout: float = SETTLE) -> l
         while left and time.monotonic() < deadline:
             states = {}
             for i in range(0, len(left), 500):
-                states.update(client.get_job_status(left[i:i + 500]))
+                states.update(client.get_job_status(left[i : i + 500]))
             left = [j for j in left if states.get(j) not in TERMINAL_STATES]
             if left:
                 time.sleep(0.5)
     return left
 
 
-def stuck(topology: Topology, jobs: list[str], histories: dict[str, History],
-          waited: float = SETTLE) -> list[str]:
+def stuck(
+    topology: Topology, jobs: list[str], histories: dict[str, History], waited: float = SETTLE
+) -> list[str]:
     """Jobs that did not end: where they are, why the scheduler says they wait, and how the
     other members of their gang ended."""
     if not jobs:
@@ -392,17 +489,23 @@ def stuck(topology: Topology, jobs: list[str], histories: dict[str, History],
         siblings = ""
         if gang:
             members = [
-                other for other, oh in histories.items()
-                if oh.job_set == (h.job_set if h else "") and other != job]
+                other
+                for other, oh in histories.items()
+                if oh.job_set == (h.job_set if h else "") and other != job
+            ]
             with topology.client(timeout=60) as client:
                 specs = client.get_job_details(members, expand_job_spec=True)
             siblings = "; gang members: " + ", ".join(
                 f"{m} {histories[m].final} ({histories[m].story()})"
-                for m, md in specs.items() if md.job_spec.annotations.get(ann.GANG_ID) == gang)
-        out.append(f"{job} ({where}{', gang ' + gang if gang else ''}) not terminal "
-                   f"{waited:g}s after the load stopped; scheduler: "
-                   f"{d.scheduling_reason if d else '?'!r}; "
-                   f"{h.story() if h else '(no events)'}{siblings}")
+                for m, md in specs.items()
+                if md.job_spec.annotations.get(ann.GANG_ID) == gang
+            )
+        out.append(
+            f"{job} ({where}{', gang ' + gang if gang else ''}) not terminal "
+            f"{waited:g}s after the load stopped; scheduler: "
+            f"{d.scheduling_reason if d else '?'!r}; "
+            f"{h.story() if h else '(no events)'}{siblings}"
+        )
     return out
 
 
@@ -410,12 +513,13 @@ def job_details(client: ArmadaClient, job_ids: Iterable[str]) -> dict[str, job_p
     ids = sorted(set(job_ids))
     details: dict[str, job_pb2.JobDetails] = {}
     for i in range(0, len(ids), 200):
-        details.update(client.get_job_details(ids[i:i + 200], expand_job_run=True))
+        details.update(client.get_job_details(ids[i : i + 200], expand_job_run=True))
     return details
 
 
-def run_violations(details: Mapping[str, job_pb2.JobDetails],
-                   histories: Mapping[str, History]) -> list[str]:
+def run_violations(
+    details: Mapping[str, job_pb2.JobDetails], histories: Mapping[str, History]
+) -> list[str]:
     """Runs still live (leased, pending, running) of jobs that have ended, and more than one
     live run of any job, according to GetJobDetails."""
     out = []
@@ -423,16 +527,21 @@ def run_violations(details: Mapping[str, job_pb2.JobDetails],
         live = [r for r in d.job_runs if r.state in LIVE_RUN_STATES]
         story = histories[job].story() if job in histories else "(no events)"
         if d.state in TERMINAL_STATES and live:
-            out.append(f"{job} is {submit_pb2.JobState.Name(d.state)} but its run(s) "
-                       + ", ".join(f"{r.run_id[:8]} on {r.cluster or '?'} "
-                                   f"{job_pb2.JobRunState.Name(r.state)}" for r in live)
-                       + f" are live: {story}")
+            out.append(
+                f"{job} is {submit_pb2.JobState.Name(d.state)} but its run(s) "
+                + ", ".join(
+                    f"{r.run_id[:8]} on {r.cluster or '?'} {job_pb2.JobRunState.Name(r.state)}"
+                    for r in live
+                )
+                + f" are live: {story}"
+            )
         elif len(live) > 1:
             out.append(f"{job} has {len(live)} live runs: {story}")
     return out
 
 
 # --- what the processes say -----------------------------------------------------------------
+
 
 @dataclass
 class Lifetime:
@@ -531,12 +640,15 @@ def close_open(lifetimes: Iterable[Lifetime], watch: PodWatch | None) -> list[st
         gone = watch.gone(life.pid, life.start) if watch is not None else None
         if gone is None and _pid_alive(life.pid):
             life.end = now
-            notes.append(f"job {life.job_id}: run {life.run_id[:8]} (pid {life.pid}) is still "
-                         "alive")
+            notes.append(
+                f"job {life.job_id}: run {life.run_id[:8]} (pid {life.pid}) is still alive"
+            )
         else:
             life.end = gone or now
-            notes.append(f"job {life.job_id}: run {life.run_id[:8]} (pid {life.pid}) was "
-                         "killed without SIGTERM (no end record)")
+            notes.append(
+                f"job {life.job_id}: run {life.run_id[:8]} (pid {life.pid}) was "
+                "killed without SIGTERM (no end record)"
+            )
     return notes
 
 
@@ -552,9 +664,11 @@ def overlapping_runs(lifetimes: Iterable[Lifetime]) -> list[str]:
         for b in lives[1:]:
             assert latest.end is not None and b.end is not None
             if b.start < latest.end:
-                out.append(f"job {job} ran twice at once: run {latest.run_id[:8]} (pid "
-                           f"{latest.pid}) until {(latest.end - b.start) / 1e9:.2f}s after "
-                           f"run {b.run_id[:8]} (pid {b.pid}) started")
+                out.append(
+                    f"job {job} ran twice at once: run {latest.run_id[:8]} (pid "
+                    f"{latest.pid}) until {(latest.end - b.start) / 1e9:.2f}s after "
+                    f"run {b.run_id[:8]} (pid {b.pid}) started"
+                )
             if b.end > latest.end:
                 latest = b
     return out
@@ -597,6 +711,8 @@ def live_pods(sandbox: Path) -> dict[int, tuple[str, str]]:
         if needle not in data:
             continue
         env = dict(v.split(b"=", 1) for v in data.split(b"\0") if b"=" in v)
-        found[int(entry.name)] = (env.get(b"ARMADA_JOB_ID", b"?").decode(),
-                                  env.get(b"ARMADA_RUN_ID", b"?").decode())
+        found[int(entry.name)] = (
+            env.get(b"ARMADA_JOB_ID", b"?").decode(),
+            env.get(b"ARMADA_RUN_ID", b"?").decode(),
+        )
     return found

@@ -16,14 +16,28 @@ PYTHON = sys.executable
 _ids = itertools.count()
 
 
-def container(name: str, *, command: Iterable[str] = (), args: Iterable[str] = (),
-              env: Mapping[str, str] | Iterable[k8s.EnvVar] = (), **fields: object
-              ) -> k8s.Container:
+def container(
+    name: str,
+    *,
+    command: Iterable[str] = (),
+    args: Iterable[str] = (),
+    env: Mapping[str, str] | Iterable[k8s.EnvVar] = (),
+    **fields: object,
+) -> k8s.Container:
     """A container; `env` as a plain mapping or as EnvVar messages."""
-    variables = ([k8s.EnvVar(name=n, value=v) for n, v in env.items()]
-                 if isinstance(env, Mapping) else list(env))
-    return k8s.Container(name=name, image="ignored:latest", command=list(command),
-                         args=list(args), env=variables, **fields)
+    variables = (
+        [k8s.EnvVar(name=n, value=v) for n, v in env.items()]
+        if isinstance(env, Mapping)
+        else list(env)
+    )
+    return k8s.Container(
+        name=name,
+        image="ignored:latest",
+        command=list(command),
+        args=list(args),
+        env=variables,
+        **fields,
+    )
 
 
 def sh(name: str, script: str, **fields: object) -> k8s.Container:
@@ -34,10 +48,15 @@ def py(name: str, code: str, **fields: object) -> k8s.Container:
     return container(name, command=[PYTHON, "-c", code], **fields)
 
 
-def pod(*containers: k8s.Container, init: Iterable[k8s.Container] = (), grace: int = 1,
-        deadline: int | None = None) -> k8s.PodSpec:
-    spec = k8s.PodSpec(containers=list(containers), initContainers=list(init),
-                       terminationGracePeriodSeconds=grace)
+def pod(
+    *containers: k8s.Container,
+    init: Iterable[k8s.Container] = (),
+    grace: int = 1,
+    deadline: int | None = None,
+) -> k8s.PodSpec:
+    spec = k8s.PodSpec(
+        containers=list(containers), initContainers=list(init), terminationGracePeriodSeconds=grace
+    )
     if deadline is not None:
         spec.activeDeadlineSeconds = deadline
     return spec
@@ -49,24 +68,38 @@ def memory_limit(quantity: str) -> k8s.ResourceRequirements:
     return resources
 
 
-def start(runner: LocalPodRunner, spec: k8s.PodSpec, *, statuses: list[PodStatus] | None = None,
-          **kwargs: object) -> PodHandle:
+def start(
+    runner: LocalPodRunner,
+    spec: k8s.PodSpec,
+    *,
+    statuses: list[PodStatus] | None = None,
+    **kwargs: object,
+) -> PodHandle:
     """Start `spec` under fresh ids; transitions are appended to `statuses` when given."""
     n = next(_ids)
-    return runner.start(f"job{n}", f"run{n}", f"armada-job{n}-0", "default", "node-1", spec,
-                        on_status=statuses.append if statuses is not None else None,
-                        **kwargs)  # type: ignore[arg-type]
+    return runner.start(
+        f"job{n}",
+        f"run{n}",
+        f"armada-job{n}-0",
+        "default",
+        "node-1",
+        spec,
+        on_status=statuses.append if statuses is not None else None,
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
-async def wait_for_output(handle: PodHandle, container: str, text: str,
-                          timeout: float = 10.0) -> None:
+async def wait_for_output(
+    handle: PodHandle, container: str, text: str, timeout: float = 10.0
+) -> None:
     """Until `container` has logged a line containing `text`."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while not any(text in line.text for line in handle.read_logs(container)):
         if loop.time() > end:
-            raise AssertionError(f"{container} never printed {text!r}: "
-                                 f"{handle.read_logs(container)}")
+            raise AssertionError(
+                f"{container} never printed {text!r}: {handle.read_logs(container)}"
+            )
         await asyncio.sleep(0.02)
 
 
@@ -77,7 +110,7 @@ def alive(pid: int) -> bool:
             stat = f.read()
     except OSError:
         return False
-    return stat[stat.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
+    return stat[stat.rindex(b")") + 2 :].split()[0] not in (b"Z", b"X")
 
 
 def processes_under(root: Path) -> list[tuple[int, str]]:

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(90)
 
 NODES = virtual_nodes([parse_nodes("1x2x4Gi")], "e1")
 
-FIRST_EXECUTOR = r'''
+FIRST_EXECUTOR = r"""
 import asyncio, signal, sys
 from pathlib import Path
 from armada_core.api import executor_pb2
@@ -50,22 +50,29 @@ async def main():
     await asyncio.sleep(3600)
 
 asyncio.run(main())
-'''
+"""
 
 
 def lease(name: str, spec: k8s.PodSpec, cpu: str = "100m") -> executor_pb2.Lease:
-    job = submit_pb2.Job(id=name, queue="q", job_set_id="s", namespace="default",
-                         pod_specs=[spec])
+    job = submit_pb2.Job(id=name, queue="q", job_set_id="s", namespace="default", pod_specs=[spec])
     job.scheduling_resource_requirements.requests["cpu"].string = cpu
-    return executor_pb2.Lease(run_id=f"run-{name}", node="e1-0", pod_name=f"armada-{name}-0",
-                              job=job)
+    return executor_pb2.Lease(
+        run_id=f"run-{name}", node="e1-0", pod_name=f"armada-{name}-0", job=job
+    )
 
 
 def start_first_executor(root: Path, leases: list[executor_pb2.Lease]) -> subprocess.Popen:
     first = subprocess.Popen(
-        [sys.executable, "-c", FIRST_EXECUTOR, str(root),
-         *(lease.SerializeToString().hex() for lease in leases)],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            FIRST_EXECUTOR,
+            str(root),
+            *(lease.SerializeToString().hex() for lease in leases),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert first.stdout is not None
     assert first.stdout.readline() == "running\n"
     return first
@@ -80,18 +87,34 @@ async def until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
 
 
 async def test_an_adopted_pod_reports_its_exit_code_message_memory_and_deadline(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "pods"
     gate = tmp_path / "go"
     wait = f'while [ ! -e "{gate}" ]; do sleep 0.02; done'
     leases = [
-        lease("fails", pod(sh("main", f'{wait}; echo "it broke" > '
-                                      '$ARMADA_TERMINATION_MESSAGE_PATH; echo bye; exit 3'))),
+        lease(
+            "fails",
+            pod(
+                sh(
+                    "main",
+                    f'{wait}; echo "it broke" > $ARMADA_TERMINATION_MESSAGE_PATH; echo bye; exit 3',
+                )
+            ),
+        ),
         lease("succeeds", pod(sh("main", f"{wait}; echo done"))),
-        lease("grows", pod(py("main", f"import os, time\nwhile not os.path.exists({str(gate)!r}): "
-                                      "time.sleep(0.02)\nx = bytearray(200 * 2**20)\n"
-                                      "time.sleep(60)",
-                              resources=memory_limit("100Mi")))),
+        lease(
+            "grows",
+            pod(
+                py(
+                    "main",
+                    f"import os, time\nwhile not os.path.exists({str(gate)!r}): "
+                    "time.sleep(0.02)\nx = bytearray(200 * 2**20)\n"
+                    "time.sleep(60)",
+                    resources=memory_limit("100Mi"),
+                )
+            ),
+        ),
         lease("late", pod(sh("main", "sleep 60"), deadline=4)),
         lease("stopped", pod(sh("main", "sleep 60"))),
         lease("gone", pod(sh("main", "sleep 60"))),
@@ -111,11 +134,20 @@ async def test_an_adopted_pod_reports_its_exit_code_message_memory_and_deadline(
         gate.touch()
 
         def ended(run: str) -> executor_pb2.RunUpdate | None:
-            return next((u for u in updates if u.run_id == run and u.WhichOneof("update") in
-                         ("succeeded", "failed", "stopped", "returned")), None)
+            return next(
+                (
+                    u
+                    for u in updates
+                    if u.run_id == run
+                    and u.WhichOneof("update") in ("succeeded", "failed", "stopped", "returned")
+                ),
+                None,
+            )
 
-        await until(lambda: all(ended(le.run_id) for le in leases if le.job.id != "gone"),
-                    "the adopted pods to end")
+        await until(
+            lambda: all(ended(le.run_id) for le in leases if le.job.id != "gone"),
+            "the adopted pods to end",
+        )
         failed = ended("run-fails")
         assert failed is not None and failed.WhichOneof("update") == "failed"
         [main] = failed.failed.containers
@@ -151,46 +183,70 @@ async def test_a_stale_heartbeat_makes_orphaned_pods_kill_themselves(tmp_path: P
     updates: list[executor_pb2.RunUpdate] = []
     try:
         await backend.open(updates.append)
+
         def ends() -> list[executor_pb2.RunUpdate]:
             return [u for u in updates if u.WhichOneof("update") not in ("pending", "running")]
 
         await until(lambda: len(ends()) == len(leases), "the fenced runs to be reported")
         # Not the jobs' failure: the leases go back, the runs were attempted.
         assert {u.WhichOneof("update") for u in ends()} == {"returned"}
-        assert all(u.returned.run_attempted and u.returned.reason.startswith("Fenced")
-                   for u in ends())
+        assert all(
+            u.returned.run_attempted and u.returned.reason.startswith("Fenced") for u in ends()
+        )
     finally:
         await backend.close()
 
 
 async def test_a_lease_waits_until_the_terminating_pod_on_its_node_has_ended(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     backend = LocalBackend(NODES, tmp_path / "pods", owner="e1")
     updates: list[executor_pb2.RunUpdate] = []
     await backend.open(updates.append)
     try:
         # The victim takes the whole node (2 CPUs) and ignores SIGTERM for a while.
-        victim = lease("victim", pod(py("main", "import signal, time\n"
-                                                "signal.signal(signal.SIGTERM, lambda *_: "
-                                                "(time.sleep(1), exit(0)))\n"
-                                                "print('up', flush=True)\ntime.sleep(60)"),
-                                     grace=10), cpu="2")
+        victim = lease(
+            "victim",
+            pod(
+                py(
+                    "main",
+                    "import signal, time\n"
+                    "signal.signal(signal.SIGTERM, lambda *_: "
+                    "(time.sleep(1), exit(0)))\n"
+                    "print('up', flush=True)\ntime.sleep(60)",
+                ),
+                grace=10,
+            ),
+            cpu="2",
+        )
         backend.start(victim, updates.append)
-        await until(lambda: any(u.run_id == victim.run_id and u.WhichOneof("update") ==
-                                "running" for u in updates), "the victim to run")
-        await until(lambda: backend.logs(victim.pod_name, victim.run_id, "main"),
-                    "the victim to handle SIGTERM")
+        await until(
+            lambda: any(
+                u.run_id == victim.run_id and u.WhichOneof("update") == "running" for u in updates
+            ),
+            "the victim to run",
+        )
+        await until(
+            lambda: backend.logs(victim.pod_name, victim.run_id, "main"),
+            "the victim to handle SIGTERM",
+        )
         backend.stop(victim.run_id, preempt=True)
         urgent = lease("urgent", pod(sh("main", "true")), cpu="2")
         backend.start(urgent, updates.append)
         assert urgent.run_id in backend.held()
 
-        await until(lambda: any(u.run_id == urgent.run_id and u.WhichOneof("update") ==
-                                "succeeded" for u in updates), "the urgent job to run")
+        await until(
+            lambda: any(
+                u.run_id == urgent.run_id and u.WhichOneof("update") == "succeeded" for u in updates
+            ),
+            "the urgent job to run",
+        )
         order = [(u.run_id, u.WhichOneof("update")) for u in updates]
         # Pending (held for room), then started only once the victim had stopped.
-        assert order.index((urgent.run_id, "pending")) < order.index(
-            (victim.run_id, "stopped")) < order.index((urgent.run_id, "running"))
+        assert (
+            order.index((urgent.run_id, "pending"))
+            < order.index((victim.run_id, "stopped"))
+            < order.index((urgent.run_id, "running"))
+        )
     finally:
         await backend.close()
-

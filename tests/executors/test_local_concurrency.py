@@ -31,11 +31,18 @@ async def leaked_fds(before: dict[str, str], sandbox: Path) -> dict[str, str]:
     """Descriptors of the kinds pods use (pipes, pidfds, files in the sandbox) opened since
     ``before`` and still open after a grace for collection: other tests' threads may open and
     close unrelated descriptors meanwhile, so only these kinds count."""
+
     def ours() -> dict[str, str]:
-        return {fd: target for fd, target in open_fds().items()
-                if before.get(fd) != target
-                and (target.startswith(("pipe:", "anon_inode:[pidfd]"))
-                     or target.startswith(str(sandbox)))}
+        return {
+            fd: target
+            for fd, target in open_fds().items()
+            if before.get(fd) != target
+            and (
+                target.startswith(("pipe:", "anon_inode:[pidfd]"))
+                or target.startswith(str(sandbox))
+            )
+        }
+
     for _ in range(50):
         gc.collect()
         if not (leaked := ours()):
@@ -47,20 +54,32 @@ async def leaked_fds(before: dict[str, str], sandbox: Path) -> dict[str, str]:
 async def test_twenty_pods_concurrently(runner: LocalPodRunner, tmp_path: Path) -> None:
     threads, fds = set(threading.enumerate()), open_fds()
     gate = tmp_path / "go"
-    script = ('echo "$ARMADA_RUN_ID"; while [ ! -e "$GATE" ]; do sleep 0.02; done; '
-              "exit $(( ${CODE} ))")
-    handles = [start(runner, pod(sh("main", script, env={"CODE": str(i % 3), "GATE": str(gate)}),
-                                 sh("sidecar", 'while [ ! -e "$GATE" ]; do sleep 0.02; done',
-                                    env={"GATE": str(gate)})))
-               for i in range(20)]
+    script = (
+        'echo "$ARMADA_RUN_ID"; while [ ! -e "$GATE" ]; do sleep 0.02; done; exit $(( ${CODE} ))'
+    )
+    handles = [
+        start(
+            runner,
+            pod(
+                sh("main", script, env={"CODE": str(i % 3), "GATE": str(gate)}),
+                sh(
+                    "sidecar",
+                    'while [ ! -e "$GATE" ]; do sleep 0.02; done',
+                    env={"GATE": str(gate)},
+                ),
+            ),
+        )
+        for i in range(20)
+    ]
     for handle in handles:
         await wait_for_output(handle, "main", handle.run_id)
         while handle.status.phase is not PodPhase.RUNNING:  # every container has started
             await asyncio.sleep(0.01)
     # Every pod is running at the same time, all on this thread.
     assert len(runner.active) == 20
-    assert len([1 for _, cmd in processes_under(runner.sandbox_root)
-                if cmd.startswith("sh -c")]) == 40
+    assert (
+        len([1 for _, cmd in processes_under(runner.sandbox_root) if cmd.startswith("sh -c")]) == 40
+    )
     # No thread per process (nor per pod): only the event loop's bounded pool, which forks
     # the containers' shims; other tests' threads may end meanwhile.
     extra = set(threading.enumerate()) - threads

@@ -22,20 +22,30 @@ time.sleep(10)
 
 async def test_memory_limit_exceeded_is_oom_killed(runner: LocalPodRunner) -> None:
     began = time.monotonic()
-    handle = start(runner, pod(py("main", ALLOCATE_200MB, resources=memory_limit("64Mi")),
-                               container("sidecar", command=["sleep", "30"])))
+    handle = start(
+        runner,
+        pod(
+            py("main", ALLOCATE_200MB, resources=memory_limit("64Mi")),
+            container("sidecar", command=["sleep", "30"]),
+        ),
+    )
     final = await handle.wait()
     assert time.monotonic() - began < 8
     assert (final.phase, final.reason, final.condition) == (
-        PodPhase.FAILED, "OOMKilled", "OOMKilled")
+        PodPhase.FAILED,
+        "OOMKilled",
+        "OOMKilled",
+    )
     assert sorted(results(final)) == [("main", 137, "OOMKilled"), ("sidecar", 143, "Error")]
     failure = final.failure()
     assert failure is not None and failure.condition == "OOMKilled"
 
 
 async def test_memory_of_children_counts(runner: LocalPodRunner) -> None:
-    script = f"python_child() {{ '{__import__('sys').executable}' -c \"$1\"; }}; " \
-             f"python_child \"{ALLOCATE_200MB}\"; echo survived"
+    script = (
+        f"python_child() {{ '{__import__('sys').executable}' -c \"$1\"; }}; "
+        f'python_child "{ALLOCATE_200MB}"; echo survived'
+    )
     final = await start(runner, pod(sh("main", script, resources=memory_limit("64Mi")))).wait()
     assert (final.phase, final.condition) == (PodPhase.FAILED, "OOMKilled")
     assert results(final) == [("main", 137, "OOMKilled")]
@@ -48,28 +58,44 @@ async def test_within_the_memory_limit(runner: LocalPodRunner) -> None:
 
 
 async def test_init_container_out_of_memory(runner: LocalPodRunner) -> None:
-    spec = pod(sh("main", "true"), init=[py("init", ALLOCATE_200MB,
-                                            resources=memory_limit("64Mi"))])
+    spec = pod(
+        sh("main", "true"), init=[py("init", ALLOCATE_200MB, resources=memory_limit("64Mi"))]
+    )
     final = await start(runner, spec).wait()
     assert (final.phase, final.reason, final.condition) == (
-        PodPhase.FAILED, "Init:OOMKilled", "OOMKilled")
+        PodPhase.FAILED,
+        "Init:OOMKilled",
+        "OOMKilled",
+    )
     assert final.containers[0].init_container
 
 
 async def test_active_deadline_exceeded(runner: LocalPodRunner) -> None:
-    stubborn = ("import signal, time\n"
-                "signal.signal(signal.SIGTERM, lambda *a: print('terminated', flush=True))\n"
-                "time.sleep(60)")
+    stubborn = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: print('terminated', flush=True))\n"
+        "time.sleep(60)"
+    )
     began = time.monotonic()
-    handle = start(runner, pod(container("main", command=["sleep", "60"]), py("stubborn", stubborn),
-                               grace=1, deadline=1))
+    handle = start(
+        runner,
+        pod(
+            container("main", command=["sleep", "60"]),
+            py("stubborn", stubborn),
+            grace=1,
+            deadline=1,
+        ),
+    )
     final = await handle.wait()
     elapsed = time.monotonic() - began
     # 1 s deadline, then 1 s grace for the one ignoring SIGTERM (never the 60 s of sleep);
     # the upper bound is loose because CI machines can be slow.
     assert 1.9 <= elapsed < 30
     assert (final.phase, final.reason, final.condition) == (
-        PodPhase.FAILED, "DeadlineExceeded", "DeadlineExceeded")
+        PodPhase.FAILED,
+        "DeadlineExceeded",
+        "DeadlineExceeded",
+    )
     assert results(final) == [("main", 143, "Error"), ("stubborn", 137, "Error")]
     # It got SIGTERM (a second one, when the first failure stops the rest, is harmless).
     assert {line.text for line in handle.read_logs("stubborn")} == {"terminated"}

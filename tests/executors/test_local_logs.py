@@ -16,8 +16,7 @@ from .helpers import pod, py, sh, start
 pytestmark = pytest.mark.timeout(60)
 
 
-async def test_output_is_captured_per_container_with_timestamps(runner: LocalPodRunner
-                                                                ) -> None:
+async def test_output_is_captured_per_container_with_timestamps(runner: LocalPodRunner) -> None:
     before = datetime.now(UTC)
     script = "for i in 1 2 3; do echo out $i; echo err $i >&2; sleep 0.01; done"
     handle = start(runner, pod(sh("a", script), sh("b", "echo only b; printf 'no newline'")))

@@ -33,62 +33,160 @@ def secret_env() -> k8s.EnvVar:
 
 
 CASES = [
-    Case("succeeds", pod(sh("main", "echo hello")), PodPhase.SUCCEEDED, "Completed",
-         [ContainerResult("main", 0, "", "Completed")]),
-    Case("exit code and termination message",
-         pod(sh("main", "echo 'disk full' > /dev/termination-log; exit 3")),
-         PodPhase.FAILED, "Error", [ContainerResult("main", 3, "disk full\n", "Error")],
-         "container main exited with code 3"),
-    Case("message through the environment variable",
-         pod(sh("main", 'printf TRANSIENT > "$ARMADA_TERMINATION_MESSAGE_PATH"; exit 1')),
-         PodPhase.FAILED, "Error", [ContainerResult("main", 1, "TRANSIENT", "Error")]),
-    Case("custom terminationMessagePath is mapped into the sandbox",
-         pod(sh("main", "printf custom > /my/message; exit 2",
-                terminationMessagePath="/my/message")),
-         PodPhase.FAILED, "Error", [ContainerResult("main", 2, "custom", "Error")]),
-    Case("message truncated at 4 KiB",
-         pod(py("main", "import os; open(os.environ['ARMADA_TERMINATION_MESSAGE_PATH'], 'w')"
-                        ".write('x' * 10000); raise SystemExit(1)")),
-         PodPhase.FAILED, "Error", [ContainerResult("main", 1, "x" * 4096, "Error")]),
-    Case("FallbackToLogsOnError uses the log tail after a failure",
-         pod(sh("main", "echo first; echo second >&2; exit 4",
-                terminationMessagePolicy="FallbackToLogsOnError")),
-         PodPhase.FAILED, "Error", [ContainerResult("main", 4, "first\nsecond", "Error")]),
-    Case("FallbackToLogsOnError prefers the file",
-         pod(sh("main", "echo noise; printf file > /dev/termination-log; exit 4",
-                terminationMessagePolicy="FallbackToLogsOnError")),
-         PodPhase.FAILED, "Error", [ContainerResult("main", 4, "file", "Error")]),
-    Case("FallbackToLogsOnError ignores the logs on success",
-         pod(sh("main", "echo fine", terminationMessagePolicy="FallbackToLogsOnError")),
-         PodPhase.SUCCEEDED, "Completed", [ContainerResult("main", 0, "", "Completed")]),
-    Case("the File policy never reads logs",
-         pod(sh("main", "echo oops; exit 4")),
-         PodPhase.FAILED, "Error", [ContainerResult("main", 4, "", "Error")]),
-    Case("args alone are the command",
-         pod(container("main", args=["sh", "-c", "exit 0"])),
-         PodPhase.SUCCEEDED, "Completed", [ContainerResult("main", 0, "", "Completed")]),
-    Case("command replaces the entrypoint and args are appended",
-         pod(container("main", command=["sh", "-c", 'test "$0 $1" = "a b"'], args=["a", "b"])),
-         PodPhase.SUCCEEDED, "Completed", [ContainerResult("main", 0, "", "Completed")]),
-    Case("neither command nor args", pod(container("main")), PodPhase.FAILED,
-         "CreateContainerError", [], "neither command nor args"),
-    Case("executable not found", pod(container("main", command=["no-such-program-xyz"])),
-         PodPhase.FAILED, "StartError",
-         [ContainerResult("main", 128, "cannot run 'no-such-program-xyz': No such file or "
-                                       "directory", "StartError")],
-         "no-such-program-xyz"),
-    Case("secrets cannot be read locally",
-         pod(container("main", command=["true"], env=[secret_env()])),
-         PodPhase.FAILED, "CreateContainerConfigError", [], "secret 'db'"),
+    Case(
+        "succeeds",
+        pod(sh("main", "echo hello")),
+        PodPhase.SUCCEEDED,
+        "Completed",
+        [ContainerResult("main", 0, "", "Completed")],
+    ),
+    Case(
+        "exit code and termination message",
+        pod(sh("main", "echo 'disk full' > /dev/termination-log; exit 3")),
+        PodPhase.FAILED,
+        "Error",
+        [ContainerResult("main", 3, "disk full\n", "Error")],
+        "container main exited with code 3",
+    ),
+    Case(
+        "message through the environment variable",
+        pod(sh("main", 'printf TRANSIENT > "$ARMADA_TERMINATION_MESSAGE_PATH"; exit 1')),
+        PodPhase.FAILED,
+        "Error",
+        [ContainerResult("main", 1, "TRANSIENT", "Error")],
+    ),
+    Case(
+        "custom terminationMessagePath is mapped into the sandbox",
+        pod(
+            sh("main", "printf custom > /my/message; exit 2", terminationMessagePath="/my/message")
+        ),
+        PodPhase.FAILED,
+        "Error",
+        [ContainerResult("main", 2, "custom", "Error")],
+    ),
+    Case(
+        "message truncated at 4 KiB",
+        pod(
+            py(
+                "main",
+                "import os; open(os.environ['ARMADA_TERMINATION_MESSAGE_PATH'], 'w')"
+                ".write('x' * 10000); raise SystemExit(1)",
+            )
+        ),
+        PodPhase.FAILED,
+        "Error",
+        [ContainerResult("main", 1, "x" * 4096, "Error")],
+    ),
+    Case(
+        "FallbackToLogsOnError uses the log tail after a failure",
+        pod(
+            sh(
+                "main",
+                "echo first; echo second >&2; exit 4",
+                terminationMessagePolicy="FallbackToLogsOnError",
+            )
+        ),
+        PodPhase.FAILED,
+        "Error",
+        [ContainerResult("main", 4, "first\nsecond", "Error")],
+    ),
+    Case(
+        "FallbackToLogsOnError prefers the file",
+        pod(
+            sh(
+                "main",
+                "echo noise; printf file > /dev/termination-log; exit 4",
+                terminationMessagePolicy="FallbackToLogsOnError",
+            )
+        ),
+        PodPhase.FAILED,
+        "Error",
+        [ContainerResult("main", 4, "file", "Error")],
+    ),
+    Case(
+        "FallbackToLogsOnError ignores the logs on success",
+        pod(sh("main", "echo fine", terminationMessagePolicy="FallbackToLogsOnError")),
+        PodPhase.SUCCEEDED,
+        "Completed",
+        [ContainerResult("main", 0, "", "Completed")],
+    ),
+    Case(
+        "the File policy never reads logs",
+        pod(sh("main", "echo oops; exit 4")),
+        PodPhase.FAILED,
+        "Error",
+        [ContainerResult("main", 4, "", "Error")],
+    ),
+    Case(
+        "args alone are the command",
+        pod(container("main", args=["sh", "-c", "exit 0"])),
+        PodPhase.SUCCEEDED,
+        "Completed",
+        [ContainerResult("main", 0, "", "Completed")],
+    ),
+    Case(
+        "command replaces the entrypoint and args are appended",
+        pod(container("main", command=["sh", "-c", 'test "$0 $1" = "a b"'], args=["a", "b"])),
+        PodPhase.SUCCEEDED,
+        "Completed",
+        [ContainerResult("main", 0, "", "Completed")],
+    ),
+    Case(
+        "neither command nor args",
+        pod(container("main")),
+        PodPhase.FAILED,
+        "CreateContainerError",
+        [],
+        "neither command nor args",
+    ),
+    Case(
+        "executable not found",
+        pod(container("main", command=["no-such-program-xyz"])),
+        PodPhase.FAILED,
+        "StartError",
+        [
+            ContainerResult(
+                "main",
+                128,
+                "cannot run 'no-such-program-xyz': No such file or directory",
+                "StartError",
+            )
+        ],
+        "no-such-program-xyz",
+    ),
+    Case(
+        "secrets cannot be read locally",
+        pod(container("main", command=["true"], env=[secret_env()])),
+        PodPhase.FAILED,
+        "CreateContainerConfigError",
+        [],
+        "secret 'db'",
+    ),
     Case("no containers", pod(), PodPhase.FAILED, "InvalidPodSpec", [], "no containers"),
-    Case("sidecar init containers are not supported",
-         pod(sh("main", "true"), init=[sh("proxy", "sleep 60", restartPolicy="Always")]),
-         PodPhase.FAILED, "InvalidPodSpec", [], "sidecar"),
-    Case("unknown terminationMessagePolicy",
-         pod(sh("main", "true", terminationMessagePolicy="Sometimes")),
-         PodPhase.FAILED, "InvalidPodSpec", [], "'Sometimes'"),
-    Case("duplicate container names", pod(sh("a", "true"), init=[sh("a", "true")]),
-         PodPhase.FAILED, "InvalidPodSpec", [], "two containers are named 'a'"),
+    Case(
+        "sidecar init containers are not supported",
+        pod(sh("main", "true"), init=[sh("proxy", "sleep 60", restartPolicy="Always")]),
+        PodPhase.FAILED,
+        "InvalidPodSpec",
+        [],
+        "sidecar",
+    ),
+    Case(
+        "unknown terminationMessagePolicy",
+        pod(sh("main", "true", terminationMessagePolicy="Sometimes")),
+        PodPhase.FAILED,
+        "InvalidPodSpec",
+        [],
+        "'Sometimes'",
+    ),
+    Case(
+        "duplicate container names",
+        pod(sh("a", "true"), init=[sh("a", "true")]),
+        PodPhase.FAILED,
+        "InvalidPodSpec",
+        [],
+        "two containers are named 'a'",
+    ),
 ]
 
 
@@ -110,13 +208,11 @@ async def test_outcome(runner: LocalPodRunner, case: Case) -> None:
 
 async def test_transitions_pending_running_then_final(runner: LocalPodRunner) -> None:
     statuses: list[PodStatus] = []
-    handle = start(runner, pod(sh("main", "true"), init=[sh("setup", "true")]),
-                   statuses=statuses)
+    handle = start(runner, pod(sh("main", "true"), init=[sh("setup", "true")]), statuses=statuses)
     assert handle.status.phase is PodPhase.PENDING  # the sandbox exists before start returns
     assert handle.sandbox.is_dir()
     await handle.wait()
-    assert [s.phase for s in statuses] == [PodPhase.PENDING, PodPhase.RUNNING,
-                                           PodPhase.SUCCEEDED]
+    assert [s.phase for s in statuses] == [PodPhase.PENDING, PodPhase.RUNNING, PodPhase.SUCCEEDED]
     assert all(s.job_id == handle.job_id and s.run_id == handle.run_id for s in statuses)
     assert handle.done and handle not in runner.active
 
@@ -129,22 +225,30 @@ async def test_unrunnable_pod_fails_without_pending(runner: LocalPodRunner) -> N
 
 
 async def test_init_containers_run_in_order_before_the_rest(runner: LocalPodRunner) -> None:
-    spec = pod(sh("main", "cat order"),
-               init=[sh("first", "sleep 0.2; echo first >> order"),
-                     sh("second", "echo second >> order")])
+    spec = pod(
+        sh("main", "cat order"),
+        init=[sh("first", "sleep 0.2; echo first >> order"), sh("second", "echo second >> order")],
+    )
     handle = start(runner, spec)
     final = await handle.wait()
     assert final.phase is PodPhase.SUCCEEDED
-    assert results(final) == [("first", 0, "Completed"), ("second", 0, "Completed"),
-                              ("main", 0, "Completed")]
+    assert results(final) == [
+        ("first", 0, "Completed"),
+        ("second", 0, "Completed"),
+        ("main", 0, "Completed"),
+    ]
     assert [c.init_container for c in final.containers] == [True, True, False]
     assert [line.text for line in handle.read_logs("main")] == ["first", "second"]
 
 
 async def test_failing_init_container_fails_the_pod(runner: LocalPodRunner) -> None:
-    spec = pod(sh("main", "echo should not run"),
-               init=[sh("fetch", "echo 'cannot fetch' > /dev/termination-log; exit 5"),
-                     sh("never", "true")])
+    spec = pod(
+        sh("main", "echo should not run"),
+        init=[
+            sh("fetch", "echo 'cannot fetch' > /dev/termination-log; exit 5"),
+            sh("never", "true"),
+        ],
+    )
     statuses: list[PodStatus] = []
     handle = start(runner, spec, statuses=statuses)
     final = await handle.wait()
@@ -155,12 +259,18 @@ async def test_failing_init_container_fails_the_pod(runner: LocalPodRunner) -> N
 
 
 async def test_one_failing_container_stops_the_others(runner: LocalPodRunner) -> None:
-    spec = pod(container("worker", command=["sleep", "30"]),
-               py("trapper", "import signal, sys, time\n"
-                             "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
-                             "print('ready', flush=True)\n"
-                             "time.sleep(30)"),
-               sh("broken", "while [ ! -e go ]; do sleep 0.02; done; exit 2"), grace=5)
+    spec = pod(
+        container("worker", command=["sleep", "30"]),
+        py(
+            "trapper",
+            "import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(30)",
+        ),
+        sh("broken", "while [ ! -e go ]; do sleep 0.02; done; exit 2"),
+        grace=5,
+    )
     handle = start(runner, spec)
     await wait_for_output(handle, "trapper", "ready")
     began = time.monotonic()
@@ -169,8 +279,11 @@ async def test_one_failing_container_stops_the_others(runner: LocalPodRunner) ->
     assert time.monotonic() - began < 4  # stopped by SIGTERM, not the 5 s grace period
     assert (final.phase, final.reason) == (PodPhase.FAILED, "Error")
     assert final.message == "container broken exited with code 2"
-    assert sorted(results(final)) == [("broken", 2, "Error"), ("trapper", 7, "Error"),
-                                      ("worker", 143, "Error")]
+    assert sorted(results(final)) == [
+        ("broken", 2, "Error"),
+        ("trapper", 7, "Error"),
+        ("worker", 143, "Error"),
+    ]
 
 
 async def test_pod_succeeds_only_when_every_container_does(runner: LocalPodRunner) -> None:
@@ -204,8 +317,9 @@ async def test_names_that_would_escape_the_sandbox_are_refused(runner: LocalPodR
         runner.start("j", "r", "../evil", "default", "node-1", pod(sh("main", "true")))
 
 
-async def test_exits_are_noticed_without_pidfds(runner: LocalPodRunner,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_exits_are_noticed_without_pidfds(
+    runner: LocalPodRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Kernels before 5.3 (or seccomp profiles) have no pidfd_open: the monitor polls instead.
     def unavailable(pid: int) -> int:
         raise OSError(38, "Function not implemented")

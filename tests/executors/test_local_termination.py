@@ -106,8 +106,11 @@ async def test_terminating_kills_the_whole_process_tree(runner: LocalPodRunner) 
     handle = start(runner, pod(sh("main", TREE), grace=1))
     await wait_for_output(handle, "main", "ready")
     await asyncio.sleep(0.3)  # a few samples of the process tree
-    pids = {line.text.split()[0]: int(line.text.split()[1])
-            for line in handle.read_logs("main") if line.text != "ready"}
+    pids = {
+        line.text.split()[0]: int(line.text.split()[1])
+        for line in handle.read_logs("main")
+        if line.text != "ready"
+    }
     assert set(pids) == {"child", "grandchild", "own-session", "daemon"}
     assert all(alive(pid) for pid in pids.values())
     handle.terminate()
@@ -119,8 +122,11 @@ async def test_terminating_kills_the_whole_process_tree(runner: LocalPodRunner) 
 
 async def test_terminating_during_init_containers(runner: LocalPodRunner) -> None:
     statuses: list[PodStatus] = []
-    handle = start(runner, pod(sh("main", "echo never"),
-                               init=[sh("setup", "echo ready; sleep 30")]), statuses=statuses)
+    handle = start(
+        runner,
+        pod(sh("main", "echo never"), init=[sh("setup", "echo ready; sleep 30")]),
+        statuses=statuses,
+    )
     await wait_for_output(handle, "setup", "ready")
     handle.terminate()
     final = await handle.wait()
@@ -158,9 +164,10 @@ async def test_a_failure_first_is_not_turned_into_killed(runner: LocalPodRunner)
 
 
 async def test_shutdown_leaves_no_process_behind(runner: LocalPodRunner) -> None:
-    handles = [start(runner, pod(sh("main", TREE), container("other", command=["sleep", "60"]),
-                                 grace=30))
-               for _ in range(3)]
+    handles = [
+        start(runner, pod(sh("main", TREE), container("other", command=["sleep", "60"]), grace=30))
+        for _ in range(3)
+    ]
     for handle in handles:
         await wait_for_output(handle, "main", "ready")
     assert len(processes_under(runner.sandbox_root)) >= 3 * 6
@@ -197,13 +204,15 @@ async def test_a_failing_status_callback_changes_nothing(runner: LocalPodRunner)
     def broken(status: PodStatus) -> None:
         raise RuntimeError("bug in the caller")
 
-    handle = runner.start("j", "r", "armada-j-0", "default", "node-1", pod(sh("main", "true")),
-                          on_status=broken)
+    handle = runner.start(
+        "j", "r", "armada-j-0", "default", "node-1", pod(sh("main", "true")), on_status=broken
+    )
     assert (await handle.wait()).phase is PodPhase.SUCCEEDED
 
 
 async def test_containers_see_sigterm_whatever_the_executor_blocks_or_ignores(
-        runner: LocalPodRunner) -> None:
+    runner: LocalPodRunner,
+) -> None:
     """Signal masks and ignored signals survive exec: a container must not inherit those of
     the thread that started its shim (a library in the executor's process may have set
     them), or SIGTERM never reaches it and it is killed at the end of its grace period."""

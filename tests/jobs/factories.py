@@ -16,21 +16,34 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def container(name: str = "main", cpu: str = "1", memory: str = "1Gi",
-              **extra: Any) -> dict[str, Any]:
-    return {"name": name, "image": "busybox", "command": ["sleep", "1"],
-            "resources": {"requests": {"cpu": {"string": cpu}, "memory": {"string": memory}},
-                          "limits": {"cpu": {"string": cpu}, "memory": {"string": memory}}},
-            **extra}
+def container(
+    name: str = "main", cpu: str = "1", memory: str = "1Gi", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": "busybox",
+        "command": ["sleep", "1"],
+        "resources": {
+            "requests": {"cpu": {"string": cpu}, "memory": {"string": memory}},
+            "limits": {"cpu": {"string": cpu}, "memory": {"string": memory}},
+        },
+        **extra,
+    }
 
 
 def item(pod: dict[str, Any] | None = None, **fields: Any) -> submit_pb2.JobSubmitRequestItem:
-    value = {"priority": 1.0, "namespace": "default",
-             "pod_specs": [pod if pod is not None else {"containers": [container()]}], **fields}
+    value = {
+        "priority": 1.0,
+        "namespace": "default",
+        "pod_specs": [pod if pod is not None else {"containers": [container()]}],
+        **fields,
+    }
     return json_format.ParseDict(value, submit_pb2.JobSubmitRequestItem())
 
 
-def request(*items: submit_pb2.JobSubmitRequestItem, queue: str = "q",
-            job_set: str = "set") -> submit_pb2.JobSubmitRequest:
-    return submit_pb2.JobSubmitRequest(queue=queue, job_set_id=job_set,
-                                       job_request_items=list(items) or [item()])
+def request(
+    *items: submit_pb2.JobSubmitRequestItem, queue: str = "q", job_set: str = "set"
+) -> submit_pb2.JobSubmitRequest:
+    return submit_pb2.JobSubmitRequest(
+        queue=queue, job_set_id=job_set, job_request_items=list(items) or [item()]
+    )

@@ -29,8 +29,9 @@ from .factories import at
 
 
 def spec(job_id: str | None = None) -> submit_pb2.Job:
-    job = submit_pb2.Job(id=job_id or new_job_id(), queue="q", job_set_id="set",
-                         namespace="default", priority=1)
+    job = submit_pb2.Job(
+        id=job_id or new_job_id(), queue="q", job_set_id="set", namespace="default", priority=1
+    )
     job.pod_specs.add(priorityClassName="armada-default").containers.add(name="main")
     return job
 
@@ -40,8 +41,9 @@ def submitted(job_id: str | None = None) -> tuple[Job, list[EventMessage]]:
 
 
 def leased(job: Job, t: float = 1) -> tuple[Job, list[EventMessage]]:
-    return lifecycle.lease(job, run_id=new_run_id(), cluster_id="c1", node="n1", pool="default",
-                           now=at(t))
+    return lifecycle.lease(
+        job, run_id=new_run_id(), cluster_id="c1", node="n1", pool="default", now=at(t)
+    )
 
 
 def kinds(events: list[EventMessage]) -> list[str]:
@@ -56,70 +58,152 @@ def run_path(*steps: Callable[[Job], tuple[Job, list[EventMessage]]]):
     return job, events
 
 
-OOM = Failure(reason="OOMKilled", condition="OOMKilled", category="oom",
-              containers=(ContainerResult("main", 137, "killed", "OOMKilled"),))
+OOM = Failure(
+    reason="OOMKilled",
+    condition="OOMKilled",
+    category="oom",
+    containers=(ContainerResult("main", 137, "killed", "OOMKilled"),),
+)
 USER = Failure(reason="Error", containers=(ContainerResult("main", 3, "bad input", "Error"),))
 
 PATHS = [
-    ("success", [leased, lambda j: lifecycle.mark_pending(j, now=at(2)),
-                 lambda j: lifecycle.mark_running(j, now=at(3)),
-                 lambda j: lifecycle.succeed(j, now=at(4))],
-     ["submitted", "queued", "leased", "pending", "running", "succeeded"],
-     JobState.SUCCEEDED, [RunState.SUCCEEDED]),
-    ("user error", [leased, lambda j: lifecycle.mark_running(j, now=at(3)),
-                    lambda j: lifecycle.fail(j, USER, retry=False, now=at(4))],
-     ["submitted", "queued", "leased", "running", "failed"], JobState.FAILED, [RunState.FAILED]),
-    ("oom retried then success",
-     [leased, lambda j: lifecycle.mark_running(j, now=at(2)),
-      lambda j: lifecycle.fail(j, OOM, retry=True, now=at(3), retry_after=at(13)),
-      lambda j: leased(j, 14), lambda j: lifecycle.mark_running(j, now=at(15)),
-      lambda j: lifecycle.succeed(j, now=at(16))],
-     ["submitted", "queued", "leased", "running", "failed", "queued", "leased", "running",
-      "succeeded"], JobState.SUCCEEDED, [RunState.FAILED, RunState.SUCCEEDED]),
-    ("lease returned then cancelled",
-     [leased, lambda j: lifecycle.return_lease(j, reason="no pod", run_attempted=False,
-                                               now=at(2)),
-      lambda j: lifecycle.request_cancel(j, requestor="alice", reason="stop", now=at(3)),
-      lambda j: lifecycle.cancel(j, requestor="alice", reason="stop", now=at(3))],
-     ["submitted", "queued", "leased", "lease_returned", "cancelling", "cancelled"],
-     JobState.CANCELLED, [RunState.LEASE_RETURNED]),
-    ("lease expired and failed",
-     [leased, lambda j: lifecycle.expire_lease(j, retry=False, now=at(60))],
-     ["submitted", "queued", "leased", "lease_expired", "failed"], JobState.FAILED,
-     [RunState.LEASE_EXPIRED]),
-    ("lease expired and retried",
-     [leased, lambda j: lifecycle.expire_lease(j, retry=True, now=at(60)), leased],
-     ["submitted", "queued", "leased", "lease_expired", "failed", "queued", "leased"],
-     JobState.LEASED, [RunState.LEASE_EXPIRED, RunState.LEASED]),
-    ("preempted", [leased, lambda j: lifecycle.mark_running(j, now=at(2)),
-                   lambda j: lifecycle.request_preempt(j, requestor="bob", reason="x", now=at(3)),
-                   lambda j: lifecycle.preempt(j, reason="urgent job", now=at(4))],
-     ["submitted", "queued", "leased", "running", "preempting", "preempted"],
-     JobState.PREEMPTED, [RunState.PREEMPTED]),
-    ("preempted and retried", [leased, lambda j: lifecycle.mark_running(j, now=at(2)),
-                               lambda j: lifecycle.preempt(j, reason="fair share", retry=True,
-                                                           now=at(4))],
-     ["submitted", "queued", "leased", "running", "failed", "queued"], JobState.QUEUED,
-     [RunState.FAILED]),
-    ("rejected", [lambda j: lifecycle.reject(j, reason="gang too large", now=at(1))],
-     ["submitted", "queued", "failed"], JobState.REJECTED, []),
-    ("gang member left unplaced", [lambda j: lifecycle.fail(j, Failure("unschedulable"),
-                                                            retry=False, now=at(1))],
-     ["submitted", "queued", "failed"], JobState.FAILED, []),
-    ("reprioritized while queued",
-     [lambda j: lifecycle.reprioritize(j, priority=5, requestor="a", now=at(1))],
-     ["submitted", "queued", "reprioritizing", "reprioritized"], JobState.QUEUED, []),
-    ("cancel while running kills the run",
-     [leased, lambda j: lifecycle.mark_running(j, now=at(2)),
-      lambda j: lifecycle.report_utilisation(j, usage={"cpu": "1"}, now=at(3)),
-      lambda j: lifecycle.cancel(j, requestor="a", reason="r", now=at(4))],
-     ["submitted", "queued", "leased", "running", "utilisation", "cancelled"],
-     JobState.CANCELLED, [RunState.CANCELLED]),
+    (
+        "success",
+        [
+            leased,
+            lambda j: lifecycle.mark_pending(j, now=at(2)),
+            lambda j: lifecycle.mark_running(j, now=at(3)),
+            lambda j: lifecycle.succeed(j, now=at(4)),
+        ],
+        ["submitted", "queued", "leased", "pending", "running", "succeeded"],
+        JobState.SUCCEEDED,
+        [RunState.SUCCEEDED],
+    ),
+    (
+        "user error",
+        [
+            leased,
+            lambda j: lifecycle.mark_running(j, now=at(3)),
+            lambda j: lifecycle.fail(j, USER, retry=False, now=at(4)),
+        ],
+        ["submitted", "queued", "leased", "running", "failed"],
+        JobState.FAILED,
+        [RunState.FAILED],
+    ),
+    (
+        "oom retried then success",
+        [
+            leased,
+            lambda j: lifecycle.mark_running(j, now=at(2)),
+            lambda j: lifecycle.fail(j, OOM, retry=True, now=at(3), retry_after=at(13)),
+            lambda j: leased(j, 14),
+            lambda j: lifecycle.mark_running(j, now=at(15)),
+            lambda j: lifecycle.succeed(j, now=at(16)),
+        ],
+        [
+            "submitted",
+            "queued",
+            "leased",
+            "running",
+            "failed",
+            "queued",
+            "leased",
+            "running",
+            "succeeded",
+        ],
+        JobState.SUCCEEDED,
+        [RunState.FAILED, RunState.SUCCEEDED],
+    ),
+    (
+        "lease returned then cancelled",
+        [
+            leased,
+            lambda j: lifecycle.return_lease(j, reason="no pod", run_attempted=False, now=at(2)),
+            lambda j: lifecycle.request_cancel(j, requestor="alice", reason="stop", now=at(3)),
+            lambda j: lifecycle.cancel(j, requestor="alice", reason="stop", now=at(3)),
+        ],
+        ["submitted", "queued", "leased", "lease_returned", "cancelling", "cancelled"],
+        JobState.CANCELLED,
+        [RunState.LEASE_RETURNED],
+    ),
+    (
+        "lease expired and failed",
+        [leased, lambda j: lifecycle.expire_lease(j, retry=False, now=at(60))],
+        ["submitted", "queued", "leased", "lease_expired", "failed"],
+        JobState.FAILED,
+        [RunState.LEASE_EXPIRED],
+    ),
+    (
+        "lease expired and retried",
+        [leased, lambda j: lifecycle.expire_lease(j, retry=True, now=at(60)), leased],
+        ["submitted", "queued", "leased", "lease_expired", "failed", "queued", "leased"],
+        JobState.LEASED,
+        [RunState.LEASE_EXPIRED, RunState.LEASED],
+    ),
+    (
+        "preempted",
+        [
+            leased,
+            lambda j: lifecycle.mark_running(j, now=at(2)),
+            lambda j: lifecycle.request_preempt(j, requestor="bob", reason="x", now=at(3)),
+            lambda j: lifecycle.preempt(j, reason="urgent job", now=at(4)),
+        ],
+        ["submitted", "queued", "leased", "running", "preempting", "preempted"],
+        JobState.PREEMPTED,
+        [RunState.PREEMPTED],
+    ),
+    (
+        "preempted and retried",
+        [
+            leased,
+            lambda j: lifecycle.mark_running(j, now=at(2)),
+            lambda j: lifecycle.preempt(j, reason="fair share", retry=True, now=at(4)),
+        ],
+        ["submitted", "queued", "leased", "running", "failed", "queued"],
+        JobState.QUEUED,
+        [RunState.FAILED],
+    ),
+    (
+        "rejected",
+        [lambda j: lifecycle.reject(j, reason="gang too large", now=at(1))],
+        ["submitted", "queued", "failed"],
+        JobState.REJECTED,
+        [],
+    ),
+    (
+        "gang member left unplaced",
+        [lambda j: lifecycle.fail(j, Failure("unschedulable"), retry=False, now=at(1))],
+        ["submitted", "queued", "failed"],
+        JobState.FAILED,
+        [],
+    ),
+    (
+        "reprioritized while queued",
+        [lambda j: lifecycle.reprioritize(j, priority=5, requestor="a", now=at(1))],
+        ["submitted", "queued", "reprioritizing", "reprioritized"],
+        JobState.QUEUED,
+        [],
+    ),
+    (
+        "cancel while running kills the run",
+        [
+            leased,
+            lambda j: lifecycle.mark_running(j, now=at(2)),
+            lambda j: lifecycle.report_utilisation(j, usage={"cpu": "1"}, now=at(3)),
+            lambda j: lifecycle.cancel(j, requestor="a", reason="r", now=at(4)),
+        ],
+        ["submitted", "queued", "leased", "running", "utilisation", "cancelled"],
+        JobState.CANCELLED,
+        [RunState.CANCELLED],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("steps", "expected_kinds", "state", "run_states"),
-                         [p[1:] for p in PATHS], ids=[p[0] for p in PATHS])
+@pytest.mark.parametrize(
+    ("steps", "expected_kinds", "state", "run_states"),
+    [p[1:] for p in PATHS],
+    ids=[p[0] for p in PATHS],
+)
 def test_paths(steps, expected_kinds, state, run_states) -> None:
     job, events = run_path(*steps)
     assert kinds(events) == expected_kinds
@@ -129,8 +213,9 @@ def test_paths(steps, expected_kinds, state, run_states) -> None:
 
 
 def test_failed_event_carries_exit_codes_condition_and_retryable() -> None:
-    job, events = run_path(leased, lambda j: lifecycle.fail(j, OOM, retry=True, now=at(3),
-                                                            retry_after=at(30)))
+    job, events = run_path(
+        leased, lambda j: lifecycle.fail(j, OOM, retry=True, now=at(3), retry_after=at(30))
+    )
     failed = events[-2].failed
     assert failed.retryable and failed.cause == event_pb2.OOM and failed.condition == "OOMKilled"
     assert failed.container_statuses[0].exitCode == 137
@@ -140,8 +225,12 @@ def test_failed_event_carries_exit_codes_condition_and_retryable() -> None:
 
 
 def test_retry_runs_get_their_own_pod_names() -> None:
-    job, events = run_path(leased, lambda j: lifecycle.fail(j, OOM, retry=True, now=at(3)),
-                           lambda j: leased(j, 4), lambda j: lifecycle.mark_pending(j, now=at(5)))
+    job, events = run_path(
+        leased,
+        lambda j: lifecycle.fail(j, OOM, retry=True, now=at(3)),
+        lambda j: leased(j, 4),
+        lambda j: lifecycle.mark_pending(j, now=at(5)),
+    )
     assert events[-1].pending.pod_name == f"armada-{job.id}-0-1"
     assert [r.index for r in job.runs] == [0, 1]
 
@@ -150,23 +239,33 @@ ILLEGAL = [
     ("run before lease", [], lambda j: lifecycle.mark_running(j, now=at(1))),
     ("lease twice", [leased], lambda j: leased(j)),
     ("succeed when queued", [], lambda j: lifecycle.succeed(j, now=at(1))),
-    ("pending after running", [leased, lambda j: lifecycle.mark_running(j, now=at(2))],
-     lambda j: lifecycle.mark_pending(j, now=at(3))),
-    ("anything after success", [leased, lambda j: lifecycle.succeed(j, now=at(2))],
-     lambda j: lifecycle.cancel(j, requestor="a", reason="", now=at(3))),
-    ("preempt a queued job", [], lambda j: lifecycle.request_preempt(j, requestor="a", reason="",
-                                                                     now=at(1))),
+    (
+        "pending after running",
+        [leased, lambda j: lifecycle.mark_running(j, now=at(2))],
+        lambda j: lifecycle.mark_pending(j, now=at(3)),
+    ),
+    (
+        "anything after success",
+        [leased, lambda j: lifecycle.succeed(j, now=at(2))],
+        lambda j: lifecycle.cancel(j, requestor="a", reason="", now=at(3)),
+    ),
+    (
+        "preempt a queued job",
+        [],
+        lambda j: lifecycle.request_preempt(j, requestor="a", reason="", now=at(1)),
+    ),
     ("reject a running job", [leased], lambda j: lifecycle.reject(j, reason="", now=at(1))),
     ("retry without a run", [], lambda j: lifecycle.fail(j, USER, retry=True, now=at(1))),
     ("expire a queued job", [], lambda j: lifecycle.expire_lease(j, retry=True, now=at(1))),
-    ("reprioritize a finished job", [lambda j: lifecycle.cancel(j, requestor="", reason="",
-                                                                now=at(1))],
-     lambda j: lifecycle.reprioritize(j, priority=2, requestor="", now=at(2))),
+    (
+        "reprioritize a finished job",
+        [lambda j: lifecycle.cancel(j, requestor="", reason="", now=at(1))],
+        lambda j: lifecycle.reprioritize(j, priority=2, requestor="", now=at(2)),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("before", "step"), [i[1:] for i in ILLEGAL],
-                         ids=[i[0] for i in ILLEGAL])
+@pytest.mark.parametrize(("before", "step"), [i[1:] for i in ILLEGAL], ids=[i[0] for i in ILLEGAL])
 def test_illegal_transitions_raise_and_change_nothing(before, step) -> None:
     job, _ = run_path(*before)
     snapshot = job
@@ -190,9 +289,15 @@ def test_events_of_another_job_or_before_submission_are_refused() -> None:
 
 def test_a_stale_run_id_is_refused() -> None:
     job, events = run_path(leased)
-    running = EventMessage(running=event_pb2.JobRunningEvent(
-        job_id=job.id, job_set_id="set", queue="q", run_id="not-this-run",
-        created=events[-1].leased.created))
+    running = EventMessage(
+        running=event_pb2.JobRunningEvent(
+            job_id=job.id,
+            job_set_id="set",
+            queue="q",
+            run_id="not-this-run",
+            created=events[-1].leased.created,
+        )
+    )
     with pytest.raises(IllegalTransition, match="names run not-this-run"):
         lifecycle.apply(job, running)
 
@@ -200,9 +305,13 @@ def test_a_stale_run_id_is_refused() -> None:
 def test_a_run_that_succeeds_while_asked_to_stop_keeps_no_reason() -> None:
     """The scheduler may note why it asks a run to stop (a pod group below a role's minimum)
     on the run; if the run succeeds first, that is not why it ended."""
-    job, _ = run_path(leased, lambda j: lifecycle.mark_running(j, now=at(2)),
-                      lambda j: lifecycle.request_preempt(j, requestor="scheduler",
-                                                          reason="role below", now=at(3)))
+    job, _ = run_path(
+        leased,
+        lambda j: lifecycle.mark_running(j, now=at(2)),
+        lambda j: lifecycle.request_preempt(
+            j, requestor="scheduler", reason="role below", now=at(3)
+        ),
+    )
     job = replace(job, runs=(replace(job.runs[-1], reason="role below"),))
     job, _ = lifecycle.succeed(job, now=at(4))
     assert job.state == JobState.SUCCEEDED and job.runs[-1].reason == ""
@@ -217,20 +326,15 @@ COMMANDS: list[tuple[str, Callable[[Job, float], tuple[Job, list[EventMessage]]]
     ("succeed", lambda j, t: lifecycle.succeed(j, now=at(t))),
     ("fail", lambda j, t: lifecycle.fail(j, USER, retry=False, now=at(t))),
     ("retry", lambda j, t: lifecycle.fail(j, OOM, retry=True, now=at(t), retry_after=at(t + 5))),
-    ("return", lambda j, t: lifecycle.return_lease(j, reason="r", run_attempted=True,
-                                                   now=at(t))),
+    ("return", lambda j, t: lifecycle.return_lease(j, reason="r", run_attempted=True, now=at(t))),
     ("expire", lambda j, t: lifecycle.expire_lease(j, retry=t % 2 == 0, now=at(t))),
-    ("cancelling", lambda j, t: lifecycle.request_cancel(j, requestor="u", reason="r",
-                                                         now=at(t))),
+    ("cancelling", lambda j, t: lifecycle.request_cancel(j, requestor="u", reason="r", now=at(t))),
     ("cancel", lambda j, t: lifecycle.cancel(j, requestor="u", reason="r", now=at(t))),
-    ("preempting", lambda j, t: lifecycle.request_preempt(j, requestor="u", reason="r",
-                                                          now=at(t))),
+    ("preempting", lambda j, t: lifecycle.request_preempt(j, requestor="u", reason="r", now=at(t))),
     ("preempt", lambda j, t: lifecycle.preempt(j, reason="r", retry=t % 3 == 0, now=at(t))),
-    ("reprioritize", lambda j, t: lifecycle.reprioritize(j, priority=t, requestor="u",
-                                                         now=at(t))),
+    ("reprioritize", lambda j, t: lifecycle.reprioritize(j, priority=t, requestor="u", now=at(t))),
     ("reject", lambda j, t: lifecycle.reject(j, reason="r", now=at(t))),
-    ("utilisation", lambda j, t: lifecycle.report_utilisation(j, usage={"cpu": "1"},
-                                                              now=at(t))),
+    ("utilisation", lambda j, t: lifecycle.report_utilisation(j, usage={"cpu": "1"}, now=at(t))),
 ]
 
 

@@ -43,59 +43,103 @@ CONTROL_CHARACTERS = [
     ("image", pod(main={"image": "busy\x00box"}), f"{C}.image", "NUL"),
     ("command", pod(main={"command": ["sh\x00"]}), f"{C}.command[0]", "NUL"),
     ("args", pod(main={"args": ["a", "b\x00"]}), f"{C}.args[1]", "NUL"),
-    ("env value", pod(main={"env": [{"name": "A", "value": "x\x00"}]}), f"{C}.env[0].value",
-     "NUL"),
-    ("env name", pod(main={"env": [{"name": "A\x01", "value": "x"}]}), f"{C}.env[0].name",
-     "control"),
+    ("env value", pod(main={"env": [{"name": "A", "value": "x\x00"}]}), f"{C}.env[0].value", "NUL"),
+    (
+        "env name",
+        pod(main={"env": [{"name": "A\x01", "value": "x"}]}),
+        f"{C}.env[0].name",
+        "control",
+    ),
     ("workingDir NUL", pod(main={"workingDir": "/tmp\x00"}), f"{C}.workingDir", "NUL"),
     ("workingDir newline", pod(main={"workingDir": "/tmp\n"}), f"{C}.workingDir", "control"),
-    ("node selector key", pod(nodeSelector={"zone\x00": "a"}), f"{P}.nodeSelector[zone\\x00]",
-     "NUL"),
-    ("node selector value", pod(nodeSelector={"zone": "a\x00"}), f"{P}.nodeSelector[zone]",
-     "NUL"),
-    ("toleration key", pod(tolerations=[{"key": "g\x00", "operator": "Exists"}]),
-     f"{P}.tolerations[0].key", "NUL"),
-    ("toleration value", pod(tolerations=[{"key": "g", "value": "v\x00"}]),
-     f"{P}.tolerations[0].value", "NUL"),
+    (
+        "node selector key",
+        pod(nodeSelector={"zone\x00": "a"}),
+        f"{P}.nodeSelector[zone\\x00]",
+        "NUL",
+    ),
+    ("node selector value", pod(nodeSelector={"zone": "a\x00"}), f"{P}.nodeSelector[zone]", "NUL"),
+    (
+        "toleration key",
+        pod(tolerations=[{"key": "g\x00", "operator": "Exists"}]),
+        f"{P}.tolerations[0].key",
+        "NUL",
+    ),
+    (
+        "toleration value",
+        pod(tolerations=[{"key": "g", "value": "v\x00"}]),
+        f"{P}.tolerations[0].value",
+        "NUL",
+    ),
     ("C1 in image", pod(main={"image": "busy\x85box"}), f"{C}.image", "control"),
-    ("port name", pod(main={"ports": [{"containerPort": 80, "name": "h\x1b"}]}),
-     f"{C}.ports[0].name", "control"),
+    (
+        "port name",
+        pod(main={"ports": [{"containerPort": 80, "name": "h\x1b"}]}),
+        f"{C}.ports[0].name",
+        "control",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("spec", "path", "problem"),
-                         [c[1:] for c in CONTROL_CHARACTERS],
-                         ids=[c[0] for c in CONTROL_CHARACTERS])
+@pytest.mark.parametrize(
+    ("spec", "path", "problem"),
+    [c[1:] for c in CONTROL_CHARACTERS],
+    ids=[c[0] for c in CONTROL_CHARACTERS],
+)
 def test_nul_and_control_characters_are_refused(spec: dict, path: str, problem: str) -> None:
     rejected(request(item(spec)), path, problem)
 
 
 def test_free_text_may_hold_tabs_and_line_breaks() -> None:
-    accepted(request(item(pod(main={"command": ["sh", "-c", "echo a\n\techo b\r\n"],
-                                    "args": ["x\ty"],
-                                    "env": [{"name": "SCRIPT", "value": "line 1\nline 2"}]}),
-                          annotations={"note": "several\nlines\there"})))
-    rejected(request(item(pod(), annotations={"note": "bell\x07"})),
-             "job_request_items[0].annotations[note]", "control")
+    accepted(
+        request(
+            item(
+                pod(
+                    main={
+                        "command": ["sh", "-c", "echo a\n\techo b\r\n"],
+                        "args": ["x\ty"],
+                        "env": [{"name": "SCRIPT", "value": "line 1\nline 2"}],
+                    }
+                ),
+                annotations={"note": "several\nlines\there"},
+            )
+        )
+    )
+    rejected(
+        request(item(pod(), annotations={"note": "bell\x07"})),
+        "job_request_items[0].annotations[note]",
+        "control",
+    )
     rejected(request(item(pod(main={"args": ["esc\x1b[31m"]}))), f"{C}.args[0]", "control")
 
 
 def test_labels_and_annotation_keys_follow_kubernetes_syntax() -> None:
-    rejected(request(item(pod(), labels={"app": "a\nb"})), "job_request_items[0].labels[app]",
-             "not a valid label value")
-    rejected(request(item(pod(), labels={"app": "x" * 64})),
-             "job_request_items[0].labels[app]")
-    rejected(request(item(pod(), labels={"bad key": "a"})),
-             "job_request_items[0].labels[bad key]", "not a valid key")
-    rejected(request(item(pod(), annotations={"a\nb": "x"})),
-             "job_request_items[0].annotations[a\\nb]", "not a valid key")
+    rejected(
+        request(item(pod(), labels={"app": "a\nb"})),
+        "job_request_items[0].labels[app]",
+        "not a valid label value",
+    )
+    rejected(request(item(pod(), labels={"app": "x" * 64})), "job_request_items[0].labels[app]")
+    rejected(
+        request(item(pod(), labels={"bad key": "a"})),
+        "job_request_items[0].labels[bad key]",
+        "not a valid key",
+    )
+    rejected(
+        request(item(pod(), annotations={"a\nb": "x"})),
+        "job_request_items[0].annotations[a\\nb]",
+        "not a valid key",
+    )
     accepted(request(item(pod(), labels={"example.com/app": "a-b_c.d"})))
 
 
 @pytest.mark.parametrize("namespace", ["default\n", "Default", "a_b", "x" * 64, "-a", "a\x00"])
 def test_namespaces_are_dns_labels(namespace: str) -> None:
-    rejected(request(item(pod(), namespace=namespace)), "job_request_items[0].namespace",
-             "not a valid Kubernetes namespace")
+    rejected(
+        request(item(pod(), namespace=namespace)),
+        "job_request_items[0].namespace",
+        "not a valid Kubernetes namespace",
+    )
 
 
 def test_trailing_newlines_are_not_names() -> None:
@@ -103,52 +147,87 @@ def test_trailing_newlines_are_not_names() -> None:
     rejected(request(item(pod()), queue="q\n"), "queue")
 
 
-def requirement(operator: str, values: list[str] | None = None,
-                key: str = "zone") -> dict[str, Any]:
+def requirement(
+    operator: str, values: list[str] | None = None, key: str = "zone"
+) -> dict[str, Any]:
     expression: dict[str, Any] = {"key": key, "operator": operator}
     if values is not None:
         expression["values"] = values
-    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [expression]}]}}}}
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+                }
+            }
+        }
+    }
 
 
-EXPRESSION = (f"{P}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-              ".nodeSelectorTerms[0].matchExpressions[0]")
+EXPRESSION = (
+    f"{P}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    ".nodeSelectorTerms[0].matchExpressions[0]"
+)
 
 
-@pytest.mark.parametrize(("operator", "values", "field", "problem"), [
-    ("Maybe", ["a"], "operator", "'Maybe' is not one of In, NotIn, Exists"),
-    ("", ["a"], "operator", "not one of"),
-    ("In", [], "values", "In needs at least one value"),
-    ("NotIn", None, "values", "NotIn needs at least one value"),
-    ("Exists", ["a"], "values", "Exists takes no values"),
-    ("DoesNotExist", ["a"], "values", "takes no values"),
-    ("Gt", ["1", "2"], "values", "Gt takes exactly one integer"),
-    ("Lt", ["ten"], "values", "Lt takes exactly one integer"),
-    ("In", ["a b"], "values[0]", "not a valid label value"),
-])
-def test_node_affinity_operators_and_values(operator: str, values: list[str] | None,
-                                            field: str, problem: str) -> None:
-    rejected(request(item(pod(**requirement(operator, values)))), f"{EXPRESSION}.{field}",
-             problem)
+@pytest.mark.parametrize(
+    ("operator", "values", "field", "problem"),
+    [
+        ("Maybe", ["a"], "operator", "'Maybe' is not one of In, NotIn, Exists"),
+        ("", ["a"], "operator", "not one of"),
+        ("In", [], "values", "In needs at least one value"),
+        ("NotIn", None, "values", "NotIn needs at least one value"),
+        ("Exists", ["a"], "values", "Exists takes no values"),
+        ("DoesNotExist", ["a"], "values", "takes no values"),
+        ("Gt", ["1", "2"], "values", "Gt takes exactly one integer"),
+        ("Lt", ["ten"], "values", "Lt takes exactly one integer"),
+        ("In", ["a b"], "values[0]", "not a valid label value"),
+    ],
+)
+def test_node_affinity_operators_and_values(
+    operator: str, values: list[str] | None, field: str, problem: str
+) -> None:
+    rejected(request(item(pod(**requirement(operator, values)))), f"{EXPRESSION}.{field}", problem)
 
 
-@pytest.mark.parametrize(("operator", "values"), [
-    ("In", ["a", "b"]), ("NotIn", ["a"]), ("Exists", None), ("DoesNotExist", None),
-    ("Gt", ["3"]), ("Lt", ["-1"])])
+@pytest.mark.parametrize(
+    ("operator", "values"),
+    [
+        ("In", ["a", "b"]),
+        ("NotIn", ["a"]),
+        ("Exists", None),
+        ("DoesNotExist", None),
+        ("Gt", ["3"]),
+        ("Lt", ["-1"]),
+    ],
+)
 def test_valid_node_affinity_is_accepted(operator: str, values: list[str] | None) -> None:
     accepted(request(item(pod(**requirement(operator, values)))))
 
 
 def test_affinity_key_and_pod_affinity_operators() -> None:
     rejected(request(item(pod(**requirement("Exists", key="bad key")))), f"{EXPRESSION}.key")
-    spec = pod(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchExpressions": [
-            {"key": "app", "operator": "Gt", "values": ["1"]}]}}]}})
-    rejected(request(item(spec)), f"{P}.affinity.podAntiAffinity."
-             "requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector."
-             "matchExpressions[0].operator", "'Gt' is not one of In, NotIn, Exists, "
-             "DoesNotExist")
+    spec = pod(
+        affinity={
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {
+                            "matchExpressions": [{"key": "app", "operator": "Gt", "values": ["1"]}]
+                        },
+                    }
+                ]
+            }
+        }
+    )
+    rejected(
+        request(item(spec)),
+        f"{P}.affinity.podAntiAffinity."
+        "requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector."
+        "matchExpressions[0].operator",
+        "'Gt' is not one of In, NotIn, Exists, DoesNotExist",
+    )
 
 
 TOLERATIONS = [
@@ -156,49 +235,83 @@ TOLERATIONS = [
     ({"key": "gpu", "operator": "Exists", "value": "x"}, "value", "must be empty"),
     ({"key": "gpu", "effect": "Sometimes"}, "effect", "not one of NoSchedule"),
     ({"operator": "Equal", "value": "x"}, "operator", "must be Exists when the key is empty"),
-    ({"key": "gpu", "effect": "NoSchedule", "tolerationSeconds": "5"}, "tolerationSeconds",
-     "NoExecute"),
+    (
+        {"key": "gpu", "effect": "NoSchedule", "tolerationSeconds": "5"},
+        "tolerationSeconds",
+        "NoExecute",
+    ),
     ({"key": "bad key", "operator": "Exists"}, "key", "not a valid taint key"),
 ]
 
 
 @pytest.mark.parametrize(("toleration", "field", "problem"), TOLERATIONS)
 def test_tolerations(toleration: dict, field: str, problem: str) -> None:
-    rejected(request(item(pod(tolerations=[toleration]))), f"{P}.tolerations[0].{field}",
-             problem)
+    rejected(request(item(pod(tolerations=[toleration]))), f"{P}.tolerations[0].{field}", problem)
 
 
 def test_valid_tolerations_are_accepted() -> None:
-    accepted(request(item(pod(tolerations=[
-        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
-        {"key": "gpu", "value": "true"}, {"operator": "Exists"},
-        {"key": "x", "operator": "Equal", "value": "y", "effect": "NoExecute",
-         "tolerationSeconds": "30"}]))))
+    accepted(
+        request(
+            item(
+                pod(
+                    tolerations=[
+                        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+                        {"key": "gpu", "value": "true"},
+                        {"operator": "Exists"},
+                        {
+                            "key": "x",
+                            "operator": "Equal",
+                            "value": "y",
+                            "effect": "NoExecute",
+                            "tolerationSeconds": "30",
+                        },
+                    ]
+                )
+            )
+        )
+    )
 
 
-@pytest.mark.parametrize(("port", "field", "problem"), [
-    ({"containerPort": 0}, "containerPort", "between 1 and 65535, got 0"),
-    ({"containerPort": 70000}, "containerPort", "got 70000"),
-    ({"containerPort": -1}, "containerPort", "got -1"),
-    ({"containerPort": 80, "hostPort": 65536}, "hostPort", "got 65536"),
-    ({"containerPort": 80, "protocol": "ICMP"}, "protocol", "'ICMP' is not one of TCP, UDP"),
-    ({"containerPort": 80, "name": "Web"}, "name", "not a valid port name"),
-    ({"containerPort": 80, "name": "a-very-long-port-name"}, "name", "not a valid port name"),
-])
+@pytest.mark.parametrize(
+    ("port", "field", "problem"),
+    [
+        ({"containerPort": 0}, "containerPort", "between 1 and 65535, got 0"),
+        ({"containerPort": 70000}, "containerPort", "got 70000"),
+        ({"containerPort": -1}, "containerPort", "got -1"),
+        ({"containerPort": 80, "hostPort": 65536}, "hostPort", "got 65536"),
+        ({"containerPort": 80, "protocol": "ICMP"}, "protocol", "'ICMP' is not one of TCP, UDP"),
+        ({"containerPort": 80, "name": "Web"}, "name", "not a valid port name"),
+        ({"containerPort": 80, "name": "a-very-long-port-name"}, "name", "not a valid port name"),
+    ],
+)
 def test_ports(port: dict, field: str, problem: str) -> None:
     rejected(request(item(pod(main={"ports": [port]}))), f"{C}.ports[0].{field}", problem)
 
 
 def test_container_enums() -> None:
-    rejected(request(item(pod(main={"imagePullPolicy": "Sometimes"}))), f"{C}.imagePullPolicy",
-             "not one of Always, IfNotPresent, Never")
-    rejected(request(item(pod(main={"terminationMessagePolicy": "x"}))),
-             f"{C}.terminationMessagePolicy")
+    rejected(
+        request(item(pod(main={"imagePullPolicy": "Sometimes"}))),
+        f"{C}.imagePullPolicy",
+        "not one of Always, IfNotPresent, Never",
+    )
+    rejected(
+        request(item(pod(main={"terminationMessagePolicy": "x"}))), f"{C}.terminationMessagePolicy"
+    )
     rejected(request(item(pod(main={"restartPolicy": "Always"}))), f"{C}.restartPolicy")
     rejected(request(item(pod(restartPolicy="Always"))), f"{P}.restartPolicy")
     rejected(request(item(pod(dnsPolicy="Maybe"))), f"{P}.dnsPolicy")
-    accepted(request(item(pod(main={"imagePullPolicy": "IfNotPresent", "ports": [
-        {"containerPort": 8080, "protocol": "TCP", "name": "http"}]}))))
+    accepted(
+        request(
+            item(
+                pod(
+                    main={
+                        "imagePullPolicy": "IfNotPresent",
+                        "ports": [{"containerPort": 8080, "protocol": "TCP", "name": "http"}],
+                    }
+                )
+            )
+        )
+    )
 
 
 def resources(name: str, quantity: str) -> dict[str, Any]:
@@ -207,57 +320,79 @@ def resources(name: str, quantity: str) -> dict[str, Any]:
     return {"containers": [c]}
 
 
-@pytest.mark.parametrize(("name", "quantity", "field", "problem"), [
-    ("cpu!", "1", "requests[cpu!]", "not a valid resource name"),
-    ("a b", "1", "requests[a b]", "not a valid resource name"),
-    ("nvidia.com/gpu", "0.5", "requests[nvidia.com/gpu]", "counted in whole units"),
-    ("nvidia.com/gpu", "1500m", "requests[nvidia.com/gpu]", "counted in whole units"),
-    ("example.com/dongle", "1e-3", "requests[example.com/dongle]", "whole units"),
-    ("cpu", "1e9", "requests[cpu]", "above the maximum of 100000 cores"),
-    ("memory", "2Pi", "requests[memory]", "above the maximum of 1Pi"),
-    ("nvidia.com/gpu", "2000000", "requests[nvidia.com/gpu]", "above the maximum"),
-])
-def test_resource_names_units_and_bounds(name: str, quantity: str, field: str,
-                                         problem: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "quantity", "field", "problem"),
+    [
+        ("cpu!", "1", "requests[cpu!]", "not a valid resource name"),
+        ("a b", "1", "requests[a b]", "not a valid resource name"),
+        ("nvidia.com/gpu", "0.5", "requests[nvidia.com/gpu]", "counted in whole units"),
+        ("nvidia.com/gpu", "1500m", "requests[nvidia.com/gpu]", "counted in whole units"),
+        ("example.com/dongle", "1e-3", "requests[example.com/dongle]", "whole units"),
+        ("cpu", "1e9", "requests[cpu]", "above the maximum of 100000 cores"),
+        ("memory", "2Pi", "requests[memory]", "above the maximum of 1Pi"),
+        ("nvidia.com/gpu", "2000000", "requests[nvidia.com/gpu]", "above the maximum"),
+    ],
+)
+def test_resource_names_units_and_bounds(
+    name: str, quantity: str, field: str, problem: str
+) -> None:
     rejected(request(item(resources(name, quantity))), f"{C}.resources.{field}", problem)
 
 
-@pytest.mark.parametrize(("name", "quantity"), [
-    ("nvidia.com/gpu", "2"), ("nvidia.com/gpu", "1000m"), ("cpu", "0.5"), ("cpu", "100000"),
-    ("memory", "1.5Gi"), ("ephemeral-storage", "10Gi"), ("hugepages-2Mi", "1.5Gi")])
+@pytest.mark.parametrize(
+    ("name", "quantity"),
+    [
+        ("nvidia.com/gpu", "2"),
+        ("nvidia.com/gpu", "1000m"),
+        ("cpu", "0.5"),
+        ("cpu", "100000"),
+        ("memory", "1.5Gi"),
+        ("ephemeral-storage", "10Gi"),
+        ("hugepages-2Mi", "1.5Gi"),
+    ],
+)
 def test_valid_resources_are_accepted(name: str, quantity: str) -> None:
     accepted(request(item(resources(name, quantity))))
 
 
-@pytest.mark.parametrize("cardinality", ["1e20", "100000000000000000000", "10001", "+5",
-                                         "٥"])
+@pytest.mark.parametrize("cardinality", ["1e20", "100000000000000000000", "10001", "+5", "٥"])
 def test_gang_cardinality_is_a_bounded_decimal(cardinality: str) -> None:
-    message = rejected(request(item(pod(), annotations={ann.GANG_ID: "g",
-                                                        ann.GANG_CARDINALITY: cardinality})),
-                       "job_request_items[0].annotations")
+    message = rejected(
+        request(item(pod(), annotations={ann.GANG_ID: "g", ann.GANG_CARDINALITY: cardinality})),
+        "job_request_items[0].annotations",
+    )
     assert f"{ann.GANG_CARDINALITY}" in message and cardinality in message
 
 
 def test_lifetime_is_an_ascii_number() -> None:
-    rejected(request(item(pod(), annotations={ann.LIFETIME: "²"})),
-             f"job_request_items[0].annotations[{ann.LIFETIME}]")
+    rejected(
+        request(item(pod(), annotations={ann.LIFETIME: "²"})),
+        f"job_request_items[0].annotations[{ann.LIFETIME}]",
+    )
 
 
 def test_a_huge_annotation_is_refused_naming_it_without_echoing_it() -> None:
-    message = rejected(request(item(pod(), annotations={"big": "x" * 10_000_000})),
-                       "job_request_items[0].annotations[big]", "above the limit")
+    message = rejected(
+        request(item(pod(), annotations={"big": "x" * 10_000_000})),
+        "job_request_items[0].annotations[big]",
+        "above the limit",
+    )
     assert "xxxxxxxxxx" not in message
 
 
 def test_too_many_annotations_in_total_are_refused() -> None:
     notes = {f"n{i}": "x" * 50_000 for i in range(6)}
-    rejected(request(item(pod(), annotations=notes)), "job_request_items[0].annotations[n",
-             "256 KiB")
+    rejected(
+        request(item(pod(), annotations=notes)), "job_request_items[0].annotations[n", "256 KiB"
+    )
 
 
 def test_a_huge_argument_is_refused_naming_it() -> None:
-    message = rejected(request(item(pod(main={"args": ["small", "y" * 10_000_000]}))),
-                       f"{C}.args[1]", "above the limit of 1048576")
+    message = rejected(
+        request(item(pod(main={"args": ["small", "y" * 10_000_000]}))),
+        f"{C}.args[1]",
+        "above the limit of 1048576",
+    )
     assert "yyyyyyyyyy" not in message
 
 
@@ -267,16 +402,23 @@ def test_a_job_of_many_small_values_is_refused_when_too_large() -> None:
 
 
 def test_values_in_messages_are_shortened() -> None:
-    message = rejected(request(item(pod(), namespace="n" * 5000)),
-                       "job_request_items[0].namespace")
+    message = rejected(request(item(pod(), namespace="n" * 5000)), "job_request_items[0].namespace")
     assert "5000 characters" in message and len(message) < 300
 
 
 def test_ingress_and_service_ports() -> None:
-    rejected(request(item(pod(), ingress=[{"ports": [0]}])),
-             "job_request_items[0].ingress[0].ports[0]", "between 1 and 65535")
-    rejected(request(item(pod(), services=[{"ports": [70000], "name": "x"}])),
-             "job_request_items[0].services[0].ports[0]")
-    rejected(request(item(pod(), services=[{"ports": [80], "name": "x\x00"}])),
-             "job_request_items[0].services[0].name", "NUL")
+    rejected(
+        request(item(pod(), ingress=[{"ports": [0]}])),
+        "job_request_items[0].ingress[0].ports[0]",
+        "between 1 and 65535",
+    )
+    rejected(
+        request(item(pod(), services=[{"ports": [70000], "name": "x"}])),
+        "job_request_items[0].services[0].ports[0]",
+    )
+    rejected(
+        request(item(pod(), services=[{"ports": [80], "name": "x\x00"}])),
+        "job_request_items[0].services[0].name",
+        "NUL",
+    )
     accepted(request(item(pod(), ingress=[{"ports": [8080]}])))

@@ -26,10 +26,18 @@ from .fake_apiserver import FakeApiServer
 from .fake_kubelet import FakeKubelet
 
 EXECUTOR = "k8s-1"
-CLASSES = (PriorityClassConfig("low", 0, preemptible=True),
-           PriorityClassConfig("high", 10, preemptible=False))
-FAST = KubernetesSettings(finished_pod_retention=0.0, node_refresh_interval=0.2, tick=0.05,
-                          watch_timeout=5, image_pull_timeout=0.5, unschedulable_timeout=0.5)
+CLASSES = (
+    PriorityClassConfig("low", 0, preemptible=True),
+    PriorityClassConfig("high", 10, preemptible=False),
+)
+FAST = KubernetesSettings(
+    finished_pod_retention=0.0,
+    node_refresh_interval=0.2,
+    tick=0.05,
+    watch_timeout=5,
+    image_pull_timeout=0.5,
+    unschedulable_timeout=0.5,
+)
 
 
 @pytest.fixture
@@ -79,16 +87,17 @@ class Cluster:
     executors: list[Executor] = field(default_factory=list)
 
     async def start_executor(self, **changes: Any) -> Executor:
-        backend = KubernetesBackend(self.fake.api_client(), EXECUTOR,
-                                    replace(self.settings, **changes))
+        backend = KubernetesBackend(
+            self.fake.api_client(), EXECUTOR, replace(self.settings, **changes)
+        )
         channel = grpc.aio.insecure_channel(self.server.address)
         control = ControlServer(backend)  # serves the pods' logs to the server
         await control.start()
-        agent = ExecutorAgent(channel, EXECUTOR, "default", backend, interval=0.1,
-                              control=control)
+        agent = ExecutorAgent(channel, EXECUTOR, "default", backend, interval=0.1, control=control)
         await backend.open(agent.report)
-        executor = Executor(backend, agent, asyncio.get_running_loop().create_task(agent.run()),
-                            channel, control)
+        executor = Executor(
+            backend, agent, asyncio.get_running_loop().create_task(agent.run()), channel, control
+        )
         self.executors.append(executor)
         return executor
 
@@ -96,20 +105,23 @@ class Cluster:
         """A blocking call off the event loop, which the executor needs."""
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    async def submit(self, *items: submit_pb2.JobSubmitRequestItem,
-                     job_set: str = "s") -> list[str]:
+    async def submit(
+        self, *items: submit_pb2.JobSubmitRequestItem, job_set: str = "s"
+    ) -> list[str]:
         return await self.call(self.client.submit_jobs, "q", job_set, list(items))
 
     async def pods(self, count: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         return await self.call(self.kubelet.wait_pods, count, timeout=timeout)
 
-    async def pod_of(self, job_id: str, run_index: int = 0,
-                     timeout: float = 10.0) -> dict[str, Any]:
+    async def pod_of(
+        self, job_id: str, run_index: int = 0, timeout: float = 10.0
+    ) -> dict[str, Any]:
         name = f"armada-{job_id}-0" + (f"-{run_index}" if run_index else "")
 
         def found() -> dict[str, Any] | None:
             pod = self.fake.cluster.get("pods", "default", name)
             return pod if pod is not None and pod["spec"].get("nodeName") else None
+
         return await self.call(self.fake.wait_for, found, timeout)
 
     async def state(self, job_id: str) -> str:
@@ -134,12 +146,20 @@ class Cluster:
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path, fake: FakeApiServer,
-                  kubelet: FakeKubelet) -> AsyncIterator[Cluster]:
+async def cluster(
+    tmp_path: Path, fake: FakeApiServer, kubelet: FakeKubelet
+) -> AsyncIterator[Cluster]:
     config = ServerConfig(
-        port=0, http_port=None, executor="none", database_url=f"sqlite:///{tmp_path / 'a.db'}",
-        scheduling_period=0.1, executor_sync_interval=0.1, lease_timeout=10.0,
-        priority_classes=CLASSES, default_priority_class="low")
+        port=0,
+        http_port=None,
+        executor="none",
+        database_url=f"sqlite:///{tmp_path / 'a.db'}",
+        scheduling_period=0.1,
+        executor_sync_interval=0.1,
+        lease_timeout=10.0,
+        priority_classes=CLASSES,
+        default_priority_class="low",
+    )
     server = await asyncio.to_thread(EmbeddedServer(config).start)
     client = ArmadaClient(server.address)
     await asyncio.to_thread(client.create_queue, submit_pb2.Queue(name="q", priority_factor=1))

@@ -63,12 +63,15 @@ class Kind:
     group: str = ""
 
 
-KINDS = {k.resource: k for k in (
-    Kind("pods", "Pod", "v1", True),
-    Kind("services", "Service", "v1", True),
-    Kind("nodes", "Node", "v1", False),
-    Kind("ingresses", "Ingress", "networking.k8s.io/v1", True, "networking.k8s.io"),
-)}
+KINDS = {
+    k.resource: k
+    for k in (
+        Kind("pods", "Pod", "v1", True),
+        Kind("services", "Service", "v1", True),
+        Kind("nodes", "Node", "v1", False),
+        Kind("ingresses", "Ingress", "networking.k8s.io/v1", True, "networking.k8s.io"),
+    )
+}
 
 
 def _true(value: str | None) -> bool:
@@ -88,9 +91,15 @@ class ApiError(Exception):
         self.code, self.reason, self.message, self.details = code, reason, message, details
 
     def status(self) -> Obj:
-        body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                     "status": "Failure", "message": self.message, "reason": self.reason,
-                     "code": self.code}
+        body: Obj = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
         if self.details:
             body["details"] = self.details
         return body
@@ -167,7 +176,7 @@ def field_matcher(text: str) -> Callable[[Obj], bool]:
             if op in term:
                 field, value = (p.strip() for p in term.split(op, 1))
                 if field not in _FIELDS:
-                    raise ApiError(400, "BadRequest", f'field label not supported: {field}')
+                    raise ApiError(400, "BadRequest", f"field label not supported: {field}")
                 get = _FIELDS[field]
                 if op == "!=":
                     tests.append(lambda o, g=get, v=value: g(o) != v)
@@ -180,6 +189,7 @@ def field_matcher(text: str) -> Callable[[Obj], bool]:
 
 
 # --- the state -------------------------------------------------------------------------------
+
 
 @dataclass
 class Event:
@@ -227,8 +237,15 @@ class Cluster:
     def _record(self, resource: str, type_: str, obj: Obj, old: Obj | None) -> None:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
-        self.events.append(Event(self.rv, resource, type_, copy.deepcopy(obj),
-                                 copy.deepcopy(old) if old is not None else None))
+        self.events.append(
+            Event(
+                self.rv,
+                resource,
+                type_,
+                copy.deepcopy(obj),
+                copy.deepcopy(old) if old is not None else None,
+            )
+        )
         if len(self.events) > self.history:
             dropped = self.events[: len(self.events) - self.history]
             del self.events[: len(dropped)]
@@ -284,7 +301,8 @@ class Cluster:
                 seconds, nanos = divmod(ns, 1_000_000_000)
                 stamp = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
                 self.logs.setdefault(key, {}).setdefault(container, []).append(
-                    (f"{stamp}.{nanos:09d}Z", line))
+                    (f"{stamp}.{nanos:09d}Z", line)
+                )
 
     def pods(self) -> list[Obj]:
         with self.lock:
@@ -305,11 +323,12 @@ _ROUTES = [
     (re.compile(r"^/apis/networking\.k8s\.io/v1/(ingresses)$"), "collection"),
     (re.compile(r"^/api/v1/(nodes)/([^/]+)$"), "cluster-item"),
     (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services)$"), "ns-collection"),
-    (re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/([^/]+)/(ingresses)$"),
-     "ns-collection"),
+    (re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/([^/]+)/(ingresses)$"), "ns-collection"),
     (re.compile(r"^/api/v1/namespaces/([^/]+)/(pods|services)/([^/]+)$"), "ns-item"),
-    (re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/([^/]+)/(ingresses)/([^/]+)$"),
-     "ns-item"),
+    (
+        re.compile(r"^/apis/networking\.k8s\.io/v1/namespaces/([^/]+)/(ingresses)/([^/]+)$"),
+        "ns-item",
+    ),
 ]
 
 
@@ -339,15 +358,26 @@ def route(path: str) -> Target:
 
 
 def _not_found(kind: Kind, name: str) -> ApiError:
-    return ApiError(404, "NotFound", f'{kind.resource} "{name}" not found', name=name,
-                    kind=kind.resource, group=kind.group)
+    return ApiError(
+        404,
+        "NotFound",
+        f'{kind.resource} "{name}" not found',
+        name=name,
+        kind=kind.resource,
+        group=kind.group,
+    )
 
 
 def _invalid(kind: Kind, name: str, field: str, problem: str) -> ApiError:
-    return ApiError(422, "Invalid", f'{kind.kind} "{name}" is invalid: {field}: {problem}',
-                    name=name, kind=kind.kind, group=kind.group,
-                    causes=[{"reason": "FieldValueInvalid", "message": problem,
-                             "field": field}])
+    return ApiError(
+        422,
+        "Invalid",
+        f'{kind.kind} "{name}" is invalid: {field}: {problem}',
+        name=name,
+        kind=kind.kind,
+        group=kind.group,
+        causes=[{"reason": "FieldValueInvalid", "message": problem, "field": field}],
+    )
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:
@@ -376,10 +406,14 @@ class Api:
 
         def matches(obj: Obj) -> bool:
             meta = obj["metadata"]
-            if target.namespace is not None and target.kind.namespaced and \
-                    meta.get("namespace") != target.namespace:
+            if (
+                target.namespace is not None
+                and target.kind.namespaced
+                and meta.get("namespace") != target.namespace
+            ):
                 return False
             return labels(meta.get("labels") or {}) and fields(obj)
+
         return matches
 
     def _with_kind(self, kind: Kind, obj: Obj) -> Obj:
@@ -388,12 +422,19 @@ class Api:
     def list(self, target: Target, query: dict[str, str]) -> Obj:
         matches = self._selected(target, query)
         with self.cluster.lock:
-            items = [copy.deepcopy(o) for o in self.cluster.objects[target.kind.resource]
-                     .values() if matches(o)]
+            items = [
+                copy.deepcopy(o)
+                for o in self.cluster.objects[target.kind.resource].values()
+                if matches(o)
+            ]
             rv = self.cluster.rv
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-        return {"kind": f"{target.kind.kind}List", "apiVersion": target.kind.api_version,
-                "metadata": {"resourceVersion": str(rv)}, "items": items}
+        return {
+            "kind": f"{target.kind.kind}List",
+            "apiVersion": target.kind.api_version,
+            "metadata": {"resourceVersion": str(rv)},
+            "items": items,
+        }
 
     def get(self, target: Target) -> Obj:
         assert target.name is not None
@@ -408,27 +449,40 @@ class Api:
             pod = self.cluster.objects["pods"].get((namespace, name))
             if pod is None:
                 raise _not_found(KINDS["pods"], name)
-            names = [c["name"] for c in [*(pod["spec"].get("initContainers") or []),
-                                          *pod["spec"]["containers"]]]
+            names = [
+                c["name"]
+                for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]
+            ]
             container = query.get("container")
             if not container:
                 if len(pod["spec"]["containers"]) != 1:
-                    raise ApiError(400, "BadRequest", "a container name must be specified "
-                                   f"for pod {name}, choose one of: {names}")
+                    raise ApiError(
+                        400,
+                        "BadRequest",
+                        "a container name must be specified "
+                        f"for pod {name}, choose one of: {names}",
+                    )
                 container = names[-1]
             if container not in names:
-                raise ApiError(400, "BadRequest",
-                               f'container {container} is not valid for pod {name}')
-            statuses = [*(pod["status"].get("initContainerStatuses") or []),
-                        *(pod["status"].get("containerStatuses") or [])]
+                raise ApiError(
+                    400, "BadRequest", f"container {container} is not valid for pod {name}"
+                )
+            statuses = [
+                *(pod["status"].get("initContainerStatuses") or []),
+                *(pod["status"].get("containerStatuses") or []),
+            ]
             state = next((s["state"] for s in statuses if s["name"] == container), {})
             if "running" not in state and "terminated" not in state:
-                raise ApiError(400, "BadRequest", f'container "{container}" in pod "{name}" '
-                               "is waiting to start: ContainerCreating")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f'container "{container}" in pod "{name}" '
+                    "is waiting to start: ContainerCreating",
+                )
             lines = list(self.cluster.logs.get((namespace, name), {}).get(container, []))
         tail = query.get("tailLines")
         if tail is not None:
-            lines = lines[-int(tail):] if int(tail) > 0 else []
+            lines = lines[-int(tail) :] if int(tail) > 0 else []
         stamps = _true(query.get("timestamps"))
         return "".join(f"{t} {line}\n" if stamps else f"{line}\n" for t, line in lines)
 
@@ -441,8 +495,9 @@ class Api:
             raise ApiError(400, "BadRequest", f"invalid resource version {requested!r}")
         return self._events(target, query, matches)
 
-    def _events(self, target: Target, query: dict[str, str],
-                matches: Callable[[Obj], bool]) -> Iterator[Obj]:
+    def _events(
+        self, target: Target, query: dict[str, str], matches: Callable[[Obj], bool]
+    ) -> Iterator[Obj]:
         resource = target.kind.resource
         timeout = float(query["timeoutSeconds"]) if "timeoutSeconds" in query else None
         deadline = time.monotonic() + timeout if timeout is not None else None
@@ -453,15 +508,21 @@ class Api:
         with cluster.lock:
             if requested in ("", "0"):
                 cursor = cluster.rv
-                initial = [copy.deepcopy(o) for o in cluster.objects[resource].values()
-                           if matches(o)]
+                initial = [
+                    copy.deepcopy(o) for o in cluster.objects[resource].values() if matches(o)
+                ]
             else:
                 cursor = int(requested)
                 initial = []
                 if cursor + 1 < cluster.compacted:
-                    yield {"type": "ERROR", "object": ApiError(
-                        410, "Expired", f"too old resource version: {cursor} "
-                                        f"({cluster.compacted - 1})").status()}
+                    yield {
+                        "type": "ERROR",
+                        "object": ApiError(
+                            410,
+                            "Expired",
+                            f"too old resource version: {cursor} ({cluster.compacted - 1})",
+                        ).status(),
+                    }
                     return
         for obj in initial:
             yield {"type": "ADDED", "object": self._with_kind(target.kind, obj)}
@@ -469,9 +530,14 @@ class Api:
             with cluster.lock:
                 if cursor + 1 < cluster.compacted:
                     # Compacted under a live watch: it cannot go on without a gap.
-                    yield {"type": "ERROR", "object": ApiError(
-                        410, "Expired", f"too old resource version: {cursor} "
-                                        f"({cluster.compacted - 1})").status()}
+                    yield {
+                        "type": "ERROR",
+                        "object": ApiError(
+                            410,
+                            "Expired",
+                            f"too old resource version: {cursor} ({cluster.compacted - 1})",
+                        ).status(),
+                    }
                     return
                 pending = [e for e in cluster.events if e.rv > cursor and e.resource == resource]
                 if not pending:
@@ -484,8 +550,9 @@ class Api:
                         wait = min(wait, next_bookmark - time.monotonic())
                     if wait > 0:
                         cluster.changed.wait(wait)
-                    pending = [e for e in cluster.events
-                               if e.rv > cursor and e.resource == resource]
+                    pending = [
+                        e for e in cluster.events if e.rv > cursor and e.resource == resource
+                    ]
                 latest = cluster.rv
             for e in pending:
                 cursor = e.rv
@@ -504,9 +571,14 @@ class Api:
             if bookmarks and time.monotonic() >= next_bookmark:
                 next_bookmark = time.monotonic() + (self.bookmark_interval or 0)
                 cursor = max(cursor, latest)
-                yield {"type": "BOOKMARK", "object": {
-                    "kind": target.kind.kind, "apiVersion": target.kind.api_version,
-                    "metadata": {"resourceVersion": str(cursor)}}}
+                yield {
+                    "type": "BOOKMARK",
+                    "object": {
+                        "kind": target.kind.kind,
+                        "apiVersion": target.kind.api_version,
+                        "metadata": {"resourceVersion": str(cursor)},
+                    },
+                }
 
     def create(self, target: Target, body: Obj) -> Obj:
         kind = target.kind
@@ -516,11 +588,16 @@ class Api:
         ns = target.namespace or ""
         if kind.namespaced:
             if meta.get("namespace", ns) != ns:
-                raise ApiError(400, "BadRequest", "the namespace of the provided object does "
-                                                  "not match the namespace sent on the request")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does "
+                    "not match the namespace sent on the request",
+                )
             if ns not in self.cluster.namespaces:
-                raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', name=ns,
-                               kind="namespaces")
+                raise ApiError(
+                    404, "NotFound", f'namespaces "{ns}" not found', name=ns, kind="namespaces"
+                )
             meta["namespace"] = ns
         if not meta.get("name"):
             if not meta.get("generateName"):
@@ -529,13 +606,21 @@ class Api:
         name = meta["name"]
         pattern = _DNS_1035 if kind.resource == "services" else _DNS_1123
         if len(name) > (63 if kind.resource == "services" else 253) or not pattern.match(name):
-            raise _invalid(kind, name, "metadata.name", f"Invalid value: {name!r}: a lowercase "
-                                                        "RFC 1123 name is required")
+            raise _invalid(
+                kind,
+                name,
+                "metadata.name",
+                f"Invalid value: {name!r}: a lowercase RFC 1123 name is required",
+            )
         for key, value in (meta.get("labels") or {}).items():
             if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-                raise _invalid(kind, name, f"metadata.labels[{key}]",
-                               f"Invalid value: {value!r}: a valid label must be 63 characters "
-                               "or less and consist of alphanumerics, '-', '_' or '.'")
+                raise _invalid(
+                    kind,
+                    name,
+                    f"metadata.labels[{key}]",
+                    f"Invalid value: {value!r}: a valid label must be 63 characters "
+                    "or less and consist of alphanumerics, '-', '_' or '.'",
+                )
         for field in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
             meta.pop(field, None)
         body.pop("kind", None)
@@ -543,8 +628,14 @@ class Api:
         getattr(self, f"_default_{kind.resource}")(body)
         with self.cluster.lock:
             if (ns, name) in self.cluster.objects[kind.resource]:
-                raise ApiError(409, "AlreadyExists", f'{kind.resource} "{name}" already exists',
-                               name=name, kind=kind.resource, group=kind.group)
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{kind.resource} "{name}" already exists',
+                    name=name,
+                    kind=kind.resource,
+                    group=kind.group,
+                )
             return self._with_kind(kind, copy.deepcopy(self.cluster.put(kind.resource, body)))
 
     def _default_pods(self, pod: Obj) -> None:
@@ -559,15 +650,20 @@ class Api:
                 if not c.get("name"):
                     raise _invalid(kind, name, f"spec.{group}[{i}].name", "Required value")
                 if c["name"] in seen:
-                    raise _invalid(kind, name, f"spec.{group}[{i}].name",
-                                   f"Duplicate value: {c['name']!r}")
+                    raise _invalid(
+                        kind, name, f"spec.{group}[{i}].name", f"Duplicate value: {c['name']!r}"
+                    )
                 seen.add(c["name"])
                 if not c.get("image"):
                     raise _invalid(kind, name, f"spec.{group}[{i}].image", "Required value")
                 c.setdefault("terminationMessagePath", "/dev/termination-log")
                 c.setdefault("terminationMessagePolicy", "File")
-                c.setdefault("imagePullPolicy", "Always" if c["image"].endswith(":latest")
-                             or ":" not in c["image"] else "IfNotPresent")
+                c.setdefault(
+                    "imagePullPolicy",
+                    "Always"
+                    if c["image"].endswith(":latest") or ":" not in c["image"]
+                    else "IfNotPresent",
+                )
         if spec.get("restartPolicy", "Always") not in ("Always", "OnFailure", "Never"):
             raise _invalid(kind, name, "spec.restartPolicy", "Unsupported value")
         spec.setdefault("restartPolicy", "Always")
@@ -609,16 +705,31 @@ class Api:
             wanted = _merge_patch(current, body) if patch else copy.deepcopy(body)
             given = (body.get("metadata") or {}).get("resourceVersion")
             if not patch and not given:
-                raise _invalid(kind, name, "metadata.resourceVersion",
-                               "Invalid value: 0x0: must be specified for an update")
+                raise _invalid(
+                    kind,
+                    name,
+                    "metadata.resourceVersion",
+                    "Invalid value: 0x0: must be specified for an update",
+                )
             if given and given != current["metadata"]["resourceVersion"]:
-                raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on '
-                               f'{kind.resource} "{name}": the object has been modified; '
-                               "please apply your changes to the latest version and try again",
-                               name=name, kind=kind.resource, group=kind.group)
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"Operation cannot be fulfilled on "
+                    f'{kind.resource} "{name}": the object has been modified; '
+                    "please apply your changes to the latest version and try again",
+                    name=name,
+                    kind=kind.resource,
+                    group=kind.group,
+                )
             if kind.resource == "pods" and wanted.get("spec") != current.get("spec"):
-                raise _invalid(kind, name, "spec", "Forbidden: pod updates may not change "
-                                                   "fields other than labels and annotations")
+                raise _invalid(
+                    kind,
+                    name,
+                    "spec",
+                    "Forbidden: pod updates may not change "
+                    "fields other than labels and annotations",
+                )
             updated = copy.deepcopy(current)
             meta = wanted.get("metadata") or {}
             for field in ("labels", "annotations"):
@@ -628,8 +739,7 @@ class Api:
                     updated["metadata"].pop(field, None)
             if kind.resource != "pods":
                 updated["spec"] = wanted.get("spec", updated.get("spec"))
-            return self._with_kind(kind, copy.deepcopy(self.cluster.put(kind.resource,
-                                                                        updated)))
+            return self._with_kind(kind, copy.deepcopy(self.cluster.put(kind.resource, updated)))
 
     def delete(self, target: Target, query: dict[str, str], body: Obj | None) -> Obj:
         kind, name = target.kind, target.name
@@ -646,21 +756,37 @@ class Api:
             pre = options.get("preconditions") or {}
             meta = current["metadata"]
             if pre.get("uid") and pre["uid"] != meta["uid"]:
-                raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: "
-                                                f"{pre['uid']}, UID in object meta: {meta['uid']}")
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"Precondition failed: UID in precondition: "
+                    f"{pre['uid']}, UID in object meta: {meta['uid']}",
+                )
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-                raise ApiError(409, "Conflict", "Precondition failed: ResourceVersion in "
-                               f"precondition: {pre['resourceVersion']}, ResourceVersion in "
-                               f"object meta: {meta['resourceVersion']}")
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    "Precondition failed: ResourceVersion in "
+                    f"precondition: {pre['resourceVersion']}, ResourceVersion in "
+                    f"object meta: {meta['resourceVersion']}",
+                )
             self.cluster.deletions.append(Deletion(kind.resource, key[0], name, grace))
             if kind.resource != "pods":
                 removed = self.cluster.remove(kind.resource, key)
                 assert removed is not None
                 if kind.resource == "ingresses":
-                    return {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                            "status": "Success", "details": {
-                                "name": name, "group": kind.group, "kind": kind.resource,
-                                "uid": meta["uid"]}}
+                    return {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Success",
+                        "details": {
+                            "name": name,
+                            "group": kind.group,
+                            "kind": kind.resource,
+                            "uid": meta["uid"],
+                        },
+                    }
                 return self._with_kind(kind, copy.deepcopy(removed))
             if grace is None:
                 grace = int(current["spec"].get("terminationGracePeriodSeconds", 30))
@@ -681,6 +807,7 @@ class Api:
 
 
 # --- HTTP ------------------------------------------------------------------------------------
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -730,8 +857,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._stream(api.watch(target, query))
                 return
             if method == "GET":
-                self._send(200, api.list(target, query) if target.name is None
-                           else api.get(target))
+                self._send(200, api.list(target, query) if target.name is None else api.get(target))
             elif method == "POST" and target.name is None and target.namespace is not None:
                 self._send(201, api.create(target, body))
             elif method == "PUT" and target.name is not None:
@@ -739,14 +865,16 @@ class _Handler(BaseHTTPRequestHandler):
             elif method == "PATCH" and target.name is not None:
                 content = self.headers.get("Content-Type", "")
                 if "merge-patch" not in content or not isinstance(body, dict):
-                    raise ApiError(415, "UnsupportedMediaType",
-                                   f"the fake supports merge patches only, not {content}")
+                    raise ApiError(
+                        415,
+                        "UnsupportedMediaType",
+                        f"the fake supports merge patches only, not {content}",
+                    )
                 self._send(200, api.replace(target, body, patch=True))
             elif method == "DELETE" and target.name is not None:
                 self._send(200, api.delete(target, query, body))
             else:
-                raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on "
-                                                        f"{url.path}")
+                raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {url.path}")
         except ApiError as e:
             self._send(e.code, e.status())
 
@@ -806,9 +934,10 @@ class FakeApiServer:
         self.cluster = Cluster()
         self.api = Api(self.cluster, bookmark_interval=bookmark_interval)
         self._http = _HttpServer(self.api)
-        self._threads = [threading.Thread(target=self._http.serve_forever, daemon=True,
-                                          name="fake-apiserver"),
-                         threading.Thread(target=self._reaper, daemon=True, name="fake-reaper")]
+        self._threads = [
+            threading.Thread(target=self._http.serve_forever, daemon=True, name="fake-apiserver"),
+            threading.Thread(target=self._reaper, daemon=True, name="fake-reaper"),
+        ]
         self._stop = threading.Event()
 
     @property
@@ -858,8 +987,11 @@ class FakeApiServer:
 
     def objects(self, resource: str, namespace: str | None = None) -> list[Obj]:
         with self.cluster.lock:
-            return [copy.deepcopy(o) for (ns, _), o in self.cluster.objects[resource].items()
-                    if namespace is None or ns == namespace]
+            return [
+                copy.deepcopy(o)
+                for (ns, _), o in self.cluster.objects[resource].items()
+                if namespace is None or ns == namespace
+            ]
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Wait until predicate() is truthy (re-checked on every change); returns its value."""

@@ -20,10 +20,21 @@ NS = "default"
 
 
 def spec(cpu: str = "1", grace: int = 5, **extra) -> dict:
-    return {"containers": [{"name": "main", "image": "busybox:1.36", "command": ["work"],
-                            "resources": {"requests": {"cpu": cpu, "memory": "1Gi"},
-                                          "limits": {"cpu": cpu, "memory": "1Gi"}}}],
-            "terminationGracePeriodSeconds": grace, **extra}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox:1.36",
+                "command": ["work"],
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": "1Gi"},
+                    "limits": {"cpu": cpu, "memory": "1Gi"},
+                },
+            }
+        ],
+        "terminationGracePeriodSeconds": grace,
+        **extra,
+    }
 
 
 def name(pod: dict) -> str:
@@ -32,8 +43,9 @@ def name(pod: dict) -> str:
 
 async def test_a_job_runs_as_a_labelled_pod_and_succeeds(cluster: Cluster) -> None:
     ex = await cluster.start_executor()
-    [job] = await cluster.submit(job_item(spec(), labels={"team": "a"},
-                                          annotations={"note": "hello"}))
+    [job] = await cluster.submit(
+        job_item(spec(), labels={"team": "a"}, annotations={"note": "hello"})
+    )
     pod = await cluster.pod_of(job)
     labels, meta = pod["metadata"]["labels"], pod["metadata"]
     assert labels[lb.JOB_ID] == job and labels[lb.EXECUTOR] == EXECUTOR
@@ -41,15 +53,13 @@ async def test_a_job_runs_as_a_labelled_pod_and_succeeds(cluster: Cluster) -> No
     assert meta["annotations"]["note"] == "hello"
     assert pod["spec"]["restartPolicy"] == "Never"
     assert pod["spec"]["nodeSelector"][lb.HOSTNAME] == pod["spec"]["nodeName"]
-    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "1",
-                                                                   "memory": "1Gi"}
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "1", "memory": "1Gi"}
     await cluster.wait_state(job, "PENDING")
     cluster.kubelet.run(NS, name(pod))
     await cluster.wait_state(job, "RUNNING")
     cluster.kubelet.succeed(NS, name(pod))
     await cluster.wait_state(job, "SUCCEEDED")
-    details = (await cluster.call(cluster.client.get_job_details, [job],
-                                  expand_job_run=True))[job]
+    details = (await cluster.call(cluster.client.get_job_details, [job], expand_job_run=True))[job]
     [run] = details.job_runs
     assert run.cluster == EXECUTOR and run.node == pod["spec"]["nodeName"]
     # Finished pods are deleted after the retention (0 here); the run is no longer held.
@@ -90,7 +100,9 @@ async def test_exit_code_and_termination_message(cluster: Cluster) -> None:
 
 
 async def test_oom_is_retried_by_a_policy(cluster: Cluster) -> None:
-    await cluster.call(cluster.client.create_retry_policy, load_policy("""
+    await cluster.call(
+        cluster.client.create_retry_policy,
+        load_policy("""
 apiVersion: armadaproject.io/v1
 kind: RetryPolicy
 metadata: {name: oom}
@@ -100,9 +112,12 @@ spec:
   rules:
     - action: Retry
       onConditions: [OOMKilled]
-"""))
-    await cluster.call(cluster.client.update_queue,
-                       submit_pb2.Queue(name="q", priority_factor=1, retry_policies=["oom"]))
+"""),
+    )
+    await cluster.call(
+        cluster.client.update_queue,
+        submit_pb2.Queue(name="q", priority_factor=1, retry_policies=["oom"]),
+    )
     await cluster.start_executor()
     [job] = await cluster.submit(job_item(spec()))
     first = await cluster.pod_of(job)
@@ -126,8 +141,9 @@ async def test_cancel_deletes_the_pod_with_its_grace_period(cluster: Cluster) ->
     await cluster.wait_state(job, "RUNNING")
     await cluster.call(cluster.client.cancel_jobs, "q", "s", [job])
     await cluster.wait_state(job, "CANCELLED")
-    deleted = await cluster.wait(lambda: [d for d in cluster.fake.cluster.deletions
-                                          if d.resource == "pods"])
+    deleted = await cluster.wait(
+        lambda: [d for d in cluster.fake.cluster.deletions if d.resource == "pods"]
+    )
     assert [(d.name, d.grace) for d in deleted] == [(name(pod), 7)]
     terminating = cluster.fake.cluster.get("pods", NS, name(pod))
     assert terminating["metadata"]["deletionGracePeriodSeconds"] == 7
@@ -147,13 +163,15 @@ async def test_preemption_stops_the_pod_and_reports_it_stopped(cluster: Cluster)
     victim = await cluster.pod_of(low)
     cluster.kubelet.run(NS, name(victim))
     await cluster.wait_state(low, "RUNNING")
-    [high] = await cluster.submit(job_item(spec(cpu="4"), priority_class="high"),
-                                  job_set="t")
+    [high] = await cluster.submit(job_item(spec(cpu="4"), priority_class="high"), job_set="t")
     # The low job's pod is deleted gracefully (1 s); once it is gone the executor reports it
     # stopped, the server marks the job preempted and the high job gets the node.
-    await cluster.wait(lambda: cluster.fake.cluster.get("pods", NS, name(victim)) is None or
-                       "deletionTimestamp" in cluster.fake.cluster.get(
-                           "pods", NS, name(victim))["metadata"])
+    await cluster.wait(
+        lambda: (
+            cluster.fake.cluster.get("pods", NS, name(victim)) is None
+            or "deletionTimestamp" in cluster.fake.cluster.get("pods", NS, name(victim))["metadata"]
+        )
+    )
     winner = await cluster.pod_of(high, timeout=15)
     assert winner["spec"]["nodeName"] == "node-a"
     await cluster.wait_state(low, "PREEMPTED", "QUEUED", "LEASED", "PENDING")
@@ -165,17 +183,21 @@ async def test_image_pull_errors_fail_the_run_after_a_timeout(cluster: Cluster) 
     await cluster.start_executor()
     [job] = await cluster.submit(job_item(spec()))
     pod = await cluster.pod_of(job)
-    cluster.kubelet.image_pull_error(NS, name(pod), reason="ImagePullBackOff",
-                                     message="Back-off pulling image busybox:1.36")
+    cluster.kubelet.image_pull_error(
+        NS, name(pod), reason="ImagePullBackOff", message="Back-off pulling image busybox:1.36"
+    )
     await cluster.wait_state(job, "FAILED")
-    details = (await cluster.call(cluster.client.get_job_details, [job],
-                                  expand_job_run=True))[job]
+    details = (await cluster.call(cluster.client.get_job_details, [job], expand_job_run=True))[job]
     errors = await cluster.call(cluster.client.get_job_errors, [job])
     assert "ImagePullBackOff" in errors[job]
     assert details.job_runs[-1].state == 5 or details.state == submit_pb2.FAILED
-    await cluster.wait(lambda: cluster.fake.cluster.get("pods", NS, name(pod)) is None or
-                       "deletionTimestamp" in (cluster.fake.cluster.get("pods", NS, name(pod))
-                                               or {"metadata": {}})["metadata"])
+    await cluster.wait(
+        lambda: (
+            cluster.fake.cluster.get("pods", NS, name(pod)) is None
+            or "deletionTimestamp"
+            in (cluster.fake.cluster.get("pods", NS, name(pod)) or {"metadata": {}})["metadata"]
+        )
+    )
 
 
 async def test_an_unschedulable_pod_gives_the_lease_back(cluster: Cluster) -> None:
@@ -183,8 +205,9 @@ async def test_an_unschedulable_pod_gives_the_lease_back(cluster: Cluster) -> No
     cluster.kubelet.auto_schedule = False
     [job] = await cluster.submit(job_item(spec()))
     first = await cluster.call(cluster.kubelet.wait_pods, 1)
-    cluster.kubelet.unschedulable(NS, name(first[0]), message="0/2 nodes are available: "
-                                                              "2 Insufficient cpu.")
+    cluster.kubelet.unschedulable(
+        NS, name(first[0]), message="0/2 nodes are available: 2 Insufficient cpu."
+    )
     cluster.kubelet.auto_schedule = True
     # Returned after the timeout: the pod is removed and the job leased again, a new pod.
     second = await cluster.pod_of(job, run_index=1, timeout=15)
@@ -196,15 +219,28 @@ async def test_an_unschedulable_pod_gives_the_lease_back(cluster: Cluster) -> No
 
 async def test_services_and_ingresses_are_created_and_deleted(cluster: Cluster) -> None:
     ex = await cluster.start_executor(ingress_domain="example.com")
-    item = job_item(spec(), services=[{"type": "Headless", "ports": [6379]}],
-                    ingress=[{"ports": [8080], "tls_enabled": True, "cert_name": "tls-cert",
-                              "annotations": {"nginx.ingress.kubernetes.io/x": "y"}}])
+    item = job_item(
+        spec(),
+        services=[{"type": "Headless", "ports": [6379]}],
+        ingress=[
+            {
+                "ports": [8080],
+                "tls_enabled": True,
+                "cert_name": "tls-cert",
+                "annotations": {"nginx.ingress.kubernetes.io/x": "y"},
+            }
+        ],
+    )
     [job] = await cluster.submit(item)
     pod = await cluster.pod_of(job)
     run_id = pod["metadata"]["labels"][lb.RUN_ID]
-    services = await cluster.wait(lambda: len(cluster.fake.objects("services")) == 2 and
-                                  cluster.fake.objects("ingresses") and
-                                  cluster.fake.objects("services"))
+    services = await cluster.wait(
+        lambda: (
+            len(cluster.fake.objects("services")) == 2
+            and cluster.fake.objects("ingresses")
+            and cluster.fake.objects("services")
+        )
+    )
     by_name = {s["metadata"]["name"]: s for s in services}
     headless = by_name[f"{name(pod)}-headless-0"]
     assert headless["spec"]["clusterIP"] == "None"
@@ -218,20 +254,23 @@ async def test_services_and_ingresses_are_created_and_deleted(cluster: Cluster) 
     assert ex.backend.ingress_addresses(run_id) == {8080: host}
 
     def ingress_events() -> list:  # type: ignore[type-arg]
-        return [m.message.ingress_info for m in cluster.client.get_job_set_events("q", "s")
-                if m.message.WhichOneof("events") == "ingress_info"]
+        return [
+            m.message.ingress_info
+            for m in cluster.client.get_job_set_events("q", "s")
+            if m.message.WhichOneof("events") == "ingress_info"
+        ]
 
     [info] = await cluster.wait(lambda: ingress_events() or None)
     assert info.job_id == job and dict(info.ingress_addresses) == {8080: host}
     cluster.kubelet.run(NS, name(pod))
     cluster.kubelet.succeed(NS, name(pod))
     await cluster.wait_state(job, "SUCCEEDED")
-    await cluster.wait(lambda: not cluster.fake.objects("services") and
-                       not cluster.fake.objects("ingresses"))
+    await cluster.wait(
+        lambda: not cluster.fake.objects("services") and not cluster.fake.objects("ingresses")
+    )
 
 
-async def test_a_restarted_executor_adopts_its_pods_and_deletes_orphans(
-        cluster: Cluster) -> None:
+async def test_a_restarted_executor_adopts_its_pods_and_deletes_orphans(cluster: Cluster) -> None:
     first = await cluster.start_executor()
     [job] = await cluster.submit(job_item(spec()))
     pod = await cluster.pod_of(job)
@@ -242,23 +281,42 @@ async def test_a_restarted_executor_adopts_its_pods_and_deletes_orphans(
     # not know (left by an earlier incarnation) sit in the cluster.
     core = k8s.CoreV1Api(cluster.fake.api_client())
     stray = {lb.EXECUTOR: EXECUTOR, lb.RUN_ID: "gone-run", lb.JOB_ID: "gone-job"}
-    await cluster.call(core.create_namespaced_pod, NS, {
-        "metadata": {"name": "armada-gone-0", "labels": stray},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}],
-                 "terminationGracePeriodSeconds": 0, "restartPolicy": "Never"}})
-    await cluster.call(core.create_namespaced_service, NS, {
-        "metadata": {"name": "armada-gone-svc", "labels": {**stray, lb.AUXILIARY: "true"}},
-        "spec": {"ports": [{"port": 80}]}})
-    await cluster.call(core.create_namespaced_service, NS, {
-        "metadata": {"name": "armada-older-svc", "labels": {
-            **stray, lb.RUN_ID: "older-run", lb.AUXILIARY: "true"}},
-        "spec": {"ports": [{"port": 80}]}})
+    await cluster.call(
+        core.create_namespaced_pod,
+        NS,
+        {
+            "metadata": {"name": "armada-gone-0", "labels": stray},
+            "spec": {
+                "containers": [{"name": "main", "image": "busybox"}],
+                "terminationGracePeriodSeconds": 0,
+                "restartPolicy": "Never",
+            },
+        },
+    )
+    await cluster.call(
+        core.create_namespaced_service,
+        NS,
+        {
+            "metadata": {"name": "armada-gone-svc", "labels": {**stray, lb.AUXILIARY: "true"}},
+            "spec": {"ports": [{"port": 80}]},
+        },
+    )
+    await cluster.call(
+        core.create_namespaced_service,
+        NS,
+        {
+            "metadata": {
+                "name": "armada-older-svc",
+                "labels": {**stray, lb.RUN_ID: "older-run", lb.AUXILIARY: "true"},
+            },
+            "spec": {"ports": [{"port": 80}]},
+        },
+    )
     cluster.kubelet.run(NS, "armada-gone-0")
     second = await cluster.start_executor()
     assert second.backend.held() == {pod["metadata"]["labels"][lb.RUN_ID], "gone-run"}
     # A service whose pod is gone is removed at start.
-    assert [s["metadata"]["name"] for s in cluster.fake.objects("services")] == [
-        "armada-gone-svc"]
+    assert [s["metadata"]["name"] for s in cluster.fake.objects("services")] == ["armada-gone-svc"]
     # The server stops the unknown run: the orphan pod is deleted, then its service.
     await cluster.wait(lambda: cluster.fake.cluster.get("pods", NS, "armada-gone-0") is None)
     await cluster.wait(lambda: cluster.fake.objects("services") == [])
@@ -269,8 +327,9 @@ async def test_a_restarted_executor_adopts_its_pods_and_deletes_orphans(
 
 async def test_a_pod_deleted_by_someone_else_fails_the_run(cluster: Cluster) -> None:
     await cluster.start_executor()
-    [job] = await cluster.submit(job_item(spec(), annotations={
-        "armadaproject.io/atMostOnce": "true"}))
+    [job] = await cluster.submit(
+        job_item(spec(), annotations={"armadaproject.io/atMostOnce": "true"})
+    )
     pod = await cluster.pod_of(job)
     cluster.kubelet.run(NS, name(pod))
     await cluster.wait_state(job, "RUNNING")

@@ -23,8 +23,10 @@ def core(fake: FakeApiServer) -> Iterator[client.CoreV1Api]:
 
 
 def pod(name: str, **labels: str) -> dict:
-    return {"metadata": {"name": name, "labels": labels},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
 
 
 def error(call) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
@@ -42,8 +44,11 @@ def test_create_get_list_and_errors(core: client.CoreV1Api) -> None:
     assert (status, body["reason"], body["kind"]) == (409, "AlreadyExists", "Status")
     status, body = error(lambda: core.read_namespaced_pod("nope", NS))
     assert (status, body["reason"], body["details"]["name"]) == (404, "NotFound", "nope")
-    status, body = error(lambda: core.create_namespaced_pod(NS, {
-        "metadata": {"name": "b"}, "spec": {"containers": [{"name": "main"}]}}))
+    status, body = error(
+        lambda: core.create_namespaced_pod(
+            NS, {"metadata": {"name": "b"}, "spec": {"containers": [{"name": "main"}]}}
+        )
+    )
     assert (status, body["reason"]) == (422, "Invalid")
     assert body["details"]["causes"][0]["field"] == "spec.containers[0].image"
     status, _ = error(lambda: core.create_namespaced_pod("missing", pod("c")))
@@ -57,8 +62,10 @@ def test_selectors(core: client.CoreV1Api, fake: FakeApiServer) -> None:
     kubelet.add_node("n1")
     core.create_namespaced_pod(NS, pod("a", app="x", tier="web"))
     core.create_namespaced_pod(NS, pod("b", app="y"))
-    names = lambda **kw: [p.metadata.name for p in  # noqa: E731
-                          core.list_pod_for_all_namespaces(**kw).items]
+    names = lambda **kw: [
+        p.metadata.name
+        for p in core.list_pod_for_all_namespaces(**kw).items  # noqa: E731
+    ]
     assert names(label_selector="app=x") == ["a"]
     assert names(label_selector="app!=x") == ["b"]
     assert names(label_selector="app in (x, y),!tier") == ["b"]
@@ -76,9 +83,15 @@ def test_watch_events_follow_the_selector(core: client.CoreV1Api) -> None:
     seen: list[tuple[str, str]] = []
 
     def follow() -> None:
-        for e in watch.Watch().stream(core.list_namespaced_pod, NS, label_selector="app=x",
-                                      resource_version=start, timeout_seconds=1):
+        for e in watch.Watch().stream(
+            core.list_namespaced_pod,
+            NS,
+            label_selector="app=x",
+            resource_version=start,
+            timeout_seconds=1,
+        ):
             seen.append((e["type"], e["object"].metadata.name))
+
     thread = threading.Thread(target=follow)
     thread.start()
     time.sleep(0.1)
@@ -90,33 +103,52 @@ def test_watch_events_follow_the_selector(core: client.CoreV1Api) -> None:
     assert seen == [("ADDED", "b"), ("DELETED", "a"), ("ADDED", "a"), ("DELETED", "b")]
 
 
-def test_watch_from_a_compacted_version_is_gone(core: client.CoreV1Api,
-                                                fake: FakeApiServer) -> None:
+def test_watch_from_a_compacted_version_is_gone(
+    core: client.CoreV1Api, fake: FakeApiServer
+) -> None:
     core.create_namespaced_pod(NS, pod("a"))
     old = core.list_namespaced_pod(NS).metadata.resource_version
     core.create_namespaced_pod(NS, pod("b"))
     fake.cluster.compact()
     with pytest.raises(client.ApiException) as info:
-        list(watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=old,
-                                  timeout_seconds=1))
+        list(
+            watch.Watch().stream(
+                core.list_namespaced_pod, NS, resource_version=old, timeout_seconds=1
+            )
+        )
     assert info.value.status == 410
     # From the current version, the watch is fine.
     now = core.list_namespaced_pod(NS).metadata.resource_version
-    assert list(watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=now,
-                                     timeout_seconds=1)) == []
+    assert (
+        list(
+            watch.Watch().stream(
+                core.list_namespaced_pod, NS, resource_version=now, timeout_seconds=1
+            )
+        )
+        == []
+    )
 
 
-def test_graceful_deletion_and_preconditions(core: client.CoreV1Api,
-                                             fake: FakeApiServer) -> None:
+def test_graceful_deletion_and_preconditions(core: client.CoreV1Api, fake: FakeApiServer) -> None:
     kubelet = FakeKubelet(fake)
     kubelet.add_node("n1")
     created = core.create_namespaced_pod(NS, pod("a"))
     kubelet.run(NS, "a")
-    status, body = error(lambda: core.delete_namespaced_pod("a", NS, body=client.V1DeleteOptions(
-        preconditions=client.V1Preconditions(uid="someone-else"))))
+    status, body = error(
+        lambda: core.delete_namespaced_pod(
+            "a",
+            NS,
+            body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid="someone-else")),
+        )
+    )
     assert (status, body["reason"]) == (409, "Conflict")
-    deleted = core.delete_namespaced_pod("a", NS, body=client.V1DeleteOptions(
-        grace_period_seconds=1, preconditions=client.V1Preconditions(uid=created.metadata.uid)))
+    deleted = core.delete_namespaced_pod(
+        "a",
+        NS,
+        body=client.V1DeleteOptions(
+            grace_period_seconds=1, preconditions=client.V1Preconditions(uid=created.metadata.uid)
+        ),
+    )
     assert deleted.metadata.deletion_timestamp is not None
     assert deleted.metadata.deletion_grace_period_seconds == 1
     assert core.read_namespaced_pod("a", NS).metadata.deletion_timestamp is not None
@@ -141,17 +173,31 @@ def test_stale_updates_conflict(core: client.CoreV1Api) -> None:
 def test_services_and_ingresses(fake: FakeApiServer) -> None:
     api = fake.api_client()
     core, net = client.CoreV1Api(api), client.NetworkingV1Api(api)
-    svc = core.create_namespaced_service(NS, {"metadata": {"name": "s", "labels": {"a": "b"}},
-                                              "spec": {"type": "NodePort",
-                                                       "ports": [{"port": 80}]}})
+    svc = core.create_namespaced_service(
+        NS,
+        {
+            "metadata": {"name": "s", "labels": {"a": "b"}},
+            "spec": {"type": "NodePort", "ports": [{"port": 80}]},
+        },
+    )
     assert svc.spec.cluster_ip and svc.spec.ports[0].node_port >= 30000
-    net.create_namespaced_ingress(NS, {"metadata": {"name": "i", "labels": {"a": "b"}},
-                                       "spec": {"rules": [{"host": "h.example"}]}})
-    assert [i.spec.rules[0].host for i in
-            net.list_ingress_for_all_namespaces(label_selector="a=b").items] == ["h.example"]
+    net.create_namespaced_ingress(
+        NS,
+        {
+            "metadata": {"name": "i", "labels": {"a": "b"}},
+            "spec": {"rules": [{"host": "h.example"}]},
+        },
+    )
+    assert [
+        i.spec.rules[0].host
+        for i in net.list_ingress_for_all_namespaces(label_selector="a=b").items
+    ] == ["h.example"]
     assert net.delete_namespaced_ingress("i", NS).status == "Success"
     core.delete_namespaced_service("s", NS)
     assert core.list_service_for_all_namespaces().items == []
-    status, _ = error(lambda: core.create_namespaced_service(NS, {
-        "metadata": {"name": "1-starts-with-a-digit"}, "spec": {}}))
+    status, _ = error(
+        lambda: core.create_namespaced_service(
+            NS, {"metadata": {"name": "1-starts-with-a-digit"}, "spec": {}}
+        )
+    )
     assert status == 422

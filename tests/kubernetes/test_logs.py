@@ -18,12 +18,14 @@ NS = "default"
 
 
 def two_containers() -> dict:
-    resources = {"requests": {"cpu": "1", "memory": "1Gi"},
-                 "limits": {"cpu": "1", "memory": "1Gi"}}
-    return {"containers": [
-        {"name": "main", "image": "busybox:1.36", "command": ["work"], "resources": resources},
-        {"name": "side", "image": "busybox:1.36", "command": ["help"], "resources": resources}],
-        "terminationGracePeriodSeconds": 1}
+    resources = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    return {
+        "containers": [
+            {"name": "main", "image": "busybox:1.36", "command": ["work"], "resources": resources},
+            {"name": "side", "image": "busybox:1.36", "command": ["help"], "resources": resources},
+        ],
+        "terminationGracePeriodSeconds": 1,
+    }
 
 
 async def logs(cluster: Cluster, job: str, **options) -> list[str]:  # type: ignore[no-untyped-def]
@@ -65,7 +67,8 @@ async def test_logs_of_a_running_pod_and_after_it_is_deleted(cluster: Cluster) -
 
 
 async def test_a_cancelled_pods_log_is_kept_and_a_log_dir_survives_restarts(
-        cluster: Cluster, tmp_path: Path) -> None:
+    cluster: Cluster, tmp_path: Path
+) -> None:
     log_dir = tmp_path / "pod-logs"
     ex = await cluster.start_executor(log_dir=str(log_dir))
     [job] = await cluster.submit(job_item(two_containers()))

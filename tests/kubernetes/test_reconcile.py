@@ -17,7 +17,8 @@ from .test_executor_e2e import NS, name, spec
 
 
 async def test_a_restarted_executor_deletes_the_pods_of_runs_cancelled_while_it_was_away(
-        cluster: Cluster) -> None:
+    cluster: Cluster,
+) -> None:
     first = await cluster.start_executor()
     kept, cancelled = await cluster.submit(job_item(spec(grace=3)), job_item(spec(grace=3)))
     pods = {job: await cluster.pod_of(job) for job in (kept, cancelled)}
@@ -32,8 +33,9 @@ async def test_a_restarted_executor_deletes_the_pods_of_runs_cancelled_while_it_
     run_of = {job: pod["metadata"]["labels"][lb.RUN_ID] for job, pod in pods.items()}
     assert second.backend.held() == set(run_of.values())  # both reported in the first sync
     # The server answers with a stop for the cancelled run: its pod is deleted gracefully.
-    deletion = await cluster.wait(lambda: [d for d in cluster.fake.cluster.deletions
-                                           if d.name == name(pods[cancelled])])
+    deletion = await cluster.wait(
+        lambda: [d for d in cluster.fake.cluster.deletions if d.name == name(pods[cancelled])]
+    )
     assert [d.grace for d in deletion] == [3]
     cluster.kubelet.terminated(NS, name(pods[cancelled]))
     await cluster.wait(lambda: run_of[cancelled] not in second.backend.held())
@@ -47,14 +49,16 @@ async def test_a_restarted_executor_deletes_the_pods_of_runs_cancelled_while_it_
 
 def lease(run: str, job: str, cpu: str, grace: int) -> executor_pb2.Lease:
     item = job_item(spec(cpu=cpu, grace=grace), check=False)
-    built = submit_pb2.Job(id=job, queue="q", job_set_id="s", namespace=NS,
-                           pod_specs=item.pod_specs)
+    built = submit_pb2.Job(
+        id=job, queue="q", job_set_id="s", namespace=NS, pod_specs=item.pod_specs
+    )
     built.scheduling_resource_requirements.requests["cpu"].string = cpu
     return executor_pb2.Lease(run_id=run, node="node-a", pod_name=f"armada-{job}-0", job=built)
 
 
 async def test_a_lease_waits_until_a_terminating_pod_has_left_room_on_its_node(
-        fake: FakeApiServer, kubelet: FakeKubelet) -> None:
+    fake: FakeApiServer, kubelet: FakeKubelet
+) -> None:
     backend = KubernetesBackend(fake.api_client(), EXECUTOR, FAST)
     reports: list[executor_pb2.RunUpdate] = []
 
@@ -75,8 +79,11 @@ async def test_a_lease_waits_until_a_terminating_pod_has_left_room_on_its_node(
         kubelet.run(NS, "armada-victim-0")
         await until(lambda: "running" in kinds("r-victim"))
         backend.stop("r-victim", preempt=True)  # terminating for up to 30 s
-        await until(lambda: "deletionTimestamp" in fake.cluster.get(
-            "pods", NS, "armada-victim-0")["metadata"])
+        await until(
+            lambda: (
+                "deletionTimestamp" in fake.cluster.get("pods", NS, "armada-victim-0")["metadata"]
+            )
+        )
 
         backend.start(lease("r-urgent", "urgent", "4", grace=1), reports.append)
         assert kinds("r-urgent") == ["pending"]  # held: node-a has no room yet
@@ -93,7 +100,8 @@ async def test_a_lease_waits_until_a_terminating_pod_has_left_room_on_its_node(
 
 
 async def test_a_stop_for_a_lease_held_for_room_reports_it_stopped_at_once(
-        fake: FakeApiServer, kubelet: FakeKubelet) -> None:
+    fake: FakeApiServer, kubelet: FakeKubelet
+) -> None:
     backend = KubernetesBackend(fake.api_client(), EXECUTOR, FAST)
     reports: list[executor_pb2.RunUpdate] = []
     await backend.open(reports.append)
@@ -103,7 +111,9 @@ async def test_a_stop_for_a_lease_held_for_room_reports_it_stopped_at_once(
         assert [u.WhichOneof("update") for u in reports if u.run_id == "r-2"] == ["pending"]
         backend.stop("r-2", preempt=False)
         assert [u.WhichOneof("update") for u in reports if u.run_id == "r-2"] == [
-            "pending", "stopped"]
+            "pending",
+            "stopped",
+        ]
         assert backend.held() == {"r-1"}
     finally:
         await backend.close()

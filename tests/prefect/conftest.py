@@ -42,9 +42,15 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def armada_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
     root = tmp_path_factory.mktemp("armada")
     config = ServerConfig(
-        port=0, http_port=None, executor="local", sandbox_dir=str(root / "pods"),
-        database_url=f"sqlite:///{root / 'armada.db'}", nodes=(NodeGroup(2, "4", "8Gi"),),
-        scheduling_period=0.1, executor_sync_interval=0.2)
+        port=0,
+        http_port=None,
+        executor="local",
+        sandbox_dir=str(root / "pods"),
+        database_url=f"sqlite:///{root / 'armada.db'}",
+        nodes=(NodeGroup(2, "4", "8Gi"),),
+        scheduling_period=0.1,
+        executor_sync_interval=0.2,
+    )
     with EmbeddedServer(config) as running:
         yield running
 
@@ -65,22 +71,44 @@ def queue(armada: ArmadaClient) -> str:
 
 def pod(script: str, *, cpu: str = "500m", memory: str = "256Mi") -> dict[str, Any]:
     """A pod whose one container runs `script` with sh."""
-    return {"containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", script],
-                            "resources": {"requests": {"cpu": cpu, "memory": memory},
-                                          "limits": {"cpu": cpu, "memory": memory}}}]}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "command": ["sh", "-c", script],
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": memory},
+                    "limits": {"cpu": cpu, "memory": memory},
+                },
+            }
+        ]
+    }
 
 
 def python_pod(code: str) -> dict[str, Any]:
-    return {"containers": [{"name": "main", "image": "python",
-                            "command": [sys.executable, "-c", code],
-                            "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
-                                          "limits": {"cpu": "500m", "memory": "512Mi"}}}]}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "image": "python",
+                "command": [sys.executable, "-c", code],
+                "resources": {
+                    "requests": {"cpu": "500m", "memory": "512Mi"},
+                    "limits": {"cpu": "500m", "memory": "512Mi"},
+                },
+            }
+        ]
+    }
 
 
 def jobs_in(armada: ArmadaClient, queue: str, job_set_id: str) -> list[str]:
     """Every job ever submitted to the job set (from its events)."""
-    return [m.message.submitted.job_id for m in armada.get_job_set_events(queue, job_set_id)
-            if m.message.WhichOneof("events") == "submitted"]
+    return [
+        m.message.submitted.job_id
+        for m in armada.get_job_set_events(queue, job_set_id)
+        if m.message.WhichOneof("events") == "submitted"
+    ]
 
 
 def wait_until(predicate: Any, timeout: float = 60, message: str = "condition") -> Any:

@@ -75,13 +75,28 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`prefect server start` with its services (no scheduler, UI or analytics)."""
     home = tmp_path_factory.mktemp("prefect-server")
     port = free_port()
-    env = environment(home, PREFECT_API_DATABASE_CONNECTION_URL=(
-        f"sqlite+aiosqlite:///{home / 'prefect.db'}"))
+    env = environment(
+        home, PREFECT_API_DATABASE_CONNECTION_URL=(f"sqlite+aiosqlite:///{home / 'prefect.db'}")
+    )
     with open(home / "server.log", "wb") as log:
         server = subprocess.Popen(
-            [PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port),
-             "--no-scheduler", "--no-ui", "--analytics-off"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                PREFECT,
+                "server",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-scheduler",
+                "--no-ui",
+                "--analytics-off",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}/api"
 
     def healthy() -> bool:
@@ -117,33 +132,63 @@ class Pool:
         self.name = f"armada-{uuid.uuid4().hex[:6]}"
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         with api() as client:
-            client.create_work_pool(WorkPoolCreate(
-                name=self.name, type="armada",
-                base_job_template=ArmadaWorker.get_default_base_job_template()))
+            client.create_work_pool(
+                WorkPoolCreate(
+                    name=self.name,
+                    type="armada",
+                    base_job_template=ArmadaWorker.get_default_base_job_template(),
+                )
+            )
             flow_id = client.create_flow_from_name("waits")
             self.deployment_id = client.create_deployment(
-                flow_id, "armada-e2e", work_pool_name=self.name,
+                flow_id,
+                "armada-e2e",
+                work_pool_name=self.name,
                 entrypoint="worker_flows.py:waits",
-                pull_steps=[{"prefect.deployments.steps.set_working_directory": {
-                    "directory": str(HERE)}}],
+                pull_steps=[
+                    {"prefect.deployments.steps.set_working_directory": {"directory": str(HERE)}}
+                ],
                 job_variables={
-                    "credentials": {"address": armada.config.address}, "queue": queue,
+                    "credentials": {"address": armada.config.address},
+                    "queue": queue,
                     "command": f"{sys.executable} -m prefect.engine",
-                    "cpu": "500m", "memory": "512Mi", "cancellation_check_seconds": 0.5})
+                    "cpu": "500m",
+                    "memory": "512Mi",
+                    "cancellation_check_seconds": 0.5,
+                },
+            )
 
     # --- workers ---
 
     def start_worker(self) -> str:
         name = f"w{len(self.workers) + 1}"
-        env = environment(self.home / name, PREFECT_API_URL=self.api_url,
-                          PREFECT_WORKER_HEARTBEAT_SECONDS=str(HEARTBEAT_SECONDS),
-                          PREFECT_WORKER_QUERY_SECONDS="1")
+        env = environment(
+            self.home / name,
+            PREFECT_API_URL=self.api_url,
+            PREFECT_WORKER_HEARTBEAT_SECONDS=str(HEARTBEAT_SECONDS),
+            PREFECT_WORKER_QUERY_SECONDS="1",
+        )
         (self.home / name).mkdir(parents=True)
         with open(self.log(name), "wb") as log:
             self.workers[name] = subprocess.Popen(
-                [PREFECT, "worker", "start", "--pool", self.name, "--type", "armada",
-                 "--name", name, "--install-policy", "never"],
-                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    PREFECT,
+                    "worker",
+                    "start",
+                    "--pool",
+                    self.name,
+                    "--type",
+                    "armada",
+                    "--name",
+                    name,
+                    "--install-policy",
+                    "never",
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         return name
 
     def log(self, name: str) -> Path:
@@ -154,8 +199,11 @@ class Pool:
 
     def online(self) -> set[str]:
         with api() as client:
-            return {w.name for w in client.read_workers_for_work_pool(self.name)
-                    if w.status == WorkerStatus.ONLINE}
+            return {
+                w.name
+                for w in client.read_workers_for_work_pool(self.name)
+                if w.status == WorkerStatus.ONLINE
+            }
 
     def alive(self) -> list[str]:
         return [name for name, p in self.workers.items() if p.poll() is None]
@@ -188,7 +236,8 @@ class Pool:
     def flow_run(self, marker: Path) -> FlowRun:
         with api() as client:
             return client.create_flow_run_from_deployment(
-                self.deployment_id, parameters={"marker": str(marker)})
+                self.deployment_id, parameters={"marker": str(marker)}
+            )
 
     def read(self, flow_run_id: uuid.UUID) -> FlowRun:
         with api() as client:
@@ -196,11 +245,15 @@ class Pool:
 
     def running(self, flow_run_id: uuid.UUID) -> tuple[FlowRun, str]:
         """The flow run once its flow reports Running, and its Armada job."""
+
         def started() -> FlowRun | None:
             flow_run = self.read(flow_run_id)
             state = flow_run.state
-            return flow_run if state is not None and state.is_running() and \
-                flow_run.infrastructure_pid else None
+            return (
+                flow_run
+                if state is not None and state.is_running() and flow_run.infrastructure_pid
+                else None
+            )
 
         flow_run = wait_until(started, 120, f"flow run {flow_run_id} running")
         return flow_run, parse_infrastructure_id(flow_run.infrastructure_pid or "")[2]
@@ -208,8 +261,7 @@ class Pool:
     def final(self, flow_run_id: uuid.UUID, timeout: float = 90) -> FlowRun:
         def ended() -> FlowRun | None:
             flow_run = self.read(flow_run_id)
-            return flow_run if flow_run.state is not None and flow_run.state.is_final() \
-                else None
+            return flow_run if flow_run.state is not None and flow_run.state.is_final() else None
 
         return wait_until(ended, timeout, f"flow run {flow_run_id} to end")
 
@@ -239,18 +291,29 @@ class Pool:
         """The status code of each worker watch that followed the flow run's job to its end
         (from the workers' `prefect.worker.executed-flow-run` events)."""
         resource = f"prefect.flow-run.{flow_run_id}"
-        response = httpx.post(f"{self.api_url}/events/filter", timeout=10, json={
-            "filter": {"event": {"name": ["prefect.worker.executed-flow-run"]},
-                       "related": {"id": [resource]}}})
+        response = httpx.post(
+            f"{self.api_url}/events/filter",
+            timeout=10,
+            json={
+                "filter": {
+                    "event": {"name": ["prefect.worker.executed-flow-run"]},
+                    "related": {"id": [resource]},
+                }
+            },
+        )
         response.raise_for_status()
-        return [related["prefect.infrastructure.status-code"]
-                for event in response.json()["events"] for related in event["related"]
-                if related["prefect.resource.id"] == resource]
+        return [
+            related["prefect.infrastructure.status-code"]
+            for event in response.json()["events"]
+            for related in event["related"]
+            if related["prefect.resource.id"] == resource
+        ]
 
 
 @pytest.fixture(scope="module")
-def pool(prefect_api: str, armada_server: EmbeddedServer,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+def pool(
+    prefect_api: str, armada_server: EmbeddedServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Pool]:
     queue = f"q-{uuid.uuid4().hex[:8]}"
     with ArmadaClient(armada_server.address) as armada:
         armada.create_queue(submit_pb2.Queue(name=queue, priority_factor=1))
@@ -261,8 +324,9 @@ def pool(prefect_api: str, armada_server: EmbeddedServer,
             the_pool.stop()
 
 
-def one_job(pool: Pool, flow_run: FlowRun, ended_as: StateType, *,
-            wait: float = 0) -> tuple[str, int]:
+def one_job(
+    pool: Pool, flow_run: FlowRun, ended_as: StateType, *, wait: float = 0
+) -> tuple[str, int]:
     """The flow run ended in the state `ended_as`: its one Armada job and the job's state,
     which must have ended too (within `wait` seconds: a flow that reports Completed exits
     just after)."""
@@ -271,8 +335,11 @@ def one_job(pool: Pool, flow_run: FlowRun, ended_as: StateType, *,
     assert len(jobs) == 1, f"flow run {flow_run.id} has Armada jobs {jobs}"
     [(job_id, state)] = jobs.items()
     if state not in TERMINAL:
-        state = wait_until(lambda: (s := pool.jobs(flow_run.id)[job_id]) in TERMINAL and s,
-                           wait or 0.1, f"job {job_id} of an ended flow run to end")
+        state = wait_until(
+            lambda: (s := pool.jobs(flow_run.id)[job_id]) in TERMINAL and s,
+            wait or 0.1,
+            f"job {job_id} of an ended flow run to end",
+        )
     return job_id, state
 
 
@@ -300,10 +367,12 @@ def test_two_live_workers_watch_each_flow_run_once(pool: Pool, tmp_path: Path) -
         assert submitter(flow_run) in workers
         assert sum(pool.takeovers(flow_run.id).values()) == 0
     assert pool.cancellations(cancel_job) == {
-        name: int(name == submitter(cancelled)) for name in pool.workers}
+        name: int(name == submitter(cancelled)) for name in pool.workers
+    }
     states = pool.states(cancelled.id)
-    assert states.count(StateType.CANCELLING) == 1 and states.count(StateType.CANCELLED) == 1, \
+    assert states.count(StateType.CANCELLING) == 1 and states.count(StateType.CANCELLED) == 1, (
         states
+    )
 
 
 def test_the_survivor_cancels_a_killed_workers_flow_run(pool: Pool, tmp_path: Path) -> None:
@@ -324,8 +393,9 @@ def test_the_survivor_cancels_a_killed_workers_flow_run(pool: Pool, tmp_path: Pa
     assert pool.states(flow_run.id).count(StateType.CANCELLED) == 1
 
 
-def test_a_new_worker_follows_killed_workers_flow_runs_to_their_end(pool: Pool,
-                                                                      tmp_path: Path) -> None:
+def test_a_new_worker_follows_killed_workers_flow_runs_to_their_end(
+    pool: Pool, tmp_path: Path
+) -> None:
     """Every worker is SIGKILLed and a new one started: it takes both flow runs over; one
     ends by itself (Completed), the other's job is preempted (Crashed, as the outcome mapping
     says for an infrastructure failure)."""
@@ -335,21 +405,30 @@ def test_a_new_worker_follows_killed_workers_flow_runs_to_their_end(pool: Pool,
     for name in pool.alive():
         pool.kill(name)
     [new] = pool.ensure_workers(1)
-    wait_until(lambda: all(pool.takeovers(f.id)[new] for f in (finishing, preempted)), 60,
-               f"worker {new} to take both flow runs over")
+    wait_until(
+        lambda: all(pool.takeovers(f.id)[new] for f in (finishing, preempted)),
+        60,
+        f"worker {new} to take both flow runs over",
+    )
 
     (tmp_path / "go").touch()
-    pool.armada.preempt_jobs(pool.queue, f"prefect-{preempted.id}", [preempted_job],
-                             reason="node drained")
+    pool.armada.preempt_jobs(
+        pool.queue, f"prefect-{preempted.id}", [preempted_job], reason="node drained"
+    )
     completed, crashed = pool.final(finishing.id), pool.final(preempted.id)
 
-    assert one_job(pool, completed, StateType.COMPLETED, wait=30) == \
-        (finishing_job, submit_pb2.SUCCEEDED)
+    assert one_job(pool, completed, StateType.COMPLETED, wait=30) == (
+        finishing_job,
+        submit_pb2.SUCCEEDED,
+    )
     assert crashed.state is not None and crashed.state.is_crashed(), crashed.state
     # The flow run process may report its own crash on the termination signal first; the
     # worker then says why.
-    wait_until(lambda: "preempted" in (pool.final(preempted.id).state.message or ""), 60,
-               "the worker to give the crash its infrastructure reason")
+    wait_until(
+        lambda: "preempted" in (pool.final(preempted.id).state.message or ""),
+        60,
+        "the worker to give the crash its infrastructure reason",
+    )
     crashed = pool.final(preempted.id)
     assert "infrastructure" in (crashed.state.message or "")
     assert "preempted" in (crashed.state.message or "")
@@ -367,7 +446,8 @@ def test_a_flow_run_left_pending_by_a_dead_worker_runs_once(pool: Pool, tmp_path
     (tmp_path / "go").touch()
     with api() as client:
         flow_run = client.create_flow_run_from_deployment(
-            pool.deployment_id, parameters={"marker": str(tmp_path / "go")}, state=Pending())
+            pool.deployment_id, parameters={"marker": str(tmp_path / "go")}, state=Pending()
+        )
         client.update_flow_run_labels(flow_run.id, {WORKER_LABEL: "gone"})
 
     ended = pool.final(flow_run.id, 120)
@@ -411,14 +491,25 @@ class Armada:
         # The last --port wins: after the first start, the server binds the same address.
         self.server, address = start_server(
             lambda name, *argv: self._start(name, *argv, "--port", str(self.port)),
-            "armada-server", self.root, self.database, **ARMADA_SETTINGS)
+            "armada-server",
+            self.root,
+            self.database,
+            **ARMADA_SETTINGS,
+        )
         self.port = int(address.rsplit(":", 1)[1])
         return self.server
 
     def start_executor(self) -> Process:
-        self.executor = start_executor(self._start, "armada-executor", self.address, "local",
-                                       self.root, "1x4x8Gi", executor_id="e1",
-                                       sandbox=self.sandbox)
+        self.executor = start_executor(
+            self._start,
+            "armada-executor",
+            self.address,
+            "local",
+            self.root,
+            "1x4x8Gi",
+            executor_id="e1",
+            sandbox=self.sandbox,
+        )
         return self.executor
 
     def stop(self) -> None:
@@ -439,8 +530,9 @@ def armada_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Armad
 
 
 @pytest.fixture(scope="module")
-def remote_pool(prefect_api: str, armada_processes: Armada,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+def remote_pool(
+    prefect_api: str, armada_processes: Armada, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Pool]:
     """A work pool whose deployment submits to the `armada-server` process."""
     queue = f"q-{uuid.uuid4().hex[:8]}"
     with ArmadaClient(armada_processes.address) as client:
@@ -460,21 +552,23 @@ def pods_of(job_id: str) -> list[int]:
 def ran_once(pool: Pool, flow_run: FlowRun, job_id: str) -> None:
     """The flow run ended Completed: its one job succeeded in one run on the executor, and
     no process of it is left."""
-    assert one_job(pool, flow_run, StateType.COMPLETED, wait=30) == \
-        (job_id, submit_pb2.SUCCEEDED)
+    assert one_job(pool, flow_run, StateType.COMPLETED, wait=30) == (job_id, submit_pb2.SUCCEEDED)
     runs = pool.armada.get_job_details([job_id], expand_job_run=True)[job_id].job_runs
     assert [(run.cluster, run.state) for run in runs] == [("e1", job_pb2.RUN_STATE_SUCCEEDED)]
     wait_until(lambda: not pods_of(job_id), 30, f"the processes of job {job_id} to end")
-    wait_until(lambda: pool.watches_ended(flow_run.id), 30,
-               f"the worker's watch of flow run {flow_run.id} to end")
+    wait_until(
+        lambda: pool.watches_ended(flow_run.id),
+        30,
+        f"the worker's watch of flow run {flow_run.id} to end",
+    )
     assert pool.watches_ended(flow_run.id) == ["0"]
     assert sum(pool.takeovers(flow_run.id).values()) == 0
     assert pool.states(flow_run.id).count(StateType.COMPLETED) == 1
 
 
-def test_an_executor_killed_while_the_job_runs_adopts_it(armada_processes: Armada,
-                                                         remote_pool: Pool,
-                                                         tmp_path: Path) -> None:
+def test_an_executor_killed_while_the_job_runs_adopts_it(
+    armada_processes: Armada, remote_pool: Pool, tmp_path: Path
+) -> None:
     """`armada-executor` is SIGKILLed while the flow run's job runs and started again: it
     adopts the pod, which goes on; the flow run ends Completed with one job and one run."""
     armada, pool = armada_processes, remote_pool
@@ -489,7 +583,8 @@ def test_an_executor_killed_while_the_job_runs_adopts_it(armada_processes: Armad
 
 
 def test_a_server_killed_while_the_job_runs_loses_and_duplicates_nothing(
-        armada_processes: Armada, remote_pool: Pool, tmp_path: Path) -> None:
+    armada_processes: Armada, remote_pool: Pool, tmp_path: Path
+) -> None:
     """`armada-server` is SIGKILLed while the flow run's job runs and started again on the same
     database and address: the executor keeps the pod, the worker's watch reconnects and
     follows the job to its end, and the flow run ends Completed with one job and one run."""
@@ -498,8 +593,9 @@ def test_a_server_killed_while_the_job_runs_loses_and_duplicates_nothing(
     flow_run, job_id = pool.running(pool.flow_run(tmp_path / "go").id)
     armada.server.kill()
     lost = "Armada event stream: event stream failed"
-    wait_until(lambda: lost in pool.output(worker), 30,
-               "the worker's watch to lose its event stream")
+    wait_until(
+        lambda: lost in pool.output(worker), 30, "the worker's watch to lose its event stream"
+    )
     armada.start_server()
     assert pods_of(job_id), "the pod died with the server"
 

@@ -26,22 +26,31 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 def run_engine(flow_run_id: str, api_url: str) -> subprocess.Popen[bytes]:
     """Execute the flow run the way a worker does, in its own process."""
-    env = {**os.environ, "PREFECT_API_URL": api_url, "PREFECT__FLOW_RUN_ID": flow_run_id,
-           "PREFECT__FLOW_ENTRYPOINT": f"{HERE / 'worker_flows.py'}:submits_a_job"}
-    return subprocess.Popen([sys.executable, "-m", "prefect.engine"], env=env,
-                            cwd=HERE.parent.parent, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": api_url,
+        "PREFECT__FLOW_RUN_ID": flow_run_id,
+        "PREFECT__FLOW_ENTRYPOINT": f"{HERE / 'worker_flows.py'}:submits_a_job",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "prefect.engine"],
+        env=env,
+        cwd=HERE.parent.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
-async def test_no_duplicate_submission_after_a_crash(armada: ArmadaClient, queue: str,
-                                                     prefect_server: str,
-                                                     tmp_path: Path) -> None:
+async def test_no_duplicate_submission_after_a_crash(
+    armada: ArmadaClient, queue: str, prefect_server: str, tmp_path: Path
+) -> None:
     marker = tmp_path / "job-started"
     async with get_client() as client:
         flow_run = await client.create_flow_run(
-            worker_flows.submits_a_job, state=Scheduled(),
-            parameters={"address": armada.config.address, "queue": queue,
-                        "marker": str(marker)})
+            worker_flows.submits_a_job,
+            state=Scheduled(),
+            parameters={"address": armada.config.address, "queue": queue, "marker": str(marker)},
+        )
     first = run_engine(str(flow_run.id), prefect_server)
     try:
         await asyncio.to_thread(wait_until, marker.exists, 90, "the job to start")
@@ -63,20 +72,27 @@ async def test_no_duplicate_submission_after_a_crash(armada: ArmadaClient, queue
 
 
 def test_a_failed_generation_is_replaced_and_a_running_one_reattached(
-        armada: ArmadaClient, queue: str) -> None:
+    armada: ArmadaClient, queue: str
+) -> None:
     """The same identity triggered again reattaches while its job lives, and submits a new
     generation once the earlier one ended badly (an earlier execution saw it fail)."""
-    job = ArmadaJob(credentials=ArmadaCredentials(address=armada.config.address),
-                    queue=queue, job_set_id="gen", pod_spec=pod("sleep 60"),
-                    client_id=f"nightly-{queue}")
+    job = ArmadaJob(
+        credentials=ArmadaCredentials(address=armada.config.address),
+        queue=queue,
+        job_set_id="gen",
+        pod_spec=pod("sleep 60"),
+        client_id=f"nightly-{queue}",
+    )
     first = job.trigger_sync()
     assert not first.reattached
     again = job.trigger_sync()
     assert again.job_ids == first.job_ids and again.reattached
     armada.cancel_jobs(queue, "gen", first.job_ids)
     [job_id] = first.job_ids
-    wait_until(lambda: armada.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED,
-               message="the cancellation")
+    wait_until(
+        lambda: armada.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED,
+        message="the cancellation",
+    )
     fresh = job.trigger_sync()
     assert fresh.job_ids != first.job_ids and not fresh.reattached
     assert len(jobs_in(armada, queue, "gen")) == 2

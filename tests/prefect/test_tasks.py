@@ -30,13 +30,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 
 def make_job(armada: ArmadaClient, queue: str, spec: Any, **fields: Any) -> ArmadaJob:
-    return ArmadaJob(credentials=ArmadaCredentials(address=armada.config.address), queue=queue,
-                     pod_spec=spec, log_interval_seconds=0.2, cancellation_check_seconds=0.5,
-                     poll_interval_seconds=0.5, **fields)
+    return ArmadaJob(
+        credentials=ArmadaCredentials(address=armada.config.address),
+        queue=queue,
+        pod_spec=spec,
+        log_interval_seconds=0.2,
+        cancellation_check_seconds=0.5,
+        poll_interval_seconds=0.5,
+        **fields,
+    )
 
 
 def test_a_task_runs_a_job_to_success_and_streams_its_logs(
-        armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture) -> None:
+    armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
     job = make_job(armada, queue, pod("echo preparing; echo done > /dev/termination-log"))
 
     @flow
@@ -62,22 +69,34 @@ def test_a_gang_runs_together(armada: ArmadaClient, queue: str) -> None:
     result = pipeline()
     assert len(result["job_ids"]) == 2
     assert {end["state"] for end in result["jobs"]} == {"SUCCEEDED"}
-    annotations = [armada.get_job_details([j], expand_job_spec=True)[j].job_spec.annotations
-                   for j in result["job_ids"]]
+    annotations = [
+        armada.get_job_details([j], expand_job_spec=True)[j].job_spec.annotations
+        for j in result["job_ids"]
+    ]
     assert {a["armadaproject.io/gangId"] for a in annotations} == {
-        annotations[0]["armadaproject.io/gangId"]}
+        annotations[0]["armadaproject.io/gangId"]
+    }
     assert {a["armadaproject.io/gangCardinality"] for a in annotations} == {"2"}
 
 
-def test_an_elastic_pod_group_runs_every_role(armada: ArmadaClient, queue: str,
-                                             caplog: pytest.LogCaptureFixture) -> None:
-    job = ArmadaJob(credentials=ArmadaCredentials(address=armada.config.address), queue=queue,
-                    job_set_id="pod-group", log_interval_seconds=0.2,
-                    cancellation_check_seconds=0.5, poll_interval_seconds=0.5,
-                    # The coordinator ends first, the workers after it.
-                    roles=[ArmadaRole(name="coordinator", pod_spec=pod("echo role coordinator")),
-                           ArmadaRole(name="worker", minimum=2, maximum=4,
-                                      pod_spec=pod("echo role worker; sleep 2"))])
+def test_an_elastic_pod_group_runs_every_role(
+    armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    job = ArmadaJob(
+        credentials=ArmadaCredentials(address=armada.config.address),
+        queue=queue,
+        job_set_id="pod-group",
+        log_interval_seconds=0.2,
+        cancellation_check_seconds=0.5,
+        poll_interval_seconds=0.5,
+        # The coordinator ends first, the workers after it.
+        roles=[
+            ArmadaRole(name="coordinator", pod_spec=pod("echo role coordinator")),
+            ArmadaRole(
+                name="worker", minimum=2, maximum=4, pod_spec=pod("echo role worker; sleep 2")
+            ),
+        ],
+    )
 
     @flow
     def pipeline() -> dict[str, Any]:
@@ -90,8 +109,11 @@ def test_an_elastic_pod_group_runs_every_role(armada: ArmadaClient, queue: str,
     details = armada.get_job_details(ids, expand_job_spec=True)
     roles = {j: details[j].job_spec.annotations["armadaproject.io/gangRole"] for j in ids}
     assert sorted(roles.values()) == ["coordinator"] + ["worker"] * 4
-    assert {details[j].job_spec.annotations["armadaproject.io/gangRoleMinimum"]
-            for j in ids if roles[j] == "worker"} == {"2"}
+    assert {
+        details[j].job_spec.annotations["armadaproject.io/gangRoleMinimum"]
+        for j in ids
+        if roles[j] == "worker"
+    } == {"2"}
     # With room for everything, all five run, their logs in the task run's log.
     for job_id, role in roles.items():
         assert f"[{job_id}] role {role}" in caplog.messages
@@ -103,26 +125,35 @@ def test_an_elastic_pod_group_runs_every_role(armada: ArmadaClient, queue: str,
 
 def test_a_pod_group_takes_roles_instead_of_a_pod_spec() -> None:
     with pytest.raises(ValueError, match="exactly one of pod_spec and roles"):
-        ArmadaJob(queue="q", pod_spec=pod("true"),
-                  roles=[ArmadaRole(name="w", pod_spec=pod("true"))])
+        ArmadaJob(
+            queue="q", pod_spec=pod("true"), roles=[ArmadaRole(name="w", pod_spec=pod("true"))]
+        )
     with pytest.raises(ValueError, match="replicas and minimum_cardinality go with pod_spec"):
         ArmadaJob(queue="q", replicas=2, roles=[ArmadaRole(name="w", pod_spec=pod("true"))])
-    job = ArmadaJob(queue="q", roles=[ArmadaRole(name="w", pod_spec=pod("true"), minimum=3,
-                                                 maximum=2)])
-    with pytest.raises(SpecError, match=r"roles\[0\]\.minimum: must be between 1 and the "
-                                        r"role's maximum 2"):
+    job = ArmadaJob(
+        queue="q", roles=[ArmadaRole(name="w", pod_spec=pod("true"), minimum=3, maximum=2)]
+    )
+    with pytest.raises(
+        SpecError,
+        match=r"roles\[0\]\.minimum: must be between 1 and the "
+        r"role's maximum 2",
+    ):
         job.items("cid")
 
 
 def test_a_user_error_is_not_retried(armada: ArmadaClient, queue: str) -> None:
-    job = make_job(armada, queue,
-                   pod("echo 'bad input file' > /dev/termination-log; exit 3"),
-                   job_set_id="user-error")
+    job = make_job(
+        armada,
+        queue,
+        pod("echo 'bad input file' > /dev/termination-log; exit 3"),
+        job_set_id="user-error",
+    )
 
     @flow
     def pipeline() -> tuple[bool, str]:
         state = execute_armada_job.with_options(retries=2, retry_delay_seconds=0)(
-            job, return_state=True)
+            job, return_state=True
+        )
         return state.is_failed(), state.message or ""
 
     failed, message = pipeline()
@@ -133,12 +164,17 @@ def test_a_user_error_is_not_retried(armada: ArmadaClient, queue: str) -> None:
     assert len(jobs_in(armada, queue, "user-error")) == 1  # one attempt, no retry
 
 
-def test_an_infrastructure_failure_is_retried_with_a_new_job(armada: ArmadaClient,
-                                                             queue: str, tmp_path) -> None:
+def test_an_infrastructure_failure_is_retried_with_a_new_job(
+    armada: ArmadaClient, queue: str, tmp_path
+) -> None:
     marker = tmp_path / "first-attempt"
     # The first attempt runs until it is preempted; the second finds the marker and succeeds.
-    job = make_job(armada, queue, pod(f"if [ -e {marker} ]; then echo second; exit 0; fi; "
-                                      f"touch {marker}; sleep 120"), job_set_id="infra")
+    job = make_job(
+        armada,
+        queue,
+        pod(f"if [ -e {marker} ]; then echo second; exit 0; fi; touch {marker}; sleep 120"),
+        job_set_id="infra",
+    )
 
     def preempt_first_job() -> None:
         [first] = wait_until(lambda: jobs_in(armada, queue, "infra"), message="first job")
@@ -176,8 +212,9 @@ async def test_async_flow_variant(armada: ArmadaClient, queue: str) -> None:
     assert [end["state"] for end in result["jobs"]] == ["SUCCEEDED"]
 
 
-def test_a_job_cancelled_elsewhere_ends_the_task_cancelled(armada: ArmadaClient,
-                                                           queue: str) -> None:
+def test_a_job_cancelled_elsewhere_ends_the_task_cancelled(
+    armada: ArmadaClient, queue: str
+) -> None:
     job = make_job(armada, queue, pod("sleep 120"), job_set_id="cancelled-elsewhere")
 
     def cancel_it() -> None:
@@ -192,8 +229,7 @@ def test_a_job_cancelled_elsewhere_ends_the_task_cancelled(armada: ArmadaClient,
     assert "cancelled" in state.message
 
 
-def test_cancelling_a_started_flow_run_cancels_its_job(armada: ArmadaClient,
-                                                       queue: str) -> None:
+def test_cancelling_a_started_flow_run_cancels_its_job(armada: ArmadaClient, queue: str) -> None:
     job = make_job(armada, queue, pod("sleep 120"), job_set_id="cancel-flow")
     states: list[Any] = []
 
@@ -204,47 +240,63 @@ def test_cancelling_a_started_flow_run_cancels_its_job(armada: ArmadaClient,
     runner = threading.Thread(target=lambda: states.append(pipeline(return_state=True)))
     runner.start()
     [job_id] = wait_until(lambda: jobs_in(armada, queue, "cancel-flow"), message="the job")
-    wait_until(lambda: armada.get_job_status([job_id])[job_id] == submit_pb2.RUNNING,
-               message="the job running")
-    flow_run_id = armada.get_job_details([job_id], expand_job_spec=True)[job_id] \
-        .job_spec.annotations["armadaproject.io/externalJobUri"].split("/")[3]
+    wait_until(
+        lambda: armada.get_job_status([job_id])[job_id] == submit_pb2.RUNNING,
+        message="the job running",
+    )
+    flow_run_id = (
+        armada.get_job_details([job_id], expand_job_spec=True)[job_id]
+        .job_spec.annotations["armadaproject.io/externalJobUri"]
+        .split("/")[3]
+    )
 
     async def cancel() -> None:
         from prefect.states import Cancelling
+
         async with get_client() as client:
             await client.set_flow_run_state(flow_run_id, Cancelling(), force=True)
 
     from prefect.utilities.asyncutils import run_coro_as_sync
+
     run_coro_as_sync(cancel())
     runner.join(60)
     assert armada.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED
     assert states and states[0].is_cancelled(), states
 
 
-def test_a_waiting_job_logs_why(armada: ArmadaClient, queue: str,
-                                caplog: pytest.LogCaptureFixture) -> None:
+def test_a_waiting_job_logs_why(
+    armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """The task's log says why the job is not running yet (the scheduler's reason)."""
     armada.cordon_queue(queue)
     job = make_job(armada, queue, pod("true"), job_set_id="waiting")
     states: list[Any] = []
-    runner = threading.Thread(target=lambda: states.append(
-        run_armada_job(job, infrastructure_retries=0, return_state=True)))
+    runner = threading.Thread(
+        target=lambda: states.append(
+            run_armada_job(job, infrastructure_retries=0, return_state=True)
+        )
+    )
     with caplog.at_level("INFO"):
         runner.start()
         try:
-            wait_until(lambda: [m for m in caplog.messages if "queue is cordoned" in m], 30,
-                       "the waiting reason in the task's log")
+            wait_until(
+                lambda: [m for m in caplog.messages if "queue is cordoned" in m],
+                30,
+                "the waiting reason in the task's log",
+            )
         finally:
             armada.uncordon_queue(queue)
             runner.join(60)
     assert states and states[0].is_completed(), states
     [line] = [m for m in caplog.messages if "queue is cordoned" in m]
-    assert re.fullmatch(r"Armada job \w+ QUEUED \d+s: queue is cordoned"
-                        r"; queue \S+ at \d+\.\dx its fair share", line), line
+    assert re.fullmatch(
+        r"Armada job \w+ QUEUED \d+s: queue is cordoned"
+        r"; queue \S+ at \d+\.\dx its fair share",
+        line,
+    ), line
 
 
-def test_a_retry_cancels_the_previous_tries_live_job(armada: ArmadaClient,
-                                                     queue: str) -> None:
+def test_a_retry_cancels_the_previous_tries_live_job(armada: ArmadaClient, queue: str) -> None:
     """The try is part of a task's identity: a retry never runs beside the job of the try
     before it (a re-execution of the same try would reattach instead)."""
     job = make_job(armada, queue, pod("sleep 120"), job_set_id="retried")

@@ -31,17 +31,23 @@ def job_variables(armada: ArmadaClient, queue: str, flow_name: str) -> dict[str,
         "queue": queue,
         "command": f"{sys.executable} -m prefect.engine",
         "env": {"PREFECT__FLOW_ENTRYPOINT": f"{HERE / 'worker_flows.py'}:{flow_name}"},
-        "cpu": "500m", "memory": "1Gi",
+        "cpu": "500m",
+        "memory": "1Gi",
         "cancellation_check_seconds": 0.5,
     }
 
 
-async def start_flow_run(armada: ArmadaClient, queue: str, flow: Any, pool: str,
-                         **parameters: Any) -> FlowRun:
+async def start_flow_run(
+    armada: ArmadaClient, queue: str, flow: Any, pool: str, **parameters: Any
+) -> FlowRun:
     async with get_client() as client:
         return await client.create_flow_run(
-            flow, parameters=parameters, state=Scheduled(), work_pool_name=pool,
-            job_variables=job_variables(armada, queue, flow.fn.__name__))
+            flow,
+            parameters=parameters,
+            state=Scheduled(),
+            work_pool_name=pool,
+            job_variables=job_variables(armada, queue, flow.fn.__name__),
+        )
 
 
 async def final_state(flow_run_id: uuid.UUID, timeout: float = 120) -> FlowRun:
@@ -54,14 +60,12 @@ async def final_state(flow_run_id: uuid.UUID, timeout: float = 120) -> FlowRun:
     raise AssertionError(f"flow run {flow_run_id} did not end: {flow_run.state}")
 
 
-async def final_state_saying(flow_run_id: uuid.UUID, text: str,
-                             timeout: float = 60) -> FlowRun:
+async def final_state_saying(flow_run_id: uuid.UUID, text: str, timeout: float = 60) -> FlowRun:
     """The final state, once its message says `text` (the flow run process may report its
     own crash first, on the termination signal, and the worker then says why)."""
     ended = await final_state(flow_run_id)
     deadline = asyncio.get_running_loop().time() + timeout
-    while text not in (ended.state.message or "") and \
-            asyncio.get_running_loop().time() < deadline:
+    while text not in (ended.state.message or "") and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.2)
         ended = await final_state(flow_run_id)
     return ended
@@ -72,8 +76,11 @@ async def until_running(armada: ArmadaClient, flow_run_id: uuid.UUID) -> str:
     async with get_client() as client:
         for _ in range(1200):
             flow_run = await client.read_flow_run(flow_run_id)
-            if flow_run.state is not None and flow_run.state.is_running() \
-                    and flow_run.infrastructure_pid:
+            if (
+                flow_run.state is not None
+                and flow_run.state.is_running()
+                and flow_run.infrastructure_pid
+            ):
                 return parse_infrastructure_id(flow_run.infrastructure_pid)[2]
             await asyncio.sleep(0.1)
     raise AssertionError("the flow run never started")
@@ -112,19 +119,20 @@ async def test_the_worker_runs_a_flow_run_as_a_job(armada: ArmadaClient, queue: 
     queue_name, job_set_id, job_id = parse_infrastructure_id(ended.infrastructure_pid or "")
     assert (queue_name, job_set_id) == (queue, f"prefect-{flow_run.id}")
     assert armada.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
-    assert [line.line for line in armada.logs(job_id)
-            if "hello worker from" in line.line]
+    assert [line.line for line in armada.logs(job_id) if "hello worker from" in line.line]
 
 
-async def test_an_infrastructure_failure_crashes_the_flow_run(armada: ArmadaClient,
-                                                              queue: str) -> None:
+async def test_an_infrastructure_failure_crashes_the_flow_run(
+    armada: ArmadaClient, queue: str
+) -> None:
     pool = f"armada-{uuid.uuid4().hex[:6]}"
     async with ArmadaWorker(work_pool_name=pool) as worker:
         flow_run = await start_flow_run(armada, queue, worker_flows.sleepy, pool)
         await worker.get_and_submit_flow_runs()
         job_id = await until_running(armada, flow_run.id)
-        await asyncio.to_thread(armada.preempt_jobs, queue, f"prefect-{flow_run.id}",
-                                [job_id], reason="node drained")
+        await asyncio.to_thread(
+            armada.preempt_jobs, queue, f"prefect-{flow_run.id}", [job_id], reason="node drained"
+        )
         ended = await final_state_saying(flow_run.id, "preempted")
     assert ended.state is not None and ended.state.is_crashed(), ended.state
     assert "infrastructure" in (ended.state.message or "")
@@ -132,7 +140,8 @@ async def test_an_infrastructure_failure_crashes_the_flow_run(armada: ArmadaClie
 
 
 async def test_a_flow_run_that_crashed_on_the_preemption_signal_learns_why(
-        armada: ArmadaClient, queue: str) -> None:
+    armada: ArmadaClient, queue: str
+) -> None:
     """The flow run process may report Crashed on the SIGTERM of a preemption before the
     job's end is known; the worker then replaces that message with the infrastructure one."""
     pool = f"armada-{uuid.uuid4().hex[:6]}"
@@ -142,18 +151,22 @@ async def test_a_flow_run_that_crashed_on_the_preemption_signal_learns_why(
         job_id = await until_running(armada, flow_run.id)
         async with get_client() as client:  # as the engine does on a termination signal
             await client.set_flow_run_state(
-                flow_run.id, Crashed(message="Execution was aborted by a termination signal."),
-                force=True)
-        await asyncio.to_thread(armada.preempt_jobs, queue, f"prefect-{flow_run.id}",
-                                [job_id], reason="node drained")
+                flow_run.id,
+                Crashed(message="Execution was aborted by a termination signal."),
+                force=True,
+            )
+        await asyncio.to_thread(
+            armada.preempt_jobs, queue, f"prefect-{flow_run.id}", [job_id], reason="node drained"
+        )
         ended = await final_state_saying(flow_run.id, "preempted")
     assert ended.state is not None and ended.state.is_crashed(), ended.state
     assert "infrastructure" in (ended.state.message or "")
     assert "preempted" in (ended.state.message or "")
 
 
-async def test_cancelling_a_started_flow_run_cancels_its_job(armada: ArmadaClient,
-                                                             queue: str) -> None:
+async def test_cancelling_a_started_flow_run_cancels_its_job(
+    armada: ArmadaClient, queue: str
+) -> None:
     pool = f"armada-{uuid.uuid4().hex[:6]}"
     async with ArmadaWorker(work_pool_name=pool) as worker:
         flow_run = await start_flow_run(armada, queue, worker_flows.sleepy, pool)

@@ -36,11 +36,23 @@ def waits(marker: str, seconds: float = 180) -> str:
 @flow
 def submits_a_job(address: str, queue: str, marker: str) -> dict:
     """Runs a job that takes a few seconds; the crash test kills this process meanwhile."""
-    job = ArmadaJob(credentials=ArmadaCredentials(address=address), queue=queue,
-                    job_set_id="crash", log_interval_seconds=0.2,
-                    pod_spec={"containers": [{
-                        "name": "main", "image": "busybox",
-                        "command": ["sh", "-c", f"touch {marker}; sleep 4; echo finished"],
-                        "resources": {"requests": {"cpu": "500m", "memory": "256Mi"},
-                                      "limits": {"cpu": "500m", "memory": "256Mi"}}}]})
+    job = ArmadaJob(
+        credentials=ArmadaCredentials(address=address),
+        queue=queue,
+        job_set_id="crash",
+        log_interval_seconds=0.2,
+        pod_spec={
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "command": ["sh", "-c", f"touch {marker}; sleep 4; echo finished"],
+                    "resources": {
+                        "requests": {"cpu": "500m", "memory": "256Mi"},
+                        "limits": {"cpu": "500m", "memory": "256Mi"},
+                    },
+                }
+            ]
+        },
+    )
     return execute_armada_job(job)

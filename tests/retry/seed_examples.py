@@ -35,11 +35,15 @@ spec:
 def policy_yaml(name: str, spec: str) -> str:
     """A RetryPolicy document around an indented ``spec`` body."""
     body = "\n".join("  " + line for line in spec.strip("\n").splitlines())
-    return (f"apiVersion: armadaproject.io/v1\nkind: RetryPolicy\nmetadata:\n  name: {name}\n"
-            f"spec:\n{body}\n")
+    return (
+        f"apiVersion: armadaproject.io/v1\nkind: RetryPolicy\nmetadata:\n  name: {name}\n"
+        f"spec:\n{body}\n"
+    )
 
 
-CONTAINER_TARGETING = policy_yaml("targeting", """
+CONTAINER_TARGETING = policy_yaml(
+    "targeting",
+    """
 rules:
   - action: Retry
     containerName: "main"
@@ -50,48 +54,66 @@ rules:
     containerName: "log-shipper"
     onConditions:
       - OOMKilled
-""")
+""",
+)
 
-DEFAULT_ACTION = policy_yaml("tolerant", """
+DEFAULT_ACTION = policy_yaml(
+    "tolerant",
+    """
 defaultAction: Retry
 rules:
   - action: Fail
     onExitCodes:
       operator: In
       values: [2]
-""")
+""",
+)
 
-EXIT_CODES = policy_yaml("exit-codes", """
+EXIT_CODES = policy_yaml(
+    "exit-codes",
+    """
 rules:
   - action: Retry
     onExitCodes:
       operator: In
       values: [137, 143]
-""")
+""",
+)
 
-CONDITIONS = policy_yaml("conditions", """
+CONDITIONS = policy_yaml(
+    "conditions",
+    """
 rules:
   - action: Retry
     onConditions:
       - OOMKilled
       - Evicted
-""")
+""",
+)
 
-TERMINATION_MESSAGE = policy_yaml("transient", """
+TERMINATION_MESSAGE = policy_yaml(
+    "transient",
+    """
 rules:
   - action: Retry
     containerName: "main"
     onTerminationMessage:
       pattern: ".*TRANSIENT.*"
-""")
+""",
+)
 
-CATEGORIES = policy_yaml("categories", """
+CATEGORIES = policy_yaml(
+    "categories",
+    """
 rules:
   - action: Retry
     onFailureCategory: [cuda_error, infiniband_error]
-""")
+""",
+)
 
-PER_RULE_OVERRIDES = policy_yaml("overrides", """
+PER_RULE_OVERRIDES = policy_yaml(
+    "overrides",
+    """
 rules:
   - action: Retry
     retryLimit: 3
@@ -103,9 +125,12 @@ rules:
       multiplier: 2.0
     onConditions:
       - OOMKilled
-""")
+""",
+)
 
-BACKOFF_LEVELS = policy_yaml("backoff-levels", """
+BACKOFF_LEVELS = policy_yaml(
+    "backoff-levels",
+    """
 backoff:
   initialDelay: 10s
   maxDelay: 5m
@@ -119,9 +144,12 @@ rules:
       multiplier: 3.0
   - action: Retry
     onConditions: [OOMKilled]
-""")
+""",
+)
 
-ANTI_AFFINITY = policy_yaml("anti-affinity", """
+ANTI_AFFINITY = policy_yaml(
+    "anti-affinity",
+    """
 antiAffinity:
   mode: none
 rules:
@@ -131,22 +159,29 @@ rules:
       mode: node
   - action: Retry
     onConditions: [OOMKilled]
-""")
+""",
+)
 
-INFRA = policy_yaml("infra", """
+INFRA = policy_yaml(
+    "infra",
+    """
 retryLimit: 10
 rules:
   - action: Retry
     onConditions: [Preempted, Evicted]
-""")
+""",
+)
 
-ML_OOM = policy_yaml("ml-training", """
+ML_OOM = policy_yaml(
+    "ml-training",
+    """
 retryLimit: 5
 rules:
   - action: Retry
     onConditions: [OOMKilled]
     retryLimit: 3
-""")
+""",
+)
 
 SCHEDULER_CONFIG = """
 scheduling:
@@ -160,6 +195,17 @@ scheduling:
       multiplier: 2.0
 """
 
-ALL_SEED_POLICIES = [ML_TRAINING, CONTAINER_TARGETING, DEFAULT_ACTION, EXIT_CODES, CONDITIONS,
-                     TERMINATION_MESSAGE, CATEGORIES, PER_RULE_OVERRIDES, BACKOFF_LEVELS,
-                     ANTI_AFFINITY, INFRA, ML_OOM]
+ALL_SEED_POLICIES = [
+    ML_TRAINING,
+    CONTAINER_TARGETING,
+    DEFAULT_ACTION,
+    EXIT_CODES,
+    CONDITIONS,
+    TERMINATION_MESSAGE,
+    CATEGORIES,
+    PER_RULE_OVERRIDES,
+    BACKOFF_LEVELS,
+    ANTI_AFFINITY,
+    INFRA,
+    ML_OOM,
+]

@@ -49,8 +49,9 @@ OOM = RunFailure(containers=(ContainerFailure("main", 137, reason="OOMKilled"),)
 CRASH = RunFailure(containers=(ContainerFailure("main", 1, message="bug"),), node="node-d")
 
 
-def run_until_failure(policies: list[RetryPolicy], failures: list[RunFailure],
-                      cfg: RetrySettings = ON) -> tuple[int, RetryHistory, Verdict]:
+def run_until_failure(
+    policies: list[RetryPolicy], failures: list[RunFailure], cfg: RetrySettings = ON
+) -> tuple[int, RetryHistory, Verdict]:
     """Feed failures until one is not retried; return how many were retried."""
     history = RetryHistory()
     for i, failure in enumerate(failures):
@@ -66,10 +67,13 @@ def run_until_failure(policies: list[RetryPolicy], failures: list[RunFailure],
 WORKED = [load_policy(INFRA), load_policy(ML_OOM)]
 
 
-@pytest.mark.parametrize(("failure", "rule", "limit"), [
-    (PREEMPTED, "infra/rules[0]", 10),
-    (OOM, "ml-training/rules[0]", 3),
-])
+@pytest.mark.parametrize(
+    ("failure", "rule", "limit"),
+    [
+        (PREEMPTED, "infra/rules[0]", 10),
+        (OOM, "ml-training/rules[0]", 3),
+    ],
+)
 def test_worked_example_table(failure: RunFailure, rule: str, limit: int) -> None:
     decision = evaluate("job", failure, policies=WORKED, settings=ON)
     assert decision.retry and decision.rule_key == rule and decision.limit == limit
@@ -114,8 +118,9 @@ def test_lowering_the_global_cap_fails_jobs_over_it_on_next_evaluation() -> None
 
 
 def test_effective_limit_falls_back_rule_then_policy_then_global() -> None:
-    no_limits = load_policy(policy_yaml("open", "rules:\n  - action: Retry\n"
-                                                "    onConditions: [Evicted]\n"))
+    no_limits = load_policy(
+        policy_yaml("open", "rules:\n  - action: Retry\n    onConditions: [Evicted]\n")
+    )
     cfg = RetrySettings(enabled=True, global_max_retries=4)
     assert evaluate("j", EVICTED, policies=[no_limits], settings=cfg).limit == 4
     assert run_until_failure([no_limits], [EVICTED] * 9, cfg)[0] == 4
@@ -124,17 +129,20 @@ def test_effective_limit_falls_back_rule_then_policy_then_global() -> None:
 
 
 def test_rule_limit_zero_never_retries() -> None:
-    policy = RetryPolicy("p", rules=(RetryRule(Action.RETRY, on_conditions=(Condition.EVICTED,),
-                                               retry_limit=0),))
+    policy = RetryPolicy(
+        "p", rules=(RetryRule(Action.RETRY, on_conditions=(Condition.EVICTED,), retry_limit=0),)
+    )
     decision = evaluate("j", EVICTED, policies=[policy], settings=ON)
     assert decision.verdict is Verdict.FAIL_RULE_LIMIT and "(0/0)" in decision.reason
 
 
 # --- rule order, default action, policy composition ----------------------------------------
 
+
 def test_first_match_wins_across_concatenated_policies() -> None:
-    fail_oom = RetryPolicy("strict", rules=(
-        RetryRule(Action.FAIL, on_conditions=(Condition.OOM_KILLED,)),))
+    fail_oom = RetryPolicy(
+        "strict", rules=(RetryRule(Action.FAIL, on_conditions=(Condition.OOM_KILLED,)),)
+    )
     decision = evaluate("j", OOM, policies=[fail_oom, load_policy(ML_TRAINING)], settings=ON)
     assert not decision.retry and decision.verdict is Verdict.FAIL_RULE
     assert decision.rule_key == "strict/rules[0]"
@@ -147,8 +155,11 @@ def test_ml_training_policy_rules() -> None:
     cases = {
         "preempted": (PREEMPTED, "ml-training/rules[0]", 5),
         "oom": (OOM, "ml-training/rules[1]", 3),
-        "exit 137 without OOM": (RunFailure(containers=(ContainerFailure("m", 137),)),
-                                 "ml-training/rules[2]", 5),
+        "exit 137 without OOM": (
+            RunFailure(containers=(ContainerFailure("m", 137),)),
+            "ml-training/rules[2]",
+            5,
+        ),
         "cuda category": (RunFailure(category="cuda_error"), "ml-training/rules[3]", 5),
     }
     for name, (failure, key, limit) in cases.items():
@@ -179,12 +190,16 @@ def test_no_policy_in_force_fails() -> None:
 
 def test_container_targeting_example() -> None:
     policy = [load_policy(CONTAINER_TARGETING)]
-    main_killed = RunFailure(containers=(ContainerFailure("main", 137),
-                                         ContainerFailure("log-shipper", 0)))
+    main_killed = RunFailure(
+        containers=(ContainerFailure("main", 137), ContainerFailure("log-shipper", 0))
+    )
     assert evaluate("j", main_killed, policies=policy, settings=ON).retry
-    sidecar_oom = RunFailure(containers=(ContainerFailure("main", 0),
-                                         ContainerFailure("log-shipper", 137,
-                                                          reason="OOMKilled")))
+    sidecar_oom = RunFailure(
+        containers=(
+            ContainerFailure("main", 0),
+            ContainerFailure("log-shipper", 137, reason="OOMKilled"),
+        )
+    )
     decision = evaluate("j", sidecar_oom, policies=policy, settings=ON)
     assert decision.verdict is Verdict.FAIL_RULE and decision.rule_key == "targeting/rules[1]"
 
@@ -197,9 +212,17 @@ def test_termination_message_example() -> None:
 
 
 def test_upstream_category_only_rule() -> None:
-    policy = RetryPolicy("up", retry_limit=2, rules=(
-        RetryRule(Action.RETRY, on_failure_category=("transient",),
-                  on_failure_subcategory=("node-failure",)),))
+    policy = RetryPolicy(
+        "up",
+        retry_limit=2,
+        rules=(
+            RetryRule(
+                Action.RETRY,
+                on_failure_category=("transient",),
+                on_failure_subcategory=("node-failure",),
+            ),
+        ),
+    )
     hit = RunFailure(category="transient", subcategory="node-failure")
     miss = RunFailure(category="transient", subcategory="other")
     assert run_until_failure([policy], [hit] * 5)[0] == 2
@@ -207,6 +230,7 @@ def test_upstream_category_only_rule() -> None:
 
 
 # --- backoff ------------------------------------------------------------------------------
+
 
 def test_backoff_formula() -> None:
     b = Backoff(10.0, 300.0, 2.0)
@@ -228,15 +252,21 @@ def test_backoff_levels_most_specific_wins() -> None:
         d = evaluate("j", OOM, policies=policy, settings=ON, history=history)
         oom_delays.append(d.delay)
         history = d.history
-    assert evicted_delays == [30, 90, 270, 600]          # rule: 30s * 3^n, cap 10m
-    assert oom_delays == [10, 20, 40, 80, 160, 300]     # policy: 10s * 2^n, cap 5m
+    assert evicted_delays == [30, 90, 270, 600]  # rule: 30s * 3^n, cap 10m
+    assert oom_delays == [10, 20, 40, 80, 160, 300]  # policy: 10s * 2^n, cap 5m
 
 
 def test_global_default_backoff_fills_unset_fields() -> None:
     cfg = RetrySettings(enabled=True, default_backoff=Backoff(5.0, 15.0, 2.0))
-    policy = RetryPolicy("p", backoff=Backoff(initial_delay=4.0), rules=(
-        RetryRule(Action.RETRY, on_conditions=(Condition.EVICTED,),
-                  backoff=Backoff(multiplier=3.0)),))
+    policy = RetryPolicy(
+        "p",
+        backoff=Backoff(initial_delay=4.0),
+        rules=(
+            RetryRule(
+                Action.RETRY, on_conditions=(Condition.EVICTED,), backoff=Backoff(multiplier=3.0)
+            ),
+        ),
+    )
     history, delays = RetryHistory(), []
     for _ in range(3):
         d = evaluate("j", EVICTED, policies=[policy], settings=cfg, history=history)
@@ -253,16 +283,22 @@ def test_retry_after_is_now_plus_delay() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(initial=st.floats(0, 1e4), cap=st.floats(0, 1e5), multiplier=st.floats(1, 10),
-       n=st.integers(1, 2000))
-def test_backoff_is_monotone_and_capped(initial: float, cap: float, multiplier: float,
-                                        n: int) -> None:
+@given(
+    initial=st.floats(0, 1e4),
+    cap=st.floats(0, 1e5),
+    multiplier=st.floats(1, 10),
+    n=st.integers(1, 2000),
+)
+def test_backoff_is_monotone_and_capped(
+    initial: float, cap: float, multiplier: float, n: int
+) -> None:
     b = Backoff(initial, cap, multiplier)
     assert 0 <= backoff_delay(b, n) <= cap
     assert backoff_delay(b, n) <= backoff_delay(b, n + 1)
 
 
 # --- preemption and graceful termination ---------------------------------------------------
+
 
 def test_preemption_waits_for_the_grace_period_unless_termination_is_confirmed() -> None:
     policy = [load_policy(INFRA)]
@@ -276,8 +312,11 @@ def test_preemption_waits_for_the_grace_period_unless_termination_is_confirmed()
 
 
 def test_preemption_delay_is_max_of_backoff_and_grace() -> None:
-    policy = RetryPolicy("p", backoff=Backoff(30.0, 600.0, 2.0), rules=(
-        RetryRule(Action.RETRY, on_conditions=(Condition.PREEMPTED,)),))
+    policy = RetryPolicy(
+        "p",
+        backoff=Backoff(30.0, 600.0, 2.0),
+        rules=(RetryRule(Action.RETRY, on_conditions=(Condition.PREEMPTED,)),),
+    )
     short = RunFailure(condition=Condition.PREEMPTED, termination_grace_period=10)
     long = RunFailure(condition=Condition.PREEMPTED, termination_grace_period=100)
     d = evaluate("j", short, policies=[policy], settings=ON, now=NOW)
@@ -295,6 +334,7 @@ def test_grace_period_only_delays_preemption() -> None:
 
 
 # --- anti-affinity ------------------------------------------------------------------------
+
 
 def test_anti_affinity_example() -> None:
     policy = [load_policy(ANTI_AFFINITY)]
@@ -315,27 +355,38 @@ def test_only_the_most_recent_failed_node_is_avoided() -> None:
 
 
 def test_policy_level_anti_affinity_is_inherited_and_rule_can_override() -> None:
-    policy = RetryPolicy("p", anti_affinity=AntiAffinityMode.NODE, rules=(
-        RetryRule(Action.RETRY, on_conditions=(Condition.EVICTED,)),
-        RetryRule(Action.RETRY, on_conditions=(Condition.OOM_KILLED,),
-                  anti_affinity=AntiAffinityMode.NONE)))
+    policy = RetryPolicy(
+        "p",
+        anti_affinity=AntiAffinityMode.NODE,
+        rules=(
+            RetryRule(Action.RETRY, on_conditions=(Condition.EVICTED,)),
+            RetryRule(
+                Action.RETRY,
+                on_conditions=(Condition.OOM_KILLED,),
+                anti_affinity=AntiAffinityMode.NONE,
+            ),
+        ),
+    )
     assert evaluate("j", EVICTED, policies=[policy], settings=ON).avoid_node == "node-b"
     assert evaluate("j", OOM, policies=[policy], settings=ON).avoid_node is None
 
 
 def test_upstream_avoid_same_node_means_node_mode() -> None:
-    policy = RetryPolicy("p", rules=(RetryRule(Action.RETRY, on_failure_category=("x",),
-                                               avoid_same_node=True),))
+    policy = RetryPolicy(
+        "p", rules=(RetryRule(Action.RETRY, on_failure_category=("x",), avoid_same_node=True),)
+    )
     failure = RunFailure(category="x", node="bad-node")
     assert evaluate("j", failure, policies=[policy], settings=ON).avoid_node == "bad-node"
 
 
 # --- mutations, naming, counters ----------------------------------------------------------
 
+
 def test_memory_bump_is_carried_and_applies() -> None:
     bump = MemoryBump(factor=1.5)
-    policy = RetryPolicy("p", rules=(RetryRule(Action.RETRY, on_failure_category=("oom",),
-                                               memory_bump=bump),))
+    policy = RetryPolicy(
+        "p", rules=(RetryRule(Action.RETRY, on_failure_category=("oom",), memory_bump=bump),)
+    )
     decision = evaluate("j", RunFailure(category="oom"), policies=[policy], settings=ON)
     assert decision.memory_bump == bump
     gib = 2**30
@@ -363,8 +414,9 @@ def test_counters_are_not_mutated_in_place() -> None:
     assert d.history.rule_retries == {"infra/rules[0]": 2} and d.history.run_count == 3
 
 
-CONDITION_FAILURES = st.sampled_from([PREEMPTED, EVICTED, OOM, CRASH,
-                                      RunFailure(category="cuda_error")])
+CONDITION_FAILURES = st.sampled_from(
+    [PREEMPTED, EVICTED, OOM, CRASH, RunFailure(category="cuda_error")]
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -393,22 +445,25 @@ RETURNED = RunFailure(returned_lease=True, node="n1")
 
 def test_legacy_retries_only_returned_leases_up_to_max_attempted_runs() -> None:
     policies = [load_policy(ML_TRAINING)]
-    assert evaluate("j", OOM, policies=policies, settings=LEGACY).verdict is \
-        Verdict.FAIL_NOT_RETURNED
+    assert (
+        evaluate("j", OOM, policies=policies, settings=LEGACY).verdict is Verdict.FAIL_NOT_RETURNED
+    )
     history, verdicts = RetryHistory(), []
     for _ in range(3):
         d = evaluate("j", RETURNED, policies=policies, settings=LEGACY, history=history)
         verdicts.append(d.verdict)
         history = d.history if d.retry else history
-    assert verdicts == [Verdict.RETRY_RETURNED_LEASE, Verdict.RETRY_RETURNED_LEASE,
-                        Verdict.FAIL_MAX_RUNS]
+    assert verdicts == [
+        Verdict.RETRY_RETURNED_LEASE,
+        Verdict.RETRY_RETURNED_LEASE,
+        Verdict.FAIL_MAX_RUNS,
+    ]
     failed = evaluate("j", RETURNED, policies=policies, settings=LEGACY, history=history)
     assert failed.classification == Classification("internal", "max_runs_exceeded")
 
 
 def test_legacy_keeps_legacy_pod_names() -> None:
-    d = evaluate("abc", RETURNED, policies=[], settings=LEGACY,
-                 history=RetryHistory(run_count=2))
+    d = evaluate("abc", RETURNED, policies=[], settings=LEGACY, history=RetryHistory(run_count=2))
     assert d.retry and d.pod_name == "armada-abc-0" and d.next_run_index == 2
 
 

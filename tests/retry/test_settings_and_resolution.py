@@ -22,8 +22,11 @@ from .seed_examples import SCHEDULER_CONFIG
 
 def test_seed_scheduler_config() -> None:
     assert settings_from_yaml(SCHEDULER_CONFIG) == RetrySettings(
-        enabled=True, global_max_retries=20, default_policy_name="default",
-        default_backoff=Backoff(0.0, 600.0, 2.0))
+        enabled=True,
+        global_max_retries=20,
+        default_policy_name="default",
+        default_backoff=Backoff(0.0, 600.0, 2.0),
+    )
 
 
 def test_defaults_are_the_legacy_behaviour() -> None:
@@ -36,15 +39,21 @@ def test_partial_default_backoff_is_completed() -> None:
     assert s.default_backoff == Backoff(0.0, 60.0, 2.0)
 
 
-@pytest.mark.parametrize(("block", "path", "problem"), [
-    ("enabled: yes please", "scheduling.retryPolicy.enabled", "true or false"),
-    ("globalMaxRetries: -1", "scheduling.retryPolicy.globalMaxRetries", "at least 0"),
-    ("maxAttemptedRuns: 0", "scheduling.retryPolicy.maxAttemptedRuns", "at least 1"),
-    ("defaultPolicyName: Bad_Name", "scheduling.retryPolicy.defaultPolicyName", "is invalid"),
-    ("defaultBackoff: {multiplier: 0}", "scheduling.retryPolicy.defaultBackoff.multiplier",
-     "at least 1.0"),
-    ("globalMaxRetry: 3", "scheduling.retryPolicy.globalMaxRetry", "did you mean"),
-])
+@pytest.mark.parametrize(
+    ("block", "path", "problem"),
+    [
+        ("enabled: yes please", "scheduling.retryPolicy.enabled", "true or false"),
+        ("globalMaxRetries: -1", "scheduling.retryPolicy.globalMaxRetries", "at least 0"),
+        ("maxAttemptedRuns: 0", "scheduling.retryPolicy.maxAttemptedRuns", "at least 1"),
+        ("defaultPolicyName: Bad_Name", "scheduling.retryPolicy.defaultPolicyName", "is invalid"),
+        (
+            "defaultBackoff: {multiplier: 0}",
+            "scheduling.retryPolicy.defaultBackoff.multiplier",
+            "at least 1.0",
+        ),
+        ("globalMaxRetry: 3", "scheduling.retryPolicy.globalMaxRetry", "did you mean"),
+    ],
+)
 def test_invalid_settings(block: str, path: str, problem: str) -> None:
     with pytest.raises(RetryConfigError) as info:
         settings_from_yaml(f"scheduling:\n  retryPolicy:\n    {block}\n")
@@ -54,16 +63,20 @@ def test_invalid_settings(block: str, path: str, problem: str) -> None:
 CATALOGUE = {n: RetryPolicy(n) for n in ("infra", "ml-training", "extra-retry", "default")}
 
 
-@pytest.mark.parametrize(("queue", "annotation", "expected"), [
-    (["infra", "ml-training"], "extra-retry", ["infra", "ml-training", "extra-retry"]),
-    (["infra"], None, ["infra"]),
-    ([], "extra-retry", ["extra-retry"]),
-    ([], None, ["default"]),
-    ([], " , ", ["default"]),
-    (["infra"], "infra, extra-retry", ["infra", "extra-retry"]),
-])
-def test_policies_are_additive(queue: list[str], annotation: str | None,
-                               expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("queue", "annotation", "expected"),
+    [
+        (["infra", "ml-training"], "extra-retry", ["infra", "ml-training", "extra-retry"]),
+        (["infra"], None, ["infra"]),
+        ([], "extra-retry", ["extra-retry"]),
+        ([], None, ["default"]),
+        ([], " , ", ["default"]),
+        (["infra"], "infra, extra-retry", ["infra", "extra-retry"]),
+    ],
+)
+def test_policies_are_additive(
+    queue: list[str], annotation: str | None, expected: list[str]
+) -> None:
     annotations = {RETRY_POLICY_ANNOTATION: annotation} if annotation is not None else {}
     resolved = resolve_policies(queue, annotations, CATALOGUE, "default")
     assert [p.name for p in resolved.policies] == expected
@@ -76,9 +89,15 @@ def test_missing_policies_are_reported_and_skipped() -> None:
     assert effective_policy_names([], {}, None) == ()
 
 
-@pytest.mark.parametrize(("run", "enabled", "name"), [
-    (0, True, "armada-j1-0"), (1, True, "armada-j1-0-1"), (7, True, "armada-j1-0-7"),
-    (0, False, "armada-j1-0"), (3, False, "armada-j1-0"),
-])
+@pytest.mark.parametrize(
+    ("run", "enabled", "name"),
+    [
+        (0, True, "armada-j1-0"),
+        (1, True, "armada-j1-0-1"),
+        (7, True, "armada-j1-0-7"),
+        (0, False, "armada-j1-0"),
+        (3, False, "armada-j1-0"),
+    ],
+)
 def test_pod_naming(run: int, enabled: bool, name: str) -> None:
     assert pod_name("j1", run, unique_per_run=enabled) == name

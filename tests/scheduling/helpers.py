@@ -152,8 +152,12 @@ def run_scenario(scenario: Scenario, impl: Impl) -> list[SchedulingResult]:
                 roles = done.setdefault((j.queue, j.gang_id), {})
                 roles[j.gang_role] = roles.get(j.gang_role, 0) + 1
         world = [j for j in world if j.id not in rnd.finish | rnd.succeed] + list(rnd.submit)
-        world = [replace(j, gang_succeeded=tuple(sorted(done[(j.queue, j.gang_id)].items())))
-                 if (j.queue, j.gang_id) in done else j for j in world]
+        world = [
+            replace(j, gang_succeeded=tuple(sorted(done[(j.queue, j.gang_id)].items())))
+            if (j.queue, j.gang_id) in done
+            else j
+            for j in world
+        ]
         snap = Snapshot(
             queues,
             scenario.classes,

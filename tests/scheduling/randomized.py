@@ -296,8 +296,11 @@ def with_roles(snap: Snapshot, rng: random.Random, knobs: Knobs) -> Snapshot:
         total = sum(c for _, c, _, _ in roles)
         known = tuple((name, m) for name, _, m, _ in roles) if rng.random() < 0.3 else ()
         # Members that succeeded in earlier cycles (they keep their role's minimum).
-        done = (tuple((name, rng.randint(0, m)) for name, _, m, _ in roles)
-                if rng.random() < 0.3 else ())
+        done = (
+            tuple((name, rng.randint(0, m)) for name, _, m, _ in roles)
+            if rng.random() < 0.3
+            else ()
+        )
         members = [
             replace(
                 base,

@@ -245,9 +245,7 @@ def _topology_world(seed: int):
     from .helpers import PRIORITY_CLASSES
 
     rng = random.Random(seed)
-    levels = rng.choice(
-        [("block", "rack"), ("block", "rack", "kubernetes.io/hostname"), ("rack",)]
-    )
+    levels = rng.choice([("block", "rack"), ("block", "rack", "kubernetes.io/hostname"), ("rack",)])
     nodes = []
     for b in range(rng.randint(1, 3)):
         for r in range(rng.randint(1, 3)):
@@ -322,7 +320,8 @@ def test_role_group_worlds_match_reference(seed: int) -> None:
         assert fast_schedule(snap).decisions() == ref.decisions(), f"cycle {cycle}"
         jobs = apply_result(snap, ref, snap.now, rng, finish=0.2)
         jobs = tuple(
-            j for j in jobs
+            j
+            for j in jobs
             if not (j.gang_role is not None and j.node is not None and rng.random() < 0.15)
         )
         snap = replace(snap, jobs=jobs, now=snap.now + 10.0)

@@ -74,8 +74,15 @@ def pod_group(gid: str, roles=(("coord", 1, 1), ("worker", 4, 2)), queue: str = 
     """An elastic pod group: per (role, members, minimum), members ``{gid}-{role}{k}``."""
     total = sum(n for _, n, _ in roles)
     return [
-        job(f"{gid}-{role}{k}", queue, gang_id=gid, gang_cardinality=total, gang_role=role,
-            gang_role_min=minimum, **kw)
+        job(
+            f"{gid}-{role}{k}",
+            queue,
+            gang_id=gid,
+            gang_cardinality=total,
+            gang_role=role,
+            gang_role_min=minimum,
+            **kw,
+        )
         for role, n, minimum in roles
         for k in range(n)
     ]
@@ -83,8 +90,7 @@ def pod_group(gid: str, roles=(("coord", 1, 1), ("worker", 4, 2)), queue: str = 
 
 def _requeued(members, cardinality: int):
     """Members queued again as a new generation of ``cardinality``."""
-    return [replace(m, node=None, start_time=None, gang_cardinality=cardinality)
-            for m in members]
+    return [replace(m, node=None, start_time=None, gang_cardinality=cardinality) for m in members]
 
 
 def _role_scenarios() -> list[Scenario]:
@@ -113,25 +119,45 @@ def _role_scenarios() -> list[Scenario]:
         Scenario(
             "role group: a role's minimum that does not fit leaves the whole group queued",
             [node("n0")],
-            [Round(big, sched=set(), failed=set(),
-                   reasons={m.id: "gang could not be scheduled" for m in big})],
+            [
+                Round(
+                    big,
+                    sched=set(),
+                    failed=set(),
+                    reasons={m.id: "gang could not be scheduled" for m in big},
+                )
+            ],
         ),
         Scenario(
             "role group: a role with fewer members than its minimum fails",
             [node("n0")],
-            [Round(pod_group("g", roles=(("coord", 1, 1), ("worker", 1, 2))), sched=set(),
-                   failed={"g-coord0", "g-worker0"},
-                   reasons={"g-coord0": "role worker has 1 members, fewer than its minimum 2"})],
+            [
+                Round(
+                    pod_group("g", roles=(("coord", 1, 1), ("worker", 1, 2))),
+                    sched=set(),
+                    failed={"g-coord0", "g-worker0"},
+                    reasons={"g-coord0": "role worker has 1 members, fewer than its minimum 2"},
+                )
+            ],
         ),
         Scenario(
             "role group: elastic members are placed in a later cycle when room frees",
             [node("n0")],
             [
                 Round([job("x0", "B")], sched={"x0"}),
-                Round(g, sched={"g-coord0", "g-worker0", "g-worker1"}, pre=set(),
-                      reasons={"g-worker2": elastic, "g-worker3": elastic}),
-                Round([], finish={"x0"}, sched={"g-worker2": "n0"}, pre=set(),
-                      reasons={"g-worker3": elastic}),
+                Round(
+                    g,
+                    sched={"g-coord0", "g-worker0", "g-worker1"},
+                    pre=set(),
+                    reasons={"g-worker2": elastic, "g-worker3": elastic},
+                ),
+                Round(
+                    [],
+                    finish={"x0"},
+                    sched={"g-worker2": "n0"},
+                    pre=set(),
+                    reasons={"g-worker3": elastic},
+                ),
             ],
         ),
         Scenario(
@@ -141,7 +167,8 @@ def _role_scenarios() -> list[Scenario]:
             [node("n0"), node("n1")],
             [
                 Round(
-                    running(g[:4], "n0") + running(jobs("b", 4, "B"), "n1")
+                    running(g[:4], "n0")
+                    + running(jobs("b", 4, "B"), "n1")
                     + [job("h0", "C", pc="high")],
                     sched={"h0": "n0"},
                     pre={"g-worker2"},
@@ -170,10 +197,14 @@ def _role_scenarios() -> list[Scenario]:
             [
                 Round(g, sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"}),
                 Round(
-                    [], finish={"g-worker0", "g-worker1"}, sched=set(),
+                    [],
+                    finish={"g-worker0", "g-worker1"},
+                    sched=set(),
                     pre={"g-coord0", "g-worker2"},
-                    reasons={"g-worker3": "role worker has 1 of its minimum 2 members running or "
-                                           "succeeded"},
+                    reasons={
+                        "g-worker3": "role worker has 1 of its minimum 2 members running or "
+                        "succeeded"
+                    },
                 ),
                 Round(
                     _requeued([by["g-coord0"], by["g-worker2"], by["g-worker3"]], 3),
@@ -187,10 +218,16 @@ def _role_scenarios() -> list[Scenario]:
             "role group: a role whose members all ended preempts the group",
             [node("n0")],
             [
-                Round([replace(m, gang_roles=known, gang_cardinality=4) for m in g[:4]],
-                      sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"}),
-                Round([], finish={"g-coord0"}, sched=set(),
-                      pre={"g-worker0", "g-worker1", "g-worker2"}),
+                Round(
+                    [replace(m, gang_roles=known, gang_cardinality=4) for m in g[:4]],
+                    sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
+                ),
+                Round(
+                    [],
+                    finish={"g-coord0"},
+                    sched=set(),
+                    pre={"g-worker0", "g-worker1", "g-worker2"},
+                ),
             ],
         ),
         Scenario(
@@ -198,9 +235,11 @@ def _role_scenarios() -> list[Scenario]:
             "role group: the coordinator succeeds first, the workers go on",
             [node("n0")],
             [
-                Round([replace(m, gang_roles=known) for m in g],
-                      sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
-                      reasons={"g-worker3": elastic}),
+                Round(
+                    [replace(m, gang_roles=known) for m in g],
+                    sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
+                    reasons={"g-worker3": elastic},
+                ),
                 Round([], succeed={"g-coord0"}, sched={"g-worker3": "n0"}, pre=set()),
                 Round([], succeed={"g-worker0"}, sched=set(), pre=set()),
             ],
@@ -209,11 +248,13 @@ def _role_scenarios() -> list[Scenario]:
             "role group: workers succeed, the rest go on below the minimum running",
             [node("n0")],
             [
-                Round(g, sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
-                      reasons={"g-worker3": elastic}),
+                Round(
+                    g,
+                    sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
+                    reasons={"g-worker3": elastic},
+                ),
                 # One worker left running of the minimum 2, with 2 succeeded: no preemption.
-                Round([], succeed={"g-worker0", "g-worker1"}, sched={"g-worker3": "n0"},
-                      pre=set()),
+                Round([], succeed={"g-worker0", "g-worker1"}, sched={"g-worker3": "n0"}, pre=set()),
                 Round([], finish={"g-worker3"}, sched=set(), pre=set()),
             ],
         ),
@@ -221,34 +262,58 @@ def _role_scenarios() -> list[Scenario]:
             "role group: a worker lost for good below the minimum preempts the group",
             [node("n0")],
             [
-                Round([replace(m, gang_roles=known) for m in g],
-                      sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
-                      reasons={"g-worker3": elastic}),
+                Round(
+                    [replace(m, gang_roles=known) for m in g],
+                    sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
+                    reasons={"g-worker3": elastic},
+                ),
                 Round([], succeed={"g-worker0"}, sched={"g-worker3": "n0"}, pre=set()),
                 # Workers: none running, 1 succeeded, of the minimum 2.
-                Round([], finish={"g-worker1", "g-worker2", "g-worker3"}, sched=set(),
-                      pre={"g-coord0"}),
+                Round(
+                    [],
+                    finish={"g-worker1", "g-worker2", "g-worker3"},
+                    sched=set(),
+                    pre={"g-coord0"},
+                ),
             ],
         ),
         Scenario(
             "role group: a group restarted after its coordinator succeeded runs without it",
             [node("n0")],
             [
-                Round([replace(m, gang_roles=known, gang_cardinality=4) for m in g[:4]],
-                      sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"}),
+                Round(
+                    [replace(m, gang_roles=known, gang_cardinality=4) for m in g[:4]],
+                    sched={"g-coord0", "g-worker0", "g-worker1", "g-worker2"},
+                ),
                 # Two workers lost (to be retried): 1 of the minimum 2 left, preempted.
-                Round([], succeed={"g-coord0"}, finish={"g-worker0", "g-worker1"}, sched=set(),
-                      pre={"g-worker2"}),
+                Round(
+                    [],
+                    succeed={"g-coord0"},
+                    finish={"g-worker0", "g-worker1"},
+                    sched=set(),
+                    pre={"g-worker2"},
+                ),
                 # The new generation: the coordinator's role is kept by the one that succeeded.
-                Round(_requeued([replace(by[w], gang_roles=known) for w in
-                                 ("g-worker0", "g-worker1", "g-worker2")], 3),
-                      sched={"g-worker0", "g-worker1", "g-worker2"}, failed=set()),
+                Round(
+                    _requeued(
+                        [
+                            replace(by[w], gang_roles=known)
+                            for w in ("g-worker0", "g-worker1", "g-worker2")
+                        ],
+                        3,
+                    ),
+                    sched={"g-worker0", "g-worker1", "g-worker2"},
+                    failed=set(),
+                ),
             ],
         ),
         Scenario(
             "role group: the uniformity label holds the group and its late members",
-            [node("n0", labels={"zone": "a"}), node("n1", labels={"zone": "b"}),
-             node("n2", cpu=1, labels={"zone": "a"})],
+            [
+                node("n0", labels={"zone": "a"}),
+                node("n1", labels={"zone": "b"}),
+                node("n2", cpu=1, labels={"zone": "a"}),
+            ],
             [
                 Round(
                     [replace(m, gang_uniformity_label="zone") for m in g5],
@@ -256,24 +321,40 @@ def _role_scenarios() -> list[Scenario]:
                     reasons={"g-worker4": elastic},
                 ),
                 Round([], sched=set(), pre=set(), reasons={"g-worker4": elastic}),
-                Round([job("x0", "B", cpu=4)], sched={"x0": "n1"}, pre=set(),
-                      reasons={"g-worker4": elastic}),
+                Round(
+                    [job("x0", "B", cpu=4)],
+                    sched={"x0": "n1"},
+                    pre=set(),
+                    reasons={"g-worker4": elastic},
+                ),
             ],
         ),
         Scenario(
             "role group: topology keeps late members within the group's maximum hops",
-            [tnode("n0", "b1", "r1", cpu=2, mem=8), tnode("n1", "b1", "r1", cpu=2, mem=8),
-             tnode("n2", "b1", "r2")],
+            [
+                tnode("n0", "b1", "r1", cpu=2, mem=8),
+                tnode("n1", "b1", "r1", cpu=2, mem=8),
+                tnode("n2", "b1", "r2"),
+            ],
             [
                 Round(
                     [replace(m, gang_max_hops=2) for m in g5],
-                    sched={"g-coord0": "n0", "g-worker0": "n0", "g-worker1": "n1",
-                           "g-worker2": "n1"},
+                    sched={
+                        "g-coord0": "n0",
+                        "g-worker0": "n0",
+                        "g-worker1": "n1",
+                        "g-worker2": "n1",
+                    },
                     reasons={"g-worker3": elastic, "g-worker4": elastic},
                 ),
                 Round([], sched=set(), pre=set(), reasons={"g-worker3": elastic}),
-                Round([], finish={"g-worker0"}, sched={"g-worker3": "n0"}, pre=set(),
-                      reasons={"g-worker4": elastic}),
+                Round(
+                    [],
+                    finish={"g-worker0"},
+                    sched={"g-worker3": "n0"},
+                    pre=set(),
+                    reasons={"g-worker4": elastic},
+                ),
             ],
             config=TOPO,
         ),
@@ -1265,8 +1346,7 @@ SCENARIOS: list[Scenario] = [
         [
             # 1 CPU + 4 x 2 GPUs for a minute: 9 resource-minutes, once above the fair share.
             Round(
-                running([job("b0", "B")], "n0")
-                + jobs("a", 4, "A", gpu=2, pc="np", lifetime=60.0),
+                running([job("b0", "B")], "n0") + jobs("a", 4, "A", gpu=2, pc="np", lifetime=60.0),
                 sched={"a0", "a1", "a2"},
                 pre=set(),
                 excess_flow={"a2": 9_000},

@@ -123,9 +123,7 @@ CASES = [
 )
 def test_gang_topology(nodes, levels, uniformity, max_hops, expected) -> None:
     got = gang_topology(NodeLabels(nodes), levels, uniformity, max_hops)
-    assert [
-        (lv.label, lv.hops, list(lv.keys), list(lv.members)) for lv in got.levels
-    ] == expected
+    assert [(lv.label, lv.hops, list(lv.keys), list(lv.members)) for lv in got.levels] == expected
     assert got.constrained == (max_hops is not None and topology.cluster_hops(levels) > max_hops)
 
 

@@ -35,9 +35,17 @@ def executorless_server(database_url: str) -> Iterator[EmbeddedServer]:
     from armada_server.config import ServerConfig
 
     from .test_scheduling_loop import CLASSES
-    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
-                          scheduling_period=0.1, lease_timeout=30.0, priority_classes=CLASSES,
-                          default_priority_class="low")
+
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="none",
+        database_url=database_url,
+        scheduling_period=0.1,
+        lease_timeout=30.0,
+        priority_classes=CLASSES,
+        default_priority_class="low",
+    )
     with EmbeddedServer(config) as running:
         yield running
 
@@ -45,10 +53,14 @@ def executorless_server(database_url: str) -> Iterator[EmbeddedServer]:
 @pytest.fixture
 def api(server: EmbeddedServer) -> Iterator[Stubs]:
     channel = grpc.insecure_channel(server.address)
-    yield Stubs(channel, submit_pb2_grpc.SubmitStub(channel),
-                submit_pb2_grpc.QueueServiceStub(channel),
-                submit_pb2_grpc.RetryPolicyServiceStub(channel),
-                event_pb2_grpc.EventStub(channel), job_pb2_grpc.JobsStub(channel))
+    yield Stubs(
+        channel,
+        submit_pb2_grpc.SubmitStub(channel),
+        submit_pb2_grpc.QueueServiceStub(channel),
+        submit_pb2_grpc.RetryPolicyServiceStub(channel),
+        event_pb2_grpc.EventStub(channel),
+        job_pb2_grpc.JobsStub(channel),
+    )
     channel.close()
 
 

@@ -20,14 +20,18 @@ from .conftest import Stubs
 
 
 def submit(api: Stubs, *items, queue: str = "q", job_set: str = "s") -> list[str]:
-    response = api.submit.SubmitJobs(submit_pb2.JobSubmitRequest(
-        queue=queue, job_set_id=job_set, job_request_items=list(items) or [item()]))
+    response = api.submit.SubmitJobs(
+        submit_pb2.JobSubmitRequest(
+            queue=queue, job_set_id=job_set, job_request_items=list(items) or [item()]
+        )
+    )
     return [i.job_id for i in response.job_response_items]
 
 
 def events(api: Stubs, job_set: str = "s", **kw) -> list[event_pb2.EventStreamMessage]:
-    return list(api.events.GetJobSetEvents(event_pb2.JobSetRequest(
-        id=job_set, queue="q", **kw), timeout=60))
+    return list(
+        api.events.GetJobSetEvents(event_pb2.JobSetRequest(id=job_set, queue="q", **kw), timeout=60)
+    )
 
 
 def kinds(messages) -> list[str]:
@@ -60,30 +64,55 @@ def test_queue_crud(api: Stubs) -> None:
     api.queues.DeleteQueue(submit_pb2.QueueDeleteRequest(name="team-a"))
     code, details = code_of(api.queues.GetQueue, submit_pb2.QueueGetRequest(name="team-a"))
     assert code == grpc.StatusCode.NOT_FOUND and "team-a" in details
-    assert code_of(api.queues.DeleteQueue, submit_pb2.QueueDeleteRequest(name="team-a"))[0] \
+    assert (
+        code_of(api.queues.DeleteQueue, submit_pb2.QueueDeleteRequest(name="team-a"))[0]
         == grpc.StatusCode.NOT_FOUND
+    )
 
 
 def test_batch_queue_calls_report_failures_per_queue(api: Stubs) -> None:
     api.queues.CreateQueue(submit_pb2.Queue(name="a"))
-    response = api.queues.CreateQueues(submit_pb2.QueueList(queues=[
-        submit_pb2.Queue(name="a"), submit_pb2.Queue(name="b"), submit_pb2.Queue(name="bad name")]))
+    response = api.queues.CreateQueues(
+        submit_pb2.QueueList(
+            queues=[
+                submit_pb2.Queue(name="a"),
+                submit_pb2.Queue(name="b"),
+                submit_pb2.Queue(name="bad name"),
+            ]
+        )
+    )
     assert [f.queue.name for f in response.failed_queues] == ["a", "bad name"]
     assert "already exists" in response.failed_queues[0].error
-    response = api.queues.UpdateQueues(submit_pb2.QueueList(queues=[
-        submit_pb2.Queue(name="b", priority_factor=3), submit_pb2.Queue(name="zzz")]))
+    response = api.queues.UpdateQueues(
+        submit_pb2.QueueList(
+            queues=[submit_pb2.Queue(name="b", priority_factor=3), submit_pb2.Queue(name="zzz")]
+        )
+    )
     assert [f.queue.name for f in response.failed_queues] == ["zzz"]
 
 
-@pytest.mark.parametrize(("queue_msg", "message"), [
-    (submit_pb2.Queue(name=""), "name: '' is not a valid queue name"),
-    (submit_pb2.Queue(name="q", priority_factor=-1), "priority_factor: must be positive"),
-    (submit_pb2.Queue(name="q", permissions=[submit_pb2.Queue.Permissions(
-        subjects=[submit_pb2.Queue.Permissions.Subject(kind="Robot", name="r")])]),
-     "permissions[0].subjects[0].kind: must be User or Group"),
-    (submit_pb2.Queue(name="q", permissions=[submit_pb2.Queue.Permissions(verbs=["eat"])]),
-     "permissions[0].verbs: unknown verb 'eat'"),
-])
+@pytest.mark.parametrize(
+    ("queue_msg", "message"),
+    [
+        (submit_pb2.Queue(name=""), "name: '' is not a valid queue name"),
+        (submit_pb2.Queue(name="q", priority_factor=-1), "priority_factor: must be positive"),
+        (
+            submit_pb2.Queue(
+                name="q",
+                permissions=[
+                    submit_pb2.Queue.Permissions(
+                        subjects=[submit_pb2.Queue.Permissions.Subject(kind="Robot", name="r")]
+                    )
+                ],
+            ),
+            "permissions[0].subjects[0].kind: must be User or Group",
+        ),
+        (
+            submit_pb2.Queue(name="q", permissions=[submit_pb2.Queue.Permissions(verbs=["eat"])]),
+            "permissions[0].verbs: unknown verb 'eat'",
+        ),
+    ],
+)
 def test_invalid_queues_are_rejected(api: Stubs, queue_msg, message: str) -> None:
     code, details = code_of(api.queues.CreateQueue, queue_msg)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and message in details
@@ -113,26 +142,34 @@ def test_client_id_deduplicates(api: Stubs, queue: str) -> None:
 
 def test_invalid_submission_fails_whole_and_stores_nothing(api: Stubs, queue: str) -> None:
     bad = item({"containers": [container(cpu="lots")]})
-    code, details = code_of(api.submit.SubmitJobs, submit_pb2.JobSubmitRequest(
-        queue="q", job_set_id="s", job_request_items=[item(), bad]))
+    code, details = code_of(
+        api.submit.SubmitJobs,
+        submit_pb2.JobSubmitRequest(queue="q", job_set_id="s", job_request_items=[item(), bad]),
+    )
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "job_request_items[1].pod_specs[0].containers[0].resources.requests[cpu]" in details
-    code, _ = code_of(api.events.GetJobSetEvents(event_pb2.JobSetRequest(
-        id="s", queue="q", errorIfMissing=True)).__next__)
+    code, _ = code_of(
+        api.events.GetJobSetEvents(
+            event_pb2.JobSetRequest(id="s", queue="q", errorIfMissing=True)
+        ).__next__
+    )
     assert code == grpc.StatusCode.NOT_FOUND
 
 
 def test_submit_to_a_missing_queue(api: Stubs) -> None:
-    code, details = code_of(api.submit.SubmitJobs, submit_pb2.JobSubmitRequest(
-        queue="ghost", job_set_id="s", job_request_items=[item()]))
+    code, details = code_of(
+        api.submit.SubmitJobs,
+        submit_pb2.JobSubmitRequest(queue="ghost", job_set_id="s", job_request_items=[item()]),
+    )
     assert code == grpc.StatusCode.NOT_FOUND and "ghost" in details
 
 
 @pytest.mark.slow
 def test_ten_thousand_items_in_one_request(api: Stubs, queue: str) -> None:
     items = [item(client_id=f"c{i}") for i in range(10_000)]
-    bad = submit_pb2.JobSubmitRequest(queue="q", job_set_id="big",
-                                      job_request_items=[*items, item(priority=-1)])
+    bad = submit_pb2.JobSubmitRequest(
+        queue="q", job_set_id="big", job_request_items=[*items, item(priority=-1)]
+    )
     assert code_of(api.submit.SubmitJobs, bad)[0] == grpc.StatusCode.INVALID_ARGUMENT
     assert events(api, "big") == []
     ids = submit(api, *items, job_set="big")
@@ -142,8 +179,9 @@ def test_ten_thousand_items_in_one_request(api: Stubs, queue: str) -> None:
 
 def test_watch_delivers_new_events_promptly(api: Stubs, queue: str) -> None:
     [job] = submit(api)
-    stream = api.events.GetJobSetEvents(event_pb2.JobSetRequest(id="s", queue="q", watch=True),
-                                        timeout=30)
+    stream = api.events.GetJobSetEvents(
+        event_pb2.JobSetRequest(id="s", queue="q", watch=True), timeout=30
+    )
     seen: list[event_pb2.EventStreamMessage] = []
     done = threading.Event()
 
@@ -158,8 +196,9 @@ def test_watch_delivers_new_events_promptly(api: Stubs, queue: str) -> None:
     reader.start()
     while len(seen) < 2:
         time.sleep(0.01)
-    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=[job],
-                                                      reason="not needed"))
+    api.submit.CancelJobs(
+        submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=[job], reason="not needed")
+    )
     assert done.wait(10)
     stream.cancel()
     reader.join(5)
@@ -168,8 +207,9 @@ def test_watch_delivers_new_events_promptly(api: Stubs, queue: str) -> None:
 
 
 def test_watch_on_an_empty_job_set_waits_for_its_first_event(api: Stubs, queue: str) -> None:
-    stream = api.events.GetJobSetEvents(event_pb2.JobSetRequest(id="later", queue="q",
-                                                                watch=True), timeout=30)
+    stream = api.events.GetJobSetEvents(
+        event_pb2.JobSetRequest(id="later", queue="q", watch=True), timeout=30
+    )
     first: list[event_pb2.EventStreamMessage] = []
     reader = threading.Thread(target=lambda: first.append(next(stream)))
     reader.start()
@@ -183,8 +223,10 @@ def test_watch_on_an_empty_job_set_waits_for_its_first_event(api: Stubs, queue: 
 def test_heartbeats_only_for_clients_that_ask(api: Stubs, queue: str) -> None:
     submit(api)
     stream = api.events.GetJobSetEvents(
-        event_pb2.JobSetRequest(id="s", queue="q", watch=True), timeout=30,
-        metadata=[("x-armada-heartbeat", "1")])
+        event_pb2.JobSetRequest(id="s", queue="q", watch=True),
+        timeout=30,
+        metadata=[("x-armada-heartbeat", "1")],
+    )
     got = [next(stream) for _ in range(3)]
     stream.cancel()
     assert kinds(got) == ["submitted", "queued", None]
@@ -198,65 +240,87 @@ def test_bad_message_id(api: Stubs, queue: str) -> None:
 
 def test_cancel_reprioritize_and_preempt(api: Stubs, queue: str) -> None:
     a, b, c = submit(api, item(), item(), item())
-    cancelled = api.submit.CancelJobs(submit_pb2.JobCancelRequest(
-        queue="q", job_set_id="s", job_ids=[a, "unknown"]))
+    cancelled = api.submit.CancelJobs(
+        submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=[a, "unknown"])
+    )
     assert list(cancelled.cancelled_ids) == [a]
-    result = api.submit.ReprioritizeJobs(submit_pb2.JobReprioritizeRequest(
-        queue="q", job_set_id="s", job_ids=[a, b], new_priority=7))
+    result = api.submit.ReprioritizeJobs(
+        submit_pb2.JobReprioritizeRequest(queue="q", job_set_id="s", job_ids=[a, b], new_priority=7)
+    )
     assert result.reprioritization_results[b] == ""
     assert "cancelled" in result.reprioritization_results[a]
     details = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=[b], expand_job_spec=True))
     assert details.job_details[b].job_spec.id == b
-    preempted = api.submit.PreemptJobs(submit_pb2.JobPreemptRequest(
-        queue="q", job_set_id="s", job_ids=[c]))
+    preempted = api.submit.PreemptJobs(
+        submit_pb2.JobPreemptRequest(queue="q", job_set_id="s", job_ids=[c])
+    )
     assert "not running" in preempted.preemption_results[c]
-    api.submit.CancelJobSet(submit_pb2.JobSetCancelRequest(
-        queue="q", job_set_id="s", filter=submit_pb2.JobSetFilter(states=[submit_pb2.QUEUED])))
+    api.submit.CancelJobSet(
+        submit_pb2.JobSetCancelRequest(
+            queue="q", job_set_id="s", filter=submit_pb2.JobSetFilter(states=[submit_pb2.QUEUED])
+        )
+    )
     states = api.jobs.GetJobStatus(job_pb2.JobStatusRequest(job_ids=[a, b, c])).job_states
     assert set(states.values()) == {submit_pb2.CANCELLED}
     assert kinds(events(api))[-4:] == ["cancelling", "cancelled", "cancelling", "cancelled"]
-    reprioritized = [m.message.reprioritized for m in events(api)
-                     if m.message.WhichOneof("events") == "reprioritized"]
+    reprioritized = [
+        m.message.reprioritized
+        for m in events(api)
+        if m.message.WhichOneof("events") == "reprioritized"
+    ]
     assert [r.new_priority for r in reprioritized] == [7]
 
 
 def test_cancel_set_rejects_states_jobs_cannot_be_cancelled_in(api: Stubs, queue: str) -> None:
-    code, details = code_of(api.submit.CancelJobSet, submit_pb2.JobSetCancelRequest(
-        queue="q", job_set_id="s", filter=submit_pb2.JobSetFilter(states=[submit_pb2.SUCCEEDED])))
+    code, details = code_of(
+        api.submit.CancelJobSet,
+        submit_pb2.JobSetCancelRequest(
+            queue="q", job_set_id="s", filter=submit_pb2.JobSetFilter(states=[submit_pb2.SUCCEEDED])
+        ),
+    )
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "SUCCEEDED" in details
 
 
 def test_cancel_on_queue_by_priority_class(api: Stubs, queue: str) -> None:
     low = item({"containers": [container()], "priorityClassName": "armada-preemptible"})
     keep, drop = submit(api, item(), low)
-    api.queues.CancelOnQueue(submit_pb2.QueueCancelRequest(
-        name="q", priorityClasses=["armada-preemptible"]))
+    api.queues.CancelOnQueue(
+        submit_pb2.QueueCancelRequest(name="q", priorityClasses=["armada-preemptible"])
+    )
     states = api.jobs.GetJobStatus(job_pb2.JobStatusRequest(job_ids=[keep, drop])).job_states
     assert states[keep] == submit_pb2.QUEUED and states[drop] == submit_pb2.CANCELLED
 
 
 def test_job_queries(api: Stubs, queue: str) -> None:
     uri = "airflow://dag/task/1"
-    [job] = submit(api, item(external_job_uri=uri, annotations={ann.GANG_ID: "g",
-                                                                 ann.GANG_CARDINALITY: "1"}))
-    by_uri = api.jobs.GetJobStatusUsingExternalJobUri(job_pb2.JobStatusUsingExternalJobUriRequest(
-        queue="q", jobset="s", external_job_uri=uri))
+    [job] = submit(
+        api, item(external_job_uri=uri, annotations={ann.GANG_ID: "g", ann.GANG_CARDINALITY: "1"})
+    )
+    by_uri = api.jobs.GetJobStatusUsingExternalJobUri(
+        job_pb2.JobStatusUsingExternalJobUriRequest(queue="q", jobset="s", external_job_uri=uri)
+    )
     assert dict(by_uri.job_states) == {job: submit_pb2.QUEUED}
     details = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=[job, "x"]))
     d = details.job_details[job]
     assert (d.queue, d.jobset, d.state, d.latest_run_id) == ("q", "s", submit_pb2.QUEUED, "")
     assert not d.HasField("job_spec") and "x" not in details.job_details
-    assert dict(api.jobs.GetJobErrors(job_pb2.JobErrorsRequest(job_ids=[job])).job_errors) == \
-        {job: ""}
-    assert api.jobs.GetJobRunDetails(job_pb2.JobRunDetailsRequest(run_ids=["r"])) == \
-        job_pb2.JobRunDetailsResponse()
+    assert dict(api.jobs.GetJobErrors(job_pb2.JobErrorsRequest(job_ids=[job])).job_errors) == {
+        job: ""
+    }
+    assert (
+        api.jobs.GetJobRunDetails(job_pb2.JobRunDetailsRequest(run_ids=["r"]))
+        == job_pb2.JobRunDetailsResponse()
+    )
     active = api.jobs.GetActiveQueues(job_pb2.GetActiveQueuesRequest()).active_queues_by_pool
     assert list(active[""].queues) == ["q"]
 
 
 def test_retry_policy_crud(api: Stubs) -> None:
-    policy = submit_pb2.RetryPolicy(name="p", retry_limit=3, rules=[submit_pb2.RetryRule(
-        action=submit_pb2.RETRY_ACTION_RETRY, on_category="oom")])
+    policy = submit_pb2.RetryPolicy(
+        name="p",
+        retry_limit=3,
+        rules=[submit_pb2.RetryRule(action=submit_pb2.RETRY_ACTION_RETRY, on_category="oom")],
+    )
     api.policies.CreateRetryPolicy(policy)
     assert code_of(api.policies.CreateRetryPolicy, policy)[0] == grpc.StatusCode.ALREADY_EXISTS
     assert api.policies.GetRetryPolicy(submit_pb2.RetryPolicyGetRequest(name="p")) == policy
@@ -265,8 +329,10 @@ def test_retry_policy_crud(api: Stubs) -> None:
     listed = api.policies.GetRetryPolicies(submit_pb2.RetryPolicyListRequest())
     assert [p.retry_limit for p in listed.retry_policies] == [5]
     api.policies.DeleteRetryPolicy(submit_pb2.RetryPolicyDeleteRequest(name="p"))
-    assert code_of(api.policies.GetRetryPolicy, submit_pb2.RetryPolicyGetRequest(name="p"))[0] \
+    assert (
+        code_of(api.policies.GetRetryPolicy, submit_pb2.RetryPolicyGetRequest(name="p"))[0]
         == grpc.StatusCode.NOT_FOUND
+    )
 
 
 def test_health_and_reflection(api: Stubs) -> None:
@@ -280,8 +346,9 @@ def test_health_and_reflection(api: Stubs) -> None:
     from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
     stub = reflection_pb2_grpc.ServerReflectionStub(api.channel)
-    [answer] = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(
-        list_services="")])))
+    [answer] = list(
+        stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+    )
     names = {s.name for s in answer.list_services_response.service}
     assert {"api.Submit", "api.QueueService", "api.Event", "api.Jobs"} <= names
 
@@ -289,22 +356,26 @@ def test_health_and_reflection(api: Stubs) -> None:
 @pytest.mark.postgres
 def test_watchers_are_woken_by_another_replica(postgres_server) -> None:
     url = postgres_server.new_database()
-    with EmbeddedServer(database_url=url, heartbeat_seconds=120) as a, \
-            EmbeddedServer(database_url=url, heartbeat_seconds=120) as b, \
-            grpc.insecure_channel(a.address) as ca, grpc.insecure_channel(b.address) as cb:
+    with (
+        EmbeddedServer(database_url=url, heartbeat_seconds=120) as a,
+        EmbeddedServer(database_url=url, heartbeat_seconds=120) as b,
+        grpc.insecure_channel(a.address) as ca,
+        grpc.insecure_channel(b.address) as cb,
+    ):
         from armada_core.api import event_pb2_grpc, submit_pb2_grpc
 
         submit_pb2_grpc.QueueServiceStub(cb).CreateQueue(submit_pb2.Queue(name="q"))
         stream = event_pb2_grpc.EventStub(ca).GetJobSetEvents(
-            event_pb2.JobSetRequest(id="s", queue="q", watch=True), timeout=30)
+            event_pb2.JobSetRequest(id="s", queue="q", watch=True), timeout=30
+        )
         got: list[float] = []
-        reader = threading.Thread(target=lambda: got.append(
-            (next(stream), time.monotonic())[1]))
+        reader = threading.Thread(target=lambda: got.append((next(stream), time.monotonic())[1]))
         reader.start()
         time.sleep(0.3)
         sent = time.monotonic()
-        submit_pb2_grpc.SubmitStub(cb).SubmitJobs(submit_pb2.JobSubmitRequest(
-            queue="q", job_set_id="s", job_request_items=[item()]))
+        submit_pb2_grpc.SubmitStub(cb).SubmitJobs(
+            submit_pb2.JobSubmitRequest(queue="q", job_set_id="s", job_request_items=[item()])
+        )
         reader.join(20)
         stream.cancel()
     # Delivered on the other replica's notification, not on the 120 s re-read.

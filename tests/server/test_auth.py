@@ -35,15 +35,27 @@ def auth_server(tmp_path: Path, signing_key) -> Iterator[EmbeddedServer]:
     jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signing_key.public_key()))
     jwks = tmp_path / "jwks.json"
     jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}))
-    auth = AuthConfig.from_mapping({
-        "basic": {"users": {"alice": {"password": "a-pw"}, "bob": {"password": "b-pw"},
-                            "carol": {"password": "c-pw", "groups": ["auditors"]}}},
-        "tokens": [{"token": "ci-secret", "user": "ci-bot", "groups": ["ml-team"]}],
-        "oidc": {"issuer": ISSUER, "jwks_file": str(jwks), "audience": "armada"},
-        "admins": ["alice"],
-    })
-    config = ServerConfig(port=0, http_port=None, executor="none", auth=auth,
-                          database_url=f"sqlite:///{tmp_path / 'a.db'}")
+    auth = AuthConfig.from_mapping(
+        {
+            "basic": {
+                "users": {
+                    "alice": {"password": "a-pw"},
+                    "bob": {"password": "b-pw"},
+                    "carol": {"password": "c-pw", "groups": ["auditors"]},
+                }
+            },
+            "tokens": [{"token": "ci-secret", "user": "ci-bot", "groups": ["ml-team"]}],
+            "oidc": {"issuer": ISSUER, "jwks_file": str(jwks), "audience": "armada"},
+            "admins": ["alice"],
+        }
+    )
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="none",
+        auth=auth,
+        database_url=f"sqlite:///{tmp_path / 'a.db'}",
+    )
     with EmbeddedServer(config) as server:
         yield server
 
@@ -56,10 +68,22 @@ def bearer(token: str) -> tuple[str, str]:
     return ("authorization", f"Bearer {token}")
 
 
-def oidc_token(key, *, sub: str = "dave", groups=("ml-team",), issuer: str = ISSUER,
-               expires_in: int = 300, kid: str = "k1") -> str:
-    claims = {"sub": sub, "groups": list(groups), "iss": issuer, "aud": "armada",
-              "exp": int(time.time()) + expires_in}
+def oidc_token(
+    key,
+    *,
+    sub: str = "dave",
+    groups=("ml-team",),
+    issuer: str = ISSUER,
+    expires_in: int = 300,
+    kid: str = "k1",
+) -> str:
+    claims = {
+        "sub": sub,
+        "groups": list(groups),
+        "iss": issuer,
+        "aud": "armada",
+        "exp": int(time.time()) + expires_in,
+    }
     return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid})
 
 
@@ -73,17 +97,31 @@ def api(auth_server: EmbeddedServer) -> Iterator[Stubs]:
     from armada_core.api import event_pb2_grpc, job_pb2_grpc, submit_pb2_grpc
 
     channel = grpc.insecure_channel(auth_server.address)
-    stubs = Stubs(channel, submit_pb2_grpc.SubmitStub(channel),
-                  submit_pb2_grpc.QueueServiceStub(channel),
-                  submit_pb2_grpc.RetryPolicyServiceStub(channel),
-                  event_pb2_grpc.EventStub(channel), job_pb2_grpc.JobsStub(channel))
+    stubs = Stubs(
+        channel,
+        submit_pb2_grpc.SubmitStub(channel),
+        submit_pb2_grpc.QueueServiceStub(channel),
+        submit_pb2_grpc.RetryPolicyServiceStub(channel),
+        event_pb2_grpc.EventStub(channel),
+        job_pb2_grpc.JobsStub(channel),
+    )
     # Queue "q": bob may submit and watch, the ml-team group may cancel; carol nothing.
-    stubs.queues.CreateQueue(submit_pb2.Queue(name="q", permissions=[
-        submit_pb2.Queue.Permissions(subjects=[submit_pb2.Queue.Permissions.Subject(
-            kind="User", name="bob")], verbs=["submit", "watch"]),
-        submit_pb2.Queue.Permissions(subjects=[submit_pb2.Queue.Permissions.Subject(
-            kind="Group", name="ml-team")], verbs=["cancel", "reprioritize", "preempt"]),
-    ]), metadata=ALICE)
+    stubs.queues.CreateQueue(
+        submit_pb2.Queue(
+            name="q",
+            permissions=[
+                submit_pb2.Queue.Permissions(
+                    subjects=[submit_pb2.Queue.Permissions.Subject(kind="User", name="bob")],
+                    verbs=["submit", "watch"],
+                ),
+                submit_pb2.Queue.Permissions(
+                    subjects=[submit_pb2.Queue.Permissions.Subject(kind="Group", name="ml-team")],
+                    verbs=["cancel", "reprioritize", "preempt"],
+                ),
+            ],
+        ),
+        metadata=ALICE,
+    )
     yield stubs
     channel.close()
 
@@ -108,55 +146,142 @@ def calls(api: Stubs) -> dict[str, tuple[Callable[[list], object], str]]:
     sub = submit_pb2.JobSubmitRequest(queue="q", job_set_id="s", job_request_items=[item()])
     return {
         "SubmitJobs": (lambda md: api.submit.SubmitJobs(sub, metadata=md), "submit"),
-        "CancelJobs": (lambda md: api.submit.CancelJobs(submit_pb2.JobCancelRequest(
-            queue="q", job_set_id="s", job_ids=["x"]), metadata=md), "cancel"),
-        "CancelJobSet": (lambda md: api.submit.CancelJobSet(submit_pb2.JobSetCancelRequest(
-            queue="q", job_set_id="s"), metadata=md), "cancel"),
-        "ReprioritizeJobs": (lambda md: api.submit.ReprioritizeJobs(
-            submit_pb2.JobReprioritizeRequest(queue="q", job_set_id="s", new_priority=1),
-            metadata=md), "reprioritize"),
-        "PreemptJobs": (lambda md: api.submit.PreemptJobs(submit_pb2.JobPreemptRequest(
-            queue="q", job_set_id="s"), metadata=md), "preempt"),
-        "GetJobSetEvents": (lambda md: api.events.GetJobSetEvents(event_pb2.JobSetRequest(
-            queue="q", id="s"), metadata=md), "watch"),
-        "Watch": (lambda md: next(iter(api.events.Watch(event_pb2.WatchRequest(
-            queue="q", job_set_id="s"), metadata=md, timeout=0.5)), None), "watch"),
-        "CancelOnQueue": (lambda md: api.queues.CancelOnQueue(submit_pb2.QueueCancelRequest(
-            name="q"), metadata=md), "cancel"),
-        "PreemptOnQueue": (lambda md: api.queues.PreemptOnQueue(submit_pb2.QueuePreemptRequest(
-            name="q"), metadata=md), "preempt"),
-        "CreateQueue": (lambda md: api.queues.CreateQueue(submit_pb2.Queue(name="new"),
-                                                          metadata=md), "admin"),
-        "UpdateQueue": (lambda md: api.queues.UpdateQueue(submit_pb2.Queue(name="q"),
-                                                          metadata=md), "admin"),
-        "CordonQueue": (lambda md: api.queues.CordonQueue(submit_pb2.QueueCordonRequest(
-            name="q"), metadata=md), "admin"),
-        "UncordonQueue": (lambda md: api.queues.UncordonQueue(submit_pb2.QueueUncordonRequest(
-            name="q"), metadata=md), "admin"),
-        "CreateRetryPolicy": (lambda md: api.policies.CreateRetryPolicy(submit_pb2.RetryPolicy(
-            name="p"), metadata=md), "admin"),
-        "GetQueue": (lambda md: api.queues.GetQueue(submit_pb2.QueueGetRequest(name="q"),
-                                                    metadata=md), "anyone"),
-        "GetQueues": (lambda md: api.queues.GetQueues(submit_pb2.StreamingQueueGetRequest(),
-                                                      metadata=md), "anyone"),
-        "GetRetryPolicies": (lambda md: api.policies.GetRetryPolicies(
-            submit_pb2.RetryPolicyListRequest(), metadata=md), "anyone"),
-        "GetJobStatus": (lambda md: api.jobs.GetJobStatus(job_pb2.JobStatusRequest(
-            job_ids=["x"]), metadata=md), "anyone"),
-        "GetJobDetails": (lambda md: api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(
-            job_ids=["x"]), metadata=md), "anyone"),
-        "GetJobErrors": (lambda md: api.jobs.GetJobErrors(job_pb2.JobErrorsRequest(
-            job_ids=["x"]), metadata=md), "anyone"),
-        "GetActiveQueues": (lambda md: api.jobs.GetActiveQueues(
-            job_pb2.GetActiveQueuesRequest(), metadata=md), "anyone"),
+        "CancelJobs": (
+            lambda md: api.submit.CancelJobs(
+                submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=["x"]), metadata=md
+            ),
+            "cancel",
+        ),
+        "CancelJobSet": (
+            lambda md: api.submit.CancelJobSet(
+                submit_pb2.JobSetCancelRequest(queue="q", job_set_id="s"), metadata=md
+            ),
+            "cancel",
+        ),
+        "ReprioritizeJobs": (
+            lambda md: api.submit.ReprioritizeJobs(
+                submit_pb2.JobReprioritizeRequest(queue="q", job_set_id="s", new_priority=1),
+                metadata=md,
+            ),
+            "reprioritize",
+        ),
+        "PreemptJobs": (
+            lambda md: api.submit.PreemptJobs(
+                submit_pb2.JobPreemptRequest(queue="q", job_set_id="s"), metadata=md
+            ),
+            "preempt",
+        ),
+        "GetJobSetEvents": (
+            lambda md: api.events.GetJobSetEvents(
+                event_pb2.JobSetRequest(queue="q", id="s"), metadata=md
+            ),
+            "watch",
+        ),
+        "Watch": (
+            lambda md: next(
+                iter(
+                    api.events.Watch(
+                        event_pb2.WatchRequest(queue="q", job_set_id="s"), metadata=md, timeout=0.5
+                    )
+                ),
+                None,
+            ),
+            "watch",
+        ),
+        "CancelOnQueue": (
+            lambda md: api.queues.CancelOnQueue(
+                submit_pb2.QueueCancelRequest(name="q"), metadata=md
+            ),
+            "cancel",
+        ),
+        "PreemptOnQueue": (
+            lambda md: api.queues.PreemptOnQueue(
+                submit_pb2.QueuePreemptRequest(name="q"), metadata=md
+            ),
+            "preempt",
+        ),
+        "CreateQueue": (
+            lambda md: api.queues.CreateQueue(submit_pb2.Queue(name="new"), metadata=md),
+            "admin",
+        ),
+        "UpdateQueue": (
+            lambda md: api.queues.UpdateQueue(submit_pb2.Queue(name="q"), metadata=md),
+            "admin",
+        ),
+        "CordonQueue": (
+            lambda md: api.queues.CordonQueue(submit_pb2.QueueCordonRequest(name="q"), metadata=md),
+            "admin",
+        ),
+        "UncordonQueue": (
+            lambda md: api.queues.UncordonQueue(
+                submit_pb2.QueueUncordonRequest(name="q"), metadata=md
+            ),
+            "admin",
+        ),
+        "CreateRetryPolicy": (
+            lambda md: api.policies.CreateRetryPolicy(
+                submit_pb2.RetryPolicy(name="p"), metadata=md
+            ),
+            "admin",
+        ),
+        "GetQueue": (
+            lambda md: api.queues.GetQueue(submit_pb2.QueueGetRequest(name="q"), metadata=md),
+            "anyone",
+        ),
+        "GetQueues": (
+            lambda md: api.queues.GetQueues(submit_pb2.StreamingQueueGetRequest(), metadata=md),
+            "anyone",
+        ),
+        "GetRetryPolicies": (
+            lambda md: api.policies.GetRetryPolicies(
+                submit_pb2.RetryPolicyListRequest(), metadata=md
+            ),
+            "anyone",
+        ),
+        "GetJobStatus": (
+            lambda md: api.jobs.GetJobStatus(job_pb2.JobStatusRequest(job_ids=["x"]), metadata=md),
+            "anyone",
+        ),
+        "GetJobDetails": (
+            lambda md: api.jobs.GetJobDetails(
+                job_pb2.JobDetailsRequest(job_ids=["x"]), metadata=md
+            ),
+            "anyone",
+        ),
+        "GetJobErrors": (
+            lambda md: api.jobs.GetJobErrors(job_pb2.JobErrorsRequest(job_ids=["x"]), metadata=md),
+            "anyone",
+        ),
+        "GetActiveQueues": (
+            lambda md: api.jobs.GetActiveQueues(job_pb2.GetActiveQueuesRequest(), metadata=md),
+            "anyone",
+        ),
     }
 
 
-RPCS = ["SubmitJobs", "CancelJobs", "CancelJobSet", "ReprioritizeJobs", "PreemptJobs",
-        "GetJobSetEvents", "Watch", "CancelOnQueue", "PreemptOnQueue", "CreateQueue",
-        "UpdateQueue", "CordonQueue", "UncordonQueue", "CreateRetryPolicy", "GetQueue",
-        "GetQueues", "GetRetryPolicies", "GetJobStatus", "GetJobDetails", "GetJobErrors",
-        "GetActiveQueues"]
+RPCS = [
+    "SubmitJobs",
+    "CancelJobs",
+    "CancelJobSet",
+    "ReprioritizeJobs",
+    "PreemptJobs",
+    "GetJobSetEvents",
+    "Watch",
+    "CancelOnQueue",
+    "PreemptOnQueue",
+    "CreateQueue",
+    "UpdateQueue",
+    "CordonQueue",
+    "UncordonQueue",
+    "CreateRetryPolicy",
+    "GetQueue",
+    "GetQueues",
+    "GetRetryPolicies",
+    "GetJobStatus",
+    "GetJobDetails",
+    "GetJobErrors",
+    "GetActiveQueues",
+]
 
 
 def outcome(call: Callable[[list], object], md: list) -> grpc.StatusCode:
@@ -192,9 +317,14 @@ def test_health_needs_no_credentials(api: Stubs) -> None:
     assert api.events.Health(empty_pb2.Empty()).status == 1
 
 
-@pytest.mark.parametrize("token_kw", [
-    {"issuer": "https://other.test"}, {"expires_in": -10}, {"kid": "unknown"},
-])
+@pytest.mark.parametrize(
+    "token_kw",
+    [
+        {"issuer": "https://other.test"},
+        {"expires_in": -10},
+        {"kid": "unknown"},
+    ],
+)
 def test_bad_oidc_tokens_are_refused(api: Stubs, signing_key, token_kw) -> None:
     token = oidc_token(signing_key, **token_kw)
     call, _ = calls(api)["GetJobStatus"]
@@ -210,6 +340,7 @@ def test_token_signed_by_another_key_is_refused(api: Stubs) -> None:
 def test_owner_is_recorded_from_the_caller(api: Stubs) -> None:
     sub = submit_pb2.JobSubmitRequest(queue="q", job_set_id="s", job_request_items=[item()])
     [job] = api.submit.SubmitJobs(sub, metadata=BOB).job_response_items
-    details = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(
-        job_ids=[job.job_id], expand_job_spec=True), metadata=BOB)
+    details = api.jobs.GetJobDetails(
+        job_pb2.JobDetailsRequest(job_ids=[job.job_id], expand_job_spec=True), metadata=BOB
+    )
     assert details.job_details[job.job_id].job_spec.owner == "bob"

@@ -15,11 +15,23 @@ T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
 
 def job_row(job_id: str, **changes) -> dict:  # type: ignore[no-untyped-def]
-    row = {"id": job_id, "queue": "q", "job_set": "s", "client_id": None,
-           "external_job_uri": None, "state": 1, "priority": 2.5,
-           "priority_class": "armada-default", "gang_id": None, "submitted_at": T0,
-           "last_transition_at": T0 + timedelta(microseconds=1), "retry_after": None,
-           "cancel_requested": False, "avoid_node": None, "spec": b"\x00\x01spec"}
+    row = {
+        "id": job_id,
+        "queue": "q",
+        "job_set": "s",
+        "client_id": None,
+        "external_job_uri": None,
+        "state": 1,
+        "priority": 2.5,
+        "priority_class": "armada-default",
+        "gang_id": None,
+        "submitted_at": T0,
+        "last_transition_at": T0 + timedelta(microseconds=1),
+        "retry_after": None,
+        "cancel_requested": False,
+        "avoid_node": None,
+        "spec": b"\x00\x01spec",
+    }
     row.update(changes)
     return row
 
@@ -35,11 +47,24 @@ def stored(conn, job_id: str) -> dict:  # type: ignore[no-untyped-def]
 def test_rows_match_sqlalchemy_insert(database_url: str) -> None:
     engine = open_database(database_url)
     with engine.begin() as conn:
-        for prefix, write in (("a", lambda rows: conn.execute(insert(t.jobs), rows)),
-                              ("b", lambda rows: insert_rows(conn, t.jobs, rows))):
-            write([job_row(f"{prefix}1"),
-                   job_row(f"{prefix}2", client_id=f"c-{prefix}", cancel_requested=True,
-                           priority=0.0, retry_after=T0, avoid_node="n1", spec=b"")])
+        for prefix, write in (
+            ("a", lambda rows: conn.execute(insert(t.jobs), rows)),
+            ("b", lambda rows: insert_rows(conn, t.jobs, rows)),
+        ):
+            write(
+                [
+                    job_row(f"{prefix}1"),
+                    job_row(
+                        f"{prefix}2",
+                        client_id=f"c-{prefix}",
+                        cancel_requested=True,
+                        priority=0.0,
+                        retry_after=T0,
+                        avoid_node="n1",
+                        spec=b"",
+                    ),
+                ]
+            )
         for n in ("1", "2"):
             assert stored(conn, "b" + n) == stored(conn, "a" + n)
         # Defaults fill what a row leaves out; times come back as stored.

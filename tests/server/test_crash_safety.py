@@ -56,8 +56,12 @@ WORKERS = 3
 # Kill once this many requests of the current round were acknowledged.
 KILL_AFTER = (12, 20)
 LISTENING = re.compile(r"listening on (\S+):(\d+)")
-LOST = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL,
-        grpc.StatusCode.CANCELLED}
+LOST = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.CANCELLED,
+}
 
 
 def server_command() -> list[str]:
@@ -73,12 +77,25 @@ class ServerProcess:
     def __init__(self, database_url: str, log: Path) -> None:
         self.log = log.open("ab")
         self.proc = subprocess.Popen(
-            [*server_command(), "--port", "0", "--database-url", database_url,
-             "--executor", "none", "--scheduling-period", "3600"],
-            stdout=subprocess.PIPE, stderr=self.log, text=True)
+            [
+                *server_command(),
+                "--port",
+                "0",
+                "--database-url",
+                database_url,
+                "--executor",
+                "none",
+                "--scheduling-period",
+                "3600",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
         line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()),
-                                  daemon=True)
+        reader = threading.Thread(
+            target=lambda: line.append(self.proc.stdout.readline()), daemon=True
+        )
         reader.start()
         reader.join(60)
         match = LISTENING.search(line[0]) if line else None
@@ -163,8 +180,10 @@ def submitter(address: str, prefix: str, record: Record, stop: threading.Event) 
 def submit_until_killed(server: ServerProcess, record: Record, round_: int) -> None:
     stop = threading.Event()
     before = len(record.acked)
-    threads = [threading.Thread(target=submitter, args=(
-        server.address, f"c{round_}w{w}", record, stop)) for w in range(WORKERS)]
+    threads = [
+        threading.Thread(target=submitter, args=(server.address, f"c{round_}w{w}", record, stop))
+        for w in range(WORKERS)
+    ]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + 120
@@ -190,16 +209,19 @@ def read_database(url: str) -> Stored:
     try:
         with engine.connect() as conn:
             jobs: dict[str, tuple[str, str]] = {}
-            rows = conn.execute(select(t.jobs.c.client_id, t.jobs.c.id, t.jobs.c.job_set,
-                                       t.jobs.c.queue)).all()
+            rows = conn.execute(
+                select(t.jobs.c.client_id, t.jobs.c.id, t.jobs.c.job_set, t.jobs.c.queue)
+            ).all()
             for client_id, job_id, job_set, queue in rows:
                 assert queue == QUEUE
                 assert client_id not in jobs, f"client_id {client_id} stored twice"
                 jobs[client_id] = (job_id, job_set)
             events: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
-            for job_set, seq, job_id, payload in conn.execute(select(
-                    t.events.c.job_set, t.events.c.seq, t.events.c.job_id,
-                    t.events.c.payload).order_by(t.events.c.job_set, t.events.c.seq)):
+            for job_set, seq, job_id, payload in conn.execute(
+                select(
+                    t.events.c.job_set, t.events.c.seq, t.events.c.job_id, t.events.c.payload
+                ).order_by(t.events.c.job_set, t.events.c.seq)
+            ):
                 message = event_pb2.EventMessage.FromString(payload)
                 kind = message.WhichOneof("events")
                 assert getattr(message, kind).job_id == job_id
@@ -245,18 +267,25 @@ def check_consistent(stored: Stored, record: Record) -> None:
 def check_served(address: str, stored: Stored, record: Record) -> None:
     """The restarted server answers from what survived."""
     with grpc.insecure_channel(address) as channel:
-        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
-                                                           timeout=10)
+        health = health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=10
+        )
         assert health.status == health_pb2.HealthCheckResponse.SERVING
         acked_ids = [j for ids in record.acked.values() for j in ids]
-        states = job_pb2_grpc.JobsStub(channel).GetJobStatus(
-            job_pb2.JobStatusRequest(job_ids=acked_ids), timeout=60).job_states
+        states = (
+            job_pb2_grpc.JobsStub(channel)
+            .GetJobStatus(job_pb2.JobStatusRequest(job_ids=acked_ids), timeout=60)
+            .job_states
+        )
         assert set(states.values()) == {submit_pb2.QUEUED}
         events = event_pb2_grpc.EventStub(channel)
         for job_set, log in stored.events.items():
-            streamed = [(int(m.id), m.message.WhichOneof("events")) for m in
-                        events.GetJobSetEvents(event_pb2.JobSetRequest(
-                            queue=QUEUE, id=job_set, watch=False), timeout=60)]
+            streamed = [
+                (int(m.id), m.message.WhichOneof("events"))
+                for m in events.GetJobSetEvents(
+                    event_pb2.JobSetRequest(queue=QUEUE, id=job_set, watch=False), timeout=60
+                )
+            ]
             assert streamed == [(seq, kind) for seq, _, kind in log]
 
 
@@ -279,7 +308,8 @@ def test_sigkill_during_submissions(database_url: str, tmp_path: Path) -> None:
     try:
         with grpc.insecure_channel(server.address) as channel:
             submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(
-                submit_pb2.Queue(name=QUEUE, priority_factor=1), timeout=30)
+                submit_pb2.Queue(name=QUEUE, priority_factor=1), timeout=30
+            )
         for round_ in range(len(KILL_AFTER)):
             if round_:
                 server = ServerProcess(database_url, log)
@@ -297,4 +327,3 @@ def test_sigkill_during_submissions(database_url: str, tmp_path: Path) -> None:
         server.terminate()
     finally:
         server.close()
-

@@ -32,9 +32,15 @@ from .test_scheduling_loop import Executor, state
 
 def member(role: str, minimum: int, size: int = 5):
     """A member of pod group "pg" (coordinator 1 + workers 4 when ``size`` is 5)."""
-    return item({"containers": [container(cpu="1", memory="1Gi")]}, annotations={
-        ann.GANG_ID: "pg", ann.GANG_CARDINALITY: str(size), ann.GANG_ROLE: role,
-        ann.GANG_ROLE_MINIMUM: str(minimum)})
+    return item(
+        {"containers": [container(cpu="1", memory="1Gi")]},
+        annotations={
+            ann.GANG_ID: "pg",
+            ann.GANG_CARDINALITY: str(size),
+            ann.GANG_ROLE: role,
+            ann.GANG_ROLE_MINIMUM: str(minimum),
+        },
+    )
 
 
 def run_all(ex: Executor) -> None:
@@ -48,7 +54,8 @@ def running_group(api: Stubs) -> tuple[Executor, str, list[str]]:
     ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
     ex.sync()
     coordinator, *workers = submit(
-        api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)])
+        api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)]
+    )
     ex.wait_leases(5)
     run_all(ex)
     return ex, coordinator, workers
@@ -59,7 +66,8 @@ def test_a_pod_group_grows_with_capacity_and_goes_when_a_role_is_lost(tmp_path: 
         ex = Executor(api.channel, nodes=1, cpu="4", memory="8Gi")
         ex.sync()
         coordinator, *workers = submit(
-            api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)])
+            api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)]
+        )
         # Room for the coordinator and three workers: the fourth worker waits.
         ex.wait_leases(4)
         placed = leased_jobs(ex)
@@ -69,8 +77,11 @@ def test_a_pod_group_grows_with_capacity_and_goes_when_a_role_is_lost(tmp_path: 
         run_all(ex)
 
         # More capacity: the waiting worker joins the running group.
-        ex.nodes.append(executor_pb2.Node(name="e1-n1", allocatable={
-            "cpu": "4", "memory": "8Gi"}, labels={"rack": "r1"}))
+        ex.nodes.append(
+            executor_pb2.Node(
+                name="e1-n1", allocatable={"cpu": "4", "memory": "8Gi"}, labels={"rack": "r1"}
+            )
+        )
         ex.sync()
         ex.wait_leases(5)
         assert waiting in leased_jobs(ex)
@@ -78,8 +89,9 @@ def test_a_pod_group_grows_with_capacity_and_goes_when_a_role_is_lost(tmp_path: 
 
         # The coordinator is cancelled: its role is below its minimum, so every worker is
         # preempted.
-        api.submit.CancelJobs(submit_pb2.JobCancelRequest(
-            queue="a", job_set_id="s", job_ids=[coordinator]))
+        api.submit.CancelJobs(
+            submit_pb2.JobCancelRequest(queue="a", job_set_id="s", job_ids=[coordinator])
+        )
         deadline = time.monotonic() + 15
         while len({s.job_id for s in ex.stops if s.preempt}) < 4:
             assert time.monotonic() < deadline, f"stops so far: {ex.stops}"
@@ -93,11 +105,13 @@ def test_a_pod_group_grows_with_capacity_and_goes_when_a_role_is_lost(tmp_path: 
         for w in workers:
             ex.sync(ex.update(ex.lease_of(w), stopped=executor_pb2.RunUpdate.Stopped()))
         assert {w: e.reason for w, e in events(api, "preempted").items()} == dict.fromkeys(
-            workers, why)
+            workers, why
+        )
 
 
 def test_a_new_leader_knows_a_role_whose_members_have_all_ended(
-        tmp_path: Path, database_url: str) -> None:
+    tmp_path: Path, database_url: str
+) -> None:
     """The coordinator is cancelled while no server runs (another replica took the cancel
     before this one came to lead): the server started again has never seen it running, yet
     reads its role and minimum from storage and takes the workers down."""
@@ -112,9 +126,13 @@ def test_a_new_leader_knows_a_role_whose_members_have_all_ended(
     with serving(tmp_path, queues=(), database_url=database_url) as (_, api, _path):
         again = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         again.held = {k: v for k, v in held.items() if v.job.id != coordinator}
-        until(lambda: again.sync() is not None
-              and {s.job_id for s in again.stops if s.preempt} >= set(workers),
-              "the workers' preemption")
+        until(
+            lambda: (
+                again.sync() is not None
+                and {s.job_id for s in again.stops if s.preempt} >= set(workers)
+            ),
+            "the workers' preemption",
+        )
         why = reasons.role_below_minimum("pg", "coordinator", 0, 1)
         assert {e.reason for e in events(api, "preempting").values()} == {why}
 
@@ -123,8 +141,9 @@ def test_a_pod_group_whose_minimums_do_not_fit_waits_whole(tmp_path: Path) -> No
     with serving(tmp_path) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="2", memory="8Gi")
         ex.sync()
-        ids = submit(api, "a", member("coordinator", 1, 3), *[member("worker", 2, 3)
-                                                               for _ in range(2)])
+        ids = submit(
+            api, "a", member("coordinator", 1, 3), *[member("worker", 2, 3) for _ in range(2)]
+        )
         until(lambda: all(w for w in ids), "submission")
         wait_reasons(api, ids)
         ex.sync()
@@ -134,18 +153,28 @@ def test_a_pod_group_whose_minimums_do_not_fit_waits_whole(tmp_path: Path) -> No
 def events(api: Stubs, kind: str) -> dict:
     """The latest event of this kind of each job of job set "s" in queue "a"."""
     stream = api.events.GetJobSetEvents(event_pb2.JobSetRequest(queue="a", id="s"))
-    return {getattr(m.message, kind).job_id: getattr(m.message, kind) for m in stream
-            if m.message.WhichOneof("events") == kind}
+    return {
+        getattr(m.message, kind).job_id: getattr(m.message, kind)
+        for m in stream
+        if m.message.WhichOneof("events") == kind
+    }
 
 
 def retry_preemptions(api: Stubs) -> None:
     """Queue "a" retries preempted jobs."""
-    api.policies.CreateRetryPolicy(submit_pb2.RetryPolicy(
-        name="again", retry_limit=5, default_action=submit_pb2.RETRY_ACTION_FAIL,
-        rules=[submit_pb2.RetryRule(action=submit_pb2.RETRY_ACTION_RETRY,
-                                    match_conditions=["Preempted"])]))
-    api.queues.UpdateQueue(submit_pb2.Queue(name="a", priority_factor=1,
-                                            retry_policies=["again"]))
+    api.policies.CreateRetryPolicy(
+        submit_pb2.RetryPolicy(
+            name="again",
+            retry_limit=5,
+            default_action=submit_pb2.RETRY_ACTION_FAIL,
+            rules=[
+                submit_pb2.RetryRule(
+                    action=submit_pb2.RETRY_ACTION_RETRY, match_conditions=["Preempted"]
+                )
+            ],
+        )
+    )
+    api.queues.UpdateQueue(submit_pb2.Queue(name="a", priority_factor=1, retry_policies=["again"]))
 
 
 def states(api: Stubs, job_ids: list[str]) -> set[str]:
@@ -180,8 +209,11 @@ def test_a_preempted_elastic_member_is_retried_alone(tmp_path: Path, database_ur
         # back to the queue and runs again, as a late member; no one else is stopped.
         elastic = workers[-1]
         first = ex.lease_of(elastic)
-        api.submit.PreemptJobs(submit_pb2.JobPreemptRequest(
-            queue="a", job_set_id="s", job_ids=[elastic], reason="maintenance"))
+        api.submit.PreemptJobs(
+            submit_pb2.JobPreemptRequest(
+                queue="a", job_set_id="s", job_ids=[elastic], reason="maintenance"
+            )
+        )
         until(lambda: ex.sync().stop, "the stop of the preempted worker")
         assert {(s.job_id, s.preempt) for s in ex.stops} == {(elastic, True)}
         ex.sync(ex.update(first, stopped=executor_pb2.RunUpdate.Stopped()))
@@ -190,8 +222,7 @@ def test_a_preempted_elastic_member_is_retried_alone(tmp_path: Path, database_ur
         steady(ex, 0.5)
         assert {s.job_id for s in ex.stops} == {elastic}
         assert states(api, [coordinator, *workers[:-1]]) == {"RUNNING"}
-        assert {lease.run_index for lease in ex.held.values()
-                if lease.job.id != elastic} == {0}
+        assert {lease.run_index for lease in ex.held.values() if lease.job.id != elastic} == {0}
 
 
 def test_a_core_member_retried_restarts_the_group(tmp_path: Path, database_url: str) -> None:
@@ -200,18 +231,22 @@ def test_a_core_member_retried_restarts_the_group(tmp_path: Path, database_url: 
         ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         ex.sync()
         coordinator, *workers = submit(
-            api, "a", member("coordinator", 1, 3), *[member("worker", 1, 3)
-                                                     for _ in range(2)])
+            api, "a", member("coordinator", 1, 3), *[member("worker", 1, 3) for _ in range(2)]
+        )
         ex.wait_leases(3)
         run_all(ex)
         # The coordinator is the whole of its role: its retry breaks the group, which
         # starts again as a whole (the workers are stopped and queued with it).
-        api.submit.PreemptJobs(submit_pb2.JobPreemptRequest(
-            queue="a", job_set_id="s", job_ids=[coordinator]))
+        api.submit.PreemptJobs(
+            submit_pb2.JobPreemptRequest(queue="a", job_set_id="s", job_ids=[coordinator])
+        )
         until(lambda: obey(ex) and not ex.held, "every member's stop")
         leases = ex.wait_leases(3)
         assert {lease.job.id: lease.run_index for lease in leases} == {
-            coordinator: 1, workers[0]: 1, workers[1]: 1}
+            coordinator: 1,
+            workers[0]: 1,
+            workers[1]: 1,
+        }
 
 
 def test_cancelling_elastic_members_leaves_the_group(tmp_path: Path, database_url: str) -> None:
@@ -219,11 +254,13 @@ def test_cancelling_elastic_members_leaves_the_group(tmp_path: Path, database_ur
         ex = Executor(api.channel, nodes=1, cpu="2", memory="8Gi")
         ex.sync()
         coordinator, *workers = submit(
-            api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)])
+            api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)]
+        )
         wait_reasons(api, [coordinator, *workers])
         # Queued: one worker cancelled, the rest still reach every minimum and wait on.
-        api.submit.CancelJobs(submit_pb2.JobCancelRequest(
-            queue="a", job_set_id="s", job_ids=[workers[0]]))
+        api.submit.CancelJobs(
+            submit_pb2.JobCancelRequest(queue="a", job_set_id="s", job_ids=[workers[0]])
+        )
         assert states(api, [coordinator, *workers[1:]]) == {"QUEUED"}
         # With room, the four left run.
         ex.nodes[0].allocatable["cpu"] = "8"
@@ -231,36 +268,47 @@ def test_cancelling_elastic_members_leaves_the_group(tmp_path: Path, database_ur
         assert leased_jobs(ex) == {coordinator, *workers[1:]}
         run_all(ex)
         # Running: another worker cancelled (the role keeps its minimum of 2): only it stops.
-        api.submit.CancelJobs(submit_pb2.JobCancelRequest(
-            queue="a", job_set_id="s", job_ids=[workers[1]]))
+        api.submit.CancelJobs(
+            submit_pb2.JobCancelRequest(queue="a", job_set_id="s", job_ids=[workers[1]])
+        )
         steady(ex)
         assert {(s.job_id, s.preempt) for s in ex.stops} == {(workers[1], False)}
         assert states(api, [coordinator, *workers[2:]]) == {"RUNNING"}
         # One more: the workers are below their minimum, and the group is preempted.
-        api.submit.CancelJobs(submit_pb2.JobCancelRequest(
-            queue="a", job_set_id="s", job_ids=[workers[2]]))
-        until(lambda: obey(ex) and {s.job_id for s in ex.stops if s.preempt}
-              == {coordinator, workers[3]}, "the group's preemption")
+        api.submit.CancelJobs(
+            submit_pb2.JobCancelRequest(queue="a", job_set_id="s", job_ids=[workers[2]])
+        )
+        until(
+            lambda: (
+                obey(ex) and {s.job_id for s in ex.stops if s.preempt} == {coordinator, workers[3]}
+            ),
+            "the group's preemption",
+        )
 
 
 def test_cancelling_a_role_below_its_minimum_cuts_a_waiting_group(
-        tmp_path: Path, database_url: str) -> None:
+    tmp_path: Path, database_url: str
+) -> None:
     with serving(tmp_path, database_url=database_url) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="2", memory="8Gi")
         ex.sync()
         coordinator, *workers = submit(
-            api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)])
+            api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)]
+        )
         wait_reasons(api, [coordinator, *workers])
-        api.submit.CancelJobs(submit_pb2.JobCancelRequest(
-            queue="a", job_set_id="s", job_ids=workers[:2]))
+        api.submit.CancelJobs(
+            submit_pb2.JobCancelRequest(queue="a", job_set_id="s", job_ids=workers[:2])
+        )
         assert states(api, [coordinator, *workers[2:]]) == {"QUEUED"}
-        api.submit.CancelJobs(submit_pb2.JobCancelRequest(
-            queue="a", job_set_id="s", job_ids=[workers[2]]))
+        api.submit.CancelJobs(
+            submit_pb2.JobCancelRequest(queue="a", job_set_id="s", job_ids=[workers[2]])
+        )
         assert states(api, [coordinator, workers[3]]) == {"FAILED"}
         failed = events(api, "failed")
         assert failed[coordinator].reason == (
             f"gang member {workers[2]} was cancelled: role worker can no longer reach its "
-            "minimum (1 of its 2 members left or succeeded)")
+            "minimum (1 of its 2 members left or succeeded)"
+        )
 
 
 def test_members_that_succeeded_keep_their_roles(tmp_path: Path, database_url: str) -> None:
@@ -272,7 +320,8 @@ def test_members_that_succeeded_keep_their_roles(tmp_path: Path, database_url: s
         ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         ex.sync()
         coordinator, *workers = submit(
-            api, "a", member("coordinator", 1, 4), *[member("worker", 2, 4) for _ in range(3)])
+            api, "a", member("coordinator", 1, 4), *[member("worker", 2, 4) for _ in range(3)]
+        )
         ex.wait_leases(4)
         run_all(ex)
         for done in (coordinator, workers[0]):
@@ -286,8 +335,9 @@ def test_members_that_succeeded_keep_their_roles(tmp_path: Path, database_url: s
         # workers[1] preempted: workers[2] running and workers[0] succeeded keep the minimum
         # of 2, and the coordinator's role is kept by the one that succeeded.
         first = ex.lease_of(workers[1])
-        api.submit.PreemptJobs(submit_pb2.JobPreemptRequest(
-            queue="a", job_set_id="s", job_ids=[workers[1]]))
+        api.submit.PreemptJobs(
+            submit_pb2.JobPreemptRequest(queue="a", job_set_id="s", job_ids=[workers[1]])
+        )
         until(lambda: ex.sync().stop, "the stop of the preempted worker")
         ex.sync(ex.update(first, stopped=executor_pb2.RunUpdate.Stopped()))
         ex.wait_leases(2)
@@ -305,40 +355,87 @@ def test_members_that_succeeded_keep_their_roles(tmp_path: Path, database_url: s
 def test_a_pod_group_whose_members_end_at_different_times_succeeds(database_url: str) -> None:
     """Through the simulated executor: the coordinator ends first, the workers one after
     the other; every member succeeds and none is preempted."""
-    config = ServerConfig(port=0, http_port=None, executor="simulated",
-                          database_url=database_url, nodes=(NodeGroup(1, "8", "16Gi"),),
-                          scheduling_period=0.1, executor_sync_interval=0.1)
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="simulated",
+        database_url=database_url,
+        nodes=(NodeGroup(1, "8", "16Gi"),),
+        scheduling_period=0.1,
+        executor_sync_interval=0.1,
+    )
 
     def pod(role: str, minimum: int, seconds: float) -> submit_pb2.JobSubmitRequestItem:
-        return job_item({"containers": [{"name": "main", "command": ["true"], "resources": {
-            "requests": {"cpu": "1", "memory": "1Gi"}}}]}, annotations={
-            ann.GANG_ID: "pg", ann.GANG_CARDINALITY: "4", ann.GANG_ROLE: role,
-            ann.GANG_ROLE_MINIMUM: str(minimum), DURATION: str(seconds)})
+        return job_item(
+            {
+                "containers": [
+                    {
+                        "name": "main",
+                        "command": ["true"],
+                        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                    }
+                ]
+            },
+            annotations={
+                ann.GANG_ID: "pg",
+                ann.GANG_CARDINALITY: "4",
+                ann.GANG_ROLE: role,
+                ann.GANG_ROLE_MINIMUM: str(minimum),
+                DURATION: str(seconds),
+            },
+        )
 
     with EmbeddedServer(config) as server, ArmadaClient(server.address) as armada:
         armada.create_queue(submit_pb2.Queue(name="a", priority_factor=1))
-        ids = armada.submit_jobs("a", "s", [
-            pod("coordinator", 1, 0.2), pod("worker", 2, 0.6), pod("worker", 2, 1.0),
-            pod("worker", 2, 1.4)])
-        final = {submit_pb2.SUCCEEDED, submit_pb2.FAILED, submit_pb2.CANCELLED,
-                 submit_pb2.PREEMPTED}
-        until(lambda: set(armada.get_job_status(ids).values()) <= final, "every member's end",
-              timeout=60)
+        ids = armada.submit_jobs(
+            "a",
+            "s",
+            [
+                pod("coordinator", 1, 0.2),
+                pod("worker", 2, 0.6),
+                pod("worker", 2, 1.0),
+                pod("worker", 2, 1.4),
+            ],
+        )
+        final = {
+            submit_pb2.SUCCEEDED,
+            submit_pb2.FAILED,
+            submit_pb2.CANCELLED,
+            submit_pb2.PREEMPTED,
+        }
+        until(
+            lambda: set(armada.get_job_status(ids).values()) <= final,
+            "every member's end",
+            timeout=60,
+        )
         assert set(armada.get_job_status(ids).values()) == {submit_pb2.SUCCEEDED}
 
 
 @pytest.mark.parametrize("impl", [fast_schedule, reference_schedule])
 def test_both_schedulers_say_why_a_broken_group_is_preempted(impl) -> None:  # type: ignore[no-untyped-def]
     """The reason the server stores comes from the role rules both implementations share."""
-    def worker(k: int) -> sched.Job:
-        return sched.Job(f"w{k}", "a", "low", sched.Resources(cpu=1000), gang_id="g",
-                     gang_cardinality=3, gang_role="worker", gang_role_min=2, node="e/n1",
-                     start_time=1.0, gang_roles=(("coordinator", 1), ("worker", 2)))
 
-    snapshot = sched.Snapshot(queues=(sched.Queue("a"),),
-                          priority_classes=(sched.PriorityClass("low", 0, preemptible=True),),
-                          nodes=(sched.Node("e/n1", sched.Resources(cpu=4000)),),
-                          jobs=(worker(1), worker(2)))
+    def worker(k: int) -> sched.Job:
+        return sched.Job(
+            f"w{k}",
+            "a",
+            "low",
+            sched.Resources(cpu=1000),
+            gang_id="g",
+            gang_cardinality=3,
+            gang_role="worker",
+            gang_role_min=2,
+            node="e/n1",
+            start_time=1.0,
+            gang_roles=(("coordinator", 1), ("worker", 2)),
+        )
+
+    snapshot = sched.Snapshot(
+        queues=(sched.Queue("a"),),
+        priority_classes=(sched.PriorityClass("low", 0, preemptible=True),),
+        nodes=(sched.Node("e/n1", sched.Resources(cpu=4000)),),
+        jobs=(worker(1), worker(2)),
+    )
     result = impl(snapshot)
     why = reasons.role_below_minimum("g", "coordinator", 0, 1)
     assert result.preempted == {"w1", "w2"}

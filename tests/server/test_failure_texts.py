@@ -23,19 +23,31 @@ def server(executorless_server: EmbeddedServer) -> EmbeddedServer:
 
 
 def test_hostile_failure_text_is_cleaned_and_the_sync_succeeds(
-        server: EmbeddedServer, api: Stubs, queue: str) -> None:
+    server: EmbeddedServer, api: Stubs, queue: str
+) -> None:
     ex = Executor(api.channel)
     ex.sync()
     bad, other = submit(api, low(), low())
     ex.wait_leases(2)
     a, b = ex.lease_of(bad), ex.lease_of(other)
     hostile = "bad\x00input\x1b[31m " + "x" * 100_000
-    ex.sync(ex.update(a, failed=executor_pb2.RunUpdate.Failed(
-                reason="Err\x00or\x07" + "r" * 100_000, condition="Ev\x00icted",
-                category="cat\x00", subcategory="sub\x01", containers=[
-                    executor_pb2.ContainerResult(name="main\x00", exit_code=3,
-                                                 message=hostile, reason="Error\x00")])),
-            ex.update(b, succeeded=executor_pb2.RunUpdate.Succeeded()))
+    ex.sync(
+        ex.update(
+            a,
+            failed=executor_pb2.RunUpdate.Failed(
+                reason="Err\x00or\x07" + "r" * 100_000,
+                condition="Ev\x00icted",
+                category="cat\x00",
+                subcategory="sub\x01",
+                containers=[
+                    executor_pb2.ContainerResult(
+                        name="main\x00", exit_code=3, message=hostile, reason="Error\x00"
+                    )
+                ],
+            ),
+        ),
+        ex.update(b, succeeded=executor_pb2.RunUpdate.Succeeded()),
+    )
     # The whole sync was stored: the other job's news too.
     assert state(api, bad) == submit_pb2.FAILED
     assert state(api, other) == submit_pb2.SUCCEEDED

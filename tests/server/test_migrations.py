@@ -14,10 +14,13 @@ def test_migrated_schema_matches_the_declared_one(database_url: str) -> None:
     assert set(found.get_table_names()) - {"alembic_version"} == set(t.metadata.tables)
     for table in t.metadata.tables.values():
         assert {c["name"] for c in found.get_columns(table.name)} == set(table.columns.keys())
-        indexes = {(i["name"], tuple(i["column_names"]), bool(i["unique"]))
-                   for i in found.get_indexes(table.name)}
-        declared = {(i.name, tuple(c.name for c in i.columns), bool(i.unique))
-                    for i in table.indexes}
+        indexes = {
+            (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+            for i in found.get_indexes(table.name)
+        }
+        declared = {
+            (i.name, tuple(c.name for c in i.columns), bool(i.unique)) for i in table.indexes
+        }
         assert indexes == declared, table.name
     engine.dispose()
 
@@ -25,8 +28,11 @@ def test_migrated_schema_matches_the_declared_one(database_url: str) -> None:
 def test_counting_by_queue_and_state_reads_the_index_alone(tmp_path) -> None:  # type: ignore[no-untyped-def]
     engine = open_database(f"sqlite:///{tmp_path / 'armada.db'}")
     with engine.connect() as conn:
-        plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(
-            "EXPLAIN QUERY PLAN SELECT queue, state, count(*) FROM jobs "
-            "GROUP BY state, queue"))
+        plan = " ".join(
+            str(r[-1])
+            for r in conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN SELECT queue, state, count(*) FROM jobs GROUP BY state, queue"
+            )
+        )
     assert "COVERING INDEX ix_jobs_state_queue" in plan, plan
     engine.dispose()

@@ -60,8 +60,10 @@ def test_a_cordoned_node_of_any_executor_takes_no_new_jobs(api: Stubs, queue: st
     [job] = submit(api, low(cpu="6"))
     wait_for_reason(api, job)
     big.sync(), small.sync()
-    assert api.jobs.GetJobStatus(job_pb2.JobStatusRequest(job_ids=[job])).job_states[job] == \
-        submit_pb2.QUEUED
+    assert (
+        api.jobs.GetJobStatus(job_pb2.JobStatusRequest(job_ids=[job])).job_states[job]
+        == submit_pb2.QUEUED
+    )
     assert big.held == {} and small.held == {}
     # A job that fits on the other executor's node still runs there.
     [fits] = submit(api, low(cpu="1"))
@@ -71,8 +73,13 @@ def test_a_cordoned_node_of_any_executor_takes_no_new_jobs(api: Stubs, queue: st
     cordon(binoculars_pb2.CordonRequest(uncordon_node_name="big/shared"))
     [lease] = big.wait_leases(1)
     assert lease.job.id == job and lease.node == "shared"
-    assert code_of(cordon, binoculars_pb2.CordonRequest(
-        node_name="big/shared", uncordon_node_name="big/shared"))[0] == "INVALID_ARGUMENT"
+    assert (
+        code_of(
+            cordon,
+            binoculars_pb2.CordonRequest(node_name="big/shared", uncordon_node_name="big/shared"),
+        )[0]
+        == "INVALID_ARGUMENT"
+    )
 
 
 def wait_for_reason(api: Stubs, job_id: str) -> None:
@@ -92,8 +99,12 @@ def test_logs_say_which_executor_cannot_answer(api: Stubs, queue: str) -> None:
 
     def logs(**options) -> tuple[str, str]:  # type: ignore[no-untyped-def]
         since = options.pop("since_time", "")
-        return code_of(binoculars.Logs, binoculars_pb2.LogRequest(
-            job_id=job, since_time=since, log_options=core_v1_pb2.PodLogOptions(**options)))
+        return code_of(
+            binoculars.Logs,
+            binoculars_pb2.LogRequest(
+                job_id=job, since_time=since, log_options=core_v1_pb2.PodLogOptions(**options)
+            ),
+        )
 
     code, details = logs()
     assert code == "UNAVAILABLE" and "'ghost'" in details and "has not said" in details
@@ -104,9 +115,16 @@ def test_logs_say_which_executor_cannot_answer(api: Stubs, queue: str) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
-    ghost.stub.Sync(executor_pb2.SyncRequest(
-        executor_id="ghost", pool="default", nodes=ghost.nodes, run_ids=list(ghost.held),
-        control_address=dead, control_token="t"))
+    ghost.stub.Sync(
+        executor_pb2.SyncRequest(
+            executor_id="ghost",
+            pool="default",
+            nodes=ghost.nodes,
+            run_ids=list(ghost.held),
+            control_address=dead,
+            control_token="t",
+        )
+    )
     code, details = logs()
     assert code == "UNAVAILABLE" and "'ghost'" in details and dead in details
     code, details = code_of(binoculars.Logs, binoculars_pb2.LogRequest(job_id="nope"))
@@ -114,18 +132,25 @@ def test_logs_say_which_executor_cannot_answer(api: Stubs, queue: str) -> None:
 
 
 def test_cordons_survive_a_restart_of_the_server(database_url: str) -> None:
-    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
-                          scheduling_period=0.1, lease_timeout=30.0)
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="none",
+        database_url=database_url,
+        scheduling_period=0.1,
+        lease_timeout=30.0,
+    )
     with EmbeddedServer(config) as first, grpc.insecure_channel(first.address) as channel:
         Executor(channel, "e1", nodes=2).sync()
         binoculars_pb2_grpc.BinocularsStub(channel).Cordon(
-            binoculars_pb2.CordonRequest(node_name="e1-n1"))
+            binoculars_pb2.CordonRequest(node_name="e1-n1")
+        )
     with EmbeddedServer(config) as second:
         store = second.server.store
         assert store is not None
         [executor] = store.scheduling_state(executor_timeout=30.0).executors
-        assert {n.name: n.unschedulable for n in executor.nodes} == {"e1-n0": False,
-                                                                      "e1-n1": True}
-        cordoned = [(n.executor, n.name, n.cordoned_by) for n in store.nodes_with_cordons()
-                    if n.cordoned]
+        assert {n.name: n.unschedulable for n in executor.nodes} == {"e1-n0": False, "e1-n1": True}
+        cordoned = [
+            (n.executor, n.name, n.cordoned_by) for n in store.nodes_with_cordons() if n.cordoned
+        ]
         assert cordoned == [("e1", "e1-n1", "anonymous")]

@@ -32,31 +32,44 @@ from .test_scheduling_loop import Executor
 
 # Two classes share the lowest priority: the line mixes them by job priority and submit time,
 # so ordering by class name (or by class alone) fails.
-CLASSES = (PriorityClassConfig("low", 0, preemptible=True),
-           PriorityClassConfig("batch", 0, preemptible=True),
-           PriorityClassConfig("mid", 5),
-           PriorityClassConfig("high", 10))
-PLACE = re.compile(r"; queue \S+ at \d+\.\dx its fair share; (\d+)(st|nd|rd|th) in line of "
-                   r"(\d+) queued$")
+CLASSES = (
+    PriorityClassConfig("low", 0, preemptible=True),
+    PriorityClassConfig("batch", 0, preemptible=True),
+    PriorityClassConfig("mid", 5),
+    PriorityClassConfig("high", 10),
+)
+PLACE = re.compile(
+    r"; queue \S+ at \d+\.\dx its fair share; (\d+)(st|nd|rd|th) in line of "
+    r"(\d+) queued$"
+)
 
 
 @pytest.fixture
 def server(database_url: str) -> Iterator[EmbeddedServer]:
-    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
-                          scheduling_period=0.1, lease_timeout=60.0, priority_classes=CLASSES,
-                          default_priority_class="low")
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="none",
+        database_url=database_url,
+        scheduling_period=0.1,
+        lease_timeout=60.0,
+        priority_classes=CLASSES,
+        default_priority_class="low",
+    )
     with EmbeddedServer(config) as running:
         yield running
 
 
 def job(cls: str, priority: float, cpu: str = "2", **kw) -> submit_pb2.JobSubmitRequestItem:
-    return item({"containers": [container(cpu=cpu)], "priorityClassName": cls},
-                priority=priority, **kw)
+    return item(
+        {"containers": [container(cpu=cpu)], "priorityClassName": cls}, priority=priority, **kw
+    )
 
 
 def submit(api: Stubs, *items: submit_pb2.JobSubmitRequestItem, queue: str = "q") -> list[str]:
-    response = api.submit.SubmitJobs(submit_pb2.JobSubmitRequest(
-        queue=queue, job_set_id="s", job_request_items=list(items)))
+    response = api.submit.SubmitJobs(
+        submit_pb2.JobSubmitRequest(queue=queue, job_set_id="s", job_request_items=list(items))
+    )
     return [i.job_id for i in response.job_response_items]
 
 
@@ -96,8 +109,13 @@ def tiny_executor(api: Stubs) -> Executor:
 
 def add_node(ex: Executor) -> None:
     """A node with room for one item of the line (2 cpu: one job, or the gang's two)."""
-    ex.nodes.append(executor_pb2.Node(name=f"{ex.name}-n{len(ex.nodes)}", allocatable={
-        "cpu": "2", "memory": "64Gi"}, labels={"rack": "r0"}))
+    ex.nodes.append(
+        executor_pb2.Node(
+            name=f"{ex.name}-n{len(ex.nodes)}",
+            allocatable={"cpu": "2", "memory": "64Gi"},
+            labels={"rack": "r0"},
+        )
+    )
     ex.sync()
 
 
@@ -107,11 +125,18 @@ def leased(ex: Executor) -> set[str]:
 
 
 def test_places_follow_the_order_the_scheduler_takes_the_line_in(
-        api: Stubs, queue: str, server: EmbeddedServer) -> None:
+    api: Stubs, queue: str, server: EmbeddedServer
+) -> None:
     ex = tiny_executor(api)
     # One submission each, so that submit times follow this order.
-    order = [("a", "low", 0), ("b", "high", 5), ("c", "batch", 0), ("d", "mid", 0),
-             ("e", "high", 1), ("f", "low", 2)]
+    order = [
+        ("a", "low", 0),
+        ("b", "high", 5),
+        ("c", "batch", 0),
+        ("d", "mid", 0),
+        ("e", "high", 1),
+        ("f", "low", 2),
+    ]
     ids = {name: submit(api, job(cls, priority))[0] for name, cls, priority in order}
     gang = {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2"}
     ids["g1"], ids["g2"] = submit(api, *[job("mid", 0, cpu="1", annotations=gang)] * 2)
@@ -119,20 +144,22 @@ def test_places_follow_the_order_the_scheduler_takes_the_line_in(
     ids["i"] = submit(api, job("high", 1))[0]
     by_id = {v: k for k, v in ids.items()}
     everyone = list(ids.values())
-    wait_for(lambda: len(places_of(api, everyone)) == len(everyone),
-             "every job waits with a place in line")
+    wait_for(
+        lambda: len(places_of(api, everyone)) == len(everyone),
+        "every job waits with a place in line",
+    )
     # high: priority 1 (e, then i submitted later), then 5 (b); mid: d before the gang (one
     # place for both); low and batch mixed: priority 0 by submit time (a, c, h), then f.
-    expected = {"e": 1, "i": 2, "b": 3, "d": 4, "g1": 5, "g2": 5, "a": 6, "c": 7, "h": 8,
-                "f": 9}
+    expected = {"e": 1, "i": 2, "b": 3, "d": 4, "g1": 5, "g2": 5, "a": 6, "c": 7, "h": 8, "f": 9}
     said = {by_id[k]: v for k, v in places_of(api, everyone).items()}
     assert said == expected
     first = all_details(api, [ids["e"]])[ids["e"]].scheduling_reason
     assert first.endswith("; queue q at 0.0x its fair share; 1st in line of 10 queued"), first
 
     # A job ahead cancelled: everyone behind it moves up.
-    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s",
-                                                      job_ids=[ids["b"]]))
+    api.submit.CancelJobs(
+        submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=[ids["b"]])
+    )
     wait_for(lambda: ids["b"] not in places_of(api, everyone), "the cancelled job has no place")
     expected = {k: v - (v > 3) for k, v in expected.items() if k != "b"}
     assert {by_id[k]: v for k, v in places_of(api, everyone).items()} == expected
@@ -145,13 +172,18 @@ def test_places_follow_the_order_the_scheduler_takes_the_line_in(
         wait_for(lambda head=head: head <= leased(ex), f"{head} leased")
         expected = {k: v - 1 for k, v in expected.items() if v > 1}
         # Leased jobs have no place; the others moved up.
-        wait_for(lambda want=expected: {by_id[k]: v for k, v in places_of(
-            api, everyone).items()} == want, f"places after {head} left the line")
+        wait_for(
+            lambda want=expected: (
+                {by_id[k]: v for k, v in places_of(api, everyone).items()} == want
+            ),
+            f"places after {head} left the line",
+        )
     assert len(ex.held) == 9
 
 
 def test_one_call_gives_every_job_of_several_queues_its_place(
-        api: Stubs, queue: str, server: EmbeddedServer) -> None:
+    api: Stubs, queue: str, server: EmbeddedServer
+) -> None:
     api.queues.CreateQueue(submit_pb2.Queue(name="other", priority_factor=1))
     tiny_executor(api)
     classes = {c.name: c.priority for c in CLASSES}
@@ -159,23 +191,30 @@ def test_one_call_gives_every_job_of_several_queues_its_place(
     ids: dict[str, list[str]] = {"q": [], "other": []}
     for round_ in range(6):
         for q in ids:
-            batch = [job(names[(round_ + i) % 4], float((i * 7 + round_) % 5))
-                     for i in range(40)]
+            batch = [job(names[(round_ + i) % 4], float((i * 7 + round_) % 5)) for i in range(40)]
             # A gang of three in the middle of each submission.
             gang = {ann.GANG_ID: f"g{round_}", ann.GANG_CARDINALITY: "3"}
             batch[20:20] = [job("mid", 1, cpu="1", annotations=gang)] * 3
             ids[q] += submit(api, *batch, queue=q)
     everyone = ids["q"] + ids["other"]
-    wait_for(lambda: len(places_of(api, everyone)) == len(everyone),
-             "every job waits with a place in line")
-    found = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=everyone,
-                                                             expand_job_spec=True)).job_details
+    wait_for(
+        lambda: len(places_of(api, everyone)) == len(everyone),
+        "every job waits with a place in line",
+    )
+    found = api.jobs.GetJobDetails(
+        job_pb2.JobDetailsRequest(job_ids=everyone, expand_job_spec=True)
+    ).job_details
     said = places_of(api, everyone)
     for q, members in ids.items():
+
         def key(job_id: str) -> tuple:
             d = found[job_id]
-            return (-classes[d.job_spec.pod_specs[0].priorityClassName],
-                    int(d.job_spec.priority), d.submitted_ts.ToNanoseconds(), job_id)
+            return (
+                -classes[d.job_spec.pod_specs[0].priorityClassName],
+                int(d.job_spec.priority),
+                d.submitted_ts.ToNanoseconds(),
+                job_id,
+            )
 
         line: list[str] = []  # the job, or the first member of its gang
         first: dict[str, str] = {}
@@ -192,8 +231,7 @@ def test_one_call_gives_every_job_of_several_queues_its_place(
         assert {j: said[j] for j in members} == expected, q
         assert len(line) == 6 * 41
     # The count of queued jobs is each queue's.
-    assert all(found[j].scheduling_reason.endswith(f"in line of {6 * 43} queued")
-               for j in everyone)
+    assert all(found[j].scheduling_reason.endswith(f"in line of {6 * 43} queued") for j in everyone)
 
 
 def test_a_cordoned_queue_has_no_line(api: Stubs, queue: str, server: EmbeddedServer) -> None:
@@ -201,15 +239,32 @@ def test_a_cordoned_queue_has_no_line(api: Stubs, queue: str, server: EmbeddedSe
     [a] = submit(api, job("low", 0))
     wait_for(lambda: places_of(api, [a]), "a place in line")
     api.queues.CordonQueue(submit_pb2.QueueCordonRequest(name="q"))
-    reason = wait_for(lambda: (r := all_details(api, [a])[a].scheduling_reason)
-                      .startswith("queue is cordoned") and r, "the cordon as the reason")
+    reason = wait_for(
+        lambda: (
+            (r := all_details(api, [a])[a].scheduling_reason).startswith("queue is cordoned") and r
+        ),
+        "the cordon as the reason",
+    )
     assert re.fullmatch(r"queue is cordoned; queue q at 0\.0x its fair share", reason), reason
 
 
 def test_ordinals() -> None:
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112, 1000)] == [
-        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st",
-        "111th", "112th", "1000th"]
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "23rd",
+        "101st",
+        "111th",
+        "112th",
+        "1000th",
+    ]
 
 
 def test_counting_reads_the_queued_indexes_alone(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -221,16 +276,25 @@ def test_counting_reads_the_queued_indexes_alone(tmp_path) -> None:  # type: ign
     engine = create_engine(url)
     now = datetime.now(UTC)
     statements = places._statements((("high", 10), ("low", 0)))
-    for statement, params in [*statements.range((0, now, "a"), (0, now, "b")),
-                              *statements.range((0, now, "a"), (2, now, "b"))]:
+    for statement, params in [
+        *statements.range((0, now, "a"), (0, now, "b")),
+        *statements.range((0, now, "a"), (2, now, "b")),
+    ]:
         compiled = statement.compile(dialect=engine.dialect)
         values = {"now": now, "queue": "q", "name": "low", **params}
         with engine.connect() as conn:
-            plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(
-                f"EXPLAIN QUERY PLAN {compiled}", tuple(
-                    compiled.construct_params(values)[k] for k in compiled.positiontup or ())))
-        assert "SEARCH r USING COVERING INDEX ix_jobs_queued_order (queue=? AND " \
-               "priority_class=? AND priority" in plan, plan
-        assert "SEARCH o USING COVERING INDEX ix_jobs_queued_gangs (queue=? AND gang_id=?)" \
-            in plan, plan
+            plan = " ".join(
+                str(r[-1])
+                for r in conn.exec_driver_sql(
+                    f"EXPLAIN QUERY PLAN {compiled}",
+                    tuple(compiled.construct_params(values)[k] for k in compiled.positiontup or ()),
+                )
+            )
+        assert (
+            "SEARCH r USING COVERING INDEX ix_jobs_queued_order (queue=? AND "
+            "priority_class=? AND priority" in plan
+        ), plan
+        assert (
+            "SEARCH o USING COVERING INDEX ix_jobs_queued_gangs (queue=? AND gang_id=?)" in plan
+        ), plan
     engine.dispose()

@@ -20,17 +20,26 @@ from armada_server.config import NodeGroup, PriorityClassConfig, ServerConfig
 from armada_server.executors.simulated import DURATION
 from armada_server.scheduling.loop import made_room_for
 
-CLASSES = (PriorityClassConfig("low", 0, preemptible=True),
-           PriorityClassConfig("high", 10, preemptible=False))
+CLASSES = (
+    PriorityClassConfig("low", 0, preemptible=True),
+    PriorityClassConfig("high", 10, preemptible=False),
+)
 
 
 @pytest.fixture
 def client(database_url: str) -> Iterator[ArmadaClient]:
     """One simulated node of 2 CPUs."""
-    config = ServerConfig(port=0, http_port=None, executor="simulated",
-                          database_url=database_url, nodes=(NodeGroup(1, "2", "4Gi"),),
-                          priority_classes=CLASSES, default_priority_class="low",
-                          scheduling_period=0.1, executor_sync_interval=0.2)
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="simulated",
+        database_url=database_url,
+        nodes=(NodeGroup(1, "2", "4Gi"),),
+        priority_classes=CLASSES,
+        default_priority_class="low",
+        scheduling_period=0.1,
+        executor_sync_interval=0.2,
+    )
     with EmbeddedServer(config) as server, ArmadaClient(server.address) as armada:
         armada.create_queue(submit_pb2.Queue(name="batch", priority_factor=1))
         armada.create_queue(submit_pb2.Queue(name="urgent", priority_factor=1))
@@ -38,9 +47,19 @@ def client(database_url: str) -> Iterator[ArmadaClient]:
 
 
 def job(priority_class: str, cpu: str = "2") -> submit_pb2.JobSubmitRequestItem:
-    return job_item({"containers": [{"name": "main", "command": ["sleep", "600"],
-                                     "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
-                    priority_class=priority_class, annotations={DURATION: "600"})
+    return job_item(
+        {
+            "containers": [
+                {
+                    "name": "main",
+                    "command": ["sleep", "600"],
+                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                }
+            ]
+        },
+        priority_class=priority_class,
+        annotations={DURATION: "600"},
+    )
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
@@ -54,11 +73,14 @@ def in_state(client: ArmadaClient, job_id: str, state: int) -> Callable[[], bool
     return lambda: client.get_job_status([job_id])[job_id] == state
 
 
-def preempted_event(client: ArmadaClient, queue: str, job_set: str,
-                    job_id: str) -> event_pb2.JobPreemptedEvent:
-    [event] = [m.message.preempted for m in client.get_job_set_events(queue, job_set)
-               if m.message.WhichOneof("events") == "preempted"
-               and m.message.preempted.job_id == job_id]
+def preempted_event(
+    client: ArmadaClient, queue: str, job_set: str, job_id: str
+) -> event_pb2.JobPreemptedEvent:
+    [event] = [
+        m.message.preempted
+        for m in client.get_job_set_events(queue, job_set)
+        if m.message.WhichOneof("events") == "preempted" and m.message.preempted.job_id == job_id
+    ]
     return event
 
 
@@ -86,14 +108,18 @@ def test_a_manual_preemption_names_no_job(client: ArmadaClient) -> None:
 
 # --- which job a preemption made room for -------------------------------------------------
 
+
 def snapshot(*jobs: s.Job) -> s.Snapshot:
-    return s.Snapshot(queues=(s.Queue("a"), s.Queue("b")),
-                      priority_classes=(s.PriorityClass("low", 0, preemptible=True),
-                                        s.PriorityClass("mid", 5),
-                                        s.PriorityClass("high", 10)),
-                      nodes=(s.Node("e/n1", s.Resources(cpu=4000)),
-                             s.Node("e/n2", s.Resources(cpu=4000))),
-                      jobs=jobs)
+    return s.Snapshot(
+        queues=(s.Queue("a"), s.Queue("b")),
+        priority_classes=(
+            s.PriorityClass("low", 0, preemptible=True),
+            s.PriorityClass("mid", 5),
+            s.PriorityClass("high", 10),
+        ),
+        nodes=(s.Node("e/n1", s.Resources(cpu=4000)), s.Node("e/n2", s.Resources(cpu=4000))),
+        jobs=jobs,
+    )
 
 
 def queued(job_id: str, priority_class: str, submitted: float) -> s.Job:
@@ -101,19 +127,33 @@ def queued(job_id: str, priority_class: str, submitted: float) -> s.Job:
 
 
 def running(job_id: str, node: str) -> s.Job:
-    return s.Job(job_id, "a", "low", s.Resources(cpu=4000), submit_time=0.0, node=node,
-                 start_time=1.0)
+    return s.Job(
+        job_id, "a", "low", s.Resources(cpu=4000), submit_time=0.0, node=node, start_time=1.0
+    )
 
 
 def test_of_several_jobs_placed_in_the_room_the_most_urgent_is_named() -> None:
-    jobs = (running("v1", "e/n1"), running("v2", "e/n2"),
-            queued("j-mid", "mid", 1.0), queued("j-high-late", "high", 9.0),
-            queued("j-high-early", "high", 5.0), queued("j-z", "mid", 2.0),
-            queued("j-y", "mid", 2.0), queued("j-x", "mid", 3.0))
+    jobs = (
+        running("v1", "e/n1"),
+        running("v2", "e/n2"),
+        queued("j-mid", "mid", 1.0),
+        queued("j-high-late", "high", 9.0),
+        queued("j-high-early", "high", 5.0),
+        queued("j-z", "mid", 2.0),
+        queued("j-y", "mid", 2.0),
+        queued("j-x", "mid", 3.0),
+    )
     result = s.SchedulingResult(
-        scheduled={"j-mid": "e/n1", "j-high-late": "e/n1", "j-high-early": "e/n1",
-                   "j-z": "e/n2", "j-y": "e/n2", "j-x": "e/n2"},
-        preempted={"v1", "v2"})
+        scheduled={
+            "j-mid": "e/n1",
+            "j-high-late": "e/n1",
+            "j-high-early": "e/n1",
+            "j-z": "e/n2",
+            "j-y": "e/n2",
+            "j-x": "e/n2",
+        },
+        preempted={"v1", "v2"},
+    )
     # n1: the highest class wins over an earlier submission; of the same class, the
     # earliest. n2: the same class and submission time: the lowest id.
     assert made_room_for(snapshot(*jobs), result) == {"v1": "j-high-early", "v2": "j-y"}

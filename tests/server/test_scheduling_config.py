@@ -61,29 +61,40 @@ default_priority_class: low
 """
 
 
-def config_text(tmp_path: Path, scheduling: str = "", reload: str = "0.1",
-                database_url: str | None = None) -> str:
+def config_text(
+    tmp_path: Path, scheduling: str = "", reload: str = "0.1", database_url: str | None = None
+) -> str:
     db = database_url or f"sqlite:///{tmp_path / 'armada.db'}"
     text = BASE.format(db=db, reload=reload)
     return text + (f"scheduling:\n{scheduling}" if scheduling.strip() else "")
 
 
 def stubs(channel: grpc.Channel) -> Stubs:
-    return Stubs(channel, submit_pb2_grpc.SubmitStub(channel),
-                 submit_pb2_grpc.QueueServiceStub(channel),
-                 submit_pb2_grpc.RetryPolicyServiceStub(channel),
-                 event_pb2_grpc.EventStub(channel), job_pb2_grpc.JobsStub(channel))
+    return Stubs(
+        channel,
+        submit_pb2_grpc.SubmitStub(channel),
+        submit_pb2_grpc.QueueServiceStub(channel),
+        submit_pb2_grpc.RetryPolicyServiceStub(channel),
+        event_pb2_grpc.EventStub(channel),
+        job_pb2_grpc.JobsStub(channel),
+    )
 
 
 @contextmanager
-def serving(tmp_path: Path, scheduling: str = "", queues: tuple[str, ...] = ("a", "b"),
-            database_url: str | None = None) -> Iterator[tuple[EmbeddedServer, Stubs, Path]]:
+def serving(
+    tmp_path: Path,
+    scheduling: str = "",
+    queues: tuple[str, ...] = ("a", "b"),
+    database_url: str | None = None,
+) -> Iterator[tuple[EmbeddedServer, Stubs, Path]]:
     """A server started from a config file with this `scheduling:` block (indented), on
     `database_url` (default: SQLite in `tmp_path`)."""
     path = tmp_path / "server.yaml"
     path.write_text(config_text(tmp_path, scheduling, database_url=database_url))
-    with EmbeddedServer(build(path), config_file=path) as server, \
-            grpc.insecure_channel(server.address) as channel:
+    with (
+        EmbeddedServer(build(path), config_file=path) as server,
+        grpc.insecure_channel(server.address) as channel,
+    ):
         api = stubs(channel)
         for name in queues:
             api.queues.CreateQueue(submit_pb2.Queue(name=name, priority_factor=1))
@@ -91,24 +102,26 @@ def serving(tmp_path: Path, scheduling: str = "", queues: tuple[str, ...] = ("a"
 
 
 @contextmanager
-def started_again(tmp_path: Path, scheduling: str, database_url: str,
-                  held: dict[str, executor_pb2.Lease]
-                  ) -> Iterator[tuple[EmbeddedServer, Stubs, Executor]]:
+def started_again(
+    tmp_path: Path, scheduling: str, database_url: str, held: dict[str, executor_pb2.Lease]
+) -> Iterator[tuple[EmbeddedServer, Stubs, Executor]]:
     """The server started again on the same database (a new leader, its memory empty), five
     cycles in, with the executor (one node of 8 CPUs) syncing on with the runs it holds."""
-    with serving(tmp_path, scheduling, queues=(), database_url=database_url) as (
-            server, api, _):
+    with serving(tmp_path, scheduling, queues=(), database_url=database_url) as (server, api, _):
         again = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         again.held = held
         loop = server.server.scheduler
         start = loop.cycles
-        until(lambda: again.sync() is not None and loop.cycles >= start + 5,
-              "five cycles of the new leader")
+        until(
+            lambda: again.sync() is not None and loop.cycles >= start + 5,
+            "five cycles of the new leader",
+        )
         yield server, api, again
 
 
-def job(cpu: str = "1", memory: str = "1Gi", pc: str = "low",
-        lifetime: int | None = None) -> submit_pb2.JobSubmitRequestItem:
+def job(
+    cpu: str = "1", memory: str = "1Gi", pc: str = "low", lifetime: int | None = None
+) -> submit_pb2.JobSubmitRequestItem:
     pod = {"containers": [container(cpu=cpu, memory=memory)], "priorityClassName": pc}
     if lifetime is None:
         return item(pod)
@@ -116,14 +129,18 @@ def job(cpu: str = "1", memory: str = "1Gi", pc: str = "low",
 
 
 def submit(api: Stubs, queue: str, *items: submit_pb2.JobSubmitRequestItem) -> list[str]:
-    response = api.submit.SubmitJobs(submit_pb2.JobSubmitRequest(
-        queue=queue, job_set_id="s", job_request_items=list(items)))
+    response = api.submit.SubmitJobs(
+        submit_pb2.JobSubmitRequest(queue=queue, job_set_id="s", job_request_items=list(items))
+    )
     return [i.job_id for i in response.job_response_items]
 
 
 def reason(api: Stubs, job_id: str) -> str:
-    return api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(
-        job_ids=[job_id])).job_details[job_id].scheduling_reason
+    return (
+        api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=[job_id]))
+        .job_details[job_id]
+        .scheduling_reason
+    )
 
 
 def until(condition: Callable[[], object], what: str, timeout: float = 15) -> None:
@@ -141,9 +158,13 @@ def scheduler_part(text: str) -> str:
 
 def wait_reasons(api: Stubs, job_ids: list[str], expected: str | None = None) -> None:
     """Until every job carries a scheduling reason (this one, when given)."""
-    until(lambda: all(reason(api, j) if expected is None
-                      else scheduler_part(reason(api, j)) == expected
-                      for j in job_ids), f"reasons {expected!r} on {job_ids}")
+    until(
+        lambda: all(
+            reason(api, j) if expected is None else scheduler_part(reason(api, j)) == expected
+            for j in job_ids
+        ),
+        f"reasons {expected!r} on {job_ids}",
+    )
 
 
 def leased_jobs(ex: Executor) -> set[str]:
@@ -153,13 +174,17 @@ def leased_jobs(ex: Executor) -> set[str]:
 def leases_per_cycle(api: Stubs, queue: str) -> list[int]:
     """Leases grouped by the cycle that made them: a cycle stamps its events with its time."""
     stream = api.events.GetJobSetEvents(event_pb2.JobSetRequest(queue=queue, id="s"))
-    cycles = Counter(m.message.leased.created.ToNanoseconds() for m in stream
-                     if m.message.WhichOneof("events") == "leased")
+    cycles = Counter(
+        m.message.leased.created.ToNanoseconds()
+        for m in stream
+        if m.message.WhichOneof("events") == "leased"
+    )
     return [cycles[t] for t in sorted(cycles)]
 
 
-def contest(api: Stubs, ex: Executor, jobs: dict[str, list[submit_pb2.JobSubmitRequestItem]]
-            ) -> dict[str, list[str]]:
+def contest(
+    api: Stubs, ex: Executor, jobs: dict[str, list[submit_pb2.JobSubmitRequestItem]]
+) -> dict[str, list[str]]:
     """Submit every queue's jobs while the nodes are unschedulable, then open the nodes:
     the first cycle that can place anything sees them all queued."""
     for node in ex.nodes:
@@ -221,7 +246,8 @@ def test_per_class_caps_hold_each_queue_to_its_fraction_of_the_pool(tmp_path: Pa
 
 @pytest.mark.parametrize(("fraction", "preempted"), [("2.0", 0), ("1.0", 2), ("null", 2)])
 def test_protected_fraction_decides_whether_a_queue_above_its_share_is_preempted(
-        tmp_path: Path, fraction: str, preempted: int) -> None:
+    tmp_path: Path, fraction: str, preempted: int
+) -> None:
     # Queue a holds the whole node: twice its fair share once b has work. Protected up to
     # twice its share, it keeps everything; otherwise it gives b half the node.
     with serving(tmp_path, f"  protected_fraction: {fraction}\n") as (_, api, _path):
@@ -232,8 +258,7 @@ def test_protected_fraction_decides_whether_a_queue_above_its_share_is_preempted
         running(ex)
         b = submit(api, "b", *[job() for _ in range(4)])
         if preempted:
-            until(lambda: ex.sync() is not None and len(ex.stops) >= preempted,
-                  "preemptions")
+            until(lambda: ex.sync() is not None and len(ex.stops) >= preempted, "preemptions")
             assert len(ex.stops) == preempted and all(s.preempt for s in ex.stops)
         else:
             # The cycle that would preempt ran: b's jobs found no room on the one node.
@@ -243,8 +268,9 @@ def test_protected_fraction_decides_whether_a_queue_above_its_share_is_preempted
 
 
 @pytest.mark.parametrize(("multipliers", "winner"), [("{memory: 2}", "a"), ("{cpu: 2}", "b")])
-def test_resource_multipliers_change_which_queue_wins(tmp_path: Path, multipliers: str,
-                                                       winner: str) -> None:
+def test_resource_multipliers_change_which_queue_wins(
+    tmp_path: Path, multipliers: str, winner: str
+) -> None:
     # a holds CPU, b memory, at equal cost; the next job fits once. Weighting memory makes b
     # the richer queue, weighting CPU makes a the richer one.
     with serving(tmp_path, f"  resource_multipliers: {multipliers}\n") as (_, api, _path):
@@ -264,7 +290,8 @@ def test_resource_multipliers_change_which_queue_wins(tmp_path: Path, multiplier
 
 @pytest.mark.parametrize(("half_life", "a_share"), [("3600", 0), (None, 2), ("0.001", 2)])
 def test_usage_half_life_puts_a_queue_that_used_a_lot_recently_behind(
-        tmp_path: Path, half_life: str | None, a_share: int) -> None:
+    tmp_path: Path, half_life: str | None, a_share: int
+) -> None:
     block = f"  usage_half_life: {half_life}\n" if half_life else ""
     with serving(tmp_path, block) as (server, api, path):
         ex = Executor(api.channel, nodes=1, cpu="4", memory="8Gi")
@@ -310,10 +337,10 @@ def test_a_new_leader_carries_on_with_decayed_usage(tmp_path: Path, database_url
         assert server.server.scheduler.carried.usage["a"] > 0.9
 
 
-@pytest.mark.parametrize(("order", "node"), [("[cpu, memory]", "e1-n0"),
-                                             ("[memory, cpu]", "e1-n1")])
-def test_resource_names_decide_the_best_fit_order(tmp_path: Path, order: str,
-                                                  node: str) -> None:
+@pytest.mark.parametrize(
+    ("order", "node"), [("[cpu, memory]", "e1-n0"), ("[memory, cpu]", "e1-n1")]
+)
+def test_resource_names_decide_the_best_fit_order(tmp_path: Path, order: str, node: str) -> None:
     # n0 has less CPU free, n1 less memory: best fit takes the node with the least of the
     # first resource.
     with serving(tmp_path, f"  resource_names: {order}\n") as (_, api, _path):
@@ -371,11 +398,14 @@ def test_scheduling_rate_and_burst_limit_new_jobs_of_all_queues(tmp_path: Path) 
 
 
 def test_a_new_leader_carries_on_with_the_rate_limits_buckets(
-        tmp_path: Path, database_url: str) -> None:
+    tmp_path: Path, database_url: str
+) -> None:
     """The buckets emptied by one server stay empty for the one started again (a new
     leader): the jobs held back by the rate limits are still held back."""
-    block = ("  scheduling_rate: 0.001\n  scheduling_burst: 3\n"
-             "  queue_scheduling_rate: 0.001\n  queue_scheduling_burst: 2\n")
+    block = (
+        "  scheduling_rate: 0.001\n  scheduling_burst: 3\n"
+        "  queue_scheduling_rate: 0.001\n  queue_scheduling_burst: 2\n"
+    )
     with serving(tmp_path, block, database_url=database_url) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         ex.sync()
@@ -387,7 +417,9 @@ def test_a_new_leader_carries_on_with_the_rate_limits_buckets(
     with started_again(tmp_path, block, database_url, held) as (_, api, again):
         assert len(again.held) == 3
         assert {scheduler_part(reason(api, j)) for j in waiting} <= {
-            reasons.GLOBAL_RATE_LIMIT, reasons.QUEUE_RATE_LIMIT}
+            reasons.GLOBAL_RATE_LIMIT,
+            reasons.QUEUE_RATE_LIMIT,
+        }
 
 
 def test_queue_scheduling_rate_and_burst_limit_each_queue(tmp_path: Path) -> None:
@@ -407,8 +439,7 @@ def test_queue_scheduling_rate_and_burst_limit_each_queue(tmp_path: Path) -> Non
         assert len(ex.held) == 4
 
 
-def test_non_preemptible_overshoot_caps_a_queues_jobs_of_infinite_lifetime(
-        tmp_path: Path) -> None:
+def test_non_preemptible_overshoot_caps_a_queues_jobs_of_infinite_lifetime(tmp_path: Path) -> None:
     # Class high is not preemptible and the jobs have no lifetime: once leased they stay.
     # Without the option a takes the whole node by urgency. With an overshoot of 0, a's
     # share of such jobs stops at its fair share, half the node, and b's job gets in.
@@ -441,15 +472,17 @@ def charges(server: EmbeddedServer) -> dict[str, int]:
 
 
 def test_excess_flow_budget_limits_finite_lifetime_jobs_above_the_fair_share(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # Eight CPUs, a's fair share four. Each of a's jobs runs at least ten minutes on one CPU
     # (class high with a lifetime): 10 resource-minutes of the budget once a is above its
     # share. A budget of 15 lets one such job through.
     with serving(tmp_path, "  excess_flow_budget: 15\n") as (server, api, path):
         ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         ex.sync()
-        ids = contest(api, ex, {"a": [job(pc="high", lifetime=600) for _ in range(6)],
-                                "b": [job()]})
+        ids = contest(
+            api, ex, {"a": [job(pc="high", lifetime=600) for _ in range(6)], "b": [job()]}
+        )
         ex.wait_leases(6)
         held = leased_jobs(ex)
         assert len(held & set(ids["a"])) == 5 and ids["b"][0] in held
@@ -473,16 +506,16 @@ def test_excess_flow_budget_limits_finite_lifetime_jobs_above_the_fair_share(
         until(lambda: set(charges(server)) == {charged[1], seventh}, "the charges to move")
 
 
-def test_a_new_leader_knows_what_each_budget_has_left(
-        tmp_path: Path, database_url: str) -> None:
+def test_a_new_leader_knows_what_each_budget_has_left(tmp_path: Path, database_url: str) -> None:
     """The charges live on the runs in storage: a server started again (a new leader, its
     memory empty) still holds the sixth job back, as the first one did."""
     block = "  excess_flow_budget: 15\n"
     with serving(tmp_path, block, database_url=database_url) as (server, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="8", memory="16Gi")
         ex.sync()
-        ids = contest(api, ex, {"a": [job(pc="high", lifetime=600) for _ in range(6)],
-                                "b": [job()]})
+        ids = contest(
+            api, ex, {"a": [job(pc="high", lifetime=600) for _ in range(6)], "b": [job()]}
+        )
         ex.wait_leases(6)
         [sixth] = [j for j in ids["a"] if j not in leased_jobs(ex)]
         wait_reasons(api, [sixth], reasons.EXCESS_FLOW_BUDGET)
@@ -500,8 +533,11 @@ def test_excess_flow_weights_price_resources_in_cpus(tmp_path: Path) -> None:
     with serving(tmp_path, block) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="8", memory="64Gi")
         ex.sync()
-        ids = contest(api, ex, {"a": [job(memory="4Gi", pc="high", lifetime=600)
-                                      for _ in range(5)], "b": [job()]})
+        ids = contest(
+            api,
+            ex,
+            {"a": [job(memory="4Gi", pc="high", lifetime=600) for _ in range(5)], "b": [job()]},
+        )
         ex.wait_leases(5)
         held = leased_jobs(ex)
         assert len(held & set(ids["a"])) == 4 and ids["b"][0] in held
@@ -511,58 +547,102 @@ def test_excess_flow_weights_price_resources_in_cpus(tmp_path: Path) -> None:
 # --- validation ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("block", "message"), [
-    ("  protected_fraction: -1\n", "scheduling.protected_fraction: must be at least 0, got -1"),
-    ("  protected_fraction: lots\n",
-     "scheduling.protected_fraction: must be a number, got 'lots'"),
-    ("  max_jobs_per_cycle: 1.5\n",
-     "scheduling.max_jobs_per_cycle: must be a whole number at least 0, got 1.5"),
-    ("  max_jobs_per_cycle: -2\n",
-     "scheduling.max_jobs_per_cycle: must be a whole number at least 0, got -2"),
-    ("  max_fraction_per_cycle: {cpu: 2}\n",
-     "scheduling.max_fraction_per_cycle.cpu: must be between 0 and 1, got 2"),
-    ("  max_fraction_per_cycle: 0.5\n",
-     "scheduling.max_fraction_per_cycle: must be a mapping of resource names to numbers"),
-    ("  max_fraction_per_queue: {low: {cpu: 3}}\n",
-     "scheduling.max_fraction_per_queue.low.cpu: must be between 0 and 1, got 3"),
-    ("  max_fraction_per_queue: {nope: {cpu: 0.5}}\n",
-     "scheduling.max_fraction_per_queue.nope: 'nope' is not one of the priority classes"),
-    ("  resource_multipliers: {nvidia.com/gpu: -1}\n",
-     "scheduling.resource_multipliers.nvidia.com/gpu: must be at least 0, got -1"),
-    ("  usage_half_life: 0\n", "scheduling.usage_half_life: must be above 0, got 0"),
-    ("  resource_names: [cpu, cpu]\n", "scheduling.resource_names: names must be unique"),
-    ("  resource_names: cpu\n", "scheduling.resource_names: must be a list"),
-    ("  max_queue_lookback: 0\n",
-     "scheduling.max_queue_lookback: must be a whole number at least 1, got 0"),
-    ("  scheduling_rate: 0\n", "scheduling.scheduling_rate: must be above 0, got 0"),
-    ("  scheduling_burst: 1.5\n",
-     "scheduling.scheduling_burst: must be a whole number at least 1, got 1.5"),
-    ("  queue_scheduling_rate: fast\n",
-     "scheduling.queue_scheduling_rate: must be a number, got 'fast'"),
-    ("  queue_scheduling_burst: 0\n",
-     "scheduling.queue_scheduling_burst: must be a whole number at least 1, got 0"),
-    ("  topology_levels: topology/rack\n",
-     "scheduling.topology_levels: must be a list of node labels, widest first"),
-    ("  topology_levels: [topology/rack, topology/rack]\n",
-     "scheduling.topology_levels: levels must be unique"),
-    ("  topology_levels: [kubernetes.io/hostname, topology/rack]\n",
-     "scheduling.topology_levels: kubernetes.io/hostname is the node itself, so it can only "
-     "be the last (narrowest) level"),
-    ("  topology_levels: ['rack one']\n",
-     "scheduling.topology_levels: 'rack one' is not a valid node label name"),
-    ("  non_preemptible_overshoot: -0.1\n",
-     "scheduling.non_preemptible_overshoot: must be at least 0, got -0.1"),
-    ("  excess_flow_budget: plenty\n",
-     "scheduling.excess_flow_budget: must be a number, got 'plenty'"),
-    ("  excess_flow_weights: {memory: -1}\n",
-     "scheduling.excess_flow_weights.memory: must be at least 0, got -1"),
-    ("  excess_flow_weights: 2\n",
-     "scheduling.excess_flow_weights: must be a mapping of resource names to numbers"),
-    ("  colour: blue\n", "scheduling.colour: unknown setting"),
-    ("  - protected_fraction\n", "scheduling: must be a mapping"),
-])
-def test_invalid_values_are_refused_naming_the_key(tmp_path: Path, block: str,
-                                                   message: str) -> None:
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ("  protected_fraction: -1\n", "scheduling.protected_fraction: must be at least 0, got -1"),
+        (
+            "  protected_fraction: lots\n",
+            "scheduling.protected_fraction: must be a number, got 'lots'",
+        ),
+        (
+            "  max_jobs_per_cycle: 1.5\n",
+            "scheduling.max_jobs_per_cycle: must be a whole number at least 0, got 1.5",
+        ),
+        (
+            "  max_jobs_per_cycle: -2\n",
+            "scheduling.max_jobs_per_cycle: must be a whole number at least 0, got -2",
+        ),
+        (
+            "  max_fraction_per_cycle: {cpu: 2}\n",
+            "scheduling.max_fraction_per_cycle.cpu: must be between 0 and 1, got 2",
+        ),
+        (
+            "  max_fraction_per_cycle: 0.5\n",
+            "scheduling.max_fraction_per_cycle: must be a mapping of resource names to numbers",
+        ),
+        (
+            "  max_fraction_per_queue: {low: {cpu: 3}}\n",
+            "scheduling.max_fraction_per_queue.low.cpu: must be between 0 and 1, got 3",
+        ),
+        (
+            "  max_fraction_per_queue: {nope: {cpu: 0.5}}\n",
+            "scheduling.max_fraction_per_queue.nope: 'nope' is not one of the priority classes",
+        ),
+        (
+            "  resource_multipliers: {nvidia.com/gpu: -1}\n",
+            "scheduling.resource_multipliers.nvidia.com/gpu: must be at least 0, got -1",
+        ),
+        ("  usage_half_life: 0\n", "scheduling.usage_half_life: must be above 0, got 0"),
+        ("  resource_names: [cpu, cpu]\n", "scheduling.resource_names: names must be unique"),
+        ("  resource_names: cpu\n", "scheduling.resource_names: must be a list"),
+        (
+            "  max_queue_lookback: 0\n",
+            "scheduling.max_queue_lookback: must be a whole number at least 1, got 0",
+        ),
+        ("  scheduling_rate: 0\n", "scheduling.scheduling_rate: must be above 0, got 0"),
+        (
+            "  scheduling_burst: 1.5\n",
+            "scheduling.scheduling_burst: must be a whole number at least 1, got 1.5",
+        ),
+        (
+            "  queue_scheduling_rate: fast\n",
+            "scheduling.queue_scheduling_rate: must be a number, got 'fast'",
+        ),
+        (
+            "  queue_scheduling_burst: 0\n",
+            "scheduling.queue_scheduling_burst: must be a whole number at least 1, got 0",
+        ),
+        (
+            "  topology_levels: topology/rack\n",
+            "scheduling.topology_levels: must be a list of node labels, widest first",
+        ),
+        (
+            "  topology_levels: [topology/rack, topology/rack]\n",
+            "scheduling.topology_levels: levels must be unique",
+        ),
+        (
+            "  topology_levels: [kubernetes.io/hostname, topology/rack]\n",
+            "scheduling.topology_levels: kubernetes.io/hostname is the node itself, so it can only "
+            "be the last (narrowest) level",
+        ),
+        (
+            "  topology_levels: ['rack one']\n",
+            "scheduling.topology_levels: 'rack one' is not a valid node label name",
+        ),
+        (
+            "  non_preemptible_overshoot: -0.1\n",
+            "scheduling.non_preemptible_overshoot: must be at least 0, got -0.1",
+        ),
+        (
+            "  excess_flow_budget: plenty\n",
+            "scheduling.excess_flow_budget: must be a number, got 'plenty'",
+        ),
+        (
+            "  excess_flow_weights: {memory: -1}\n",
+            "scheduling.excess_flow_weights.memory: must be at least 0, got -1",
+        ),
+        (
+            "  excess_flow_weights: 2\n",
+            "scheduling.excess_flow_weights: must be a mapping of resource names to numbers",
+        ),
+        ("  colour: blue\n", "scheduling.colour: unknown setting"),
+        ("  - protected_fraction\n", "scheduling: must be a mapping"),
+    ],
+)
+def test_invalid_values_are_refused_naming_the_key(
+    tmp_path: Path, block: str, message: str
+) -> None:
     path = tmp_path / "server.yaml"
     path.write_text(config_text(tmp_path, block))
     with pytest.raises(ConfigError) as raised:
@@ -579,7 +659,10 @@ def test_config_reload_interval_must_be_positive(tmp_path: Path) -> None:
 
 def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
     path = tmp_path / "server.yaml"
-    path.write_text(config_text(tmp_path, """\
+    path.write_text(
+        config_text(
+            tmp_path,
+            """\
   protected_fraction: 0.5
   max_jobs_per_cycle: 100
   max-fraction-per-cycle: {cpu: 0.5}
@@ -596,27 +679,49 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
   non_preemptible_overshoot: 0.2
   excess-flow-budget: 600
   excess_flow_weights: {nvidia.com/gpu: 8, memory: 0.25}
-"""))
+""",
+        )
+    )
     settings = build(path).scheduling
     assert settings == SchedulingSettings(
-        protected_fraction=0.5, max_jobs_per_cycle=100, max_fraction_per_cycle={"cpu": 0.5},
+        protected_fraction=0.5,
+        max_jobs_per_cycle=100,
+        max_fraction_per_cycle={"cpu": 0.5},
         max_fraction_per_queue={"low": {"cpu": 0.25, "memory": 0.5}},
-        resource_multipliers={"nvidia.com/gpu": 4.0}, usage_half_life=600.0,
-        resource_names=("memory", "cpu"), max_queue_lookback=1000, scheduling_rate=50,
-        scheduling_burst=200, queue_scheduling_rate=2.5, queue_scheduling_burst=10,
+        resource_multipliers={"nvidia.com/gpu": 4.0},
+        usage_half_life=600.0,
+        resource_names=("memory", "cpu"),
+        max_queue_lookback=1000,
+        scheduling_rate=50,
+        scheduling_burst=200,
+        queue_scheduling_rate=2.5,
+        queue_scheduling_burst=10,
         topology_levels=("topology/block", "topology/rack"),
-        non_preemptible_overshoot=0.2, excess_flow_budget=600,
-        excess_flow_weights={"nvidia.com/gpu": 8, "memory": 0.25})
+        non_preemptible_overshoot=0.2,
+        excess_flow_budget=600,
+        excess_flow_weights={"nvidia.com/gpu": 8, "memory": 0.25},
+    )
     model = settings.model()
-    assert (model.protected_fraction, model.max_jobs_per_cycle, model.usage_half_life,
-            model.resource_names, dict(model.resource_multipliers)) == (
-        0.5, 100, 600.0, ("memory", "cpu"), {"nvidia.com/gpu": 4.0})
-    assert (model.max_queue_lookback, model.scheduling_rate, model.scheduling_burst,
-            model.queue_scheduling_rate, model.queue_scheduling_burst) == (1000, 50, 200, 2.5, 10)
+    assert (
+        model.protected_fraction,
+        model.max_jobs_per_cycle,
+        model.usage_half_life,
+        model.resource_names,
+        dict(model.resource_multipliers),
+    ) == (0.5, 100, 600.0, ("memory", "cpu"), {"nvidia.com/gpu": 4.0})
+    assert (
+        model.max_queue_lookback,
+        model.scheduling_rate,
+        model.scheduling_burst,
+        model.queue_scheduling_rate,
+        model.queue_scheduling_burst,
+    ) == (1000, 50, 200, 2.5, 10)
     assert model.topology_levels == ("topology/block", "topology/rack")
-    assert (model.non_preemptible_overshoot, model.excess_flow_budget,
-            dict(model.excess_flow_weights)) == (0.2, 600.0,
-                                                 {"nvidia.com/gpu": 8.0, "memory": 0.25})
+    assert (
+        model.non_preemptible_overshoot,
+        model.excess_flow_budget,
+        dict(model.excess_flow_weights),
+    ) == (0.2, 600.0, {"nvidia.com/gpu": 8.0, "memory": 0.25})
     assert build(tmp_path / "server.yaml").config_reload_interval == 0.1
 
 
@@ -624,8 +729,7 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
 
 
 def test_changing_the_file_changes_scheduling_without_a_restart(tmp_path: Path) -> None:
-    with serving(tmp_path, "  max_fraction_per_queue: {low: {cpu: 0.25}}\n") as (
-            server, api, path):
+    with serving(tmp_path, "  max_fraction_per_queue: {low: {cpu: 0.25}}\n") as (server, api, path):
         ex = Executor(api.channel, nodes=1, cpu="4", memory="16Gi")
         ex.sync()
         ids = submit(api, "a", *[job() for _ in range(4)])
@@ -637,7 +741,8 @@ def test_changing_the_file_changes_scheduling_without_a_restart(tmp_path: Path) 
         path.write_text(config_text(tmp_path, "  max_fraction_per_queue: {low: {cpu: 3}}\n"))
         until(lambda: server.server.config_error, "the invalid file to be refused")
         assert "scheduling.max_fraction_per_queue.low.cpu: must be between 0 and 1, got 3" in (
-            server.server.config_error)
+            server.server.config_error
+        )
         wait_reasons(api, waiting, reasons.queue_class_limit("low"))
         ex.sync()
         assert len(ex.held) == 1
@@ -658,8 +763,11 @@ def test_a_reload_names_the_settings_only_a_restart_applies(tmp_path: Path) -> N
     path = tmp_path / "server.yaml"
     path.write_text(config_text(tmp_path))
     before, config = load_file(path), build(path)
-    path.write_text(config_text(tmp_path, "  max_jobs_per_cycle: 3\n").replace(
-        "lease_timeout: 60", "lease_timeout: 90"))
+    path.write_text(
+        config_text(tmp_path, "  max_jobs_per_cycle: 3\n").replace(
+            "lease_timeout: 60", "lease_timeout: 90"
+        )
+    )
     settings, changed = reload_scheduling(path, config, before)
     assert settings == SchedulingSettings(max_jobs_per_cycle=3)
     assert changed == ["lease_timeout"]
@@ -670,11 +778,16 @@ class ServerProcess:
 
     def __init__(self, config: Path, log: Path) -> None:
         self.log = log.open("ab")
-        self.proc = subprocess.Popen([*server_command(), "--config", str(config)],
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.proc = subprocess.Popen(
+            [*server_command(), "--config", str(config)],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
         line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()),
-                                  daemon=True)
+        reader = threading.Thread(
+            target=lambda: line.append(self.proc.stdout.readline()), daemon=True
+        )
         reader.start()
         reader.join(60)
         match = LISTENING.search(line[0]) if line else None
@@ -715,8 +828,13 @@ def test_sighup_reloads_a_running_server(tmp_path: Path) -> None:
 
             path.write_text(config_text(tmp_path, caps.format(3), reload="null"))
             os.kill(server.proc.pid, signal.SIGHUP)  # invalid: logged, nothing changes
-            until(lambda: "scheduling.max_fraction_per_queue.low.cpu" in (
-                tmp_path / "server.log").read_text(), "the refusal in the log")
+            until(
+                lambda: (
+                    "scheduling.max_fraction_per_queue.low.cpu"
+                    in (tmp_path / "server.log").read_text()
+                ),
+                "the refusal in the log",
+            )
             wait_reasons(api, waiting, reasons.queue_class_limit("low"))
             ex.sync()
             assert len(ex.held) == 1 and server.proc.poll() is None

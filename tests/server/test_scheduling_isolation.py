@@ -14,19 +14,23 @@ from ..scheduling.helpers import PRIORITY_CLASSES, gang, job, jobs, node, runnin
 
 
 def snapshot(*job_lists: list[s.Job]) -> s.Snapshot:
-    return s.Snapshot(queues=(s.Queue("A", 1.0), s.Queue("B", 1.0)),
-                      priority_classes=PRIORITY_CLASSES,
-                      nodes=(node("n1", cpu=8), node("n2", cpu=8)),
-                      jobs=tuple(j for js in job_lists for j in js))
+    return s.Snapshot(
+        queues=(s.Queue("A", 1.0), s.Queue("B", 1.0)),
+        priority_classes=PRIORITY_CLASSES,
+        nodes=(node("n1", cpu=8), node("n2", cpu=8)),
+        jobs=tuple(j for js in job_lists for j in js),
+    )
 
 
 def poisoned(*bad: str, always: bool = False):  # type: ignore[no-untyped-def]
     """The real scheduler, failing whenever one of `bad` is in its snapshot."""
+
     def scheduler(snap: s.Snapshot) -> s.SchedulingResult:
         present = {j.id for j in snap.jobs}
         if always or present & set(bad):
             raise ValueError(f"cannot handle {sorted(present & set(bad))}")
         return s.schedule(snap)
+
     return scheduler
 
 
@@ -34,14 +38,17 @@ def ids(result: s.SchedulingResult) -> Collection[str]:
     return set(result.scheduled)
 
 
-@pytest.mark.parametrize(("bad", "left_out"), [
-    ((), set()),
-    (("a3",), {"a3"}),
-    (("a0",), {"a0"}),
-    (("a9",), {"a9"}),
-    (("a2", "b1"), {"a2", "b1"}),
-    (("g1",), {"g0", "g1", "g2"}),  # a gang is left out whole
-])
+@pytest.mark.parametrize(
+    ("bad", "left_out"),
+    [
+        ((), set()),
+        (("a3",), {"a3"}),
+        (("a0",), {"a0"}),
+        (("a9",), {"a9"}),
+        (("a2", "b1"), {"a2", "b1"}),
+        (("g1",), {"g0", "g1", "g2"}),  # a gang is left out whole
+    ],
+)
 def test_the_jobs_the_scheduler_fails_on_are_left_out(bad, left_out) -> None:
     snap = snapshot(jobs("a", 10, "A"), jobs("b", 3, "B"), gang("g", 3, "B"))
     result, broken = schedule_isolating(snap, poisoned(*bad))

@@ -20,26 +20,46 @@ from armada_server.config import PriorityClassConfig, ServerConfig
 from ..jobs.factories import container, item
 from .conftest import Stubs
 
-CLASSES = (PriorityClassConfig("low", 0, preemptible=True),
-           PriorityClassConfig("high", 10, preemptible=False))
+CLASSES = (
+    PriorityClassConfig("low", 0, preemptible=True),
+    PriorityClassConfig("high", 10, preemptible=False),
+)
 
 
 class Executor:
     """Speaks the executor protocol for the test."""
 
-    def __init__(self, channel: grpc.Channel, name: str = "e1", nodes: int = 2,
-                 cpu: str = "4", memory: str = "8Gi") -> None:
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        name: str = "e1",
+        nodes: int = 2,
+        cpu: str = "4",
+        memory: str = "8Gi",
+    ) -> None:
         self.stub = executor_pb2_grpc.ExecutorApiStub(channel)
         self.name = name
-        self.nodes = [executor_pb2.Node(name=f"{name}-n{i}", allocatable={
-            "cpu": cpu, "memory": memory}, labels={"rack": f"r{i % 2}"}) for i in range(nodes)]
+        self.nodes = [
+            executor_pb2.Node(
+                name=f"{name}-n{i}",
+                allocatable={"cpu": cpu, "memory": memory},
+                labels={"rack": f"r{i % 2}"},
+            )
+            for i in range(nodes)
+        ]
         self.held: dict[str, executor_pb2.Lease] = {}
         self.stops: list[executor_pb2.StopRun] = []
 
     def sync(self, *updates: executor_pb2.RunUpdate) -> executor_pb2.SyncResponse:
-        response = self.stub.Sync(executor_pb2.SyncRequest(
-            executor_id=self.name, pool="default", nodes=self.nodes,
-            run_ids=list(self.held), updates=list(updates)))
+        response = self.stub.Sync(
+            executor_pb2.SyncRequest(
+                executor_id=self.name,
+                pool="default",
+                nodes=self.nodes,
+                run_ids=list(self.held),
+                updates=list(updates),
+            )
+        )
         for lease in response.leases:
             self.held[lease.run_id] = lease
         self.stops += response.stop
@@ -66,16 +86,24 @@ class Executor:
 
 @pytest.fixture
 def server(database_url: str) -> Iterator[EmbeddedServer]:
-    config = ServerConfig(port=0, http_port=None, executor="none", database_url=database_url,
-                          scheduling_period=0.1, lease_timeout=2.0, priority_classes=CLASSES,
-                          default_priority_class="low")
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="none",
+        database_url=database_url,
+        scheduling_period=0.1,
+        lease_timeout=2.0,
+        priority_classes=CLASSES,
+        default_priority_class="low",
+    )
     with EmbeddedServer(config) as running:
         yield running
 
 
 def submit(api: Stubs, *items, job_set: str = "s") -> list[str]:
-    response = api.submit.SubmitJobs(submit_pb2.JobSubmitRequest(
-        queue="q", job_set_id=job_set, job_request_items=list(items)))
+    response = api.submit.SubmitJobs(
+        submit_pb2.JobSubmitRequest(queue="q", job_set_id=job_set, job_request_items=list(items))
+    )
     return [i.job_id for i in response.job_response_items]
 
 
@@ -83,8 +111,9 @@ def state(api: Stubs, job_id: str) -> int:
     return api.jobs.GetJobStatus(job_pb2.JobStatusRequest(job_ids=[job_id])).job_states[job_id]
 
 
-def wait_state(api: Stubs, job_id: str, wanted: int, executor: Executor | None = None,
-               timeout: float = 10) -> None:
+def wait_state(
+    api: Stubs, job_id: str, wanted: int, executor: Executor | None = None, timeout: float = 10
+) -> None:
     deadline = time.monotonic() + timeout
     while state(api, job_id) != wanted and time.monotonic() < deadline:
         if executor is not None:
@@ -118,39 +147,72 @@ def test_jobs_are_leased_run_and_finish(api: Stubs, queue: str) -> None:
     ex.wait_leases(2)
     a, b = ex.lease_of(ok), ex.lease_of(bad)
     assert a.pod_name == f"armada-{ok}-0" and a.node in {n.name for n in ex.nodes}
-    ex.sync(ex.update(a, pending=executor_pb2.RunUpdate.Pending(kubernetes_id="uid-1")),
-            ex.update(b, running=executor_pb2.RunUpdate.Running(node=b.node)))
+    ex.sync(
+        ex.update(a, pending=executor_pb2.RunUpdate.Pending(kubernetes_id="uid-1")),
+        ex.update(b, running=executor_pb2.RunUpdate.Running(node=b.node)),
+    )
     ex.sync(ex.update(a, running=executor_pb2.RunUpdate.Running(node=a.node)))
-    ex.sync(ex.update(a, succeeded=executor_pb2.RunUpdate.Succeeded()),
-            ex.update(b, failed=executor_pb2.RunUpdate.Failed(
-                reason="Error", containers=[executor_pb2.ContainerResult(
-                    name="main", exit_code=3, message="bad input", reason="Error")])))
+    ex.sync(
+        ex.update(a, succeeded=executor_pb2.RunUpdate.Succeeded()),
+        ex.update(
+            b,
+            failed=executor_pb2.RunUpdate.Failed(
+                reason="Error",
+                containers=[
+                    executor_pb2.ContainerResult(
+                        name="main", exit_code=3, message="bad input", reason="Error"
+                    )
+                ],
+            ),
+        ),
+    )
     assert state(api, ok) == submit_pb2.SUCCEEDED
     assert state(api, bad) == submit_pb2.FAILED
-    assert kinds(api, ok) == ["submitted", "queued", "leased", "pending", "running",
-                              "succeeded"]
+    assert kinds(api, ok) == ["submitted", "queued", "leased", "pending", "running", "succeeded"]
     errors = api.jobs.GetJobErrors(job_pb2.JobErrorsRequest(job_ids=[bad])).job_errors
     assert "exited with code 3: bad input" in errors[bad]
-    runs = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(
-        job_ids=[ok], expand_job_run=True)).job_details[ok].job_runs
+    runs = (
+        api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=[ok], expand_job_run=True))
+        .job_details[ok]
+        .job_runs
+    )
     assert [(r.state, r.cluster, r.node) for r in runs] == [
-        (job_pb2.RUN_STATE_SUCCEEDED, "e1", a.node)]
+        (job_pb2.RUN_STATE_SUCCEEDED, "e1", a.node)
+    ]
 
 
 def test_oom_is_retried_by_a_queue_policy_on_another_node(api: Stubs) -> None:
-    api.policies.CreateRetryPolicy(submit_pb2.RetryPolicy(
-        name="oom", retry_limit=2, default_action=submit_pb2.RETRY_ACTION_FAIL,
-        rules=[submit_pb2.RetryRule(action=submit_pb2.RETRY_ACTION_RETRY,
-                                    match_conditions=["OOMKilled"],
-                                    anti_affinity_mode="node")]))
+    api.policies.CreateRetryPolicy(
+        submit_pb2.RetryPolicy(
+            name="oom",
+            retry_limit=2,
+            default_action=submit_pb2.RETRY_ACTION_FAIL,
+            rules=[
+                submit_pb2.RetryRule(
+                    action=submit_pb2.RETRY_ACTION_RETRY,
+                    match_conditions=["OOMKilled"],
+                    anti_affinity_mode="node",
+                )
+            ],
+        )
+    )
     api.queues.CreateQueue(submit_pb2.Queue(name="q", retry_policies=["oom"]))
     ex = Executor(api.channel)
     ex.sync()
     [job] = submit(api, low())
     [first] = ex.wait_leases(1)
-    ex.sync(ex.update(first, failed=executor_pb2.RunUpdate.Failed(
-        reason="OOMKilled", condition="OOMKilled", containers=[executor_pb2.ContainerResult(
-            name="main", exit_code=137, reason="OOMKilled")])))
+    ex.sync(
+        ex.update(
+            first,
+            failed=executor_pb2.RunUpdate.Failed(
+                reason="OOMKilled",
+                condition="OOMKilled",
+                containers=[
+                    executor_pb2.ContainerResult(name="main", exit_code=137, reason="OOMKilled")
+                ],
+            ),
+        )
+    )
     [second] = ex.wait_leases(1)
     assert second.run_index == 1 and second.pod_name == f"armada-{job}-0-1"
     assert second.node != first.node  # anti-affinity to the failed run's node
@@ -163,8 +225,7 @@ def test_cancel_stops_the_run(api: Stubs, queue: str) -> None:
     [job] = submit(api, low())
     [lease] = ex.wait_leases(1)
     ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
-    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s",
-                                                      job_ids=[job]))
+    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=[job]))
     ex.sync()
     assert [(s.run_id, s.preempt) for s in ex.stops] == [(lease.run_id, False)]
     assert state(api, job) == submit_pb2.CANCELLED
@@ -187,8 +248,11 @@ def test_urgent_job_preempts_a_preemptible_one(api: Stubs, queue: str) -> None:
     ex.sync(ex.update(victim, stopped=executor_pb2.RunUpdate.Stopped()))
     assert state(api, stop.job_id) == submit_pb2.PREEMPTED
     assert kinds(api, stop.job_id)[-2:] == ["preempting", "preempted"]
-    [preempted] = [m.message.preempted for m in api.events.GetJobSetEvents(
-        event_pb2.JobSetRequest(queue="q", id="s")) if m.message.preempted.job_id == stop.job_id]
+    [preempted] = [
+        m.message.preempted
+        for m in api.events.GetJobSetEvents(event_pb2.JobSetRequest(queue="q", id="s"))
+        if m.message.preempted.job_id == stop.job_id
+    ]
     assert preempted.preempting_job_id == urgent  # the job placed in its room
     ex.wait_leases(2)
     assert any(lease.job.id == urgent for lease in ex.held.values())
@@ -199,18 +263,19 @@ def test_urgent_job_preempts_a_preemptible_one(api: Stubs, queue: str) -> None:
 def test_a_gang_is_leased_together(api: Stubs, queue: str) -> None:
     ex = Executor(api.channel, nodes=2, cpu="4")
     ex.sync()
-    gang = {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "3",
-            ann.GANG_NODE_UNIFORMITY_LABEL: "rack"}
+    gang = {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "3", ann.GANG_NODE_UNIFORMITY_LABEL: "rack"}
     # Two members fit on one rack (one node of 4 CPU); three need both racks: never placed.
     ids = submit(api, *[low(cpu="2", annotations=gang) for _ in range(3)])
     time.sleep(0.5)
     ex.sync()
     assert ex.held == {}
-    reason = api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=ids[:1])).job_details[
-        ids[0]].scheduling_reason
+    reason = (
+        api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=ids[:1]))
+        .job_details[ids[0]]
+        .scheduling_reason
+    )
     assert reason
-    pair = {ann.GANG_ID: "pair", ann.GANG_CARDINALITY: "2",
-            ann.GANG_NODE_UNIFORMITY_LABEL: "rack"}
+    pair = {ann.GANG_ID: "pair", ann.GANG_CARDINALITY: "2", ann.GANG_NODE_UNIFORMITY_LABEL: "rack"}
     members = submit(api, *[low(cpu="2", annotations=pair) for _ in range(2)], job_set="pair")
     leases = ex.wait_leases(2)
     assert {lease.job.id for lease in leases} == set(members)
@@ -267,24 +332,28 @@ def test_executor_sync_validates_its_input(api: Stubs) -> None:
         stub.Sync(executor_pb2.SyncRequest(executor_id=""))
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     with pytest.raises(grpc.RpcError) as raised:
-        stub.Sync(executor_pb2.SyncRequest(executor_id="e", nodes=[
-            executor_pb2.Node(name="a"), executor_pb2.Node(name="a")]))
+        stub.Sync(
+            executor_pb2.SyncRequest(
+                executor_id="e", nodes=[executor_pb2.Node(name="a"), executor_pb2.Node(name="a")]
+            )
+        )
     assert "nodes[1].name" in raised.value.details()
-
 
 
 def test_jobs_can_target_a_pool(api: Stubs, queue: str) -> None:
     cpu = Executor(api.channel, name="cpu-cluster")
     gpu = Executor(api.channel, name="gpu-cluster")
     cpu.sync()
-    gpu.stub.Sync(executor_pb2.SyncRequest(executor_id="gpu-cluster", pool="gpu",
-                                           nodes=gpu.nodes))
+    gpu.stub.Sync(executor_pb2.SyncRequest(executor_id="gpu-cluster", pool="gpu", nodes=gpu.nodes))
     [job] = submit(api, low(annotations={ann.POOL: "gpu"}))
     deadline = time.monotonic() + 10
     leases: list[executor_pb2.Lease] = []
     while not leases and time.monotonic() < deadline:
-        leases = list(gpu.stub.Sync(executor_pb2.SyncRequest(
-            executor_id="gpu-cluster", pool="gpu", nodes=gpu.nodes)).leases)
+        leases = list(
+            gpu.stub.Sync(
+                executor_pb2.SyncRequest(executor_id="gpu-cluster", pool="gpu", nodes=gpu.nodes)
+            ).leases
+        )
         cpu.sync()
         time.sleep(0.05)
     assert [lease.job.id for lease in leases] == [job]
@@ -292,10 +361,20 @@ def test_jobs_can_target_a_pool(api: Stubs, queue: str) -> None:
 
 
 def test_a_gang_is_retried_as_a_whole(api: Stubs) -> None:
-    api.policies.CreateRetryPolicy(submit_pb2.RetryPolicy(
-        name="flaky", retry_limit=1, default_action=submit_pb2.RETRY_ACTION_FAIL,
-        rules=[submit_pb2.RetryRule(action=submit_pb2.RETRY_ACTION_RETRY,
-                                    exit_code_operator="In", exit_code_values=[42])]))
+    api.policies.CreateRetryPolicy(
+        submit_pb2.RetryPolicy(
+            name="flaky",
+            retry_limit=1,
+            default_action=submit_pb2.RETRY_ACTION_FAIL,
+            rules=[
+                submit_pb2.RetryRule(
+                    action=submit_pb2.RETRY_ACTION_RETRY,
+                    exit_code_operator="In",
+                    exit_code_values=[42],
+                )
+            ],
+        )
+    )
     api.queues.CreateQueue(submit_pb2.Queue(name="q", retry_policies=["flaky"]))
     ex = Executor(api.channel)
     ex.sync()
@@ -306,9 +385,17 @@ def test_a_gang_is_retried_as_a_whole(api: Stubs) -> None:
         ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
     # Member a fails in a way its policy retries: b, still running, is stopped and both are
     # placed again together (a new generation of the gang).
-    ex.sync(ex.update(first[a], failed=executor_pb2.RunUpdate.Failed(
-        reason="Error", containers=[executor_pb2.ContainerResult(
-            name="main", exit_code=42, reason="Error")])))
+    ex.sync(
+        ex.update(
+            first[a],
+            failed=executor_pb2.RunUpdate.Failed(
+                reason="Error",
+                containers=[
+                    executor_pb2.ContainerResult(name="main", exit_code=42, reason="Error")
+                ],
+            ),
+        )
+    )
     assert first[b].run_id in {s.run_id for s in ex.stops}
     ex.held.pop(first[b].run_id)
     second = {lease.job.id: lease for lease in ex.wait_leases(2)}
@@ -317,10 +404,20 @@ def test_a_gang_is_retried_as_a_whole(api: Stubs) -> None:
 
 
 def test_a_retried_gang_does_not_wait_for_a_member_that_succeeded(api: Stubs) -> None:
-    api.policies.CreateRetryPolicy(submit_pb2.RetryPolicy(
-        name="flaky", retry_limit=2, default_action=submit_pb2.RETRY_ACTION_FAIL,
-        rules=[submit_pb2.RetryRule(action=submit_pb2.RETRY_ACTION_RETRY,
-                                    exit_code_operator="In", exit_code_values=[42])]))
+    api.policies.CreateRetryPolicy(
+        submit_pb2.RetryPolicy(
+            name="flaky",
+            retry_limit=2,
+            default_action=submit_pb2.RETRY_ACTION_FAIL,
+            rules=[
+                submit_pb2.RetryRule(
+                    action=submit_pb2.RETRY_ACTION_RETRY,
+                    exit_code_operator="In",
+                    exit_code_values=[42],
+                )
+            ],
+        )
+    )
     api.queues.CreateQueue(submit_pb2.Queue(name="q", retry_policies=["flaky"]))
     ex = Executor(api.channel)
     ex.sync()
@@ -332,9 +429,17 @@ def test_a_retried_gang_does_not_wait_for_a_member_that_succeeded(api: Stubs) ->
     # b finishes; then a fails in a way its policy retries. c is restarted with a, and the
     # new generation is {a, c}: b is not run again, and not waited for.
     ex.sync(ex.update(first[b], succeeded=executor_pb2.RunUpdate.Succeeded()))
-    ex.sync(ex.update(first[a], failed=executor_pb2.RunUpdate.Failed(
-        reason="Error", containers=[executor_pb2.ContainerResult(
-            name="main", exit_code=42, reason="Error")])))
+    ex.sync(
+        ex.update(
+            first[a],
+            failed=executor_pb2.RunUpdate.Failed(
+                reason="Error",
+                containers=[
+                    executor_pb2.ContainerResult(name="main", exit_code=42, reason="Error")
+                ],
+            ),
+        )
+    )
     assert first[c].run_id in {s.run_id for s in ex.stops}
     ex.held.pop(first[c].run_id)
     second = {lease.job.id: lease for lease in ex.wait_leases(2)}
@@ -343,9 +448,17 @@ def test_a_retried_gang_does_not_wait_for_a_member_that_succeeded(api: Stubs) ->
     # The smaller generation is retried as a whole again, and can finish.
     for lease in second.values():
         ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
-    ex.sync(ex.update(second[c], failed=executor_pb2.RunUpdate.Failed(
-        reason="Error", containers=[executor_pb2.ContainerResult(
-            name="main", exit_code=42, reason="Error")])))
+    ex.sync(
+        ex.update(
+            second[c],
+            failed=executor_pb2.RunUpdate.Failed(
+                reason="Error",
+                containers=[
+                    executor_pb2.ContainerResult(name="main", exit_code=42, reason="Error")
+                ],
+            ),
+        )
+    )
     assert second[a].run_id in {s.run_id for s in ex.stops}
     ex.held.pop(second[a].run_id)
     third = {lease.job.id: lease for lease in ex.wait_leases(2)}
@@ -377,11 +490,27 @@ def test_jobs_differing_only_in_their_ids_share_one_conversion() -> None:
 
     now = datetime.now(UTC)
     gang = {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2"}
-    specs = [job_from_item(low(cpu="2", annotations=gang), job_id=job_id, queue="q",
-                           job_set_id="s", owner="o", now=now, groups=())
-             for job_id in ("01aaaaaaaaaaaaaaaaaaaaaaaa", "01bbbbbbbbbbbbbbbbbbbbbbbb")]
-    other = job_from_item(high(), job_id="01cccccccccccccccccccccccc", queue="q",
-                          job_set_id="s", owner="o", now=now, groups=())
+    specs = [
+        job_from_item(
+            low(cpu="2", annotations=gang),
+            job_id=job_id,
+            queue="q",
+            job_set_id="s",
+            owner="o",
+            now=now,
+            groups=(),
+        )
+        for job_id in ("01aaaaaaaaaaaaaaaaaaaaaaaa", "01bbbbbbbbbbbbbbbbbbbbbbbb")
+    ]
+    other = job_from_item(
+        high(),
+        job_id="01cccccccccccccccccccccccc",
+        queue="q",
+        job_set_id="s",
+        owner="o",
+        now=now,
+        groups=(),
+    )
     for spec in [*specs, other]:
         queued = QueuedJob(spec.id, "q", 1.0, now, spec.SerializeToString(), None, 1)
         kw = {"priority": 1.0, "submitted_at": now, "avoid_node": None, "gang_cardinality": 1}

@@ -22,27 +22,45 @@ def node(name: str) -> executor_pb2.Node:
     return executor_pb2.Node(name=name, allocatable={"cpu": "4", "memory": "8Gi"})
 
 
-def queued(job_id: str, *, volume: bool = False, zone: str | None = None,
-           avoid: str | None = None, pool: str | None = None) -> QueuedJob:
-    pod = core_v1_pb2.PodSpec(priorityClassName="default", containers=[
-        core_v1_pb2.Container(name="main", image="busybox")])
+def queued(
+    job_id: str,
+    *,
+    volume: bool = False,
+    zone: str | None = None,
+    avoid: str | None = None,
+    pool: str | None = None,
+) -> QueuedJob:
+    pod = core_v1_pb2.PodSpec(
+        priorityClassName="default",
+        containers=[core_v1_pb2.Container(name="main", image="busybox")],
+    )
     if volume:
         pod.volumes.add(name="data").volumeSource.emptyDir.SetInParent()
     if zone:
-        pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution \
-            .nodeSelectorTerms.add().matchExpressions.add(key="zone", operator="In",
-                                                          values=[zone])
+        pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.add().matchExpressions.add(
+            key="zone", operator="In", values=[zone]
+        )
     spec = submit_pb2.Job(id=job_id, queue="q", job_set_id="s", pod_specs=[pod])
     if pool:
         spec.annotations["armadaproject.io/pool"] = pool
     spec.scheduling_resource_requirements.requests["cpu"].string = "1"
-    return QueuedJob(id=job_id, queue="q", priority=0, submitted_at=NOW,
-                     raw=spec.SerializeToString(), avoid_node=avoid)
+    return QueuedJob(
+        id=job_id,
+        queue="q",
+        priority=0,
+        submitted_at=NOW,
+        raw=spec.SerializeToString(),
+        avoid_node=avoid,
+    )
 
 
 def placements(executors: list[ExecutorNodes], jobs: list[QueuedJob]) -> dict[str, str]:
-    state = SchedulingState(queues=[submit_pb2.Queue(name="q", priority_factor=1)],
-                            executors=executors, queued=jobs, running=[])
+    state = SchedulingState(
+        queues=[submit_pb2.Queue(name="q", priority_factor=1)],
+        executors=executors,
+        queued=jobs,
+        running=[],
+    )
     snapshot, _ = build_snapshot(state, CLASSES, NOW)
     return dict(s.schedule(snapshot).scheduled)
 
@@ -50,15 +68,20 @@ def placements(executors: list[ExecutorNodes], jobs: list[QueuedJob]) -> dict[st
 LOCAL = ("volumes", "containers.livenessProbe")
 
 
-@pytest.mark.parametrize(("job", "allowed"), [
-    (queued("plain"), {"local", "k8s"}),
-    (queued("volume", volume=True), {"k8s"}),
-    (queued("volume-zone", volume=True, zone="a"), {"k8s"}),
-])
+@pytest.mark.parametrize(
+    ("job", "allowed"),
+    [
+        (queued("plain"), {"local", "k8s"}),
+        (queued("volume", volume=True), {"k8s"}),
+        (queued("volume-zone", volume=True, zone="a"), {"k8s"}),
+    ],
+)
 def test_a_job_goes_only_where_its_spec_is_honoured(job: QueuedJob, allowed: set[str]) -> None:
     for first in ("local", "k8s"):  # whichever executor the scheduler would try first
-        executors = [ExecutorNodes("local", "default", [node("l1")], LOCAL),
-                     ExecutorNodes("k8s", "default", [node("k1")], ())]
+        executors = [
+            ExecutorNodes("local", "default", [node("l1")], LOCAL),
+            ExecutorNodes("k8s", "default", [node("k1")], ()),
+        ]
         for e in executors:
             for n in e.nodes:
                 n.labels["zone"] = "a"
@@ -68,18 +91,26 @@ def test_a_job_goes_only_where_its_spec_is_honoured(job: QueuedJob, allowed: set
 
 
 def test_one_kind_of_executor_leaves_snapshots_as_they_were() -> None:
-    executors = [ExecutorNodes("a", "default", [node("a1")], LOCAL),
-                 ExecutorNodes("b", "default", [node("b1")], LOCAL)]
-    state = SchedulingState(queues=[submit_pb2.Queue(name="q", priority_factor=1)],
-                            executors=executors, queued=[queued("v", volume=True)], running=[])
+    executors = [
+        ExecutorNodes("a", "default", [node("a1")], LOCAL),
+        ExecutorNodes("b", "default", [node("b1")], LOCAL),
+    ]
+    state = SchedulingState(
+        queues=[submit_pb2.Queue(name="q", priority_factor=1)],
+        executors=executors,
+        queued=[queued("v", volume=True)],
+        running=[],
+    )
     snapshot, _ = build_snapshot(state, CLASSES, NOW)
     assert all("armadaproject.io/capabilities" not in n.labels for n in snapshot.nodes)
     assert snapshot.jobs[0].affinity == ()
 
 
 def test_jobs_an_executor_cannot_honour_wait_rather_than_run_there() -> None:
-    executors = [ExecutorNodes("local", "default", [node("l1")], LOCAL),
-                 ExecutorNodes("k8s", "default", [node("k1")], ())]
+    executors = [
+        ExecutorNodes("local", "default", [node("l1")], LOCAL),
+        ExecutorNodes("k8s", "default", [node("k1")], ()),
+    ]
     jobs = [queued(f"v{i}", volume=True) for i in range(6)] + [queued("p")]
     placed = placements(executors, jobs)
     placed = {job: nid.split("/")[0] for job, nid in placed.items()}
@@ -89,15 +120,16 @@ def test_jobs_an_executor_cannot_honour_wait_rather_than_run_there() -> None:
     assert "p" in placed
 
 
-@pytest.mark.parametrize(("nodes", "avoid", "pool", "expected"), [
-    ({"default": ["n1", "n2"]}, "e-default/n1", None, "e-default/n2"),
-    ({"default": ["n1", "n2"]}, "e-default/n2", None, "e-default/n1"),
-    ({"default": ["n1"]}, "e-default/n1", None, "e-default/n1"),  # the only node: not avoided
-    ({"default": ["n1"], "gpu": ["g1"]}, "e-gpu/g1", "gpu", "e-gpu/g1"),  # its pool's only one
-    ({"default": ["n1"], "gpu": ["g1"]}, "e-default/n1", None, "e-gpu/g1"),
-])
-def test_a_retry_avoids_its_node_unless_it_is_the_only_one(nodes, avoid, pool,
-                                                           expected) -> None:
-    executors = [ExecutorNodes(f"e-{p}", p, [node(n) for n in names])
-                 for p, names in nodes.items()]
+@pytest.mark.parametrize(
+    ("nodes", "avoid", "pool", "expected"),
+    [
+        ({"default": ["n1", "n2"]}, "e-default/n1", None, "e-default/n2"),
+        ({"default": ["n1", "n2"]}, "e-default/n2", None, "e-default/n1"),
+        ({"default": ["n1"]}, "e-default/n1", None, "e-default/n1"),  # the only node: not avoided
+        ({"default": ["n1"], "gpu": ["g1"]}, "e-gpu/g1", "gpu", "e-gpu/g1"),  # its pool's only one
+        ({"default": ["n1"], "gpu": ["g1"]}, "e-default/n1", None, "e-gpu/g1"),
+    ],
+)
+def test_a_retry_avoids_its_node_unless_it_is_the_only_one(nodes, avoid, pool, expected) -> None:
+    executors = [ExecutorNodes(f"e-{p}", p, [node(n) for n in names]) for p, names in nodes.items()]
     assert placements(executors, [queued("j", avoid=avoid, pool=pool)]) == {"j": expected}

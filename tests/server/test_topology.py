@@ -53,7 +53,8 @@ def test_gang_max_hops_holds_a_gang_back_that_no_rack_holds(tmp_path: Path) -> N
         held_back = submit(api, "a", *[member("near", 3, max_hops=2) for _ in range(3)])
         wait_reasons(api, held_back, reasons.gang_hops(3, 2, "topology/rack"))
         assert reasons.gang_hops(3, 2, "topology/rack") == (
-            "gang of 3 needs members within 2 hops (one topology/rack); no rack has room")
+            "gang of 3 needs members within 2 hops (one topology/rack); no rack has room"
+        )
         ex.sync()
         assert not ex.held
         placed = submit(api, "b", *[member("block", 3, max_hops=4) for _ in range(3)])

@@ -46,8 +46,7 @@ def store(database_url: str) -> Iterator[Store]:
     engine = open_database(database_url)
     store = Store(engine)
     store.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
-    store.executor_sync(executor_pb2.SyncRequest(executor_id="e1", pool="default",
-                                                 nodes=[NODE]))
+    store.executor_sync(executor_pb2.SyncRequest(executor_id="e1", pool="default", nodes=[NODE]))
     yield store
     engine.dispose()
 
@@ -58,16 +57,21 @@ def submit_one(store: Store) -> str:
 
 
 def lease_decision(store: Store, job_id: str) -> dict:
-    return {"scheduled": {job_id: ("e1", "n1", "default")}, "preempted": (), "failed": {},
-            "reasons": {}}
+    return {
+        "scheduled": {job_id: ("e1", "n1", "default")},
+        "preempted": (),
+        "failed": {},
+        "reasons": {},
+    }
 
 
 def test_a_lease_decided_before_a_cancel_is_not_made_after_it(store: Store) -> None:
     job_id = submit_one(store)
     snapshot = store.scheduling_state(executor_timeout=60)
     assert store.cancel("q", "s", [job_id]) == [job_id]  # acknowledged before the lease
-    leased = store.apply_schedule(**lease_decision(store, job_id),
-                                  seen=_seen(snapshot, {job_id}, ()))
+    leased = store.apply_schedule(
+        **lease_decision(store, job_id), seen=_seen(snapshot, {job_id}, ())
+    )
     assert leased == 0
     [job] = store.jobs([job_id])
     assert job.state == JobState.CANCELLED and job.runs == ()
@@ -77,19 +81,23 @@ def test_a_lease_decided_on_an_older_version_is_skipped(store: Store) -> None:
     job_id = submit_one(store)
     snapshot = store.scheduling_state(executor_timeout=60)
     store.reprioritize("q", "s", [job_id], 5, requestor="test")  # still queued, but changed
-    assert store.apply_schedule(**lease_decision(store, job_id),
-                                seen=_seen(snapshot, {job_id}, ())) == 0
+    assert (
+        store.apply_schedule(**lease_decision(store, job_id), seen=_seen(snapshot, {job_id}, ()))
+        == 0
+    )
     fresh = store.scheduling_state(executor_timeout=60)
-    assert store.apply_schedule(**lease_decision(store, job_id),
-                                seen=_seen(fresh, {job_id}, ())) == 1
+    assert (
+        store.apply_schedule(**lease_decision(store, job_id), seen=_seen(fresh, {job_id}, ())) == 1
+    )
 
 
 def test_a_write_from_a_stale_read_raises_conflict_and_changes_nothing(store: Store) -> None:
     job_id = submit_one(store)
     [stale] = store.jobs([job_id])
     store.cancel("q", "s", [job_id])
-    after, events = lifecycle.lease(stale, run_id="r1", cluster_id="e1", node="n1",
-                                    pool="default", now=datetime.now(UTC))
+    after, events = lifecycle.lease(
+        stale, run_id="r1", cluster_id="e1", node="n1", pool="default", now=datetime.now(UTC)
+    )
     with pytest.raises(Conflict), store._write() as (conn, touched):
         store._save_many(conn, touched, [(stale, after, events)])
     [job] = store.jobs([job_id])
@@ -99,7 +107,8 @@ def test_a_write_from_a_stale_read_raises_conflict_and_changes_nothing(store: St
 
 @pytest.mark.postgres
 def test_a_transaction_that_loses_a_race_is_decided_again(
-        postgres_server, caplog: pytest.LogCaptureFixture) -> None:
+    postgres_server, caplog: pytest.LogCaptureFixture
+) -> None:
     """A cancel reads the job, another writer commits a change to it before the cancel
     writes: the cancel's write matches no row, and it is decided again from the new state."""
     engine = open_database(postgres_server.new_database())
@@ -108,17 +117,21 @@ def test_a_transaction_that_loses_a_race_is_decided_again(
     job_id = submit_one(store)
     rival = engine.connect()
     tx = rival.begin()
-    rival.execute(update(t.jobs).where(t.jobs.c.id == job_id)
-                  .values(version=t.jobs.c.version + 1))  # holds the row until committed
+    rival.execute(
+        update(t.jobs).where(t.jobs.c.id == job_id).values(version=t.jobs.c.version + 1)
+    )  # holds the row until committed
     result: list[list[str]] = []
     cancel = threading.Thread(target=lambda: result.append(store.cancel("q", "s", [job_id])))
     caplog.set_level("INFO", logger="armada_server")
     cancel.start()
     with engine.connect() as watcher:  # the cancel's UPDATE waits for the rival's row lock
         deadline = time.monotonic() + 30
-        while not watcher.execute(text(
+        while not watcher.execute(
+            text(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND datname = current_database()")).scalar():
+                " AND datname = current_database()"
+            )
+        ).scalar():
             # pg_stat_activity is a snapshot per transaction: end it to see the next state.
             watcher.rollback()
             assert time.monotonic() < deadline, "the cancel never waited for the row"
@@ -135,13 +148,15 @@ def test_a_transaction_that_loses_a_race_is_decided_again(
 
 # --- isolation: one bad job fails alone ---------------------------------------------------
 
+
 @pytest.fixture
 def server(executorless_server: EmbeddedServer) -> EmbeddedServer:
     return executorless_server
 
 
-def rewrite_spec(server: EmbeddedServer, job_id: str,
-                 change: Callable[[submit_pb2.Job], None]) -> None:
+def rewrite_spec(
+    server: EmbeddedServer, job_id: str, change: Callable[[submit_pb2.Job], None]
+) -> None:
     """Change a stored job's spec as an older server version (with looser checks) could have
     accepted it."""
     store = server.server.store
@@ -150,8 +165,9 @@ def rewrite_spec(server: EmbeddedServer, job_id: str,
         raw = conn.execute(select(t.jobs.c.spec).where(t.jobs.c.id == job_id)).scalar_one()
         spec = submit_pb2.Job.FromString(raw)
         change(spec)
-        conn.execute(update(t.jobs).where(t.jobs.c.id == job_id)
-                     .values(spec=spec.SerializeToString()))
+        conn.execute(
+            update(t.jobs).where(t.jobs.c.id == job_id).values(spec=spec.SerializeToString())
+        )
 
 
 def failure_reasons(api: Stubs, job_id: str) -> list[str]:
@@ -162,11 +178,13 @@ def failure_reasons(api: Stubs, job_id: str) -> list[str]:
     return out
 
 
-def test_a_job_the_scheduler_cannot_read_fails_alone(server: EmbeddedServer, api: Stubs,
-                                                      queue: str) -> None:
+def test_a_job_the_scheduler_cannot_read_fails_alone(
+    server: EmbeddedServer, api: Stubs, queue: str
+) -> None:
     def maybe(spec: submit_pb2.Job) -> None:
-        term = spec.pod_specs[0].affinity.nodeAffinity \
-            .requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.add()
+        term = spec.pod_specs[
+            0
+        ].affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.add()
         term.matchExpressions.add(key="zone", operator="Maybe", values=["a"])
 
     ex = Executor(api.channel)  # nothing is scheduled before its first sync
@@ -186,12 +204,14 @@ def test_a_job_the_scheduler_cannot_read_fails_alone(server: EmbeddedServer, api
     assert ex.lease_of(later).job.id == later
 
 
-def test_a_job_too_large_for_a_lease_fails_alone(server: EmbeddedServer, api: Stubs,
-                                                  queue: str) -> None:
+def test_a_job_too_large_for_a_lease_fails_alone(
+    server: EmbeddedServer, api: Stubs, queue: str
+) -> None:
     ex = Executor(api.channel)  # nothing is scheduled before its first sync
     big, small = submit(api, item(), item())
-    rewrite_spec(server, big, lambda spec: spec.annotations.update(
-        {"blob": "x" * (4 * 1024 * 1024)}))
+    rewrite_spec(
+        server, big, lambda spec: spec.annotations.update({"blob": "x" * (4 * 1024 * 1024)})
+    )
     ex.wait_leases(1)
     wait_state(api, big, submit_pb2.FAILED, executor=ex)
     assert set(r.job.id for r in ex.held.values()) == {small}
@@ -204,23 +224,39 @@ def test_a_report_the_database_refuses_fails_its_job_alone(postgres_server) -> N
     """A pending report whose kubernetes id is longer than its column: PostgreSQL refuses
     the whole sync's transaction; the reports are then applied one by one, and only the job
     of the refused one fails."""
-    config = ServerConfig(port=0, http_port=None, executor="none", scheduling_period=0.1,
-                          database_url=postgres_server.new_database(), lease_timeout=30.0,
-                          priority_classes=CLASSES, default_priority_class="low")
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="none",
+        scheduling_period=0.1,
+        database_url=postgres_server.new_database(),
+        lease_timeout=30.0,
+        priority_classes=CLASSES,
+        default_priority_class="low",
+    )
     with EmbeddedServer(config) as server:
         channel = grpc.insecure_channel(server.address)
-        api = Stubs(channel, submit_pb2_grpc.SubmitStub(channel),
-                    submit_pb2_grpc.QueueServiceStub(channel),
-                    submit_pb2_grpc.RetryPolicyServiceStub(channel),
-                    event_pb2_grpc.EventStub(channel), job_pb2_grpc.JobsStub(channel))
+        api = Stubs(
+            channel,
+            submit_pb2_grpc.SubmitStub(channel),
+            submit_pb2_grpc.QueueServiceStub(channel),
+            submit_pb2_grpc.RetryPolicyServiceStub(channel),
+            event_pb2_grpc.EventStub(channel),
+            job_pb2_grpc.JobsStub(channel),
+        )
         api.queues.CreateQueue(submit_pb2.Queue(name="q", priority_factor=1))
         ex = Executor(api.channel)
         first, second = submit(api, item(), item())
         ex.wait_leases(2)
-        ex.sync(ex.update(ex.lease_of(first), pending=executor_pb2.RunUpdate.Pending(
-                    kubernetes_id="k" * 1000)),
-                ex.update(ex.lease_of(second), running=executor_pb2.RunUpdate.Running(
-                    node=ex.lease_of(second).node)))
+        ex.sync(
+            ex.update(
+                ex.lease_of(first), pending=executor_pb2.RunUpdate.Pending(kubernetes_id="k" * 1000)
+            ),
+            ex.update(
+                ex.lease_of(second),
+                running=executor_pb2.RunUpdate.Running(node=ex.lease_of(second).node),
+            ),
+        )
         wait_state(api, second, submit_pb2.RUNNING)
         wait_state(api, first, submit_pb2.FAILED)
         [reason] = failure_reasons(api, first)
@@ -231,16 +267,18 @@ def test_a_report_the_database_refuses_fails_its_job_alone(postgres_server) -> N
 
 # --- terminating runs hold their nodes ---------------------------------------------------
 
+
 def test_a_cancelled_run_holds_its_node_until_its_executor_lets_it_go(
-        server: EmbeddedServer, api: Stubs, queue: str) -> None:
+    server: EmbeddedServer, api: Stubs, queue: str
+) -> None:
     ex = Executor(api.channel, nodes=1, cpu="1")
     ex.sync()
-    [first] = submit(api, item({"containers": [container(cpu="1")],
-                                "terminationGracePeriodSeconds": 60}))
+    [first] = submit(
+        api, item({"containers": [container(cpu="1")], "terminationGracePeriodSeconds": 60})
+    )
     [lease] = ex.wait_leases(1)
     ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
-    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s",
-                                                      job_ids=[first]))
+    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=[first]))
     wait_state(api, first, submit_pb2.CANCELLED)
     [second] = submit(api, item({"containers": [container(cpu="1")]}))
     # The executor still holds the cancelled run (terminating): the node is not free.
@@ -258,11 +296,13 @@ def test_a_cancelled_run_holds_its_node_until_its_executor_lets_it_go(
 
 # --- gangs cut short while they wait -------------------------------------------------------
 
+
 def test_cancelling_a_member_of_a_waiting_gang_fails_the_rest(api: Stubs, queue: str) -> None:
     gang = {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "3"}
     members = submit(api, *[item(annotations=gang) for _ in range(3)])
-    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s",
-                                                      job_ids=members[:1]))
+    api.submit.CancelJobs(
+        submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=members[:1])
+    )
     for job_id in members[1:]:
         wait_state(api, job_id, submit_pb2.FAILED)
         [reason] = failure_reasons(api, job_id)
@@ -272,8 +312,9 @@ def test_cancelling_a_member_of_a_waiting_gang_fails_the_rest(api: Stubs, queue:
 def test_an_elastic_gang_that_loses_a_member_runs_with_the_rest(api: Stubs, queue: str) -> None:
     gang = {ann.GANG_ID: "e", ann.GANG_CARDINALITY: "3", ann.GANG_MINIMUM_CARDINALITY: "2"}
     members = submit(api, *[item(annotations=gang) for _ in range(3)])
-    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s",
-                                                      job_ids=members[:1]))
+    api.submit.CancelJobs(
+        submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=members[:1])
+    )
     ex = Executor(api.channel)  # the gang waited for an executor
     leases = ex.wait_leases(2)
     assert {lease.job.id for lease in leases} == set(members[1:])

@@ -29,7 +29,8 @@ def details(api: Stubs, job_id: str) -> job_pb2.JobDetails:
 
 
 def test_a_waiting_job_says_why_and_where_its_queue_stands(
-        api: Stubs, queue: str, server: EmbeddedServer) -> None:
+    api: Stubs, queue: str, server: EmbeddedServer
+) -> None:
     api.queues.CreateQueue(submit_pb2.Queue(name="other", priority_factor=1))
     ex = Executor(api.channel, nodes=2, cpu="4", memory="8Gi")
     ex.sync()
@@ -38,27 +39,32 @@ def test_a_waiting_job_says_why_and_where_its_queue_stands(
     ex.wait_leases(2)
     # Then each queue asks for a whole node more. q holds all 8 CPUs, twice its fair share of
     # half the cluster (other asks for half); other holds nothing.
-    [theirs] = api.submit.SubmitJobs(submit_pb2.JobSubmitRequest(
-        queue="other", job_set_id="s", job_request_items=[low(cpu="4")])).job_response_items
+    [theirs] = api.submit.SubmitJobs(
+        submit_pb2.JobSubmitRequest(queue="other", job_set_id="s", job_request_items=[low(cpu="4")])
+    ).job_response_items
     [mine] = submit(api, high(cpu="4"))
     deadline = time.monotonic() + 10
-    while not (details(api, mine).scheduling_reason and
-               details(api, theirs.job_id).scheduling_reason):
+    while not (
+        details(api, mine).scheduling_reason and details(api, theirs.job_id).scheduling_reason
+    ):
         assert time.monotonic() < deadline, "the scheduler gave no reason"
         time.sleep(0.05)
     said = details(api, mine)
     assert said.state == submit_pb2.QUEUED
     assert said.scheduling_reason == (
         "0 of 2 matching nodes have 4 cpu, 1Gi memory free; queue q at 2.0x its fair share; "
-        "1st in line of 1 queued")
+        "1st in line of 1 queued"
+    )
     assert details(api, theirs.job_id).scheduling_reason == (
         "0 of 2 matching nodes have 4 cpu, 1Gi memory free; queue other at 0.0x its fair "
-        "share; 1st in line of 1 queued")
+        "share; 1st in line of 1 queued"
+    )
     # Only the scheduler's part is stored: the queue's standing does not rewrite it each cycle.
     store = server.server.store
     assert store is not None
     assert store.scheduling_reasons([mine]) == {
-        mine: "0 of 2 matching nodes have 4 cpu, 1Gi memory free"}
+        mine: "0 of 2 matching nodes have 4 cpu, 1Gi memory free"
+    }
     ex.sync()
     assert len(ex.held) == 2
 
@@ -83,12 +89,20 @@ def test_fair_shares_are_read_once_per_few_seconds(monkeypatch: pytest.MonkeyPat
 
 def test_a_queue_without_a_share_stands_at_zero() -> None:
     def queue(name: str, share: float, adjusted: float) -> shares.QueueShare:
-        return shares.QueueShare(name=name, weight=1.0, cordoned=False, active=adjusted > 0,
-                                 fair_share=adjusted, adjusted_fair_share=adjusted,
-                                 share=share, demand=share)
+        return shares.QueueShare(
+            name=name,
+            weight=1.0,
+            cordoned=False,
+            active=adjusted > 0,
+            fair_share=adjusted,
+            adjusted_fair_share=adjusted,
+            share=share,
+            demand=share,
+        )
 
-    sample = shares.Sample(0.0, {"cpu": 8000}, {
-        "rich": queue("rich", 0.7, 0.5), "idle": queue("idle", 0.0, 0.0)})
+    sample = shares.Sample(
+        0.0, {"cpu": 8000}, {"rich": queue("rich", 0.7, 0.5), "idle": queue("idle", 0.0, 0.0)}
+    )
     assert shares.place_in_fair_share(sample, "rich") == "queue rich at 1.4x its fair share"
     assert shares.place_in_fair_share(sample, "idle") == "queue idle at 0.0x its fair share"
     assert shares.place_in_fair_share(sample, "gone") == "queue gone at 0.0x its fair share"

@@ -19,9 +19,14 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 def start_server(tmp: Path, **overrides) -> EmbeddedServer:  # type: ignore[no-untyped-def]
-    settings = dict(database_url=f"sqlite:///{tmp / 'armada.db'}", executor="local",
-                    sandbox_dir=str(tmp / "pods"), scheduling_period=0.2,
-                    executor_sync_interval=0.2, heartbeat_seconds=1.0)
+    settings = dict(
+        database_url=f"sqlite:///{tmp / 'armada.db'}",
+        executor="local",
+        sandbox_dir=str(tmp / "pods"),
+        scheduling_period=0.2,
+        executor_sync_interval=0.2,
+        heartbeat_seconds=1.0,
+    )
     settings.update(overrides)
     return EmbeddedServer(**settings).start()
 
@@ -46,8 +51,10 @@ def http(base_url: str) -> Http:
 def chromium_available() -> None:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
     if missing:
-        message = (f"{', '.join(missing)} missing: install Debian's chromium and "
-                   "chromium-driver (scripts/install-browser.sh does, as root)")
+        message = (
+            f"{', '.join(missing)} missing: install Debian's chromium and "
+            "chromium-driver (scripts/install-browser.sh does, as root)"
+        )
         if os.environ.get("CI"):
             pytest.fail(message)  # CI installs them: never skip there
         pytest.skip(message)
@@ -62,10 +69,18 @@ def browser() -> Iterator:  # type: ignore[type-arg]
     profile = tempfile.mkdtemp(prefix="armada-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={profile}", "--window-size=1400,1000"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(60)

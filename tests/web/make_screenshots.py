@@ -33,10 +33,19 @@ def driver(profile: str):  # type: ignore[no-untyped-def]
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-                 f"--user-data-dir={profile}", "--window-size=1360,900"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        "--window-size=1360,900",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
@@ -47,8 +56,7 @@ def shoot(browser, url: str, path: Path, css_ready: str) -> None:  # type: ignor
     from selenium.webdriver.support.ui import WebDriverWait
 
     browser.get(url)
-    WebDriverWait(browser, 60).until(ec.presence_of_element_located((By.CSS_SELECTOR,
-                                                                     css_ready)))
+    WebDriverWait(browser, 60).until(ec.presence_of_element_located((By.CSS_SELECTOR, css_ready)))
     time.sleep(1.5)
     height = browser.execute_script("return document.body.scrollHeight")
     browser.set_window_size(1360, min(max(height + 40, 600), 1400))
@@ -73,11 +81,20 @@ def main() -> int:
         gang = yaml.safe_load((ROOT / "examples/standalone/gang.yaml").read_text())
         gang["jobSetId"] = "gang-demo"
         ids = http.post("/api/v1/jobs", gang)["jobIds"]
-        research = http.submit("research", "sweep", *[
-            job(f"echo trial {i}; sleep 90", annotations={"trial": str(i)}) for i in range(3)])
-        [broken] = http.submit("demo", "nightly", job(
-            "echo loading data; echo 'input table is empty' > /dev/termination-log; "
-            "echo 'ValueError: no rows' >&2; exit 2"), job("echo ok"))[:1]
+        research = http.submit(
+            "research",
+            "sweep",
+            *[job(f"echo trial {i}; sleep 90", annotations={"trial": str(i)}) for i in range(3)],
+        )
+        [broken] = http.submit(
+            "demo",
+            "nightly",
+            job(
+                "echo loading data; echo 'input table is empty' > /dev/termination-log; "
+                "echo 'ValueError: no rows' >&2; exit 2"
+            ),
+            job("echo ok"),
+        )[:1]
         for job_id in ids:
             http.wait_state(job_id, "SUCCEEDED", timeout=120)
         http.wait_state(broken, "FAILED")
@@ -86,16 +103,17 @@ def main() -> int:
         big = job("sleep 60")
         big["podSpec"]["containers"][0]["resources"] = {
             "requests": {"cpu": "1500m", "memory": "1Gi"},
-            "limits": {"cpu": "1500m", "memory": "1Gi"}}
+            "limits": {"cpu": "1500m", "memory": "1Gi"},
+        }
         http.submit("demo", "backlog", big, big, big)  # more than fits: some wait
-        eventually(lambda: len(server.server.http.sampler.samples) > 10, timeout=60,
-                   what="share samples")
+        eventually(
+            lambda: len(server.server.http.sampler.samples) > 10, timeout=60, what="share samples"
+        )
         profile = tempfile.mkdtemp(prefix="armada-chromium-")
         browser = driver(profile)
         try:
             shoot(browser, f"{base}/queues", args.out / "queues.png", "#live-status.live-on")
-            shoot(browser, f"{base}/jobsets/demo/gang-demo", args.out / "jobset.png",
-                  "#jobs-table")
+            shoot(browser, f"{base}/jobsets/demo/gang-demo", args.out / "jobset.png", "#jobs-table")
             shoot(browser, f"{base}/jobs/{broken}", args.out / "job.png", "#timeline")
         finally:
             browser.quit()

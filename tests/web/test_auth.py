@@ -23,9 +23,16 @@ def basic(user: str, password: str) -> str:
 ADMIN = basic("admin", "admin-pw")
 OWNER = basic("olga", "olga-pw")
 VIEWER = basic("vic", "vic-pw")
-AUTH = AuthConfig(enabled=True, basic_users={
-    "admin": BasicUser("admin-pw"), "olga": BasicUser("olga-pw"), "vic": BasicUser("vic-pw")},
-    tokens=(StaticToken("ci-token", "ci"),), admins=("admin",))
+AUTH = AuthConfig(
+    enabled=True,
+    basic_users={
+        "admin": BasicUser("admin-pw"),
+        "olga": BasicUser("olga-pw"),
+        "vic": BasicUser("vic-pw"),
+    },
+    tokens=(StaticToken("ci-token", "ci"),),
+    admins=("admin",),
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +48,21 @@ def base(secured: EmbeddedServer) -> str:
 
 
 PAGES = ["/", "/queues", "/queues/team", "/jobs", "/jobsets/team/s", "/ui/live"]
-API = [("GET", "/api/v1/queues"), ("GET", "/api/v1/jobs"), ("GET", "/api/v1/shares"),
-       ("POST", "/api/v1/jobs"), ("POST", "/api/v1/jobs/cancel"),
-       ("GET", "/api/v1/events?queue=team&jobSetId=s"), ("GET", "/api/v1/jobs/status?id=x")]
+API = [
+    ("GET", "/api/v1/queues"),
+    ("GET", "/api/v1/jobs"),
+    ("GET", "/api/v1/shares"),
+    ("POST", "/api/v1/jobs"),
+    ("POST", "/api/v1/jobs/cancel"),
+    ("GET", "/api/v1/events?queue=team&jobSetId=s"),
+    ("GET", "/api/v1/jobs/status?id=x"),
+]
 
 
-@pytest.mark.parametrize("credentials", [None, basic("admin", "wrong"), basic("nobody", "x"),
-                                         "Bearer not-a-token", "Basic !!!"])
+@pytest.mark.parametrize(
+    "credentials",
+    [None, basic("admin", "wrong"), basic("nobody", "x"), "Bearer not-a-token", "Basic !!!"],
+)
 def test_everything_but_public_paths_needs_credentials(base: str, credentials) -> None:  # type: ignore[no-untyped-def]
     http = Http(base, credentials)
     for path in PAGES:
@@ -70,12 +85,17 @@ def test_credentials_and_queue_permissions(base: str) -> None:
     viewer.post("/api/v1/queues", {"name": "mine"}, expect=403)  # only admins create queues
     # Reading needs only authentication; submitting needs a permission on the queue.
     assert [q["name"] for q in token.get("/api/v1/queues")["queues"]] == ["team"]
-    assert viewer.post("/api/v1/jobs", {"queue": "team", "jobSetId": "s", "jobs": [job()]},
-                       expect=403)["error"]["code"] == "PERMISSION_DENIED"
+    assert (
+        viewer.post(
+            "/api/v1/jobs", {"queue": "team", "jobSetId": "s", "jobs": [job()]}, expect=403
+        )["error"]["code"]
+        == "PERMISSION_DENIED"
+    )
     [job_id] = owner.submit("team", "s", job("sleep 30"))
     assert owner.get(f"/api/v1/jobs/{job_id}")["owner"] == "olga"  # the authenticated user
-    viewer.post("/api/v1/jobs/cancel", {"queue": "team", "jobSetId": "s", "jobIds": [job_id]},
-                expect=403)
+    viewer.post(
+        "/api/v1/jobs/cancel", {"queue": "team", "jobSetId": "s", "jobIds": [job_id]}, expect=403
+    )
     viewer.get(f"/api/v1/jobs/{job_id}/logs", expect=403)
     status, _, _ = viewer.request("GET", "/api/v1/events?queue=team&jobSetId=s")
     assert status == 403
@@ -90,8 +110,9 @@ def test_credentials_and_queue_permissions(base: str) -> None:
     assert b'id="cordon-queue"' not in page
     status, _, page = admin.request("GET", "/queues/team")
     assert b'id="cordon-queue"' in page
-    assert owner.post("/api/v1/jobs/cancel", {"queue": "team", "jobSetId": "s",
-                                              "jobIds": [job_id]}) == {"cancelledIds": [job_id]}
+    assert owner.post(
+        "/api/v1/jobs/cancel", {"queue": "team", "jobSetId": "s", "jobIds": [job_id]}
+    ) == {"cancelledIds": [job_id]}
     assert admin.get(f"/api/v1/jobs/{job_id}")["cancelUser"] == "olga"
 
 

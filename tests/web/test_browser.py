@@ -19,14 +19,18 @@ WAIT = 90  # seconds: the machine is small and shared
 
 def wait(browser, timeout: float = WAIT) -> WebDriverWait:  # type: ignore[no-untyped-def]
     # Pages re-render as data arrives: an element found a moment ago may have been replaced.
-    return WebDriverWait(browser, timeout, poll_frequency=0.2,
-                         ignored_exceptions=(NoSuchElementException,
-                                             StaleElementReferenceException))
+    return WebDriverWait(
+        browser,
+        timeout,
+        poll_frequency=0.2,
+        ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
+    )
 
 
 def click(browser, css: str) -> None:  # type: ignore[no-untyped-def]
     """Click an element of a live region: found and clicked in one try, retried when the
     region was re-rendered in between (the element found is then stale)."""
+
     def clicked(driver):  # type: ignore[no-untyped-def]
         element = driver.find_element(By.CSS_SELECTOR, css)
         if not (element.is_displayed() and element.is_enabled()):
@@ -43,9 +47,11 @@ def text_of(browser, css: str) -> str:  # type: ignore[no-untyped-def]
 
 def queue_count(browser, queue: str, which: str):  # type: ignore[no-untyped-def]
     def probe(driver):  # type: ignore[no-untyped-def]
-        cells = driver.find_elements(By.CSS_SELECTOR,
-                                     f'tr[data-queue="{queue}"] td[data-count="{which}"]')
+        cells = driver.find_elements(
+            By.CSS_SELECTOR, f'tr[data-queue="{queue}"] td[data-count="{which}"]'
+        )
         return int(cells[0].text) if cells else None
+
     return probe
 
 
@@ -54,20 +60,22 @@ def live(browser) -> None:  # type: ignore[no-untyped-def]
     wait(browser).until(ec.presence_of_element_located((By.CSS_SELECTOR, "#live-status.live-on")))
 
 
-def test_queues_page_shows_jobs_arrive_and_finish_live(browser, base_url: str,
-                                                        http: Http) -> None:
+def test_queues_page_shows_jobs_arrive_and_finish_live(browser, base_url: str, http: Http) -> None:
     http.post("/api/v1/queues", {"name": "live", "priorityFactor": 1}, expect=201)
     browser.get(f"{base_url}/queues")
-    wait(browser).until(ec.presence_of_element_located(
-        (By.CSS_SELECTOR, 'tr[data-queue="live"]')))
+    wait(browser).until(ec.presence_of_element_located((By.CSS_SELECTOR, 'tr[data-queue="live"]')))
     live(browser)
     assert wait(browser).until(lambda d: queue_count(d, "live", "succeeded")(d) == 0 or None)
     # Submitted through the API while the page is open: nothing reloads the page.
     marker = browser.find_element(By.TAG_NAME, "body")
     browser.execute_script("document.body.dataset.marker = 'same-page'")
     ids = http.submit("live", "first", *[job("sleep 1") for _ in range(3)])
-    wait(browser).until(lambda d: (queue_count(d, "live", "queued")(d) or 0)
-                        + (queue_count(d, "live", "running")(d) or 0) > 0)
+    wait(browser).until(
+        lambda d: (
+            (queue_count(d, "live", "queued")(d) or 0) + (queue_count(d, "live", "running")(d) or 0)
+            > 0
+        )
+    )
     wait(browser).until(lambda d: queue_count(d, "live", "succeeded")(d) == 3)
     assert marker.get_attribute("data-marker") == "same-page"  # updated in place
     # The job set page lists them, finished.
@@ -76,31 +84,44 @@ def test_queues_page_shows_jobs_arrive_and_finish_live(browser, base_url: str,
     wait(browser).until(ec.presence_of_element_located((By.ID, "jobs-table")))
     for job_id in ids:
         row = browser.find_element(By.CSS_SELECTOR, f'tr[data-job-id="{job_id}"]')
-        assert row.find_element(By.CSS_SELECTOR, "[data-state]").get_attribute(
-            "data-state") == "SUCCEEDED"
+        assert (
+            row.find_element(By.CSS_SELECTOR, "[data-state]").get_attribute("data-state")
+            == "SUCCEEDED"
+        )
 
 
 def test_job_set_page_follows_new_jobs_live(browser, base_url: str, http: Http) -> None:
     http.post("/api/v1/queues", {"name": "follow"}, expect=201)
     [first] = http.submit("follow", "set", job("sleep 2"))
     browser.get(f"{base_url}/jobsets/follow/set")
-    wait(browser).until(ec.presence_of_element_located(
-        (By.CSS_SELECTOR, f'tr[data-job-id="{first}"]')))
+    wait(browser).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-job-id="{first}"]'))
+    )
     live(browser)
     [second] = http.submit("follow", "set", job("sleep 1"))
-    wait(browser).until(ec.presence_of_element_located(
-        (By.CSS_SELECTOR, f'tr[data-job-id="{second}"]')))
-    wait(browser).until(lambda d: d.find_elements(
-        By.CSS_SELECTOR, f'tr[data-job-id="{second}"] [data-state="SUCCEEDED"]'))
+    wait(browser).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, f'tr[data-job-id="{second}"]'))
+    )
+    wait(browser).until(
+        lambda d: d.find_elements(
+            By.CSS_SELECTOR, f'tr[data-job-id="{second}"] [data-state="SUCCEEDED"]'
+        )
+    )
     assert "succeeded" in text_of(browser, "#jobset-counts")
 
 
-def test_failed_job_page_shows_exit_code_message_and_logs(browser, base_url: str,
-                                                           http: Http) -> None:
+def test_failed_job_page_shows_exit_code_message_and_logs(
+    browser, base_url: str, http: Http
+) -> None:
     http.post("/api/v1/queues", {"name": "fails"}, expect=201)
-    [job_id] = http.submit("fails", "broken", job(
-        "echo starting the work; echo 'disk full' > /dev/termination-log; "
-        "echo something went wrong >&2; exit 7"))
+    [job_id] = http.submit(
+        "fails",
+        "broken",
+        job(
+            "echo starting the work; echo 'disk full' > /dev/termination-log; "
+            "echo something went wrong >&2; exit 7"
+        ),
+    )
     http.wait_state(job_id, "FAILED")
     browser.get(f"{base_url}/jobs/{job_id}")
     wait(browser).until(ec.presence_of_element_located((By.ID, "runs-table")))
@@ -109,8 +130,10 @@ def test_failed_job_page_shows_exit_code_message_and_logs(browser, base_url: str
     assert "7" in exit_code.text
     assert "disk full" in text_of(browser, "#runs-table td.message")
     assert "exit" in text_of(browser, "#job-error") and "7" in text_of(browser, "#job-error")
-    kinds = [li.get_attribute("data-event") for li in browser.find_elements(
-        By.CSS_SELECTOR, "#timeline li[data-event]")]
+    kinds = [
+        li.get_attribute("data-event")
+        for li in browser.find_elements(By.CSS_SELECTOR, "#timeline li[data-event]")
+    ]
     assert kinds[0] == "submitted" and "failed" in kinds and "running" in kinds
     wait(browser).until(lambda d: "something went wrong" in d.find_element(By.ID, "logs").text)
     assert "starting the work" in text_of(browser, "#logs")
@@ -118,14 +141,18 @@ def test_failed_job_page_shows_exit_code_message_and_logs(browser, base_url: str
 
 def test_logs_follow_a_running_job(browser, base_url: str, http: Http) -> None:
     http.post("/api/v1/queues", {"name": "chatty"}, expect=201)
-    [job_id] = http.submit("chatty", "talk", job(
-        "for i in 1 2 3 4 5 6; do echo line-$i; sleep 1; done"))
+    [job_id] = http.submit(
+        "chatty", "talk", job("for i in 1 2 3 4 5 6; do echo line-$i; sleep 1; done")
+    )
     http.wait_state(job_id, "RUNNING", "SUCCEEDED")
     browser.get(f"{base_url}/jobs/{job_id}")
     wait(browser).until(lambda d: "line-1" in d.find_element(By.ID, "logs").text)
     wait(browser).until(lambda d: "line-6" in d.find_element(By.ID, "logs").text)
-    wait(browser).until(lambda d: d.find_element(By.ID, "job-summary").get_attribute(
-        "data-job-state") == "SUCCEEDED")
+    wait(browser).until(
+        lambda d: (
+            d.find_element(By.ID, "job-summary").get_attribute("data-job-state") == "SUCCEEDED"
+        )
+    )
     lines = text_of(browser, "#logs").split()
     assert lines == [f"line-{i}" for i in range(1, 7)]  # each line once, in order
 
@@ -142,25 +169,29 @@ def test_cancel_a_job_from_the_ui(browser, base_url: str, http: Http, server) ->
     wait(browser).until(ec.visibility_of_element_located((By.ID, "confirm-no"))).click()
     assert http.state(job_id) == "RUNNING"
     browser.find_element(By.ID, "cancel-job").click()
-    dialog_text = wait(browser).until(ec.visibility_of_element_located(
-        (By.ID, "confirm-message"))).text
+    dialog_text = (
+        wait(browser).until(ec.visibility_of_element_located((By.ID, "confirm-message"))).text
+    )
     assert job_id in dialog_text
     browser.find_element(By.ID, "confirm-ok").click()
     wait(browser).until(lambda d: "cancelled 1 job" in d.find_element(By.ID, "flash").text)
-    wait(browser).until(lambda d: d.find_elements(
-        By.CSS_SELECTOR, '#timeline li[data-event="cancelled"]'))
+    wait(browser).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#timeline li[data-event="cancelled"]')
+    )
     assert "cancelled" in text_of(browser, "#job-state")
     assert not browser.find_elements(By.ID, "cancel-job")
     # The event is in the job set's log for every client.
     with grpc.insecure_channel(server.address) as channel:
-        events = [m.message.WhichOneof("events") for m in event_pb2_grpc.EventStub(
-            channel).GetJobSetEvents(event_pb2.JobSetRequest(queue="stop", id="long"),
-                                     timeout=30)]
+        events = [
+            m.message.WhichOneof("events")
+            for m in event_pb2_grpc.EventStub(channel).GetJobSetEvents(
+                event_pb2.JobSetRequest(queue="stop", id="long"), timeout=30
+            )
+        ]
     assert "cancelled" in events
 
 
-def test_reprioritize_a_job_set_and_cordon_a_queue(browser, base_url: str,
-                                                   http: Http) -> None:
+def test_reprioritize_a_job_set_and_cordon_a_queue(browser, base_url: str, http: Http) -> None:
     http.post("/api/v1/queues", {"name": "tune"}, expect=201)
     http.post("/api/v1/queues/tune/cordon", {})  # nothing of it is scheduled meanwhile
     ids = http.submit("tune", "batch", job("true"), job("true"))
@@ -182,11 +213,15 @@ def test_reprioritize_a_job_set_and_cordon_a_queue(browser, base_url: str,
 
 def test_jobs_page_filters_sorts_and_pages(browser, base_url: str, http: Http) -> None:
     http.post("/api/v1/queues", {"name": "many"}, expect=201)
-    ids = http.submit("many", "pages", *[job("true", annotations={"team": "a" if i % 2 else "b"})
-                                         for i in range(7)])
+    ids = http.submit(
+        "many",
+        "pages",
+        *[job("true", annotations={"team": "a" if i % 2 else "b"}) for i in range(7)],
+    )
     browser.get(f"{base_url}/jobs?queue=many&limit=3")
-    rows = wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR,
-                                                         "#jobs-table tr[data-job-id]"))
+    rows = wait(browser).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-job-id]")
+    )
     seen = [r.get_attribute("data-job-id") for r in rows]
     while browser.find_elements(By.ID, "next-page"):
         browser.find_element(By.ID, "next-page").click()
@@ -195,8 +230,9 @@ def test_jobs_page_filters_sorts_and_pages(browser, base_url: str, http: Http) -
         seen += [r.get_attribute("data-job-id") for r in rows]
     assert seen == sorted(ids, reverse=True)  # newest first, each once
     browser.get(f"{base_url}/jobs?queue=many&annotation=team%3Da")
-    rows = wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR,
-                                                         "#jobs-table tr[data-job-id]"))
+    rows = wait(browser).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-job-id]")
+    )
     assert {r.get_attribute("data-job-id") for r in rows} == {ids[i] for i in (1, 3, 5)}
     browser.find_element(By.LINK_TEXT, "job").click()  # sort by id, the other way
     wait(browser).until(lambda d: "order=asc" in d.current_url)
@@ -209,8 +245,10 @@ def test_cordon_and_uncordon_a_node_from_the_ui(browser, base_url: str, http: Ht
     browser.get(f"{base_url}/nodes")
     row = 'tr[data-node="local/local-0"]'
     click(browser, f"{row} .cordon-node")
-    assert "local/local-0" in wait(browser).until(ec.visibility_of_element_located(
-        (By.ID, "confirm-message"))).text
+    assert (
+        "local/local-0"
+        in wait(browser).until(ec.visibility_of_element_located((By.ID, "confirm-message"))).text
+    )
     browser.find_element(By.ID, "confirm-ok").click()
     wait(browser).until(ec.element_to_be_clickable((By.CSS_SELECTOR, f"{row} .uncordon-node")))
     assert "cordoned" in text_of(browser, f"{row} .node-state")

@@ -16,10 +16,12 @@ from .conftest import start_server
 from .helpers import Http, eventually, job
 
 
-@pytest.fixture(scope="module",
-                params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def server(request: pytest.FixtureRequest,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EmbeddedServer]:
     """The gateway's queries run on both backends (the browser tests use SQLite)."""
     tmp = tmp_path_factory.mktemp("gateway")
     overrides = {}
@@ -30,8 +32,11 @@ def server(request: pytest.FixtureRequest,
     running.stop()
 
 
-def events(base_url: str, query: str, headers: dict[str, str] | None = None,
-           ) -> list[tuple[str, str, dict]]:
+def events(
+    base_url: str,
+    query: str,
+    headers: dict[str, str] | None = None,
+) -> list[tuple[str, str, dict]]:
     """(id, event, data) of a finished (watch=false) server-sent event stream."""
     req = urllib.request.Request(f"{base_url}/api/v1/events?{query}", headers=headers or {})
     with urllib.request.urlopen(req, timeout=30) as resp:
@@ -39,8 +44,9 @@ def events(base_url: str, query: str, headers: dict[str, str] | None = None,
         text = resp.read().decode()
     out = []
     for block in text.strip().split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines()
-                      if not line.startswith(":"))
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if not line.startswith(":")
+        )
         if fields:
             out.append((fields.get("id", ""), fields["event"], json.loads(fields["data"])))
     return out
@@ -57,15 +63,19 @@ def test_submit_status_details_and_logs(http: Http, server) -> None:  # type: ig
     assert states == {ids[0]: "FAILED", "nope": "UNKNOWN"}
     # The same answer as the gRPC API.
     with grpc.insecure_channel(server.address) as channel:
-        grpc_states = job_pb2_grpc.JobsStub(channel).GetJobStatus(
-            job_pb2.JobStatusRequest(job_ids=[ids[0]]), timeout=10).job_states
+        grpc_states = (
+            job_pb2_grpc.JobsStub(channel)
+            .GetJobStatus(job_pb2.JobStatusRequest(job_ids=[ids[0]]), timeout=10)
+            .job_states
+        )
     assert grpc_states[ids[0]] == submit_pb2.FAILED
     detail = http.get(f"/api/v1/jobs/{ids[0]}")
     assert detail["state"] == "FAILED" and detail["jobSet"] == "s"
     [run] = detail["runs"]
     assert run["executor"] == "local" and run["containers"][0]["exitCode"] == 3
-    assert detail["spec"]["podSpecs"][0]["containers"][0]["resources"]["requests"][
-        "cpu"] == "100m"  # quantities read as Kubernetes writes them
+    assert (
+        detail["spec"]["podSpecs"][0]["containers"][0]["resources"]["requests"]["cpu"] == "100m"
+    )  # quantities read as Kubernetes writes them
     lines = http.get(f"/api/v1/jobs/{ids[0]}/logs")["lines"]
     assert [line["line"] for line in lines] == ["hi"]
     after = http.get(f"/api/v1/jobs/{ids[0]}/logs?sinceTime={lines[0]['timestamp']}")
@@ -76,23 +86,52 @@ def test_submit_status_details_and_logs(http: Http, server) -> None:  # type: ig
 
 def test_invalid_requests_name_the_field(http: Http) -> None:
     http.post("/api/v1/queues", {"name": "strict"}, expect=201)
-    error = http.post("/api/v1/jobs", {"queue": "strict", "jobSetId": "s", "jobs": [
-        {"podSpec": {"containers": [{"name": "c", "image": "x", "command": ["true"]}]},
-         "priorty": 1}]}, expect=400)["error"]
+    error = http.post(
+        "/api/v1/jobs",
+        {
+            "queue": "strict",
+            "jobSetId": "s",
+            "jobs": [
+                {
+                    "podSpec": {"containers": [{"name": "c", "image": "x", "command": ["true"]}]},
+                    "priorty": 1,
+                }
+            ],
+        },
+        expect=400,
+    )["error"]
     assert error["code"] == "INVALID_ARGUMENT" and "priorty" in error["message"]
-    error = http.post("/api/v1/jobs", {"queue": "strict", "jobSetId": "s", "jobs": [
-        {"podSpec": {"containers": [{"name": "c", "image": "x", "command": ["true"]}]}}]},
-        expect=400)["error"]  # the server's own validation: no resources
+    error = http.post(
+        "/api/v1/jobs",
+        {
+            "queue": "strict",
+            "jobSetId": "s",
+            "jobs": [
+                {"podSpec": {"containers": [{"name": "c", "image": "x", "command": ["true"]}]}}
+            ],
+        },
+        expect=400,
+    )["error"]  # the server's own validation: no resources
     assert "resources" in error["message"] or "request" in error["message"]
-    assert http.post("/api/v1/jobs", {"queue": "nope", "jobSetId": "s", "jobs": [job()]},
-                     expect=404)["error"]["code"] == "NOT_FOUND"
-    status, _, _ = http.request("POST", "/api/v1/jobs/cancel", b"queue=strict",
-                                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert (
+        http.post("/api/v1/jobs", {"queue": "nope", "jobSetId": "s", "jobs": [job()]}, expect=404)[
+            "error"
+        ]["code"]
+        == "NOT_FOUND"
+    )
+    status, _, _ = http.request(
+        "POST",
+        "/api/v1/jobs/cancel",
+        b"queue=strict",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert status == 415
     status, _, body = http.request("GET", "/api/v1/nothing-here")
     assert status == 404 and json.loads(body)["error"]["code"] == "NOT_FOUND"
-    assert http.post("/api/v1/queues", {"name": "strict"}, expect=409)["error"][
-        "code"] == "ALREADY_EXISTS"
+    assert (
+        http.post("/api/v1/queues", {"name": "strict"}, expect=409)["error"]["code"]
+        == "ALREADY_EXISTS"
+    )
 
 
 def test_cancel_reprioritize_preempt_and_job_set_cancel(http: Http) -> None:
@@ -100,17 +139,24 @@ def test_cancel_reprioritize_preempt_and_job_set_cancel(http: Http) -> None:
     a, b, c = http.submit("acts", "set", job("sleep 60"), job("sleep 60"), job("sleep 60"))
     for job_id in (a, b, c):
         http.wait_state(job_id, "RUNNING")
-    results = http.post("/api/v1/jobs/reprioritize", {"queue": "acts", "jobSetId": "set",
-                                                      "jobIds": [a], "newPriority": 3})
+    results = http.post(
+        "/api/v1/jobs/reprioritize",
+        {"queue": "acts", "jobSetId": "set", "jobIds": [a], "newPriority": 3},
+    )
     assert results == {"results": {a: ""}}
     assert http.get(f"/api/v1/jobs/{a}")["priority"] == 3
-    assert http.post("/api/v1/jobs/preempt", {"queue": "acts", "jobSetId": "set",
-                                              "jobIds": [b]}) == {"results": {b: ""}}
-    assert http.post("/api/v1/jobs/cancel", {"queue": "acts", "jobSetId": "set",
-                                             "jobIds": [a]}) == {"cancelledIds": [a]}
+    assert http.post(
+        "/api/v1/jobs/preempt", {"queue": "acts", "jobSetId": "set", "jobIds": [b]}
+    ) == {"results": {b: ""}}
+    assert http.post(
+        "/api/v1/jobs/cancel", {"queue": "acts", "jobSetId": "set", "jobIds": [a]}
+    ) == {"cancelledIds": [a]}
     assert http.post("/api/v1/jobsets/cancel", {"queue": "acts", "jobSetId": "set"}) == {}
     assert http.wait_state(b, "PREEMPTED", "FAILED", "CANCELLED") in (
-        "PREEMPTED", "FAILED", "CANCELLED")
+        "PREEMPTED",
+        "FAILED",
+        "CANCELLED",
+    )
     assert http.wait_state(c, "CANCELLED") == "CANCELLED"
     assert http.state(a) == "CANCELLED"
 
@@ -126,8 +172,7 @@ def test_job_set_events_as_server_sent_events(http: Http, base_url: str) -> None
     assert all(data["jobId"] == job_id for _, _, data in found)
     # Resume after an id, with the query or with Last-Event-ID as EventSource sends it.
     assert events(base_url, "queue=ev&jobSetId=stream&fromMessageId=2") == found[2:]
-    assert events(base_url, "queue=ev&jobSetId=stream",
-                  headers={"Last-Event-ID": "3"}) == found[3:]
+    assert events(base_url, "queue=ev&jobSetId=stream", headers={"Last-Event-ID": "3"}) == found[3:]
     status, _, _ = Http(base_url).request("GET", "/api/v1/events?queue=ev")
     assert status == 400
 
@@ -149,8 +194,7 @@ def test_watching_events_delivers_new_ones(http: Http, base_url: str) -> None:
 
 def test_job_list_pages_sorts_and_filters(http: Http) -> None:
     http.post("/api/v1/queues", {"name": "list"}, expect=201)
-    ids = http.submit("list", "a", *[job("true", annotations={"k": str(i % 3)})
-                                     for i in range(11)])
+    ids = http.submit("list", "a", *[job("true", annotations={"k": str(i % 3)}) for i in range(11)])
     other = http.submit("list", "b", job("true"))
     for job_id in (*ids, *other):
         http.wait_state(job_id, "SUCCEEDED")
@@ -168,7 +212,8 @@ def test_job_list_pages_sorts_and_filters(http: Http) -> None:
     assert walk("queue=list&jobSet=a&limit=4&order=asc") == sorted(ids)
     assert walk("queue=list&limit=5") == sorted([*ids, *other], reverse=True)
     assert walk("queue=list&annotation=k%3D1&limit=2") == sorted(
-        [ids[i] for i in range(11) if i % 3 == 1], reverse=True)
+        [ids[i] for i in range(11) if i % 3 == 1], reverse=True
+    )
     assert walk("queue=list&annotation=k&limit=50") == sorted(ids, reverse=True)
     assert walk("queue=list&state=failed") == []
     # Sorting on another column pages without gaps or repeats, ties broken by id.
@@ -179,16 +224,21 @@ def test_job_list_pages_sorts_and_filters(http: Http) -> None:
     second = http.get(f"/api/v1/jobs?queue=list&limit=4&cursor={first['next']}")
     back = http.get(f"/api/v1/jobs?queue=list&limit=4&cursor={second['prev']}")
     assert back["jobs"] == first["jobs"] and back["prev"] is None
-    assert http.get("/api/v1/jobs?queue=list&cursor=garbage", expect=400)["error"][
-        "code"] == "INVALID_ARGUMENT"
+    assert (
+        http.get("/api/v1/jobs?queue=list&cursor=garbage", expect=400)["error"]["code"]
+        == "INVALID_ARGUMENT"
+    )
     sets = http.get("/api/v1/jobsets?queue=list")["jobSets"]
-    assert {s["jobSet"]: s["counts"] for s in sets} == {"a": {"SUCCEEDED": 11},
-                                                        "b": {"SUCCEEDED": 1}}
+    assert {s["jobSet"]: s["counts"] for s in sets} == {
+        "a": {"SUCCEEDED": 11},
+        "b": {"SUCCEEDED": 1},
+    }
 
 
 def test_queues_crud_and_cordon(http: Http) -> None:
-    created = http.post("/api/v1/queues", {"name": "crud", "priorityFactor": 2,
-                                           "userOwners": ["ann"]}, expect=201)
+    created = http.post(
+        "/api/v1/queues", {"name": "crud", "priorityFactor": 2, "userOwners": ["ann"]}, expect=201
+    )
     assert created == {"name": "crud", "priorityFactor": 2.0, "userOwners": ["ann"]}
     assert http.post("/api/v1/queues/crud/cordon", {})["cordoned"] is True
     assert http.post("/api/v1/queues/crud/uncordon", {}).get("cordoned", False) is False
@@ -217,10 +267,22 @@ def test_fair_share_from_running_jobs_and_capacity(tmp_path) -> None:  # type: i
         http.post("/api/v1/queues", {"name": "big", "priorityFactor": 1}, expect=201)
         http.post("/api/v1/queues", {"name": "small", "priorityFactor": 2}, expect=201)
         long = {"armadaproject.io/simulatedDuration": "600"}
-        one_cpu = {"podSpec": {"containers": [{
-            "name": "c", "image": "x", "command": ["true"], "resources": {
-                "requests": {"cpu": "1", "memory": "1Gi"},
-                "limits": {"cpu": "1", "memory": "1Gi"}}}]}, "annotations": long}
+        one_cpu = {
+            "podSpec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "x",
+                        "command": ["true"],
+                        "resources": {
+                            "requests": {"cpu": "1", "memory": "1Gi"},
+                            "limits": {"cpu": "1", "memory": "1Gi"},
+                        },
+                    }
+                ]
+            },
+            "annotations": long,
+        }
         big = http.submit("big", "s", one_cpu, one_cpu)
         small = http.submit("small", "s", one_cpu)
         for job_id in (*big, *small):
@@ -248,14 +310,21 @@ def test_fair_share_from_running_jobs_and_capacity(tmp_path) -> None:  # type: i
         # reason, its queue's standing and its place in line.
         four_cpu = json.loads(json.dumps(one_cpu).replace('"1"', '"4"'))
         [waiting] = http.submit("small", "s", four_cpu)
-        reason = eventually(lambda: http.get(f"/api/v1/jobs/{waiting}")["schedulingReason"],
-                            timeout=60, what="a scheduling reason")
-        assert reason.startswith("0 of 1 matching node has 4 cpu, 1Gi memory free; queue "
-                                 "small at "), reason
+        reason = eventually(
+            lambda: http.get(f"/api/v1/jobs/{waiting}")["schedulingReason"],
+            timeout=60,
+            what="a scheduling reason",
+        )
+        assert reason.startswith(
+            "0 of 1 matching node has 4 cpu, 1Gi memory free; queue small at "
+        ), reason
         assert reason.endswith("its fair share; 1st in line of 1 queued"), reason
         with grpc.insecure_channel(server.address) as channel:
-            said = job_pb2_grpc.JobsStub(channel).GetJobDetails(
-                job_pb2.JobDetailsRequest(job_ids=[waiting])).job_details[waiting]
+            said = (
+                job_pb2_grpc.JobsStub(channel)
+                .GetJobDetails(job_pb2.JobDetailsRequest(job_ids=[waiting]))
+                .job_details[waiting]
+            )
         assert said.scheduling_reason == reason
     finally:
         server.stop()
@@ -280,5 +349,4 @@ def test_nodes_are_listed_cordoned_and_uncordoned(http: Http) -> None:
     assert http.post("/api/v1/nodes/uncordon", {"node": "local/local-0"})["cordoned"] is False
     error = http.post("/api/v1/nodes/cordon", {"node": "ghost"}, expect=404)["error"]
     assert error["code"] == "NOT_FOUND" and "ghost" in error["message"]
-    assert http.post("/api/v1/nodes/cordon", {}, expect=400)["error"]["code"] == \
-        "INVALID_ARGUMENT"
+    assert http.post("/api/v1/nodes/cordon", {}, expect=400)["error"]["code"] == "INVALID_ARGUMENT"

@@ -55,5 +55,9 @@ def test_the_served_document_is_this_one(fuzzed_url: str) -> None:
 @schema.exclude(operation_id="jobSetEvents").parametrize()
 @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 def test_gateway_conforms_to_its_openapi_document(case, fuzzed_url: str) -> None:  # type: ignore[no-untyped-def]
-    case.call_and_validate(base_url=fuzzed_url, headers={"Authorization": ADMIN}, timeout=30,
-                           excluded_checks=[positive_data_acceptance, negative_data_rejection])
+    case.call_and_validate(
+        base_url=fuzzed_url,
+        headers={"Authorization": ADMIN},
+        timeout=30,
+        excluded_checks=[positive_data_acceptance, negative_data_rejection],
+    )

@@ -60,12 +60,17 @@ class TaskIdentity:
         attempt, a retried call) is deduplicated by the server."""
         readable = "".join(c if c.isalnum() or c in "-_." else "-" for c in self.name[:40])
         suffix = f".{generation}" if generation else ""
-        return (f"{self.orchestrator}-{readable}{suffix}-"
-                f"{_digest(self.orchestrator, self.task, self.attempt, generation)}")
+        return (
+            f"{self.orchestrator}-{readable}{suffix}-"
+            f"{_digest(self.orchestrator, self.task, self.attempt, generation)}"
+        )
 
     def annotations(self, generation: int = 0) -> dict[str, str]:
-        return {TASK_ANNOTATION: _short(self.task), ATTEMPT_ANNOTATION: _short(self.attempt),
-                GENERATION_ANNOTATION: str(generation)}
+        return {
+            TASK_ANNOTATION: _short(self.task),
+            ATTEMPT_ANNOTATION: _short(self.attempt),
+            GENERATION_ANNOTATION: str(generation),
+        }
 
     def stamp(self, items: Items, generation: int) -> Items:
         """The items with the task's external job URI and annotations set."""

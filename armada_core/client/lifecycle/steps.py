@@ -30,8 +30,9 @@ class Pause:
     seconds: float
 
 
-def _drive(client: Any, flow: Generator[Any, Any, T],
-           other: Callable[[Any], Any] | None = None) -> T:
+def _drive(
+    client: Any, flow: Generator[Any, Any, T], other: Callable[[Any], Any] | None = None
+) -> T:
     """Run a flow with the blocking client: calls are made (an ArmadaError is thrown into the
     flow, which may catch it), pauses slept, any other step answered by `other`."""
     try:
@@ -54,8 +55,9 @@ def _drive(client: Any, flow: Generator[Any, Any, T],
         return done.value  # type: ignore[no-any-return]
 
 
-async def _adrive(client: Any, flow: Generator[Any, Any, T],
-                  other: Callable[[Any], Awaitable[Any]] | None = None) -> T:
+async def _adrive(
+    client: Any, flow: Generator[Any, Any, T], other: Callable[[Any], Awaitable[Any]] | None = None
+) -> T:
     """`_drive` with the asyncio client."""
     try:
         step = next(flow)

@@ -47,8 +47,7 @@ class Plan:
 def plan(identity: TaskIdentity, found: Sequence[FoundJob]) -> Plan:
     """Decide from the task's jobs on the server (pure; see the module docstring)."""
     mine = [j for j in found if j.attempt == _short(identity.attempt)]
-    others = [j for j in found if j.attempt != _short(identity.attempt)
-              and j.state in LIVE_STATES]
+    others = [j for j in found if j.attempt != _short(identity.attempt) and j.state in LIVE_STATES]
     latest = max((j.generation for j in mine), default=None)
     if latest is not None:
         current = {j.job_id: j.state for j in mine if j.generation == latest}
@@ -57,19 +56,34 @@ def plan(identity: TaskIdentity, found: Sequence[FoundJob]) -> Plan:
         others += [j for j in mine if j.generation != latest and j.state in LIVE_STATES]
         where = next(j.job_set_id for j in mine if j.generation == latest)
         if decision.reattach and not others:
-            return Plan(reattach=tuple(current), generation=latest, job_set_id=where,
-                        because=f"this attempt's jobs ({_states(current)})")
+            return Plan(
+                reattach=tuple(current),
+                generation=latest,
+                job_set_id=where,
+                because=f"this attempt's jobs ({_states(current)})",
+            )
         ended_badly = {j: s for j, s in current.items() if j in decision.ended}
         live_mine = tuple(j for j in mine if j.generation == latest and j.state in LIVE_STATES)
-        because = (f"this attempt's jobs ended without succeeding ({_states(ended_badly)})"
-                   if ended_badly else "")
+        because = (
+            f"this attempt's jobs ended without succeeding ({_states(ended_badly)})"
+            if ended_badly
+            else ""
+        )
         if decision.reattach:  # other attempts run beside it: keep this one, stop those
-            return Plan(reattach=tuple(current), cancel=tuple(others), generation=latest,
-                        job_set_id=where, because=f"this attempt's jobs ({_states(current)})")
+            return Plan(
+                reattach=tuple(current),
+                cancel=tuple(others),
+                generation=latest,
+                job_set_id=where,
+                because=f"this attempt's jobs ({_states(current)})",
+            )
         return Plan(cancel=(*live_mine, *others), generation=latest + 1, because=because)
-    because = (f"earlier attempts' jobs still live: "
-               f"{', '.join(f'{j.job_id} (attempt {j.attempt})' for j in others)}"
-               if others else "")
+    because = (
+        f"earlier attempts' jobs still live: "
+        f"{', '.join(f'{j.job_id} (attempt {j.attempt})' for j in others)}"
+        if others
+        else ""
+    )
     return Plan(cancel=tuple(others), generation=0, because=because)
 
 
@@ -89,22 +103,27 @@ class Submission:
     reattached: bool
 
 
-
-
 Flow = Generator[Step, Any, Submission]
 
 
-def submit_or_reattach_steps(queue: str, job_set_id: str, identity: TaskIdentity,
-                             build: Callable[[str], Items], *, log: Log,
-                             cancel_wait: float = 300.0,
-                             clock: Callable[[], float] = time.monotonic) -> Flow:
+def submit_or_reattach_steps(
+    queue: str,
+    job_set_id: str,
+    identity: TaskIdentity,
+    build: Callable[[str], Items],
+    *,
+    log: Log,
+    cancel_wait: float = 300.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> Flow:
     """The lifecycle's submission as calls to make and pauses to take (see the drivers)."""
     found: list[FoundJob] = []
     for js in dict.fromkeys((job_set_id, *identity.job_sets)):
         states = yield ops.get_job_status_by_external_uri(queue, js, identity.external_job_uri)
         if states:
-            details = yield ops.get_job_details(list(states), expand_job_spec=True,
-                                                expand_job_run=True)
+            details = yield ops.get_job_details(
+                list(states), expand_job_spec=True, expand_job_run=True
+            )
             found += [_found(j, js, s, details.get(j)) for j, s in states.items()]
     decided = plan(identity, found)
     if decided.because:
@@ -113,29 +132,45 @@ def submit_or_reattach_steps(queue: str, job_set_id: str, identity: TaskIdentity
     # are gone (a task killed and retried at once, its job cancelled just before).
     stopping = () if decided.reattach else tuple(j for j in found if j.stopping)
     if decided.cancel or stopping:
-        yield from _cancel_and_wait(queue, identity, decided.cancel, stopping, log,
-                                    cancel_wait, clock)
+        yield from _cancel_and_wait(
+            queue, identity, decided.cancel, stopping, log, cancel_wait, clock
+        )
     if decided.reattach:
         log(f"Reattaching to Armada job(s) {', '.join(decided.reattach)}")
-        return Submission(queue, decided.job_set_id or job_set_id, list(decided.reattach),
-                          identity.client_id(decided.generation), decided.generation, True)
+        return Submission(
+            queue,
+            decided.job_set_id or job_set_id,
+            list(decided.reattach),
+            identity.client_id(decided.generation),
+            decided.generation,
+            True,
+        )
     client_id = identity.client_id(decided.generation)
     items = identity.stamp(build(client_id), decided.generation)
     job_ids = yield ops.submit_jobs(queue, job_set_id, items)
-    log(f"Submitted Armada job(s) {', '.join(job_ids)} to queue {queue!r}, job set "
-        f"{job_set_id!r} (client id {client_id})")
+    log(
+        f"Submitted Armada job(s) {', '.join(job_ids)} to queue {queue!r}, job set "
+        f"{job_set_id!r} (client id {client_id})"
+    )
     return Submission(queue, job_set_id, list(job_ids), client_id, decided.generation, False)
 
 
-def _found(job_id: str, job_set_id: str, state: int,
-           details: job_pb2.JobDetails | None) -> FoundJob:
+def _found(
+    job_id: str, job_set_id: str, state: int, details: job_pb2.JobDetails | None
+) -> FoundJob:
     annotations = details.job_spec.annotations if details is not None else {}
     try:
         generation = int(annotations.get(GENERATION_ANNOTATION, "0"))
     except ValueError:
         generation = 0
-    return FoundJob(job_id, job_set_id, state, annotations.get(ATTEMPT_ANNOTATION, ""),
-                    generation, state in TERMINAL and _stopping(details))
+    return FoundJob(
+        job_id,
+        job_set_id,
+        state,
+        annotations.get(ATTEMPT_ANNOTATION, ""),
+        generation,
+        state in TERMINAL and _stopping(details),
+    )
 
 
 def _stopping(details: job_pb2.JobDetails | None) -> bool:
@@ -143,23 +178,33 @@ def _stopping(details: job_pb2.JobDetails | None) -> bool:
     its executor has not yet confirmed that its processes are gone."""
     return details is not None and any(
         r.state >= job_pb2.RUN_STATE_SUCCEEDED and not r.HasField("finished_ts")
-        for r in details.job_runs)
+        for r in details.job_runs
+    )
 
 
-def _cancel_and_wait(queue: str, identity: TaskIdentity, jobs: Sequence[FoundJob],
-                     stopping: Sequence[FoundJob], log: Log, cancel_wait: float,
-                     clock: Callable[[], float]) -> Generator[Step, Any, None]:
+def _cancel_and_wait(
+    queue: str,
+    identity: TaskIdentity,
+    jobs: Sequence[FoundJob],
+    stopping: Sequence[FoundJob],
+    log: Log,
+    cancel_wait: float,
+    clock: Callable[[], float],
+) -> Generator[Step, Any, None]:
     """Cancel `jobs`, then wait until they and `stopping` have ended and their processes
     are gone, so that two attempts never run at once."""
     by_set: dict[str, list[str]] = {}
     for j in jobs:
         by_set.setdefault(j.job_set_id, []).append(j.job_id)
     if jobs:
-        log(f"Cancelling Armada job(s) {', '.join(j.job_id for j in jobs)} before submitting "
-            f"attempt {identity.attempt}, so that two attempts never run at once")
+        log(
+            f"Cancelling Armada job(s) {', '.join(j.job_id for j in jobs)} before submitting "
+            f"attempt {identity.attempt}, so that two attempts never run at once"
+        )
     for js, job_ids in by_set.items():
-        yield ops.cancel_jobs(queue, js, job_ids,
-                              f"replaced by attempt {identity.attempt} of {identity.name}")
+        yield ops.cancel_jobs(
+            queue, js, job_ids, f"replaced by attempt {identity.attempt} of {identity.name}"
+        )
     ids = list(dict.fromkeys([j.job_id for j in (*jobs, *stopping)]))
     deadline = clock() + cancel_wait
     told = False
@@ -171,32 +216,60 @@ def _cancel_and_wait(queue: str, identity: TaskIdentity, jobs: Sequence[FoundJob
             return
         if clock() >= deadline:
             if live:
-                raise LifecycleError(f"Armada job(s) {', '.join(live)} of an earlier attempt "
-                                     f"did not end within {cancel_wait:.0f} s of being "
-                                     "cancelled; not submitting a second copy beside them")
-            log(f"Armada job(s) {', '.join(ending)} ended, but their pods were not confirmed "
-                f"gone within {cancel_wait:.0f} s; submitting attempt {identity.attempt}")
+                raise LifecycleError(
+                    f"Armada job(s) {', '.join(live)} of an earlier attempt "
+                    f"did not end within {cancel_wait:.0f} s of being "
+                    "cancelled; not submitting a second copy beside them"
+                )
+            log(
+                f"Armada job(s) {', '.join(ending)} ended, but their pods were not confirmed "
+                f"gone within {cancel_wait:.0f} s; submitting attempt {identity.attempt}"
+            )
             return
         if ending and not live and not told:
             told = True
-            log(f"Waiting for the pods of Armada job(s) {', '.join(ending)} to stop before "
-                f"submitting attempt {identity.attempt}")
+            log(
+                f"Waiting for the pods of Armada job(s) {', '.join(ending)} to stop before "
+                f"submitting attempt {identity.attempt}"
+            )
         yield Pause(1.0)
 
 
-def submit_or_reattach(client: Any, queue: str, job_set_id: str, identity: TaskIdentity,
-                       build: Callable[[str], Items], *, log: Log = _ignore,
-                       cancel_wait: float = 300.0) -> Submission:
+def submit_or_reattach(
+    client: Any,
+    queue: str,
+    job_set_id: str,
+    identity: TaskIdentity,
+    build: Callable[[str], Items],
+    *,
+    log: Log = _ignore,
+    cancel_wait: float = 300.0,
+) -> Submission:
     """With an `ArmadaClient`: the jobs this attempt of the task waits on (see the module
     docstring). `build(client_id)` makes the request items; their external job URI and the
     task annotations are set here."""
-    return _drive(client, submit_or_reattach_steps(queue, job_set_id, identity, build,
-                                                   log=log, cancel_wait=cancel_wait))
+    return _drive(
+        client,
+        submit_or_reattach_steps(
+            queue, job_set_id, identity, build, log=log, cancel_wait=cancel_wait
+        ),
+    )
 
 
-async def asubmit_or_reattach(client: Any, queue: str, job_set_id: str,
-                              identity: TaskIdentity, build: Callable[[str], Items], *,
-                              log: Log = _ignore, cancel_wait: float = 300.0) -> Submission:
+async def asubmit_or_reattach(
+    client: Any,
+    queue: str,
+    job_set_id: str,
+    identity: TaskIdentity,
+    build: Callable[[str], Items],
+    *,
+    log: Log = _ignore,
+    cancel_wait: float = 300.0,
+) -> Submission:
     """`submit_or_reattach` with an `AsyncArmadaClient`."""
-    return await _adrive(client, submit_or_reattach_steps(queue, job_set_id, identity, build,
-                                                          log=log, cancel_wait=cancel_wait))
+    return await _adrive(
+        client,
+        submit_or_reattach_steps(
+            queue, job_set_id, identity, build, log=log, cancel_wait=cancel_wait
+        ),
+    )

@@ -26,8 +26,9 @@ from ..watching import Notice, WatchOptions
 from .result import result_payload
 from .steps import LifecycleError, Log, Step, _adrive, _drive, _ignore
 
-_WAITING = frozenset({submit_pb2.SUBMITTED, submit_pb2.QUEUED, submit_pb2.LEASED,
-                      submit_pb2.PENDING})
+_WAITING = frozenset(
+    {submit_pb2.SUBMITTED, submit_pb2.QUEUED, submit_pb2.LEASED, submit_pb2.PENDING}
+)
 
 
 def _duration(seconds: float) -> str:
@@ -65,8 +66,11 @@ class WaitingReasons:
                 continue
             reason = d.scheduling_reason
             said = self._said.get(job_id)
-            if said is not None and said[:2] == (d.state, _scheduler_part(reason)) and \
-                    now - said[2] < self.interval:
+            if (
+                said is not None
+                and said[:2] == (d.state, _scheduler_part(reason))
+                and now - said[2] < self.interval
+            ):
                 continue
             self._said[job_id] = (d.state, _scheduler_part(reason), now)
             since = d.last_transition_ts.ToNanoseconds() / 1e9 or now
@@ -139,8 +143,9 @@ class TaskEnd:
 
     def payload(self) -> dict[str, Any]:
         """The result payload (`result_payload`)."""
-        return result_payload(self.queue, self.job_set_id,
-                              [self.results[j] for j in self.job_ids], self.details)
+        return result_payload(
+            self.queue, self.job_set_id, [self.results[j] for j in self.job_ids], self.details
+        )
 
 
 def job_labels(job_ids: Sequence[str]) -> dict[str, str]:
@@ -150,8 +155,16 @@ def job_labels(job_ids: Sequence[str]) -> dict[str, str]:
     return {j: f"member {i} job {j}" for i, j in enumerate(job_ids)}
 
 
-_PLACED = frozenset({submit_pb2.LEASED, submit_pb2.PENDING, submit_pb2.RUNNING,
-                     submit_pb2.SUCCEEDED, submit_pb2.FAILED, submit_pb2.PREEMPTED})
+_PLACED = frozenset(
+    {
+        submit_pb2.LEASED,
+        submit_pb2.PENDING,
+        submit_pb2.RUNNING,
+        submit_pb2.SUCCEEDED,
+        submit_pb2.FAILED,
+        submit_pb2.PREEMPTED,
+    }
+)
 
 
 class Progress:
@@ -163,8 +176,9 @@ class Progress:
         self.labels = labels
         self._said: dict[str, tuple[int, str]] = {}
 
-    def lines(self, message: event_pb2.EventStreamMessage,
-              result: JobResult) -> list[tuple[bool, str]]:
+    def lines(
+        self, message: event_pb2.EventStreamMessage, result: JobResult
+    ) -> list[tuple[bool, str]]:
         label = self.labels.get(result.job_id, f"job {result.job_id}")
         out: list[tuple[bool, str]] = []
         if message.message.WhichOneof("events") == "failed" and message.message.failed.retryable:
@@ -181,10 +195,17 @@ class Progress:
         self._said[result.job_id] = key
         label = self.labels.get(result.job_id, f"job {result.job_id}")
         where = f" on node {result.node}" if result.node and result.state in _PLACED else ""
-        retried = (f" (after {len(result.retryable_failures)} server-side retries)"
-                   if result.retryable_failures else "")
-        return [(result.state == submit_pb2.PREEMPTED,
-                 f"Armada {label} is {result.state_name}{where}{retried}")]
+        retried = (
+            f" (after {len(result.retryable_failures)} server-side retries)"
+            if result.retryable_failures
+            else ""
+        )
+        return [
+            (
+                result.state == submit_pb2.PREEMPTED,
+                f"Armada {label} is {result.state_name}{where}{retried}",
+            )
+        ]
 
 
 def notice_line(notice: Notice) -> tuple[bool, str] | None:
@@ -241,8 +262,9 @@ class StatusCheck:
 
     def answered(self, details: Mapping[str, job_pb2.JobDetails], now: float) -> list[str]:
         """The vanished jobs, given a check's answer at `now`."""
-        gone = [j for j in self.job_ids
-                if j not in details or details[j].state == submit_pb2.UNKNOWN]
+        gone = [
+            j for j in self.job_ids if j not in details or details[j].state == submit_pb2.UNKNOWN
+        ]
         self._missing = {j: self._missing.get(j, now) for j in gone}
         return [j for j in gone if now - self._missing[j] >= self.vanish_after]
 
@@ -252,9 +274,11 @@ class StatusCheck:
         if error.code in TRANSIENT_CODES:
             return None
         self.enabled = False
-        return (f"cannot read the details of Armada job(s) {', '.join(self.job_ids)} "
-                f"({error.code.name}: {error.details}); not saying why they wait nor checking "
-                "that the server still knows them")
+        return (
+            f"cannot read the details of Armada job(s) {', '.join(self.job_ids)} "
+            f"({error.code.name}: {error.details}); not saying why they wait nor checking "
+            "that the server still knows them"
+        )
 
 
 @dataclass(frozen=True)
@@ -284,20 +308,31 @@ class News:
 _NEVER = float("inf")
 
 
-def wait_steps(queue: str, job_set_id: str, job_ids: Sequence[str], *, log: Log,
-               warn: Log | None = None, on_line: LineHandler | None = None,
-               on_event: EventHandler | None = None, labels: Mapping[str, str] | None = None,
-               settings: WaitSettings = WaitSettings(), cancel_check: bool = False,
-               clock: Callable[[], float] = time.monotonic,
-               wall: Callable[[], float] = time.time) -> Generator[Any, Any, TaskEnd]:
+def wait_steps(
+    queue: str,
+    job_set_id: str,
+    job_ids: Sequence[str],
+    *,
+    log: Log,
+    warn: Log | None = None,
+    on_line: LineHandler | None = None,
+    on_event: EventHandler | None = None,
+    labels: Mapping[str, str] | None = None,
+    settings: WaitSettings = WaitSettings(),
+    cancel_check: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+) -> Generator[Any, Any, TaskEnd]:
     """The wait as steps (see `wait`): event-stream news (`Watch`), log reads and job details
     between them, and the orchestrator's cancel check (`AskCancel`) when `cancel_check`."""
     ids = list(dict.fromkeys(job_ids))
     labels = dict(labels or job_labels(ids))
     warn = warn or log
     if on_line is None:
+
         def on_line(job_id: str, line: str) -> None:
             log(f"[{labels.get(job_id, job_id)}] {line}")
+
     tail = LogTail(on_line, warn) if settings.stream_logs else None
     progress = Progress(labels)
     reasons = WaitingReasons(labels, settings.waiting_interval)
@@ -314,8 +349,7 @@ def wait_steps(queue: str, job_set_id: str, job_ids: Sequence[str], *, log: Log,
             for warning, line in progress.lines(message, result):
                 say[warning](line)
             if tail is not None and tail.note(result):
-                log(f"[{labels.get(result.job_id, result.job_id)}] --- new run "
-                    f"{result.run_id} ---")
+                log(f"[{labels.get(result.job_id, result.job_id)}] --- new run {result.run_id} ---")
             if on_event is not None:
                 on_event(message, result)
         for notice in news.notices:
@@ -347,7 +381,9 @@ def wait_steps(queue: str, job_set_id: str, job_ids: Sequence[str], *, log: Log,
                 if gone:
                     raise JobsVanished(
                         f"the Armada server no longer knows job(s) {', '.join(gone)} of job "
-                        f"set {job_set_id!r} in queue {queue!r}", gone)
+                        f"set {job_set_id!r} in queue {queue!r}",
+                        gone,
+                    )
             next_check = clock() + settings.check_interval
         if clock() >= next_cancel:
             reason = yield AskCancel()
@@ -369,8 +405,7 @@ def wait_steps(queue: str, job_set_id: str, job_ids: Sequence[str], *, log: Log,
         details = yield ops.get_job_details(ids, expand_job_run=True)
     except ArmadaError:
         details = {}
-    return TaskEnd(queue, job_set_id, ids, {j: results[j] for j in ids}, dict(details),
-                   cancelled)
+    return TaskEnd(queue, job_set_id, ids, {j: results[j] for j in ids}, dict(details), cancelled)
 
 
 def _collect(items: Sequence[tuple[str, Any]]) -> News:
@@ -391,24 +426,35 @@ class _Events:
     """The event stream followed on a thread (`ArmadaClient.wait_for_jobs`), its news queued
     for the blocking driver; `close` ends it at once."""
 
-    def __init__(self, client: Any, queue: str, job_set_id: str, ids: list[str],
-                 settings: WaitSettings) -> None:
+    def __init__(
+        self, client: Any, queue: str, job_set_id: str, ids: list[str], settings: WaitSettings
+    ) -> None:
         self.finished = False
         self._news: queues.Queue[tuple[str, Any]] = queues.Queue()
         self._stop = StopSignal()
-        self._thread = threading.Thread(target=self._run, name="armada-task-events",
-                                        args=(client, queue, job_set_id, ids, settings),
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run,
+            name="armada-task-events",
+            args=(client, queue, job_set_id, ids, settings),
+            daemon=True,
+        )
         self._thread.start()
 
-    def _run(self, client: Any, queue: str, job_set_id: str, ids: list[str],
-             settings: WaitSettings) -> None:
+    def _run(
+        self, client: Any, queue: str, job_set_id: str, ids: list[str], settings: WaitSettings
+    ) -> None:
         put = self._news.put
         try:
             results = client.wait_for_jobs(
-                queue, job_set_id, ids, timeout=settings.timeout, options=settings.watch,
+                queue,
+                job_set_id,
+                ids,
+                timeout=settings.timeout,
+                options=settings.watch,
                 on_event=lambda m, r: put(("event", (m, copy.copy(r)))),
-                on_notice=lambda n: put(("notice", n)), stop=self._stop)
+                on_notice=lambda n: put(("notice", n)),
+                stop=self._stop,
+            )
         except BaseException as e:  # handed to the driver, which raises it
             if not self._stop.is_set():
                 put(("error", e))
@@ -435,21 +481,29 @@ class _Events:
 class _AsyncEvents:
     """`_Events` for the asyncio driver: the stream followed by a task."""
 
-    def __init__(self, client: Any, queue: str, job_set_id: str, ids: list[str],
-                 settings: WaitSettings) -> None:
+    def __init__(
+        self, client: Any, queue: str, job_set_id: str, ids: list[str], settings: WaitSettings
+    ) -> None:
         self.finished = False
         self._news: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        self._task = asyncio.create_task(self._run(client, queue, job_set_id, ids, settings),
-                                         name="armada-task-events")
+        self._task = asyncio.create_task(
+            self._run(client, queue, job_set_id, ids, settings), name="armada-task-events"
+        )
 
-    async def _run(self, client: Any, queue: str, job_set_id: str, ids: list[str],
-                   settings: WaitSettings) -> None:
+    async def _run(
+        self, client: Any, queue: str, job_set_id: str, ids: list[str], settings: WaitSettings
+    ) -> None:
         put = self._news.put_nowait
         try:
             results = await client.wait_for_jobs(
-                queue, job_set_id, ids, timeout=settings.timeout, options=settings.watch,
+                queue,
+                job_set_id,
+                ids,
+                timeout=settings.timeout,
+                options=settings.watch,
                 on_event=lambda m, r: put(("event", (m, copy.copy(r)))),
-                on_notice=lambda n: put(("notice", n)))
+                on_notice=lambda n: put(("notice", n)),
+            )
         except asyncio.CancelledError:
             raise
         except Exception as e:  # handed to the driver, which raises it
@@ -476,8 +530,9 @@ class _AsyncEvents:
         await asyncio.gather(self._task, return_exceptions=True)
 
 
-def _exit_reason(error: BaseException, settings: WaitSettings,
-                 cancel_reason: str | None) -> str | None:
+def _exit_reason(
+    error: BaseException, settings: WaitSettings, cancel_reason: str | None
+) -> str | None:
     """Why the jobs are cancelled when the wait ends before they do (None: left running)."""
     if isinstance(error, WaitTimeout):
         return f"timed out after {settings.timeout:g} s"
@@ -486,11 +541,21 @@ def _exit_reason(error: BaseException, settings: WaitSettings,
     return cancel_reason
 
 
-def wait(client: Any, queue: str, job_set_id: str, job_ids: Sequence[str], *,
-         log: Log = _ignore, warn: Log | None = None, on_line: LineHandler | None = None,
-         on_event: EventHandler | None = None, labels: Mapping[str, str] | None = None,
-         settings: WaitSettings = WaitSettings(), cancel_check: CancelCheck | None = None,
-         cancel_reason: str | None = None) -> TaskEnd:
+def wait(
+    client: Any,
+    queue: str,
+    job_set_id: str,
+    job_ids: Sequence[str],
+    *,
+    log: Log = _ignore,
+    warn: Log | None = None,
+    on_line: LineHandler | None = None,
+    on_event: EventHandler | None = None,
+    labels: Mapping[str, str] | None = None,
+    settings: WaitSettings = WaitSettings(),
+    cancel_check: CancelCheck | None = None,
+    cancel_reason: str | None = None,
+) -> TaskEnd:
     """With an `ArmadaClient`: wait until every job of the task has ended (server-side
     retries are waited through) and return how they ended.
 
@@ -506,9 +571,18 @@ def wait(client: Any, queue: str, job_set_id: str, job_ids: Sequence[str], *,
     `cancel_reason`; without one they are left running (a process handing the wait over).
     """
     ids = list(dict.fromkeys(job_ids))
-    flow = wait_steps(queue, job_set_id, ids, log=log, warn=warn, on_line=on_line,
-                      on_event=on_event, labels=labels, settings=settings,
-                      cancel_check=cancel_check is not None)
+    flow = wait_steps(
+        queue,
+        job_set_id,
+        ids,
+        log=log,
+        warn=warn,
+        on_line=on_line,
+        on_event=on_event,
+        labels=labels,
+        settings=settings,
+        cancel_check=cancel_check is not None,
+    )
     events = _Events(client, queue, job_set_id, ids, settings)
 
     def answer(step: Any) -> Any:
@@ -533,20 +607,37 @@ def wait(client: Any, queue: str, job_set_id: str, job_ids: Sequence[str], *,
         flow.close()
 
 
-async def wait_async(client: Any, queue: str, job_set_id: str, job_ids: Sequence[str], *,
-                     log: Log = _ignore, warn: Log | None = None,
-                     on_line: LineHandler | None = None, on_event: EventHandler | None = None,
-                     labels: Mapping[str, str] | None = None,
-                     settings: WaitSettings = WaitSettings(),
-                     cancel_check: CancelCheck | None = None,
-                     cancel_reason: str | None = None) -> TaskEnd:
+async def wait_async(
+    client: Any,
+    queue: str,
+    job_set_id: str,
+    job_ids: Sequence[str],
+    *,
+    log: Log = _ignore,
+    warn: Log | None = None,
+    on_line: LineHandler | None = None,
+    on_event: EventHandler | None = None,
+    labels: Mapping[str, str] | None = None,
+    settings: WaitSettings = WaitSettings(),
+    cancel_check: CancelCheck | None = None,
+    cancel_reason: str | None = None,
+) -> TaskEnd:
     """`wait` with an `AsyncArmadaClient` (`cancel_check` may be a coroutine function).
     Cancelling the awaiting task ends the wait and closes the event stream; the jobs are then
     cancelled with `cancel_reason`, if given."""
     ids = list(dict.fromkeys(job_ids))
-    flow = wait_steps(queue, job_set_id, ids, log=log, warn=warn, on_line=on_line,
-                      on_event=on_event, labels=labels, settings=settings,
-                      cancel_check=cancel_check is not None)
+    flow = wait_steps(
+        queue,
+        job_set_id,
+        ids,
+        log=log,
+        warn=warn,
+        on_line=on_line,
+        on_event=on_event,
+        labels=labels,
+        settings=settings,
+        cancel_check=cancel_check is not None,
+    )
     events = _AsyncEvents(client, queue, job_set_id, ids, settings)
 
     async def answer(step: Any) -> Any:
@@ -569,8 +660,9 @@ async def wait_async(client: Any, queue: str, job_set_id: str, job_ids: Sequence
         flow.close()
 
 
-async def _acancel(client: Any, queue: str, job_set_id: str, ids: list[str], reason: str,
-                   warn: Log) -> None:
+async def _acancel(
+    client: Any, queue: str, job_set_id: str, ids: list[str], reason: str, warn: Log
+) -> None:
     try:
         await client.cancel_jobs(queue, job_set_id, ids, reason=reason)
     except ArmadaError as e:

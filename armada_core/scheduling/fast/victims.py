@@ -85,9 +85,7 @@ def _groups(st: CycleState, level: float, evicted: bool) -> list[tuple[tuple, np
             st.hold_groups = (st.hold_epoch, by_hold)
         found += [(h, q, arr) for (h, q), arr in st.hold_groups[1].items() if h <= level]
     nq = len(st.qnames)
-    keyed = [
-        ((p, c // nq, -fraction(st, c % nq), st.qnames[c % nq]), arr) for p, c, arr in found
-    ]
+    keyed = [((p, c // nq, -fraction(st, c % nq), st.qnames[c % nq]), arr) for p, c, arr in found]
     keyed.sort(key=itemgetter(0))
     return keyed
 

@@ -228,9 +228,7 @@ def try_gang(
     return placed, worst
 
 
-def fail_unplaced(
-    state: CycleState, members: list[Job], placed: set[str], core: int = 0
-) -> None:
+def fail_unplaced(state: CycleState, members: list[Job], placed: set[str], core: int = 0) -> None:
     """The gang runs with the members placed; the others fail, or in a role group wait
     for capacity in later cycles."""
     for j in members:

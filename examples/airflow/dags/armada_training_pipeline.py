@@ -17,10 +17,19 @@ WORKDIR = "{{ dag_run.conf.get('workdir', '/tmp/armada-example') }}"
 
 
 def pod(script: str, cpu: str = "500m", memory: str = "256Mi") -> dict:
-    return {"containers": [{
-        "name": "main", "image": "python:3.11-slim", "command": ["sh", "-c", script],
-        "resources": {"requests": {"cpu": cpu, "memory": memory},
-                      "limits": {"cpu": cpu, "memory": memory}}}]}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "image": "python:3.11-slim",
+                "command": ["sh", "-c", script],
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": memory},
+                    "limits": {"cpu": cpu, "memory": memory},
+                },
+            }
+        ]
+    }
 
 
 with DAG(
@@ -34,8 +43,10 @@ with DAG(
     preprocess = ArmadaOperator(
         task_id="preprocess",
         armada_queue=QUEUE,
-        pod_spec=pod(f"mkdir -p {WORKDIR} && seq 1 1000 > {WORKDIR}/data.txt && "
-                     f"echo preprocessed $(wc -l < {WORKDIR}/data.txt) rows"),
+        pod_spec=pod(
+            f"mkdir -p {WORKDIR} && seq 1 1000 > {WORKDIR}/data.txt && "
+            f"echo preprocessed $(wc -l < {WORKDIR}/data.txt) rows"
+        ),
         log_interval=1.0,
     )
 
@@ -43,8 +54,10 @@ with DAG(
         task_id="train",
         armada_queue=QUEUE,
         replicas=4,  # a gang: all four pods are placed together or not at all
-        pod_spec=pod(f"echo worker $HOSTNAME of 4 training on $(wc -l < {WORKDIR}/data.txt) "
-                     f"rows; sleep 2; echo $HOSTNAME >> {WORKDIR}/workers.txt"),
+        pod_spec=pod(
+            f"echo worker $HOSTNAME of 4 training on $(wc -l < {WORKDIR}/data.txt) "
+            f"rows; sleep 2; echo $HOSTNAME >> {WORKDIR}/workers.txt"
+        ),
         priority_class="armada-preemptible",
         labels={"stage": "train"},
         log_interval=1.0,
@@ -56,7 +69,8 @@ with DAG(
         pod_spec=pod(
             "echo evaluating the model trained by "
             "{{ ti.xcom_pull(task_ids='train')['job_ids'] | length }} workers; "
-            f"test $(wc -l < {WORKDIR}/workers.txt) -eq 4 && echo accuracy=0.97"),
+            f"test $(wc -l < {WORKDIR}/workers.txt) -eq 4 && echo accuracy=0.97"
+        ),
         log_interval=1.0,
     )
 

@@ -94,19 +94,38 @@ class StepIdentity:
 
     def __post_init__(self) -> None:
         if not self.task.task:
-            object.__setattr__(self, "task", task_identity(
-                root_run_id=self.root_run_id or self.run_id, step_key=self.step_key,
-                run_id=self.run_id, retry_number=self.retry_number))
+            object.__setattr__(
+                self,
+                "task",
+                task_identity(
+                    root_run_id=self.root_run_id or self.run_id,
+                    step_key=self.step_key,
+                    run_id=self.run_id,
+                    retry_number=self.retry_number,
+                ),
+            )
 
 
-def task_identity(*, root_run_id: str, step_key: str, run_id: str, retry_number: int,
-                  job_sets: Sequence[str] = (), key: str = "") -> TaskIdentity:
+def task_identity(
+    *,
+    root_run_id: str,
+    step_key: str,
+    run_id: str,
+    retry_number: int,
+    job_sets: Sequence[str] = (),
+    key: str = "",
+) -> TaskIdentity:
     """The task identity of a step: task = root run id + step key (+ `key`, when one step
     submits several jobs), attempt = run id + retry number, searched in `job_sets` too."""
     task = f"{root_run_id}/{step_key}" + (f"/{key}" if key else "")
     name = f"{step_key}-{key}" if key else step_key
-    return TaskIdentity(ORCHESTRATOR, task, f"{run_id}/{retry_number}", name=name,
-                        job_sets=tuple(dict.fromkeys(job_sets)))
+    return TaskIdentity(
+        ORCHESTRATOR,
+        task,
+        f"{run_id}/{retry_number}",
+        name=name,
+        job_sets=tuple(dict.fromkeys(job_sets)),
+    )
 
 
 def run_lineage(context: AnyContext) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -138,12 +157,16 @@ def run_lineage(context: AnyContext) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 
 def _op_context(context: AnyContext) -> OpExecutionContext:
-    return (context.op_execution_context if isinstance(context, AssetExecutionContext)
-            else context)
+    return context.op_execution_context if isinstance(context, AssetExecutionContext) else context
 
 
-def step_identity(context: AnyContext, armada: ArmadaResource | None = None, *,
-                  job_set_id: str | None = None, key: str = "") -> StepIdentity:
+def step_identity(
+    context: AnyContext,
+    armada: ArmadaResource | None = None,
+    *,
+    job_set_id: str | None = None,
+    key: str = "",
+) -> StepIdentity:
     """The run id, step key, retry number, RetryPolicy and task identity of the executing
     step. With `armada`, the task's job sets are those the resource names for the lineage's
     earlier runs; `job_set_id` (an explicit job set) is searched too; `key` tells several
@@ -163,21 +186,46 @@ def step_identity(context: AnyContext, armada: ArmadaResource | None = None, *,
     job_sets = [armada.job_set_for(run_id, name) for run_id, name in earlier] if armada else []
     if job_set_id:
         job_sets.append(job_set_id)
-    task = task_identity(root_run_id=root, step_key=step_key, run_id=op_context.run_id,
-                         retry_number=op_context.retry_number, job_sets=job_sets, key=key)
-    return StepIdentity(run_id=op_context.run_id, step_key=step_key,
-                        retry_number=op_context.retry_number, job_name=job_name,
-                        retry_policy=policy, root_run_id=root, earlier_runs=earlier, task=task)
+    task = task_identity(
+        root_run_id=root,
+        step_key=step_key,
+        run_id=op_context.run_id,
+        retry_number=op_context.retry_number,
+        job_sets=job_sets,
+        key=key,
+    )
+    return StepIdentity(
+        run_id=op_context.run_id,
+        step_key=step_key,
+        retry_number=op_context.retry_number,
+        job_name=job_name,
+        retry_policy=policy,
+        root_run_id=root,
+        earlier_runs=earlier,
+        task=task,
+    )
 
 
-def container_pod_spec(command: Sequence[str], *, image: str = "python:3.11",
-                       cpu: str = "1", memory: str = "1Gi", env: Mapping[str, str] | None = None,
-                       name: str = "main", **pod: Any) -> dict[str, Any]:
+def container_pod_spec(
+    command: Sequence[str],
+    *,
+    image: str = "python:3.11",
+    cpu: str = "1",
+    memory: str = "1Gi",
+    env: Mapping[str, str] | None = None,
+    name: str = "main",
+    **pod: Any,
+) -> dict[str, Any]:
     """A one-container pod spec with equal requests and limits (what Armada wants)."""
     container: dict[str, Any] = {
-        "name": name, "image": image, "command": list(command),
-        "resources": {"requests": {"cpu": cpu, "memory": memory},
-                      "limits": {"cpu": cpu, "memory": memory}}}
+        "name": name,
+        "image": image,
+        "command": list(command),
+        "resources": {
+            "requests": {"cpu": cpu, "memory": memory},
+            "limits": {"cpu": cpu, "memory": memory},
+        },
+    }
     if env:
         container["env"] = [{"name": k, "value": v} for k, v in env.items()]
     return {"containers": [container], **pod}
@@ -195,11 +243,17 @@ def with_env(spec: PodSpecLike, env: Mapping[str, str]) -> core_v1_pb2.PodSpec:
     return pod
 
 
-def build_items(armada: ArmadaResource, identity: StepIdentity, pod_spec: PodSpecLike |
-                Sequence[PodSpecLike] | None, *, replicas: int | None = None,
-                env: Mapping[str, str] | None = None, client_id: str | None = None,
-                roles: Sequence[Role | Mapping[str, Any]] | None = None,
-                **job: Any) -> Items:
+def build_items(
+    armada: ArmadaResource,
+    identity: StepIdentity,
+    pod_spec: PodSpecLike | Sequence[PodSpecLike] | None,
+    *,
+    replicas: int | None = None,
+    env: Mapping[str, str] | None = None,
+    client_id: str | None = None,
+    roles: Sequence[Role | Mapping[str, Any]] | None = None,
+    **job: Any,
+) -> Items:
     """Job items for one job (a single spec, no replicas), a gang (replicas or a list) or an
     elastic pod group (`roles`, each a `Role` or its mapping; `env` goes to every role).
 
@@ -207,9 +261,12 @@ def build_items(armada: ArmadaResource, identity: StepIdentity, pod_spec: PodSpe
     members get `-<i>`, and the gang id is the client id); the task's external job URI and
     annotations are set by the lifecycle when it submits.
     """
-    annotations = {RUN_ID_ANNOTATION: identity.run_id, STEP_KEY_ANNOTATION: identity.step_key,
-                   RETRY_ANNOTATION: str(identity.retry_number),
-                   **(job.pop("annotations", None) or {})}
+    annotations = {
+        RUN_ID_ANNOTATION: identity.run_id,
+        STEP_KEY_ANNOTATION: identity.step_key,
+        RETRY_ANNOTATION: str(identity.retry_number),
+        **(job.pop("annotations", None) or {}),
+    }
     job.setdefault("namespace", armada.namespace)
     if armada.priority_class is not None:
         job.setdefault("priority_class", armada.priority_class)
@@ -218,18 +275,22 @@ def build_items(armada: ArmadaResource, identity: StepIdentity, pod_spec: PodSpe
         if pod_spec is not None or replicas is not None:
             raise ValueError("give roles or a pod spec (with replicas), not both")
         parsed = [Role.parse(r, f"roles[{i}]") for i, r in enumerate(roles)]
-        return pod_group_items([dataclasses.replace(r, pod_spec=with_env(r.pod_spec, env or {}))
-                                for r in parsed], client_id=cid, annotations=annotations,
-                               **job)
+        return pod_group_items(
+            [dataclasses.replace(r, pod_spec=with_env(r.pod_spec, env or {})) for r in parsed],
+            client_id=cid,
+            annotations=annotations,
+            **job,
+        )
     if pod_spec is None:
         raise ValueError("give a pod_spec, a command or roles")
     if isinstance(pod_spec, (list, tuple)) or replicas is not None:
-        specs: Any = ([with_env(s, env or {}) for s in pod_spec]
-                      if isinstance(pod_spec, (list, tuple)) else with_env(pod_spec, env or {}))
-        return gang_items(specs, replicas=replicas, client_id=cid, annotations=annotations,
-                          **job)
-    return [job_item(with_env(pod_spec, env or {}), client_id=cid, annotations=annotations,
-                     **job)]
+        specs: Any = (
+            [with_env(s, env or {}) for s in pod_spec]
+            if isinstance(pod_spec, (list, tuple))
+            else with_env(pod_spec, env or {})
+        )
+        return gang_items(specs, replicas=replicas, client_id=cid, annotations=annotations, **job)
+    return [job_item(with_env(pod_spec, env or {}), client_id=cid, annotations=annotations, **job)]
 
 
 @dataclass
@@ -256,8 +317,9 @@ class ArmadaJobRun:
     @property
     def result(self) -> dict[str, Any]:
         """The result payload (built from `results` alone when no payload was recorded)."""
-        return self.payload or result_payload(self.queue, self.job_set_id,
-                                              [self.results[j] for j in self.job_ids], {})
+        return self.payload or result_payload(
+            self.queue, self.job_set_id, [self.results[j] for j in self.job_ids], {}
+        )
 
     @property
     def duration_seconds(self) -> float | None:
@@ -320,8 +382,9 @@ class _Timeline:
             self.ended[result.job_id] = when
 
 
-def _line_forwarder(context: AnyContext, armada: ArmadaResource, gang: bool,
-                    destination: str | None) -> Callable[[str, str], None]:
+def _line_forwarder(
+    context: AnyContext, armada: ArmadaResource, gang: bool, destination: str | None
+) -> Callable[[str, str], None]:
     to_stdout, to_event_log = armada.log_lines_to(destination)  # type: ignore[arg-type]
 
     def forward(job_id: str, line: str) -> None:
@@ -330,58 +393,89 @@ def _line_forwarder(context: AnyContext, armada: ArmadaResource, gang: bool,
             print(text, file=sys.stdout, flush=True)
         if to_event_log:
             context.log.info(f"[armada {job_id}] {line}")
+
     return forward
 
 
-def _cancel(context: AnyContext, armada: ArmadaResource, job_set: str, ids: Sequence[str],
-            identity: StepIdentity) -> None:
+def _cancel(
+    context: AnyContext,
+    armada: ArmadaResource,
+    job_set: str,
+    ids: Sequence[str],
+    identity: StepIdentity,
+) -> None:
     what = f"gang of {len(ids)} jobs" if len(ids) > 1 else "job"
     context.log.warning(f"Dagster run interrupted: cancelling Armada {what} {', '.join(ids)}")
     try:
-        armada.cancel(ids, job_set_id=job_set,
-                      reason=f"Dagster run {identity.run_id} was terminated")
+        armada.cancel(
+            ids, job_set_id=job_set, reason=f"Dagster run {identity.run_id} was terminated"
+        )
     except ArmadaError as e:
         context.log.error(f"could not cancel Armada {what} {', '.join(ids)}: {e}")
 
 
-def _cancel_attempt(context: AnyContext, armada: ArmadaResource, job_set: str,
-                    identity: StepIdentity) -> None:
+def _cancel_attempt(
+    context: AnyContext, armada: ArmadaResource, job_set: str, identity: StepIdentity
+) -> None:
     """Interrupted while submitting: cancel whatever live jobs this attempt has by now."""
     client = armada.get_client()
     try:
-        states = client.get_job_status_by_external_uri(armada.queue, job_set,
-                                                       identity.task.external_job_uri)
+        states = client.get_job_status_by_external_uri(
+            armada.queue, job_set, identity.task.external_job_uri
+        )
         live = [j for j, s in states.items() if s in LIVE_STATES]
         details = client.get_job_details(live, expand_job_spec=True) if live else {}
     except ArmadaError as e:
         context.log.error(f"could not look up this attempt's Armada jobs to cancel them: {e}")
         return
     attempt = identity.task.annotations()[ATTEMPT_ANNOTATION]
-    mine = [j for j in live if j in details
-            and details[j].job_spec.annotations.get(ATTEMPT_ANNOTATION) == attempt]
+    mine = [
+        j
+        for j in live
+        if j in details and details[j].job_spec.annotations.get(ATTEMPT_ANNOTATION) == attempt
+    ]
     if mine:
         _cancel(context, armada, job_set, mine, identity)
 
 
-def submit_step(context: AnyContext, armada: ArmadaResource, build: BuildItems, *,
-                identity: StepIdentity, job_set_id: str) -> Submission:
+def submit_step(
+    context: AnyContext,
+    armada: ArmadaResource,
+    build: BuildItems,
+    *,
+    identity: StepIdentity,
+    job_set_id: str,
+) -> Submission:
     """Submit this attempt's jobs or reattach to them (`submit_or_reattach`), logging the
     decision to the step's log; an interruption meanwhile cancels what was submitted."""
     try:
-        return submit_or_reattach(armada.get_client(), armada.queue, job_set_id,
-                                  identity.task, build, log=context.log.info,
-                                  cancel_wait=armada.cancel_wait)
+        return submit_or_reattach(
+            armada.get_client(),
+            armada.queue,
+            job_set_id,
+            identity.task,
+            build,
+            log=context.log.info,
+            cancel_wait=armada.cancel_wait,
+        )
     except (DagsterExecutionInterruptedError, KeyboardInterrupt):
         _cancel_attempt(context, armada, job_set_id, identity)
         raise
 
 
-def run_items(context: AnyContext, armada: ArmadaResource, build: BuildItems, *,
-              identity: StepIdentity | None = None, job_set_id: str | None = None,
-              log_destination: str | None = None, follow_logs: bool = True,
-              on_submitted: Callable[[str, list[str]], None] | None = None,
-              on_line: Callable[[str, str], None] | None = None,
-              timeout: float | None = None) -> ArmadaJobRun:
+def run_items(
+    context: AnyContext,
+    armada: ArmadaResource,
+    build: BuildItems,
+    *,
+    identity: StepIdentity | None = None,
+    job_set_id: str | None = None,
+    log_destination: str | None = None,
+    follow_logs: bool = True,
+    on_submitted: Callable[[str, list[str]], None] | None = None,
+    on_line: Callable[[str, str], None] | None = None,
+    timeout: float | None = None,
+) -> ArmadaJobRun:
     """Submit or reattach, then wait (the shared task lifecycle: log lines, progress and
     waiting reasons in the step's log, server retries waited through, a restarting server
     ridden out, the jobs cancelled when the run is terminated), and map the end to Dagster:
@@ -395,36 +489,62 @@ def run_items(context: AnyContext, armada: ArmadaResource, build: BuildItems, *,
     ids = submission.job_ids
     if on_submitted is not None:
         on_submitted(job_set, ids)
-    if on_line is None and follow_logs and \
-            armada.log_lines_to(log_destination) != (False, False):  # type: ignore[arg-type]
+    if on_line is None and follow_logs and armada.log_lines_to(log_destination) != (False, False):  # type: ignore[arg-type]
         on_line = _line_forwarder(context, armada, len(ids) > 1, log_destination)
     timeline = _Timeline()
-    end = wait(armada.get_client(), armada.queue, job_set, ids, log=context.log.info,
-               warn=context.log.warning, on_line=on_line, on_event=timeline,
-               settings=armada.wait_settings(timeout, stream_logs=on_line is not None),
-               cancel_reason=f"Dagster run {identity.run_id} was terminated")
-    report = raise_for_outcome(end.results, retry_policy=identity.retry_policy,
-                               retry_number=identity.retry_number,
-                               max_infrastructure_retries=armada.max_infrastructure_retries)
-    run = ArmadaJobRun(queue=armada.queue, job_set_id=job_set, job_ids=ids,
-                       results=end.results, report=report, started=timeline.started,
-                       ended=timeline.ended,
-                       urls={j: u for j in ids if (u := armada.job_url(j, job_set))},
-                       payload=end.payload(), reattached=submission.reattached)
+    end = wait(
+        armada.get_client(),
+        armada.queue,
+        job_set,
+        ids,
+        log=context.log.info,
+        warn=context.log.warning,
+        on_line=on_line,
+        on_event=timeline,
+        settings=armada.wait_settings(timeout, stream_logs=on_line is not None),
+        cancel_reason=f"Dagster run {identity.run_id} was terminated",
+    )
+    report = raise_for_outcome(
+        end.results,
+        retry_policy=identity.retry_policy,
+        retry_number=identity.retry_number,
+        max_infrastructure_retries=armada.max_infrastructure_retries,
+    )
+    run = ArmadaJobRun(
+        queue=armada.queue,
+        job_set_id=job_set,
+        job_ids=ids,
+        results=end.results,
+        report=report,
+        started=timeline.started,
+        ended=timeline.ended,
+        urls={j: u for j in ids if (u := armada.job_url(j, job_set))},
+        payload=end.payload(),
+        reattached=submission.reattached,
+    )
     what = f"gang of {len(ids)} jobs" if len(ids) > 1 else "job"
     context.log.info(f"Armada {what} {', '.join(ids)} succeeded")
     return run
 
 
-def execute_armada_job(context: AnyContext, armada: ArmadaResource,
-                       pod_spec: PodSpecLike | Sequence[PodSpecLike] | None = None, *,
-                       command: Sequence[str] | None = None, image: str = "python:3.11",
-                       cpu: str = "1", memory: str = "1Gi",
-                       env: Mapping[str, str] | None = None, replicas: int | None = None,
-                       roles: Sequence[Role | Mapping[str, Any]] | None = None,
-                       job_set_id: str | None = None, client_id: str | None = None,
-                       log_destination: str | None = None, timeout: float | None = None,
-                       **job: Any) -> ArmadaJobRun:
+def execute_armada_job(
+    context: AnyContext,
+    armada: ArmadaResource,
+    pod_spec: PodSpecLike | Sequence[PodSpecLike] | None = None,
+    *,
+    command: Sequence[str] | None = None,
+    image: str = "python:3.11",
+    cpu: str = "1",
+    memory: str = "1Gi",
+    env: Mapping[str, str] | None = None,
+    replicas: int | None = None,
+    roles: Sequence[Role | Mapping[str, Any]] | None = None,
+    job_set_id: str | None = None,
+    client_id: str | None = None,
+    log_destination: str | None = None,
+    timeout: float | None = None,
+    **job: Any,
+) -> ArmadaJobRun:
     """Run a job (or, with `replicas` or a list of pod specs, a gang; with `roles`, an elastic
     pod group) from inside an op or asset and return it once every member succeeded.
 
@@ -447,8 +567,23 @@ def execute_armada_job(context: AnyContext, armada: ArmadaResource,
     spec = pod_spec
 
     def build(cid: str) -> Items:
-        return build_items(armada, identity, spec, replicas=replicas, env=env, client_id=cid,
-                           roles=roles, **dict(job))
+        return build_items(
+            armada,
+            identity,
+            spec,
+            replicas=replicas,
+            env=env,
+            client_id=cid,
+            roles=roles,
+            **dict(job),
+        )
 
-    return run_items(context, armada, build, identity=identity, job_set_id=job_set_id,
-                     log_destination=log_destination, timeout=timeout)
+    return run_items(
+        context,
+        armada,
+        build,
+        identity=identity,
+        job_set_id=job_set_id,
+        log_destination=log_destination,
+        timeout=timeout,
+    )

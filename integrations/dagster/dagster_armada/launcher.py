@@ -59,8 +59,13 @@ JOB_SET_TAG = "armada/job_set_id"
 # the worker to record: the executor starts the grace period at its next sync with the server.
 KILL_MARGIN_SECONDS = 10.0
 
-_RUNNING = (submit_pb2.QUEUED, submit_pb2.SUBMITTED, submit_pb2.LEASED, submit_pb2.PENDING,
-            submit_pb2.RUNNING)
+_RUNNING = (
+    submit_pb2.QUEUED,
+    submit_pb2.SUBMITTED,
+    submit_pb2.LEASED,
+    submit_pb2.PENDING,
+    submit_pb2.RUNNING,
+)
 
 
 def run_task_identity(run_id: str) -> TaskIdentity:
@@ -83,20 +88,40 @@ def _env(entries: Sequence[str]) -> dict[str, str]:
 class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
     """Launches each Dagster run as an Armada job (configured in dagster.yaml)."""
 
-    def __init__(self, *, queue: str, address: str = "localhost:50051", tls: bool = False,
-                 token: str | None = None, username: str | None = None,
-                 password: str | None = None, job_set_id: str = "dagster-{run_id}",
-                 namespace: str = "default", priority_class: str | None = None,
-                 image: str = "python:3.11", cpu: str = "1", memory: str = "2Gi",
-                 env_vars: Sequence[str] = (), annotations: Mapping[str, str] | None = None,
-                 labels: Mapping[str, str] | None = None,
-                 termination_grace_period_seconds: int = 30,
-                 entry_point: Sequence[str] | None = None,
-                 inst_data: ConfigurableClassData | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        queue: str,
+        address: str = "localhost:50051",
+        tls: bool = False,
+        token: str | None = None,
+        username: str | None = None,
+        password: str | None = None,
+        job_set_id: str = "dagster-{run_id}",
+        namespace: str = "default",
+        priority_class: str | None = None,
+        image: str = "python:3.11",
+        cpu: str = "1",
+        memory: str = "2Gi",
+        env_vars: Sequence[str] = (),
+        annotations: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        termination_grace_period_seconds: int = 30,
+        entry_point: Sequence[str] | None = None,
+        inst_data: ConfigurableClassData | None = None,
+    ) -> None:
         self._inst_data = inst_data
-        self.armada = ArmadaResource(address=address, tls=tls, token=token, username=username,
-                                     password=password, queue=queue, job_set_id=job_set_id,
-                                     namespace=namespace, priority_class=priority_class)
+        self.armada = ArmadaResource(
+            address=address,
+            tls=tls,
+            token=token,
+            username=username,
+            password=password,
+            queue=queue,
+            job_set_id=job_set_id,
+            namespace=namespace,
+            priority_class=priority_class,
+        )
         self.image = image
         self.cpu = cpu
         self.memory = memory
@@ -119,73 +144,118 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
             "queue": Field(StringSource, description="Queue the run workers are submitted to."),
             "address": Field(StringSource, is_required=False, default_value="localhost:50051"),
             "tls": Field(BoolSource, is_required=False, default_value=False),
-            "token": Field(Noneable(StringSource), is_required=False, default_value=None,
-                           description="Bearer token; use {env: VAR}."),
+            "token": Field(
+                Noneable(StringSource),
+                is_required=False,
+                default_value=None,
+                description="Bearer token; use {env: VAR}.",
+            ),
             "username": Field(Noneable(StringSource), is_required=False, default_value=None),
             "password": Field(Noneable(StringSource), is_required=False, default_value=None),
-            "job_set_id": Field(StringSource, is_required=False,
-                                default_value="dagster-{run_id}",
-                                description="Job set naming ({run_id}, {job_name})."),
+            "job_set_id": Field(
+                StringSource,
+                is_required=False,
+                default_value="dagster-{run_id}",
+                description="Job set naming ({run_id}, {job_name}).",
+            ),
             "namespace": Field(StringSource, is_required=False, default_value="default"),
-            "priority_class": Field(Noneable(StringSource), is_required=False,
-                                    default_value=None),
-            "image": Field(StringSource, is_required=False, default_value="python:3.11",
-                           description="Image with your code and dagster-armada installed."),
+            "priority_class": Field(Noneable(StringSource), is_required=False, default_value=None),
+            "image": Field(
+                StringSource,
+                is_required=False,
+                default_value="python:3.11",
+                description="Image with your code and dagster-armada installed.",
+            ),
             "cpu": Field(StringSource, is_required=False, default_value="1"),
             "memory": Field(StringSource, is_required=False, default_value="2Gi"),
-            "env_vars": Field(Array(str), is_required=False, default_value=[],
-                              description="KEY=VALUE, or KEY to copy from this process."),
+            "env_vars": Field(
+                Array(str),
+                is_required=False,
+                default_value=[],
+                description="KEY=VALUE, or KEY to copy from this process.",
+            ),
             "annotations": Field(Permissive(), is_required=False, default_value={}),
             "labels": Field(Permissive(), is_required=False, default_value={}),
-            "termination_grace_period_seconds": Field(IntSource, is_required=False,
-                                                      default_value=30),
-            "entry_point": Field(Noneable(Array(str)), is_required=False, default_value=None,
-                                 description="Replaces the code location's entry point "
-                                             "(`dagster`), e.g. [/venv/bin/python, -m, dagster]."),
+            "termination_grace_period_seconds": Field(
+                IntSource, is_required=False, default_value=30
+            ),
+            "entry_point": Field(
+                Noneable(Array(str)),
+                is_required=False,
+                default_value=None,
+                description="Replaces the code location's entry point "
+                "(`dagster`), e.g. [/venv/bin/python, -m, dagster].",
+            ),
         }
 
     @classmethod
-    def from_config_value(cls, inst_data: ConfigurableClassData,
-                          config_value: Mapping[str, Any]) -> ArmadaRunLauncher:
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]
+    ) -> ArmadaRunLauncher:
         return cls(inst_data=inst_data, **config_value)
 
     # --- launching -------------------------------------------------------------------------
 
     def _submit(self, run: DagsterRun, command: Sequence[str]) -> str:
         if self.entry_point:
-            command = [*self.entry_point, *command[list(command).index("api"):]]
+            command = [*self.entry_point, *command[list(command).index("api") :]]
         job_set = self.armada.job_set_for(run.run_id, run.job_name)
-        spec = container_pod_spec(command, image=self.image, cpu=self.cpu, memory=self.memory,
-                                  env=_env(self.env_vars), name="dagster",
-                                  terminationGracePeriodSeconds=self.grace)
+        spec = container_pod_spec(
+            command,
+            image=self.image,
+            cpu=self.cpu,
+            memory=self.memory,
+            env=_env(self.env_vars),
+            name="dagster",
+            terminationGracePeriodSeconds=self.grace,
+        )
 
         def build(client_id: str) -> list[submit_pb2.JobSubmitRequestItem]:
-            return [job_item(spec, client_id=client_id, namespace=self.armada.namespace,
-                             priority_class=self.armada.priority_class, labels=self.labels,
-                             annotations={**self.annotations, RUN_ID_ANNOTATION: run.run_id})]
+            return [
+                job_item(
+                    spec,
+                    client_id=client_id,
+                    namespace=self.armada.namespace,
+                    priority_class=self.armada.priority_class,
+                    labels=self.labels,
+                    annotations={**self.annotations, RUN_ID_ANNOTATION: run.run_id},
+                )
+            ]
 
         def log(message: str) -> None:
             self._instance.report_engine_event(message, run, cls=self.__class__)
 
-        submission = submit_or_reattach(self.armada.get_client(), self.armada.queue, job_set,
-                                        run_task_identity(run.run_id), build, log=log,
-                                        cancel_wait=self.armada.cancel_wait)
+        submission = submit_or_reattach(
+            self.armada.get_client(),
+            self.armada.queue,
+            job_set,
+            run_task_identity(run.run_id),
+            build,
+            log=log,
+            cancel_wait=self.armada.cancel_wait,
+        )
         job_id = submission.job_ids[0]
-        self._instance.add_run_tags(run.run_id, {JOB_ID_TAG: job_id,
-                                                 QUEUE_TAG: self.armada.queue,
-                                                 JOB_SET_TAG: job_set})
+        self._instance.add_run_tags(
+            run.run_id, {JOB_ID_TAG: job_id, QUEUE_TAG: self.armada.queue, JOB_SET_TAG: job_set}
+        )
         verb = "reattached to" if submission.reattached else "submitted as"
         self._instance.report_engine_event(
             f"Run worker {verb} Armada job {job_id} (queue {self.armada.queue!r}, job set "
-            f"{job_set!r})", run, cls=self.__class__)
+            f"{job_set!r})",
+            run,
+            cls=self.__class__,
+        )
         return job_id
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run
         origin = check.not_none(context.job_code_origin)
-        command = ExecuteRunArgs(job_origin=origin, run_id=run.run_id,
-                                 instance_ref=self._instance.get_ref(),
-                                 set_exit_code_on_failure=True).get_command_args()
+        command = ExecuteRunArgs(
+            job_origin=origin,
+            run_id=run.run_id,
+            instance_ref=self._instance.get_ref(),
+            set_exit_code_on_failure=True,
+        ).get_command_args()
         self._submit(run, command)
 
     @property
@@ -195,9 +265,12 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
     def resume_run(self, context: ResumeRunContext) -> None:
         run = context.dagster_run
         origin = check.not_none(context.job_code_origin)
-        command = ResumeRunArgs(job_origin=origin, run_id=run.run_id,
-                                instance_ref=self._instance.get_ref(),
-                                set_exit_code_on_failure=True).get_command_args()
+        command = ResumeRunArgs(
+            job_origin=origin,
+            run_id=run.run_id,
+            instance_ref=self._instance.get_ref(),
+            set_exit_code_on_failure=True,
+        ).get_command_args()
         self._submit(run, command)
 
     # --- watching and stopping -------------------------------------------------------------
@@ -206,8 +279,9 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
         job_id = run.tags.get(JOB_ID_TAG)
         if not job_id:
             return None
-        return job_id, run.tags.get(JOB_SET_TAG) or self.armada.job_set_for(run.run_id,
-                                                                            run.job_name)
+        return job_id, run.tags.get(JOB_SET_TAG) or self.armada.job_set_for(
+            run.run_id, run.job_name
+        )
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)
@@ -220,20 +294,25 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
         self._instance.report_run_canceling(run)
         try:
             state = self.armada.get_client().get_job_status([job_id]).get(job_id)
-            self.armada.cancel([job_id], job_set_id=job_set,
-                               reason=f"Dagster run {run_id} was terminated")
+            self.armada.cancel(
+                [job_id], job_set_id=job_set, reason=f"Dagster run {run_id} was terminated"
+            )
         except ArmadaError as e:
-            self._instance.report_engine_event(f"Could not cancel Armada job {job_id}: {e}",
-                                               run, cls=self.__class__)
+            self._instance.report_engine_event(
+                f"Could not cancel Armada job {job_id}: {e}", run, cls=self.__class__
+            )
             return False
         if state != submit_pb2.RUNNING:
             # The worker never started, so nothing else will record the cancellation.
-            self._instance.report_run_canceled(run, message=f"Armada job {job_id} cancelled "
-                                                            "before its run worker started")
+            self._instance.report_run_canceled(
+                run, message=f"Armada job {job_id} cancelled before its run worker started"
+            )
         else:
             self._instance.report_engine_event(
-                f"Cancelled Armada job {job_id}; the run worker is stopping", run,
-                cls=self.__class__)
+                f"Cancelled Armada job {job_id}; the run worker is stopping",
+                run,
+                cls=self.__class__,
+            )
             self._record_cancellation_after_grace(run_id, job_id)
         return True
 
@@ -241,17 +320,19 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
         """Record the run as canceled if its worker has not done so once its grace period
         is over: the worker has been SIGKILLed by then, and without this (or run monitoring's
         cancel timeout) the run would stay CANCELING for good."""
+
         def record() -> None:
             time.sleep(self.grace + KILL_MARGIN_SECONDS)
             try:
                 run = self._instance.get_run_by_id(run_id)
                 if run is not None and run.status == DagsterRunStatus.CANCELING:
                     self._instance.report_run_canceled(
-                        run, message=f"Armada job {job_id} was cancelled and its run worker "
-                                     "stopped without recording the cancellation")
+                        run,
+                        message=f"Armada job {job_id} was cancelled and its run worker "
+                        "stopped without recording the cancellation",
+                    )
             except Exception:  # the instance may be gone with its process; monitoring remains
-                log.warning("could not record Dagster run %s as canceled", run_id,
-                            exc_info=True)
+                log.warning("could not record Dagster run %s as canceled", run_id, exc_info=True)
 
         threading.Thread(target=record, name=f"armada-cancel-{run_id}", daemon=True).start()
 
@@ -265,8 +346,9 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
             return CheckRunHealthResult(WorkerStatus.UNKNOWN, "no Armada job recorded for run")
         job_id, _ = job
         try:
-            state = self.armada.get_client().get_job_status([job_id]).get(job_id,
-                                                                          submit_pb2.UNKNOWN)
+            state = (
+                self.armada.get_client().get_job_status([job_id]).get(job_id, submit_pb2.UNKNOWN)
+            )
         except ArmadaError as e:
             return CheckRunHealthResult(WorkerStatus.UNKNOWN, str(e), transient=True)
         if state in _RUNNING:
@@ -274,17 +356,19 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
         if state == submit_pb2.SUCCEEDED:
             return CheckRunHealthResult(WorkerStatus.SUCCESS, run_worker_id=job_id)
         if state == submit_pb2.UNKNOWN:
-            return CheckRunHealthResult(WorkerStatus.NOT_FOUND,
-                                        f"Armada does not know job {job_id}")
+            return CheckRunHealthResult(
+                WorkerStatus.NOT_FOUND, f"Armada does not know job {job_id}"
+            )
         try:
             reason = self.armada.get_client().get_job_errors([job_id]).get(job_id, "")
         except ArmadaError:
             reason = ""
         name = submit_pb2.JobState.Name(state)
-        return CheckRunHealthResult(WorkerStatus.FAILED,
-                                    f"Armada job {job_id} is {name}" + (f": {reason}"
-                                                                        if reason else ""),
-                                    run_worker_id=job_id)
+        return CheckRunHealthResult(
+            WorkerStatus.FAILED,
+            f"Armada job {job_id} is {name}" + (f": {reason}" if reason else ""),
+            run_worker_id=job_id,
+        )
 
     def dispose(self) -> None:
         self.armada.teardown_after_execution(None)  # type: ignore[arg-type]

@@ -50,8 +50,7 @@ def failure_metadata(report: OutcomeReport, results: Mapping[str, JobResult]) ->
         if codes:
             metadata["armada/exit_code"] = next(iter(codes.values()))
             metadata["armada/exit_codes"] = dict(codes)
-        message = "\n".join(m.strip() for m in culprit.termination_messages.values()
-                            if m.strip())
+        message = "\n".join(m.strip() for m in culprit.termination_messages.values() if m.strip())
         if message:
             metadata["armada/termination_message"] = message
         if culprit.failure_category:
@@ -73,9 +72,13 @@ def failure_metadata(report: OutcomeReport, results: Mapping[str, JobResult]) ->
     return metadata
 
 
-def raise_for_outcome(results: Mapping[str, JobResult], *,
-                      retry_policy: RetryPolicy | None, retry_number: int,
-                      max_infrastructure_retries: int) -> OutcomeReport:
+def raise_for_outcome(
+    results: Mapping[str, JobResult],
+    *,
+    retry_policy: RetryPolicy | None,
+    retry_number: int,
+    max_infrastructure_retries: int,
+) -> OutcomeReport:
     """Return the report when every job succeeded; otherwise raise what Dagster should do.
 
     An infrastructure failure raises RetryRequested with the op's RetryPolicy limit and delay
@@ -86,13 +89,15 @@ def raise_for_outcome(results: Mapping[str, JobResult], *,
     report = outcome_of(results)
     if report.outcome is Outcome.SUCCEEDED:
         return report
-    failure = Failure(description=report.summary, metadata=failure_metadata(report, results),
-                      allow_retries=False)
+    failure = Failure(
+        description=report.summary, metadata=failure_metadata(report, results), allow_retries=False
+    )
     if report.outcome is Outcome.INFRASTRUCTURE_FAILURE:
         if retry_policy is not None:
-            retry = RetryRequested(max_retries=retry_policy.max_retries,
-                                   seconds_to_wait=retry_policy.calculate_delay(
-                                       retry_number + 1))
+            retry = RetryRequested(
+                max_retries=retry_policy.max_retries,
+                seconds_to_wait=retry_policy.calculate_delay(retry_number + 1),
+            )
         else:
             retry = RetryRequested(max_retries=max_infrastructure_retries)
         raise retry from failure

@@ -48,8 +48,13 @@ class PipesArmadaLogsMessageReader(PipesMessageReader):
     every log line of the jobs to `forward`.
     """
 
-    def __init__(self, armada: ArmadaResource, *, context: AnyContext | None = None,
-                 forward_to_event_log: bool = False) -> None:
+    def __init__(
+        self,
+        armada: ArmadaResource,
+        *,
+        context: AnyContext | None = None,
+        forward_to_event_log: bool = False,
+    ) -> None:
         self.armada = armada
         self.context = context
         self.forward_to_event_log = forward_to_event_log
@@ -78,14 +83,15 @@ class PipesArmadaLogsMessageReader(PipesMessageReader):
             extract_message_or_forward_to_file(handler, line, sys.stdout)
         else:
             print(f"[{job_id}] {line}", file=sys.stdout, flush=True)
-        if self.forward_to_event_log and self.context is not None \
-                and not _is_pipes_message(line):
+        if self.forward_to_event_log and self.context is not None and not _is_pipes_message(line):
             self.context.log.info(f"[armada {job_id}] {line}")
 
     def no_messages_debug_text(self) -> str:
-        return ("Attempted to read messages from the Armada job's log through the Logs RPC. "
-                "Does the job call open_dagster_pipes() with the default message writer, and "
-                "does the server serve logs?")
+        return (
+            "Attempted to read messages from the Armada job's log through the Logs RPC. "
+            "Does the job call open_dagster_pipes() with the default message writer, and "
+            "does the server serve logs?"
+        )
 
 
 def _is_pipes_message(line: str) -> bool:
@@ -106,9 +112,14 @@ class PipesArmadaClient(PipesClient, TreatAsResourceParam):
     hanging, and run termination cancels the job.
     """
 
-    def __init__(self, armada: ArmadaResource, *, env: Mapping[str, str] | None = None,
-                 context_injector: PipesContextInjector | None = None,
-                 message_reader: PipesMessageReader | None = None) -> None:
+    def __init__(
+        self,
+        armada: ArmadaResource,
+        *,
+        env: Mapping[str, str] | None = None,
+        context_injector: PipesContextInjector | None = None,
+        message_reader: PipesMessageReader | None = None,
+    ) -> None:
         self.armada = armada
         self.env = dict(env or {})
         self.context_injector = context_injector or PipesEnvContextInjector()
@@ -118,14 +129,23 @@ class PipesArmadaClient(PipesClient, TreatAsResourceParam):
     def _is_dagster_maintained(cls) -> bool:
         return False
 
-    def run(self, *, context: AnyContext, extras: PipesExtras | None = None,  # type: ignore[override]
-            command: Sequence[str] | None = None,
-            pod_spec: PodSpecLike | Sequence[PodSpecLike] | None = None,
-            image: str = "python:3.11", cpu: str = "1", memory: str = "1Gi",
-            env: Mapping[str, str] | None = None, replicas: int | None = None,
-            roles: Sequence[Role | Mapping[str, Any]] | None = None,
-            job_set_id: str | None = None, timeout: float | None = None,
-            **job: Any) -> PipesClientCompletedInvocation:
+    def run(
+        self,
+        *,
+        context: AnyContext,
+        extras: PipesExtras | None = None,  # type: ignore[override]
+        command: Sequence[str] | None = None,
+        pod_spec: PodSpecLike | Sequence[PodSpecLike] | None = None,
+        image: str = "python:3.11",
+        cpu: str = "1",
+        memory: str = "1Gi",
+        env: Mapping[str, str] | None = None,
+        replicas: int | None = None,
+        roles: Sequence[Role | Mapping[str, Any]] | None = None,
+        job_set_id: str | None = None,
+        timeout: float | None = None,
+        **job: Any,
+    ) -> PipesClientCompletedInvocation:
         """Launch the job with the Pipes bootstrap variables in its environment, wait for it,
         and return the invocation (``.get_materialize_result()``, ``.get_results()``).
 
@@ -144,37 +164,67 @@ class PipesArmadaClient(PipesClient, TreatAsResourceParam):
             pod_spec = container_pod_spec(command, image=image, cpu=cpu, memory=memory)
         # Outside Dagster's resource system nothing resolves EnvVar fields: do it here.
         with self.armada.process_config_and_initialize_cm() as armada:
-            return self._run(armada, context, extras, pod_spec, env, replicas, job_set_id,
-                             timeout, job)
+            return self._run(
+                armada, context, extras, pod_spec, env, replicas, job_set_id, timeout, job
+            )
 
-    def _run(self, armada: ArmadaResource, context: AnyContext, extras: PipesExtras | None,
-             pod_spec: Any, env: Mapping[str, str] | None, replicas: int | None,
-             job_set_id: str | None, timeout: float | None,
-             job: dict[str, Any]) -> PipesClientCompletedInvocation:
+    def _run(
+        self,
+        armada: ArmadaResource,
+        context: AnyContext,
+        extras: PipesExtras | None,
+        pod_spec: Any,
+        env: Mapping[str, str] | None,
+        replicas: int | None,
+        job_set_id: str | None,
+        timeout: float | None,
+        job: dict[str, Any],
+    ) -> PipesClientCompletedInvocation:
         # An explicit client_id names this submission within the step (as in
         # execute_armada_job); the client ids sent are derived from it per attempt.
-        identity = step_identity(context, armada, job_set_id=job_set_id,
-                                 key=job.pop("client_id", None) or "")
+        identity = step_identity(
+            context, armada, job_set_id=job_set_id, key=job.pop("client_id", None) or ""
+        )
         _, to_event_log = armada.log_lines_to()
         reader = self.message_reader or PipesArmadaLogsMessageReader(
-            armada, context=context, forward_to_event_log=to_event_log)
-        with open_pipes_session(context=context, context_injector=self.context_injector,
-                                message_reader=reader, extras=extras) as session:
+            armada, context=context, forward_to_event_log=to_event_log
+        )
+        with open_pipes_session(
+            context=context,
+            context_injector=self.context_injector,
+            message_reader=reader,
+            extras=extras,
+        ) as session:
             variables = {**self.env, **(env or {}), **session.get_bootstrap_env_vars()}
 
             def build(client_id: str) -> Items:
-                return build_items(armada, identity, pod_spec, replicas=replicas,
-                                   env=variables, client_id=client_id, **dict(job))
+                return build_items(
+                    armada,
+                    identity,
+                    pod_spec,
+                    replicas=replicas,
+                    env=variables,
+                    client_id=client_id,
+                    **dict(job),
+                )
 
             def launched(job_set: str, ids: list[str]) -> None:
-                session.report_launched({"extras": {"job_ids": ids, "job_set_id": job_set,
-                                                    "queue": armada.queue}})
+                session.report_launched(
+                    {"extras": {"job_ids": ids, "job_set_id": job_set, "queue": armada.queue}}
+                )
 
             # Our reader gets the job's log lines from the wait; another reader reads them
             # its own way.
-            forward = (reader.forward if isinstance(reader, PipesArmadaLogsMessageReader)
-                       else None)
-            run = run_items(context, armada, build, identity=identity,
-                            job_set_id=job_set_id, follow_logs=False, on_submitted=launched,
-                            on_line=forward, timeout=timeout)
+            forward = reader.forward if isinstance(reader, PipesArmadaLogsMessageReader) else None
+            run = run_items(
+                context,
+                armada,
+                build,
+                identity=identity,
+                job_set_id=job_set_id,
+                follow_logs=False,
+                on_submitted=launched,
+                on_line=forward,
+                timeout=timeout,
+            )
         return PipesClientCompletedInvocation(session, metadata=run.metadata())

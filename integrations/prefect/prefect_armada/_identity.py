@@ -67,8 +67,7 @@ def current_identity() -> TaskIdentity:
             call = f"{run.flow_run_id}/{run.task_key}/{parameters_hash(task_ctx.parameters)}"
             with _lock:
                 if str(run.id) not in _occurrences:
-                    _occurrences[str(run.id)] = next(
-                        _counters.setdefault(call, itertools.count(1)))
+                    _occurrences[str(run.id)] = next(_counters.setdefault(call, itertools.count(1)))
                 occurrence = _occurrences[str(run.id)]
             task = f"flow-run/{call}/{occurrence}/{job}"
         else:

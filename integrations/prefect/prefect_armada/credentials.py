@@ -41,37 +41,51 @@ class ArmadaCredentials(CredentialsBlock):
     address: str = Field(default="localhost:50051", description="The gRPC address, host:port.")
     tls: bool = Field(default=False, description="Speak TLS to the server.")
     root_certificates: SecretStr | None = Field(
-        default=None, description="PEM CA bundle to verify the server (implies TLS).")
+        default=None, description="PEM CA bundle to verify the server (implies TLS)."
+    )
     private_key: SecretStr | None = Field(
-        default=None, description="PEM client key, for mutual TLS.")
+        default=None, description="PEM client key, for mutual TLS."
+    )
     certificate_chain: SecretStr | None = Field(
-        default=None, description="PEM client certificate chain, for mutual TLS.")
+        default=None, description="PEM client certificate chain, for mutual TLS."
+    )
     token: SecretStr | None = Field(
-        default=None, description="Bearer token (static token or OpenID Connect JWT).")
+        default=None, description="Bearer token (static token or OpenID Connect JWT)."
+    )
     username: str | None = Field(default=None, description="Basic authentication user.")
     password: SecretStr | None = Field(default=None, description="Basic authentication password.")
     logs_address: str | None = Field(
-        default=None, description="Where binoculars (job logs) runs, if not at `address`.")
+        default=None, description="Where binoculars (job logs) runs, if not at `address`."
+    )
     timeout: float | None = Field(
-        default=60.0, description="Deadline of unary calls in seconds (None: no deadline).")
+        default=60.0, description="Deadline of unary calls in seconds (None: no deadline)."
+    )
     job_url_template: str | None = Field(
         default=None,
         description="Link to a job in a web UI, e.g. 'https://lookout.example.com/"
-                    "?job_id={job_id}'; {job_id}, {queue} and {job_set_id} are filled in. "
-                    "When set, each run gets a link artifact per job.")
+        "?job_id={job_id}'; {job_id}, {queue} and {job_set_id} are filled in. "
+        "When set, each run gets a link artifact per job.",
+    )
 
     def connection_config(self) -> ConnectionConfig:
         """The same settings as armada_core's ConnectionConfig, secrets revealed."""
+
         def pem(value: SecretStr | None) -> bytes | None:
             text = _secret(value)
             return text.encode() if text else None
 
         return ConnectionConfig(
-            address=self.address, tls=self.tls or self.root_certificates is not None,
-            root_certificates=pem(self.root_certificates), private_key=pem(self.private_key),
-            certificate_chain=pem(self.certificate_chain), token=_secret(self.token),
-            username=self.username, password=_secret(self.password),
-            logs_address=self.logs_address, timeout=self.timeout)
+            address=self.address,
+            tls=self.tls or self.root_certificates is not None,
+            root_certificates=pem(self.root_certificates),
+            private_key=pem(self.private_key),
+            certificate_chain=pem(self.certificate_chain),
+            token=_secret(self.token),
+            username=self.username,
+            password=_secret(self.password),
+            logs_address=self.logs_address,
+            timeout=self.timeout,
+        )
 
     def get_client(self, *args: Any, **kwargs: Any) -> ArmadaClient:
         """A blocking client; use it as a context manager so the channel is closed."""

@@ -54,8 +54,8 @@ class ArmadaJobCancelled(ArmadaJobError):
 
 
 _BY_OUTCOME: dict[Outcome, type[ArmadaJobError]] = {
-    cls.outcome: cls for cls in (ArmadaInfrastructureError, ArmadaUserError, ArmadaJobRejected,
-                                 ArmadaJobCancelled)
+    cls.outcome: cls
+    for cls in (ArmadaInfrastructureError, ArmadaUserError, ArmadaJobRejected, ArmadaJobCancelled)
 }
 
 

@@ -12,8 +12,9 @@ from .tasks import execute_armada_job, execute_armada_job_async
 
 
 @flow(name="run-armada-job")
-async def run_armada_job_async(armada_job: ArmadaJob, infrastructure_retries: int = 2,
-                               retry_delay_seconds: float = 0) -> Payload | State[Any]:
+async def run_armada_job_async(
+    armada_job: ArmadaJob, infrastructure_retries: int = 2, retry_delay_seconds: float = 0
+) -> Payload | State[Any]:
     """Run the job or gang until it ends: infrastructure failures are retried with a new
     job (up to `infrastructure_retries` times), user errors and rejections fail the flow
     run, a job cancelled elsewhere ends it Cancelled. Returns the result payload.
@@ -26,14 +27,17 @@ async def run_armada_job_async(armada_job: ArmadaJob, infrastructure_retries: in
         ```
     """
     return await execute_armada_job_async.with_options(
-        retries=infrastructure_retries, retry_delay_seconds=retry_delay_seconds,
+        retries=infrastructure_retries,
+        retry_delay_seconds=retry_delay_seconds,
     )(armada_job, return_state=True)
 
 
 @flow(name="run-armada-job")
-def run_armada_job(armada_job: ArmadaJob, infrastructure_retries: int = 2,
-                   retry_delay_seconds: float = 0) -> Payload | State[Any]:
+def run_armada_job(
+    armada_job: ArmadaJob, infrastructure_retries: int = 2, retry_delay_seconds: float = 0
+) -> Payload | State[Any]:
     """Synchronous `run_armada_job_async`."""
     return execute_armada_job.with_options(
-        retries=infrastructure_retries, retry_delay_seconds=retry_delay_seconds,
+        retries=infrastructure_retries,
+        retry_delay_seconds=retry_delay_seconds,
     )(armada_job, return_state=True)

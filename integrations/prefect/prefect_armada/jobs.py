@@ -74,8 +74,7 @@ class ArmadaRole(BaseModel):
     name: str = Field(description="The role's name (armadaproject.io/gangRole).")
     pod_spec: dict[str, Any] | str = Field(description="The role's Kubernetes PodSpec.")
     minimum: int = Field(default=1, description="Members that must run for the group to run.")
-    maximum: int | None = Field(default=None, description="Members submitted; default the "
-                                                          "minimum.")
+    maximum: int | None = Field(default=None, description="Members submitted; default the minimum.")
 
 
 class ArmadaJob(JobBlock):
@@ -108,44 +107,60 @@ class ArmadaJob(JobBlock):
     _description = "A job or gang to run on Armada, waited for through its event stream."
 
     credentials: ArmadaCredentials = Field(
-        default_factory=ArmadaCredentials, description="Where the Armada server is.")
+        default_factory=ArmadaCredentials, description="Where the Armada server is."
+    )
     queue: str = Field(description="The Armada queue to submit to.")
     job_set_id: str | None = Field(
-        default=None, description="Job set; default 'prefect-<flow run id>' inside a flow run.")
+        default=None, description="Job set; default 'prefect-<flow run id>' inside a flow run."
+    )
     pod_spec: dict[str, Any] | list[dict[str, Any]] | str | None = Field(
-        default=None, description="Kubernetes PodSpec (JSON shape or YAML); a list makes a "
-                                  "gang.")
+        default=None, description="Kubernetes PodSpec (JSON shape or YAML); a list makes a gang."
+    )
     roles: list[ArmadaRole] | None = Field(
-        default=None, description="An elastic pod group's roles, instead of pod_spec.")
+        default=None, description="An elastic pod group's roles, instead of pod_spec."
+    )
     replicas: int = Field(default=1, ge=1, description="Members of a gang of identical pods.")
     minimum_cardinality: int | None = Field(
-        default=None, description="Elastic gang: members that must be placed at least.")
+        default=None, description="Elastic gang: members that must be placed at least."
+    )
     node_uniformity_label: str | None = Field(
-        default=None, description="Place all gang members on nodes sharing this label's value.")
+        default=None, description="Place all gang members on nodes sharing this label's value."
+    )
     priority: float = Field(default=0.0, description="Lower runs first within the queue.")
     priority_class: str | None = Field(default=None, description="The pods' priority class.")
     namespace: str = Field(default="default")
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     retry_policy: str | list[str] | None = Field(
-        default=None, description="Server-side retry policies (armadaproject.io/retry-policy).")
+        default=None, description="Server-side retry policies (armadaproject.io/retry-policy)."
+    )
     client_id: str | None = Field(
-        default=None, description="Idempotency key; default derived from the Prefect run "
-                                  "(flow run, task, try).")
+        default=None,
+        description="Idempotency key; default derived from the Prefect run (flow run, task, try).",
+    )
     timeout_seconds: float | None = Field(
-        default=None, description="Cancel the job and fail if it has not ended by then.")
+        default=None, description="Cancel the job and fail if it has not ended by then."
+    )
     stream_logs: bool = Field(default=True, description="Copy the job's logs into the run log.")
     log_interval_seconds: float = Field(default=2.0, gt=0)
     cancellation_check_seconds: float = Field(
-        default=5.0, gt=0, description="How often to check whether the Prefect run was "
-                                       "cancelled (to cancel the job).")
+        default=5.0,
+        gt=0,
+        description="How often to check whether the Prefect run was cancelled (to cancel the job).",
+    )
     poll_interval_seconds: float = Field(
-        default=5.0, gt=0, description="Status polling period while the event stream is down; "
-                                       "also how often a waiting job's scheduling reason is "
-                                       "read.")
+        default=5.0,
+        gt=0,
+        description="Status polling period while the event stream is down; "
+        "also how often a waiting job's scheduling reason is "
+        "read.",
+    )
     waiting_log_seconds: float = Field(
-        default=60.0, gt=0, description="While a job waits, log why (the scheduler's reason) "
-                                        "when it changes and at least this often.")
+        default=60.0,
+        gt=0,
+        description="While a job waits, log why (the scheduler's reason) "
+        "when it changes and at least this often.",
+    )
     create_artifacts: bool = Field(default=True, description="Record the job in an artifact.")
 
     @model_validator(mode="after")
@@ -153,25 +168,39 @@ class ArmadaJob(JobBlock):
         if (self.pod_spec is None) == (self.roles is None):
             raise ValueError("give exactly one of pod_spec and roles")
         if self.roles is not None and (self.replicas > 1 or self.minimum_cardinality):
-            raise ValueError("replicas and minimum_cardinality go with pod_spec; a pod group's "
-                             "sizes are its roles' minimum and maximum")
+            raise ValueError(
+                "replicas and minimum_cardinality go with pod_spec; a pod group's "
+                "sizes are its roles' minimum and maximum"
+            )
         return self
 
     def items(self, client_id: str) -> list[submit_pb2.JobSubmitRequestItem]:
         """The submission under `client_id` (checked before sending; the lifecycle adds the
         task's external job URI and annotations)."""
         common: dict[str, Any] = dict(
-            priority=self.priority, namespace=self.namespace,
-            priority_class=self.priority_class, client_id=client_id, labels=self.labels,
-            annotations=self.annotations, retry_policy=self.retry_policy)
+            priority=self.priority,
+            namespace=self.namespace,
+            priority_class=self.priority_class,
+            client_id=client_id,
+            labels=self.labels,
+            annotations=self.annotations,
+            retry_policy=self.retry_policy,
+        )
         if self.roles is not None:
-            return pod_group_items([r.model_dump() for r in self.roles],
-                                   node_uniformity_label=self.node_uniformity_label, **common)
+            return pod_group_items(
+                [r.model_dump() for r in self.roles],
+                node_uniformity_label=self.node_uniformity_label,
+                **common,
+            )
         if isinstance(self.pod_spec, list) or self.replicas > 1:
             specs = self.pod_spec
-            return gang_items(specs, replicas=None if isinstance(specs, list) else self.replicas,
-                              minimum_cardinality=self.minimum_cardinality,
-                              node_uniformity_label=self.node_uniformity_label, **common)
+            return gang_items(
+                specs,
+                replicas=None if isinstance(specs, list) else self.replicas,
+                minimum_cardinality=self.minimum_cardinality,
+                node_uniformity_label=self.node_uniformity_label,
+                **common,
+            )
         return [job_item(self.pod_spec, **common)]
 
     def identity(self) -> TaskIdentity:
@@ -198,10 +227,10 @@ class ArmadaJob(JobBlock):
             return self.items(client_id)
 
         async with self.credentials.get_async_client() as client:
-            submission = await asubmit_or_reattach(client, self.queue, job_set_id, identity,
-                                                   build, log=logger.info)
-        run = ArmadaJobRun(self, job_set_id, submission.job_ids,
-                           reattached=submission.reattached)
+            submission = await asubmit_or_reattach(
+                client, self.queue, job_set_id, identity, build, log=logger.info
+            )
+        run = ArmadaJobRun(self, job_set_id, submission.job_ids, reattached=submission.reattached)
         if self.create_artifacts:
             await run.record_artifacts()
         return run
@@ -226,8 +255,9 @@ class ArmadaJob(JobBlock):
 class ArmadaJobRun(JobRun[Payload]):
     """A submitted job or gang: wait for it, fetch its result, cancel it."""
 
-    def __init__(self, job: ArmadaJob, job_set_id: str, job_ids: Sequence[str], *,
-                 reattached: bool = False) -> None:
+    def __init__(
+        self, job: ArmadaJob, job_set_id: str, job_ids: Sequence[str], *, reattached: bool = False
+    ) -> None:
         self.job = job
         self.queue = job.queue
         self.job_set_id = job_set_id
@@ -252,14 +282,21 @@ class ArmadaJobRun(JobRun[Payload]):
         the ArmadaJobError subclass of the outcome unless the job or gang succeeded. If the
         wait is interrupted (cancelled, killed, timed out), the jobs are cancelled first."""
         end = await await_task(
-            self.job.credentials, self.queue, self.job_set_id, self.job_ids,
-            logger=self._logger, flow_run_id=self._flow_run_id,
-            stream_logs=self.job.stream_logs, log_interval=self.job.log_interval_seconds,
+            self.job.credentials,
+            self.queue,
+            self.job_set_id,
+            self.job_ids,
+            logger=self._logger,
+            flow_run_id=self._flow_run_id,
+            stream_logs=self.job.stream_logs,
+            log_interval=self.job.log_interval_seconds,
             cancellation_check=self.job.cancellation_check_seconds,
             timeout=self.job.timeout_seconds,
             options=WatchOptions(poll_interval=self.job.poll_interval_seconds),
-            waiting_log=self._logger.info, waiting_interval=self.job.waiting_log_seconds,
-            waiting_poll=self.job.poll_interval_seconds)
+            waiting_log=self._logger.info,
+            waiting_interval=self.job.waiting_log_seconds,
+            waiting_poll=self.job.poll_interval_seconds,
+        )
         self.results, self.report, self.payload = end.results, end.report, end.payload()
         if self.job.create_artifacts:
             await self.record_artifacts()
@@ -275,8 +312,12 @@ class ArmadaJobRun(JobRun[Payload]):
         except BaseException as e:
             if not isinstance(e, (ArmadaJobError, WaitTimeout)) and not self.results:
                 with contextlib.suppress(Exception), self.job.credentials.get_client() as c:
-                    c.cancel_jobs(self.queue, self.job_set_id, self.job_ids,
-                                  reason=f"Prefect run interrupted ({type(e).__name__})")
+                    c.cancel_jobs(
+                        self.queue,
+                        self.job_set_id,
+                        self.job_ids,
+                        reason=f"Prefect run interrupted ({type(e).__name__})",
+                    )
             raise
 
     async def fetch_result(self) -> Payload:
@@ -290,20 +331,31 @@ class ArmadaJobRun(JobRun[Payload]):
     async def cancel(self, reason: str = "cancelled from Prefect") -> list[str]:
         """Cancel every job of the run; returns the ids actually cancelled."""
         async with self.job.credentials.get_async_client() as client:
-            return await client.cancel_jobs(self.queue, self.job_set_id, self.job_ids,
-                                            reason=reason)
+            return await client.cancel_jobs(
+                self.queue, self.job_set_id, self.job_ids, reason=reason
+            )
 
     async def record_artifacts(self) -> None:
         """A markdown artifact naming the jobs (and their outcome once ended), plus a link
         artifact per job when the credentials have a job URL template."""
-        await record_artifacts(self.job.credentials, self.queue, self.job_set_id,
-                               self.job_ids, self.results, self.report)
+        await record_artifacts(
+            self.job.credentials,
+            self.queue,
+            self.job_set_id,
+            self.job_ids,
+            self.results,
+            self.report,
+        )
 
 
-
-async def record_artifacts(credentials: ArmadaCredentials, queue: str, job_set_id: str,
-                           job_ids: Sequence[str], results: dict[str, JobResult],
-                           report: OutcomeReport | None) -> None:
+async def record_artifacts(
+    credentials: ArmadaCredentials,
+    queue: str,
+    job_set_id: str,
+    job_ids: Sequence[str],
+    results: dict[str, JobResult],
+    report: OutcomeReport | None,
+) -> None:
     """Best effort: an artifact failure never fails the run."""
     if TaskRunContext.get() is None and FlowRunContext.get() is None:
         return
@@ -313,13 +365,19 @@ async def record_artifacts(credentials: ArmadaCredentials, queue: str, job_set_i
     for job_id in job_ids:
         r = results.get(job_id)
         codes = ", ".join(f"{k}={v}" for k, v in (r.exit_codes if r else {}).items())
-        rows.append(f"| `{job_id}` | {r.state_name if r else 'SUBMITTED'} | "
-                    f"{(r.node if r else '') or '-'} | {codes or '-'} |")
+        rows.append(
+            f"| `{job_id}` | {r.state_name if r else 'SUBMITTED'} | "
+            f"{(r.node if r else '') or '-'} | {codes or '-'} |"
+        )
     outcome = f"\n\n**Outcome:** {report.summary}" if report else ""
-    markdown = (f"### Armada {'gang' if len(job_ids) > 1 else 'job'} in `{queue}` / "
-                f"`{job_set_id}`\n\n" + "\n".join(rows) + outcome +
-                f"\n\nFollow it: `armada watch {queue} {job_set_id}`; logs: "
-                f"`armada logs {job_ids[0]}`")
+    markdown = (
+        f"### Armada {'gang' if len(job_ids) > 1 else 'job'} in `{queue}` / "
+        f"`{job_set_id}`\n\n"
+        + "\n".join(rows)
+        + outcome
+        + f"\n\nFollow it: `armada watch {queue} {job_set_id}`; logs: "
+        f"`armada logs {job_ids[0]}`"
+    )
     try:
         await acreate_markdown_artifact(markdown, description="Armada jobs of this run")
         if not results:
@@ -331,15 +389,25 @@ async def record_artifacts(credentials: ArmadaCredentials, queue: str, job_set_i
         run_logger().debug("Could not record Armada artifacts: %s", e)
 
 
-async def await_task(credentials: ArmadaCredentials, queue: str, job_set_id: str,
-                     job_ids: Sequence[str], *, logger: LoggerLike,
-                     flow_run_id: str | None = None, stream_logs: bool = True,
-                     log_interval: float = 2.0, cancellation_check: float = 5.0,
-                     timeout: float | None = None, options: WatchOptions | None = None,
-                     on_cancel_requested: Callable[[], None] | None = None,
-                     waiting_log: Callable[[str], None] | None = None,
-                     waiting_interval: float = 60.0, waiting_poll: float = 10.0,
-                     cancel_on_interrupt: bool = True) -> TaskEnd:
+async def await_task(
+    credentials: ArmadaCredentials,
+    queue: str,
+    job_set_id: str,
+    job_ids: Sequence[str],
+    *,
+    logger: LoggerLike,
+    flow_run_id: str | None = None,
+    stream_logs: bool = True,
+    log_interval: float = 2.0,
+    cancellation_check: float = 5.0,
+    timeout: float | None = None,
+    options: WatchOptions | None = None,
+    on_cancel_requested: Callable[[], None] | None = None,
+    waiting_log: Callable[[str], None] | None = None,
+    waiting_interval: float = 60.0,
+    waiting_poll: float = 10.0,
+    cancel_on_interrupt: bool = True,
+) -> TaskEnd:
     """The lifecycle's one wait (`wait_async`) with Prefect's logging and cancellation: the
     jobs' log lines go to `logger` (a gang's prefixed with the job id); their progress and why
     they still wait to `waiting_log` (default `logger`); with `flow_run_id`, the jobs are
@@ -351,38 +419,73 @@ async def await_task(credentials: ArmadaCredentials, queue: str, job_set_id: str
     def on_line(job_id: str, line: str) -> None:
         logger.info("%s%s", f"[{job_id}] " if prefix else "", line)
 
-    settings = WaitSettings(stream_logs=stream_logs, log_interval=log_interval,
-                            check_interval=waiting_poll, waiting_interval=waiting_interval,
-                            cancel_check_interval=cancellation_check, timeout=timeout,
-                            watch=options or WatchOptions())
+    settings = WaitSettings(
+        stream_logs=stream_logs,
+        log_interval=log_interval,
+        check_interval=waiting_poll,
+        waiting_interval=waiting_interval,
+        cancel_check_interval=cancellation_check,
+        timeout=timeout,
+        watch=options or WatchOptions(),
+    )
     async with credentials.get_async_client() as client, contextlib.AsyncExitStack() as stack:
         check = None
         if flow_run_id is not None:
             check = await stack.enter_async_context(
-                _FlowRunCancelled(flow_run_id, logger, on_cancel_requested))
+                _FlowRunCancelled(flow_run_id, logger, on_cancel_requested)
+            )
         return await wait_async(
-            client, queue, job_set_id, ids, log=waiting_log or logger.info,
-            warn=logger.warning, on_line=on_line, settings=settings, cancel_check=check,
-            cancel_reason="the Prefect run was interrupted" if cancel_on_interrupt else None)
+            client,
+            queue,
+            job_set_id,
+            ids,
+            log=waiting_log or logger.info,
+            warn=logger.warning,
+            on_line=on_line,
+            settings=settings,
+            cancel_check=check,
+            cancel_reason="the Prefect run was interrupted" if cancel_on_interrupt else None,
+        )
 
 
-async def wait_for_jobs(credentials: ArmadaCredentials, queue: str, job_set_id: str,
-                        job_ids: Sequence[str], *, logger: LoggerLike,
-                        flow_run_id: str | None = None, stream_logs: bool = True,
-                        log_interval: float = 2.0, cancellation_check: float = 5.0,
-                        timeout: float | None = None, options: WatchOptions | None = None,
-                        on_cancel_requested: Callable[[], None] | None = None,
-                        waiting_log: Callable[[str], None] | None = None,
-                        waiting_interval: float = 60.0, waiting_poll: float = 10.0,
-                        cancel_on_interrupt: bool = True) -> dict[str, JobResult]:
+async def wait_for_jobs(
+    credentials: ArmadaCredentials,
+    queue: str,
+    job_set_id: str,
+    job_ids: Sequence[str],
+    *,
+    logger: LoggerLike,
+    flow_run_id: str | None = None,
+    stream_logs: bool = True,
+    log_interval: float = 2.0,
+    cancellation_check: float = 5.0,
+    timeout: float | None = None,
+    options: WatchOptions | None = None,
+    on_cancel_requested: Callable[[], None] | None = None,
+    waiting_log: Callable[[str], None] | None = None,
+    waiting_interval: float = 60.0,
+    waiting_poll: float = 10.0,
+    cancel_on_interrupt: bool = True,
+) -> dict[str, JobResult]:
     """Each job's result once every job ended (`await_task`)."""
     end = await await_task(
-        credentials, queue, job_set_id, job_ids, logger=logger, flow_run_id=flow_run_id,
-        stream_logs=stream_logs, log_interval=log_interval,
-        cancellation_check=cancellation_check, timeout=timeout, options=options,
-        on_cancel_requested=on_cancel_requested, waiting_log=waiting_log,
-        waiting_interval=waiting_interval, waiting_poll=waiting_poll,
-        cancel_on_interrupt=cancel_on_interrupt)
+        credentials,
+        queue,
+        job_set_id,
+        job_ids,
+        logger=logger,
+        flow_run_id=flow_run_id,
+        stream_logs=stream_logs,
+        log_interval=log_interval,
+        cancellation_check=cancellation_check,
+        timeout=timeout,
+        options=options,
+        on_cancel_requested=on_cancel_requested,
+        waiting_log=waiting_log,
+        waiting_interval=waiting_interval,
+        waiting_poll=waiting_poll,
+        cancel_on_interrupt=cancel_on_interrupt,
+    )
     return end.results
 
 
@@ -391,8 +494,9 @@ class _FlowRunCancelled:
     kills it; this makes the jobs follow the flow run's cancellation even when nothing does.
     One Prefect client for the whole wait."""
 
-    def __init__(self, flow_run_id: str, logger: LoggerLike,
-                 on_cancel_requested: Callable[[], None] | None) -> None:
+    def __init__(
+        self, flow_run_id: str, logger: LoggerLike, on_cancel_requested: Callable[[], None] | None
+    ) -> None:
         self.flow_run_id = flow_run_id
         self.logger = logger
         self.on_cancel_requested = on_cancel_requested
@@ -422,7 +526,6 @@ class _FlowRunCancelled:
         return f"Prefect flow run {self.flow_run_id} was cancelled"
 
 
-
 def run_sync(fn: Callable[[], Any]) -> Any:
     """Run a coroutine function from synchronous code: in this thread when it has no event
     loop (so a termination signal reaches the coroutine), else in Prefect's sync loop."""
@@ -433,4 +536,3 @@ def run_sync(fn: Callable[[], Any]) -> Any:
     from prefect.utilities.asyncutils import run_coro_as_sync
 
     return run_coro_as_sync(fn())
-

@@ -40,8 +40,9 @@ def submit_armada_job(armada_job: ArmadaJob) -> JobHandle:
 
 
 @task(name="wait-for-armada-job")
-async def wait_for_armada_job_async(armada_job: ArmadaJob,
-                                    handle: JobHandle) -> Payload | State[Any]:
+async def wait_for_armada_job_async(
+    armada_job: ArmadaJob, handle: JobHandle
+) -> Payload | State[Any]:
     """Wait until the submitted jobs end, streaming their logs; returns the result payload.
     Raises on failure; a cancelled job ends this task Cancelled."""
     job_run = _run_for(armada_job, handle)
@@ -65,15 +66,17 @@ def wait_for_armada_job(armada_job: ArmadaJob, handle: JobHandle) -> Payload | S
 
 
 @task(name="cancel-armada-job")
-async def cancel_armada_job_async(armada_job: ArmadaJob, handle: JobHandle,
-                                  reason: str = "cancelled from Prefect") -> list[str]:
+async def cancel_armada_job_async(
+    armada_job: ArmadaJob, handle: JobHandle, reason: str = "cancelled from Prefect"
+) -> list[str]:
     """Cancel the submitted jobs; returns the ids actually cancelled."""
     return await _run_for(armada_job, handle).cancel(reason)
 
 
 @task(name="cancel-armada-job")
-def cancel_armada_job(armada_job: ArmadaJob, handle: JobHandle,
-                      reason: str = "cancelled from Prefect") -> list[str]:
+def cancel_armada_job(
+    armada_job: ArmadaJob, handle: JobHandle, reason: str = "cancelled from Prefect"
+) -> list[str]:
     """Synchronous `cancel_armada_job_async`."""
     return run_sync(lambda: _run_for(armada_job, handle).cancel(reason))
 

@@ -79,8 +79,7 @@ UNFINISHED = (StateType.PENDING, StateType.RUNNING, StateType.CANCELLING)
 
 
 def _credentials(configured: ArmadaCredentials | None) -> ArmadaCredentials:
-    return configured or ArmadaCredentials(address=os.environ.get("ARMADA_URL",
-                                                                  "localhost:50051"))
+    return configured or ArmadaCredentials(address=os.environ.get("ARMADA_URL", "localhost:50051"))
 
 
 def infrastructure_id(queue: str, job_set_id: str, job_id: str) -> str:
@@ -100,8 +99,7 @@ def _rank(flow_run_id: str, worker: str) -> str:
     return hashlib.sha256(f"{flow_run_id}/{worker}".encode()).hexdigest()
 
 
-def flow_run_owner(flow_run_id: str, recorded: str | None,
-                   online: Sequence[str]) -> str | None:
+def flow_run_owner(flow_run_id: str, recorded: str | None, online: Sequence[str]) -> str | None:
     """The worker that watches a flow run's job, from the pool's online workers.
 
     The worker recorded on the flow run (`WORKER_LABEL`: the one that submitted it, or the
@@ -162,8 +160,9 @@ class ArmadaWorkerJobConfiguration(BaseJobConfiguration):
         worker_name: str | None = None,
         worker_id: UUID | None = None,
     ) -> None:
-        super().prepare_for_flow_run(flow_run, deployment, flow, work_pool, worker_name,
-                                     worker_id=worker_id)
+        super().prepare_for_flow_run(
+            flow_run, deployment, flow, work_pool, worker_name, worker_id=worker_id
+        )
         if not self.job_set_id:
             self.job_set_id = f"prefect-{flow_run.id}"
 
@@ -182,8 +181,7 @@ class ArmadaWorkerJobConfiguration(BaseJobConfiguration):
         main["command"] = shlex.split(self.command or self._base_flow_run_command())
         main.pop("args", None)
         env = [e for e in main.get("env") or [] if e.get("name") not in self.env]
-        main["env"] = env + [{"name": k, "value": v} for k, v in self.env.items()
-                             if v is not None]
+        main["env"] = env + [{"name": k, "value": v} for k, v in self.env.items() if v is not None]
         if self.working_dir:
             main["workingDir"] = self.working_dir
         if "resources" not in main:
@@ -201,50 +199,68 @@ class ArmadaWorkerJobConfiguration(BaseJobConfiguration):
         # Prefect's labels (flow run id, deployment, work pool, the submitting worker's name,
         # ...) become annotations: their values need not be valid Kubernetes label values.
         annotations = {**self.labels, **self.annotations}
-        return [job_item(self.build_pod_spec(), priority=self.priority,
-                         namespace=self.namespace, priority_class=self.priority_class,
-                         client_id=client_id, annotations=annotations,
-                         retry_policy=self.retry_policy)]
+        return [
+            job_item(
+                self.build_pod_spec(),
+                priority=self.priority,
+                namespace=self.namespace,
+                priority_class=self.priority_class,
+                client_id=client_id,
+                annotations=annotations,
+                retry_policy=self.retry_policy,
+            )
+        ]
 
 
 class ArmadaWorkerVariables(BaseVariables):
     """The job variables a deployment may set for the `armada` work pool."""
 
     credentials: ArmadaCredentials | None = Field(
-        default=None, description="The Armada server; default ARMADA_URL or localhost:50051.")
+        default=None, description="The Armada server; default ARMADA_URL or localhost:50051."
+    )
     queue: str = Field(default="prefect", description="The Armada queue to submit to.")
     job_set_id: str | None = Field(
-        default=None, description="Job set of the flow run's job; default prefect-<flow run id>.")
-    image: str = Field(default="prefecthq/prefect:3-latest",
-                       description="Image of the flow run container.")
+        default=None, description="Job set of the flow run's job; default prefect-<flow run id>."
+    )
+    image: str = Field(
+        default="prefecthq/prefect:3-latest", description="Image of the flow run container."
+    )
     cpu: str = Field(default="1", description="CPU request and limit.")
     memory: str = Field(default="1Gi", description="Memory request and limit.")
     gpus: int = Field(default=0, description="nvidia.com/gpu request and limit.")
     priority: float = Field(default=0.0, description="Lower runs first within the queue.")
     priority_class: str | None = Field(default=None, description="The pod's priority class.")
     namespace: str = Field(default="default", description="Namespace of the job.")
-    annotations: dict[str, str] = Field(default_factory=dict,
-                                        description="Extra annotations on the job.")
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Extra annotations on the job."
+    )
     retry_policy: str | None = Field(
-        default=None, description="Server-side retry policies for the flow run's job.")
+        default=None, description="Server-side retry policies for the flow run's job."
+    )
     working_dir: str | None = Field(default=None, description="The container's directory.")
     pod_spec: dict[str, Any] | None = Field(
-        default=None, description="A full PodSpec to start from; the container named "
-                                  "'prefect-job' (or the first) runs the flow run.")
-    stream_output: bool = Field(default=True,
-                                description="Copy the job's output into the worker's log.")
+        default=None,
+        description="A full PodSpec to start from; the container named "
+        "'prefect-job' (or the first) runs the flow run.",
+    )
+    stream_output: bool = Field(
+        default=True, description="Copy the job's output into the worker's log."
+    )
     job_watch_timeout_seconds: float | None = Field(
-        default=None, description="Cancel the job if it has not ended by then.")
+        default=None, description="Cancel the job if it has not ended by then."
+    )
     cancellation_check_seconds: float = Field(
-        default=5.0, description="How often a running flow run is checked for cancellation.")
+        default=5.0, description="How often a running flow run is checked for cancellation."
+    )
 
 
 class ArmadaWorkerResult(BaseWorkerResult):
     """The end of a flow run's Armada job."""
 
 
-class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariables,
-                              ArmadaWorkerResult]):
+class ArmadaWorker(
+    BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariables, ArmadaWorkerResult]
+):
     """Runs flow runs as Armada jobs, and takes over the watch of the pool's flow runs whose
     worker is gone."""
 
@@ -254,12 +270,14 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
     _description = "Run each flow run as a job on an Armada batch scheduler."
     _display_name = "Armada"
 
-    def __init__(self, *args: Any, takeover_interval_seconds: float | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, takeover_interval_seconds: float | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         #: How often the pool's flow runs are checked for watches to take over.
-        self.takeover_interval_seconds = float(takeover_interval_seconds
-                                               or self.heartbeat_interval_seconds)
+        self.takeover_interval_seconds = float(
+            takeover_interval_seconds or self.heartbeat_interval_seconds
+        )
         self._watches: dict[UUID, _Watch] = {}
         #: Flow runs without an infrastructure id whose job was looked for and not found.
         self._nothing_to_watch: set[UUID] = set()
@@ -278,8 +296,12 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
 
     # --- running a flow run -----------------------------------------------------------------
 
-    async def run(self, flow_run: FlowRun, configuration: ArmadaWorkerJobConfiguration,
-                  task_status: anyio.abc.TaskStatus[Any] | None = None) -> ArmadaWorkerResult:
+    async def run(
+        self,
+        flow_run: FlowRun,
+        configuration: ArmadaWorkerJobConfiguration,
+        task_status: anyio.abc.TaskStatus[Any] | None = None,
+    ) -> ArmadaWorkerResult:
         logger = self.get_flow_run_logger(flow_run)
         queue, job_set_id = configuration.queue, configuration.job_set_id or "prefect"
         earlier = self._watches.pop(flow_run.id, None)
@@ -289,8 +311,13 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
         try:
             async with _credentials(configuration.credentials).get_async_client() as client:
                 submission = await asubmit_or_reattach(
-                    client, queue, job_set_id, flow_run_identity(flow_run),
-                    configuration.items, log=logger.info)
+                    client,
+                    queue,
+                    job_set_id,
+                    flow_run_identity(flow_run),
+                    configuration.items,
+                    log=logger.info,
+                )
             pid = infrastructure_id(queue, job_set_id, submission.job_ids[0])
             if task_status is not None:
                 task_status.started(pid)
@@ -301,20 +328,32 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
         # Handed over to another worker: it reports the flow run's end.
         return result or ArmadaWorkerResult(identifier=pid, status_code=0)
 
-    async def _watch(self, flow_run: FlowRun, configuration: ArmadaWorkerJobConfiguration,
-                     pid: str, watch: _Watch) -> ArmadaWorkerResult | None:
+    async def _watch(
+        self,
+        flow_run: FlowRun,
+        configuration: ArmadaWorkerJobConfiguration,
+        pid: str,
+        watch: _Watch,
+    ) -> ArmadaWorkerResult | None:
         """Follow the flow run's job to its end (cancelling it if the flow run is cancelled)
         and report the flow run's state; None if the watch was handed to another worker."""
         queue, job_set_id, job_id = parse_infrastructure_id(pid)
-        watch.task = asyncio.create_task(await_task(
-            _credentials(configuration.credentials), queue, job_set_id, [job_id],
-            logger=self._logger, flow_run_id=str(flow_run.id),
-            stream_logs=configuration.stream_output,
-            cancellation_check=configuration.cancellation_check_seconds,
-            timeout=configuration.job_watch_timeout_seconds,
-            waiting_log=self.get_flow_run_logger(flow_run).info,
-            # The job runs the flow run; when the worker stops, another worker takes over.
-            cancel_on_interrupt=False))
+        watch.task = asyncio.create_task(
+            await_task(
+                _credentials(configuration.credentials),
+                queue,
+                job_set_id,
+                [job_id],
+                logger=self._logger,
+                flow_run_id=str(flow_run.id),
+                stream_logs=configuration.stream_output,
+                cancellation_check=configuration.cancellation_check_seconds,
+                timeout=configuration.job_watch_timeout_seconds,
+                waiting_log=self.get_flow_run_logger(flow_run).info,
+                # The job runs the flow run; when the worker stops, another worker takes over.
+                cancel_on_interrupt=False,
+            )
+        )
         if watch.released_to is not None:
             watch.task.cancel()
         try:
@@ -324,13 +363,17 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
             if watch.released_to is None or (current is not None and current.cancelling()):
                 raise
             self.get_flow_run_logger(flow_run).info(
-                "Worker %r stops watching Armada job %s: worker %r watches it now", self.name,
-                job_id, watch.released_to)
+                "Worker %r stops watching Armada job %s: worker %r watches it now",
+                self.name,
+                job_id,
+                watch.released_to,
+            )
             return None
         return await self._report(flow_run, pid, end.results, bool(end.cancelled))
 
-    async def _report(self, flow_run: FlowRun, pid: str, results: dict[str, JobResult],
-                      cancelled_by_prefect: bool) -> ArmadaWorkerResult | None:
+    async def _report(
+        self, flow_run: FlowRun, pid: str, results: dict[str, JobResult], cancelled_by_prefect: bool
+    ) -> ArmadaWorkerResult | None:
         """Turn the job's end into the flow run's state where the flow run itself could not
         report it (crashed infrastructure, rejection, cancellation). Only by the flow run's
         worker (so two watches during a change of owner report once), and never over a
@@ -339,8 +382,12 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
         current = await self.client.read_flow_run(flow_run.id)
         recorded = current.labels.get(WORKER_LABEL)
         if recorded not in (None, self.name) or current.infrastructure_pid not in (None, pid):
-            logger.info("Worker %r leaves the end of Armada job %s to worker %r", self.name,
-                        parse_infrastructure_id(pid)[2], recorded)
+            logger.info(
+                "Worker %r leaves the end of Armada job %s to worker %r",
+                self.name,
+                parse_infrastructure_id(pid)[2],
+                recorded,
+            )
             return None
         report = map_outcome([r.job_end() for r in results.values()])
         exit_codes = [code for r in results.values() for code in r.exit_codes.values() if code]
@@ -350,32 +397,43 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
         if cancelling or report.outcome is Outcome.CANCELLED:
             if state is not None and state.type == StateType.CANCELLED:
                 return ArmadaWorkerResult(identifier=pid, status_code=0)  # reported already
-            message = ("Flow run cancelled; its Armada job was cancelled."
-                       if cancelled_by_prefect or cancelling
-                       else f"The flow run's Armada job was cancelled outside Prefect.\n"
-                            f"{report.summary}")
+            message = (
+                "Flow run cancelled; its Armada job was cancelled."
+                if cancelled_by_prefect or cancelling
+                else f"The flow run's Armada job was cancelled outside Prefect.\n{report.summary}"
+            )
             await self._mark_flow_run_as_cancelled(current, state_updates={"message": message})
             logger.info(message)
             return ArmadaWorkerResult(identifier=pid, status_code=0)
         if report.outcome is Outcome.SUCCEEDED:
             if state is None or not state.is_final():
-                await propose_state(self.client, Crashed(
-                    message="the flow run's Armada job ended without reporting a final state"),
-                    flow_run_id=flow_run.id)
+                await propose_state(
+                    self.client,
+                    Crashed(
+                        message="the flow run's Armada job ended without reporting a final state"
+                    ),
+                    flow_run_id=flow_run.id,
+                )
             return ArmadaWorkerResult(identifier=pid, status_code=0)
         if state is None or not state.is_final():
             # The flow run could not report its end (infrastructure failure, rejection, or
             # a flow run process that died without reporting).
             await self._propose_crashed_state(flow_run, report.summary)
-        elif (state.is_crashed() and report.outcome is not Outcome.USER_ERROR
-              and report.summary not in (state.message or "")):
+        elif (
+            state.is_crashed()
+            and report.outcome is not Outcome.USER_ERROR
+            and report.summary not in (state.message or "")
+        ):
             # The flow run process crashed on the termination signal of a preemption (or
             # eviction) before the job's end was known: say why. Prefect refuses Crashed
             # over a terminal state unless forced.
-            await self.client.set_flow_run_state(flow_run.id, Crashed(message=report.summary),
-                                                 force=True)
-        return ArmadaWorkerResult(identifier=pid, status_code=status_code or
-                                  (1 if report.outcome is Outcome.USER_ERROR else -1))
+            await self.client.set_flow_run_state(
+                flow_run.id, Crashed(message=report.summary), force=True
+            )
+        return ArmadaWorkerResult(
+            identifier=pid,
+            status_code=status_code or (1 if report.outcome is Outcome.USER_ERROR else -1),
+        )
 
     # --- taking over ------------------------------------------------------------------------
 
@@ -385,8 +443,9 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
                 try:
                     await self.take_over_flow_runs()
                 except Exception as e:  # the API may be briefly down; try again next time
-                    self._logger.warning("Could not check the pool's flow runs for watches "
-                                         "to take over: %s", e)
+                    self._logger.warning(
+                        "Could not check the pool's flow runs for watches to take over: %s", e
+                    )
                 await anyio.sleep(self.takeover_interval_seconds)
 
     async def _unfinished_flow_runs(self) -> list[FlowRun]:
@@ -394,10 +453,14 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
         while True:
             page = await self.client.read_flow_runs(
                 work_pool_filter=WorkPoolFilter(
-                    name=WorkPoolFilterName(any_=[self._work_pool_name])),
-                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
-                    type=FlowRunFilterStateType(any_=list(UNFINISHED)))),
-                limit=200, offset=len(flow_runs))
+                    name=WorkPoolFilterName(any_=[self._work_pool_name])
+                ),
+                flow_run_filter=FlowRunFilter(
+                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=list(UNFINISHED)))
+                ),
+                limit=200,
+                offset=len(flow_runs),
+            )
             flow_runs += page
             if len(page) < 200:
                 return flow_runs
@@ -440,8 +503,9 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
                 continue
             state = flow_run.state
             recent = state is None or now - state.timestamp < grace
-            if recent and (state is None or state.type == StateType.PENDING
-                           or not flow_run.infrastructure_pid):
+            if recent and (
+                state is None or state.type == StateType.PENDING or not flow_run.infrastructure_pid
+            ):
                 continue
             assert self._runs_task_group is not None
             watch = self._watches[flow_run.id] = _Watch()
@@ -456,18 +520,30 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
                 await self.client.update_flow_run_labels(flow_run.id, {WORKER_LABEL: self.name})
             try:
                 configuration = await self.job_configuration.resolve_for_flow_run(
-                    flow_run, client=self.client, work_pool=copy.deepcopy(self.work_pool),
-                    worker_name=self.name, worker_id=self.backend_id)
+                    flow_run,
+                    client=self.client,
+                    work_pool=copy.deepcopy(self.work_pool),
+                    worker_name=self.name,
+                    worker_id=self.backend_id,
+                )
             except ObjectNotFound:  # its deployment is gone: the pool's defaults
                 configuration = self.job_configuration()
             pid = flow_run.infrastructure_pid or await self._find_job(flow_run, configuration)
             if pid is None:
                 return
             job_id = parse_infrastructure_id(pid)[2]
-            self._logger.info("Taking over the watch of flow run %s (Armada job %s) from "
-                              "worker %r", flow_run.id, job_id, recorded)
-            logger.info("Worker %r takes over the watch of Armada job %s from worker %r",
-                        self.name, job_id, recorded)
+            self._logger.info(
+                "Taking over the watch of flow run %s (Armada job %s) from worker %r",
+                flow_run.id,
+                job_id,
+                recorded,
+            )
+            logger.info(
+                "Worker %r takes over the watch of Armada job %s from worker %r",
+                self.name,
+                job_id,
+                recorded,
+            )
             async with _credentials(configuration.credentials).get_async_client() as client:
                 state = (await client.get_job_status([job_id])).get(job_id, submit_pb2.UNKNOWN)
             if state == submit_pb2.UNKNOWN:
@@ -475,14 +551,16 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
                 return
             await self._watch(flow_run, configuration, pid, watch)
         except Exception:
-            logger.exception("Worker %r could not take over the watch of flow run %s",
-                             self.name, flow_run.id)
+            logger.exception(
+                "Worker %r could not take over the watch of flow run %s", self.name, flow_run.id
+            )
         finally:
             if self._watches.get(flow_run.id) is watch:
                 del self._watches[flow_run.id]
 
-    async def _find_job(self, flow_run: FlowRun,
-                        configuration: ArmadaWorkerJobConfiguration) -> str | None:
+    async def _find_job(
+        self, flow_run: FlowRun, configuration: ArmadaWorkerJobConfiguration
+    ) -> str | None:
         """The infrastructure id of a flow run whose worker did not record one: its job, found
         by the flow run's identity; for a flow run still Pending, submitted (idempotently) as
         its worker would have. None if there is no job to watch."""
@@ -492,24 +570,33 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
         identity = flow_run_identity(flow_run)
         async with _credentials(configuration.credentials).get_async_client() as client:
             if current.state is not None and current.state.type == StateType.PENDING:
-                logger.info("Worker %r completes the submission of flow run %s", self.name,
-                            flow_run.id)
-                submission = await asubmit_or_reattach(client, queue, job_set_id, identity,
-                                                       configuration.items, log=logger.info)
+                logger.info(
+                    "Worker %r completes the submission of flow run %s", self.name, flow_run.id
+                )
+                submission = await asubmit_or_reattach(
+                    client, queue, job_set_id, identity, configuration.items, log=logger.info
+                )
                 job_ids = submission.job_ids
             else:
                 found = await client.get_job_status_by_external_uri(
-                    queue, job_set_id, identity.external_job_uri)
-                job_ids = sorted(j for j, s in found.items() if s in LIVE_STATES) or \
-                    sorted(j for j, s in found.items() if s != submit_pb2.UNKNOWN)
+                    queue, job_set_id, identity.external_job_uri
+                )
+                job_ids = sorted(j for j, s in found.items() if s in LIVE_STATES) or sorted(
+                    j for j, s in found.items() if s != submit_pb2.UNKNOWN
+                )
         if not job_ids:
             if current.state is not None and current.state.is_cancelling():
-                await self._mark_flow_run_as_cancelled(current, state_updates={
-                    "message": "Flow run cancelled; no Armada job was submitted for it."})
+                await self._mark_flow_run_as_cancelled(
+                    current,
+                    state_updates={
+                        "message": "Flow run cancelled; no Armada job was submitted for it."
+                    },
+                )
             else:
                 self._nothing_to_watch.add(flow_run.id)
-                logger.warning("Worker %r found no Armada job of flow run %s to watch",
-                               self.name, flow_run.id)
+                logger.warning(
+                    "Worker %r found no Armada job of flow run %s to watch", self.name, flow_run.id
+                )
             return None
         pid = infrastructure_id(queue, job_set_id, job_ids[-1])
         await self.client.update_flow_run(flow_run.id, infrastructure_pid=pid)
@@ -518,17 +605,25 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
     async def _job_gone(self, flow_run: FlowRun, job_id: str) -> None:
         current = await self.client.read_flow_run(flow_run.id)
         if current.state is not None and current.state.is_cancelling():
-            await self._mark_flow_run_as_cancelled(current, state_updates={
-                "message": f"Flow run cancelled; its Armada job {job_id} no longer exists."})
+            await self._mark_flow_run_as_cancelled(
+                current,
+                state_updates={
+                    "message": f"Flow run cancelled; its Armada job {job_id} no longer exists."
+                },
+            )
         elif current.state is None or not current.state.is_final():
             await self._propose_crashed_state(
-                flow_run, f"The flow run's Armada job {job_id} no longer exists.")
+                flow_run, f"The flow run's Armada job {job_id} no longer exists."
+            )
 
     # --- cancellation -----------------------------------------------------------------------
 
-    async def kill_infrastructure(self, infrastructure_pid: str,
-                                  configuration: ArmadaWorkerJobConfiguration,
-                                  grace_seconds: int = 30) -> None:
+    async def kill_infrastructure(
+        self,
+        infrastructure_pid: str,
+        configuration: ArmadaWorkerJobConfiguration,
+        grace_seconds: int = 30,
+    ) -> None:
         """Cancel the flow run's job (the executor stops the pod with its grace period)."""
         queue, job_set_id, job_id = parse_infrastructure_id(infrastructure_pid)
         async with _credentials(configuration.credentials).get_async_client() as client:
@@ -536,8 +631,9 @@ class ArmadaWorker(BaseWorker[ArmadaWorkerJobConfiguration, ArmadaWorkerVariable
                 states = await client.get_job_status([job_id])
                 if states.get(job_id, submit_pb2.UNKNOWN) == submit_pb2.UNKNOWN:
                     raise InfrastructureNotFound(f"Armada job {job_id} does not exist")
-                await client.cancel_jobs(queue, job_set_id, [job_id],
-                                         reason="Prefect flow run cancelled")
+                await client.cancel_jobs(
+                    queue, job_set_id, [job_id], reason="Prefect flow run cancelled"
+                )
             except ArmadaNotFound as e:
                 raise InfrastructureNotFound(str(e)) from e
 

@@ -71,10 +71,18 @@ class ExecutorAgent:
     sync that fails as UNAVAILABLE or times out moves it to the next one; the backend keeps
     its runs meanwhile, and the next sync renews them all on whichever replica answers."""
 
-    def __init__(self, channel: grpc.aio.Channel | Sequence[grpc.aio.Channel],
-                 executor_id: str, pool: str, backend: Backend, *, interval: float = 1.0,
-                 metadata: Sequence[tuple[str, str]] = (), control: Control | None = None,
-                 sync_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        channel: grpc.aio.Channel | Sequence[grpc.aio.Channel],
+        executor_id: str,
+        pool: str,
+        backend: Backend,
+        *,
+        interval: float = 1.0,
+        metadata: Sequence[tuple[str, str]] = (),
+        control: Control | None = None,
+        sync_timeout: float = 60.0,
+    ) -> None:
         self.channels = [channel] if isinstance(channel, grpc.aio.Channel) else list(channel)
         if not self.channels:
             raise ValueError("at least one channel is required")
@@ -107,8 +115,12 @@ class ExecutorAgent:
         # would take a run that ended, and whose end it has not heard of yet, as lost.
         held = self.backend.held() | {u.run_id for u in self._updates}
         request = executor_pb2.SyncRequest(
-            executor_id=self.executor_id, pool=self.pool, nodes=self.backend.nodes(),
-            run_ids=sorted(held), updates=updates)
+            executor_id=self.executor_id,
+            pool=self.pool,
+            nodes=self.backend.nodes(),
+            run_ids=sorted(held),
+            updates=updates,
+        )
         if self.control is not None:
             request.control_address = self.control.address
             request.control_token = self.control.token
@@ -117,8 +129,9 @@ class ExecutorAgent:
             request.capabilities.CopyFrom(capabilities())
         sent = asyncio.get_running_loop().time()
         try:
-            response = await self.stub.Sync(request, metadata=self.metadata,
-                                            timeout=self.sync_timeout)
+            response = await self.stub.Sync(
+                request, metadata=self.metadata, timeout=self.sync_timeout
+            )
         except BaseException:
             self._updates[:0] = updates  # send them again next time, in order
             raise
@@ -129,17 +142,23 @@ class ExecutorAgent:
                 try:
                     self.backend.start(lease, self.report)
                 except Exception as e:  # one bad lease must not stop the executor
-                    log.exception("executor %s could not start run %s", self.executor_id,
-                                  lease.run_id)
-                    self.report(update(lease.run_id, lease.job.id,
-                                       returned=executor_pb2.RunUpdate.Returned(
-                                           reason=f"the executor could not start it: {e}")))
+                    log.exception(
+                        "executor %s could not start run %s", self.executor_id, lease.run_id
+                    )
+                    self.report(
+                        update(
+                            lease.run_id,
+                            lease.job.id,
+                            returned=executor_pb2.RunUpdate.Returned(
+                                reason=f"the executor could not start it: {e}"
+                            ),
+                        )
+                    )
         for stop in response.stop:
             try:
                 self.backend.stop(stop.run_id, preempt=stop.preempt)
             except Exception:
-                log.exception("executor %s could not stop run %s", self.executor_id,
-                              stop.run_id)
+                log.exception("executor %s could not stop run %s", self.executor_id, stop.run_id)
         synced = getattr(self.backend, "synced", None)
         if synced is not None:  # e.g. the local executor renews its pods' heartbeat (fencing)
             synced(response.lease_timeout_seconds, asyncio.get_running_loop().time() - sent)
@@ -166,13 +185,21 @@ class ExecutorAgent:
                 await self.sync_once()
                 failed_in_a_row = 0
             except grpc.aio.AioRpcError as e:
-                log.warning("executor %s could not sync: %s %s", self.executor_id,
-                            e.code().name, e.details())
+                log.warning(
+                    "executor %s could not sync: %s %s",
+                    self.executor_id,
+                    e.code().name,
+                    e.details(),
+                )
                 if e.code() in FAILOVER_CODES and len(self.channels) > 1:
                     self.fail_over()
                     failed_in_a_row += 1
-                    log.warning("executor %s fails over to server address %d of %d",
-                                self.executor_id, self.current + 1, len(self.channels))
+                    log.warning(
+                        "executor %s fails over to server address %d of %d",
+                        self.executor_id,
+                        self.current + 1,
+                        len(self.channels),
+                    )
                     if failed_in_a_row < len(self.channels):
                         continue  # try the next address at once; a full round waits
                     failed_in_a_row = 0

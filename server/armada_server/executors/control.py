@@ -90,8 +90,14 @@ async def read_log(backend: Any, query: LogQuery) -> Iterable[LogLineLike]:
         return await reader(query)
     reader = getattr(backend, "logs", None)
     if reader is not None:
-        return await asyncio.to_thread(reader, query.pod_name, query.run_id, query.container,
-                                       since=query.since, tail=query.tail)
+        return await asyncio.to_thread(
+            reader,
+            query.pod_name,
+            query.run_id,
+            query.container,
+            since=query.since,
+            tail=query.tail,
+        )
     return []
 
 
@@ -107,16 +113,25 @@ class ExecutorControlService(executor_pb2_grpc.ExecutorControlServicer):
     async def Logs(self, request, context):  # type: ignore[no-untyped-def]
         presented = dict(context.invocation_metadata()).get("authorization", "")
         if not hmac.compare_digest(presented.encode(), f"Bearer {self.token}".encode()):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                "this executor's control token is required")
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED, "this executor's control token is required"
+            )
         try:
             since = parse_time_ns(request.since_time) if request.since_time else None
         except ValueError:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"since_time: {request.since_time!r} is not an RFC 3339 time")
-        query = LogQuery(request.run_id, request.job_id, request.pod_name, request.namespace,
-                         request.container, since,
-                         request.tail_lines if request.HasField("tail_lines") else None)
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"since_time: {request.since_time!r} is not an RFC 3339 time",
+            )
+        query = LogQuery(
+            request.run_id,
+            request.job_id,
+            request.pod_name,
+            request.namespace,
+            request.container,
+            since,
+            request.tail_lines if request.HasField("tail_lines") else None,
+        )
         try:
             lines = await read_log(self.backend, query)
         except LogUnavailable as e:
@@ -124,8 +139,9 @@ class ExecutorControlService(executor_pb2_grpc.ExecutorControlServicer):
         except Exception as e:
             log.exception("could not read the log of run %s", request.run_id)
             await context.abort(grpc.StatusCode.INTERNAL, f"could not read the log: {e}")
-        return executor_pb2.ExecutorLogsResponse(log=[
-            binoculars_pb2.LogLine(timestamp=line.timestamp, line=line.text) for line in lines])
+        return executor_pb2.ExecutorLogsResponse(
+            log=[binoculars_pb2.LogLine(timestamp=line.timestamp, line=line.text) for line in lines]
+        )
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -169,8 +185,9 @@ class ControlServer:
     `listen` is where to bind (port 0: any free port); `advertise` is what the servers dial
     when that differs (a wildcard bind, NAT, a Kubernetes Service)."""
 
-    def __init__(self, backend: Any, *, listen: str = "127.0.0.1:0",
-                 advertise: str | None = None) -> None:
+    def __init__(
+        self, backend: Any, *, listen: str = "127.0.0.1:0", advertise: str | None = None
+    ) -> None:
         self.backend = backend
         self.listen = listen
         self.advertise = advertise
@@ -183,14 +200,16 @@ class ControlServer:
         host, _ = split_address(self.listen)
         server = grpc.aio.server(options=[("grpc.max_send_message_length", 64 * 1024 * 1024)])
         executor_pb2_grpc.add_ExecutorControlServicer_to_server(
-            ExecutorControlService(self.backend, self.token), server)
+            ExecutorControlService(self.backend, self.token), server
+        )
         port = server.add_insecure_port(self.listen)
         if port == 0:
             raise OSError(f"cannot listen on {self.listen}")
         await server.start()
         self._server = server
         self.address = self.advertise or join_address(
-            socket.gethostname() if _wildcard(host) else host, port)
+            socket.gethostname() if _wildcard(host) else host, port
+        )
         return self.address
 
     async def stop(self, grace: float | None = 1.0) -> None:

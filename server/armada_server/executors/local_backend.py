@@ -53,33 +53,56 @@ def _report_status(report: Report, node: str, status: PodStatus) -> None:
     if status.phase is PodPhase.PENDING:
         report(update(run, job, pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run)))
     elif status.phase is PodPhase.RUNNING:
-        report(update(run, job, running=executor_pb2.RunUpdate.Running(
-            node=node, kubernetes_id=run)))
+        report(
+            update(run, job, running=executor_pb2.RunUpdate.Running(node=node, kubernetes_id=run))
+        )
     elif status.phase is PodPhase.SUCCEEDED:
         report(update(run, job, succeeded=executor_pb2.RunUpdate.Succeeded()))
     elif status.phase is PodPhase.KILLED:
         report(update(run, job, stopped=executor_pb2.RunUpdate.Stopped()))
     elif status.phase is PodPhase.FAILED and status.reason == FENCED:
         # Not the job's fault: the executor lost the server. The lease goes back.
-        report(update(run, job, returned=executor_pb2.RunUpdate.Returned(
-            reason=f"{FENCED}: {status.message}", run_attempted=True)))
+        report(
+            update(
+                run,
+                job,
+                returned=executor_pb2.RunUpdate.Returned(
+                    reason=f"{FENCED}: {status.message}", run_attempted=True
+                ),
+            )
+        )
     elif status.phase is PodPhase.FAILED:
         failure = status.failure()
         assert failure is not None
-        report(update(run, job, failed=executor_pb2.RunUpdate.Failed(
-            reason=failure.reason, condition=failure.condition, containers=[
-                executor_pb2.ContainerResult(name=c.name, exit_code=c.exit_code,
-                                             message=c.message, reason=c.reason,
-                                             init_container=c.init_container)
-                for c in failure.containers])))
+        report(
+            update(
+                run,
+                job,
+                failed=executor_pb2.RunUpdate.Failed(
+                    reason=failure.reason,
+                    condition=failure.condition,
+                    containers=[
+                        executor_pb2.ContainerResult(
+                            name=c.name,
+                            exit_code=c.exit_code,
+                            message=c.message,
+                            reason=c.reason,
+                            init_container=c.init_container,
+                        )
+                        for c in failure.containers
+                    ],
+                ),
+            )
+        )
 
 
 class LocalBackend:
     """`owner` names this executor's heartbeat file, so that executors sharing a sandbox root
     fence their own pods only. Call `await open(agent.report)` before the agent runs."""
 
-    def __init__(self, nodes: Sequence[executor_pb2.Node], sandbox_root: Path,
-                 *, owner: str = "executor") -> None:
+    def __init__(
+        self, nodes: Sequence[executor_pb2.Node], sandbox_root: Path, *, owner: str = "executor"
+    ) -> None:
         self._nodes = list(nodes)
         root = Path(sandbox_root).absolute()
         self.heartbeat = root / f".heartbeat-{_UNSAFE.sub('_', owner) or 'executor'}"
@@ -131,8 +154,7 @@ class LocalBackend:
             self._room.claim(lease.run_id, lease.node, lease_requests(lease))
             self._launch(lease, report, resume=True)
         if adopted:
-            log.info("local executor: adopted %d runs from %s", adopted,
-                     self.runner.sandbox_root)
+            log.info("local executor: adopted %d runs from %s", adopted, self.runner.sandbox_root)
         return adopted
 
     def start(self, lease: executor_pb2.Lease, report: Report) -> None:
@@ -147,8 +169,9 @@ class LocalBackend:
 
         self._waiting[run] = (lease, report)
         if not self._room.offer(run, lease.node, lease_requests(lease), go):
-            report(update(run, lease.job.id,
-                          pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run)))
+            report(
+                update(run, lease.job.id, pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run))
+            )
 
     def _launch(self, lease: executor_pb2.Lease, report: Report, *, resume: bool) -> None:
         job = lease.job
@@ -168,16 +191,31 @@ class LocalBackend:
                 sandbox.path.mkdir(parents=True, exist_ok=True)
                 sandbox.lease_path.write_bytes(lease.SerializeToString())
             self._pods[run] = self.runner.start(
-                job.id, run, lease.pod_name, job.namespace or "default", lease.node,
-                job.pod_specs[0], on_status=on_status, labels=dict(job.labels),
+                job.id,
+                run,
+                lease.pod_name,
+                job.namespace or "default",
+                lease.node,
+                job.pod_specs[0],
+                on_status=on_status,
+                labels=dict(job.labels),
                 annotations=dict(job.annotations),
                 allocatable=dict(node.allocatable) if node is not None else None,
-                resume=resume, gate=self._gate if resume else None)
+                resume=resume,
+                gate=self._gate if resume else None,
+            )
         except Exception as e:  # one bad lease must not stop the executor
             log.exception("local executor could not start run %s", run)
             self._room.release(run)
-            report(update(run, job.id, returned=executor_pb2.RunUpdate.Returned(
-                reason=f"the executor could not start it: {e}")))
+            report(
+                update(
+                    run,
+                    job.id,
+                    returned=executor_pb2.RunUpdate.Returned(
+                        reason=f"the executor could not start it: {e}"
+                    ),
+                )
+            )
 
     def stop(self, run_id: str, *, preempt: bool) -> None:
         if self._room.withdraw(run_id):
@@ -209,8 +247,15 @@ class LocalBackend:
                 sandbox.reported_path.touch()
         self._unacknowledged, self._ended = self._ended, []
 
-    def logs(self, pod_name: str, run_id: str, container: str, *,
-             since: datetime | None = None, tail: int | None = None) -> list[LogLine]:
+    def logs(
+        self,
+        pod_name: str,
+        run_id: str,
+        container: str,
+        *,
+        since: datetime | None = None,
+        tail: int | None = None,
+    ) -> list[LogLine]:
         """A run's container log lines, also after the run has ended."""
         return self.runner.read_logs(pod_name, run_id, container, since=since, tail=tail)
 
@@ -219,4 +264,3 @@ class LocalBackend:
             self._room.withdraw(run)
         self._waiting.clear()
         await self.runner.shutdown()
-

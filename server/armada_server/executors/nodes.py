@@ -20,8 +20,15 @@ def virtual_nodes(groups: Sequence[NodeGroup], prefix: str) -> list[executor_pb2
             if group.gpus:
                 allocatable[GPU] = str(group.gpus)
             labels = {"kubernetes.io/hostname": name, **dict(group.labels)}
-            nodes.append(executor_pb2.Node(
-                name=name, allocatable=allocatable, labels=labels,
-                taints=[executor_pb2.Taint(key=t.key, value=t.value, effect=t.effect)
-                        for t in group.taints]))
+            nodes.append(
+                executor_pb2.Node(
+                    name=name,
+                    allocatable=allocatable,
+                    labels=labels,
+                    taints=[
+                        executor_pb2.Taint(key=t.key, value=t.value, effect=t.effect)
+                        for t in group.taints
+                    ],
+                )
+            )
     return nodes

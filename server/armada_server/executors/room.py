@@ -78,12 +78,10 @@ class Room:
     def counted(self, run_id: str) -> bool:
         return run_id in self._claims
 
-    def offer(self, run_id: str, node: str, requests: Requests,
-              start: Callable[[], None]) -> bool:
+    def offer(self, run_id: str, node: str, requests: Requests, start: Callable[[], None]) -> bool:
         """Start the run now (True: `start` was called) if its node has room and no earlier
         lease waits for that node; otherwise hold it until `admit` finds room."""
-        if not any(n == node for n, _, _ in self._waiting.values()) and \
-                self._fits(node, requests):
+        if not any(n == node for n, _, _ in self._waiting.values()) and self._fits(node, requests):
             self.claim(run_id, node, requests)
             start()
             return True
@@ -134,8 +132,11 @@ class Room:
             # An unknown node is the backend's to refuse; a run too big for an empty node
             # would otherwise wait forever (the scheduler does not place such runs).
             return True
-        return all(state.used.get(name, 0) + amount <= state.allocatable.get(name, 0)
-                   for name, amount in requests.items() if amount > 0)
+        return all(
+            state.used.get(name, 0) + amount <= state.allocatable.get(name, 0)
+            for name, amount in requests.items()
+            if amount > 0
+        )
 
     @staticmethod
     def _add(state: _Node, run_id: str, requests: Requests) -> None:

@@ -29,18 +29,32 @@ def _failure(spec: str, container: str) -> executor_pb2.RunUpdate.Failed:
     if spec.startswith("exit:"):
         code = int(spec.split(":", 1)[1])
         return executor_pb2.RunUpdate.Failed(
-            reason="Error", containers=[executor_pb2.ContainerResult(
-                name=container, exit_code=code, reason="Error",
-                message=f"simulated exit code {code}")])
+            reason="Error",
+            containers=[
+                executor_pb2.ContainerResult(
+                    name=container,
+                    exit_code=code,
+                    reason="Error",
+                    message=f"simulated exit code {code}",
+                )
+            ],
+        )
     code = 137 if spec == "OOMKilled" else 143
     return executor_pb2.RunUpdate.Failed(
-        reason=spec, condition=spec, containers=[executor_pb2.ContainerResult(
-            name=container, exit_code=code, reason=spec, message=f"simulated {spec}")])
+        reason=spec,
+        condition=spec,
+        containers=[
+            executor_pb2.ContainerResult(
+                name=container, exit_code=code, reason=spec, message=f"simulated {spec}"
+            )
+        ],
+    )
 
 
 class SimulatedBackend:
-    def __init__(self, nodes: Sequence[executor_pb2.Node], *,
-                 default_duration: float = 1.0) -> None:
+    def __init__(
+        self, nodes: Sequence[executor_pb2.Node], *, default_duration: float = 1.0
+    ) -> None:
         self._nodes = list(nodes)
         self.default_duration = default_duration
         self._runs: dict[str, asyncio.Task] = {}
@@ -71,15 +85,23 @@ class SimulatedBackend:
 
         self._waiting[run] = (lease, report)
         if not self._room.offer(run, lease.node, lease_requests(lease), go):
-            report(update(run, lease.job.id,
-                          pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run)))
+            report(
+                update(run, lease.job.id, pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run))
+            )
 
     async def _run(self, lease: executor_pb2.Lease, report: Report) -> None:
         job = lease.job
         duration = float(job.annotations.get(DURATION, self.default_duration))
         try:
-            report(update(lease.run_id, job.id, running=executor_pb2.RunUpdate.Running(
-                node=lease.node, kubernetes_id=lease.run_id)))
+            report(
+                update(
+                    lease.run_id,
+                    job.id,
+                    running=executor_pb2.RunUpdate.Running(
+                        node=lease.node, kubernetes_id=lease.run_id
+                    ),
+                )
+            )
             await asyncio.sleep(duration)
         except asyncio.CancelledError:
             self._runs.pop(lease.run_id, None)

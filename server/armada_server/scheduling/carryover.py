@@ -36,8 +36,11 @@ class Carryover:
             doc["usage"] = self.usage
             doc["usage_at"] = self.usage_at
         if self.rate.tokens is not None or self.rate.queues:
-            doc["rate"] = {"tokens": self.rate.tokens, "queues": self.rate.queues,
-                           "at": self.rate.at}
+            doc["rate"] = {
+                "tokens": self.rate.tokens,
+                "queues": self.rate.queues,
+                "at": self.rate.at,
+            }
         return json.dumps(doc, sort_keys=True)
 
     @classmethod
@@ -53,10 +56,14 @@ class Carryover:
             buckets = RateBuckets(
                 tokens=_optional(rate.get("tokens")),
                 queues={str(q): _number(v) for q, v in rate.get("queues", {}).items()},
-                at=_optional(rate.get("at")))
+                at=_optional(rate.get("at")),
+            )
         except (ValueError, TypeError, AttributeError) as e:
-            log.warning("the scheduler's carried-over state cannot be read (%s): decayed usage "
-                        "and rate limits start afresh", e)
+            log.warning(
+                "the scheduler's carried-over state cannot be read (%s): decayed usage "
+                "and rate limits start afresh",
+                e,
+            )
             return cls()
         return cls(usage, usage_at, buckets)
 

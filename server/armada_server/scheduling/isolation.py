@@ -65,8 +65,10 @@ def _culprit(scheduler: Scheduler, snapshot: s.Snapshot) -> list[s.Job] | None:
     return units[low]
 
 
-def schedule_isolating(snapshot: s.Snapshot, scheduler: Scheduler = s.schedule,
-                       ) -> tuple[s.SchedulingResult, dict[str, str]]:
+def schedule_isolating(
+    snapshot: s.Snapshot,
+    scheduler: Scheduler = s.schedule,
+) -> tuple[s.SchedulingResult, dict[str, str]]:
     """The cycle's decisions, and the jobs left out because the scheduler raised on them
     (job id -> reason)."""
     broken: dict[str, str] = {}
@@ -75,15 +77,21 @@ def schedule_isolating(snapshot: s.Snapshot, scheduler: Scheduler = s.schedule,
             return scheduler(snapshot), broken
         except Exception as error:
             culprit = _culprit(scheduler, snapshot)
-            if culprit is None or len(broken) >= MAX_CULPRITS or any(
-                    j.node is not None for j in culprit):
+            if (
+                culprit is None
+                or len(broken) >= MAX_CULPRITS
+                or any(j.node is not None for j in culprit)
+            ):
                 raise  # a running job cannot be left out: its node would look free
-            reason = (f"the scheduler failed on this job: {type(error).__name__}: "
-                      f"{error}")[:1000]
-            log.error("scheduling failed on %s; leaving it out of the cycle",
-                      ", ".join(j.id for j in culprit), exc_info=error)
+            reason = (f"the scheduler failed on this job: {type(error).__name__}: {error}")[:1000]
+            log.error(
+                "scheduling failed on %s; leaving it out of the cycle",
+                ", ".join(j.id for j in culprit),
+                exc_info=error,
+            )
             left = {j.id for j in culprit}
             broken.update(dict.fromkeys(left, reason))
             snapshot = dataclasses.replace(
-                snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in left))
+                snapshot, jobs=tuple(j for j in snapshot.jobs if j.id not in left)
+            )
     raise AssertionError("unreachable")

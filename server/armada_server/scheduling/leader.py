@@ -29,8 +29,9 @@ class Leadership:
         try:
             if self._conn is None:
                 conn = self.engine.connect()
-                got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"),
-                                   {"k": LOCK_KEY}).scalar()
+                got = conn.execute(
+                    text("SELECT pg_try_advisory_lock(:k)"), {"k": LOCK_KEY}
+                ).scalar()
                 conn.commit()
                 if not got:
                     conn.close()

@@ -33,9 +33,9 @@ log = logging.getLogger("armada_server")
 LEASE_SLICE = 5_000
 
 
-def slices(scheduled: Mapping[str, tuple[str, str, str]],
-           gangs: Mapping[str, tuple[str, str]], size: int
-           ) -> Iterator[dict[str, tuple[str, str, str]]]:
+def slices(
+    scheduled: Mapping[str, tuple[str, str, str]], gangs: Mapping[str, tuple[str, str]], size: int
+) -> Iterator[dict[str, tuple[str, str, str]]]:
     """`scheduled` in parts of about `size` leases (at least one part), gangs kept whole."""
     members: dict[tuple[str, str], dict[str, tuple[str, str, str]]] = {}
     for job_id in scheduled.keys() & gangs.keys():
@@ -54,8 +54,9 @@ def slices(scheduled: Mapping[str, tuple[str, str, str]],
         yield part
 
 
-def _seen(state: SchedulingState, queued: Collection[str], preempted: Collection[str]
-          ) -> dict[str, int | str]:
+def _seen(
+    state: SchedulingState, queued: Collection[str], preempted: Collection[str]
+) -> dict[str, int | str]:
     """What the snapshot saw of the jobs a cycle decided about: the row version of a queued
     job, the run of a running one (apply_schedule skips jobs that changed since)."""
     seen: dict[str, int | str] = {}
@@ -131,14 +132,21 @@ class SchedulingLoop:
             self._kept = text
 
     @staticmethod
-    def _record_usage(carried: Carryover, half_life: float | None,
-                      costs: Mapping[str, float], now: float, elapsed: float) -> None:
+    def _record_usage(
+        carried: Carryover,
+        half_life: float | None,
+        costs: Mapping[str, float],
+        now: float,
+        elapsed: float,
+    ) -> None:
         """Carry each queue's usage to the next cycle (decayed towards its cost now)."""
         if half_life is None:
             carried.usage, carried.usage_at = {}, None
             return
-        usage = {q: decay_usage(carried.usage.get(q, 0.0), costs.get(q, 0.0), elapsed,
-                                half_life) for q in carried.usage.keys() | costs.keys()}
+        usage = {
+            q: decay_usage(carried.usage.get(q, 0.0), costs.get(q, 0.0), elapsed, half_life)
+            for q in carried.usage.keys() | costs.keys()
+        }
         carried.usage = {q: u for q, u in usage.items() if u > 1e-9}
         carried.usage_at = now
 
@@ -159,35 +167,50 @@ class SchedulingLoop:
         if not self.store.live_executors(executor_timeout=self.config.lease_timeout, now=now):
             return 0  # nowhere to place anything: do not load every queued job
         with bulk():
-            state = self.store.scheduling_state(executor_timeout=self.config.lease_timeout,
-                                                now=now)
-            if not (state.queued or state.running) or not any(
-                    e.nodes for e in state.executors):
+            state = self.store.scheduling_state(executor_timeout=self.config.lease_timeout, now=now)
+            if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
                 return 0  # nothing to place, or nowhere to place it
             broken: dict[str, str] = {}
-            elapsed = (max(0.0, now.timestamp() - carried.usage_at)
-                       if carried.usage_at is not None else 0.0)
+            elapsed = (
+                max(0.0, now.timestamp() - carried.usage_at)
+                if carried.usage_at is not None
+                else 0.0
+            )
             model = settings.model()
             snapshot, placements = build_snapshot(
-                state, config.priority_classes, now, config=model,
-                cache=self._jobs, broken=broken, class_caps=settings.max_fraction_per_queue,
+                state,
+                config.priority_classes,
+                now,
+                config=model,
+                cache=self._jobs,
+                broken=broken,
+                class_caps=settings.max_fraction_per_queue,
                 usage=carried.usage if settings.usage_half_life is not None else None,
-                usage_elapsed=elapsed)
+                usage_elapsed=elapsed,
+            )
             tokens, queue_tokens = carried.rate.refill(model, now.timestamp())
-            snapshot = dataclasses.replace(snapshot, rate_tokens=tokens,
-                                           queue_rate_tokens=queue_tokens)
+            snapshot = dataclasses.replace(
+                snapshot, rate_tokens=tokens, queue_rate_tokens=queue_tokens
+            )
             result, unschedulable = schedule_isolating(snapshot)
             carried.rate.consume(model, result.rate_consumed)
             broken.update(unschedulable)
-            self._record_usage(carried, settings.usage_half_life, result.queue_costs,
-                               now.timestamp(), elapsed)
+            self._record_usage(
+                carried, settings.usage_half_life, result.queue_costs, now.timestamp(), elapsed
+            )
         if broken:
             # Jobs the scheduler cannot read fail alone; everyone else is scheduled.
-            log.error("failing %d jobs the scheduler cannot read, e.g. %s: %s", len(broken),
-                      *next(iter(broken.items())))
+            log.error(
+                "failing %d jobs the scheduler cannot read, e.g. %s: %s",
+                len(broken),
+                *next(iter(broken.items())),
+            )
             self.store.isolated_failures["scheduling"] += self.store.fail_jobs(broken, now=now)
-        scheduled = {job: (p.executor, p.node, p.pool) for job, nid in result.scheduled.items()
-                     if (p := placements.get(nid)) is not None}
+        scheduled = {
+            job: (p.executor, p.node, p.pool)
+            for job, nid in result.scheduled.items()
+            if (p := placements.get(nid)) is not None
+        }
         gangs = {j.id: (j.queue, j.gang_id) for j in snapshot.jobs if j.gang_id is not None}
         seen = _seen(state, scheduled.keys() | result.failed.keys(), result.preempted)
         preempting = made_room_for(snapshot, result)
@@ -196,12 +219,17 @@ class SchedulingLoop:
             # The first transaction also holds the preemptions the leases may rely on.
             first = i == 0
             done = self.store.apply_schedule(
-                scheduled=part, preempted=result.preempted if first else (),
+                scheduled=part,
+                preempted=result.preempted if first else (),
                 failed=result.failed if first else {},
-                reasons=result.unscheduled if first else {}, seen=seen, gangs=gangs,
+                reasons=result.unscheduled if first else {},
+                seen=seen,
+                gangs=gangs,
                 preempting=preempting if first else None,
                 preempt_reasons=result.preempt_reasons if first else None,
-                charges=result.excess_flow, now=now)
+                charges=result.excess_flow,
+                now=now,
+            )
             leased += done
             if done and self.on_leased is not None:
                 self.on_leased()

@@ -53,16 +53,25 @@ def _static(spec: submit_pb2.Job) -> tuple[dict[str, Any], GangSpec | None]:
     if spec.annotations.get(ann.POOL):
         selector[ann.POOL] = spec.annotations[ann.POOL]
     return {
-        "queue": spec.queue, "priority_class": pod.priorityClassName,
-        "requests": _resources({k: v.string for k, v in
-                                spec.scheduling_resource_requirements.requests.items()}),
+        "queue": spec.queue,
+        "priority_class": pod.priorityClassName,
+        "requests": _resources(
+            {k: v.string for k, v in spec.scheduling_resource_requirements.requests.items()}
+        ),
         "node_selector": selector,
-        "tolerations": tuple(s.Toleration(key=t.key, operator=t.operator or "Equal",
-                                          value=t.value, effect=t.effect)
-                             for t in pod.tolerations),
-        "affinity": tuple(s.NodeSelectorTerm(tuple(
-            s.NodeSelectorRequirement(e.key, e.operator, tuple(e.values))
-            for e in term.matchExpressions)) for term in affinity.nodeSelectorTerms),
+        "tolerations": tuple(
+            s.Toleration(key=t.key, operator=t.operator or "Equal", value=t.value, effect=t.effect)
+            for t in pod.tolerations
+        ),
+        "affinity": tuple(
+            s.NodeSelectorTerm(
+                tuple(
+                    s.NodeSelectorRequirement(e.key, e.operator, tuple(e.values))
+                    for e in term.matchExpressions
+                )
+            )
+            for term in affinity.nodeSelectorTerms
+        ),
         "gang_id": gang.id if gang else None,
         "gang_uniformity_label": (gang.node_uniformity_label or None) if gang else None,
         "gang_max_hops": gang.max_hops if gang else None,
@@ -72,18 +81,34 @@ def _static(spec: submit_pb2.Job) -> tuple[dict[str, Any], GangSpec | None]:
     }, gang
 
 
-def _make(job_id: str, static: dict[str, Any], gang: GangSpec | None, *, priority: float,
-          submitted_at: datetime, node: str | None = None, started_at: datetime | None = None,
-          avoid_node: str | None = None, gang_cardinality: int | None = None) -> s.Job:
+def _make(
+    job_id: str,
+    static: dict[str, Any],
+    gang: GangSpec | None,
+    *,
+    priority: float,
+    submitted_at: datetime,
+    node: str | None = None,
+    started_at: datetime | None = None,
+    avoid_node: str | None = None,
+    gang_cardinality: int | None = None,
+) -> s.Job:
     cardinality = minimum = None
     if gang is not None:
         # A retried generation is formed from the members still to run.
         cardinality = min(gang.cardinality, gang_cardinality or gang.cardinality)
         minimum = min(gang.minimum_cardinality, cardinality)
-    return s.Job(id=job_id, **static, priority=int(priority),
-                 submit_time=submitted_at.timestamp(), avoid_node=avoid_node,
-                 gang_cardinality=cardinality or 1, gang_min_cardinality=minimum,
-                 start_time=started_at.timestamp() if started_at else None, node=node)
+    return s.Job(
+        id=job_id,
+        **static,
+        priority=int(priority),
+        submit_time=submitted_at.timestamp(),
+        avoid_node=avoid_node,
+        gang_cardinality=cardinality or 1,
+        gang_min_cardinality=minimum,
+        start_time=started_at.timestamp() if started_at else None,
+        node=node,
+    )
 
 
 def _job(spec: submit_pb2.Job, **kw: Any) -> s.Job:
@@ -97,8 +122,9 @@ def _job(spec: submit_pb2.Job, **kw: Any) -> s.Job:
 _SPECS: dict[bytes, tuple[dict[str, Any], GangSpec | None]] = {}
 
 
-def _static_of(j: QueuedJob | RunningJob | TerminatingRun
-               ) -> tuple[dict[str, Any], GangSpec | None]:
+def _static_of(
+    j: QueuedJob | RunningJob | TerminatingRun,
+) -> tuple[dict[str, Any], GangSpec | None]:
     """_static of a stored job's spec, converted once per distinct spec."""
     key = j.spec_key
     if key is None:
@@ -127,8 +153,9 @@ def _capability_kinds(state: SchedulingState) -> tuple[tuple[str, ...], ...]:
     return tuple(sorted({e.unsupported for e in state.executors}))
 
 
-def _honoured(jobs: list[tuple[QueuedJob, s.Job]],
-              classes: tuple[tuple[str, ...], ...]) -> list[s.Job]:
+def _honoured(
+    jobs: list[tuple[QueuedJob, s.Job]], classes: tuple[tuple[str, ...], ...]
+) -> list[s.Job]:
     """Queued jobs keep off the nodes of executors that cannot honour their specs.
 
     Submission refuses a job no executor of its pool can run; in a pool whose executors
@@ -143,8 +170,12 @@ def _honoured(jobs: list[tuple[QueuedJob, s.Job]],
         if avoided:
             requirement = s.NodeSelectorRequirement(CAPABILITY_LABEL, "NotIn", avoided)
             terms = job.affinity or (s.NodeSelectorTerm(()),)
-            job = dataclasses.replace(job, affinity=tuple(
-                s.NodeSelectorTerm((*t.match_expressions, requirement)) for t in terms))
+            job = dataclasses.replace(
+                job,
+                affinity=tuple(
+                    s.NodeSelectorTerm((*t.match_expressions, requirement)) for t in terms
+                ),
+            )
         out.append(job)
     return out
 
@@ -156,8 +187,11 @@ def _avoided(job: QueuedJob, classes: tuple[tuple[str, ...], ...]) -> tuple[str,
         if len(_AVOIDED) >= 10_000:
             _AVOIDED.clear()
         pod = job.spec.pod_specs[0] if job.spec.pod_specs else job.spec.pod_spec
-        found = _AVOIDED[key] = tuple(f"c{i}" for i, unsupported in enumerate(classes)
-                                      if unsupported and unhonoured(pod, unsupported))
+        found = _AVOIDED[key] = tuple(
+            f"c{i}"
+            for i, unsupported in enumerate(classes)
+            if unsupported and unhonoured(pod, unsupported)
+        )
     return found
 
 
@@ -184,8 +218,7 @@ def _avoidable(nodes: Sequence[s.Node]) -> Callable[[QueuedJob], str | None]:
     return avoided
 
 
-def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]
-          ) -> dict[str, s.Resources]:
+def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]) -> dict[str, s.Resources]:
     """What runs on their way out still hold, per node id."""
     held: dict[str, s.Resources] = {}
     for run in terminating:
@@ -197,8 +230,9 @@ def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]
     return held
 
 
-def _with_roles(jobs: list[s.Job], ended: Mapping[tuple[str, str], Mapping[str, int]]
-                ) -> list[s.Job]:
+def _with_roles(
+    jobs: list[s.Job], ended: Mapping[tuple[str, str], Mapping[str, int]]
+) -> list[s.Job]:
     """Pod group members carry every role their group has (`Job.gang_roles`): those of its
     members in the snapshot and of those that ended (`ended`, read from storage)."""
     seen: dict[tuple[str, str], dict[str, int]] = {}
@@ -211,30 +245,44 @@ def _with_roles(jobs: list[s.Job], ended: Mapping[tuple[str, str], Mapping[str, 
             known[j.gang_role] = max(known.get(j.gang_role, 0), j.gang_role_min or 0)
     if not seen:
         return jobs
-    return [dataclasses.replace(j, gang_roles=tuple(sorted(seen[(j.queue, j.gang_id)].items())))
-            if j.gang_role is not None and j.gang_id is not None else j for j in jobs]
+    return [
+        dataclasses.replace(j, gang_roles=tuple(sorted(seen[(j.queue, j.gang_id)].items())))
+        if j.gang_role is not None and j.gang_id is not None
+        else j
+        for j in jobs
+    ]
 
 
-def _with_succeeded(jobs: list[s.Job], succeeded: Mapping[tuple[str, str], Mapping[str, int]]
-                    ) -> list[s.Job]:
+def _with_succeeded(
+    jobs: list[s.Job], succeeded: Mapping[tuple[str, str], Mapping[str, int]]
+) -> list[s.Job]:
     """Pod group members carry how many members of each role of their group succeeded
     (`Job.gang_succeeded`, read from storage): they keep their role's minimum, though the
     snapshot holds only queued and running jobs."""
     out = []
     for j in jobs:
-        done = (succeeded.get((j.queue, j.gang_id))
-                if j.gang_role is not None and j.gang_id is not None else None)
-        out.append(dataclasses.replace(j, gang_succeeded=tuple(sorted(done.items())))
-                   if done else j)
+        done = (
+            succeeded.get((j.queue, j.gang_id))
+            if j.gang_role is not None and j.gang_id is not None
+            else None
+        )
+        out.append(
+            dataclasses.replace(j, gang_succeeded=tuple(sorted(done.items()))) if done else j
+        )
     return out
 
 
-def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig],
-                   now: datetime, config: s.SchedulingConfig | None = None,
-                   cache: dict | None = None, broken: dict[str, str] | None = None,
-                   class_caps: Mapping[str, Mapping[str, float]] | None = None,
-                   usage: Mapping[str, float] | None = None, usage_elapsed: float = 0.0,
-                   ) -> tuple[s.Snapshot, dict[str, Placement]]:
+def build_snapshot(
+    state: SchedulingState,
+    classes: Sequence[PriorityClassConfig],
+    now: datetime,
+    config: s.SchedulingConfig | None = None,
+    cache: dict | None = None,
+    broken: dict[str, str] | None = None,
+    class_caps: Mapping[str, Mapping[str, float]] | None = None,
+    usage: Mapping[str, float] | None = None,
+    usage_elapsed: float = 0.0,
+) -> tuple[s.Snapshot, dict[str, Placement]]:
     """The scheduler's input, and where each node id lives.
 
     `config` carries the operator's scheduling options, `class_caps` the per-class,
@@ -273,14 +321,16 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
         found = cache.get(key)
         if found is None:
             before = previous.get(j.id)
-            if before is not None and before.gang_id is None and kw.get(
-                    "gang_cardinality") is None:
+            if before is not None and before.gang_id is None and kw.get("gang_cardinality") is None:
                 started = kw.get("started_at")
                 found = dataclasses.replace(
-                    before, priority=int(kw["priority"]),
+                    before,
+                    priority=int(kw["priority"]),
                     submit_time=kw["submitted_at"].timestamp(),
-                    avoid_node=kw.get("avoid_node"), node=kw.get("node"),
-                    start_time=started.timestamp() if started else None)
+                    avoid_node=kw.get("avoid_node"),
+                    node=kw.get("node"),
+                    start_time=started.timestamp() if started else None,
+                )
             else:
                 found = _convert(j, **kw)
         used[key] = found
@@ -293,33 +343,66 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
     for executor in state.executors:
         for n in executor.nodes:
             nid = node_id(executor.id, n.name)
-            capability = {CAPABILITY_LABEL: f"c{kinds.index(executor.unsupported)}"} \
-                if len(kinds) > 1 else {}
+            capability = (
+                {CAPABILITY_LABEL: f"c{kinds.index(executor.unsupported)}"}
+                if len(kinds) > 1
+                else {}
+            )
             placements[nid] = Placement(executor.id, n.name, executor.pool)
             capacity = _resources(n.allocatable)
             if nid in held:
-                capacity = s.Resources({k: max(v - held[nid].get(k), 0)
-                                        for k, v in capacity.items()})
-            nodes.append(s.Node(
-                id=nid, capacity=capacity,
-                labels={**n.labels, ann.POOL: executor.pool, **capability},
-                cordoned=n.unschedulable,
-                taints=tuple(s.Taint(t.key, t.value, t.effect or "NoSchedule")
-                             for t in n.taints)))
-    running = [job(j, priority=j.priority, submitted_at=j.submitted_at, node=j.node,
-                   started_at=j.started_at) for j in state.running if j.node in placements]
+                capacity = s.Resources(
+                    {k: max(v - held[nid].get(k), 0) for k, v in capacity.items()}
+                )
+            nodes.append(
+                s.Node(
+                    id=nid,
+                    capacity=capacity,
+                    labels={**n.labels, ann.POOL: executor.pool, **capability},
+                    cordoned=n.unschedulable,
+                    taints=tuple(
+                        s.Taint(t.key, t.value, t.effect or "NoSchedule") for t in n.taints
+                    ),
+                )
+            )
+    running = [
+        job(
+            j,
+            priority=j.priority,
+            submitted_at=j.submitted_at,
+            node=j.node,
+            started_at=j.started_at,
+        )
+        for j in state.running
+        if j.node in placements
+    ]
     charges = {j.id: j.excess_flow for j in state.running if j.excess_flow}
     if charges:
-        running = [dataclasses.replace(r, excess_flow=charges[r.id])
-                   if r is not None and r.id in charges else r for r in running]
+        running = [
+            dataclasses.replace(r, excess_flow=charges[r.id])
+            if r is not None and r.id in charges
+            else r
+            for r in running
+        ]
     avoidable = _avoidable(nodes)
-    queued = [job(j, priority=j.priority, submitted_at=j.submitted_at,
-                  avoid_node=j.avoid_node and avoidable(j),
-                  gang_cardinality=j.gang_cardinality)
-              for j in state.queued]
+    queued = [
+        job(
+            j,
+            priority=j.priority,
+            submitted_at=j.submitted_at,
+            avoid_node=j.avoid_node and avoidable(j),
+            gang_cardinality=j.gang_cardinality,
+        )
+        for j in state.queued
+    ]
     jobs = [j for j in running if j is not None] + _honoured(
-        [(source, view) for source, view in zip(state.queued, queued, strict=True)
-         if view is not None], kinds)
+        [
+            (source, view)
+            for source, view in zip(state.queued, queued, strict=True)
+            if view is not None
+        ],
+        kinds,
+    )
     cache.clear()
     cache.update(used)
     jobs = _with_roles(jobs, state.ended_roles)
@@ -328,12 +411,20 @@ def build_snapshot(state: SchedulingState, classes: Sequence[PriorityClassConfig
     usage = usage or {}
     class_caps = class_caps or {}
     snapshot = s.Snapshot(
-        queues=tuple(s.Queue(q.name, q.priority_factor or 1.0, q.cordoned,
-                             decayed_usage=usage.get(q.name, 0.0))
-                     for q in state.queues),
-        priority_classes=tuple(s.PriorityClass(p.name, p.priority, p.preemptible,
-                                               dict(class_caps.get(p.name, {})))
-                               for p in classes),
-        nodes=tuple(nodes), jobs=tuple(jobs), config=config or s.SchedulingConfig(),
-        now=now.timestamp(), usage_elapsed=usage_elapsed)
+        queues=tuple(
+            s.Queue(
+                q.name, q.priority_factor or 1.0, q.cordoned, decayed_usage=usage.get(q.name, 0.0)
+            )
+            for q in state.queues
+        ),
+        priority_classes=tuple(
+            s.PriorityClass(p.name, p.priority, p.preemptible, dict(class_caps.get(p.name, {})))
+            for p in classes
+        ),
+        nodes=tuple(nodes),
+        jobs=tuple(jobs),
+        config=config or s.SchedulingConfig(),
+        now=now.timestamp(),
+        usage_elapsed=usage_elapsed,
+    )
     return snapshot, placements

@@ -42,7 +42,8 @@ class ExecutorChannels:
                 oldest = self._channels.pop(next(iter(self._channels)))
                 asyncio.get_running_loop().create_task(oldest.close())
             channel = self._channels[address] = grpc.aio.insecure_channel(
-                address, options=[("grpc.max_receive_message_length", MAX_LOG_MESSAGE)])
+                address, options=[("grpc.max_receive_message_length", MAX_LOG_MESSAGE)]
+            )
         return executor_pb2_grpc.ExecutorControlStub(channel)
 
     async def close(self) -> None:
@@ -67,43 +68,55 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
         containers = [c.name for c in job.pod_spec.containers]
         container = options.container or containers[0]
         if container not in containers:
-            raise InvalidArgument(f"log_options.container: {container!r} is not a container "
-                                  f"of job {job.id} ({', '.join(containers)})")
+            raise InvalidArgument(
+                f"log_options.container: {container!r} is not a container "
+                f"of job {job.id} ({', '.join(containers)})"
+            )
         if request.since_time:
             try:
                 parse_time_ns(request.since_time)
             except ValueError:
-                raise InvalidArgument(f"since_time: {request.since_time!r} is not an "
-                                      "RFC 3339 time") from None
+                raise InvalidArgument(
+                    f"since_time: {request.since_time!r} is not an RFC 3339 time"
+                ) from None
         run = job.latest_run
         if run is None:
             return binoculars_pb2.LogResponse()  # never ran: nothing logged yet
         executor = run.cluster_id
         control = await self.ctx.run(self.ctx.store.executor_control, executor)
         if control is None:
-            raise Unavailable(f"the logs of job {job.id} are on executor {executor!r}, which "
-                              "has not said where it serves them (is it running?)")
+            raise Unavailable(
+                f"the logs of job {job.id} are on executor {executor!r}, which "
+                "has not said where it serves them (is it running?)"
+            )
         ask = executor_pb2.ExecutorLogsRequest(
-            run_id=run.id, job_id=job.id, pod_name=pod_name(job.id, run.index),
-            namespace=job.spec.namespace, container=container, since_time=request.since_time)
+            run_id=run.id,
+            job_id=job.id,
+            pod_name=pod_name(job.id, run.index),
+            namespace=job.spec.namespace,
+            container=container,
+            since_time=request.since_time,
+        )
         if options.HasField("tailLines"):
             ask.tail_lines = options.tailLines
         try:
             answer = await self.channels.stub(control.address).Logs(
-                ask, timeout=LOGS_TIMEOUT,
-                metadata=[("authorization", f"Bearer {control.token}")])
+                ask, timeout=LOGS_TIMEOUT, metadata=[("authorization", f"Bearer {control.token}")]
+            )
         except grpc.aio.AioRpcError as e:
             if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise Unavailable(f"executor {executor!r} at {control.address}, which has the "
-                                  f"logs of job {job.id}, is unreachable: {e.details()}"
-                                  ) from None
+                raise Unavailable(
+                    f"executor {executor!r} at {control.address}, which has the "
+                    f"logs of job {job.id}, is unreachable: {e.details()}"
+                ) from None
             if e.code() == grpc.StatusCode.NOT_FOUND:
                 raise NotFound(f"executor {executor!r}: {e.details()}") from None
             if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 raise InvalidArgument(e.details() or "invalid") from None
-            raise Unavailable(f"executor {executor!r} at {control.address} could not read "
-                              f"the logs of job {job.id}: {e.code().name} {e.details()}"
-                              ) from None
+            raise Unavailable(
+                f"executor {executor!r} at {control.address} could not read "
+                f"the logs of job {job.id}: {e.code().name} {e.details()}"
+            ) from None
         return binoculars_pb2.LogResponse(log=answer.log)
 
     @rpc
@@ -119,8 +132,13 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
             raise InvalidArgument(f"{field}: must not be empty")
         self.ctx.require_admin("uncordon nodes" if uncordon else "cordon nodes")
         node = await self._resolve(name, field)
-        changed = await self.ctx.run(self.ctx.store.set_node_cordon, node.executor, node.name,
-                                     not uncordon, current_principal().name)
+        changed = await self.ctx.run(
+            self.ctx.store.set_node_cordon,
+            node.executor,
+            node.name,
+            not uncordon,
+            current_principal().name,
+        )
         if changed:
             self.ctx.wake_scheduler()
         return empty_pb2.Empty()
@@ -133,7 +151,7 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
             raise NotFound(f"{field}: {name!r} is not a node of any executor")
         if len(found) > 1:
             owners = ", ".join(sorted(n.executor for n in found))
-            raise InvalidArgument(f"{field}: executors {owners} each have a node {node!r}: "
-                                  f"name it as EXECUTOR/{node}")
+            raise InvalidArgument(
+                f"{field}: executors {owners} each have a node {node!r}: name it as EXECUTOR/{node}"
+            )
         return found[0]
-

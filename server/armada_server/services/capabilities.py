@@ -51,9 +51,14 @@ class CapabilityIndex:
     """The executors' declarations, cached for `refresh` seconds. `builtin` is the server's
     own executor, known before its first sync."""
 
-    def __init__(self, engine: Engine, *, builtin: ExecutorCapabilities | None = None,
-                 refresh: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        builtin: ExecutorCapabilities | None = None,
+        refresh: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.engine = engine
         self.builtin = builtin
         self.refresh = REFRESH_SECONDS if refresh is None else refresh
@@ -92,8 +97,9 @@ class CapabilityIndex:
             pool = item.annotations.get(ann.POOL, "")
             if pool not in pools:
                 candidates = [e for e in executors if not pool or e.pool == pool]
-                pools[pool] = candidates if candidates and all(
-                    e.restricted for e in candidates) else None
+                pools[pool] = (
+                    candidates if candidates and all(e.restricted for e in candidates) else None
+                )
             candidates = pools[pool]
             if candidates is None:
                 continue
@@ -118,8 +124,9 @@ def _refusal(spec, pool: str, candidates: list[ExecutorCapabilities]) -> str | N
     executor, fields = first
     where = f"pool {pool!r}" if pool else "any pool"
     others = len(candidates) - 1
-    also = f" (nor can the {others} other executor{'s' if others > 1 else ''})" if (
-        others) else ""
-    return (f"{fields[0]}: no executor of {where} can run this job: executor "
-            f"{executor.executor_id!r} cannot honour {', '.join(fields)}{also}; remove "
-            f"{'them' if len(fields) > 1 else 'it'} or submit to a pool whose executors can")
+    also = f" (nor can the {others} other executor{'s' if others > 1 else ''})" if (others) else ""
+    return (
+        f"{fields[0]}: no executor of {where} can run this job: executor "
+        f"{executor.executor_id!r} cannot honour {', '.join(fields)}{also}; remove "
+        f"{'them' if len(fields) > 1 else 'it'} or submit to a pool whose executors can"
+    )

@@ -29,8 +29,11 @@ MAX_ERROR_MESSAGE = 2000
 
 def bounded(message: str) -> str:
     """`message`, cut to MAX_ERROR_MESSAGE characters."""
-    return message if len(message) <= MAX_ERROR_MESSAGE else (
-        message[:MAX_ERROR_MESSAGE] + "... (truncated)")
+    return (
+        message
+        if len(message) <= MAX_ERROR_MESSAGE
+        else (message[:MAX_ERROR_MESSAGE] + "... (truncated)")
+    )
 
 
 @dataclass

@@ -30,8 +30,9 @@ def parse_message_id(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise InvalidArgument(f"from_message_id: {text!r} is not a message id of this "
-                              "server") from None
+        raise InvalidArgument(
+            f"from_message_id: {text!r} is not a message id of this server"
+        ) from None
     if value < 0 or value > MAX_MESSAGE_ID:
         raise InvalidArgument(f"from_message_id: {text!r} is not a message id of this server")
     return value
@@ -53,10 +54,14 @@ class EventService(event_pb2_grpc.EventServicer):
         check_job_set(request.queue, request.id)
         after = parse_message_id(request.from_message_id)
         await self.ctx.authorize(request.queue, "watch")
-        async for message in self._stream(request.queue, request.id, after,
-                                          watch=request.watch,
-                                          error_if_missing=request.errorIfMissing,
-                                          context=context):
+        async for message in self._stream(
+            request.queue,
+            request.id,
+            after,
+            watch=request.watch,
+            error_if_missing=request.errorIfMissing,
+            context=context,
+        ):
             yield message
 
     @streaming_rpc
@@ -65,20 +70,32 @@ class EventService(event_pb2_grpc.EventServicer):
             raise InvalidArgument("queue and job_set_id are required")
         check_job_set(request.queue, request.job_set_id)
         await self.ctx.authorize(request.queue, "watch")
-        async for message in self._stream(request.queue, request.job_set_id,
-                                          parse_message_id(request.from_id), watch=True,
-                                          error_if_missing=False, context=context):
+        async for message in self._stream(
+            request.queue,
+            request.job_set_id,
+            parse_message_id(request.from_id),
+            watch=True,
+            error_if_missing=False,
+            context=context,
+        ):
             yield message
 
     @rpc
     async def Health(self, request, context):  # type: ignore[no-untyped-def]
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
-    async def _stream(self, queue: str, job_set: str, after: int, *, watch: bool,
-                      error_if_missing: bool, context: grpc.aio.ServicerContext):
+    async def _stream(
+        self,
+        queue: str,
+        job_set: str,
+        after: int,
+        *,
+        watch: bool,
+        error_if_missing: bool,
+        context: grpc.aio.ServicerContext,
+    ):
         store = self.ctx.store
-        heartbeats = any(k == HEARTBEAT_METADATA for k, _ in
-                         (context.invocation_metadata() or ()))
+        heartbeats = any(k == HEARTBEAT_METADATA for k, _ in (context.invocation_metadata() or ()))
         with self.ctx.hub.subscribe((queue, job_set)) as woken:
             end = await self.ctx.run(store.last_seq, queue, job_set)
             if end is None and error_if_missing:

@@ -35,8 +35,9 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
         response.lease_timeout_seconds = self.ctx.config.lease_timeout
         control = (request.control_address, request.control_token)
         if self._controls.get(request.executor_id) != control:
-            await self.ctx.run(self.ctx.store.record_executor_control, request.executor_id,
-                               *control)
+            await self.ctx.run(
+                self.ctx.store.record_executor_control, request.executor_id, *control
+            )
             self._controls[request.executor_id] = control
         if self.on_sync is not None and self._news(request, nodes):
             self.on_sync()

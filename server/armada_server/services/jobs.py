@@ -28,10 +28,16 @@ def run_details(job_id: str, run: Run, *, stopping: bool = False) -> job_pb2.Job
     """A run as the API shows it; a run still `stopping` (ended by the server, its processes
     not yet confirmed gone) has no finished time yet, so a client can wait for its end."""
     return job_pb2.JobRunDetails(
-        run_id=run.id, job_id=job_id, state=int(run.state), cluster=run.cluster_id,
-        node=run.node, leased_ts=_ts(run.leased_at), pending_ts=_ts(run.pending_at),
+        run_id=run.id,
+        job_id=job_id,
+        state=int(run.state),
+        cluster=run.cluster_id,
+        node=run.node,
+        leased_ts=_ts(run.leased_at),
+        pending_ts=_ts(run.pending_at),
         started_ts=_ts(run.started_at),
-        finished_ts=None if stopping else _ts(run.finished_at))
+        finished_ts=None if stopping else _ts(run.finished_at),
+    )
 
 
 def storable(ids) -> list[str]:  # type: ignore[no-untyped-def]
@@ -55,8 +61,9 @@ def job_error(job: Job) -> str:
                 if text not in job.failure_reason:  # executors often say it in the reason
                     parts.append(text)
         if run.category:
-            parts.append(f"category {run.category}"
-                         + (f"/{run.subcategory}" if run.subcategory else ""))
+            parts.append(
+                f"category {run.category}" + (f"/{run.subcategory}" if run.subcategory else "")
+            )
     return "; ".join(parts) or "failed"
 
 
@@ -87,8 +94,9 @@ class JobsService(job_pb2_grpc.JobsServicer):
     async def GetJobStatus(self, request, context):  # type: ignore[no-untyped-def]
         states = await self.ctx.run(self.ctx.store.job_states, storable(request.job_ids))
         unknown = dict.fromkeys(request.job_ids, JobState.UNKNOWN)
-        return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in
-                                                     {**unknown, **states}.items()})
+        return job_pb2.JobStatusResponse(
+            job_states={k: int(v) for k, v in {**unknown, **states}.items()}
+        )
 
     @rpc
     async def GetJobStatusUsingExternalJobUri(self, request, context):  # type: ignore[no-untyped-def]
@@ -96,8 +104,12 @@ class JobsService(job_pb2_grpc.JobsServicer):
             raise InvalidArgument("queue, jobset and external_job_uri are required")
         if len(storable([request.queue, request.jobset, request.external_job_uri])) < 3:
             return job_pb2.JobStatusResponse()  # nothing stored has NUL characters
-        ids = await self.ctx.run(self.ctx.store.job_ids_by_external_uri, request.queue,
-                                 request.jobset, request.external_job_uri)
+        ids = await self.ctx.run(
+            self.ctx.store.job_ids_by_external_uri,
+            request.queue,
+            request.jobset,
+            request.external_job_uri,
+        )
         states = await self.ctx.run(self.ctx.store.job_states, ids)
         return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in states.items()})
 
@@ -126,8 +138,11 @@ class JobsService(job_pb2_grpc.JobsServicer):
     async def GetJobDetails(self, request, context):  # type: ignore[no-untyped-def]
         jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
         reasons = await self.waiting_reasons(jobs)
-        stopping = await self._stopping([r for job in jobs for r in job.runs]) \
-            if request.expand_job_run else set()
+        stopping = (
+            await self._stopping([r for job in jobs for r in job.runs])
+            if request.expand_job_run
+            else set()
+        )
         out = job_pb2.JobDetailsResponse()
         for job in jobs:
             d = out.job_details[job.id]
@@ -148,16 +163,16 @@ class JobsService(job_pb2_grpc.JobsServicer):
             if request.expand_job_spec:
                 d.job_spec.CopyFrom(job.spec)
             if request.expand_job_run:
-                d.job_runs.extend(run_details(job.id, r, stopping=r.id in stopping)
-                                  for r in job.runs)
+                d.job_runs.extend(
+                    run_details(job.id, r, stopping=r.id in stopping) for r in job.runs
+                )
         return out
 
     @rpc
     async def GetJobErrors(self, request, context):  # type: ignore[no-untyped-def]
         jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
         found = {job.id: job_error(job) for job in jobs}
-        return job_pb2.JobErrorsResponse(job_errors={j: found.get(j, "")
-                                                     for j in request.job_ids})
+        return job_pb2.JobErrorsResponse(job_errors={j: found.get(j, "") for j in request.job_ids})
 
     @rpc
     async def GetJobRunDetails(self, request, context):  # type: ignore[no-untyped-def]
@@ -165,12 +180,16 @@ class JobsService(job_pb2_grpc.JobsServicer):
         stopping = await self._stopping([run for _, run in runs])
         out = job_pb2.JobRunDetailsResponse()
         for job_id, run in runs:
-            out.job_run_details[run.id].CopyFrom(run_details(job_id, run,
-                                                             stopping=run.id in stopping))
+            out.job_run_details[run.id].CopyFrom(
+                run_details(job_id, run, stopping=run.id in stopping)
+            )
         return out
 
     @rpc
     async def GetActiveQueues(self, request, context):  # type: ignore[no-untyped-def]
         active = await self.ctx.run(self.ctx.store.active_queues)
-        return job_pb2.GetActiveQueuesResponse(active_queues_by_pool={
-            pool: job_pb2.ActiveQueues(queues=queues) for pool, queues in active.items()})
+        return job_pb2.GetActiveQueuesResponse(
+            active_queues_by_pool={
+                pool: job_pb2.ActiveQueues(queues=queues) for pool, queues in active.items()
+            }
+        )

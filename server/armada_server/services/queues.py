@@ -20,8 +20,10 @@ _KINDS = {"User", "Group"}
 def check_queue(queue: submit_pb2.Queue) -> submit_pb2.Queue:
     """Validate a queue; a priority factor of 0 (unset) means 1."""
     if not queue.name or len(queue.name) > 63 or not set(queue.name) <= _NAME_OK:
-        raise InvalidArgument(f"name: {queue.name!r} is not a valid queue name (letters, "
-                              "digits, '-', '_' and '.', at most 63 characters)")
+        raise InvalidArgument(
+            f"name: {queue.name!r} is not a valid queue name (letters, "
+            "digits, '-', '_' and '.', at most 63 characters)"
+        )
     out = submit_pb2.Queue()
     out.CopyFrom(queue)
     if out.priority_factor == 0:
@@ -31,12 +33,15 @@ def check_queue(queue: submit_pb2.Queue) -> submit_pb2.Queue:
     for i, p in enumerate(out.permissions):
         for j, s in enumerate(p.subjects):
             if s.kind not in _KINDS:
-                raise InvalidArgument(f"permissions[{i}].subjects[{j}].kind: must be User or "
-                                      f"Group, got {s.kind!r}")
+                raise InvalidArgument(
+                    f"permissions[{i}].subjects[{j}].kind: must be User or Group, got {s.kind!r}"
+                )
         for verb in p.verbs:
             if verb not in _VERBS:
-                raise InvalidArgument(f"permissions[{i}].verbs: unknown verb {verb!r} "
-                                      f"(known: {', '.join(sorted(_VERBS))})")
+                raise InvalidArgument(
+                    f"permissions[{i}].verbs: unknown verb {verb!r} "
+                    f"(known: {', '.join(sorted(_VERBS))})"
+                )
     return out
 
 
@@ -62,10 +67,15 @@ def states_from_filter(states) -> tuple[JobState, ...]:  # type: ignore[no-untyp
     out: list[JobState] = []
     for s in states:
         if s not in _STATE_FILTER:
-            name = (submit_pb2.JobState.Name(s) if s in submit_pb2.JobState.values()
-                    else f"{s} (not a job state)")
-            raise InvalidArgument(f"states: {name} is not a state jobs "
-                                  "can be cancelled in (QUEUED, LEASED, PENDING, RUNNING)")
+            name = (
+                submit_pb2.JobState.Name(s)
+                if s in submit_pb2.JobState.values()
+                else f"{s} (not a job state)"
+            )
+            raise InvalidArgument(
+                f"states: {name} is not a state jobs "
+                "can be cancelled in (QUEUED, LEASED, PENDING, RUNNING)"
+            )
         out.extend(_STATE_FILTER[s])
     return tuple(dict.fromkeys(out))
 
@@ -122,7 +132,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
     async def GetQueues(self, request, context):  # type: ignore[no-untyped-def]
         queues = await self.ctx.run(self.ctx.store.list_queues)
         if request.num:
-            queues = queues[:request.num]
+            queues = queues[: request.num]
         for queue in queues:
             yield submit_pb2.StreamingQueueMessage(queue=queue)
         yield submit_pb2.StreamingQueueMessage(end=submit_pb2.EndMarker())
@@ -142,17 +152,26 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
     @rpc
     async def PreemptOnQueue(self, request, context):  # type: ignore[no-untyped-def]
         await self.ctx.authorize(request.name, "preempt")
-        await self.ctx.run(self.ctx.store.request_preemption, request.name, "", None,
-                           reason="preempted on queue",
-                           requestor=principal_of(context).name,
-                           priority_classes=list(request.priorityClasses))
+        await self.ctx.run(
+            self.ctx.store.request_preemption,
+            request.name,
+            "",
+            None,
+            reason="preempted on queue",
+            requestor=principal_of(context).name,
+            priority_classes=list(request.priorityClasses),
+        )
         return empty_pb2.Empty()
 
     @rpc
     async def CancelOnQueue(self, request, context):  # type: ignore[no-untyped-def]
         await self.ctx.authorize(request.name, "cancel")
         states = states_from_filter(request.jobStates)
-        await self.ctx.run(self.ctx.store.cancel_on_queue, request.name,
-                           priority_classes=list(request.priorityClasses), states=states,
-                           requestor=principal_of(context).name)
+        await self.ctx.run(
+            self.ctx.store.cancel_on_queue,
+            request.name,
+            priority_classes=list(request.priorityClasses),
+            states=states,
+            requestor=principal_of(context).name,
+        )
         return empty_pb2.Empty()

@@ -22,8 +22,9 @@ def _require(field: str, value: str) -> None:
     check_text(field, value, MAX_JOB_SET_ID)
 
 
-def validate_submission(request: submit_pb2.JobSubmitRequest,
-                        config) -> list[submit_pb2.JobSubmitRequestItem]:  # type: ignore[no-untyped-def]
+def validate_submission(
+    request: submit_pb2.JobSubmitRequest, config
+) -> list[submit_pb2.JobSubmitRequestItem]:  # type: ignore[no-untyped-def]
     try:
         return validate_request(request, config)
     except (UnicodeDecodeError, TypeError):
@@ -70,12 +71,12 @@ def invalid_text(message, path: str = "") -> str | None:  # type: ignore[no-unty
 
 def builtin_capabilities(config) -> ExecutorCapabilities | None:  # type: ignore[no-untyped-def]
     """What the server's own executor honours, known before its first sync."""
-    declared = {"local": local_capabilities, "simulated": full_capabilities}.get(
-        config.executor)
+    declared = {"local": local_capabilities, "simulated": full_capabilities}.get(config.executor)
     if declared is None:
         return None
-    return ExecutorCapabilities(config.executor_id, config.pool,
-                                tuple(declared().unsupported_pod_fields))
+    return ExecutorCapabilities(
+        config.executor_id, config.pool, tuple(declared().unsupported_pod_fields)
+    )
 
 
 class SubmitService(submit_pb2_grpc.SubmitServicer):
@@ -83,11 +84,19 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         self.ctx = ctx
         self.queues = queues
         self.submission = ctx.config.submission()
-        self.capabilities = CapabilityIndex(ctx.store.engine,
-                                            builtin=builtin_capabilities(ctx.config))
+        self.capabilities = CapabilityIndex(
+            ctx.store.engine, builtin=builtin_capabilities(ctx.config)
+        )
         # Upstream kept the queue calls on Submit for older clients: same behaviour.
-        for name in ("CreateQueue", "CreateQueues", "UpdateQueue", "UpdateQueues",
-                     "DeleteQueue", "GetQueue", "GetQueues"):
+        for name in (
+            "CreateQueue",
+            "CreateQueues",
+            "UpdateQueue",
+            "UpdateQueues",
+            "DeleteQueue",
+            "GetQueue",
+            "GetQueues",
+        ):
             setattr(self, name, getattr(queues, name))
 
     @rpc
@@ -96,15 +105,23 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         items = await self.ctx.run(self._validate, request)
         await self.ctx.authorize(request.queue, "submit")
         who = principal_of(context)
-        ids = await self.ctx.run(self.ctx.store.submit, request.queue, request.job_set_id,
-                                 items, owner=who.name, groups=who.groups)
+        ids = await self.ctx.run(
+            self.ctx.store.submit,
+            request.queue,
+            request.job_set_id,
+            items,
+            owner=who.name,
+            groups=who.groups,
+        )
         self.ctx.metrics.jobs_submitted.labels(request.queue).inc(len(ids))
         self.ctx.wake_scheduler()
         return submit_pb2.JobSubmitResponse(
-            job_response_items=[submit_pb2.JobSubmitResponseItem(job_id=i) for i in ids])
+            job_response_items=[submit_pb2.JobSubmitResponseItem(job_id=i) for i in ids]
+        )
 
-    def _validate(self, request: submit_pb2.JobSubmitRequest
-                  ) -> list[submit_pb2.JobSubmitRequestItem]:
+    def _validate(
+        self, request: submit_pb2.JobSubmitRequest
+    ) -> list[submit_pb2.JobSubmitRequestItem]:
         items = validate_submission(request, self.submission)
         self.capabilities.check(items)  # refuse what no executor of the pool can honour
         return items
@@ -117,9 +134,14 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         if not ids:
             raise InvalidArgument("job_ids: name at least one job (CancelJobSet cancels a set)")
         await self.ctx.authorize(request.queue, "cancel")
-        cancelled = await self.ctx.run(self.ctx.store.cancel, request.queue,
-                                       request.job_set_id, ids, reason=request.reason,
-                                       requestor=principal_of(context).name)
+        cancelled = await self.ctx.run(
+            self.ctx.store.cancel,
+            request.queue,
+            request.job_set_id,
+            ids,
+            reason=request.reason,
+            requestor=principal_of(context).name,
+        )
         return submit_pb2.CancellationResult(cancelled_ids=cancelled)
 
     @rpc
@@ -128,9 +150,15 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         _require("job_set_id", request.job_set_id)
         states = states_from_filter(request.filter.states)
         await self.ctx.authorize(request.queue, "cancel")
-        await self.ctx.run(self.ctx.store.cancel, request.queue, request.job_set_id, None,
-                           states=states, reason=request.reason,
-                           requestor=principal_of(context).name)
+        await self.ctx.run(
+            self.ctx.store.cancel,
+            request.queue,
+            request.job_set_id,
+            None,
+            states=states,
+            reason=request.reason,
+            requestor=principal_of(context).name,
+        )
         return empty_pb2.Empty()
 
     @rpc
@@ -138,13 +166,18 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         _require("queue", request.queue)
         _require("job_set_id", request.job_set_id)
         if not math.isfinite(request.new_priority) or request.new_priority < 0:
-            raise InvalidArgument(f"new_priority: must be a non-negative number, got "
-                                  f"{request.new_priority}")
+            raise InvalidArgument(
+                f"new_priority: must be a non-negative number, got {request.new_priority}"
+            )
         await self.ctx.authorize(request.queue, "reprioritize")
-        results = await self.ctx.run(self.ctx.store.reprioritize, request.queue,
-                                     request.job_set_id, list(request.job_ids),
-                                     request.new_priority,
-                                     requestor=principal_of(context).name)
+        results = await self.ctx.run(
+            self.ctx.store.reprioritize,
+            request.queue,
+            request.job_set_id,
+            list(request.job_ids),
+            request.new_priority,
+            requestor=principal_of(context).name,
+        )
         return submit_pb2.JobReprioritizeResponse(reprioritization_results=results)
 
     @rpc
@@ -152,10 +185,14 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         _require("queue", request.queue)
         _require("job_set_id", request.job_set_id)
         await self.ctx.authorize(request.queue, "preempt")
-        results = await self.ctx.run(self.ctx.store.request_preemption, request.queue,
-                                     request.job_set_id, list(request.job_ids),
-                                     reason=request.reason,
-                                     requestor=principal_of(context).name)
+        results = await self.ctx.run(
+            self.ctx.store.request_preemption,
+            request.queue,
+            request.job_set_id,
+            list(request.job_ids),
+            reason=request.reason,
+            requestor=principal_of(context).name,
+        )
         return submit_pb2.PreemptionResult(preemption_results=results)
 
     @rpc

@@ -103,8 +103,7 @@ def executemany(conn: Connection, stmt, rows: Sequence[dict]) -> int:  # type: i
         compiled = stmt.compile(dialect=conn.dialect, column_keys=list(keys))
         names = tuple(compiled.positiontup or ())
         columns = stmt.table.c
-        dated = tuple(n for n in names
-                      if n in columns and isinstance(columns[n].type, DateTime))
+        dated = tuple(n for n in names if n in columns and isinstance(columns[n].type, DateTime))
         found = _COMPILED[(id(stmt), keys)] = (compiled.string, names, dated)
     sql, names, dated = found
     for r in rows:

@@ -50,13 +50,16 @@ def retried(method: Callable[P, R]) -> Callable[P, R]:
             except Conflict as e:
                 if attempt == ATTEMPTS:
                     raise
-                log.info("%s: %s; deciding again (attempt %d)", method.__name__, e,
-                         attempt + 1)
+                log.info("%s: %s; deciding again (attempt %d)", method.__name__, e, attempt + 1)
             except DBAPIError as e:
                 if attempt == ATTEMPTS or not _transient(e):
                     raise
-                log.info("%s: %s; trying again (attempt %d)", method.__name__,
-                         str(e.orig).strip().splitlines()[0], attempt + 1)
+                log.info(
+                    "%s: %s; trying again (attempt %d)",
+                    method.__name__,
+                    str(e.orig).strip().splitlines()[0],
+                    attempt + 1,
+                )
         raise AssertionError("unreachable")
 
     return again

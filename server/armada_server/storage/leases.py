@@ -137,7 +137,7 @@ class _LazySpec:
         if len(job_id) >= 128:
             return None
         prefix = b"\n" + bytes((len(job_id),)) + job_id.encode()
-        return self.raw[len(prefix):] if self.raw.startswith(prefix) else None
+        return self.raw[len(prefix) :] if self.raw.startswith(prefix) else None
 
 
 @dataclass(frozen=True)
@@ -204,17 +204,26 @@ def _from_timestamp(ts) -> datetime:  # type: ignore[no-untyped-def]
 def _failure(update: executor_pb2.RunUpdate.Failed) -> Failure:
     """The failure an executor reports, its texts cleaned and bounded: one NUL would make
     PostgreSQL refuse the executor's whole sync, and a huge text would be in every event."""
+
     def word(value: str) -> str:
         return clean_text(value, MAX_FAILURE_WORD)
 
     return Failure(
         reason=clean_text(update.reason, MAX_FAILURE_TEXT) or "failed",
-        containers=tuple(ContainerResult(word(c.name), c.exit_code,
-                                         clean_text(c.message, MAX_FAILURE_TEXT),
-                                         word(c.reason), c.init_container)
-                         for c in update.containers),
-        condition=clean_text(update.condition, MAX_CONDITION), category=word(update.category),
-        subcategory=word(update.subcategory))
+        containers=tuple(
+            ContainerResult(
+                word(c.name),
+                c.exit_code,
+                clean_text(c.message, MAX_FAILURE_TEXT),
+                word(c.reason),
+                c.init_container,
+            )
+            for c in update.containers
+        ),
+        condition=clean_text(update.condition, MAX_CONDITION),
+        category=word(update.category),
+        subcategory=word(update.subcategory),
+    )
 
 
 _gc_lock = threading.Lock()
@@ -262,8 +271,13 @@ class LeaseOps:
 
     # --- executors ------------------------------------------------------------------------
 
-    def executor_sync(self, request: executor_pb2.SyncRequest, *, now: datetime | None = None,
-                      nodes: bytes | None = None) -> executor_pb2.SyncResponse:
+    def executor_sync(
+        self,
+        request: executor_pb2.SyncRequest,
+        *,
+        now: datetime | None = None,
+        nodes: bytes | None = None,
+    ) -> executor_pb2.SyncResponse:
         """Record the executor's nodes and run updates, renew its leases, hand out work.
         `nodes` is `encode_nodes(request.nodes)` when the caller has it already.
 
@@ -277,9 +291,13 @@ class LeaseOps:
         except (InvalidArgument, DBAPIError) as e:
             if not request.updates:
                 raise
-            log.warning("executor %s: its sync could not be stored (%s); applying its %d "
-                        "reports one at a time", request.executor_id, _first_line(e),
-                        len(request.updates))
+            log.warning(
+                "executor %s: its sync could not be stored (%s); applying its %d "
+                "reports one at a time",
+                request.executor_id,
+                _first_line(e),
+                len(request.updates),
+            )
         for u in request.updates:
             try:
                 self._sync(request, [u], nodes, now, hand_out=False)
@@ -288,25 +306,41 @@ class LeaseOps:
         return self._sync(request, [], nodes, now)
 
     @retried
-    def _sync(self, request: executor_pb2.SyncRequest,
-              updates: Sequence[executor_pb2.RunUpdate], nodes: bytes, now: datetime, *,
-              hand_out: bool = True) -> executor_pb2.SyncResponse:
+    def _sync(
+        self,
+        request: executor_pb2.SyncRequest,
+        updates: Sequence[executor_pb2.RunUpdate],
+        nodes: bytes,
+        now: datetime,
+        *,
+        hand_out: bool = True,
+    ) -> executor_pb2.SyncResponse:
         executor = request.executor_id
         with bulk(), self._write() as (conn, touched):
             # Nodes rarely change between syncs: renew the row without rewriting them (a
             # megabyte for 10,000 nodes) when they are what is stored.
             # What the executor can honour (None: it never said), read by submissions.
-            capabilities = (request.capabilities.SerializeToString()
-                            if request.HasField("capabilities") else None)
-            renewed = conn.execute(update(t.executors).where(
-                t.executors.c.id == executor, t.executors.c.nodes == nodes).values(
-                    pool=request.pool, last_seen=now, capabilities=capabilities)).rowcount
+            capabilities = (
+                request.capabilities.SerializeToString()
+                if request.HasField("capabilities")
+                else None
+            )
+            renewed = conn.execute(
+                update(t.executors)
+                .where(t.executors.c.id == executor, t.executors.c.nodes == nodes)
+                .values(pool=request.pool, last_seen=now, capabilities=capabilities)
+            ).rowcount
             if not renewed:
-                row = {"pool": request.pool, "nodes": nodes, "last_seen": now,
-                       "capabilities": capabilities}
+                row = {
+                    "pool": request.pool,
+                    "nodes": nodes,
+                    "last_seen": now,
+                    "capabilities": capabilities,
+                }
                 stmt = self._insert(t.executors).values(id=executor, **row)
-                conn.execute(stmt.on_conflict_do_update(index_elements=[t.executors.c.id],
-                                                        set_=row))
+                conn.execute(
+                    stmt.on_conflict_do_update(index_elements=[t.executors.c.id], set_=row)
+                )
             catalogue: Catalogue | None = None
             # Every job the updates name, read at once; updates apply in order to the job as
             # the previous ones left it (running and succeeded may arrive in one sync).
@@ -331,60 +365,86 @@ class LeaseOps:
                     log.info("ignoring %s for run %s: %s", kind, u.run_id, e)
                     continue
                 except Exception as e:  # one job's report must not stop the executor
-                    after, more = self._isolate(job, "executor report", f"the executor's "
-                                                f"{kind} report could not be processed", e, now)
+                    after, more = self._isolate(
+                        job,
+                        "executor report",
+                        f"the executor's {kind} report could not be processed",
+                        e,
+                        now,
+                    )
                 before.setdefault(job.id, job)
                 jobs[job.id] = after
                 events.extend(more)
             changes: list[tuple[Job, Job, list]] = [
-                (job, jobs[job_id], []) for job_id, job in before.items()]
+                (job, jobs[job_id], []) for job_id, job in before.items()
+            ]
             restarts, more = self._restart_gangs(conn, changes, now)
-            self._save_many(conn, touched, changes + restarts, events + more,
-                            confirmed=confirmed)
+            self._save_many(conn, touched, changes + restarts, events + more, confirmed=confirmed)
             held = set(request.run_ids)
             self._release(conn, executor, held)
             if not hand_out:
                 return executor_pb2.SyncResponse()
-            return self._work_for(conn, touched, executor, held,
-                                  {u.run_id for u in request.updates}, now)
+            return self._work_for(
+                conn, touched, executor, held, {u.run_id for u in request.updates}, now
+            )
 
-    def _isolate(self, job: Job, stage: str, what: str, error: Exception,
-                 now: datetime) -> tuple[Job, list]:
+    def _isolate(
+        self, job: Job, stage: str, what: str, error: Exception, now: datetime
+    ) -> tuple[Job, list]:
         """Fail `job` alone for an error its processing raised, so that everyone else's
         work goes on; the reason names the problem (counted by `stage` in a metric)."""
         log.error("job %s: %s", job.id, what, exc_info=error)
         self.isolated_failures[stage] += 1
-        failure = Failure(reason=clean_reason(f"{what}: {type(error).__name__}: {error}"),
-                          category="internal", subcategory="server_error")
+        failure = Failure(
+            reason=clean_reason(f"{what}: {type(error).__name__}: {error}"),
+            category="internal",
+            subcategory="server_error",
+        )
         return lifecycle.fail(job, failure, retry=False, now=now)
 
-    def _refuse_report(self, executor: str, u: executor_pb2.RunUpdate, error: Exception,
-                       now: datetime) -> None:
+    def _refuse_report(
+        self, executor: str, u: executor_pb2.RunUpdate, error: Exception, now: datetime
+    ) -> None:
         """A report the database refuses even alone: its job fails, saying why (the executor
         never sends it again, and the run would otherwise be lost track of)."""
         kind = u.WhichOneof("update")
         self.isolated_failures["executor report"] += 1
-        log.error("executor %s: the %s report of run %s cannot be stored: %s", executor, kind,
-                  u.run_id, _first_line(error))
+        log.error(
+            "executor %s: the %s report of run %s cannot be stored: %s",
+            executor,
+            kind,
+            u.run_id,
+            _first_line(error),
+        )
         reason = f"the executor's {kind} report could not be stored: {_first_line(error)}"
         try:
-            self._fail_now({u.job_id: reason}, "server_error",
-                           lambda job: job.active_run is not None
-                           and job.active_run.id == u.run_id, now)
+            self._fail_now(
+                {u.job_id: reason},
+                "server_error",
+                lambda job: job.active_run is not None and job.active_run.id == u.run_id,
+                now,
+            )
         except Exception:
             log.exception("job %s: could not fail it either", u.job_id)
 
     def _release(self, conn: Connection, executor: str, held: set[str]) -> None:
         """Runs the server stopped keep their node's capacity until their executor no
         longer holds them (it has seen them end); from then on the node is free."""
-        ended = [r for r in conn.execute(select(t.runs.c.id).where(
-            t.runs.c.cluster_id == executor, t.runs.c.releases_at.is_not(None))).scalars()
-            if r not in held]
+        ended = [
+            r
+            for r in conn.execute(
+                select(t.runs.c.id).where(
+                    t.runs.c.cluster_id == executor, t.runs.c.releases_at.is_not(None)
+                )
+            ).scalars()
+            if r not in held
+        ]
         for chunk in chunks(ended, 500):
             conn.execute(update(t.runs).where(t.runs.c.id.in_(chunk)).values(releases_at=None))
 
-    def _restart_gangs(self, conn: Connection, changes: list[tuple[Job, Job, list]],
-                       now: datetime) -> tuple[list[tuple[Job, Job, list]], list]:
+    def _restart_gangs(
+        self, conn: Connection, changes: list[tuple[Job, Job, list]], now: datetime
+    ) -> tuple[list[tuple[Job, Job, list]], list]:
         """Gangs run together, so they are retried together (seed 001: a new generation):
         when a member that was running is queued again for a retry, every other member
         still running is stopped and queued again with it. Members already being preempted
@@ -402,8 +462,12 @@ class LeaseOps:
         holds; the other members' changes are returned, with the events of all of them."""
         retried: dict[tuple[str, str], list[Job]] = {}
         for before, after, _ in changes:
-            if before.state in ACTIVE_JOB_STATES and after.state == JobState.QUEUED and (
-                    g := after.gang) is not None and g.cardinality > 1:
+            if (
+                before.state in ACTIVE_JOB_STATES
+                and after.state == JobState.QUEUED
+                and (g := after.gang) is not None
+                and g.cardinality > 1
+            ):
                 retried.setdefault((after.queue, g.id), []).append(after)
         if not retried:
             return [], []
@@ -414,30 +478,37 @@ class LeaseOps:
             generation = {m.id for m in members}
             # Each other member as this transaction leaves it so far.
             others: list[tuple[Job, Job, list]] = []
-            for stored in self._load_jobs(conn, and_(t.jobs.c.queue == queue,
-                                                     t.jobs.c.gang_id == gang_id)):
+            for stored in self._load_jobs(
+                conn, and_(t.jobs.c.queue == queue, t.jobs.c.gang_id == gang_id)
+            ):
                 if stored.id in generation:
                     continue
-                others.append(changes[index[stored.id]] if stored.id in index
-                              else (stored, stored, []))
-            if _elastic_retry([*members, *(current for _, current, _ in others)],
-                              generation):
+                others.append(
+                    changes[index[stored.id]] if stored.id in index else (stored, stored, [])
+                )
+            if _elastic_retry([*members, *(current for _, current, _ in others)], generation):
                 continue
             member = members[0]
             waits = [m.retry_after for m in members if m.retry_after is not None]
             retry_after = max(waits) if waits else None
-            failure = Failure(reason=f"gang member {member.id} is being retried: the gang "
-                                     "restarts together", category="internal",
-                              subcategory="gang_restart")
+            failure = Failure(
+                reason=f"gang member {member.id} is being retried: the gang restarts together",
+                category="internal",
+                subcategory="gang_restart",
+            )
             for before, current, old in others:
                 if current.terminal:
                     continue  # ended: not part of the new generation
                 generation.add(current.id)
-                if current.state not in ACTIVE_JOB_STATES or current.preempt_requested or (
-                        current.active_run is None):
+                if (
+                    current.state not in ACTIVE_JOB_STATES
+                    or current.preempt_requested
+                    or (current.active_run is None)
+                ):
                     continue
-                after, more = lifecycle.fail(current, failure, retry=True, now=now,
-                                             retry_after=retry_after)
+                after, more = lifecycle.fail(
+                    current, failure, retry=True, now=now, retry_after=retry_after
+                )
                 events.extend(more)
                 if current.id in index:
                     changes[index[current.id]] = (before, after, old)
@@ -446,8 +517,14 @@ class LeaseOps:
             start_gang_generation(conn, sorted(generation))
         return out, events
 
-    def _apply_update(self, conn: Connection, catalogue: Catalogue | None, job: Job,
-                      u: executor_pb2.RunUpdate, now: datetime):  # type: ignore[no-untyped-def]
+    def _apply_update(
+        self,
+        conn: Connection,
+        catalogue: Catalogue | None,
+        job: Job,
+        u: executor_pb2.RunUpdate,
+        now: datetime,
+    ):  # type: ignore[no-untyped-def]
         kind = u.WhichOneof("update")
         when = _from_timestamp(u.time) if u.HasField("time") else now
         run = job.latest_run
@@ -455,36 +532,51 @@ class LeaseOps:
         if kind == "pending":
             return lifecycle.mark_pending(job, now=when, kubernetes_id=u.pending.kubernetes_id)
         if kind == "running":
-            return lifecycle.mark_running(job, now=when, node=u.running.node,
-                                          kubernetes_id=u.running.kubernetes_id)
+            return lifecycle.mark_running(
+                job, now=when, node=u.running.node, kubernetes_id=u.running.kubernetes_id
+            )
         if kind == "succeeded":
             return lifecycle.succeed(job, now=when)
         if kind == "ingress_info":
-            return lifecycle.report_ingress(job, addresses={
-                port: clean_text(address, MAX_FAILURE_WORD)
-                for port, address in u.ingress_info.addresses.items()},
-                                            now=when)
+            return lifecycle.report_ingress(
+                job,
+                addresses={
+                    port: clean_text(address, MAX_FAILURE_WORD)
+                    for port, address in u.ingress_info.addresses.items()
+                },
+                now=when,
+            )
         assert catalogue is not None
         if kind == "failed":
             failure = _failure(u.failed)
-            decision = self.retries.decide(conn, catalogue, job,
-                                           run_failure(job, failure, node=run.node), when)
-            return lifecycle.fail(job, failure, retry=decision.retry, now=when,
-                                  retry_after=decision.retry_after)
+            decision = self.retries.decide(
+                conn, catalogue, job, run_failure(job, failure, node=run.node), when
+            )
+            return lifecycle.fail(
+                job, failure, retry=decision.retry, now=when, retry_after=decision.retry_after
+            )
         if kind == "returned":
             failure = Failure(reason=clean_reason(u.returned.reason) or "lease returned")
             decision = self.retries.decide(
-                conn, catalogue, job,
-                run_failure(job, failure, node=run.node, returned_lease=True), when)
-            job2, events = lifecycle.return_lease(job, reason=failure.reason,
-                                                  run_attempted=u.returned.run_attempted,
-                                                  now=when)
+                conn,
+                catalogue,
+                job,
+                run_failure(job, failure, node=run.node, returned_lease=True),
+                when,
+            )
+            job2, events = lifecycle.return_lease(
+                job, reason=failure.reason, run_attempted=u.returned.run_attempted, now=when
+            )
             if decision.retry:
                 return job2, events
-            job3, more = lifecycle.fail(job2, Failure(reason=decision.reason,
-                                                      category="internal",
-                                                      subcategory="max_runs_exceeded"),
-                                        retry=False, now=when)
+            job3, more = lifecycle.fail(
+                job2,
+                Failure(
+                    reason=decision.reason, category="internal", subcategory="max_runs_exceeded"
+                ),
+                retry=False,
+                now=when,
+            )
             return job3, events + more
         if kind == "stopped":
             if not job.preempt_requested:
@@ -493,19 +585,37 @@ class LeaseOps:
             # preempted.
             reason = run.reason or "preempted"
             failure = Failure(reason=reason, condition="Preempted")
-            decision = self.retries.decide(conn, catalogue, job,
-                                           run_failure(job, failure, node=run.node), when)
+            decision = self.retries.decide(
+                conn, catalogue, job, run_failure(job, failure, node=run.node), when
+            )
             # The job the cycle that preempted the run made room for (none for a manual
             # preemption), as apply_schedule recorded it on the run.
-            preempting = conn.execute(select(t.runs.c.preempting_job_id).where(
-                t.runs.c.id == run.id)).scalar_one_or_none() or ""
-            return lifecycle.preempt(job, reason=reason, now=when, retry=decision.retry,
-                                     retry_after=decision.retry_after, requestor="scheduler",
-                                     preempting_job_id=preempting)
+            preempting = (
+                conn.execute(
+                    select(t.runs.c.preempting_job_id).where(t.runs.c.id == run.id)
+                ).scalar_one_or_none()
+                or ""
+            )
+            return lifecycle.preempt(
+                job,
+                reason=reason,
+                now=when,
+                retry=decision.retry,
+                retry_after=decision.retry_after,
+                requestor="scheduler",
+                preempting_job_id=preempting,
+            )
         raise IllegalTransition(f"unknown update {kind!r}")
 
-    def _work_for(self, conn: Connection, touched: set, executor: str, held: set[str],
-                  updated: set[str], now: datetime) -> executor_pb2.SyncResponse:
+    def _work_for(
+        self,
+        conn: Connection,
+        touched: set,
+        executor: str,
+        held: set[str],
+        updated: set[str],
+        now: datetime,
+    ) -> executor_pb2.SyncResponse:
         response = executor_pb2.SyncResponse()
         # One narrow read of the executor's active runs (an executor may hold 100,000 and
         # syncs often) and one of those to preempt; what a new lease needs (its placement
@@ -513,34 +623,56 @@ class LeaseOps:
         leased: list[str] = []
         started: set[str] = set()
         is_leased = int(RunState.LEASED)
-        for run_id, state in fetch(conn, select(t.runs.c.id, t.runs.c.state).where(
-                t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES))):
+        for run_id, state in fetch(
+            conn,
+            select(t.runs.c.id, t.runs.c.state).where(
+                t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES)
+            ),
+        ):
             if state == is_leased:
                 leased.append(run_id)
             else:
                 started.add(run_id)
-        for run_id, job_id in fetch(conn, select(t.runs.c.id, t.runs.c.job_id).join(
-                t.jobs, t.jobs.c.id == t.runs.c.job_id).where(
-                    t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES),
-                    t.jobs.c.preempt_requested)):
+        for run_id, job_id in fetch(
+            conn,
+            select(t.runs.c.id, t.runs.c.job_id)
+            .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+            .where(
+                t.runs.c.cluster_id == executor,
+                t.runs.c.state.in_(ACTIVE_RUN_STATES),
+                t.jobs.c.preempt_requested,
+            ),
+        ):
             if run_id in held:
-                response.stop.add(run_id=run_id, job_id=job_id, reason="preempted",
-                                  preempt=True)
+                response.stop.add(run_id=run_id, job_id=job_id, reason="preempted", preempt=True)
         active = started.union(leased)
         new = [r for r in leased if r not in held]
         lost_runs = started - held - updated
         lost: list[str] = []
         for chunk in chunks(sorted(lost_runs), 500):
-            lost += conn.execute(select(t.runs.c.job_id).where(
-                t.runs.c.id.in_(chunk))).scalars().all()
+            lost += (
+                conn.execute(select(t.runs.c.job_id).where(t.runs.c.id.in_(chunk))).scalars().all()
+            )
         size = 0
         unsendable: dict[str, str] = {}
         for chunk in chunks(new, 500):
             if size >= MAX_LEASE_BYTES:
                 break
-            rows = {r[0]: r for r in fetch(conn, select(
-                t.runs.c.id, t.runs.c.job_id, t.runs.c.run_index, t.runs.c.node, t.jobs.c.spec)
-                .join(t.jobs, t.jobs.c.id == t.runs.c.job_id).where(t.runs.c.id.in_(chunk)))}
+            rows = {
+                r[0]: r
+                for r in fetch(
+                    conn,
+                    select(
+                        t.runs.c.id,
+                        t.runs.c.job_id,
+                        t.runs.c.run_index,
+                        t.runs.c.node,
+                        t.jobs.c.spec,
+                    )
+                    .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+                    .where(t.runs.c.id.in_(chunk)),
+                )
+            }
             for run_id in chunk:
                 if size >= MAX_LEASE_BYTES:
                     break
@@ -548,33 +680,60 @@ class LeaseOps:
                 if len(spec) + 100 > MAX_LEASE_BYTES:
                     unsendable[job_id] = (  # it would never fit in a response
                         f"the job ({len(spec)} bytes) is larger than the executor protocol "
-                        f"can carry ({MAX_LEASE_BYTES} bytes)")
+                        f"can carry ({MAX_LEASE_BYTES} bytes)"
+                    )
                     continue
                 size += len(spec) + 100
-                lease = response.leases.add(run_id=run_id, run_index=run_index, node=node,
-                                            pod_name=pod_name(job_id, run_index))
+                lease = response.leases.add(
+                    run_id=run_id,
+                    run_index=run_index,
+                    node=node,
+                    pod_name=pod_name(job_id, run_index),
+                )
                 lease.job.MergeFromString(spec)
         gone = sorted(held - active)
         owners: dict[str, str] = {}
         for chunk in chunks(gone, 500):
-            owners.update(conn.execute(select(t.runs.c.id, t.runs.c.job_id).where(
-                t.runs.c.id.in_(chunk))).all())
+            owners.update(
+                conn.execute(
+                    select(t.runs.c.id, t.runs.c.job_id).where(t.runs.c.id.in_(chunk))
+                ).all()
+            )
         for run_id in gone:
-            response.stop.add(run_id=run_id, job_id=owners.get(run_id) or "",
-                              reason="the run is no longer active", preempt=False)
+            response.stop.add(
+                run_id=run_id,
+                job_id=owners.get(run_id) or "",
+                reason="the run is no longer active",
+                preempt=False,
+            )
         if lost:
-            self._fail_lost(conn, touched, lost, "the executor no longer has the pod",
-                            "pod_missing", now)
+            self._fail_lost(
+                conn, touched, lost, "the executor no longer has the pod", "pod_missing", now
+            )
         if unsendable:
             # Never sent, so the executor holds nothing of them.
             self.isolated_failures["lease"] += self._fail_alone(
-                conn, touched, unsendable, "unsendable",
-                lambda job: job.active_run is not None, now, confirmed=True)
+                conn,
+                touched,
+                unsendable,
+                "unsendable",
+                lambda job: job.active_run is not None,
+                now,
+                confirmed=True,
+            )
         return response
 
-    def _fail_alone(self, conn: Connection, touched: set, failures: Mapping[str, str],
-                    subcategory: str, still: Callable[[Job], bool], now: datetime, *,
-                    confirmed: bool = False) -> int:
+    def _fail_alone(
+        self,
+        conn: Connection,
+        touched: set,
+        failures: Mapping[str, str],
+        subcategory: str,
+        still: Callable[[Job], bool],
+        now: datetime,
+        *,
+        confirmed: bool = False,
+    ) -> int:
         """Fail each job of `failures` with its reason, for good, if it is `still` as the
         failure was decided on; returns how many were failed. `confirmed`: their runs hold
         nothing on their nodes."""
@@ -582,23 +741,43 @@ class LeaseOps:
         for job in self._jobs_by_id(conn, failures).values():
             if not still(job):
                 continue
-            failure = Failure(reason=clean_reason(failures[job.id]), category="internal",
-                              subcategory=subcategory)
+            failure = Failure(
+                reason=clean_reason(failures[job.id]), category="internal", subcategory=subcategory
+            )
             changes.append((job, *lifecycle.fail(job, failure, retry=False, now=now)))
-        self._save_many(conn, touched, changes, confirmed={
-            job.active_run.id for job, _, _ in changes
-            if confirmed and job.active_run is not None})
+        self._save_many(
+            conn,
+            touched,
+            changes,
+            confirmed={
+                job.active_run.id
+                for job, _, _ in changes
+                if confirmed and job.active_run is not None
+            },
+        )
         return len(changes)
 
     @retried
-    def _fail_now(self, failures: Mapping[str, str], subcategory: str,
-                  still: Callable[[Job], bool], now: datetime) -> int:
+    def _fail_now(
+        self,
+        failures: Mapping[str, str],
+        subcategory: str,
+        still: Callable[[Job], bool],
+        now: datetime,
+    ) -> int:
         """_fail_alone in a transaction of its own."""
         with self._write() as (conn, touched):
             return self._fail_alone(conn, touched, failures, subcategory, still, now)
 
-    def _fail_lost(self, conn: Connection, touched: set, job_ids: Sequence[str], reason: str,
-                   subcategory: str, now: datetime) -> None:
+    def _fail_lost(
+        self,
+        conn: Connection,
+        touched: set,
+        job_ids: Sequence[str],
+        reason: str,
+        subcategory: str,
+        now: datetime,
+    ) -> None:
         catalogue = Catalogue.load(conn)
         changes = []
         for job in self._jobs_by_id(conn, job_ids).values():
@@ -608,28 +787,46 @@ class LeaseOps:
             failure = Failure(reason=reason, category="internal", subcategory=subcategory)
             try:
                 decision = self.retries.decide(
-                    conn, catalogue, job,
-                    run_failure(job, failure, node=run.node, returned_lease=True), now)
+                    conn,
+                    catalogue,
+                    job,
+                    run_failure(job, failure, node=run.node, returned_lease=True),
+                    now,
+                )
                 if subcategory == "lease_expired":
-                    after, events = lifecycle.expire_lease(job, retry=decision.retry, now=now,
-                                                           retry_after=decision.retry_after)
+                    after, events = lifecycle.expire_lease(
+                        job, retry=decision.retry, now=now, retry_after=decision.retry_after
+                    )
                 else:
-                    after, events = lifecycle.fail(job, failure, retry=decision.retry, now=now,
-                                                   retry_after=decision.retry_after)
+                    after, events = lifecycle.fail(
+                        job,
+                        failure,
+                        retry=decision.retry,
+                        now=now,
+                        retry_after=decision.retry_after,
+                    )
             except IllegalTransition as e:
                 log.info("job %s: no %s: %s", job.id, subcategory, e)
                 continue
             except Exception as e:  # one job must not stop every cycle's lease expiry
-                after, events = self._isolate(job, subcategory, f"its {subcategory} could "
-                                                                "not be processed", e, now)
+                after, events = self._isolate(
+                    job, subcategory, f"its {subcategory} could not be processed", e, now
+                )
             changes.append((job, after, events))
         restarts, more = self._restart_gangs(conn, changes, now)
         # The executor said it no longer has these runs: they hold no node (pod_missing).
-        confirmed = () if subcategory == "lease_expired" else {
-            job.active_run.id for job, _, _ in changes if job.active_run is not None}
-        self._save_many(conn, touched, changes + restarts,
-                        [e for _, _, events in changes for e in events] + more,
-                        confirmed=confirmed)
+        confirmed = (
+            ()
+            if subcategory == "lease_expired"
+            else {job.active_run.id for job, _, _ in changes if job.active_run is not None}
+        )
+        self._save_many(
+            conn,
+            touched,
+            changes + restarts,
+            [e for _, _, events in changes for e in events] + more,
+            confirmed=confirmed,
+        )
 
     @retried
     def expire_leases(self, *, timeout: float, now: datetime | None = None) -> list[str]:
@@ -638,16 +835,26 @@ class LeaseOps:
         cutoff = now - timedelta(seconds=timeout)
         with self._write() as (conn, touched):
             # Runs whose grace to terminate has run out no longer hold their nodes.
-            conn.execute(update(t.runs).where(t.runs.c.releases_at.is_not(None),
-                                              t.runs.c.releases_at < now)
-                         .values(releases_at=None))
-            stale = [r.id for r in conn.execute(select(t.executors.c.id).where(
-                t.executors.c.last_seen < cutoff))]
+            conn.execute(
+                update(t.runs)
+                .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at < now)
+                .values(releases_at=None)
+            )
+            stale = [
+                r.id
+                for r in conn.execute(
+                    select(t.executors.c.id).where(t.executors.c.last_seen < cutoff)
+                )
+            ]
             if not stale:
                 return []
-            jobs = list(conn.execute(select(t.runs.c.job_id).where(
-                t.runs.c.cluster_id.in_(stale),
-                t.runs.c.state.in_(ACTIVE_RUN_STATES))).scalars())
+            jobs = list(
+                conn.execute(
+                    select(t.runs.c.job_id).where(
+                        t.runs.c.cluster_id.in_(stale), t.runs.c.state.in_(ACTIVE_RUN_STATES)
+                    )
+                ).scalars()
+            )
             if jobs:
                 self._fail_lost(conn, touched, jobs, "lease expired", "lease_expired", now)
             return jobs
@@ -659,16 +866,26 @@ class LeaseOps:
         jobs: dict[str, Job] = {}
         for chunk in chunks(sorted(set(job_ids)), 2000):
             runs: dict[str, list[Run]] = {}
-            for r in fetch(conn, select(*RUN_COLUMNS).where(t.runs.c.job_id.in_(chunk))
-                            .order_by(t.runs.c.job_id, t.runs.c.run_index)):
+            for r in fetch(
+                conn,
+                select(*RUN_COLUMNS)
+                .where(t.runs.c.job_id.in_(chunk))
+                .order_by(t.runs.c.job_id, t.runs.c.run_index),
+            ):
                 runs.setdefault(r[0], []).append(run_from_row(r))
             for r in fetch(conn, select(*JOB_COLUMNS).where(t.jobs.c.id.in_(chunk))):
                 jobs[r[0]] = job_from_row(r, tuple(runs.get(r[0], ())))
         return jobs
 
-    def _save_many(self, conn: Connection, touched: set,
-                   changes: Sequence[tuple[Job, Job, list]], events: Sequence | None = None,
-                   *, confirmed: Collection[str] = ()) -> None:
+    def _save_many(
+        self,
+        conn: Connection,
+        touched: set,
+        changes: Sequence[tuple[Job, Job, list]],
+        events: Sequence | None = None,
+        *,
+        confirmed: Collection[str] = (),
+    ) -> None:
         """The one way a transition is written: the changed jobs (each only where its row
         still has the version it was read at, else Conflict), their latest runs, then the
         events (in `changes` order unless `events` gives them), as one executemany per
@@ -688,8 +905,7 @@ class LeaseOps:
                 if old is not None and _fixed(old) == _fixed(after.runs[-1]):
                     # Only what a run's later events change: rewriting the columns of the
                     # (job_id, run_index) index cost SQLite an index update per row.
-                    changed_runs.append({k: row[k] for k in _RUN_CHANGES}
-                                        | {"_id": row["id"]})
+                    changed_runs.append({k: row[k] for k in _RUN_CHANGES} | {"_id": row["id"]})
                 elif old is not None:
                     row["_id"] = row.pop("id")
                     changed_full.append(row)
@@ -698,8 +914,9 @@ class LeaseOps:
             all_events.extend(more)
         written = executemany(conn, _UPDATE_JOBS, job_rows)
         if written != len(job_rows):
-            raise Conflict(f"{len(job_rows) - written} of {len(job_rows)} jobs changed since "
-                           "they were read")
+            raise Conflict(
+                f"{len(job_rows) - written} of {len(job_rows)} jobs changed since they were read"
+            )
         executemany(conn, _INSERT_RUNS, new_runs)
         executemany(conn, _UPDATE_RUNS, changed_runs)
         executemany(conn, _UPDATE_RUNS, changed_full)
@@ -713,23 +930,38 @@ class LeaseOps:
         """How many executors synced within the timeout (a cheap check before a snapshot)."""
         cutoff = (now or self.clock()) - timedelta(seconds=executor_timeout)
         with self._read() as conn:
-            return conn.execute(select(func.count()).select_from(t.executors).where(
-                t.executors.c.last_seen >= cutoff)).scalar_one()
+            return conn.execute(
+                select(func.count())
+                .select_from(t.executors)
+                .where(t.executors.c.last_seen >= cutoff)
+            ).scalar_one()
 
-    def scheduling_state(self, *, executor_timeout: float,
-                         now: datetime | None = None) -> SchedulingState:
+    def scheduling_state(
+        self, *, executor_timeout: float, now: datetime | None = None
+    ) -> SchedulingState:
         now = now or self.clock()
         cutoff = now - timedelta(seconds=executor_timeout)
         with self._read(snapshot=True) as conn:
-            queues = [submit_pb2.Queue.FromString(r.spec) for r in conn.execute(
-                select(t.queues.c.spec).order_by(t.queues.c.name))]
-            executors = [ExecutorNodes(r.id, r.pool, decode_nodes(r.nodes), _unsupported(
-                r.capabilities)) for r in
-                         conn.execute(select(t.executors).where(
-                             t.executors.c.last_seen >= cutoff).order_by(t.executors.c.id))]
+            queues = [
+                submit_pb2.Queue.FromString(r.spec)
+                for r in conn.execute(select(t.queues.c.spec).order_by(t.queues.c.name))
+            ]
+            executors = [
+                ExecutorNodes(r.id, r.pool, decode_nodes(r.nodes), _unsupported(r.capabilities))
+                for r in conn.execute(
+                    select(t.executors)
+                    .where(t.executors.c.last_seen >= cutoff)
+                    .order_by(t.executors.c.id)
+                )
+            ]
             self._mark_cordoned(conn, executors)  # type: ignore[attr-defined]
-            cols = (t.jobs.c.id, t.jobs.c.queue, t.jobs.c.priority, t.jobs.c.submitted_at,
-                    t.jobs.c.spec)
+            cols = (
+                t.jobs.c.id,
+                t.jobs.c.queue,
+                t.jobs.c.priority,
+                t.jobs.c.submitted_at,
+                t.jobs.c.spec,
+            )
             generations = gang_cardinalities(conn, t.jobs.c.state == int(JobState.QUEUED))
             # Driver-level rows and frozen dataclasses filled without __init__: this reads
             # every queued and running job, each cycle.
@@ -739,31 +971,67 @@ class LeaseOps:
             # that succeeded are read below.
             role_key = ann.GANG_ROLE.encode()
             groups: set[tuple[str, str]] = set()
-            for (job_id, queue, priority, submitted, spec, version, avoid,
-                 gang_id) in fetch(conn, select(
-                    *cols, t.jobs.c.version, t.jobs.c.avoid_node, t.jobs.c.gang_id).where(
-                        t.jobs.c.state == int(JobState.QUEUED),
-                        or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now))
-                    .order_by(t.jobs.c.id)):
+            for job_id, queue, priority, submitted, spec, version, avoid, gang_id in fetch(
+                conn,
+                select(*cols, t.jobs.c.version, t.jobs.c.avoid_node, t.jobs.c.gang_id)
+                .where(
+                    t.jobs.c.state == int(JobState.QUEUED),
+                    or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now),
+                )
+                .order_by(t.jobs.c.id),
+            ):
                 job = new(QueuedJob)
-                job.__dict__.update(id=job_id, queue=queue, priority=priority,
-                                    submitted_at=when(submitted), raw=spec, avoid_node=avoid,
-                                    gang_cardinality=generations.get(job_id), version=version)
+                job.__dict__.update(
+                    id=job_id,
+                    queue=queue,
+                    priority=priority,
+                    submitted_at=when(submitted),
+                    raw=spec,
+                    avoid_node=avoid,
+                    gang_cardinality=generations.get(job_id),
+                    version=version,
+                )
                 queued.append(job)
                 if job_id in generations and role_key in spec:
                     groups.add((queue, gang_id))  # retried: earlier members may have succeeded
             running = []
             terminating = []
-            for (job_id, queue, priority, submitted, spec, cluster, node, started, run_id,
-                 leaving, gang_id, excess_flow) in fetch(conn, select(
-                    *cols, t.runs.c.cluster_id, t.runs.c.node, t.runs.c.started_at,
-                    t.runs.c.id, t.jobs.c.preempt_requested, t.jobs.c.gang_id,
-                    t.runs.c.excess_flow)
-                    .join(t.runs, and_(t.runs.c.job_id == t.jobs.c.id,
-                                       t.runs.c.state.in_(ACTIVE_RUN_STATES)))
-                    .where(t.jobs.c.state.in_([int(JobState.LEASED), int(JobState.PENDING),
-                                               int(JobState.RUNNING)]))
-                    .order_by(t.jobs.c.id)):
+            for (
+                job_id,
+                queue,
+                priority,
+                submitted,
+                spec,
+                cluster,
+                node,
+                started,
+                run_id,
+                leaving,
+                gang_id,
+                excess_flow,
+            ) in fetch(
+                conn,
+                select(
+                    *cols,
+                    t.runs.c.cluster_id,
+                    t.runs.c.node,
+                    t.runs.c.started_at,
+                    t.runs.c.id,
+                    t.jobs.c.preempt_requested,
+                    t.jobs.c.gang_id,
+                    t.runs.c.excess_flow,
+                )
+                .join(
+                    t.runs,
+                    and_(t.runs.c.job_id == t.jobs.c.id, t.runs.c.state.in_(ACTIVE_RUN_STATES)),
+                )
+                .where(
+                    t.jobs.c.state.in_(
+                        [int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING)]
+                    )
+                )
+                .order_by(t.jobs.c.id),
+            ):
                 if gang_id is not None and role_key in spec:
                     groups.add((queue, gang_id))
                 if leaving:
@@ -773,48 +1041,69 @@ class LeaseOps:
                     # overcommitted and the next cycle would preempt another job.
                     continue
                 job = new(RunningJob)
-                job.__dict__.update(id=job_id, queue=queue, priority=priority,
-                                    submitted_at=when(submitted), raw=spec,
-                                    node=f"{cluster}/{node}", started_at=when(started),
-                                    run_id=run_id, excess_flow=excess_flow or 0)
+                job.__dict__.update(
+                    id=job_id,
+                    queue=queue,
+                    priority=priority,
+                    submitted_at=when(submitted),
+                    raw=spec,
+                    node=f"{cluster}/{node}",
+                    started_at=when(started),
+                    run_id=run_id,
+                    excess_flow=excess_flow or 0,
+                )
                 running.append(job)
-            for job_id, spec, cluster, node in fetch(conn, select(
-                    t.jobs.c.id, t.jobs.c.spec, t.runs.c.cluster_id, t.runs.c.node)
-                    .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
-                    .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at > now)):
+            for job_id, spec, cluster, node in fetch(
+                conn,
+                select(t.jobs.c.id, t.jobs.c.spec, t.runs.c.cluster_id, t.runs.c.node)
+                .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+                .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at > now),
+            ):
                 stopping = new(TerminatingRun)
                 stopping.__dict__.update(id=job_id, raw=spec, node=f"{cluster}/{node}")
                 terminating.append(stopping)
             succeeded, ended_roles = _ended_members(conn, groups)
-        return SchedulingState(queues, executors, queued, running, terminating, succeeded,
-                               ended_roles)
+        return SchedulingState(
+            queues, executors, queued, running, terminating, succeeded, ended_roles
+        )
 
     def carryover(self) -> str | None:
         """What the scheduling leader last carried over (`scheduling/carryover.py`)."""
         with self._read() as conn:
-            return conn.execute(select(t.scheduler_carryover.c.state).where(
-                t.scheduler_carryover.c.id == 1)).scalar_one_or_none()
+            return conn.execute(
+                select(t.scheduler_carryover.c.state).where(t.scheduler_carryover.c.id == 1)
+            ).scalar_one_or_none()
 
     @retried
     def carry_over(self, state: str, *, now: datetime | None = None) -> None:
         """Keep what the scheduling leader carries to its next cycle, for whoever leads it."""
         now = now or self.clock()
         with self._write() as (conn, _):
-            done = conn.execute(update(t.scheduler_carryover).where(
-                t.scheduler_carryover.c.id == 1).values(state=state, updated_at=now))
+            done = conn.execute(
+                update(t.scheduler_carryover)
+                .where(t.scheduler_carryover.c.id == 1)
+                .values(state=state, updated_at=now)
+            )
             if not done.rowcount:
-                conn.execute(insert(t.scheduler_carryover).values(
-                    id=1, state=state, updated_at=now))
+                conn.execute(
+                    insert(t.scheduler_carryover).values(id=1, state=state, updated_at=now)
+                )
 
     @retried
-    def apply_schedule(self, *, scheduled: Mapping[str, tuple[str, str, str]],
-                       preempted: Iterable[str], failed: Mapping[str, str],
-                       reasons: Mapping[str, str], seen: Mapping[str, int | str],
-                       gangs: Mapping[str, tuple[str, str | None]] | None = None,
-                       preempting: Mapping[str, str] | None = None,
-                       preempt_reasons: Mapping[str, str] | None = None,
-                       charges: Mapping[str, int] | None = None,
-                       now: datetime | None = None) -> int:
+    def apply_schedule(
+        self,
+        *,
+        scheduled: Mapping[str, tuple[str, str, str]],
+        preempted: Iterable[str],
+        failed: Mapping[str, str],
+        reasons: Mapping[str, str],
+        seen: Mapping[str, int | str],
+        gangs: Mapping[str, tuple[str, str | None]] | None = None,
+        preempting: Mapping[str, str] | None = None,
+        preempt_reasons: Mapping[str, str] | None = None,
+        charges: Mapping[str, int] | None = None,
+        now: datetime | None = None,
+    ) -> int:
         """Write one cycle's decisions: leases (job -> executor, node, pool), preemption
         requests, failures, and why the rest stayed queued. Returns the leases made.
 
@@ -846,8 +1135,7 @@ class LeaseOps:
             changed = [j for j in scheduled if unchanged(j) is None]
             skipped_gangs = {gangs[j] for j in changed if gangs and j in gangs}
             if changed:
-                log.info("%d leases not made: their jobs changed since the snapshot",
-                         len(changed))
+                log.info("%d leases not made: their jobs changed since the snapshot", len(changed))
             changes = []
             charged: list[dict] = []  # leased runs -> their excess-flow charge
             run_ids = _new_run_ids(len(scheduled))
@@ -855,8 +1143,9 @@ class LeaseOps:
                 job = unchanged(job_id)
                 if job is None or (gangs and gangs.get(job_id) in skipped_gangs):
                     continue
-                after, events = lifecycle.lease(job, run_id=next(run_ids), cluster_id=executor,
-                                                node=node, pool=pool, now=now)
+                after, events = lifecycle.lease(
+                    job, run_id=next(run_ids), cluster_id=executor, node=node, pool=pool, now=now
+                )
                 changes.append((job, after, events))
                 leased += 1
                 if charges and (charge := charges.get(job_id)):
@@ -870,8 +1159,11 @@ class LeaseOps:
                     continue
                 why = (preempt_reasons or {}).get(job_id)
                 after, events = lifecycle.request_preempt(
-                    job, requestor="scheduler", reason=clean_reason(why) if why
-                    else "preempted by the scheduler", now=now)
+                    job,
+                    requestor="scheduler",
+                    reason=clean_reason(why) if why else "preempted by the scheduler",
+                    now=now,
+                )
                 changes.append((job, after, events))
                 if preempting and (placed := preempting.get(job_id)):
                     made_room.append({"_id": run.id, "preempting_job_id": placed})
@@ -881,31 +1173,46 @@ class LeaseOps:
                 job = unchanged(job_id)
                 if job is None:
                     continue
-                after, events = lifecycle.fail(job, Failure(reason=reason, category="internal",
-                                                            subcategory="unschedulable",
-                                                            condition="Unschedulable"),
-                                               retry=False, now=now)
+                after, events = lifecycle.fail(
+                    job,
+                    Failure(
+                        reason=reason,
+                        category="internal",
+                        subcategory="unschedulable",
+                        condition="Unschedulable",
+                    ),
+                    retry=False,
+                    now=now,
+                )
                 changes.append((job, after, events))
             self._save_many(conn, touched, changes)
             executemany(conn, _UPDATE_RUNS, charged)
             executemany(conn, _UPDATE_RUNS, made_room)
             executemany(conn, _UPDATE_RUNS, why_runs)
             for chunk in chunks(list(scheduled), 500):
-                conn.execute(update(t.jobs).where(t.jobs.c.id.in_(chunk),
-                                                  t.jobs.c.scheduling_reason != "")
-                             .values(scheduling_reason=""))
+                conn.execute(
+                    update(t.jobs)
+                    .where(t.jobs.c.id.in_(chunk), t.jobs.c.scheduling_reason != "")
+                    .values(scheduling_reason="")
+                )
             for reason, group in _group(reasons).items():
                 for i in range(0, len(group), 500):
-                    conn.execute(update(t.jobs).where(
-                        t.jobs.c.id.in_(group[i:i + 500]),
-                        t.jobs.c.scheduling_reason != reason).values(scheduling_reason=reason))
+                    conn.execute(
+                        update(t.jobs)
+                        .where(
+                            t.jobs.c.id.in_(group[i : i + 500]),
+                            t.jobs.c.scheduling_reason != reason,
+                        )
+                        .values(scheduling_reason=reason)
+                    )
         return leased
 
     def fail_jobs(self, failures: Mapping[str, str], *, now: datetime | None = None) -> int:
         """Fail queued jobs that cannot be scheduled at all (e.g. a spec the scheduler cannot
         read), each with its reason; returns how many were failed."""
-        return self._fail_now(failures, "server_error",
-                              lambda job: job.state == JobState.QUEUED, now or self.clock())
+        return self._fail_now(
+            failures, "server_error", lambda job: job.state == JobState.QUEUED, now or self.clock()
+        )
 
 
 # --- bulk statements without SQLAlchemy's per-row work (SQLite) ------------------------------
@@ -917,18 +1224,31 @@ class LeaseOps:
 # ("YYYY-MM-DD HH:MM:SS.ffffff", timezone dropped, as SQLAlchemy's SQLite DateTime does).
 # PostgreSQL keeps the ordinary path: its driver takes datetimes as they are.
 
-_UPDATE_JOBS = update(t.jobs).where(t.jobs.c.id == bindparam("_id"),
-                                    t.jobs.c.version == bindparam("_version"))
+_UPDATE_JOBS = update(t.jobs).where(
+    t.jobs.c.id == bindparam("_id"), t.jobs.c.version == bindparam("_version")
+)
 _INSERT_RUNS = insert(t.runs)
 _UPDATE_RUNS = update(t.runs).where(t.runs.c.id == bindparam("_id"))
 # The run columns set after its lease (see lifecycle's handlers); the rest never change.
-_RUN_CHANGES = ("node", "state", "pending_at", "started_at", "finished_at", "kubernetes_id",
-                "condition", "category", "subcategory", "reason", "containers", "releases_at")
+_RUN_CHANGES = (
+    "node",
+    "state",
+    "pending_at",
+    "started_at",
+    "finished_at",
+    "kubernetes_id",
+    "condition",
+    "category",
+    "subcategory",
+    "reason",
+    "containers",
+    "releases_at",
+)
 
 
-def _ended_members(conn: Connection, groups: Collection[tuple[str, str]]
-                   ) -> tuple[dict[tuple[str, str], dict[str, int]],
-                              dict[tuple[str, str], dict[str, int]]]:
+def _ended_members(
+    conn: Connection, groups: Collection[tuple[str, str]]
+) -> tuple[dict[tuple[str, str], dict[str, int]], dict[tuple[str, str], dict[str, int]]]:
     """Of the pod groups `groups` (queue, gang id), the members that ended: how many of each
     role succeeded, and each role's minimum. One query by gang id (ix_jobs_gang_members),
     parsing only those members' specs; read from storage, so any replica that comes to lead
@@ -940,9 +1260,11 @@ def _ended_members(conn: Connection, groups: Collection[tuple[str, str]]
     ids = sorted({gang_id for _, gang_id in groups})
     ended = sorted(int(s) for s in TERMINAL_STATES)
     for chunk in chunks(ids, 10_000):
-        for queue, gang_id, state, spec in conn.execute(select(
-                t.jobs.c.queue, t.jobs.c.gang_id, t.jobs.c.state, t.jobs.c.spec).where(
-                    t.jobs.c.gang_id.in_(chunk), t.jobs.c.state.in_(ended))):
+        for queue, gang_id, state, spec in conn.execute(
+            select(t.jobs.c.queue, t.jobs.c.gang_id, t.jobs.c.state, t.jobs.c.spec).where(
+                t.jobs.c.gang_id.in_(chunk), t.jobs.c.state.in_(ended)
+            )
+        ):
             key = (queue, gang_id)
             if key not in groups:
                 continue
@@ -982,8 +1304,12 @@ def _elastic_retry(members: Sequence[Job], retried: Collection[str]) -> bool:
     running = 0
     counts: dict[str, int] = {}
     for job in members:
-        keeps = (job.id not in retried and job.state in ACTIVE_JOB_STATES
-                 and not job.preempt_requested and job.active_run is not None)
+        keeps = (
+            job.id not in retried
+            and job.state in ACTIVE_JOB_STATES
+            and not job.preempt_requested
+            and job.active_run is not None
+        )
         running += keeps
         if keeps or job.state == JobState.SUCCEEDED:
             role = job.gang.role  # type: ignore[union-attr]
@@ -1013,7 +1339,7 @@ def _new_run_ids(count: int) -> Iterator[str]:
     for i in range(0, len(random), 16):
         random[i + 6] = (random[i + 6] & 0x0F) | 0x40  # version 4
         random[i + 8] = (random[i + 8] & 0x3F) | 0x80  # RFC 4122 variant
-        h = random[i:i + 16].hex()
+        h = random[i : i + 16].hex()
         yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 

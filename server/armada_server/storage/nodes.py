@@ -57,19 +57,29 @@ class NodeOps:
     def record_executor_control(self, executor_id: str, address: str, token: str) -> None:
         """Where the executor serves ExecutorControl now; written only when it changed."""
         with self._write() as (conn, _):
-            conn.execute(update(t.executors).where(
-                t.executors.c.id == executor_id,
-                or_(t.executors.c.address.is_(None), t.executors.c.address != address,
-                    t.executors.c.address_token.is_(None),
-                    t.executors.c.address_token != token)).values(
-                        address=address, address_token=token))
+            conn.execute(
+                update(t.executors)
+                .where(
+                    t.executors.c.id == executor_id,
+                    or_(
+                        t.executors.c.address.is_(None),
+                        t.executors.c.address != address,
+                        t.executors.c.address_token.is_(None),
+                        t.executors.c.address_token != token,
+                    ),
+                )
+                .values(address=address, address_token=token)
+            )
 
     def executor_control(self, executor_id: str) -> ExecutorControl | None:
         """Where to ask the executor for logs; None for an executor never seen (or one that
         reports no address)."""
         with self._read() as conn:
-            row = conn.execute(select(t.executors.c.address, t.executors.c.address_token)
-                               .where(t.executors.c.id == executor_id)).first()
+            row = conn.execute(
+                select(t.executors.c.address, t.executors.c.address_token).where(
+                    t.executors.c.id == executor_id
+                )
+            ).first()
         if row is None or not row.address:
             return None
         return ExecutorControl(row.address, row.address_token or "")
@@ -78,38 +88,53 @@ class NodeOps:
         """Every node of every executor (as last reported), with its cordon, by executor and
         name. Cordons of nodes no executor reports any more are listed too."""
         with self._read() as conn:
-            cordons = {(r.executor_id, r.node): (when(r.cordoned_at), r.requestor)
-                       for r in conn.execute(select(t.node_cordons))}
+            cordons = {
+                (r.executor_id, r.node): (when(r.cordoned_at), r.requestor)
+                for r in conn.execute(select(t.node_cordons))
+            }
             out = []
-            for r in conn.execute(select(t.executors.c.id, t.executors.c.pool,
-                                         t.executors.c.nodes, t.executors.c.last_seen)
-                                  .order_by(t.executors.c.id)):
+            for r in conn.execute(
+                select(
+                    t.executors.c.id,
+                    t.executors.c.pool,
+                    t.executors.c.nodes,
+                    t.executors.c.last_seen,
+                ).order_by(t.executors.c.id)
+            ):
                 for node in sorted(decode_nodes(r.nodes), key=lambda n: n.name):
                     at, by = cordons.pop((r.id, node.name), (None, ""))
                     out.append(NodeInfo(r.id, r.pool, node, when(r.last_seen), at, by))
             for (executor, name), (at, by) in sorted(cordons.items()):
-                out.append(NodeInfo(executor, "", executor_pb2.Node(name=name),
-                                    at, at, by))
+                out.append(NodeInfo(executor, "", executor_pb2.Node(name=name), at, at, by))
         return out
 
-    def set_node_cordon(self, executor_id: str, node: str, cordoned: bool,
-                        requestor: str = "") -> bool:
+    def set_node_cordon(
+        self, executor_id: str, node: str, cordoned: bool, requestor: str = ""
+    ) -> bool:
         """Cordon or uncordon; False when it already was."""
         with self._write() as (conn, _):
             if not cordoned:
-                return conn.execute(delete(t.node_cordons).where(
-                    t.node_cordons.c.executor_id == executor_id,
-                    t.node_cordons.c.node == node)).rowcount > 0
+                return (
+                    conn.execute(
+                        delete(t.node_cordons).where(
+                            t.node_cordons.c.executor_id == executor_id,
+                            t.node_cordons.c.node == node,
+                        )
+                    ).rowcount
+                    > 0
+                )
             stmt = self._insert(t.node_cordons).values(
-                executor_id=executor_id, node=node, cordoned_at=self.clock(), requestor=requestor)
+                executor_id=executor_id, node=node, cordoned_at=self.clock(), requestor=requestor
+            )
             return conn.execute(stmt.on_conflict_do_nothing()).rowcount > 0
 
     def _mark_cordoned(self, conn: Connection, executors: Sequence[ExecutorNodes]) -> None:
         """Mark cordoned nodes unschedulable in a scheduling state's executors (their node
         messages are this read's own copies)."""
         cordoned: dict[str, set[str]] = {}
-        for executor_id, node in conn.execute(select(t.node_cordons.c.executor_id,
-                                                     t.node_cordons.c.node)):
+        for executor_id, node in conn.execute(
+            select(t.node_cordons.c.executor_id, t.node_cordons.c.node)
+        ):
             cordoned.setdefault(executor_id, set()).add(node)
         if not cordoned:
             return

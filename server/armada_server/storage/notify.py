@@ -21,16 +21,17 @@ _SEP = "\x1f"  # cannot occur in queue names
 def notify(conn: Connection, keys: Iterable[tuple[str, str]]) -> None:
     """Queue a notification for each job set, sent when `conn`'s transaction commits."""
     for queue, job_set in keys:
-        conn.execute(text("SELECT pg_notify(:channel, :payload)"),
-                     {"channel": CHANNEL, "payload": f"{queue}{_SEP}{job_set}"})
+        conn.execute(
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": CHANNEL, "payload": f"{queue}{_SEP}{job_set}"},
+        )
 
 
 class Listener:
     """A thread LISTENing for other replicas' events; reconnects when the connection drops."""
 
     def __init__(self, engine: Engine, wake: Callable[[set[tuple[str, str]]], None]) -> None:
-        self._dsn = engine.url.set(drivername="postgresql").render_as_string(
-            hide_password=False)
+        self._dsn = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._wake = wake
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="armada-listen", daemon=True)

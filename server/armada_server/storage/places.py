@@ -84,8 +84,9 @@ def ordinal(n: int) -> str:
 class PlaceOps:
     """Places in line of queued jobs (mixed into Store, which provides _read and clock)."""
 
-    def queue_places(self, job_ids: Sequence[str],
-                     class_priorities: Mapping[str, int]) -> dict[str, int]:
+    def queue_places(
+        self, job_ids: Sequence[str], class_priorities: Mapping[str, int]
+    ) -> dict[str, int]:
         """Each job's place (1 = next) in its queue's line, for those of `job_ids` in a line:
         queued, of a class in `class_priorities` (name -> priority, the server's classes), not
         waiting out a retry delay, in a queue that is not cordoned. Blocking: reads the
@@ -103,8 +104,9 @@ def _ready(table: Any, now: datetime) -> ColumnElement[bool]:
     return or_(table.c.retry_after.is_(None), table.c.retry_after <= now)
 
 
-def _places(conn: Connection, job_ids: list[str], classes: dict[str, int],
-            now: datetime) -> dict[str, int]:
+def _places(
+    conn: Connection, job_ids: list[str], classes: dict[str, int], now: datetime
+) -> dict[str, int]:
     if not job_ids or not classes:
         return {}
     j = t.jobs
@@ -113,31 +115,57 @@ def _places(conn: Connection, job_ids: list[str], classes: dict[str, int],
         # By id alone: naming the partial indexes' condition here would have SQLite search
         # them instead of the primary key.
         for job_id, queue, pc, priority, submitted, gang, state, retry_after in conn.execute(
-                select(j.c.id, j.c.queue, j.c.priority_class, j.c.priority, j.c.submitted_at,
-                       j.c.gang_id, j.c.state, j.c.retry_after).where(j.c.id.in_(chunk))):
+            select(
+                j.c.id,
+                j.c.queue,
+                j.c.priority_class,
+                j.c.priority,
+                j.c.submitted_at,
+                j.c.gang_id,
+                j.c.state,
+                j.c.retry_after,
+            ).where(j.c.id.in_(chunk))
+        ):
             ready = retry_after is None or when(retry_after) <= now  # type: ignore[operator]
             if state == JobState.QUEUED and ready and pc in classes:
-                asked.append((job_id, queue, gang, (-classes[pc], int(priority), submitted,
-                                                    job_id)))
+                asked.append(
+                    (job_id, queue, gang, (-classes[pc], int(priority), submitted, job_id))
+                )
     queues = sorted({queue for _, queue, _, _ in asked})
-    cordoned = set(conn.execute(select(t.queues.c.name).where(
-        t.queues.c.name.in_(queues), t.queues.c.cordoned)).scalars()) if queues else set()
+    cordoned = (
+        set(
+            conn.execute(
+                select(t.queues.c.name).where(t.queues.c.name.in_(queues), t.queues.c.cordoned)
+            ).scalars()
+        )
+        if queues
+        else set()
+    )
     asked = [a for a in asked if a[1] not in cordoned]
     # A gang member stands where its gang's first member does.
     gangs = sorted({(queue, gang) for _, queue, gang, _ in asked if gang is not None})
     first: dict[tuple[str, str], Key] = {}
     for queue, names in _group(gangs).items():
         for chunk in chunks(names, 500):
-            for gang, pc, priority, submitted, job_id in conn.execute(select(
-                    j.c.gang_id, j.c.priority_class, j.c.priority, j.c.submitted_at, j.c.id)
-                    .where(j.c.state == _QUEUED, j.c.gang_id.is_not(None), j.c.queue == queue,
-                           j.c.gang_id.in_(chunk), _ready(j, now))):
+            for gang, pc, priority, submitted, job_id in conn.execute(
+                select(
+                    j.c.gang_id, j.c.priority_class, j.c.priority, j.c.submitted_at, j.c.id
+                ).where(
+                    j.c.state == _QUEUED,
+                    j.c.gang_id.is_not(None),
+                    j.c.queue == queue,
+                    j.c.gang_id.in_(chunk),
+                    _ready(j, now),
+                )
+            ):
                 if pc in classes:
                     key = (-classes[pc], int(priority), submitted, job_id)
                     if (queue, gang) not in first or key < first[(queue, gang)]:
                         first[(queue, gang)] = key
-    anchor = {job_id: first.get((queue, gang), key) if gang is not None else key
-              for job_id, queue, gang, key in asked}
+    anchor = {
+        job_id: first.get((queue, gang), key) if gang is not None else key
+        for job_id, queue, gang, key in asked
+    }
     queue_of = {job_id: queue for job_id, queue, _, _ in asked}
     anchors: dict[str, set[Key]] = defaultdict(set)
     for job_id, key in anchor.items():
@@ -155,8 +183,9 @@ def _group(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
     return out
 
 
-def _ahead(conn: Connection, queue: str, keys: set[Key], classes: dict[str, int],
-           now: datetime) -> dict[Key, int]:
+def _ahead(
+    conn: Connection, queue: str, keys: set[Key], classes: dict[str, int], now: datetime
+) -> dict[Key, int]:
     """How many gangs of `queue`'s line stand before each key.
 
     Per class, the index entries of the queue (ordered by priority, submit time, id) are cut
@@ -178,22 +207,35 @@ def _ahead(conn: Connection, queue: str, keys: set[Key], classes: dict[str, int]
     before: dict[tuple[str, Bound], int] = {}  # entries of a class before where a range ends
     total: dict[str, int] = defaultdict(int)
     for name, ends in sorted(bounds.items()):
-        ordered: list[Bound] = sorted((e for e in ends if e is not None),
-                                      key=lambda e: (e[0], e[1], e[2]))  # type: ignore[index]
+        ordered: list[Bound] = sorted(
+            (e for e in ends if e is not None), key=lambda e: (e[0], e[1], e[2])
+        )  # type: ignore[index]
         if None in ends:
             ordered.append(None)
         low: Bound = None
         for end in ordered:
             for statement, params in statements.range(low, end):
-                total[name] += conn.execute(statement, {
-                    **params, "queue": queue, "name": name, "now": now}).scalar_one()
+                total[name] += conn.execute(
+                    statement, {**params, "queue": queue, "name": name, "now": now}
+                ).scalar_one()
             before[(name, end)] = total[name]
             low = end
     band: dict[tuple[int, int], list[tuple[Any, str]]] = {}
     for level, n in sorted({(k[0], k[1]) for k in keys}):
         names = [name for name, priority in classes.items() if -priority == level]
-        band[(level, n)] = [tuple(row) for row in conn.execute(statements.band, {  # type: ignore[misc]
-            "queue": queue, "names": names, "now": now, "n": n, "n1": n + 1})]
+        band[(level, n)] = [
+            tuple(row)
+            for row in conn.execute(
+                statements.band,
+                {  # type: ignore[misc]
+                    "queue": queue,
+                    "names": names,
+                    "now": now,
+                    "n": n,
+                    "n1": n + 1,
+                },
+            )
+        ]
     out: dict[Key, int] = {}
     for k in keys:
         count = sum(1 for row in band[(k[0], k[1])] if row < (k[2], k[3]))
@@ -220,17 +262,34 @@ class _Statements:
             return -case(dict(classes), value=table.c.priority_class)
 
         # A gang stands at its first member: the others do not count.
-        earlier_member = exists(select(literal_column("1")).where(
-            o.c.state == _QUEUED, o.c.gang_id.is_not(None), o.c.queue == r.c.queue,
-            o.c.gang_id == r.c.gang_id, _ready(o, now),
-            tuple_(urgency(o), _Truncated(o.c.priority), o.c.submitted_at, o.c.id)
-            < tuple_(urgency(r), _Truncated(r.c.priority), r.c.submitted_at, r.c.id)))
-        line = [r.c.state == _QUEUED, r.c.queue == bindparam("queue", type_=c.queue.type),
-                _ready(r, now), or_(r.c.gang_id.is_(None), not_(earlier_member))]
+        earlier_member = exists(
+            select(literal_column("1")).where(
+                o.c.state == _QUEUED,
+                o.c.gang_id.is_not(None),
+                o.c.queue == r.c.queue,
+                o.c.gang_id == r.c.gang_id,
+                _ready(o, now),
+                tuple_(urgency(o), _Truncated(o.c.priority), o.c.submitted_at, o.c.id)
+                < tuple_(urgency(r), _Truncated(r.c.priority), r.c.submitted_at, r.c.id),
+            )
+        )
+        line = [
+            r.c.state == _QUEUED,
+            r.c.queue == bindparam("queue", type_=c.queue.type),
+            _ready(r, now),
+            or_(r.c.gang_id.is_(None), not_(earlier_member)),
+        ]
         of_class = r.c.priority_class == bindparam("name", type_=c.priority_class.type)
         later = tuple_(r.c.submitted_at, r.c.id)
-        ls, lid, es, eid = (bindparam(n, type_=col.type) for n, col in (
-            ("ls", c.submitted_at), ("lid", c.id), ("es", c.submitted_at), ("eid", c.id)))
+        ls, lid, es, eid = (
+            bindparam(n, type_=col.type)
+            for n, col in (
+                ("ls", c.submitted_at),
+                ("lid", c.id),
+                ("es", c.submitted_at),
+                ("eid", c.id),
+            )
+        )
         self._at: dict[tuple[bool, bool], Select[Any]] = {}
         self._between: dict[tuple[bool, bool], Select[Any]] = {}
         for has_low in (False, True):
@@ -249,14 +308,16 @@ class _Statements:
                     between.append(r.c.priority > bindparam("lp", type_=c.priority.type))
                 if has_end:
                     between.append(r.c.priority < bindparam("ep", type_=c.priority.type))
-                self._between[(has_low, has_end)] = select(func.count()).select_from(r).where(
-                    *between)
+                self._between[(has_low, has_end)] = (
+                    select(func.count()).select_from(r).where(*between)
+                )
         # Entries whose priority has a fractional part, between two integers.
         self.band = select(r.c.submitted_at, r.c.id).where(
-            *line, r.c.priority_class.in_(bindparam("names", expanding=True)),
+            *line,
+            r.c.priority_class.in_(bindparam("names", expanding=True)),
             r.c.priority > bindparam("n", type_=c.priority.type),
-            r.c.priority < bindparam("n1", type_=c.priority.type))
-
+            r.c.priority < bindparam("n1", type_=c.priority.type),
+        )
 
     def range(self, low: Bound, end: Bound) -> list[tuple[Select[Any], dict[str, Any]]]:
         """The counts (statement, parameters) that together cover a class's entries from
@@ -266,8 +327,12 @@ class _Statements:
         if low is None and end is None:
             return [(self._between[(False, False)], {})]
         if low is not None and end is not None and low[0] == end[0]:
-            return [(self._at[(True, True)], {"p": low[0], "ls": low[1], "lid": low[2],
-                                               "es": end[1], "eid": end[2]})]
+            return [
+                (
+                    self._at[(True, True)],
+                    {"p": low[0], "ls": low[1], "lid": low[2], "es": end[1], "eid": end[2]},
+                )
+            ]
         out = []
         if low is not None:
             out.append((self._at[(True, False)], {"p": low[0], "ls": low[1], "lid": low[2]}))

@@ -17,31 +17,86 @@ from armada_core.jobs import ContainerResult, Job, JobState, Run, RunState, gang
 from armada_core.jobs import annotations as ann
 from armada_server.storage import schema as t
 
-JOB_COLUMNS = (t.jobs.c.id, t.jobs.c.spec, t.jobs.c.state, t.jobs.c.priority,
-               t.jobs.c.submitted_at, t.jobs.c.last_transition_at, t.jobs.c.retry_after,
-               t.jobs.c.cancel_requested, t.jobs.c.cancel_reason, t.jobs.c.cancel_user,
-               t.jobs.c.cancelled_at, t.jobs.c.preempt_requested, t.jobs.c.failure_reason,
-               t.jobs.c.version)
-RUN_COLUMNS = (t.runs.c.job_id, t.runs.c.id, t.runs.c.run_index, t.runs.c.cluster_id,
-               t.runs.c.node, t.runs.c.pool, t.runs.c.state, t.runs.c.leased_at,
-               t.runs.c.pending_at, t.runs.c.started_at, t.runs.c.finished_at,
-               t.runs.c.kubernetes_id, t.runs.c.condition, t.runs.c.category,
-               t.runs.c.subcategory, t.runs.c.reason, t.runs.c.containers)
+JOB_COLUMNS = (
+    t.jobs.c.id,
+    t.jobs.c.spec,
+    t.jobs.c.state,
+    t.jobs.c.priority,
+    t.jobs.c.submitted_at,
+    t.jobs.c.last_transition_at,
+    t.jobs.c.retry_after,
+    t.jobs.c.cancel_requested,
+    t.jobs.c.cancel_reason,
+    t.jobs.c.cancel_user,
+    t.jobs.c.cancelled_at,
+    t.jobs.c.preempt_requested,
+    t.jobs.c.failure_reason,
+    t.jobs.c.version,
+)
+RUN_COLUMNS = (
+    t.runs.c.job_id,
+    t.runs.c.id,
+    t.runs.c.run_index,
+    t.runs.c.cluster_id,
+    t.runs.c.node,
+    t.runs.c.pool,
+    t.runs.c.state,
+    t.runs.c.leased_at,
+    t.runs.c.pending_at,
+    t.runs.c.started_at,
+    t.runs.c.finished_at,
+    t.runs.c.kubernetes_id,
+    t.runs.c.condition,
+    t.runs.c.category,
+    t.runs.c.subcategory,
+    t.runs.c.reason,
+    t.runs.c.containers,
+)
 
 _JOB_STATES = {int(s): s for s in JobState}
 _RUN_STATES = {int(s): s for s in RunState}
 _PARSED: dict[str, datetime] = {}
 
-_JOB_FIELDS = ("spec", "state", "priority", "submitted_at", "last_transition_at", "runs",
-               "retry_after", "cancel_requested", "cancel_reason", "cancel_user",
-               "cancelled_at", "preempt_requested", "failure_reason", "version")
-_RUN_FIELDS = ("id", "index", "cluster_id", "node", "pool", "state", "leased_at", "pending_at",
-               "started_at", "finished_at", "kubernetes_id", "containers", "condition",
-               "category", "subcategory", "reason")
+_JOB_FIELDS = (
+    "spec",
+    "state",
+    "priority",
+    "submitted_at",
+    "last_transition_at",
+    "runs",
+    "retry_after",
+    "cancel_requested",
+    "cancel_reason",
+    "cancel_user",
+    "cancelled_at",
+    "preempt_requested",
+    "failure_reason",
+    "version",
+)
+_RUN_FIELDS = (
+    "id",
+    "index",
+    "cluster_id",
+    "node",
+    "pool",
+    "state",
+    "leased_at",
+    "pending_at",
+    "started_at",
+    "finished_at",
+    "kubernetes_id",
+    "containers",
+    "condition",
+    "category",
+    "subcategory",
+    "reason",
+)
 # Rows become Jobs and Runs without their (frozen, validation-free) __init__, tens of
 # thousands per sync; every field is set, which these checks keep true.
-if (tuple(f.name for f in dataclasses.fields(Job)), tuple(
-        f.name for f in dataclasses.fields(Run))) != (_JOB_FIELDS, _RUN_FIELDS):
+if (
+    tuple(f.name for f in dataclasses.fields(Job)),
+    tuple(f.name for f in dataclasses.fields(Run)),
+) != (_JOB_FIELDS, _RUN_FIELDS):
     raise RuntimeError("Job or Run changed its fields: update rows._JOB_FIELDS/_RUN_FIELDS")
 
 
@@ -63,22 +118,59 @@ def when(value: datetime | str | None) -> datetime | None:
 def job_from_row(r: Sequence, runs: tuple[Run, ...]) -> Job:
     """The job of a row of JOB_COLUMNS, with its runs."""
     job = object.__new__(Job)
-    job.__dict__.update(zip(_JOB_FIELDS, (
-        submit_pb2.Job.FromString(r[1]), _JOB_STATES[r[2]], r[3], when(r[4]), when(r[5]),
-        runs, when(r[6]), bool(r[7]), r[8], r[9], when(r[10]), bool(r[11]), r[12], r[13]),
-        strict=True))
+    job.__dict__.update(
+        zip(
+            _JOB_FIELDS,
+            (
+                submit_pb2.Job.FromString(r[1]),
+                _JOB_STATES[r[2]],
+                r[3],
+                when(r[4]),
+                when(r[5]),
+                runs,
+                when(r[6]),
+                bool(r[7]),
+                r[8],
+                r[9],
+                when(r[10]),
+                bool(r[11]),
+                r[12],
+                r[13],
+            ),
+            strict=True,
+        )
+    )
     return job
 
 
 def run_from_row(r: Sequence) -> Run:
     """The run of a row of RUN_COLUMNS."""
-    containers = () if r[16] == "[]" else tuple(
-        ContainerResult(**c) for c in json.loads(r[16]))
+    containers = () if r[16] == "[]" else tuple(ContainerResult(**c) for c in json.loads(r[16]))
     run = object.__new__(Run)
-    run.__dict__.update(zip(_RUN_FIELDS, (
-        r[1], r[2], r[3], r[4], r[5], _RUN_STATES[r[6]], when(r[7]), when(r[8]),
-        when(r[9]), when(r[10]), r[11], containers, r[12], r[13], r[14], r[15]),
-        strict=True))
+    run.__dict__.update(
+        zip(
+            _RUN_FIELDS,
+            (
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                _RUN_STATES[r[6]],
+                when(r[7]),
+                when(r[8]),
+                when(r[9]),
+                when(r[10]),
+                r[11],
+                containers,
+                r[12],
+                r[13],
+                r[14],
+                r[15],
+            ),
+            strict=True,
+        )
+    )
     return run
 
 
@@ -86,16 +178,25 @@ def job_row(job: Job) -> dict:
     """Every column of a new job's row."""
     gang = gang_of(job.spec.annotations)
     return {
-        "id": job.id, "queue": job.queue, "job_set": job.job_set,
+        "id": job.id,
+        "queue": job.queue,
+        "job_set": job.job_set,
         "client_id": job.spec.client_id or None,
         "external_job_uri": job.spec.annotations.get(ann.EXTERNAL_JOB_URI) or None,
-        "state": int(job.state), "priority": job.priority,
-        "priority_class": job.priority_class, "gang_id": gang.id if gang else None,
-        "submitted_at": job.submitted_at, "last_transition_at": job.last_transition_at,
-        "retry_after": job.retry_after, "cancel_requested": job.cancel_requested,
-        "cancel_reason": job.cancel_reason, "cancel_user": job.cancel_user,
-        "cancelled_at": job.cancelled_at, "preempt_requested": job.preempt_requested,
-        "failure_reason": job.failure_reason, "spec": job.spec.SerializeToString(),
+        "state": int(job.state),
+        "priority": job.priority,
+        "priority_class": job.priority_class,
+        "gang_id": gang.id if gang else None,
+        "submitted_at": job.submitted_at,
+        "last_transition_at": job.last_transition_at,
+        "retry_after": job.retry_after,
+        "cancel_requested": job.cancel_requested,
+        "cancel_reason": job.cancel_reason,
+        "cancel_user": job.cancel_user,
+        "cancelled_at": job.cancelled_at,
+        "preempt_requested": job.preempt_requested,
+        "failure_reason": job.failure_reason,
+        "spec": job.spec.SerializeToString(),
     }
 
 
@@ -104,29 +205,47 @@ def mutable_job_row(job: Job) -> dict:
     `_version` (the version `job` was read at) for an UPDATE that also writes the next
     version. The rest (ids, queue, job set, the spec and what derives from it) are fixed at
     submission, and re-serialising the spec per write was a large part of a cycle."""
-    return {"_id": job.id, "_version": job.version, "version": job.version + 1,
-            "state": int(job.state), "priority": job.priority,
-            "last_transition_at": job.last_transition_at, "retry_after": job.retry_after,
-            "cancel_requested": job.cancel_requested, "cancel_reason": job.cancel_reason,
-            "cancel_user": job.cancel_user, "cancelled_at": job.cancelled_at,
-            "preempt_requested": job.preempt_requested, "failure_reason": job.failure_reason}
+    return {
+        "_id": job.id,
+        "_version": job.version,
+        "version": job.version + 1,
+        "state": int(job.state),
+        "priority": job.priority,
+        "last_transition_at": job.last_transition_at,
+        "retry_after": job.retry_after,
+        "cancel_requested": job.cancel_requested,
+        "cancel_reason": job.cancel_reason,
+        "cancel_user": job.cancel_user,
+        "cancelled_at": job.cancelled_at,
+        "preempt_requested": job.preempt_requested,
+        "failure_reason": job.failure_reason,
+    }
 
 
 def run_row(job_id: str, run: Run) -> dict:
     """Every column of a run's row (an empty container list is not encoded per run)."""
     return {
-        "id": run.id, "job_id": job_id, "run_index": run.index, "cluster_id": run.cluster_id,
-        "node": run.node, "pool": run.pool, "state": int(run.state),
-        "leased_at": run.leased_at, "pending_at": run.pending_at,
-        "started_at": run.started_at, "finished_at": run.finished_at,
-        "kubernetes_id": run.kubernetes_id, "condition": run.condition,
-        "category": run.category, "subcategory": run.subcategory, "reason": run.reason,
-        "containers": json.dumps([vars(c) for c in run.containers]) if run.containers
-        else "[]",
+        "id": run.id,
+        "job_id": job_id,
+        "run_index": run.index,
+        "cluster_id": run.cluster_id,
+        "node": run.node,
+        "pool": run.pool,
+        "state": int(run.state),
+        "leased_at": run.leased_at,
+        "pending_at": run.pending_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "kubernetes_id": run.kubernetes_id,
+        "condition": run.condition,
+        "category": run.category,
+        "subcategory": run.subcategory,
+        "reason": run.reason,
+        "containers": json.dumps([vars(c) for c in run.containers]) if run.containers else "[]",
     }
 
 
 def chunks(values: Sequence, size: int) -> Iterator[Sequence]:
     """`values` in slices of at most `size` (bounded IN lists and statement sizes)."""
     for i in range(0, len(values), size):
-        yield values[i:i + size]
+        yield values[i : i + size]

@@ -28,14 +28,16 @@ from sqlalchemy import (
 metadata = MetaData()
 
 queues = Table(
-    "queues", metadata,
+    "queues",
+    metadata,
     Column("name", String(63), primary_key=True),
     Column("cordoned", Boolean, nullable=False, default=False),
     Column("spec", LargeBinary, nullable=False),  # api.Queue
 )
 
 retry_policies = Table(
-    "retry_policies", metadata,
+    "retry_policies",
+    metadata,
     Column("name", String(253), primary_key=True),
     Column("spec", LargeBinary, nullable=False),  # api.RetryPolicy
 )
@@ -44,7 +46,8 @@ retry_policies = Table(
 # locks the row, so events of one job set commit in the order of their numbers and a watcher
 # reading "everything after N" never misses a later-committing smaller number.
 job_sets = Table(
-    "job_sets", metadata,
+    "job_sets",
+    metadata,
     Column("queue", String(63), primary_key=True),
     Column("name", String(1024), primary_key=True),
     Column("last_seq", BigInteger, nullable=False),
@@ -52,7 +55,8 @@ job_sets = Table(
 )
 
 events = Table(
-    "events", metadata,
+    "events",
+    metadata,
     Column("queue", String(63), primary_key=True),
     Column("job_set", String(1024), primary_key=True),
     Column("seq", BigInteger, primary_key=True),
@@ -62,7 +66,8 @@ events = Table(
 )
 
 jobs = Table(
-    "jobs", metadata,
+    "jobs",
+    metadata,
     Column("id", String(26), primary_key=True),
     Column("queue", String(63), nullable=False),
     Column("job_set", String(1024), nullable=False),
@@ -93,30 +98,59 @@ jobs = Table(
     Column("version", Integer, nullable=False, default=0, server_default="0"),
     Index("ix_jobs_queue_job_set", "queue", "job_set"),
     Index("ix_jobs_state_queue", "state", "queue"),
-    Index("ux_jobs_queue_client_id", "queue", "client_id", unique=True,
-          sqlite_where=text("client_id IS NOT NULL"),
-          postgresql_where=text("client_id IS NOT NULL")),
+    Index(
+        "ux_jobs_queue_client_id",
+        "queue",
+        "client_id",
+        unique=True,
+        sqlite_where=text("client_id IS NOT NULL"),
+        postgresql_where=text("client_id IS NOT NULL"),
+    ),
     # Queued jobs in the scheduler's order within their queue (class, priority, submit time,
     # id), with what counting a job's place in line reads (storage/places.py, migration 0006).
-    Index("ix_jobs_queued_order", "queue", "priority_class", "priority", "submitted_at", "id",
-          "gang_id", "retry_after", "state",
-          sqlite_where=text("state = 0"), postgresql_where=text("state = 0")),
+    Index(
+        "ix_jobs_queued_order",
+        "queue",
+        "priority_class",
+        "priority",
+        "submitted_at",
+        "id",
+        "gang_id",
+        "retry_after",
+        "state",
+        sqlite_where=text("state = 0"),
+        postgresql_where=text("state = 0"),
+    ),
     # Queued gang members by gang: a gang stands in line at its first member's place.
-    Index("ix_jobs_queued_gangs", "queue", "gang_id", "priority_class", "priority",
-          "submitted_at", "id", "retry_after", "state",
-          sqlite_where=text("state = 0 AND gang_id IS NOT NULL"),
-          postgresql_where=text("state = 0 AND gang_id IS NOT NULL")),
+    Index(
+        "ix_jobs_queued_gangs",
+        "queue",
+        "gang_id",
+        "priority_class",
+        "priority",
+        "submitted_at",
+        "id",
+        "retry_after",
+        "state",
+        sqlite_where=text("state = 0 AND gang_id IS NOT NULL"),
+        postgresql_where=text("state = 0 AND gang_id IS NOT NULL"),
+    ),
     # Every member of a gang, whatever its state: a retried or cut gang reads its members,
     # and each scheduling cycle the members that succeeded of pod groups still running
     # (migration 0007). Queue and gang id never change, so the index is written once per job.
-    Index("ix_jobs_gang_members", "gang_id", "queue",
-          sqlite_where=text("gang_id IS NOT NULL"),
-          postgresql_where=text("gang_id IS NOT NULL")),
+    Index(
+        "ix_jobs_gang_members",
+        "gang_id",
+        "queue",
+        sqlite_where=text("gang_id IS NOT NULL"),
+        postgresql_where=text("gang_id IS NOT NULL"),
+    ),
 )
 
 # Executors and the nodes they last reported (executor.Node messages, length-delimited).
 executors = Table(
-    "executors", metadata,
+    "executors",
+    metadata,
     Column("id", String(253), primary_key=True),
     Column("pool", String(253), nullable=False),
     Column("nodes", LargeBinary, nullable=False),
@@ -130,7 +164,8 @@ executors = Table(
 
 # Nodes cordoned by an operator, of any executor: the scheduler places nothing new on them.
 node_cordons = Table(
-    "node_cordons", metadata,
+    "node_cordons",
+    metadata,
     Column("executor_id", String(253), primary_key=True),
     Column("node", String(253), primary_key=True),
     Column("cordoned_at", DateTime(timezone=True), nullable=False),
@@ -140,14 +175,16 @@ node_cordons = Table(
 # What the scheduling leader carries from one cycle to the next (scheduling/carryover.py):
 # one row, written by the leader as it changes, read by a replica that comes to lead.
 scheduler_carryover = Table(
-    "scheduler_carryover", metadata,
+    "scheduler_carryover",
+    metadata,
     Column("id", SmallInteger, primary_key=True),
     Column("state", Text, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 runs = Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     Column("id", String(36), primary_key=True),
     Column("job_id", String(26), ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
     Column("run_index", Integer, nullable=False),
@@ -177,7 +214,11 @@ runs = Table(
     # from the cycle that leased it; given back as the run ends. NULL: nothing.
     Column("excess_flow", BigInteger),
     Index("ix_runs_job_id", "job_id", "run_index", unique=True),
-    Index("ix_runs_releases_at", "cluster_id", "releases_at",
-          sqlite_where=text("releases_at IS NOT NULL"),
-          postgresql_where=text("releases_at IS NOT NULL")),
+    Index(
+        "ix_runs_releases_at",
+        "cluster_id",
+        "releases_at",
+        sqlite_where=text("releases_at IS NOT NULL"),
+        postgresql_where=text("releases_at IS NOT NULL"),
+    ),
 )

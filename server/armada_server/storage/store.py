@@ -72,9 +72,14 @@ class Store(NodeOps, LeaseOps, PlaceOps):
     committed: the event hub wakes watchers from it.
     """
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utcnow,
-                 on_commit: Callable[[set[JobSetKey]], None] | None = None,
-                 retries: Retries | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        on_commit: Callable[[set[JobSetKey]], None] | None = None,
+        retries: Retries | None = None,
+    ) -> None:
         self.engine = engine
         self.retries = retries or Retries(RetrySettings())
         self.clock = clock
@@ -118,8 +123,7 @@ class Store(NodeOps, LeaseOps, PlaceOps):
             raise _invalid(e) from None
 
     def _insert(self, table):  # type: ignore[no-untyped-def]
-        return (postgresql.insert(table) if self._dialect == "postgresql"
-                else sqlite.insert(table))
+        return postgresql.insert(table) if self._dialect == "postgresql" else sqlite.insert(table)
 
     # --- queues -----------------------------------------------------------------------------
 
@@ -127,13 +131,19 @@ class Store(NodeOps, LeaseOps, PlaceOps):
         with self._write() as (conn, _):
             if conn.execute(select(t.queues.c.name).where(t.queues.c.name == queue.name)).first():
                 raise AlreadyExists(f"queue {queue.name!r} already exists")
-            conn.execute(insert(t.queues).values(name=queue.name, cordoned=queue.cordoned,
-                                                 spec=queue.SerializeToString()))
+            conn.execute(
+                insert(t.queues).values(
+                    name=queue.name, cordoned=queue.cordoned, spec=queue.SerializeToString()
+                )
+            )
 
     def update_queue(self, queue: submit_pb2.Queue) -> None:
         with self._write() as (conn, _):
-            done = conn.execute(update(t.queues).where(t.queues.c.name == queue.name).values(
-                cordoned=queue.cordoned, spec=queue.SerializeToString()))
+            done = conn.execute(
+                update(t.queues)
+                .where(t.queues.c.name == queue.name)
+                .values(cordoned=queue.cordoned, spec=queue.SerializeToString())
+            )
             if done.rowcount == 0:
                 raise NotFound(f"queue {queue.name!r} not found")
 
@@ -162,24 +172,32 @@ class Store(NodeOps, LeaseOps, PlaceOps):
                 raise NotFound(f"queue {name!r} not found")
             queue = submit_pb2.Queue.FromString(row.spec)
             queue.cordoned = cordoned
-            conn.execute(update(t.queues).where(t.queues.c.name == name).values(
-                cordoned=cordoned, spec=queue.SerializeToString()))
+            conn.execute(
+                update(t.queues)
+                .where(t.queues.c.name == name)
+                .values(cordoned=cordoned, spec=queue.SerializeToString())
+            )
 
     # --- retry policies ---------------------------------------------------------------------
 
     def create_retry_policy(self, policy: submit_pb2.RetryPolicy) -> None:
         with self._write() as (conn, _):
-            exists = conn.execute(select(t.retry_policies.c.name).where(
-                t.retry_policies.c.name == policy.name)).first()
+            exists = conn.execute(
+                select(t.retry_policies.c.name).where(t.retry_policies.c.name == policy.name)
+            ).first()
             if exists:
                 raise AlreadyExists(f"retry policy {policy.name!r} already exists")
-            conn.execute(insert(t.retry_policies).values(name=policy.name,
-                                                         spec=policy.SerializeToString()))
+            conn.execute(
+                insert(t.retry_policies).values(name=policy.name, spec=policy.SerializeToString())
+            )
 
     def update_retry_policy(self, policy: submit_pb2.RetryPolicy) -> None:
         with self._write() as (conn, _):
-            done = conn.execute(update(t.retry_policies).where(
-                t.retry_policies.c.name == policy.name).values(spec=policy.SerializeToString()))
+            done = conn.execute(
+                update(t.retry_policies)
+                .where(t.retry_policies.c.name == policy.name)
+                .values(spec=policy.SerializeToString())
+            )
             if done.rowcount == 0:
                 raise NotFound(f"retry policy {policy.name!r} not found")
 
@@ -191,22 +209,25 @@ class Store(NodeOps, LeaseOps, PlaceOps):
 
     def get_retry_policy(self, name: str) -> submit_pb2.RetryPolicy:
         with self._read() as conn:
-            row = conn.execute(select(t.retry_policies.c.spec).where(
-                t.retry_policies.c.name == name)).first()
+            row = conn.execute(
+                select(t.retry_policies.c.spec).where(t.retry_policies.c.name == name)
+            ).first()
         if row is None:
             raise NotFound(f"retry policy {name!r} not found")
         return submit_pb2.RetryPolicy.FromString(row.spec)
 
     def list_retry_policies(self) -> list[submit_pb2.RetryPolicy]:
         with self._read() as conn:
-            rows = conn.execute(select(t.retry_policies.c.spec).order_by(
-                t.retry_policies.c.name)).all()
+            rows = conn.execute(
+                select(t.retry_policies.c.spec).order_by(t.retry_policies.c.name)
+            ).all()
         return [submit_pb2.RetryPolicy.FromString(r.spec) for r in rows]
 
     # --- the event log ----------------------------------------------------------------------
 
-    def _append(self, conn: Connection, touched: set[JobSetKey],
-                events: Sequence[EventMessage]) -> None:
+    def _append(
+        self, conn: Connection, touched: set[JobSetKey], events: Sequence[EventMessage]
+    ) -> None:
         """Append events to their job sets' logs, numbering each set's events in order."""
         by_set: dict[JobSetKey, list[EventMessage]] = defaultdict(list)
         for e in events:
@@ -216,13 +237,25 @@ class Store(NodeOps, LeaseOps, PlaceOps):
         for key in sorted(by_set):  # one lock order for every writer: no deadlocks
             batch = by_set[key]
             queue, job_set = key
-            conn.execute(self._insert(t.job_sets).values(
-                queue=queue, name=job_set, last_seq=0, created_at=now,
-            ).on_conflict_do_nothing())
-            last = conn.execute(update(t.job_sets).where(
-                t.job_sets.c.queue == queue, t.job_sets.c.name == job_set,
-            ).values(last_seq=t.job_sets.c.last_seq + len(batch)).returning(
-                t.job_sets.c.last_seq)).scalar_one()
+            conn.execute(
+                self._insert(t.job_sets)
+                .values(
+                    queue=queue,
+                    name=job_set,
+                    last_seq=0,
+                    created_at=now,
+                )
+                .on_conflict_do_nothing()
+            )
+            last = conn.execute(
+                update(t.job_sets)
+                .where(
+                    t.job_sets.c.queue == queue,
+                    t.job_sets.c.name == job_set,
+                )
+                .values(last_seq=t.job_sets.c.last_seq + len(batch))
+                .returning(t.job_sets.c.last_seq)
+            ).scalar_one()
             first = last - len(batch) + 1
             rows = []
             times: dict[tuple[int, int], datetime] = {}  # events of a batch share their times
@@ -233,32 +266,55 @@ class Store(NodeOps, LeaseOps, PlaceOps):
                 when = times.get(stamp)
                 if when is None:
                     when = times[stamp] = created.ToDatetime(tzinfo=UTC)
-                rows.append({"queue": queue, "job_set": job_set, "seq": seq,
-                             "job_id": body.job_id, "created_at": when,
-                             "payload": e.SerializeToString()})
+                rows.append(
+                    {
+                        "queue": queue,
+                        "job_set": job_set,
+                        "seq": seq,
+                        "job_id": body.job_id,
+                        "created_at": when,
+                        "payload": e.SerializeToString(),
+                    }
+                )
             insert_rows(conn, t.events, rows)
             touched.add(key)
         if self._dialect == "postgresql":
             notify(conn, by_set)
 
-    def events_after(self, queue: str, job_set: str, after: int,
-                     limit: int = 1000) -> list[StoredEvent]:
+    def events_after(
+        self, queue: str, job_set: str, after: int, limit: int = 1000
+    ) -> list[StoredEvent]:
         with self._read() as conn:
-            rows = conn.execute(select(t.events.c.seq, t.events.c.payload).where(
-                t.events.c.queue == queue, t.events.c.job_set == job_set,
-                t.events.c.seq > after).order_by(t.events.c.seq).limit(limit)).all()
+            rows = conn.execute(
+                select(t.events.c.seq, t.events.c.payload)
+                .where(
+                    t.events.c.queue == queue, t.events.c.job_set == job_set, t.events.c.seq > after
+                )
+                .order_by(t.events.c.seq)
+                .limit(limit)
+            ).all()
         return [StoredEvent(r.seq, r.payload) for r in rows]
 
     def last_seq(self, queue: str, job_set: str) -> int | None:
         """The newest message number of a job set, or None when it has no events."""
         with self._read() as conn:
-            return conn.execute(select(t.job_sets.c.last_seq).where(
-                t.job_sets.c.queue == queue, t.job_sets.c.name == job_set)).scalar_one_or_none()
+            return conn.execute(
+                select(t.job_sets.c.last_seq).where(
+                    t.job_sets.c.queue == queue, t.job_sets.c.name == job_set
+                )
+            ).scalar_one_or_none()
 
     # --- jobs -------------------------------------------------------------------------------
 
-    def submit(self, queue: str, job_set: str, items: Sequence[submit_pb2.JobSubmitRequestItem],
-               *, owner: str, groups: tuple[str, ...] = ()) -> list[str]:
+    def submit(
+        self,
+        queue: str,
+        job_set: str,
+        items: Sequence[submit_pb2.JobSubmitRequestItem],
+        *,
+        owner: str,
+        groups: tuple[str, ...] = (),
+    ) -> list[str]:
         """Store validated items as jobs (all or none); a known client_id returns its job."""
         for attempt in range(2):
             try:
@@ -268,19 +324,31 @@ class Store(NodeOps, LeaseOps, PlaceOps):
                     raise
         raise AssertionError("unreachable")
 
-    def _submit(self, queue: str, job_set: str,
-                items: Sequence[submit_pb2.JobSubmitRequestItem], owner: str,
-                groups: tuple[str, ...]) -> list[str]:
+    def _submit(
+        self,
+        queue: str,
+        job_set: str,
+        items: Sequence[submit_pb2.JobSubmitRequestItem],
+        owner: str,
+        groups: tuple[str, ...],
+    ) -> list[str]:
         now = self.clock()
         with self._write() as (conn, touched):
-            if conn.execute(select(t.queues.c.name).where(t.queues.c.name == queue)).first() \
-                    is None:
+            if (
+                conn.execute(select(t.queues.c.name).where(t.queues.c.name == queue)).first()
+                is None
+            ):
                 raise NotFound(f"queue {queue!r} not found")
             client_ids = {i.client_id for i in items if i.client_id}
             known: dict[str, str] = {}
             for chunk in chunks(sorted(client_ids), 500):
-                known.update(conn.execute(select(t.jobs.c.client_id, t.jobs.c.id).where(
-                    t.jobs.c.queue == queue, t.jobs.c.client_id.in_(chunk))).all())
+                known.update(
+                    conn.execute(
+                        select(t.jobs.c.client_id, t.jobs.c.id).where(
+                            t.jobs.c.queue == queue, t.jobs.c.client_id.in_(chunk)
+                        )
+                    ).all()
+                )
             ids: list[str] = []
             job_rows: list[dict] = []
             all_events: list[EventMessage] = []
@@ -291,8 +359,15 @@ class Store(NodeOps, LeaseOps, PlaceOps):
                 job_id = new_job_id()
                 if item.client_id:
                     known[item.client_id] = job_id
-                spec = job_from_item(item, job_id=job_id, queue=queue, job_set_id=job_set,
-                                     owner=owner, now=now, groups=groups)
+                spec = job_from_item(
+                    item,
+                    job_id=job_id,
+                    queue=queue,
+                    job_set_id=job_set,
+                    owner=owner,
+                    now=now,
+                    groups=groups,
+                )
                 job, events = lifecycle.submit(spec, now)
                 job_rows.append(job_row(job))
                 all_events.extend(events)
@@ -308,34 +383,50 @@ class Store(NodeOps, LeaseOps, PlaceOps):
             return []
         runs: dict[str, list[Run]] = defaultdict(list)
         for chunk in chunks([r[0] for r in rows], 500):
-            for r in fetch(conn, select(*RUN_COLUMNS).where(t.runs.c.job_id.in_(chunk))
-                           .order_by(t.runs.c.job_id, t.runs.c.run_index)):
+            for r in fetch(
+                conn,
+                select(*RUN_COLUMNS)
+                .where(t.runs.c.job_id.in_(chunk))
+                .order_by(t.runs.c.job_id, t.runs.c.run_index),
+            ):
                 runs[r[0]].append(run_from_row(r))
         return [job_from_row(r, tuple(runs[r[0]])) for r in rows]
 
     @retried
-    def cancel(self, queue: str, job_set: str, job_ids: Sequence[str] | None = None, *,
-               states: Sequence[JobState] = NON_TERMINAL, reason: str = "",
-               requestor: str = "") -> list[str]:
+    def cancel(
+        self,
+        queue: str,
+        job_set: str,
+        job_ids: Sequence[str] | None = None,
+        *,
+        states: Sequence[JobState] = NON_TERMINAL,
+        reason: str = "",
+        requestor: str = "",
+    ) -> list[str]:
         """Cancel the job set's jobs (or the given ones) in `states`; returns cancelled ids."""
         now = self.clock()
-        where = and_(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set,
-                     t.jobs.c.state.in_([int(s) for s in states if s in NON_TERMINAL]))
+        where = and_(
+            t.jobs.c.queue == queue,
+            t.jobs.c.job_set == job_set,
+            t.jobs.c.state.in_([int(s) for s in states if s in NON_TERMINAL]),
+        )
         if job_ids is not None:
             where = and_(where, t.jobs.c.id.in_(list(job_ids)))
         with self._write() as (conn, touched):
             changes = []
             for job in self._load_jobs(conn, where):
-                after, ev1 = lifecycle.request_cancel(job, requestor=requestor, reason=reason,
-                                                      now=now)
+                after, ev1 = lifecycle.request_cancel(
+                    job, requestor=requestor, reason=reason, now=now
+                )
                 after, ev2 = lifecycle.cancel(after, requestor=requestor, reason=reason, now=now)
                 changes.append((job, after, ev1 + ev2))
             cut = self._cut_gangs(conn, changes, now)
             self._save_many(conn, touched, changes + cut)
         return [after.id for _, after, _ in changes]
 
-    def _cut_gangs(self, conn: Connection, cancelled: Sequence[tuple[Job, Job, list]],
-                   now: datetime) -> list[tuple[Job, Job, list]]:
+    def _cut_gangs(
+        self, conn: Connection, cancelled: Sequence[tuple[Job, Job, list]], now: datetime
+    ) -> list[tuple[Job, Job, list]]:
         """Gangs that wait to be placed and lost members to a cancel: the members left are
         a smaller generation when they can still be placed, and fail otherwise, since the
         gang can never be placed whole (they would wait for ever). A gang can still be
@@ -345,13 +436,18 @@ class Store(NodeOps, LeaseOps, PlaceOps):
         Gangs already running are left as they are (a pod group whose role falls below its
         minimum is preempted by the scheduler, then starts again whole or fails)."""
         gone = {after.id for _, after, _ in cancelled}
-        gangs = {(after.queue, g.id): (g, after.id) for before, after, _ in cancelled
-                 if before.state == JobState.QUEUED and (g := after.gang) is not None
-                 and g.cardinality > 1}
+        gangs = {
+            (after.queue, g.id): (g, after.id)
+            for before, after, _ in cancelled
+            if before.state == JobState.QUEUED
+            and (g := after.gang) is not None
+            and g.cardinality > 1
+        }
         out: list[tuple[Job, Job, list]] = []
         for (queue, gang_id), (gang, member) in sorted(gangs.items()):
-            every = self._load_jobs(conn, and_(t.jobs.c.queue == queue,
-                                               t.jobs.c.gang_id == gang_id))
+            every = self._load_jobs(
+                conn, and_(t.jobs.c.queue == queue, t.jobs.c.gang_id == gang_id)
+            )
             left = [j for j in every if j.id not in gone and not j.terminal]
             if not left or any(j.state != JobState.QUEUED for j in left):
                 continue
@@ -359,13 +455,22 @@ class Store(NodeOps, LeaseOps, PlaceOps):
             if why is None:
                 start_gang_generation(conn, [j.id for j in left])
                 continue
-            failure = Failure(reason=f"gang member {member} was cancelled: {why}",
-                              category="user", subcategory="gang_member_cancelled")
+            failure = Failure(
+                reason=f"gang member {member} was cancelled: {why}",
+                category="user",
+                subcategory="gang_member_cancelled",
+            )
             out += [(j, *lifecycle.fail(j, failure, retry=False, now=now)) for j in left]
         return out
 
-    def cancel_on_queue(self, queue: str, *, priority_classes: Sequence[str],
-                        states: Sequence[JobState], requestor: str) -> list[str]:
+    def cancel_on_queue(
+        self,
+        queue: str,
+        *,
+        priority_classes: Sequence[str],
+        states: Sequence[JobState],
+        requestor: str,
+    ) -> list[str]:
         with self._read() as conn:
             where = and_(t.jobs.c.queue == queue, t.jobs.c.state.in_([int(s) for s in states]))
             if priority_classes:
@@ -376,13 +481,21 @@ class Store(NodeOps, LeaseOps, PlaceOps):
             by_set[job_set].append(job_id)
         cancelled: list[str] = []
         for job_set, ids in sorted(by_set.items()):
-            cancelled += self.cancel(queue, job_set, ids, states=states,
-                                     reason="cancelled on queue", requestor=requestor)
+            cancelled += self.cancel(
+                queue, job_set, ids, states=states, reason="cancelled on queue", requestor=requestor
+            )
         return cancelled
 
     @retried
-    def reprioritize(self, queue: str, job_set: str, job_ids: Sequence[str] | None,
-                     priority: float, *, requestor: str) -> dict[str, str]:
+    def reprioritize(
+        self,
+        queue: str,
+        job_set: str,
+        job_ids: Sequence[str] | None,
+        priority: float,
+        *,
+        requestor: str,
+    ) -> dict[str, str]:
         """New priority for non-terminal jobs; returns job id -> error ("" when done)."""
         now = self.clock()
         where = and_(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
@@ -393,8 +506,9 @@ class Store(NodeOps, LeaseOps, PlaceOps):
             changes = []
             for job in self._load_jobs(conn, where):
                 try:
-                    after, events = lifecycle.reprioritize(job, priority=priority,
-                                                           requestor=requestor, now=now)
+                    after, events = lifecycle.reprioritize(
+                        job, priority=priority, requestor=requestor, now=now
+                    )
                 except IllegalTransition:
                     results[job.id] = f"job is {job.state.name.lower()}"
                     continue
@@ -406,13 +520,19 @@ class Store(NodeOps, LeaseOps, PlaceOps):
         return results
 
     @retried
-    def request_preemption(self, queue: str, job_set: str, job_ids: Sequence[str] | None, *,
-                           reason: str, requestor: str,
-                           priority_classes: Sequence[str] = ()) -> dict[str, str]:
+    def request_preemption(
+        self,
+        queue: str,
+        job_set: str,
+        job_ids: Sequence[str] | None,
+        *,
+        reason: str,
+        requestor: str,
+        priority_classes: Sequence[str] = (),
+    ) -> dict[str, str]:
         """Ask for running jobs to be preempted; returns job id -> error ("" when done)."""
         now = self.clock()
-        where = and_(t.jobs.c.queue == queue, t.jobs.c.state.in_([int(s) for s in
-                                                                  ACTIVE_STATES]))
+        where = and_(t.jobs.c.queue == queue, t.jobs.c.state.in_([int(s) for s in ACTIVE_STATES]))
         if job_set:
             where = and_(where, t.jobs.c.job_set == job_set)
         if job_ids:
@@ -426,8 +546,9 @@ class Store(NodeOps, LeaseOps, PlaceOps):
                 if job.preempt_requested:
                     results[job.id] = ""
                     continue
-                after, events = lifecycle.request_preempt(job, requestor=requestor,
-                                                          reason=reason, now=now)
+                after, events = lifecycle.request_preempt(
+                    job, requestor=requestor, reason=reason, now=now
+                )
                 changes.append((job, after, events))
                 results[job.id] = ""
             self._save_many(conn, touched, changes)
@@ -441,8 +562,9 @@ class Store(NodeOps, LeaseOps, PlaceOps):
         found: dict[str, JobState] = {}
         with self._read() as conn:
             for chunk in chunks(list(job_ids), 500):
-                for job_id, state in conn.execute(select(t.jobs.c.id, t.jobs.c.state).where(
-                        t.jobs.c.id.in_(chunk))).all():
+                for job_id, state in conn.execute(
+                    select(t.jobs.c.id, t.jobs.c.state).where(t.jobs.c.id.in_(chunk))
+                ).all():
                     found[job_id] = JobState(state)
         return {j: found.get(j, JobState.UNKNOWN) for j in job_ids}
 
@@ -451,15 +573,28 @@ class Store(NodeOps, LeaseOps, PlaceOps):
         out: dict[str, str] = {}
         with self._read() as conn:
             for chunk in chunks(list(job_ids), 500):
-                out.update(conn.execute(select(t.jobs.c.id, t.jobs.c.scheduling_reason).where(
-                    t.jobs.c.id.in_(chunk), t.jobs.c.scheduling_reason != "")).all())
+                out.update(
+                    conn.execute(
+                        select(t.jobs.c.id, t.jobs.c.scheduling_reason).where(
+                            t.jobs.c.id.in_(chunk), t.jobs.c.scheduling_reason != ""
+                        )
+                    ).all()
+                )
         return out
 
     def job_ids_by_external_uri(self, queue: str, job_set: str, uri: str) -> list[str]:
         with self._read() as conn:
-            return list(conn.execute(select(t.jobs.c.id).where(
-                t.jobs.c.queue == queue, t.jobs.c.job_set == job_set,
-                t.jobs.c.external_job_uri == uri).order_by(t.jobs.c.id)).scalars())
+            return list(
+                conn.execute(
+                    select(t.jobs.c.id)
+                    .where(
+                        t.jobs.c.queue == queue,
+                        t.jobs.c.job_set == job_set,
+                        t.jobs.c.external_job_uri == uri,
+                    )
+                    .order_by(t.jobs.c.id)
+                ).scalars()
+            )
 
     def jobs(self, job_ids: Sequence[str]) -> list[Job]:
         with self._read() as conn:
@@ -472,8 +607,10 @@ class Store(NodeOps, LeaseOps, PlaceOps):
         with self._read() as conn:
             out = []
             for chunk in chunks(list(run_ids), 500):
-                out += [(r[0], run_from_row(r)) for r in fetch(
-                    conn, select(*RUN_COLUMNS).where(t.runs.c.id.in_(chunk)))]
+                out += [
+                    (r[0], run_from_row(r))
+                    for r in fetch(conn, select(*RUN_COLUMNS).where(t.runs.c.id.in_(chunk)))
+                ]
         return out
 
     def stopping_runs(self, run_ids: Sequence[str]) -> set[str]:
@@ -486,21 +623,38 @@ class Store(NodeOps, LeaseOps, PlaceOps):
         out: set[str] = set()
         with self._read() as conn:
             for chunk in chunks(list(run_ids), 500):
-                out.update(conn.execute(select(t.runs.c.id).where(
-                    t.runs.c.id.in_(chunk), t.runs.c.releases_at > now,
-                    t.runs.c.state != int(RunState.LEASE_EXPIRED))).scalars())
+                out.update(
+                    conn.execute(
+                        select(t.runs.c.id).where(
+                            t.runs.c.id.in_(chunk),
+                            t.runs.c.releases_at > now,
+                            t.runs.c.state != int(RunState.LEASE_EXPIRED),
+                        )
+                    ).scalars()
+                )
         return out
 
     def active_queues(self) -> dict[str, list[str]]:
         """Queues with queued or running jobs, by pool ('' for jobs not yet placed)."""
         with self._read() as conn:
-            queued = conn.execute(select(t.jobs.c.queue).where(
-                t.jobs.c.state == int(JobState.QUEUED)).distinct()).scalars().all()
+            queued = (
+                conn.execute(
+                    select(t.jobs.c.queue).where(t.jobs.c.state == int(JobState.QUEUED)).distinct()
+                )
+                .scalars()
+                .all()
+            )
             running = conn.execute(
-                select(t.runs.c.pool, t.jobs.c.queue).join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
-                .where(t.jobs.c.state.in_([int(s) for s in ACTIVE_STATES]),
-                       t.runs.c.state.in_([int(RunState.LEASED), int(RunState.PENDING),
-                                           int(RunState.RUNNING)])).distinct()).all()
+                select(t.runs.c.pool, t.jobs.c.queue)
+                .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+                .where(
+                    t.jobs.c.state.in_([int(s) for s in ACTIVE_STATES]),
+                    t.runs.c.state.in_(
+                        [int(RunState.LEASED), int(RunState.PENDING), int(RunState.RUNNING)]
+                    ),
+                )
+                .distinct()
+            ).all()
         pools: dict[str, set[str]] = defaultdict(set)
         for q in queued:
             pools[""].add(q)
@@ -510,8 +664,11 @@ class Store(NodeOps, LeaseOps, PlaceOps):
 
     def count_jobs_by_queue_and_state(self) -> dict[tuple[str, JobState], int]:
         with self._read() as conn:
-            rows = conn.execute(select(t.jobs.c.queue, t.jobs.c.state, func.count()).group_by(
-                t.jobs.c.state, t.jobs.c.queue)).all()  # the order of ix_jobs_state_queue
+            rows = conn.execute(
+                select(t.jobs.c.queue, t.jobs.c.state, func.count()).group_by(
+                    t.jobs.c.state, t.jobs.c.queue
+                )
+            ).all()  # the order of ix_jobs_state_queue
         return {(q, JobState(s)): n for q, s, n in rows}
 
 
@@ -526,13 +683,17 @@ def _unplaceable(gang: GangSpec, every: Sequence[Job], left: Sequence[Job]) -> s
         counts = Counter(j.gang.role for j in (*left, *done) if j.gang is not None)
         for role, minimum in sorted(mins.items()):
             if counts[role] < minimum:
-                return (f"role {role} can no longer reach its minimum ({counts[role]} of its "
-                        f"{minimum} members left or succeeded)")
+                return (
+                    f"role {role} can no longer reach its minimum ({counts[role]} of its "
+                    f"{minimum} members left or succeeded)"
+                )
         return None
     if len(left) >= gang.minimum_cardinality:
         return None
-    return (f"the gang can no longer be placed whole ({len(left)} of its "
-            f"{gang.minimum_cardinality} members left)")
+    return (
+        f"the gang can no longer be placed whole ({len(left)} of its "
+        f"{gang.minimum_cardinality} members left)"
+    )
 
 
 def _invalid(error: DataError) -> InvalidArgument:
@@ -540,5 +701,7 @@ def _invalid(error: DataError) -> InvalidArgument:
     mistake, not the server's: say so without the SQL. The services check what they can
     name a field for first; this is the net under them."""
     reason = str(getattr(error, "orig", error)).strip().splitlines()
-    return InvalidArgument(f"a value in the request cannot be stored: "
-                           f"{reason[0] if reason else 'rejected by the database'}")
+    return InvalidArgument(
+        f"a value in the request cannot be stored: "
+        f"{reason[0] if reason else 'rejected by the database'}"
+    )

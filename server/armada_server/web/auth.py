@@ -28,9 +28,14 @@ class AuthMiddleware:
         self.authenticator = authenticator
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.authenticator is None or any(
+        if (
+            scope["type"] != "http"
+            or self.authenticator is None
+            or any(
                 scope["path"] == p.rstrip("/") or scope["path"].startswith(p)
-                for p in PUBLIC_PREFIXES):
+                for p in PUBLIC_PREFIXES
+            )
+        ):
             await self.app(scope, receive, send)
             return
         header = ""
@@ -38,8 +43,7 @@ class AuthMiddleware:
             if key == b"authorization":
                 header = value.decode("latin-1")
         try:
-            who = self.authenticator.authenticate([("authorization", header)] if header
-                                                  else [])
+            who = self.authenticator.authenticate([("authorization", header)] if header else [])
         except Unauthenticated as e:
             await _refuse(scope, send, str(e))
             return
@@ -55,12 +59,21 @@ async def _refuse(scope: Scope, send: Send, message: str) -> None:
         body = json.dumps({"error": {"code": "UNAUTHENTICATED", "message": message}}).encode()
         content_type = b"application/json"
     else:
-        body = (f"<!doctype html><title>Sign in</title><h1>401: sign in</h1><p>{_escape(message)}"
-                "</p>").encode()
+        body = (
+            f"<!doctype html><title>Sign in</title><h1>401: sign in</h1><p>{_escape(message)}</p>"
+        ).encode()
         content_type = b"text/html; charset=utf-8"
-    await send({"type": "http.response.start", "status": 401, "headers": [
-        (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
-        (b"www-authenticate", CHALLENGE.encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", CHALLENGE.encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

@@ -62,14 +62,16 @@ class CallContext:
         return "http"
 
 
-async def call(method: Callable[..., Any], request: Any,
-               metadata: Sequence[tuple[str, str]] = ()) -> Any:
+async def call(
+    method: Callable[..., Any], request: Any, metadata: Sequence[tuple[str, str]] = ()
+) -> Any:
     """A unary servicer method's answer, or CallError."""
     return await method(request, CallContext(metadata))
 
 
-async def stream(method: Callable[..., Any], request: Any,
-                 metadata: Sequence[tuple[str, str]] = ()) -> AsyncIterator[Any]:
+async def stream(
+    method: Callable[..., Any], request: Any, metadata: Sequence[tuple[str, str]] = ()
+) -> AsyncIterator[Any]:
     """A streaming servicer method's messages; CallError if it refuses."""
     async for message in method(request, CallContext(metadata)):
         yield message

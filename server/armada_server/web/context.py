@@ -29,8 +29,13 @@ class Services:
     @classmethod
     def build(cls, ctx: Context, channels: ExecutorChannels) -> Services:
         queues = QueueService(ctx)
-        return cls(SubmitService(ctx, queues), queues, JobsService(ctx), EventService(ctx),
-                   BinocularsService(ctx, channels))
+        return cls(
+            SubmitService(ctx, queues),
+            queues,
+            JobsService(ctx),
+            EventService(ctx),
+            BinocularsService(ctx, channels),
+        )
 
 
 @dataclass

@@ -95,8 +95,11 @@ def endpoint(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
         except (CallError, ApiError) as e:
             return refusal(e)
         except _Unsupported:
-            return error_response(415, "UNSUPPORTED_MEDIA_TYPE",
-                                  "send the body as JSON with Content-Type: application/json")
+            return error_response(
+                415,
+                "UNSUPPORTED_MEDIA_TYPE",
+                "send the body as JSON with Content-Type: application/json",
+            )
 
     handler.__name__ = fn.__name__
     handler.__doc__ = fn.__doc__
@@ -131,20 +134,24 @@ def _bool(request: Request, name: str) -> bool:
 
 # --- queues ------------------------------------------------------------------------------
 
+
 @endpoint
 async def list_queues(request: Request) -> Response:
     services = web_of(request).services
-    queues = [to_json(m.queue) async for m in stream(
-        services.queues.GetQueues, submit_pb2.StreamingQueueGetRequest())
-        if m.WhichOneof("event") == "queue"]
+    queues = [
+        to_json(m.queue)
+        async for m in stream(services.queues.GetQueues, submit_pb2.StreamingQueueGetRequest())
+        if m.WhichOneof("event") == "queue"
+    ]
     return JSONResponse({"queues": queues})
 
 
 @endpoint
 async def get_queue(request: Request) -> Response:
     services = web_of(request).services
-    queue = await call(services.queues.GetQueue,
-                       submit_pb2.QueueGetRequest(name=request.path_params["name"]))
+    queue = await call(
+        services.queues.GetQueue, submit_pb2.QueueGetRequest(name=request.path_params["name"])
+    )
     return JSONResponse(to_json(queue))
 
 
@@ -163,8 +170,7 @@ async def update_queue(request: Request) -> Response:
     name = request.path_params["name"]
     queue = message_of(await body_of(request), submit_pb2.Queue)
     if queue.name and queue.name != name:
-        raise InvalidArgument(f"name: {queue.name!r} differs from the queue in the path "
-                              f"({name!r})")
+        raise InvalidArgument(f"name: {queue.name!r} differs from the queue in the path ({name!r})")
     queue.name = name
     await call(services.queues.UpdateQueue, queue)
     updated = await call(services.queues.GetQueue, submit_pb2.QueueGetRequest(name=name))
@@ -174,8 +180,9 @@ async def update_queue(request: Request) -> Response:
 @endpoint
 async def delete_queue(request: Request) -> Response:
     services = web_of(request).services
-    await call(services.queues.DeleteQueue,
-               submit_pb2.QueueDeleteRequest(name=request.path_params["name"]))
+    await call(
+        services.queues.DeleteQueue, submit_pb2.QueueDeleteRequest(name=request.path_params["name"])
+    )
     return JSONResponse({})
 
 
@@ -200,21 +207,36 @@ async def uncordon_queue(request: Request) -> Response:
 @endpoint
 async def shares(request: Request) -> Response:
     sampler = web_of(request).sampler
-    return JSONResponse({"period": sampler.period,
-                         "samples": [sample_json(s) for s in sampler.history()]})
+    return JSONResponse(
+        {"period": sampler.period, "samples": [sample_json(s) for s in sampler.history()]}
+    )
 
 
 def sample_json(sample: Any) -> dict[str, Any]:
-    return {"time": iso(datetime.fromtimestamp(sample.time).astimezone()),
-            "capacity": dict(sample.capacity),
-            "queues": [{"name": q.name, "weight": q.weight, "cordoned": q.cordoned,
-                        "active": q.active, "fairShare": q.fair_share,
-                        "adjustedFairShare": q.adjusted_fair_share, "share": q.share,
-                        "demand": q.demand, "shares": dict(q.shares), "running": q.running,
-                        "queued": q.queued} for q in sample.queues.values()]}
+    return {
+        "time": iso(datetime.fromtimestamp(sample.time).astimezone()),
+        "capacity": dict(sample.capacity),
+        "queues": [
+            {
+                "name": q.name,
+                "weight": q.weight,
+                "cordoned": q.cordoned,
+                "active": q.active,
+                "fairShare": q.fair_share,
+                "adjustedFairShare": q.adjusted_fair_share,
+                "share": q.share,
+                "demand": q.demand,
+                "shares": dict(q.shares),
+                "running": q.running,
+                "queued": q.queued,
+            }
+            for q in sample.queues.values()
+        ],
+    }
 
 
 # --- jobs ----------------------------------------------------------------------------------
+
 
 @endpoint
 async def submit_jobs(request: Request) -> Response:
@@ -234,10 +256,10 @@ async def submit_jobs(request: Request) -> Response:
 async def list_jobs(request: Request) -> Response:
     web = web_of(request)
     where, limit, cursor = job_filter(request.query_params)
-    page = await web.ctx.run(queries.list_jobs, web.ctx.store, where, limit=limit,
-                             cursor=cursor)
-    return JSONResponse({"jobs": [job_row_json(r) for r in page.rows], "next": page.next,
-                         "prev": page.prev})
+    page = await web.ctx.run(queries.list_jobs, web.ctx.store, where, limit=limit, cursor=cursor)
+    return JSONResponse(
+        {"jobs": [job_row_json(r) for r in page.rows], "next": page.next, "prev": page.prev}
+    )
 
 
 def job_filter(params: QueryParams) -> tuple[queries.JobFilter, int, str | None]:
@@ -246,19 +268,30 @@ def job_filter(params: QueryParams) -> tuple[queries.JobFilter, int, str | None]
     if order not in ("asc", "desc"):
         raise InvalidArgument(f"order: {order!r} is not asc or desc")
     where = queries.JobFilter(
-        queue=_one(params, "queue"), job_set=_one(params, "jobSet"),
+        queue=_one(params, "queue"),
+        job_set=_one(params, "jobSet"),
         states=queries.parse_states(params.getlist("state")),
-        annotation=_one(params, "annotation"), sort=_one(params, "sort", "submitted"),
-        descending=order == "desc").check()
+        annotation=_one(params, "annotation"),
+        sort=_one(params, "sort", "submitted"),
+        descending=order == "desc",
+    ).check()
     limit = _int(params, "limit", 50, 1, queries.MAX_PAGE)
     return where, limit, _one(params, "cursor") or None
 
 
 def job_row_json(row: queries.JobRow) -> dict[str, Any]:
-    return {"id": row.id, "queue": row.queue, "jobSet": row.job_set, "state": row.state.name,
-            "priority": row.priority, "priorityClass": row.priority_class,
-            "gangId": row.gang_id, "submitted": iso(row.submitted_at),
-            "lastTransition": iso(row.last_transition_at), "reason": row.reason}
+    return {
+        "id": row.id,
+        "queue": row.queue,
+        "jobSet": row.job_set,
+        "state": row.state.name,
+        "priority": row.priority,
+        "priorityClass": row.priority_class,
+        "gangId": row.gang_id,
+        "submitted": iso(row.submitted_at),
+        "lastTransition": iso(row.last_transition_at),
+        "reason": row.reason,
+    }
 
 
 @endpoint
@@ -266,8 +299,9 @@ async def job_status(request: Request) -> Response:
     services = web_of(request).services
     ids = request.query_params.getlist("id")
     answer = await call(services.jobs.GetJobStatus, job_pb2.JobStatusRequest(job_ids=ids))
-    return JSONResponse({"jobStates": {k: submit_pb2.JobState.Name(v)
-                                       for k, v in answer.job_states.items()}})
+    return JSONResponse(
+        {"jobStates": {k: submit_pb2.JobState.Name(v) for k, v in answer.job_states.items()}}
+    )
 
 
 @endpoint
@@ -288,26 +322,53 @@ async def load_job(web: Web, job_id: str) -> tuple[Job, str]:
 
 def job_json(job: Job, reason: str) -> dict[str, Any]:
     return {
-        "id": job.id, "queue": job.queue, "jobSet": job.job_set, "state": job.state.name,
-        "priority": job.priority, "priorityClass": job.priority_class,
-        "owner": job.spec.owner, "submitted": iso(job.submitted_at),
-        "lastTransition": iso(job.last_transition_at), "schedulingReason": reason,
-        "error": job_error(job), "cancelReason": job.cancel_reason,
-        "cancelUser": job.cancel_user, "annotations": dict(job.spec.annotations),
+        "id": job.id,
+        "queue": job.queue,
+        "jobSet": job.job_set,
+        "state": job.state.name,
+        "priority": job.priority,
+        "priorityClass": job.priority_class,
+        "owner": job.spec.owner,
+        "submitted": iso(job.submitted_at),
+        "lastTransition": iso(job.last_transition_at),
+        "schedulingReason": reason,
+        "error": job_error(job),
+        "cancelReason": job.cancel_reason,
+        "cancelUser": job.cancel_user,
+        "annotations": dict(job.spec.annotations),
         "gangId": job.gang.id if job.gang else None,
-        "runs": [run_json(r) for r in job.runs], "spec": to_json(job.spec)}
+        "runs": [run_json(r) for r in job.runs],
+        "spec": to_json(job.spec),
+    }
 
 
 def run_json(run: Any) -> dict[str, Any]:
-    return {"id": run.id, "index": run.index, "state": run.state.name,
-            "executor": run.cluster_id, "node": run.node, "pool": run.pool,
-            "leased": iso(run.leased_at), "pending": iso(run.pending_at),
-            "started": iso(run.started_at), "finished": iso(run.finished_at),
-            "condition": run.condition, "category": run.category,
-            "subcategory": run.subcategory, "reason": run.reason,
-            "containers": [{"name": c.name, "exitCode": c.exit_code, "message": c.message,
-                            "reason": c.reason, "initContainer": c.init_container}
-                           for c in run.containers]}
+    return {
+        "id": run.id,
+        "index": run.index,
+        "state": run.state.name,
+        "executor": run.cluster_id,
+        "node": run.node,
+        "pool": run.pool,
+        "leased": iso(run.leased_at),
+        "pending": iso(run.pending_at),
+        "started": iso(run.started_at),
+        "finished": iso(run.finished_at),
+        "condition": run.condition,
+        "category": run.category,
+        "subcategory": run.subcategory,
+        "reason": run.reason,
+        "containers": [
+            {
+                "name": c.name,
+                "exitCode": c.exit_code,
+                "message": c.message,
+                "reason": c.reason,
+                "initContainer": c.init_container,
+            }
+            for c in run.containers
+        ],
+    }
 
 
 @endpoint
@@ -351,24 +412,37 @@ async def job_logs(request: Request) -> Response:
         options.container = container
     if request.query_params.get("tailLines"):
         options.tailLines = _int(request, "tailLines", 0, 0, 1_000_000)
-    answer = await call(services.binoculars.Logs, binoculars_pb2.LogRequest(
-        job_id=request.path_params["id"], since_time=_one(request, "sinceTime"),
-        log_options=options))
-    return JSONResponse({"lines": [{"timestamp": line.timestamp, "line": line.line}
-                                   for line in answer.log]})
+    answer = await call(
+        services.binoculars.Logs,
+        binoculars_pb2.LogRequest(
+            job_id=request.path_params["id"],
+            since_time=_one(request, "sinceTime"),
+            log_options=options,
+        ),
+    )
+    return JSONResponse(
+        {"lines": [{"timestamp": line.timestamp, "line": line.line} for line in answer.log]}
+    )
 
 
 # --- nodes -------------------------------------------------------------------------------
 
+
 def node_json(node: NodeInfo) -> dict[str, Any]:
-    return {"id": f"{node.executor}/{node.name}", "executor": node.executor,
-            "pool": node.pool, "name": node.name, "allocatable": dict(node.node.allocatable),
-            "labels": dict(node.node.labels),
-            "taints": [{"key": t.key, "value": t.value, "effect": t.effect}
-                       for t in node.node.taints],
-            "unschedulable": node.node.unschedulable, "cordoned": node.cordoned,
-            "cordonedAt": iso(node.cordoned_at) if node.cordoned_at else None,
-            "cordonedBy": node.cordoned_by, "lastSeen": iso(node.last_seen)}
+    return {
+        "id": f"{node.executor}/{node.name}",
+        "executor": node.executor,
+        "pool": node.pool,
+        "name": node.name,
+        "allocatable": dict(node.node.allocatable),
+        "labels": dict(node.node.labels),
+        "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.node.taints],
+        "unschedulable": node.node.unschedulable,
+        "cordoned": node.cordoned,
+        "cordonedAt": iso(node.cordoned_at) if node.cordoned_at else None,
+        "cordonedBy": node.cordoned_by,
+        "lastSeen": iso(node.last_seen),
+    }
 
 
 @endpoint
@@ -384,8 +458,11 @@ async def _set_cordon(request: Request, cordon: bool) -> Response:
     name = body.get("node")
     if not isinstance(name, str) or not name:
         raise InvalidArgument("node: a node name (NODE or EXECUTOR/NODE) is required")
-    message = (binoculars_pb2.CordonRequest(node_name=name) if cordon
-               else binoculars_pb2.CordonRequest(uncordon_node_name=name))
+    message = (
+        binoculars_pb2.CordonRequest(node_name=name)
+        if cordon
+        else binoculars_pb2.CordonRequest(uncordon_node_name=name)
+    )
     await call(web.services.binoculars.Cordon, message)
     executor, _, node = name.rpartition("/")
     nodes = await web.ctx.run(web.ctx.store.nodes_with_cordons)
@@ -410,17 +487,32 @@ async def list_job_sets(request: Request) -> Response:
     if not queue:
         raise InvalidArgument("queue: required")
     await call(web.services.queues.GetQueue, submit_pb2.QueueGetRequest(name=queue))
-    rows, more = await web.ctx.run(queries.list_job_sets, web.ctx.store, queue,
-                                   limit=_int(request, "limit", 50, 1, queries.MAX_PAGE),
-                                   offset=_int(request, "offset", 0, 0, 10**9))
-    return JSONResponse({"jobSets": [
-        {"queue": r.queue, "jobSet": r.name, "created": iso(r.created_at),
-         "lastMessageId": str(r.last_seq),
-         "counts": {s.name: n for s, n in sorted(r.counts.items())}} for r in rows],
-        "more": more})
+    rows, more = await web.ctx.run(
+        queries.list_job_sets,
+        web.ctx.store,
+        queue,
+        limit=_int(request, "limit", 50, 1, queries.MAX_PAGE),
+        offset=_int(request, "offset", 0, 0, 10**9),
+    )
+    return JSONResponse(
+        {
+            "jobSets": [
+                {
+                    "queue": r.queue,
+                    "jobSet": r.name,
+                    "created": iso(r.created_at),
+                    "lastMessageId": str(r.last_seq),
+                    "counts": {s.name: n for s, n in sorted(r.counts.items())},
+                }
+                for r in rows
+            ],
+            "more": more,
+        }
+    )
 
 
 # --- job-set events as server-sent events ----------------------------------------------------
+
 
 @endpoint
 async def job_set_events(request: Request) -> Response:
@@ -433,12 +525,15 @@ async def job_set_events(request: Request) -> Response:
     parse_message_id(start)
     watch = _bool(request, "watch")
     await web.ctx.authorize(queue, "watch")  # refused before the stream starts: a status
-    request_message = event_pb2.JobSetRequest(id=job_set, queue=queue, from_message_id=start,
-                                              watch=watch)
-    messages = stream(web.services.events.GetJobSetEvents, request_message,
-                      [(HEARTBEAT_METADATA, "1")])
-    return StreamingResponse(event_stream(web, messages), media_type="text/event-stream",
-                             headers=SSE_HEADERS)
+    request_message = event_pb2.JobSetRequest(
+        id=job_set, queue=queue, from_message_id=start, watch=watch
+    )
+    messages = stream(
+        web.services.events.GetJobSetEvents, request_message, [(HEARTBEAT_METADATA, "1")]
+    )
+    return StreamingResponse(
+        event_stream(web, messages), media_type="text/event-stream", headers=SSE_HEADERS
+    )
 
 
 async def event_stream(web: Web, messages: AsyncIterator[Any]) -> AsyncIterator[str]:
@@ -457,6 +552,7 @@ async def event_stream(web: Web, messages: AsyncIterator[Any]) -> AsyncIterator[
 
 
 # --- the document ------------------------------------------------------------------------------
+
 
 async def openapi(request: Request) -> Response:
     return JSONResponse(document())

@@ -18,8 +18,11 @@ from google.protobuf.message import Message
 
 _QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
 _INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
-_TIMES = ("k8s.io.apimachinery.pkg.apis.meta.v1.Time",
-          "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime", "google.protobuf.Timestamp")
+_TIMES = (
+    "k8s.io.apimachinery.pkg.apis.meta.v1.Time",
+    "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime",
+    "google.protobuf.Timestamp",
+)
 
 
 def to_json(message: Message) -> dict[str, Any]:

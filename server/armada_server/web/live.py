@@ -73,8 +73,7 @@ class ChangeFeed:
                 changed.update(keys)
         return changed
 
-    async def follow(self, *, debounce: float = 0.3,
-                     keepalive: float = 15.0) -> AsyncIterator[str]:
+    async def follow(self, *, debounce: float = 0.3, keepalive: float = 15.0) -> AsyncIterator[str]:
         """Server-sent events: `change` with the changed job sets as ["queue", "set"] pairs
         (or "*" for all), at most one per `debounce` seconds; a comment on idle streams."""
         waiter = asyncio.Event()

@@ -29,10 +29,14 @@ def _map(values: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "additionalProperties": values}
 
 
-def _obj(properties: dict[str, Any], required: tuple[str, ...] = (), *,
-         extra: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object", "properties": properties,
-                           "additionalProperties": extra}
+def _obj(
+    properties: dict[str, Any], required: tuple[str, ...] = (), *, extra: bool = False
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": extra,
+    }
     if required:
         out["required"] = list(required)
     return out
@@ -48,88 +52,226 @@ STRINGS = _array(STR)
 STR_MAP = _map(STR)
 
 SCHEMAS: dict[str, Any] = {
-    "Error": _obj({"error": _obj({"code": STR, "message": STR}, ("code", "message"))},
-                  ("error",)),
-    "Queue": _obj({
-        "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,63}$"},
-        "priorityFactor": {"type": "number", "minimum": 0,
-                           "description": "0 (or absent) means 1; weight is 1 / factor"},
-        "userOwners": STRINGS, "groupOwners": STRINGS,
-        "permissions": _array(_obj({
-            "subjects": _array(_obj({"kind": {"type": "string", "enum": ["User", "Group"]},
-                                     "name": STR})),
-            "verbs": _array({"type": "string", "enum": [
-                "submit", "cancel", "preempt", "reprioritize", "watch"]})})),
-        "cordoned": BOOL, "labels": STR_MAP, "retryPolicies": STRINGS,
-        "resourceLimitsByPriorityClassName": {"type": "object"},
-    }, extra=True),
+    "Error": _obj({"error": _obj({"code": STR, "message": STR}, ("code", "message"))}, ("error",)),
+    "Queue": _obj(
+        {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,63}$"},
+            "priorityFactor": {
+                "type": "number",
+                "minimum": 0,
+                "description": "0 (or absent) means 1; weight is 1 / factor",
+            },
+            "userOwners": STRINGS,
+            "groupOwners": STRINGS,
+            "permissions": _array(
+                _obj(
+                    {
+                        "subjects": _array(
+                            _obj(
+                                {"kind": {"type": "string", "enum": ["User", "Group"]}, "name": STR}
+                            )
+                        ),
+                        "verbs": _array(
+                            {
+                                "type": "string",
+                                "enum": ["submit", "cancel", "preempt", "reprioritize", "watch"],
+                            }
+                        ),
+                    }
+                )
+            ),
+            "cordoned": BOOL,
+            "labels": STR_MAP,
+            "retryPolicies": STRINGS,
+            "resourceLimitsByPriorityClassName": {"type": "object"},
+        },
+        extra=True,
+    ),
     "QueueList": _obj({"queues": _array(_ref("Queue"))}, ("queues",)),
-    "JobItem": _obj({
-        "priority": NUM, "namespace": STR, "clientId": STR, "labels": STR_MAP,
-        "annotations": STR_MAP,
-        "podSpec": {"type": "object", "description": "a Kubernetes core/v1 PodSpec"},
-        "podSpecs": _array({"type": "object"}), "ingress": _array({"type": "object"}),
-        "services": _array({"type": "object"}), "scheduler": STR, "externalJobUri": STR,
-    }, extra=True),
-    "SubmitRequest": _obj({"queue": STR, "jobSetId": STR, "jobs": _array(_ref("JobItem"))},
-                          ("queue", "jobSetId", "jobs")),
+    "JobItem": _obj(
+        {
+            "priority": NUM,
+            "namespace": STR,
+            "clientId": STR,
+            "labels": STR_MAP,
+            "annotations": STR_MAP,
+            "podSpec": {"type": "object", "description": "a Kubernetes core/v1 PodSpec"},
+            "podSpecs": _array({"type": "object"}),
+            "ingress": _array({"type": "object"}),
+            "services": _array({"type": "object"}),
+            "scheduler": STR,
+            "externalJobUri": STR,
+        },
+        extra=True,
+    ),
+    "SubmitRequest": _obj(
+        {"queue": STR, "jobSetId": STR, "jobs": _array(_ref("JobItem"))},
+        ("queue", "jobSetId", "jobs"),
+    ),
     "SubmitResponse": _obj({"jobIds": STRINGS}, ("jobIds",)),
-    "JobRow": _obj({
-        "id": STR, "queue": STR, "jobSet": STR, "state": {"type": "string", "enum": STATES},
-        "priority": NUM, "priorityClass": STR, "gangId": NSTR, "submitted": TIME,
-        "lastTransition": TIME, "reason": STR,
-    }, ("id", "queue", "jobSet", "state")),
-    "JobList": _obj({"jobs": _array(_ref("JobRow")), "next": NSTR, "prev": NSTR},
-                    ("jobs", "next", "prev")),
-    "JobStates": _obj({"jobStates": _map({"type": "string", "enum": STATES})},
-                      ("jobStates",)),
-    "Container": _obj({"name": STR, "exitCode": INT, "message": STR, "reason": STR,
-                       "initContainer": BOOL}),
-    "Run": _obj({
-        "id": STR, "index": INT, "state": STR, "executor": STR, "node": STR, "pool": STR,
-        "leased": TIME, "pending": TIME, "started": TIME, "finished": TIME,
-        "condition": STR, "category": STR, "subcategory": STR, "reason": STR,
-        "containers": _array(_ref("Container"))}),
-    "Job": _obj({
-        "id": STR, "queue": STR, "jobSet": STR, "state": {"type": "string", "enum": STATES},
-        "priority": NUM, "priorityClass": STR, "owner": STR, "submitted": TIME,
-        "lastTransition": TIME, "schedulingReason": STR, "error": STR, "cancelReason": STR,
-        "cancelUser": STR, "annotations": STR_MAP, "gangId": NSTR,
-        "runs": _array(_ref("Run")), "spec": {"type": "object"},
-    }, ("id", "queue", "jobSet", "state", "runs", "spec")),
-    "CancelRequest": _obj({"queue": STR, "jobSetId": STR, "jobId": STR, "jobIds": STRINGS,
-                           "reason": STR}, ("queue", "jobSetId")),
+    "JobRow": _obj(
+        {
+            "id": STR,
+            "queue": STR,
+            "jobSet": STR,
+            "state": {"type": "string", "enum": STATES},
+            "priority": NUM,
+            "priorityClass": STR,
+            "gangId": NSTR,
+            "submitted": TIME,
+            "lastTransition": TIME,
+            "reason": STR,
+        },
+        ("id", "queue", "jobSet", "state"),
+    ),
+    "JobList": _obj(
+        {"jobs": _array(_ref("JobRow")), "next": NSTR, "prev": NSTR}, ("jobs", "next", "prev")
+    ),
+    "JobStates": _obj({"jobStates": _map({"type": "string", "enum": STATES})}, ("jobStates",)),
+    "Container": _obj(
+        {"name": STR, "exitCode": INT, "message": STR, "reason": STR, "initContainer": BOOL}
+    ),
+    "Run": _obj(
+        {
+            "id": STR,
+            "index": INT,
+            "state": STR,
+            "executor": STR,
+            "node": STR,
+            "pool": STR,
+            "leased": TIME,
+            "pending": TIME,
+            "started": TIME,
+            "finished": TIME,
+            "condition": STR,
+            "category": STR,
+            "subcategory": STR,
+            "reason": STR,
+            "containers": _array(_ref("Container")),
+        }
+    ),
+    "Job": _obj(
+        {
+            "id": STR,
+            "queue": STR,
+            "jobSet": STR,
+            "state": {"type": "string", "enum": STATES},
+            "priority": NUM,
+            "priorityClass": STR,
+            "owner": STR,
+            "submitted": TIME,
+            "lastTransition": TIME,
+            "schedulingReason": STR,
+            "error": STR,
+            "cancelReason": STR,
+            "cancelUser": STR,
+            "annotations": STR_MAP,
+            "gangId": NSTR,
+            "runs": _array(_ref("Run")),
+            "spec": {"type": "object"},
+        },
+        ("id", "queue", "jobSet", "state", "runs", "spec"),
+    ),
+    "CancelRequest": _obj(
+        {"queue": STR, "jobSetId": STR, "jobId": STR, "jobIds": STRINGS, "reason": STR},
+        ("queue", "jobSetId"),
+    ),
     "CancelResponse": _obj({"cancelledIds": STRINGS}, ("cancelledIds",)),
-    "ReprioritizeRequest": _obj({"queue": STR, "jobSetId": STR, "jobIds": STRINGS,
-                                 "newPriority": NUM}, ("queue", "jobSetId", "newPriority")),
-    "PreemptRequest": _obj({"queue": STR, "jobSetId": STR, "jobIds": STRINGS,
-                            "reason": STR}, ("queue", "jobSetId")),
+    "ReprioritizeRequest": _obj(
+        {"queue": STR, "jobSetId": STR, "jobIds": STRINGS, "newPriority": NUM},
+        ("queue", "jobSetId", "newPriority"),
+    ),
+    "PreemptRequest": _obj(
+        {"queue": STR, "jobSetId": STR, "jobIds": STRINGS, "reason": STR}, ("queue", "jobSetId")
+    ),
     "Results": _obj({"results": STR_MAP}, ("results",)),
-    "JobSetCancelRequest": _obj({
-        "queue": STR, "jobSetId": STR, "reason": STR,
-        "filter": _obj({"states": _array({"type": "string", "enum": JOB_SET_STATES})}),
-    }, ("queue", "jobSetId")),
+    "JobSetCancelRequest": _obj(
+        {
+            "queue": STR,
+            "jobSetId": STR,
+            "reason": STR,
+            "filter": _obj({"states": _array({"type": "string", "enum": JOB_SET_STATES})}),
+        },
+        ("queue", "jobSetId"),
+    ),
     "Empty": _obj({}),
-    "NodeRequest": _obj({"node": {"type": "string", "minLength": 1, "description":
-                                  "NODE, or EXECUTOR/NODE when executors share names"}},
-                        ("node",)),
-    "Node": _obj({
-        "id": STR, "executor": STR, "pool": STR, "name": STR, "allocatable": STR_MAP,
-        "labels": STR_MAP, "taints": _array(_obj({"key": STR, "value": STR, "effect": STR})),
-        "unschedulable": BOOL, "cordoned": BOOL, "cordonedAt": TIME, "cordonedBy": STR,
-        "lastSeen": TIME}, ("id", "executor", "name", "cordoned")),
+    "NodeRequest": _obj(
+        {
+            "node": {
+                "type": "string",
+                "minLength": 1,
+                "description": "NODE, or EXECUTOR/NODE when executors share names",
+            }
+        },
+        ("node",),
+    ),
+    "Node": _obj(
+        {
+            "id": STR,
+            "executor": STR,
+            "pool": STR,
+            "name": STR,
+            "allocatable": STR_MAP,
+            "labels": STR_MAP,
+            "taints": _array(_obj({"key": STR, "value": STR, "effect": STR})),
+            "unschedulable": BOOL,
+            "cordoned": BOOL,
+            "cordonedAt": TIME,
+            "cordonedBy": STR,
+            "lastSeen": TIME,
+        },
+        ("id", "executor", "name", "cordoned"),
+    ),
     "NodeList": _obj({"nodes": _array(_ref("Node"))}, ("nodes",)),
-    "LogLines": _obj({"lines": _array(_obj({"timestamp": STR, "line": STR}))},
-                     ("lines",)),
-    "JobSets": _obj({"jobSets": _array(_obj({
-        "queue": STR, "jobSet": STR, "created": TIME, "lastMessageId": STR,
-        "counts": _map(INT)})), "more": BOOL}, ("jobSets", "more")),
-    "Shares": _obj({"period": NUM, "samples": _array(_obj({
-        "time": TIME, "capacity": _map(INT), "queues": _array(_obj({
-            "name": STR, "weight": NUM, "cordoned": BOOL, "active": BOOL,
-            "fairShare": NUM, "adjustedFairShare": NUM, "share": NUM, "demand": NUM,
-            "shares": _map(NUM), "running": INT, "queued": INT}))}))},
-        ("period", "samples")),
+    "LogLines": _obj({"lines": _array(_obj({"timestamp": STR, "line": STR}))}, ("lines",)),
+    "JobSets": _obj(
+        {
+            "jobSets": _array(
+                _obj(
+                    {
+                        "queue": STR,
+                        "jobSet": STR,
+                        "created": TIME,
+                        "lastMessageId": STR,
+                        "counts": _map(INT),
+                    }
+                )
+            ),
+            "more": BOOL,
+        },
+        ("jobSets", "more"),
+    ),
+    "Shares": _obj(
+        {
+            "period": NUM,
+            "samples": _array(
+                _obj(
+                    {
+                        "time": TIME,
+                        "capacity": _map(INT),
+                        "queues": _array(
+                            _obj(
+                                {
+                                    "name": STR,
+                                    "weight": NUM,
+                                    "cordoned": BOOL,
+                                    "active": BOOL,
+                                    "fairShare": NUM,
+                                    "adjustedFairShare": NUM,
+                                    "share": NUM,
+                                    "demand": NUM,
+                                    "shares": _map(NUM),
+                                    "running": INT,
+                                    "queued": INT,
+                                }
+                            )
+                        ),
+                    }
+                )
+            ),
+        },
+        ("period", "samples"),
+    ),
 }
 
 _ERRORS = {
@@ -147,29 +289,54 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _op(op_id: str, summary: str, ok: dict[str, Any], *, status: str = "200",
-        errors: tuple[str, ...] = ("400", "401", "403", "404"),
-        body: str | None = None, params: list[dict[str, Any]] | None = None,
-        tag: str = "jobs") -> dict[str, Any]:
+def _op(
+    op_id: str,
+    summary: str,
+    ok: dict[str, Any],
+    *,
+    status: str = "200",
+    errors: tuple[str, ...] = ("400", "401", "403", "404"),
+    body: str | None = None,
+    params: list[dict[str, Any]] | None = None,
+    tag: str = "jobs",
+) -> dict[str, Any]:
     responses = {status: ok}
     if body is not None:
         errors = (*errors, "415")
     for code in errors:
         responses[code] = _json(_ref("Error"), _ERRORS[code])
-    op: dict[str, Any] = {"operationId": op_id, "summary": summary, "tags": [tag],
-                          "responses": responses}
+    op: dict[str, Any] = {
+        "operationId": op_id,
+        "summary": summary,
+        "tags": [tag],
+        "responses": responses,
+    }
     if body is not None:
-        op["requestBody"] = {"required": True, "content": {
-            "application/json": {"schema": _ref(body)}}}
+        op["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(body)}},
+        }
     if params:
         op["parameters"] = params
     return op
 
 
-def _q(name: str, schema: dict[str, Any], description: str = "", *,
-       required: bool = False, where: str = "query", **extra: Any) -> dict[str, Any]:
-    out = {"name": name, "in": where, "required": required or where == "path",
-           "schema": schema, **extra}
+def _q(
+    name: str,
+    schema: dict[str, Any],
+    description: str = "",
+    *,
+    required: bool = False,
+    where: str = "query",
+    **extra: Any,
+) -> dict[str, Any]:
+    out = {
+        "name": name,
+        "in": where,
+        "required": required or where == "path",
+        "schema": schema,
+        **extra,
+    }
     if description:
         out["description"] = description
     return out
@@ -183,144 +350,256 @@ JOB_ID = _q("id", STR, where="path")
 def document() -> dict[str, Any]:
     return {
         "openapi": "3.0.3",
-        "info": {"title": "armada-server REST gateway", "version": __version__,
-                 "description": (
-                     "The public API over HTTP/JSON. Each call runs the gRPC service's own "
-                     "logic; errors carry the gRPC code name. With authentication on, send "
-                     "the same Basic or Bearer credentials as over gRPC.")},
+        "info": {
+            "title": "armada-server REST gateway",
+            "version": __version__,
+            "description": (
+                "The public API over HTTP/JSON. Each call runs the gRPC service's own "
+                "logic; errors carry the gRPC code name. With authentication on, send "
+                "the same Basic or Bearer credentials as over gRPC."
+            ),
+        },
         "servers": [{"url": "/"}],
         "security": [{"basicAuth": []}, {"bearerAuth": []}],
         "components": {
             "schemas": SCHEMAS,
-            "securitySchemes": {"basicAuth": {"type": "http", "scheme": "basic"},
-                                "bearerAuth": {"type": "http", "scheme": "bearer"}}},
+            "securitySchemes": {
+                "basicAuth": {"type": "http", "scheme": "basic"},
+                "bearerAuth": {"type": "http", "scheme": "bearer"},
+            },
+        },
         "paths": {
             "/api/v1/queues": {
-                "get": _op("listQueues", "Every queue", _json(_ref("QueueList"), "queues"),
-                           errors=("401",), tag="queues"),
-                "post": _op("createQueue", "Create a queue (administrators)",
-                            _json(_ref("Queue"), "the queue created"), status="201",
-                            errors=("400", "401", "403", "409"), body="Queue",
-                            tag="queues"),
+                "get": _op(
+                    "listQueues",
+                    "Every queue",
+                    _json(_ref("QueueList"), "queues"),
+                    errors=("401",),
+                    tag="queues",
+                ),
+                "post": _op(
+                    "createQueue",
+                    "Create a queue (administrators)",
+                    _json(_ref("Queue"), "the queue created"),
+                    status="201",
+                    errors=("400", "401", "403", "409"),
+                    body="Queue",
+                    tag="queues",
+                ),
             },
             "/api/v1/queues/{name}": {
-                "get": _op("getQueue", "One queue", _json(_ref("Queue"), "the queue"),
-                           params=[QUEUE_NAME], errors=("400", "401", "404"),
-                           tag="queues"),
-                "put": _op("updateQueue", "Replace a queue's settings (administrators)",
-                           _json(_ref("Queue"), "the queue as stored"), body="Queue",
-                           params=[QUEUE_NAME], tag="queues"),
-                "delete": _op("deleteQueue", "Delete a queue (administrators)",
-                              _json(_ref("Empty"), "deleted"), params=[QUEUE_NAME],
-                              tag="queues"),
+                "get": _op(
+                    "getQueue",
+                    "One queue",
+                    _json(_ref("Queue"), "the queue"),
+                    params=[QUEUE_NAME],
+                    errors=("400", "401", "404"),
+                    tag="queues",
+                ),
+                "put": _op(
+                    "updateQueue",
+                    "Replace a queue's settings (administrators)",
+                    _json(_ref("Queue"), "the queue as stored"),
+                    body="Queue",
+                    params=[QUEUE_NAME],
+                    tag="queues",
+                ),
+                "delete": _op(
+                    "deleteQueue",
+                    "Delete a queue (administrators)",
+                    _json(_ref("Empty"), "deleted"),
+                    params=[QUEUE_NAME],
+                    tag="queues",
+                ),
             },
             "/api/v1/queues/{name}/cordon": {
-                "post": _op("cordonQueue", "Stop scheduling the queue's jobs (administrators)",
-                            _json(_ref("Queue"), "the queue"), params=[QUEUE_NAME],
-                            tag="queues"),
+                "post": _op(
+                    "cordonQueue",
+                    "Stop scheduling the queue's jobs (administrators)",
+                    _json(_ref("Queue"), "the queue"),
+                    params=[QUEUE_NAME],
+                    tag="queues",
+                ),
             },
             "/api/v1/queues/{name}/uncordon": {
-                "post": _op("uncordonQueue", "Schedule the queue's jobs again",
-                            _json(_ref("Queue"), "the queue"), params=[QUEUE_NAME],
-                            tag="queues"),
+                "post": _op(
+                    "uncordonQueue",
+                    "Schedule the queue's jobs again",
+                    _json(_ref("Queue"), "the queue"),
+                    params=[QUEUE_NAME],
+                    tag="queues",
+                ),
             },
             "/api/v1/shares": {
-                "get": _op("getShares", "Fair share, adjusted fair share and actual share per "
-                           "queue, sampled over the last hour", _json(_ref("Shares"), "samples"),
-                           errors=("401",), tag="queues"),
+                "get": _op(
+                    "getShares",
+                    "Fair share, adjusted fair share and actual share per "
+                    "queue, sampled over the last hour",
+                    _json(_ref("Shares"), "samples"),
+                    errors=("401",),
+                    tag="queues",
+                ),
             },
             "/api/v1/nodes": {
-                "get": _op("listNodes", "Every executor's nodes, with their cordons",
-                           _json(_ref("NodeList"), "nodes"), errors=("401",), tag="nodes"),
+                "get": _op(
+                    "listNodes",
+                    "Every executor's nodes, with their cordons",
+                    _json(_ref("NodeList"), "nodes"),
+                    errors=("401",),
+                    tag="nodes",
+                ),
             },
             "/api/v1/nodes/cordon": {
-                "post": _op("cordonNode", "Place no new jobs on a node (administrators)",
-                            _json(_ref("Node"), "the node"), body="NodeRequest", tag="nodes"),
+                "post": _op(
+                    "cordonNode",
+                    "Place no new jobs on a node (administrators)",
+                    _json(_ref("Node"), "the node"),
+                    body="NodeRequest",
+                    tag="nodes",
+                ),
             },
             "/api/v1/nodes/uncordon": {
-                "post": _op("uncordonNode", "Place jobs on a node again (administrators)",
-                            _json(_ref("Node"), "the node"), body="NodeRequest", tag="nodes"),
+                "post": _op(
+                    "uncordonNode",
+                    "Place jobs on a node again (administrators)",
+                    _json(_ref("Node"), "the node"),
+                    body="NodeRequest",
+                    tag="nodes",
+                ),
             },
             "/api/v1/jobs": {
-                "post": _op("submitJobs", "Submit jobs to a job set (the `armada` job-file "
-                            "format); one id per job, in order",
-                            _json(_ref("SubmitResponse"), "the jobs' ids"),
-                            body="SubmitRequest"),
-                "get": _op("listJobs", "Jobs, filtered and sorted, a page at a time",
-                           _json(_ref("JobList"), "one page"), errors=("400", "401"), params=[
-                               _q("queue", STR), _q("jobSet", STR, "needs queue"),
-                               _q("state", _array({"type": "string",
-                                                   "enum": [*LIST_STATES, ""]}),
-                                  "any of these states (empty: any state)", style="form",
-                                  explode=True),
-                               _q("annotation", STR, "key or key=value"),
-                               _q("sort", {"type": "string", "enum": [
-                                   "submitted", "updated", "priority", "state"]}),
-                               _q("order", {"type": "string", "enum": ["asc", "desc"]}),
-                               _q("limit", {"type": "integer", "minimum": 1,
-                                            "maximum": 500}),
-                               _q("cursor", STR, "`next` or `prev` of the previous page")]),
+                "post": _op(
+                    "submitJobs",
+                    "Submit jobs to a job set (the `armada` job-file "
+                    "format); one id per job, in order",
+                    _json(_ref("SubmitResponse"), "the jobs' ids"),
+                    body="SubmitRequest",
+                ),
+                "get": _op(
+                    "listJobs",
+                    "Jobs, filtered and sorted, a page at a time",
+                    _json(_ref("JobList"), "one page"),
+                    errors=("400", "401"),
+                    params=[
+                        _q("queue", STR),
+                        _q("jobSet", STR, "needs queue"),
+                        _q(
+                            "state",
+                            _array({"type": "string", "enum": [*LIST_STATES, ""]}),
+                            "any of these states (empty: any state)",
+                            style="form",
+                            explode=True,
+                        ),
+                        _q("annotation", STR, "key or key=value"),
+                        _q(
+                            "sort",
+                            {
+                                "type": "string",
+                                "enum": ["submitted", "updated", "priority", "state"],
+                            },
+                        ),
+                        _q("order", {"type": "string", "enum": ["asc", "desc"]}),
+                        _q("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
+                        _q("cursor", STR, "`next` or `prev` of the previous page"),
+                    ],
+                ),
             },
             "/api/v1/jobs/status": {
-                "get": _op("getJobStatus", "States of jobs (UNKNOWN for ids never seen)",
-                           _json(_ref("JobStates"), "states"), errors=("400", "401"),
-                           params=[_q("id", STRINGS, style="form", explode=True)]),
+                "get": _op(
+                    "getJobStatus",
+                    "States of jobs (UNKNOWN for ids never seen)",
+                    _json(_ref("JobStates"), "states"),
+                    errors=("400", "401"),
+                    params=[_q("id", STRINGS, style="form", explode=True)],
+                ),
             },
             "/api/v1/jobs/{id}": {
-                "get": _op("getJob", "A job: spec, state, runs, why it is not scheduled",
-                           _json(_ref("Job"), "the job"), params=[JOB_ID],
-                           errors=("401", "404")),
+                "get": _op(
+                    "getJob",
+                    "A job: spec, state, runs, why it is not scheduled",
+                    _json(_ref("Job"), "the job"),
+                    params=[JOB_ID],
+                    errors=("401", "404"),
+                ),
             },
             "/api/v1/jobs/{id}/logs": {
-                "get": _op("getJobLogs", "Log lines of the job's latest run, from the "
-                           "executor that ran it", _json(_ref("LogLines"), "lines"),
-                           params=[JOB_ID, _q("container", STR),
-                                   _q("sinceTime", STR, "RFC 3339: lines after this time"),
-                                   _q("tailLines", {"type": "integer", "minimum": 0,
-                                                    "maximum": 1000000})],
-                           errors=("400", "401", "403", "404", "503")),
+                "get": _op(
+                    "getJobLogs",
+                    "Log lines of the job's latest run, from the executor that ran it",
+                    _json(_ref("LogLines"), "lines"),
+                    params=[
+                        JOB_ID,
+                        _q("container", STR),
+                        _q("sinceTime", STR, "RFC 3339: lines after this time"),
+                        _q("tailLines", {"type": "integer", "minimum": 0, "maximum": 1000000}),
+                    ],
+                    errors=("400", "401", "403", "404", "503"),
+                ),
             },
             "/api/v1/jobs/cancel": {
-                "post": _op("cancelJobs", "Cancel jobs of a job set",
-                            _json(_ref("CancelResponse"), "the ids cancelled"),
-                            body="CancelRequest"),
+                "post": _op(
+                    "cancelJobs",
+                    "Cancel jobs of a job set",
+                    _json(_ref("CancelResponse"), "the ids cancelled"),
+                    body="CancelRequest",
+                ),
             },
             "/api/v1/jobs/reprioritize": {
-                "post": _op("reprioritizeJobs", "New priority for jobs of a job set (all of "
-                            "them when jobIds is empty)",
-                            _json(_ref("Results"), "per job: an error, or empty"),
-                            body="ReprioritizeRequest"),
+                "post": _op(
+                    "reprioritizeJobs",
+                    "New priority for jobs of a job set (all of them when jobIds is empty)",
+                    _json(_ref("Results"), "per job: an error, or empty"),
+                    body="ReprioritizeRequest",
+                ),
             },
             "/api/v1/jobs/preempt": {
-                "post": _op("preemptJobs", "Preempt running jobs of a job set",
-                            _json(_ref("Results"), "per job: an error, or empty"),
-                            body="PreemptRequest"),
+                "post": _op(
+                    "preemptJobs",
+                    "Preempt running jobs of a job set",
+                    _json(_ref("Results"), "per job: an error, or empty"),
+                    body="PreemptRequest",
+                ),
             },
             "/api/v1/jobsets": {
-                "get": _op("listJobSets", "A queue's job sets, newest first, with counts",
-                           _json(_ref("JobSets"), "job sets"), params=[
-                               _q("queue", STR, required=True),
-                               _q("limit", {"type": "integer", "minimum": 1,
-                                            "maximum": 500}),
-                               _q("offset", {"type": "integer", "minimum": 0})],
-                           tag="jobsets"),
+                "get": _op(
+                    "listJobSets",
+                    "A queue's job sets, newest first, with counts",
+                    _json(_ref("JobSets"), "job sets"),
+                    params=[
+                        _q("queue", STR, required=True),
+                        _q("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
+                        _q("offset", {"type": "integer", "minimum": 0}),
+                    ],
+                    tag="jobsets",
+                ),
             },
             "/api/v1/jobsets/cancel": {
-                "post": _op("cancelJobSet", "Cancel a job set's jobs (those in the filter's "
-                            "states)", _json(_ref("Empty"), "cancelled"),
-                            body="JobSetCancelRequest", tag="jobsets"),
+                "post": _op(
+                    "cancelJobSet",
+                    "Cancel a job set's jobs (those in the filter's states)",
+                    _json(_ref("Empty"), "cancelled"),
+                    body="JobSetCancelRequest",
+                    tag="jobsets",
+                ),
             },
             "/api/v1/events": {
-                "get": _op("jobSetEvents", "A job set's events as server-sent events: `id` "
-                           "is the message id, `event` the type, `data` the event as JSON. "
-                           "Resume with fromMessageId or the Last-Event-ID header.",
-                           {"description": "the event stream", "content": {
-                               "text/event-stream": {"schema": STR}}},
-                           params=[_q("queue", STR, required=True),
-                                   _q("jobSetId", STR, required=True),
-                                   _q("fromMessageId", STR),
-                                   _q("watch", BOOL, "keep the stream open for new events")],
-                           tag="jobsets"),
+                "get": _op(
+                    "jobSetEvents",
+                    "A job set's events as server-sent events: `id` "
+                    "is the message id, `event` the type, `data` the event as JSON. "
+                    "Resume with fromMessageId or the Last-Event-ID header.",
+                    {
+                        "description": "the event stream",
+                        "content": {"text/event-stream": {"schema": STR}},
+                    },
+                    params=[
+                        _q("queue", STR, required=True),
+                        _q("jobSetId", STR, required=True),
+                        _q("fromMessageId", STR),
+                        _q("watch", BOOL, "keep the stream open for new events"),
+                    ],
+                    tag="jobsets",
+                ),
             },
         },
     }

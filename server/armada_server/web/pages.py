@@ -78,10 +78,16 @@ def _seconds(start: datetime | None, end: datetime | None) -> str:
 
 
 def _env() -> Environment:
-    env = Environment(loader=FileSystemLoader(HERE / "templates"),
-                      autoescape=select_autoescape(["html"]))
-    env.filters.update(ago=_ago, when=_when, pct=_pct, urlq=lambda s: quote(str(s), safe=""),
-                       tojson_attr=lambda v: json.dumps(v, separators=(",", ":")))
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
+    )
+    env.filters.update(
+        ago=_ago,
+        when=_when,
+        pct=_pct,
+        urlq=lambda s: quote(str(s), safe=""),
+        tojson_attr=lambda v: json.dumps(v, separators=(",", ":")),
+    )
     env.globals.update(version=__version__, duration=_seconds)
     return env
 
@@ -97,16 +103,16 @@ def render(request: Request, name: str, status: int = 200, **context: Any) -> Re
     web = web_of(request)
     who = current_principal()
     context.update(user=who.name if web.auth_enabled else "", path=request.url.path)
-    return templates.TemplateResponse(request, name, context, status_code=status,
-                                      headers={"Cache-Control": "no-store"})
+    return templates.TemplateResponse(
+        request, name, context, status_code=status, headers={"Cache-Control": "no-store"}
+    )
 
 
 def error_page(request: Request, e: Exception) -> Response:
     if isinstance(e, ApiError):
         e = CallError(e.code, str(e))
     assert isinstance(e, CallError)
-    return render(request, "error.html", status=e.http_status, code=e.code_name,
-                  message=e.message)
+    return render(request, "error.html", status=e.http_status, code=e.code_name, message=e.message)
 
 
 def page(fn):  # type: ignore[no-untyped-def]
@@ -128,9 +134,11 @@ templates.env.globals.update(job_set_url=job_set_url)
 
 
 async def _queues(web: Web) -> list[submit_pb2.Queue]:
-    return [m.queue async for m in stream(web.services.queues.GetQueues,
-                                          submit_pb2.StreamingQueueGetRequest())
-            if m.WhichOneof("event") == "queue"]
+    return [
+        m.queue
+        async for m in stream(web.services.queues.GetQueues, submit_pb2.StreamingQueueGetRequest())
+        if m.WhichOneof("event") == "queue"
+    ]
 
 
 async def _sample(web: Web) -> Sample:
@@ -153,9 +161,10 @@ def chart(web: Web, queue: str, bars: int = CHART_BARS) -> list[dict[str, float]
         sums[i][0] += found.share
         sums[i][1] += found.adjusted_fair_share
         sums[i][2] += 1
-    return [{"share": s / n, "fair": f / n, "n": n} if n else {"share": 0.0, "fair": 0.0,
-                                                               "n": 0}
-            for s, f, n in sums]
+    return [
+        {"share": s / n, "fair": f / n, "n": n} if n else {"share": 0.0, "fair": 0.0, "n": 0}
+        for s, f, n in sums
+    ]
 
 
 @page
@@ -173,17 +182,31 @@ async def queues_page(request: Request) -> Response:
     rows = []
     for q in queues:
         c = counts.get(q.name, {})
-        rows.append({"queue": q, "share": sample.queues.get(q.name), "counts": c,
-                     "queued": c.get(JobState.QUEUED, 0) + c.get(JobState.SUBMITTED, 0),
-                     "running": sum(c.get(s, 0) for s in (JobState.LEASED, JobState.PENDING,
-                                                          JobState.RUNNING)),
-                     "failed": c.get(JobState.FAILED, 0),
-                     "succeeded": c.get(JobState.SUCCEEDED, 0),
-                     "cancelled": c.get(JobState.CANCELLED, 0),
-                     "chart": chart(web, q.name)})
-    return render(request, "queues.html", rows=rows, resources=resources, sample=sample,
-                  period=web.sampler.period, is_admin=web.is_admin(),
-                  sampled=datetime.fromtimestamp(sample.time, UTC))
+        rows.append(
+            {
+                "queue": q,
+                "share": sample.queues.get(q.name),
+                "counts": c,
+                "queued": c.get(JobState.QUEUED, 0) + c.get(JobState.SUBMITTED, 0),
+                "running": sum(
+                    c.get(s, 0) for s in (JobState.LEASED, JobState.PENDING, JobState.RUNNING)
+                ),
+                "failed": c.get(JobState.FAILED, 0),
+                "succeeded": c.get(JobState.SUCCEEDED, 0),
+                "cancelled": c.get(JobState.CANCELLED, 0),
+                "chart": chart(web, q.name),
+            }
+        )
+    return render(
+        request,
+        "queues.html",
+        rows=rows,
+        resources=resources,
+        sample=sample,
+        period=web.sampler.period,
+        is_admin=web.is_admin(),
+        sampled=datetime.fromtimestamp(sample.time, UTC),
+    )
 
 
 @page
@@ -195,40 +218,71 @@ async def queue_page(request: Request) -> Response:
         offset = max(0, int(request.query_params.get("offset", "0") or 0))
     except ValueError:
         raise InvalidArgument("offset: not an integer") from None
-    job_sets, more = await web.ctx.run(queries.list_job_sets, web.ctx.store, name, limit=50,
-                                       offset=offset)
+    job_sets, more = await web.ctx.run(
+        queries.list_job_sets, web.ctx.store, name, limit=50, offset=offset
+    )
     counts = (await web.ctx.run(queries.queue_counts, web.ctx.store)).get(name, {})
     sample = await _sample(web)
-    return render(request, "queue.html", queue=queue, queue_json=to_json(queue),
-                  job_sets=job_sets, more=more, offset=offset, counts=counts,
-                  share=sample.queues.get(name), resources=list(sample.capacity),
-                  bars=chart(web, name), is_admin=web.is_admin(),
-                  may_cancel=web.may(queue, "cancel"), states=list(JobState))
+    return render(
+        request,
+        "queue.html",
+        queue=queue,
+        queue_json=to_json(queue),
+        job_sets=job_sets,
+        more=more,
+        offset=offset,
+        counts=counts,
+        share=sample.queues.get(name),
+        resources=list(sample.capacity),
+        bars=chart(web, name),
+        is_admin=web.is_admin(),
+        may_cancel=web.may(queue, "cancel"),
+        states=list(JobState),
+    )
 
 
 @page
 async def job_set_page(request: Request) -> Response:
     web = web_of(request)
     queue_name, job_set = request.path_params["queue"], request.path_params["jobset"]
-    queue = await call(web.services.queues.GetQueue,
-                       submit_pb2.QueueGetRequest(name=queue_name))
+    queue = await call(web.services.queues.GetQueue, submit_pb2.QueueGetRequest(name=queue_name))
     counts = await web.ctx.run(queries.job_set_counts, web.ctx.store, queue_name, job_set)
     last = await web.ctx.run(web.ctx.store.last_seq, queue_name, job_set)
     if last is None and not counts:
-        raise CallError(grpc.StatusCode.NOT_FOUND,
-                        f"job set {job_set!r} in queue {queue_name!r} not found")
-    where, limit, cursor = job_filter(QueryParams([
-        *((k, v) for k, v in request.query_params.multi_items() if k not in ("queue", "jobSet")),
-        ("queue", queue_name), ("jobSet", job_set)]))
-    jobs = await web.ctx.run(queries.list_jobs, web.ctx.store, where, limit=limit,
-                             cursor=cursor)
-    return render(request, "jobset.html", queue=queue, job_set=job_set, counts=counts,
-                  last_seq=last, page=jobs, where=where, limit=limit,
-                  params=_params(request, ("queue", "jobSet")),
-                  may_cancel=web.may(queue, "cancel"),
-                  may_reprioritize=web.may(queue, "reprioritize"),
-                  active=sum(counts.get(s, 0) for s in (*ACTIVE, JobState.SUBMITTED)),
-                  states=list(JobState), job_states=queries.STATE_NAMES)
+        raise CallError(
+            grpc.StatusCode.NOT_FOUND, f"job set {job_set!r} in queue {queue_name!r} not found"
+        )
+    where, limit, cursor = job_filter(
+        QueryParams(
+            [
+                *(
+                    (k, v)
+                    for k, v in request.query_params.multi_items()
+                    if k not in ("queue", "jobSet")
+                ),
+                ("queue", queue_name),
+                ("jobSet", job_set),
+            ]
+        )
+    )
+    jobs = await web.ctx.run(queries.list_jobs, web.ctx.store, where, limit=limit, cursor=cursor)
+    return render(
+        request,
+        "jobset.html",
+        queue=queue,
+        job_set=job_set,
+        counts=counts,
+        last_seq=last,
+        page=jobs,
+        where=where,
+        limit=limit,
+        params=_params(request, ("queue", "jobSet")),
+        may_cancel=web.may(queue, "cancel"),
+        may_reprioritize=web.may(queue, "reprioritize"),
+        active=sum(counts.get(s, 0) for s in (*ACTIVE, JobState.SUBMITTED)),
+        states=list(JobState),
+        job_states=queries.STATE_NAMES,
+    )
 
 
 def _params(request: Request, drop: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -258,11 +312,18 @@ templates.env.globals.update(query_string=query_string)
 async def jobs_page(request: Request) -> Response:
     web = web_of(request)
     where, limit, cursor = job_filter(request.query_params)
-    jobs = await web.ctx.run(queries.list_jobs, web.ctx.store, where, limit=limit,
-                             cursor=cursor)
+    jobs = await web.ctx.run(queries.list_jobs, web.ctx.store, where, limit=limit, cursor=cursor)
     queues = [q.name for q in await _queues(web)]
-    return render(request, "jobs.html", page=jobs, where=where, limit=limit,
-                  params=_params(request), queues=queues, states=queries.STATE_NAMES)
+    return render(
+        request,
+        "jobs.html",
+        page=jobs,
+        where=where,
+        limit=limit,
+        params=_params(request),
+        queues=queues,
+        states=queries.STATE_NAMES,
+    )
 
 
 @page
@@ -273,28 +334,39 @@ async def job_page(request: Request) -> Response:
     may_watch = web.may(queue, "watch")
     events = []
     if may_watch:
-        for seq, message in await web.ctx.run(queries.job_events, web.ctx.store, job.queue,
-                                              job.job_set, job.id):
+        for seq, message in await web.ctx.run(
+            queries.job_events, web.ctx.store, job.queue, job.job_set, job.id
+        ):
             kind = message.WhichOneof("events")
             body = to_json(getattr(message, kind))
             created = body.pop("created", "")
             for key in ("jobId", "jobSetId", "queue", "job"):  # the spec is shown below
                 body.pop(key, None)
-            events.append({"seq": seq, "kind": kind, "created": created,
-                           "detail": _summary(body)})
+            events.append({"seq": seq, "kind": kind, "created": created, "detail": _summary(body)})
     gang = []
     if job.gang is not None:
-        gang = await web.ctx.run(queries.gang_members, web.ctx.store, job.queue, job.job_set,
-                                 job.gang.id)
+        gang = await web.ctx.run(
+            queries.gang_members, web.ctx.store, job.queue, job.job_set, job.gang.id
+        )
     containers = [c.name for c in job.pod_spec.containers]
     spec_yaml = yaml.safe_dump(to_json(job.spec), sort_keys=False, width=100)
-    return render(request, "job.html", job=job, reason=reason, error=job_error(job),
-                  events=events, gang=gang, containers=containers, spec_yaml=spec_yaml,
-                  may_watch=may_watch, may_cancel=web.may(queue, "cancel"),
-                  may_reprioritize=web.may(queue, "reprioritize"),
-                  may_preempt=web.may(queue, "preempt"), active=job.state in ACTIVE
-                  or job.state is JobState.SUBMITTED,
-                  running=job.state in (JobState.LEASED, JobState.PENDING, JobState.RUNNING))
+    return render(
+        request,
+        "job.html",
+        job=job,
+        reason=reason,
+        error=job_error(job),
+        events=events,
+        gang=gang,
+        containers=containers,
+        spec_yaml=spec_yaml,
+        may_watch=may_watch,
+        may_cancel=web.may(queue, "cancel"),
+        may_reprioritize=web.may(queue, "reprioritize"),
+        may_preempt=web.may(queue, "preempt"),
+        active=job.state in ACTIVE or job.state is JobState.SUBMITTED,
+        running=job.state in (JobState.LEASED, JobState.PENDING, JobState.RUNNING),
+    )
 
 
 @page
@@ -302,8 +374,11 @@ async def nodes_page(request: Request) -> Response:
     web = web_of(request)
     nodes = await web.ctx.run(web.ctx.store.nodes_with_cordons)
     now = datetime.now(UTC)
-    live = {n.executor for n in nodes
-            if (now - n.last_seen).total_seconds() <= web.ctx.config.lease_timeout}
+    live = {
+        n.executor
+        for n in nodes
+        if (now - n.last_seen).total_seconds() <= web.ctx.config.lease_timeout
+    }
     return render(request, "nodes.html", nodes=nodes, live=live, is_admin=web.is_admin())
 
 
@@ -321,8 +396,7 @@ def _summary(body: dict[str, Any]) -> str:
 async def live(request: Request) -> Response:
     """Server-sent `change` events naming the job sets that changed (see live.py)."""
     web = web_of(request)
-    return StreamingResponse(web.feed.follow(), media_type="text/event-stream",
-                             headers=SSE_HEADERS)
+    return StreamingResponse(web.feed.follow(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 routes = [

@@ -78,8 +78,11 @@ class JobFilter:
     def check(self) -> JobFilter:
         if self.sort not in SORTS:
             raise InvalidArgument(f"sort: {self.sort!r} is not one of {', '.join(SORTS)}")
-        for name, value in (("queue", self.queue), ("jobSet", self.job_set),
-                            ("annotation", self.annotation)):
+        for name, value in (
+            ("queue", self.queue),
+            ("jobSet", self.job_set),
+            ("annotation", self.annotation),
+        ):
             if "\x00" in value:
                 raise InvalidArgument(f"{name}: must not contain NUL characters")
         if self.job_set and not self.queue:
@@ -95,8 +98,9 @@ def parse_states(values: Sequence[str]) -> tuple[JobState, ...]:
             if not part:
                 continue
             if part not in STATE_NAMES:
-                raise InvalidArgument(f"state: {part!r} is not a job state "
-                                      f"({', '.join(STATE_NAMES)})")
+                raise InvalidArgument(
+                    f"state: {part!r} is not a job state ({', '.join(STATE_NAMES)})"
+                )
             out.append(STATE_NAMES[part])
     return tuple(dict.fromkeys(out))
 
@@ -120,14 +124,16 @@ def _decode_cursor(cursor: str, sort: str) -> tuple[str, Any, str]:
         is_time = column is t.jobs.c.last_transition_at
         if column is None:
             value = None
-        elif (is_time and not isinstance(value, datetime)) or (not is_time and (
-                isinstance(value, bool) or not isinstance(value, int | float))):
+        elif (is_time and not isinstance(value, datetime)) or (
+            not is_time and (isinstance(value, bool) or not isinstance(value, int | float))
+        ):
             raise ValueError(value)
         if "\x00" in job_id:
             raise ValueError(job_id)
     except (ValueError, TypeError, KeyError, json.JSONDecodeError):
-        raise InvalidArgument("cursor: not a cursor of this list (start again from the "
-                              "first page)") from None
+        raise InvalidArgument(
+            "cursor: not a cursor of this list (start again from the first page)"
+        ) from None
     return direction, value, job_id
 
 
@@ -139,8 +145,9 @@ def _annotation_match(spec: bytes, annotation: str) -> tuple[bool, dict[str, str
     return (not has_value or annotations[key] == value), annotations
 
 
-def list_jobs(store: Store, where: JobFilter, *, limit: int = 50,
-              cursor: str | None = None) -> JobPage:
+def list_jobs(
+    store: Store, where: JobFilter, *, limit: int = 50, cursor: str | None = None
+) -> JobPage:
     """One page of jobs. Blocking."""
     where = where.check()
     limit = max(1, min(limit, MAX_PAGE))
@@ -165,11 +172,22 @@ def list_jobs(store: Store, where: JobFilter, *, limit: int = 50,
             cond.append(or_(column < value, and_(column == value, t.jobs.c.id < job_id)))
     ascending = (direction == "after") != where.descending
     order = ([] if column is None else [column.asc() if ascending else column.desc()]) + [
-        t.jobs.c.id.asc() if ascending else t.jobs.c.id.desc()]
-    cols = [t.jobs.c.id, t.jobs.c.queue, t.jobs.c.job_set, t.jobs.c.state, t.jobs.c.priority,
-            t.jobs.c.priority_class, t.jobs.c.gang_id, t.jobs.c.submitted_at,
-            t.jobs.c.last_transition_at, t.jobs.c.scheduling_reason, t.jobs.c.failure_reason,
-            t.jobs.c.cancel_reason]
+        t.jobs.c.id.asc() if ascending else t.jobs.c.id.desc()
+    ]
+    cols = [
+        t.jobs.c.id,
+        t.jobs.c.queue,
+        t.jobs.c.job_set,
+        t.jobs.c.state,
+        t.jobs.c.priority,
+        t.jobs.c.priority_class,
+        t.jobs.c.gang_id,
+        t.jobs.c.submitted_at,
+        t.jobs.c.last_transition_at,
+        t.jobs.c.scheduling_reason,
+        t.jobs.c.failure_reason,
+        t.jobs.c.cancel_reason,
+    ]
     if where.annotation:
         cols.append(t.jobs.c.spec)
     rows: list[JobRow] = []
@@ -177,8 +195,9 @@ def list_jobs(store: Store, where: JobFilter, *, limit: int = 50,
     scanned_out = False
     with store.engine.connect() as conn:
         if not where.annotation:
-            found = conn.execute(select(*cols).where(and_(true(), *cond)).order_by(*order)
-                                 .limit(limit + 1)).all()
+            found = conn.execute(
+                select(*cols).where(and_(true(), *cond)).order_by(*order).limit(limit + 1)
+            ).all()
             more = len(found) > limit
             rows = [_row(r) for r in found[:limit]]
         else:
@@ -188,8 +207,12 @@ def list_jobs(store: Store, where: JobFilter, *, limit: int = 50,
                 extra = []
                 if last is not None:
                     extra = [_after(column, last, ascending)]
-                batch = conn.execute(select(*cols).where(and_(true(), *cond, *extra))
-                                     .order_by(*order).limit(SCAN_BATCH)).all()
+                batch = conn.execute(
+                    select(*cols)
+                    .where(and_(true(), *cond, *extra))
+                    .order_by(*order)
+                    .limit(SCAN_BATCH)
+                ).all()
                 for r in batch:
                     scanned += 1
                     last = r
@@ -222,10 +245,12 @@ def list_jobs(store: Store, where: JobFilter, *, limit: int = 50,
     if scanned_out and direction == "after":
         next_cursor = _encode_cursor("after", key(rows_for_cursor), rows_for_cursor.id)
     else:
-        next_cursor = _encode_cursor("after", key(rows[-1]), rows[-1].id) if (
-            has_next and rows) else None
-    prev_cursor = _encode_cursor("before", key(rows[0]), rows[0].id) if (
-        has_prev and rows) else None
+        next_cursor = (
+            _encode_cursor("after", key(rows[-1]), rows[-1].id) if (has_next and rows) else None
+        )
+    prev_cursor = (
+        _encode_cursor("before", key(rows[0]), rows[0].id) if (has_prev and rows) else None
+    )
     return JobPage(rows, next_cursor, prev_cursor, scanned_out)
 
 
@@ -246,9 +271,19 @@ def _row(r: Any, annotations: dict[str, str] | None = None) -> JobRow:
         reason = r.cancel_reason
     else:
         reason = r.scheduling_reason
-    return JobRow(r.id, r.queue, r.job_set, state, r.priority, r.priority_class, r.gang_id,
-                  when(r.submitted_at), when(r.last_transition_at), reason or "",
-                  annotations)
+    return JobRow(
+        r.id,
+        r.queue,
+        r.job_set,
+        state,
+        r.priority,
+        r.priority_class,
+        r.gang_id,
+        when(r.submitted_at),
+        when(r.last_transition_at),
+        reason or "",
+        annotations,
+    )
 
 
 @dataclass(frozen=True)
@@ -264,56 +299,89 @@ class JobSetRow:
         return sum(self.counts.values())
 
 
-def list_job_sets(store: Store, queue: str, *, limit: int = 50,
-                  offset: int = 0) -> tuple[list[JobSetRow], bool]:
+def list_job_sets(
+    store: Store, queue: str, *, limit: int = 50, offset: int = 0
+) -> tuple[list[JobSetRow], bool]:
     """A queue's job sets, newest first, with their jobs counted by state. Blocking."""
     limit = max(1, min(limit, MAX_PAGE))
     with store.engine.connect() as conn:
-        sets = conn.execute(select(t.job_sets).where(t.job_sets.c.queue == queue).order_by(
-            t.job_sets.c.created_at.desc(), t.job_sets.c.name).offset(max(0, offset))
-            .limit(limit + 1)).all()
+        sets = conn.execute(
+            select(t.job_sets)
+            .where(t.job_sets.c.queue == queue)
+            .order_by(t.job_sets.c.created_at.desc(), t.job_sets.c.name)
+            .offset(max(0, offset))
+            .limit(limit + 1)
+        ).all()
         more = len(sets) > limit
         sets = sets[:limit]
         counts: dict[str, dict[JobState, int]] = defaultdict(dict)
         names = [s.name for s in sets]
         for i in range(0, len(names), 200):
             for job_set, state, n in conn.execute(
-                    select(t.jobs.c.job_set, t.jobs.c.state, func.count())
-                    .where(t.jobs.c.queue == queue, t.jobs.c.job_set.in_(names[i:i + 200]))
-                    .group_by(t.jobs.c.job_set, t.jobs.c.state)).all():
+                select(t.jobs.c.job_set, t.jobs.c.state, func.count())
+                .where(t.jobs.c.queue == queue, t.jobs.c.job_set.in_(names[i : i + 200]))
+                .group_by(t.jobs.c.job_set, t.jobs.c.state)
+            ).all():
                 counts[job_set][JobState(state)] = n
-    return [JobSetRow(s.queue, s.name, when(s.created_at), s.last_seq, counts[s.name])
-            for s in sets], more
+    return [
+        JobSetRow(s.queue, s.name, when(s.created_at), s.last_seq, counts[s.name]) for s in sets
+    ], more
 
 
 def job_set_counts(store: Store, queue: str, job_set: str) -> dict[JobState, int]:
     with store.engine.connect() as conn:
-        return {JobState(s): n for s, n in conn.execute(
-            select(t.jobs.c.state, func.count()).where(
-                t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
-            .group_by(t.jobs.c.state)).all()}
+        return {
+            JobState(s): n
+            for s, n in conn.execute(
+                select(t.jobs.c.state, func.count())
+                .where(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
+                .group_by(t.jobs.c.state)
+            ).all()
+        }
 
 
-def job_events(store: Store, queue: str, job_set: str,
-               job_id: str) -> list[tuple[int, event_pb2.EventMessage]]:
+def job_events(
+    store: Store, queue: str, job_set: str, job_id: str
+) -> list[tuple[int, event_pb2.EventMessage]]:
     """A job's events from its job set's log, in order (at most MAX_EVENTS). Blocking."""
     with store.engine.connect() as conn:
-        rows = conn.execute(select(t.events.c.seq, t.events.c.payload).where(
-            t.events.c.queue == queue, t.events.c.job_set == job_set,
-            t.events.c.job_id == job_id).order_by(t.events.c.seq).limit(MAX_EVENTS)).all()
+        rows = conn.execute(
+            select(t.events.c.seq, t.events.c.payload)
+            .where(
+                t.events.c.queue == queue,
+                t.events.c.job_set == job_set,
+                t.events.c.job_id == job_id,
+            )
+            .order_by(t.events.c.seq)
+            .limit(MAX_EVENTS)
+        ).all()
     return [(r.seq, event_pb2.EventMessage.FromString(r.payload)) for r in rows]
 
 
 def gang_members(store: Store, queue: str, job_set: str, gang_id: str) -> list[JobRow]:
     """The jobs of a gang (submitted in one job set). Blocking."""
     with store.engine.connect() as conn:
-        found = conn.execute(select(
-            t.jobs.c.id, t.jobs.c.queue, t.jobs.c.job_set, t.jobs.c.state, t.jobs.c.priority,
-            t.jobs.c.priority_class, t.jobs.c.gang_id, t.jobs.c.submitted_at,
-            t.jobs.c.last_transition_at, t.jobs.c.scheduling_reason, t.jobs.c.failure_reason,
-            t.jobs.c.cancel_reason).where(
-            t.jobs.c.queue == queue, t.jobs.c.job_set == job_set,
-            t.jobs.c.gang_id == gang_id).order_by(t.jobs.c.id).limit(MAX_GANG)).all()
+        found = conn.execute(
+            select(
+                t.jobs.c.id,
+                t.jobs.c.queue,
+                t.jobs.c.job_set,
+                t.jobs.c.state,
+                t.jobs.c.priority,
+                t.jobs.c.priority_class,
+                t.jobs.c.gang_id,
+                t.jobs.c.submitted_at,
+                t.jobs.c.last_transition_at,
+                t.jobs.c.scheduling_reason,
+                t.jobs.c.failure_reason,
+                t.jobs.c.cancel_reason,
+            )
+            .where(
+                t.jobs.c.queue == queue, t.jobs.c.job_set == job_set, t.jobs.c.gang_id == gang_id
+            )
+            .order_by(t.jobs.c.id)
+            .limit(MAX_GANG)
+        ).all()
     return [_row(r) for r in found]
 
 

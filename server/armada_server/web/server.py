@@ -34,8 +34,9 @@ HERE = Path(__file__).parent
 
 async def metrics(request: Request) -> Response:
     web: Web = request.app.state.web
-    body, content_type = await web.ctx.run(web.ctx.metrics.exposition,
-                                           request.headers.get("accept"))
+    body, content_type = await web.ctx.run(
+        web.ctx.metrics.exposition, request.headers.get("accept")
+    )
     return Response(body, media_type=content_type)
 
 
@@ -47,20 +48,31 @@ async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if request.url.path.startswith("/api/"):
         code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(exc.status_code, "HTTP_ERROR")
-        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}},
-                            status_code=exc.status_code, headers=exc.headers)
-    return HTMLResponse(f"<!doctype html><title>{exc.status_code}</title>"
-                        f"<h1>{exc.status_code}</h1><p><a href='/queues'>Queues</a></p>",
-                        status_code=exc.status_code, headers=exc.headers)
+        return JSONResponse(
+            {"error": {"code": code, "message": str(exc.detail)}},
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
+    return HTMLResponse(
+        f"<!doctype html><title>{exc.status_code}</title>"
+        f"<h1>{exc.status_code}</h1><p><a href='/queues'>Queues</a></p>",
+        status_code=exc.status_code,
+        headers=exc.headers,
+    )
 
 
 def build_app(web: Web, authenticator: Authenticator | None) -> Starlette:
     app = Starlette(
-        routes=[*pages.routes, *gateway.routes, Route("/metrics", metrics, methods=["GET"]),
-                Route("/healthz", healthz, methods=["GET"]),
-                Mount("/static", StaticFiles(directory=HERE / "static"), name="static")],
+        routes=[
+            *pages.routes,
+            *gateway.routes,
+            Route("/metrics", metrics, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ],
         middleware=[Middleware(AuthMiddleware, authenticator=authenticator)],
-        exception_handlers={HTTPException: http_error})
+        exception_handlers={HTTPException: http_error},
+    )
     app.state.web = web
     return app
 
@@ -74,7 +86,8 @@ class _Uvicorn(uvicorn.Server):
 
 def _bind(host: str, port: int) -> socket.socket:
     family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -109,14 +122,25 @@ class WebServer:
         loop = asyncio.get_running_loop()
         feed = ChangeFeed(loop)
         feed.attach(self.ctx.store)
-        self.web = Web(self.ctx, Services.build(self.ctx, self.channels), feed,
-                       ShareSampler(self.ctx.store, self.ctx.config), self.auth.enabled)
+        self.web = Web(
+            self.ctx,
+            Services.build(self.ctx, self.channels),
+            feed,
+            ShareSampler(self.ctx.store, self.ctx.config),
+            self.auth.enabled,
+        )
         self.app = build_app(self.web, Authenticator(self.auth) if self.auth.enabled else None)
         sock = _bind(host, port)
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off",
-                                ws="none", timeout_graceful_shutdown=2,
-                                timeout_keep_alive=30)
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            ws="none",
+            timeout_graceful_shutdown=2,
+            timeout_keep_alive=30,
+        )
         # armada-server's first line of output says it is listening: uvicorn stays quiet.
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
         self._server = _Uvicorn(config)

@@ -22,8 +22,9 @@ WINDOW = 3600.0  # seconds of history kept
 class ShareSampler:
     """Samples every `period` seconds into a ring holding the last hour."""
 
-    def __init__(self, store: Store, config: ServerConfig, period: float = PERIOD,
-                 window: float = WINDOW) -> None:
+    def __init__(
+        self, store: Store, config: ServerConfig, period: float = PERIOD, window: float = WINDOW
+    ) -> None:
         self.store = store
         self.config = config
         self.period = period

@@ -22,10 +22,20 @@ START = datetime(2024, 1, 1)
 
 
 def pod(script: str, *, cpu: str = "0.5", memory: str = "128Mi", **extra: Any) -> dict:
-    return {"containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", script],
-                            "resources": {"requests": {"cpu": cpu, "memory": memory},
-                                          "limits": {"cpu": cpu, "memory": memory}}}],
-            **extra}
+    return {
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "command": ["sh", "-c", script],
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": memory},
+                    "limits": {"cpu": cpu, "memory": memory},
+                },
+            }
+        ],
+        **extra,
+    }
 
 
 #: Every DAG of this file by id (some are made in a loop, so not module globals).
@@ -33,16 +43,16 @@ BY_ID: dict[str, DAG] = {}
 
 
 def dag(dag_id: str, **kwargs: Any) -> DAG:
-    BY_ID[dag_id] = DAG(dag_id, schedule=None, start_date=START, catchup=False,
-                        tags=["armada-tests"], **kwargs)
+    BY_ID[dag_id] = DAG(
+        dag_id, schedule=None, start_date=START, catchup=False, tags=["armada-tests"], **kwargs
+    )
     return BY_ID[dag_id]
 
 
 FAST = {"log_interval": 0.3, "poll_interval": 1.0}
 
 
-def wait_for_state(hook: ArmadaHook, job_ids: list[str], state: str,
-                   timeout: float = 60) -> None:
+def wait_for_state(hook: ArmadaHook, job_ids: list[str], state: str, timeout: float = 60) -> None:
     """Until every job is in `state` (a JobState name)."""
     wanted = submit_pb2.JobState.Value(state)
     deadline = time.monotonic() + timeout
@@ -133,8 +143,9 @@ class KilledLate(ArmadaOperator):
         if context["ti"].try_number == 1:
             raise RuntimeError("simulated kill of try 1, its trigger still running")
         if submission.reattached and submission.generation == 0:
-            client.cancel_jobs(self.armada_queue, self.job_set_id, submission.job_ids,
-                               reason=kill_reason(1))
+            client.cancel_jobs(
+                self.armada_queue, self.job_set_id, submission.job_ids, reason=kill_reason(1)
+            )
         return submission
 
 
@@ -160,102 +171,210 @@ class RecordsTrigger(ArmadaOperator):
 
 with dag("armada_trigger_kwargs"):
     for keep in (False, True):
-        RecordsTrigger(task_id=f"cancel_on_kill_{keep}", armada_queue=QUEUE, **FAST,
-                       cancel_on_kill=keep, pod_spec=pod("true"))
+        RecordsTrigger(
+            task_id=f"cancel_on_kill_{keep}",
+            armada_queue=QUEUE,
+            **FAST,
+            cancel_on_kill=keep,
+            pod_spec=pod("true"),
+        )
 
 for mode, deferrable in (("deferrable", True), ("sync", False)):
     with dag(f"armada_single_{mode}"):
-        ArmadaOperator(task_id="hello", armada_queue=QUEUE, deferrable=deferrable, **FAST,
-                       pod_spec=pod("echo hello from armada; sleep 1; echo second line"))
+        ArmadaOperator(
+            task_id="hello",
+            armada_queue=QUEUE,
+            deferrable=deferrable,
+            **FAST,
+            pod_spec=pod("echo hello from armada; sleep 1; echo second line"),
+        )
 
     with dag(f"armada_kill_{mode}"):
-        ArmadaOperator(task_id="sleeper", armada_queue=QUEUE, deferrable=deferrable, retries=2,
-                       retry_delay=timedelta(0), **FAST, pod_spec=pod("sleep 120"))
+        ArmadaOperator(
+            task_id="sleeper",
+            armada_queue=QUEUE,
+            deferrable=deferrable,
+            retries=2,
+            retry_delay=timedelta(0),
+            **FAST,
+            pod_spec=pod("sleep 120"),
+        )
 
 with dag("armada_gang"):
-    ArmadaOperator(task_id="gang", armada_queue=QUEUE, replicas=3, **FAST,
-                   pod_spec=pod("echo member $HOSTNAME; sleep 1"))
+    ArmadaOperator(
+        task_id="gang",
+        armada_queue=QUEUE,
+        replicas=3,
+        **FAST,
+        pod_spec=pod("echo member $HOSTNAME; sleep 1"),
+    )
 
 with dag("armada_pod_group"):
     # An elastic pod group: a coordinator and two to four workers, the roles templated. The
     # coordinator ends first and the workers run on (a member that succeeded keeps its role).
-    ArmadaOperator(task_id="group", armada_queue=QUEUE, **FAST,
-                   roles=[Role("coordinator", pod("echo role coordinator of {{ ti.task_id }}",
-                                                  cpu="0.2")),
-                          {"name": "worker", "minimum": 2, "maximum": 4,
-                           "pod_spec": pod("echo role worker of {{ ti.task_id }}; sleep 2",
-                                           cpu="0.2")}])
+    ArmadaOperator(
+        task_id="group",
+        armada_queue=QUEUE,
+        **FAST,
+        roles=[
+            Role("coordinator", pod("echo role coordinator of {{ ti.task_id }}", cpu="0.2")),
+            {
+                "name": "worker",
+                "minimum": 2,
+                "maximum": 4,
+                "pod_spec": pod("echo role worker of {{ ti.task_id }}; sleep 2", cpu="0.2"),
+            },
+        ],
+    )
 
 with dag("armada_user_error"):
-    ArmadaOperator(task_id="fails", armada_queue=QUEUE, retries=2, retry_delay=timedelta(0), **FAST,
-                   pod_spec=pod("echo about to fail; echo 'bad input file' > "
-                                "/dev/termination-log; exit 3"))
+    ArmadaOperator(
+        task_id="fails",
+        armada_queue=QUEUE,
+        retries=2,
+        retry_delay=timedelta(0),
+        **FAST,
+        pod_spec=pod("echo about to fail; echo 'bad input file' > /dev/termination-log; exit 3"),
+    )
 
 with dag("armada_preempted"):
     # The first try is preempted by the test (an urgent job on the only "victim" node); the
     # retry Airflow makes then succeeds.
-    ArmadaOperator(task_id="victim", armada_queue=QUEUE, retries=1, retry_delay=timedelta(0),
-                   priority_class="low", **FAST,
-                   pod_spec=pod("if [ {{ ti.try_number }} -eq 1 ]; then sleep 60; fi; echo done",
-                                cpu="1", nodeSelector={"role": "victim"}))
+    ArmadaOperator(
+        task_id="victim",
+        armada_queue=QUEUE,
+        retries=1,
+        retry_delay=timedelta(0),
+        priority_class="low",
+        **FAST,
+        pod_spec=pod(
+            "if [ {{ ti.try_number }} -eq 1 ]; then sleep 60; fi; echo done",
+            cpu="1",
+            nodeSelector={"role": "victim"},
+        ),
+    )
 
 with dag("armada_server_retry"):
-    hog = f"{sys.executable} -c \"x = bytearray(400 * 1024 * 1024); import time; time.sleep(5)\""
-    ArmadaOperator(task_id="oom_once", armada_queue=QUEUE, retries=0, **FAST,
-                   armada_retry_policy="{{ dag_run.conf['policy'] }}",
-                   pod_spec=pod("if [ -e {{ dag_run.conf['marker'] }} ]; then echo recovered; "
-                                "else touch {{ dag_run.conf['marker'] }}; " + hog + "; fi",
-                                memory="100Mi"))
+    hog = f'{sys.executable} -c "x = bytearray(400 * 1024 * 1024); import time; time.sleep(5)"'
+    ArmadaOperator(
+        task_id="oom_once",
+        armada_queue=QUEUE,
+        retries=0,
+        **FAST,
+        armada_retry_policy="{{ dag_run.conf['policy'] }}",
+        pod_spec=pod(
+            "if [ -e {{ dag_run.conf['marker'] }} ]; then echo recovered; "
+            "else touch {{ dag_run.conf['marker'] }}; " + hog + "; fi",
+            memory="100Mi",
+        ),
+    )
 
 with dag("armada_crash_after_submit"):
-    CrashAfterSubmit(task_id="crashy", armada_queue=QUEUE, retries=1, retry_delay=timedelta(0),
-                     **FAST, pod_spec=pod("sleep 2; echo finished"))
+    CrashAfterSubmit(
+        task_id="crashy",
+        armada_queue=QUEUE,
+        retries=1,
+        retry_delay=timedelta(0),
+        **FAST,
+        pod_spec=pod("sleep 2; echo finished"),
+    )
 
 with dag("armada_crash_then_user_error"):
-    CrashAfterSubmit(task_id="crashy", armada_queue=QUEUE, retries=3, retry_delay=timedelta(0),
-                     **FAST, pod_spec=pod("while [ ! -e {{ dag_run.conf['marker'] }} ]; "
-                                          "do sleep 0.1; done; exit 3"))
+    CrashAfterSubmit(
+        task_id="crashy",
+        armada_queue=QUEUE,
+        retries=3,
+        retry_delay=timedelta(0),
+        **FAST,
+        pod_spec=pod("while [ ! -e {{ dag_run.conf['marker'] }} ]; do sleep 0.1; done; exit 3"),
+    )
 
 with dag("armada_dies_when_jobs_end"):
     # The first try dies once its job is cancelled (a clear) or preempted; the second runs a
     # new job that succeeds. retries=1: reattaching to the ended job would fail the task.
-    DiesWhenJobsEnd(task_id="dies", armada_queue=QUEUE, retries=1, retry_delay=timedelta(0),
-                    priority_class="low", **FAST,
-                    pod_spec=pod("if [ {{ ti.try_number }} -eq 1 ]; then sleep 60; fi; "
-                                 "echo done try {{ ti.try_number }}",
-                                 cpu="1", nodeSelector={"role": "victim"}))
+    DiesWhenJobsEnd(
+        task_id="dies",
+        armada_queue=QUEUE,
+        retries=1,
+        retry_delay=timedelta(0),
+        priority_class="low",
+        **FAST,
+        pod_spec=pod(
+            "if [ {{ ti.try_number }} -eq 1 ]; then sleep 60; fi; "
+            "echo done try {{ ti.try_number }}",
+            cpu="1",
+            nodeSelector={"role": "victim"},
+        ),
+    )
 
 with dag("armada_same_try_again"):
-    SameTryAgain(task_id="again", armada_queue=QUEUE, retries=0, **FAST,
-                 pod_spec=pod("while [ ! -e {{ dag_run.conf['marker'] }} ]; do sleep 0.1; done; "
-                              "echo finished"))
+    SameTryAgain(
+        task_id="again",
+        armada_queue=QUEUE,
+        retries=0,
+        **FAST,
+        pod_spec=pod(
+            "while [ ! -e {{ dag_run.conf['marker'] }} ]; do sleep 0.1; done; echo finished"
+        ),
+    )
 
 with dag("armada_killed_late"):
-    KilledLate(task_id="late", armada_queue=QUEUE, retries=1, retry_delay=timedelta(0), **FAST,
-               pod_spec=pod("if [ {{ ti.try_number }} -eq 1 ]; then sleep 60; fi; "
-                            "echo done try {{ ti.try_number }}"))
+    KilledLate(
+        task_id="late",
+        armada_queue=QUEUE,
+        retries=1,
+        retry_delay=timedelta(0),
+        **FAST,
+        pod_spec=pod(
+            "if [ {{ ti.try_number }} -eq 1 ]; then sleep 60; fi; echo done try {{ ti.try_number }}"
+        ),
+    )
 
 with dag("armada_runs_again_after_success"):
-    RunsAgainAfterSuccess(task_id="twice", armada_queue=QUEUE, deferrable=False, **FAST,
-                          pod_spec=pod("echo run try {{ ti.try_number }}"))
+    RunsAgainAfterSuccess(
+        task_id="twice",
+        armada_queue=QUEUE,
+        deferrable=False,
+        **FAST,
+        pod_spec=pod("echo run try {{ ti.try_number }}"),
+    )
 
 for mode, deferrable in (("deferrable", True), ("sync", False)):
     with dag(f"armada_waits_{mode}"):
         # The test fills the only "victim" node first: the task's job waits, and says why.
-        ArmadaOperator(task_id="waits", armada_queue=QUEUE, deferrable=deferrable, **FAST,
-                       pod_spec=pod("echo ran", cpu="1", nodeSelector={"role": "victim"}))
+        ArmadaOperator(
+            task_id="waits",
+            armada_queue=QUEUE,
+            deferrable=deferrable,
+            **FAST,
+            pod_spec=pod("echo ran", cpu="1", nodeSelector={"role": "victim"}),
+        )
 
 with dag("armada_crash_inside_submit"):
-    CrashInsideSubmit(task_id="crashy", armada_queue=QUEUE, retries=1, retry_delay=timedelta(0),
-                      deferrable=False, **FAST, pod_spec=pod("sleep 2; echo finished"))
+    CrashInsideSubmit(
+        task_id="crashy",
+        armada_queue=QUEUE,
+        retries=1,
+        retry_delay=timedelta(0),
+        deferrable=False,
+        **FAST,
+        pod_spec=pod("sleep 2; echo finished"),
+    )
 
 with dag("armada_dry_run"):
-    ArmadaOperator(task_id="dry", armada_queue=QUEUE, dry_run=True, replicas=2,
-                   pod_spec=pod("echo {{ dag_run.conf.get('word', 'nothing') }}"))
+    ArmadaOperator(
+        task_id="dry",
+        armada_queue=QUEUE,
+        dry_run=True,
+        replicas=2,
+        pod_spec=pod("echo {{ dag_run.conf.get('word', 'nothing') }}"),
+    )
 
 with dag("armada_templated", params={"queue": QUEUE}):
     ArmadaOperator(
-        task_id="templated", armada_queue="{{ params.queue }}", **FAST,
+        task_id="templated",
+        armada_queue="{{ params.queue }}",
+        **FAST,
         job_set_id="{{ dag_run.conf['job_set'] }}",
         labels={"team": "{{ dag_run.conf['team'] }}"},
         annotations={"example.com/word": "{{ dag_run.conf['word'] }}"},
@@ -268,10 +387,12 @@ containers:
     resources:
       requests: {cpu: 200m, memory: 64Mi}
       limits: {cpu: 200m, memory: 64Mi}
-""")
+""",
+    )
 
 with dag("armada_bad_spec"):
     bad = pod("true")
     bad["containers"][0]["imag"] = bad["containers"][0].pop("image")
-    ArmadaOperator(task_id="bad", armada_queue=QUEUE, retries=2, retry_delay=timedelta(0),
-                   pod_spec=bad)
+    ArmadaOperator(
+        task_id="bad", armada_queue=QUEUE, retries=2, retry_delay=timedelta(0), pod_spec=bad
+    )

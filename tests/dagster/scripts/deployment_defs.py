@@ -21,8 +21,10 @@ STATUS_CHECK_INTERVAL = 5  # how often a waiting step asks whether the server kn
 def release_spec(context: OpExecutionContext) -> dict[str, Any]:
     root = context.run.tags.get("dagster/root_run_id", context.run.run_id)
     marker = os.path.join(os.environ["ARMADA_TEST_MARKERS"], root)
-    script = (f"mkdir -p {marker}; echo $HOSTNAME >> {marker}/started; "
-              f"while [ ! -f {marker}/release ]; do sleep 0.1; done; echo released")
+    script = (
+        f"mkdir -p {marker}; echo $HOSTNAME >> {marker}/started; "
+        f"while [ ! -f {marker}/release ]; do sleep 0.1; done; echo released"
+    )
     return container_pod_spec(["sh", "-c", script], cpu="100m", memory="64Mi")
 
 
@@ -36,9 +38,13 @@ def release_job() -> None:
 
 defs = Definitions(
     jobs=[release_job],
-    resources={"armada": ArmadaResource(
-        address=os.environ.get("ARMADA_ADDRESS", "localhost:50051"),
-        queue=os.environ.get("ARMADA_QUEUE", "dagster"),
-        log_poll_interval=0.2, status_check_interval=STATUS_CHECK_INTERVAL,
-        waiting_poll_interval=1)},
+    resources={
+        "armada": ArmadaResource(
+            address=os.environ.get("ARMADA_ADDRESS", "localhost:50051"),
+            queue=os.environ.get("ARMADA_QUEUE", "dagster"),
+            log_poll_interval=0.2,
+            status_check_interval=STATUS_CHECK_INTERVAL,
+            waiting_poll_interval=1,
+        )
+    },
 )

@@ -36,8 +36,9 @@ def kill_reason(try_number: int | None) -> str:
     """The cancel reason of the jobs a killed try cancels. It names the try, so a later try
     that reattached to the jobs before the kill reached the server (a deferred task cleared:
     the triggerer cancels while the next try starts) recognises the kill as not its own."""
-    return "Airflow task killed" if try_number is None else \
-        f"Airflow task killed (try {try_number})"
+    return (
+        "Airflow task killed" if try_number is None else f"Airflow task killed (try {try_number})"
+    )
 
 
 def killed_by_try(cancel_reason: str) -> int | None:
@@ -77,9 +78,12 @@ def config_from_connection(conn: Connection) -> ConnectionConfig:
     settings: dict[str, Any] = {"address": address}
     root = _pem(extra.get("ca_cert"))
     if _flag(extra.get("tls", False)) or root is not None:
-        settings.update(tls=True, root_certificates=root,
-                        certificate_chain=_pem(extra.get("client_cert")),
-                        private_key=_pem(extra.get("client_key")))
+        settings.update(
+            tls=True,
+            root_certificates=root,
+            certificate_chain=_pem(extra.get("client_cert")),
+            private_key=_pem(extra.get("client_key")),
+        )
     token = extra.get("token")
     if token:
         settings["token"] = token
@@ -152,51 +156,90 @@ class ArmadaHook(BaseHook):
         with self.get_conn() as client:
             client.cancel_jobs(queue, job_set_id, list(job_ids), reason=reason)
 
-    async def acancel(self, queue: str, job_set_id: str, job_ids: Sequence[str],
-                      reason: str) -> None:
+    async def acancel(
+        self, queue: str, job_set_id: str, job_ids: Sequence[str], reason: str
+    ) -> None:
         async with await self.aget_client() as client:
             await client.cancel_jobs(queue, job_set_id, list(job_ids), reason=reason)
 
-    async def await_jobs(self, queue: str, job_set_id: str, job_ids: Sequence[str], *,
-                         log: logging.Logger | Any, stream_logs: bool = True,
-                         log_interval: float = 5.0, poll_interval: float = 5.0,
-                         member_labels: Sequence[str] | None = None) -> dict[str, Any]:
+    async def await_jobs(
+        self,
+        queue: str,
+        job_set_id: str,
+        job_ids: Sequence[str],
+        *,
+        log: logging.Logger | Any,
+        stream_logs: bool = True,
+        log_interval: float = 5.0,
+        poll_interval: float = 5.0,
+        member_labels: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
         """Wait until every job has ended (the lifecycle's `wait_async`: events, log lines,
         waiting reasons, status checks) and return the result payload. Cancelling the
         awaiting task stops it and leaves the jobs running (a triggerer restart); the kill
         paths cancel them."""
         async with await self.aget_client() as client:
-            end = await wait_async(client, queue, job_set_id, job_ids, log=log.info,
-                                   warn=log.warning, labels=_labels(job_ids, member_labels),
-                                   settings=wait_settings(stream_logs, log_interval,
-                                                          poll_interval))
+            end = await wait_async(
+                client,
+                queue,
+                job_set_id,
+                job_ids,
+                log=log.info,
+                warn=log.warning,
+                labels=_labels(job_ids, member_labels),
+                settings=wait_settings(stream_logs, log_interval, poll_interval),
+            )
         return end.payload()
 
-    def wait_jobs(self, queue: str, job_set_id: str, job_ids: Sequence[str], *,
-                  log: logging.Logger | Any, stream_logs: bool = True,
-                  log_interval: float = 5.0, poll_interval: float = 5.0,
-                  member_labels: Sequence[str] | None = None,
-                  client: ArmadaClient | None = None) -> dict[str, Any]:
+    def wait_jobs(
+        self,
+        queue: str,
+        job_set_id: str,
+        job_ids: Sequence[str],
+        *,
+        log: logging.Logger | Any,
+        stream_logs: bool = True,
+        log_interval: float = 5.0,
+        poll_interval: float = 5.0,
+        member_labels: Sequence[str] | None = None,
+        client: ArmadaClient | None = None,
+    ) -> dict[str, Any]:
         """`await_jobs` for the worker (the lifecycle's blocking `wait`)."""
         if client is None:
             with self.get_conn() as own:
-                return self.wait_jobs(queue, job_set_id, job_ids, log=log,
-                                      stream_logs=stream_logs, log_interval=log_interval,
-                                      poll_interval=poll_interval,
-                                      member_labels=member_labels, client=own)
-        return wait(client, queue, job_set_id, job_ids, log=log.info, warn=log.warning,
-                    labels=_labels(job_ids, member_labels),
-                    settings=wait_settings(stream_logs, log_interval, poll_interval)).payload()
+                return self.wait_jobs(
+                    queue,
+                    job_set_id,
+                    job_ids,
+                    log=log,
+                    stream_logs=stream_logs,
+                    log_interval=log_interval,
+                    poll_interval=poll_interval,
+                    member_labels=member_labels,
+                    client=own,
+                )
+        return wait(
+            client,
+            queue,
+            job_set_id,
+            job_ids,
+            log=log.info,
+            warn=log.warning,
+            labels=_labels(job_ids, member_labels),
+            settings=wait_settings(stream_logs, log_interval, poll_interval),
+        ).payload()
 
 
-def wait_settings(stream_logs: bool, log_interval: float, poll_interval: float
-                  ) -> WaitSettings:
+def wait_settings(stream_logs: bool, log_interval: float, poll_interval: float) -> WaitSettings:
     """The operator's options as the lifecycle's: log lines every `log_interval` s, job
     details (waiting reasons, status check) and status polling while the event stream is down
     every `poll_interval` s."""
-    return WaitSettings(stream_logs=stream_logs, log_interval=log_interval,
-                        check_interval=poll_interval,
-                        watch=WatchOptions(poll_interval=poll_interval))
+    return WaitSettings(
+        stream_logs=stream_logs,
+        log_interval=log_interval,
+        check_interval=poll_interval,
+        watch=WatchOptions(poll_interval=poll_interval),
+    )
 
 
 def _labels(job_ids: Sequence[str], member_labels: Sequence[str] | None) -> dict[str, str]:

@@ -54,8 +54,9 @@ ANNOTATION_PREFIX = "airflow.apache.org/"
 ATTEMPT_KEY = "armada_attempt"
 
 
-def task_identity(dag_id: str, run_id: str, task_id: str, map_index: int,
-                  attempt: int = 0) -> TaskIdentity:
+def task_identity(
+    dag_id: str, run_id: str, task_id: str, map_index: int, attempt: int = 0
+) -> TaskIdentity:
     """A task instance as the task lifecycle names it.
 
     The task is the DAG, run, task and map index (external job URI
@@ -65,8 +66,9 @@ def task_identity(dag_id: str, run_id: str, task_id: str, map_index: int,
     they ended otherwise (a cleared task, a preemption nobody saw), and a try after a reported
     end (a retry after a failure, a cleared successful task) runs new jobs.
     """
-    return TaskIdentity("airflow", f"{dag_id}/{run_id}/{task_id}/{map_index}", str(attempt),
-                        name=task_id)
+    return TaskIdentity(
+        "airflow", f"{dag_id}/{run_id}/{task_id}/{map_index}", str(attempt), name=task_id
+    )
 
 
 def _plain_pod_spec(spec: Any) -> Any:
@@ -107,14 +109,28 @@ class ArmadaOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "armada_queue", "job_set_id", "pod_spec", "pod_specs", "roles", "namespace",
+        "armada_queue",
+        "job_set_id",
+        "pod_spec",
+        "pod_specs",
+        "roles",
+        "namespace",
         "priority_class",
-        "annotations", "labels", "armada_retry_policy", "gang_id", "node_uniformity_label",
+        "annotations",
+        "labels",
+        "armada_retry_policy",
+        "gang_id",
+        "node_uniformity_label",
         "job_url_template",
     )
     template_ext: Sequence[str] = (".yaml", ".yml")
-    template_fields_renderers: ClassVar[dict[str, str]] = {"pod_spec": "yaml", "pod_specs": "json",
-                                 "roles": "json", "annotations": "json", "labels": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        "pod_spec": "yaml",
+        "pod_specs": "json",
+        "roles": "json",
+        "annotations": "json",
+        "labels": "json",
+    }
     operator_extra_links = (ArmadaJobLink(),)
     ui_color = "#d9e8f5"
 
@@ -150,17 +166,19 @@ class ArmadaOperator(BaseOperator):
         if [pod_spec, pod_specs, roles].count(None) != 2:
             raise ValueError("give exactly one of pod_spec, pod_specs and roles")
         if pod_spec is None and replicas is not None:
-            raise ValueError("replicas goes with pod_spec; pod_specs and roles already list "
-                             "the members")
+            raise ValueError(
+                "replicas goes with pod_spec; pod_specs and roles already list the members"
+            )
         if roles is not None and gang_minimum_cardinality is not None:
-            raise ValueError("a pod group's minimums are its roles'; gang_minimum_cardinality "
-                             "goes with pod_spec or pod_specs")
+            raise ValueError(
+                "a pod group's minimums are its roles'; gang_minimum_cardinality "
+                "goes with pod_spec or pod_specs"
+            )
         if replicas is not None and replicas < 1:
             raise ValueError(f"replicas must be at least 1, not {replicas}")
         self.armada_queue = armada_queue
         self.pod_spec = _plain_pod_spec(pod_spec) if pod_spec is not None else None
-        self.pod_specs = ([_plain_pod_spec(s) for s in pod_specs]
-                          if pod_specs is not None else None)
+        self.pod_specs = [_plain_pod_spec(s) for s in pod_specs] if pod_specs is not None else None
         self.roles = [_plain_role(r) for r in roles] if roles is not None else None
         self.replicas = replicas
         self.job_set_id = job_set_id
@@ -190,35 +208,46 @@ class ArmadaOperator(BaseOperator):
     def is_gang(self) -> bool:
         return self.pod_specs is not None or self.roles is not None or (self.replicas or 1) > 1
 
-    def build_items(self, context: Context, client_id: str
-                    ) -> list[submit_pb2.JobSubmitRequestItem]:
+    def build_items(
+        self, context: Context, client_id: str
+    ) -> list[submit_pb2.JobSubmitRequestItem]:
         """The request items, validated as the server would; SpecError names a bad field.
         (The lifecycle adds the task's external job URI and its own annotations.)"""
         ti = context["ti"]
         annotations = {
-            f"{ANNOTATION_PREFIX}dag-id": ti.dag_id, f"{ANNOTATION_PREFIX}task-id": ti.task_id,
+            f"{ANNOTATION_PREFIX}dag-id": ti.dag_id,
+            f"{ANNOTATION_PREFIX}task-id": ti.task_id,
             f"{ANNOTATION_PREFIX}run-id": ti.run_id,
             f"{ANNOTATION_PREFIX}map-index": str(ti.map_index),
             f"{ANNOTATION_PREFIX}try-number": str(ti.try_number),
             **{str(k): str(v) for k, v in self.annotations.items()},
         }
         common: dict[str, Any] = {
-            "priority": float(self.priority), "namespace": self.namespace,
-            "priority_class": self.priority_class or None, "client_id": client_id,
+            "priority": float(self.priority),
+            "namespace": self.namespace,
+            "priority_class": self.priority_class or None,
+            "client_id": client_id,
             "labels": {str(k): str(v) for k, v in self.labels.items()},
-            "annotations": annotations, "retry_policy": self.armada_retry_policy or None,
+            "annotations": annotations,
+            "retry_policy": self.armada_retry_policy or None,
         }
         if self.roles is not None:
-            items = pod_group_items(self.roles, gang_id=self.gang_id or None,
-                                    node_uniformity_label=self.node_uniformity_label or None,
-                                    **common)
+            items = pod_group_items(
+                self.roles,
+                gang_id=self.gang_id or None,
+                node_uniformity_label=self.node_uniformity_label or None,
+                **common,
+            )
         elif self.is_gang:
             specs = self.pod_specs if self.pod_specs is not None else self.pod_spec
-            items = gang_items(specs, replicas=None if self.pod_specs is not None
-                               else self.replicas, gang_id=self.gang_id or None,
-                               minimum_cardinality=self.gang_minimum_cardinality,
-                               node_uniformity_label=self.node_uniformity_label or None,
-                               **common)
+            items = gang_items(
+                specs,
+                replicas=None if self.pod_specs is not None else self.replicas,
+                gang_id=self.gang_id or None,
+                minimum_cardinality=self.gang_minimum_cardinality,
+                node_uniformity_label=self.node_uniformity_label or None,
+                **common,
+            )
         else:
             items = [job_item(self.pod_spec, **common)]
         check_items(items, queue=self.armada_queue, job_set_id=self.job_set_id)
@@ -229,8 +258,10 @@ class ArmadaOperator(BaseOperator):
 
     def _job_urls(self, job_ids: Sequence[str]) -> list[str]:
         template = self.job_url_template or ArmadaHook(self.armada_conn_id).job_url_template()
-        return [template.format(job_id=j, queue=self.armada_queue, job_set_id=self.job_set_id)
-                for j in job_ids]
+        return [
+            template.format(job_id=j, queue=self.armada_queue, job_set_id=self.job_set_id)
+            for j in job_ids
+        ]
 
     # --- running ----------------------------------------------------------------------------
 
@@ -256,8 +287,7 @@ class ArmadaOperator(BaseOperator):
         hook = ArmadaHook(self.armada_conn_id)
         with hook.get_conn() as client:
             submission = self._submit_or_reattach(context, client, identity)
-            queue, job_set_id, job_ids = submission.queue, submission.job_set_id, \
-                submission.job_ids
+            queue, job_set_id, job_ids = submission.queue, submission.job_set_id, submission.job_ids
             self._submitted = (queue, job_set_id, job_ids)
             urls = self._job_urls(job_ids)
             ti.xcom_push(key=ArmadaJobLink().xcom_key, value=urls[0])
@@ -265,18 +295,33 @@ class ArmadaOperator(BaseOperator):
             self.log.info("Armada jobs: %s", ", ".join(urls))
             labels = self._member_labels(job_ids)
             if self.deferrable:
-                self.defer(trigger=ArmadaJobTrigger(
-                    queue=queue, job_set_id=job_set_id, job_ids=job_ids,
-                    armada_conn_id=self.armada_conn_id, stream_logs=self.stream_logs,
-                    log_interval=self.log_interval, poll_interval=self.poll_interval,
-                    member_labels=labels, cancel_on_kill=self.cancel_on_kill,
-                    try_number=ti.try_number),
-                    method_name="execute_complete", timeout=self.execution_timeout)
-            payload = hook.wait_jobs(queue, job_set_id, job_ids, log=self.log,
-                                     stream_logs=self.stream_logs,
-                                     log_interval=self.log_interval,
-                                     poll_interval=self.poll_interval, member_labels=labels,
-                                     client=client)
+                self.defer(
+                    trigger=ArmadaJobTrigger(
+                        queue=queue,
+                        job_set_id=job_set_id,
+                        job_ids=job_ids,
+                        armada_conn_id=self.armada_conn_id,
+                        stream_logs=self.stream_logs,
+                        log_interval=self.log_interval,
+                        poll_interval=self.poll_interval,
+                        member_labels=labels,
+                        cancel_on_kill=self.cancel_on_kill,
+                        try_number=ti.try_number,
+                    ),
+                    method_name="execute_complete",
+                    timeout=self.execution_timeout,
+                )
+            payload = hook.wait_jobs(
+                queue,
+                job_set_id,
+                job_ids,
+                log=self.log,
+                stream_logs=self.stream_logs,
+                log_interval=self.log_interval,
+                poll_interval=self.poll_interval,
+                member_labels=labels,
+                client=client,
+            )
         return self._finish(context, payload)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
@@ -285,20 +330,34 @@ class ArmadaOperator(BaseOperator):
 
     def _dry_run(self, items: Sequence[submit_pb2.JobSubmitRequestItem]) -> dict[str, Any]:
         rendered = [MessageToDict(item) for item in items]
-        self.log.info("Dry run: would submit to queue %r, job set %r:\n%s", self.armada_queue,
-                      self.job_set_id, yaml.safe_dump(rendered, sort_keys=False))
-        return {"dry_run": True, "queue": self.armada_queue, "job_set_id": self.job_set_id,
-                "items": rendered}
+        self.log.info(
+            "Dry run: would submit to queue %r, job set %r:\n%s",
+            self.armada_queue,
+            self.job_set_id,
+            yaml.safe_dump(rendered, sort_keys=False),
+        )
+        return {
+            "dry_run": True,
+            "queue": self.armada_queue,
+            "job_set_id": self.job_set_id,
+            "items": rendered,
+        }
 
-    def _submit_or_reattach(self, context: Context, client: ArmadaClient,
-                            identity: TaskIdentity) -> Submission:
+    def _submit_or_reattach(
+        self, context: Context, client: ArmadaClient, identity: TaskIdentity
+    ) -> Submission:
         """The lifecycle's submit-or-reattach, its errors mapped to Airflow's: a rejected job
         fails the task, anything else (the server unreachable, an earlier attempt's job that
         would not end) is retried."""
         try:
-            return submit_or_reattach(client, self.armada_queue, self.job_set_id, identity,
-                                      lambda client_id: self.build_items(context, client_id),
-                                      log=self.log.info)
+            return submit_or_reattach(
+                client,
+                self.armada_queue,
+                self.job_set_id,
+                identity,
+                lambda client_id: self.build_items(context, client_id),
+                log=self.log.info,
+            )
         except (InvalidArgument, SubmitRejected, SpecError) as e:
             raise AirflowFailException(f"Armada rejected the job: {e}") from e
         except ArmadaError as e:
@@ -307,12 +366,15 @@ class ArmadaOperator(BaseOperator):
     def _finish(self, context: Context, payload: Mapping[str, Any]) -> Any:
         outcome = payload.get("outcome")
         summary = payload.get("summary", "")
-        if outcome == Outcome.CANCELLED and _killed_by_an_earlier_try(payload,
-                                                                      context["ti"].try_number):
+        if outcome == Outcome.CANCELLED and _killed_by_an_earlier_try(
+            payload, context["ti"].try_number
+        ):
             # This try reattached to jobs an earlier try's kill then cancelled: the task was
             # restarted (cleared) on purpose, so it runs, with new jobs.
-            self.log.info("The Armada jobs were cancelled by the kill of an earlier try of this "
-                          "task, after this try had found them: submitting new ones")
+            self.log.info(
+                "The Armada jobs were cancelled by the kill of an earlier try of this "
+                "task, after this try had found them: submitting new ones"
+            )
             return self.execute(context)
         store = context.get("task_state_store")
         if store is not None and outcome != "error":
@@ -334,16 +396,20 @@ class ArmadaOperator(BaseOperator):
         queue, job_set_id, job_ids = self._submitted
         self.log.info("Task killed: cancelling Armada jobs %s", ", ".join(job_ids))
         try:
-            ArmadaHook(self.armada_conn_id).cancel(queue, job_set_id, job_ids,
-                                                   reason=kill_reason(self._try_number))
+            ArmadaHook(self.armada_conn_id).cancel(
+                queue, job_set_id, job_ids, reason=kill_reason(self._try_number)
+            )
         except ArmadaError as e:
             self.log.warning("Cancelling Armada jobs %s failed: %s", ", ".join(job_ids), e)
 
 
 def _killed_by_an_earlier_try(payload: Mapping[str, Any], try_number: int) -> bool:
     """Some jobs were cancelled by the kill of a try before `try_number`, none otherwise."""
-    killers = [killed_by_try(job.get("cancel_reason", "")) for job in payload.get("jobs", ())
-               if job.get("state") == "CANCELLED"]
+    killers = [
+        killed_by_try(job.get("cancel_reason", ""))
+        for job in payload.get("jobs", ())
+        if job.get("state") == "CANCELLED"
+    ]
     return bool(killers) and all(k is not None and k < try_number for k in killers)
 
 

@@ -24,11 +24,20 @@ class ArmadaJobTrigger(BaseTrigger):
     unless the operator said `cancel_on_kill=False`.
     """
 
-    def __init__(self, *, queue: str, job_set_id: str, job_ids: Sequence[str],
-                 armada_conn_id: str = ArmadaHook.default_conn_name, stream_logs: bool = True,
-                 log_interval: float = 5.0, poll_interval: float = 5.0,
-                 member_labels: Sequence[str] | None = None,
-                 cancel_on_kill: bool = True, try_number: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        queue: str,
+        job_set_id: str,
+        job_ids: Sequence[str],
+        armada_conn_id: str = ArmadaHook.default_conn_name,
+        stream_logs: bool = True,
+        log_interval: float = 5.0,
+        poll_interval: float = 5.0,
+        member_labels: Sequence[str] | None = None,
+        cancel_on_kill: bool = True,
+        try_number: int | None = None,
+    ) -> None:
         super().__init__()
         self.queue = queue
         self.job_set_id = job_set_id
@@ -42,35 +51,56 @@ class ArmadaJobTrigger(BaseTrigger):
         self.try_number = try_number
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}", {
-            "queue": self.queue, "job_set_id": self.job_set_id, "job_ids": self.job_ids,
-            "armada_conn_id": self.armada_conn_id, "stream_logs": self.stream_logs,
-            "log_interval": self.log_interval, "poll_interval": self.poll_interval,
-            "member_labels": self.member_labels, "cancel_on_kill": self.cancel_on_kill,
-            "try_number": self.try_number,
-        })
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "queue": self.queue,
+                "job_set_id": self.job_set_id,
+                "job_ids": self.job_ids,
+                "armada_conn_id": self.armada_conn_id,
+                "stream_logs": self.stream_logs,
+                "log_interval": self.log_interval,
+                "poll_interval": self.poll_interval,
+                "member_labels": self.member_labels,
+                "cancel_on_kill": self.cancel_on_kill,
+                "try_number": self.try_number,
+            },
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = ArmadaHook(self.armada_conn_id)
         try:
             payload = await hook.await_jobs(
-                self.queue, self.job_set_id, self.job_ids, log=self.log,
-                stream_logs=self.stream_logs, log_interval=self.log_interval,
-                poll_interval=self.poll_interval, member_labels=self.member_labels)
+                self.queue,
+                self.job_set_id,
+                self.job_ids,
+                log=self.log,
+                stream_logs=self.stream_logs,
+                log_interval=self.log_interval,
+                poll_interval=self.poll_interval,
+                member_labels=self.member_labels,
+            )
         except ArmadaError as e:  # NotFound, vanished jobs...: let the task decide
-            payload = {"outcome": "error", "queue": self.queue, "job_set_id": self.job_set_id,
-                       "job_ids": self.job_ids,
-                       "summary": f"waiting for Armada jobs {', '.join(self.job_ids)} failed: "
-                                  f"{type(e).__name__}: {e.details}"}
+            payload = {
+                "outcome": "error",
+                "queue": self.queue,
+                "job_set_id": self.job_set_id,
+                "job_ids": self.job_ids,
+                "summary": f"waiting for Armada jobs {', '.join(self.job_ids)} failed: "
+                f"{type(e).__name__}: {e.details}",
+            }
         yield TriggerEvent(payload)
 
     async def on_kill(self) -> None:
         """The user killed the deferred task: cancel every job (the whole gang), unless the
         operator asked to leave them running."""
         if not self.cancel_on_kill:
-            self.log.info("Task killed: leaving Armada jobs %s running (cancel_on_kill=False)",
-                          ", ".join(self.job_ids))
+            self.log.info(
+                "Task killed: leaving Armada jobs %s running (cancel_on_kill=False)",
+                ", ".join(self.job_ids),
+            )
             return
         self.log.info("Task killed: cancelling Armada jobs %s", ", ".join(self.job_ids))
         await ArmadaHook(self.armada_conn_id).acancel(
-            self.queue, self.job_set_id, self.job_ids, reason=kill_reason(self.try_number))
+            self.queue, self.job_set_id, self.job_ids, reason=kill_reason(self.try_number)
+        )

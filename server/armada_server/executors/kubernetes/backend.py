@@ -94,20 +94,28 @@ def _newer(version: str | None, than: str) -> bool:
 class KubernetesBackend:
     """One executor per cluster. Call `await open(agent.report)` before the agent runs."""
 
-    def __init__(self, api: client.ApiClient, executor_id: str,
-                 settings: KubernetesSettings | None = None, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        executor_id: str,
+        settings: KubernetesSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not lb.is_label_value(executor_id):
-            raise ValueError(f"executor id {executor_id!r} must be a valid Kubernetes label "
-                             "value (63 characters: letters, digits, '-', '_', '.')")
+            raise ValueError(
+                f"executor id {executor_id!r} must be a valid Kubernetes label "
+                "value (63 characters: letters, digits, '-', '_', '.')"
+            )
         self.api = api
         self.executor_id = executor_id
         self.settings = settings or KubernetesSettings()
         self.clock = clock
         self.core = client.CoreV1Api(api)
         self.networking = client.NetworkingV1Api(api)
-        self._pool = ThreadPoolExecutor(self.settings.api_threads,
-                                        thread_name_prefix="kubernetes-api")
+        self._pool = ThreadPoolExecutor(
+            self.settings.api_threads, thread_name_prefix="kubernetes-api"
+        )
         self._runs: dict[str, _Run] = {}
         self._room = Room()
         self._waiting: dict[str, tuple[executor_pb2.Lease, Report]] = {}
@@ -119,13 +127,19 @@ class KubernetesBackend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._report: Report | None = None
         self._ticker: asyncio.Task | None = None
-        self.log_archive = LogArchive(self.settings.log_dir,
-                                      retention=self.settings.log_retention,
-                                      max_bytes=self.settings.log_max_bytes)
+        self.log_archive = LogArchive(
+            self.settings.log_dir,
+            retention=self.settings.log_retention,
+            max_bytes=self.settings.log_max_bytes,
+        )
         self.watcher = PodWatcher(
-            self.core, lb.of_executor(executor_id), self.settings.namespace,
-            on_event=self._from_thread(self._on_pod), on_list=self._from_thread(self._on_list),
-            timeout=self.settings.watch_timeout)
+            self.core,
+            lb.of_executor(executor_id),
+            self.settings.namespace,
+            on_event=self._from_thread(self._on_pod),
+            on_list=self._from_thread(self._on_list),
+            timeout=self.settings.watch_timeout,
+        )
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -134,6 +148,7 @@ class KubernetesBackend:
             loop = self._loop
             if loop is not None and not loop.is_closed():
                 loop.call_soon_threadsafe(fn, *args)
+
         return deliver
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -161,8 +176,12 @@ class KubernetesBackend:
         await self._remove_stray_objects()
         self.watcher.start()
         self._ticker = self._loop.create_task(self._tick_forever())
-        log.info("kubernetes executor %s: %d nodes, adopted %d pods", self.executor_id,
-                 len(self._nodes), len(pods))
+        log.info(
+            "kubernetes executor %s: %d nodes, adopted %d pods",
+            self.executor_id,
+            len(self._nodes),
+            len(pods),
+        )
 
     def nodes(self) -> Sequence[executor_pb2.Node]:
         return self._nodes
@@ -172,8 +191,7 @@ class KubernetesBackend:
         return full_capabilities()
 
     def held(self) -> set[str]:
-        return {run_id for run_id, run in self._runs.items() if not run.done} | set(
-            self._waiting)
+        return {run_id for run_id, run in self._runs.items() if not run.done} | set(self._waiting)
 
     def start(self, lease: executor_pb2.Lease, report: Report) -> None:
         run_id = lease.run_id
@@ -190,10 +208,21 @@ class KubernetesBackend:
 
     def _create_run(self, lease: executor_pb2.Lease, report: Report) -> None:
         spec = lease.job.pod_specs[0] if lease.job.pod_specs else None
-        grace = spec.terminationGracePeriodSeconds if spec is not None and \
-            spec.HasField("terminationGracePeriodSeconds") else None
-        run = _Run(lease.run_id, lease.job.id, namespace_of(lease, self.settings),
-                   lease.pod_name, report, lease.node, lease=lease, grace=grace)
+        grace = (
+            spec.terminationGracePeriodSeconds
+            if spec is not None and spec.HasField("terminationGracePeriodSeconds")
+            else None
+        )
+        run = _Run(
+            lease.run_id,
+            lease.job.id,
+            namespace_of(lease, self.settings),
+            lease.pod_name,
+            report,
+            lease.node,
+            lease=lease,
+            grace=grace,
+        )
         self._runs[run.run_id] = run
         self._spawn(self._create(run))
 
@@ -206,8 +235,13 @@ class KubernetesBackend:
         if run is None or run.done or run.stopping:
             return  # the server repeats its stop on every sync until the run has ended
         run.stopping = True
-        log.info("stopping run %s (pod %s/%s, %s)", run_id, run.namespace, run.pod_name,
-                 "preemption" if preempt else "cancellation")
+        log.info(
+            "stopping run %s (pod %s/%s, %s)",
+            run_id,
+            run.namespace,
+            run.pod_name,
+            "preemption" if preempt else "cancellation",
+        )
         if run.created:
             self._spawn(self._delete_pod(run))
         # else: _create sees `stopping` once the pod exists (or reports stopped if it failed)
@@ -218,8 +252,9 @@ class KubernetesBackend:
             self._ticker.cancel()
         for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*self._tasks, *([self._ticker] if self._ticker else []),
-                             return_exceptions=True)
+        await asyncio.gather(
+            *self._tasks, *([self._ticker] if self._ticker else []), return_exceptions=True
+        )
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.watcher.stop)
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -230,13 +265,21 @@ class KubernetesBackend:
         from the archive kept when it was deleted (see logs.py)."""
         if query.run_id not in self.log_archive:
             run = self._runs.get(query.run_id)
-            namespace = run.namespace if run is not None else (
-                self.settings.namespace or query.namespace or self.settings.default_namespace)
+            namespace = (
+                run.namespace
+                if run is not None
+                else (self.settings.namespace or query.namespace or self.settings.default_namespace)
+            )
             name = run.pod_name if run is not None else query.pod_name
             try:
-                text = await self._call(self.core.read_namespaced_pod_log, name, namespace,
-                                        container=query.container, timestamps=True,
-                                        tail_lines=query.tail)
+                text = await self._call(
+                    self.core.read_namespaced_pod_log,
+                    name,
+                    namespace,
+                    container=query.container,
+                    timestamps=True,
+                    tail_lines=query.tail,
+                )
             except client.ApiException as e:
                 if e.status == 400:  # the container has not started: nothing logged yet
                     return []
@@ -245,7 +288,8 @@ class KubernetesBackend:
                 if query.run_id not in self.log_archive:  # (or kept meanwhile)
                     raise LogUnavailable(
                         f"pod {namespace}/{name} of run {query.run_id} is gone and this "
-                        "executor no longer keeps its log") from None
+                        "executor no longer keeps its log"
+                    ) from None
             else:
                 return select(parse_log(text or ""), query)
         text = self.log_archive.get(query.run_id, query.container) or ""
@@ -260,22 +304,29 @@ class KubernetesBackend:
         logs: dict[str, str] = {}
         for name in names:
             try:
-                logs[name] = await self._call(self.core.read_namespaced_pod_log, run.pod_name,
-                                              run.namespace, container=name,
-                                              timestamps=True) or ""
+                logs[name] = (
+                    await self._call(
+                        self.core.read_namespaced_pod_log,
+                        run.pod_name,
+                        run.namespace,
+                        container=name,
+                        timestamps=True,
+                    )
+                    or ""
+                )
             except client.ApiException as e:
                 if e.status == 404:
                     return  # gone already: nothing left to keep
                 logs[name] = ""  # never started
             except Exception as e:
-                log.warning("could not keep the log of pod %s/%s: %s", run.namespace,
-                            run.pod_name, e)
+                log.warning(
+                    "could not keep the log of pod %s/%s: %s", run.namespace, run.pod_name, e
+                )
                 return
         try:
             self.log_archive.put(run.run_id, logs)
         except (OSError, ValueError) as e:
-            log.warning("could not keep the log of pod %s/%s: %s", run.namespace,
-                        run.pod_name, e)
+            log.warning("could not keep the log of pod %s/%s: %s", run.namespace, run.pod_name, e)
 
     def ingress_addresses(self, run_id: str) -> dict[int, str]:
         """The run's ingress addresses (port -> host), what upstream reports as ingress_info."""
@@ -290,8 +341,9 @@ class KubernetesBackend:
         if self._node_labels and lease.node not in self._node_labels:
             self._end(run, returned=Returned(reason=f"node {lease.node} is not in the cluster"))
             return
-        manifest = pod_manifest(lease, self.executor_id, self.settings,
-                                self._node_labels.get(lease.node))
+        manifest = pod_manifest(
+            lease, self.executor_id, self.settings, self._node_labels.get(lease.node)
+        )
         try:
             pod = await self._call(self.core.create_namespaced_pod, run.namespace, manifest)
         except client.ApiException as e:
@@ -299,8 +351,9 @@ class KubernetesBackend:
             if pod is None:
                 return
         except Exception as e:
-            self._creation_refused(run, returned=Returned(
-                reason=f"the pod could not be created: {e}"))
+            self._creation_refused(
+                run, returned=Returned(reason=f"the pod could not be created: {e}")
+            )
             return
         run.created = True
         run.uid = run.uid or pod.metadata.uid
@@ -315,20 +368,26 @@ class KubernetesBackend:
         """The existing pod to carry on with, or None once the run has been ended."""
         if e.status == 409:
             try:
-                pod = await self._call(self.core.read_namespaced_pod, run.pod_name,
-                                       run.namespace)
+                pod = await self._call(self.core.read_namespaced_pod, run.pod_name, run.namespace)
             except client.ApiException:
                 pod = None
             if pod is not None and (pod.metadata.labels or {}).get(lb.RUN_ID) == run.run_id:
                 return pod  # ours already (a repeated lease): carry on with it
-            self._creation_refused(run, returned=Returned(
-                reason=f"a pod named {run.pod_name} already exists in {run.namespace}"))
+            self._creation_refused(
+                run,
+                returned=Returned(
+                    reason=f"a pod named {run.pod_name} already exists in {run.namespace}"
+                ),
+            )
         elif e.status in (400, 422):
-            self._creation_refused(run, failed=Failed(
-                reason=f"Kubernetes refused the pod: {_message(e)}"))
+            self._creation_refused(
+                run, failed=Failed(reason=f"Kubernetes refused the pod: {_message(e)}")
+            )
         else:
-            self._creation_refused(run, returned=Returned(
-                reason=f"the pod could not be created: {e.status} {_message(e)}"))
+            self._creation_refused(
+                run,
+                returned=Returned(reason=f"the pod could not be created: {e.status} {_message(e)}"),
+            )
         return None
 
     def _creation_refused(self, run: _Run, **kind: Any) -> None:
@@ -347,18 +406,28 @@ class KubernetesBackend:
         for ingress in wanted.ingresses:
             await self._create_object(self.networking.create_namespaced_ingress, run, ingress)
         if wanted.addresses:
-            run.report(update(run.run_id, run.job_id,
-                              ingress_info=executor_pb2.RunUpdate.IngressInfo(
-                                  addresses=wanted.addresses)))
+            run.report(
+                update(
+                    run.run_id,
+                    run.job_id,
+                    ingress_info=executor_pb2.RunUpdate.IngressInfo(addresses=wanted.addresses),
+                )
+            )
 
-    async def _create_object(self, create: Callable[..., Any], run: _Run,
-                             body: dict[str, Any]) -> None:
+    async def _create_object(
+        self, create: Callable[..., Any], run: _Run, body: dict[str, Any]
+    ) -> None:
         try:
             await self._call(create, run.namespace, body)
         except client.ApiException as e:
             if e.status != 409:
-                log.warning("run %s: could not create %s %s: %s", run.run_id, body["kind"],
-                            body["metadata"]["name"], _message(e))
+                log.warning(
+                    "run %s: could not create %s %s: %s",
+                    run.run_id,
+                    body["kind"],
+                    body["metadata"]["name"],
+                    _message(e),
+                )
 
     # --- watching --------------------------------------------------------------------------
 
@@ -370,8 +439,18 @@ class KubernetesBackend:
         assert self._report is not None
         grace = pod.spec.termination_grace_period_seconds
         node = (pod.metadata.annotations or {}).get(lb.LEASED_NODE) or pod.spec.node_name or ""
-        run = _Run(run_id, job_id, pod.metadata.namespace, pod.metadata.name, self._report,
-                   node, grace=grace, uid=pod.metadata.uid, created=True, last=pod)
+        run = _Run(
+            run_id,
+            job_id,
+            pod.metadata.namespace,
+            pod.metadata.name,
+            self._report,
+            node,
+            grace=grace,
+            uid=pod.metadata.uid,
+            created=True,
+            last=pod,
+        )
         self._runs[run_id] = run
         self._room.claim(run_id, node, _pod_requests(pod))  # until it ends or is gone
         if pod.metadata.deletion_timestamp is not None:
@@ -396,8 +475,12 @@ class KubernetesBackend:
         """A fresh listing after the watch expired: catch up with everything missed."""
         present = {(p.metadata.labels or {}).get(lb.RUN_ID) for p in pods}
         for run in list(self._runs.values()):
-            if run.run_id not in present and run.created and run.last is not None and \
-                    not _newer(run.last.metadata.resource_version, version):
+            if (
+                run.run_id not in present
+                and run.created
+                and run.last is not None
+                and not _newer(run.last.metadata.resource_version, version)
+            ):
                 self._gone(run)
         for pod in pods:
             self._on_pod("MODIFIED", pod)
@@ -471,17 +554,20 @@ class KubernetesBackend:
         grace = run.grace if grace is None else grace
         options = client.V1DeleteOptions(
             grace_period_seconds=grace,
-            preconditions=client.V1Preconditions(uid=run.uid) if run.uid else None)
+            preconditions=client.V1Preconditions(uid=run.uid) if run.uid else None,
+        )
         try:
-            await self._call(self.core.delete_namespaced_pod, run.pod_name, run.namespace,
-                             body=options)
+            await self._call(
+                self.core.delete_namespaced_pod, run.pod_name, run.namespace, body=options
+            )
         except client.ApiException as e:
             if e.status in (404, 409):  # gone already (409: the name is another pod's now)
                 self._gone(run)
             else:
                 run.deleting = False  # retried by the ticker
-                log.warning("could not delete pod %s/%s: %s", run.namespace, run.pod_name,
-                            _message(e))
+                log.warning(
+                    "could not delete pod %s/%s: %s", run.namespace, run.pod_name, _message(e)
+                )
         except Exception as e:
             run.deleting = False
             log.warning("could not delete pod %s/%s: %s", run.namespace, run.pod_name, e)
@@ -495,17 +581,28 @@ class KubernetesBackend:
         selector = lb.of_run(self.executor_id, run.run_id)
         await self._delete_matching(run.namespace, selector)
 
-    async def _delete_matching(self, namespace: str | None, selector: str,
-                               keep: Callable[[Any], bool] = lambda _: False) -> None:
-        kinds = ((self.core.list_namespaced_service, self.core.list_service_for_all_namespaces,
-                  self.core.delete_namespaced_service),
-                 (self.networking.list_namespaced_ingress,
-                  self.networking.list_ingress_for_all_namespaces,
-                  self.networking.delete_namespaced_ingress))
+    async def _delete_matching(
+        self, namespace: str | None, selector: str, keep: Callable[[Any], bool] = lambda _: False
+    ) -> None:
+        kinds = (
+            (
+                self.core.list_namespaced_service,
+                self.core.list_service_for_all_namespaces,
+                self.core.delete_namespaced_service,
+            ),
+            (
+                self.networking.list_namespaced_ingress,
+                self.networking.list_ingress_for_all_namespaces,
+                self.networking.delete_namespaced_ingress,
+            ),
+        )
         for list_in, list_all, delete in kinds:
             try:
-                found = await (self._call(list_in, namespace, label_selector=selector)
-                               if namespace else self._call(list_all, label_selector=selector))
+                found = await (
+                    self._call(list_in, namespace, label_selector=selector)
+                    if namespace
+                    else self._call(list_all, label_selector=selector)
+                )
                 for obj in found.items:
                     if not keep(obj):
                         with contextlib.suppress(client.ApiException):
@@ -517,9 +614,10 @@ class KubernetesBackend:
         """Services and ingresses of runs whose pod is gone (the executor was down)."""
         live = set(self._runs)
         await self._delete_matching(
-            self.settings.namespace, lb.selector(**{lb.EXECUTOR: self.executor_id,
-                                                    lb.AUXILIARY: "true"}),
-            keep=lambda obj: (obj.metadata.labels or {}).get(lb.RUN_ID) in live)
+            self.settings.namespace,
+            lb.selector(**{lb.EXECUTOR: self.executor_id, lb.AUXILIARY: "true"}),
+            keep=lambda obj: (obj.metadata.labels or {}).get(lb.RUN_ID) in live,
+        )
 
     # --- periodic work ---------------------------------------------------------------------
 
@@ -537,12 +635,18 @@ class KubernetesBackend:
         # pod waiting for them is not stuck yet.
         draining = {r.node for r in self._runs.values() if r.stopping and not r.done}
         for run in list(self._runs.values()):
-            if run.stuck is not None and run.stuck.problem == "unschedulable" and \
-                    run.node in draining:
+            if (
+                run.stuck is not None
+                and run.stuck.problem == "unschedulable"
+                and run.node in draining
+            ):
                 run.stuck_since = now
             if run.stuck is not None and not run.done and not run.stopping:
-                limit = (self.settings.unschedulable_timeout if run.stuck.problem ==
-                         "unschedulable" else self.settings.image_pull_timeout)
+                limit = (
+                    self.settings.unschedulable_timeout
+                    if run.stuck.problem == "unschedulable"
+                    else self.settings.image_pull_timeout
+                )
                 if now - run.stuck_since >= limit:
                     self._end_stuck(run)
             if run.cleanup_at is not None and now >= run.cleanup_at:
@@ -558,14 +662,22 @@ class KubernetesBackend:
             nodes = await self._call(self.core.list_node)
             pods: list[Any] = []
             if self.settings.subtract_foreign_pods:
-                pods = (await self._call(
-                    self.core.list_pod_for_all_namespaces,
-                    field_selector="status.phase!=Succeeded,status.phase!=Failed")).items
-            self._nodes = executor_nodes(nodes.items, pods, self.executor_id,
-                                         subtract_foreign=self.settings.subtract_foreign_pods)
+                pods = (
+                    await self._call(
+                        self.core.list_pod_for_all_namespaces,
+                        field_selector="status.phase!=Succeeded,status.phase!=Failed",
+                    )
+                ).items
+            self._nodes = executor_nodes(
+                nodes.items,
+                pods,
+                self.executor_id,
+                subtract_foreign=self.settings.subtract_foreign_pods,
+            )
             self._room.set_nodes(self._nodes)
-            self._node_labels = {n.metadata.name: dict(n.metadata.labels or {})
-                                 for n in nodes.items}
+            self._node_labels = {
+                n.metadata.name: dict(n.metadata.labels or {}) for n in nodes.items
+            }
         except Exception as e:
             log.warning("could not read the cluster's nodes: %s", e)
         finally:
@@ -575,6 +687,7 @@ class KubernetesBackend:
 
 def _pod_requests(pod: Any) -> Requests:
     """What an existing pod requests (requests, else limits; at least any init container)."""
+
     def of(container: Any) -> Requests:
         resources = container.resources
         raw = dict((resources.limits or {}) if resources else {})

@@ -20,11 +20,13 @@ from google.protobuf.message import Message
 
 _QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
 _INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
-_TIMES = frozenset({"k8s.io.apimachinery.pkg.apis.meta.v1.Time",
-                    "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime"})
+_TIMES = frozenset(
+    {"k8s.io.apimachinery.pkg.apis.meta.v1.Time", "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime"}
+)
 # Embedded Go structs tagged `json:",inline"`: their fields belong to the enclosing object.
-_INLINE = frozenset({"volumeSource", "handler", "ephemeralContainerCommon",
-                     "persistentVolumeSource"})
+_INLINE = frozenset(
+    {"volumeSource", "handler", "ephemeralContainerCommon", "persistentVolumeSource"}
+)
 
 
 def to_kubernetes(message: Message) -> Any:

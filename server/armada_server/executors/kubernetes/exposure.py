@@ -26,9 +26,14 @@ class Exposure:
     addresses: dict[int, str] = field(default_factory=dict)
 
 
-def _metadata(name: str, lease: executor_pb2.Lease, executor_id: str,
-              settings: KubernetesSettings, owner_uid: str,
-              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def _metadata(
+    name: str,
+    lease: executor_pb2.Lease,
+    executor_id: str,
+    settings: KubernetesSettings,
+    owner_uid: str,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace_of(lease, settings),
@@ -36,29 +41,49 @@ def _metadata(name: str, lease: executor_pb2.Lease, executor_id: str,
         "annotations": {**run_annotations(lease), **(annotations or {})},
     }
     if owner_uid:
-        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": lease.pod_name,
-                                    "uid": owner_uid, "blockOwnerDeletion": False}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": lease.pod_name,
+                "uid": owner_uid,
+                "blockOwnerDeletion": False,
+            }
+        ]
     return meta
 
 
-def _service(name: str, lease: executor_pb2.Lease, executor_id: str,
-             settings: KubernetesSettings, owner_uid: str, ports: list[int], *,
-             kind: str, headless: bool) -> dict[str, Any]:
+def _service(
+    name: str,
+    lease: executor_pb2.Lease,
+    executor_id: str,
+    settings: KubernetesSettings,
+    owner_uid: str,
+    ports: list[int],
+    *,
+    kind: str,
+    headless: bool,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "type": kind,
         "selector": {lb.RUN_ID: lease.run_id, lb.EXECUTOR: executor_id},
-        "ports": [{"name": f"port-{p}", "port": p, "targetPort": p, "protocol": "TCP"}
-                  for p in ports],
+        "ports": [
+            {"name": f"port-{p}", "port": p, "targetPort": p, "protocol": "TCP"} for p in ports
+        ],
     }
     if headless:
         spec["clusterIP"] = "None"
-    return {"apiVersion": "v1", "kind": "Service",
-            "metadata": _metadata(name, lease, executor_id, settings, owner_uid),
-            "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(name, lease, executor_id, settings, owner_uid),
+        "spec": spec,
+    }
 
 
-def exposure(lease: executor_pb2.Lease, executor_id: str, settings: KubernetesSettings,
-             owner_uid: str = "") -> Exposure:
+def exposure(
+    lease: executor_pb2.Lease, executor_id: str, settings: KubernetesSettings, owner_uid: str = ""
+) -> Exposure:
     """The services, ingresses and addresses of a run; empty when the job asks for none."""
     job = lease.job
     out = Exposure()
@@ -67,20 +92,51 @@ def exposure(lease: executor_pb2.Lease, executor_id: str, settings: KubernetesSe
     for i, config in enumerate(job.services):
         headless = config.type == submit_pb2.Headless
         name = config.name or f"{pod}-{'headless' if headless else 'nodeport'}-{i}"
-        out.services.append(_service(name, lease, executor_id, settings, owner_uid,
-                                     list(config.ports), kind="ClusterIP" if headless
-                                     else "NodePort", headless=headless))
+        out.services.append(
+            _service(
+                name,
+                lease,
+                executor_id,
+                settings,
+                owner_uid,
+                list(config.ports),
+                kind="ClusterIP" if headless else "NodePort",
+                headless=headless,
+            )
+        )
     for i, config in enumerate(job.ingress):
         name = f"{pod}-ingress-{i}"
         ports = list(config.ports)
-        out.services.append(_service(name, lease, executor_id, settings, owner_uid, ports,
-                                     kind="ClusterIP", headless=not config.use_clusterIP))
+        out.services.append(
+            _service(
+                name,
+                lease,
+                executor_id,
+                settings,
+                owner_uid,
+                ports,
+                kind="ClusterIP",
+                headless=not config.use_clusterIP,
+            )
+        )
         hosts = {p: f"{p}-{pod}.{namespace}.{settings.ingress_domain}" for p in ports}
-        spec: dict[str, Any] = {"rules": [
-            {"host": host, "http": {"paths": [{
-                "path": "/", "pathType": "Prefix",
-                "backend": {"service": {"name": name, "port": {"number": port}}}}]}}
-            for port, host in hosts.items()]}
+        spec: dict[str, Any] = {
+            "rules": [
+                {
+                    "host": host,
+                    "http": {
+                        "paths": [
+                            {
+                                "path": "/",
+                                "pathType": "Prefix",
+                                "backend": {"service": {"name": name, "port": {"number": port}}},
+                            }
+                        ]
+                    },
+                }
+                for port, host in hosts.items()
+            ]
+        }
         if settings.ingress_class:
             spec["ingressClassName"] = settings.ingress_class
         if config.tls_enabled:
@@ -88,10 +144,15 @@ def exposure(lease: executor_pb2.Lease, executor_id: str, settings: KubernetesSe
             if config.cert_name:
                 tls["secretName"] = config.cert_name
             spec["tls"] = [tls]
-        out.ingresses.append({
-            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-            "metadata": _metadata(name, lease, executor_id, settings, owner_uid,
-                                  dict(config.annotations)),
-            "spec": spec})
+        out.ingresses.append(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": _metadata(
+                    name, lease, executor_id, settings, owner_uid, dict(config.annotations)
+                ),
+                "spec": spec,
+            }
+        )
         out.addresses.update(hosts)
     return out

@@ -49,23 +49,29 @@ def select(lines: Iterable[PodLogLine], query: LogQuery) -> list[PodLogLine]:
     """The lines strictly after `query.since_ns`, the last `query.tail` of them if set."""
     found = [line for line in lines if query.since_ns is None or line.ns > query.since_ns]
     if query.tail is not None:
-        found = found[-query.tail:] if query.tail > 0 else []
+        found = found[-query.tail :] if query.tail > 0 else []
     return found
 
 
 class LogArchive:
     """Finished runs' container logs, the newest `retention` runs."""
 
-    def __init__(self, directory: str | Path | None = None, *, retention: int = 1000,
-                 max_bytes: int = 10 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        directory: str | Path | None = None,
+        *,
+        retention: int = 1000,
+        max_bytes: int = 10 * 1024 * 1024,
+    ) -> None:
         self.directory = Path(directory) if directory else None
         self.retention = max(retention, 0)
         self.max_bytes = max_bytes
         self._runs: OrderedDict[str, dict[str, str] | None] = OrderedDict()  # None: on disk
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            kept = sorted((p for p in self.directory.iterdir() if p.is_dir()),
-                          key=lambda p: p.stat().st_mtime)
+            kept = sorted(
+                (p for p in self.directory.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime
+            )
             for path in kept:
                 self._runs[path.name] = None
             self._evict()
@@ -109,7 +115,7 @@ class LogArchive:
         data = text.encode("utf-8", errors="replace")
         if len(data) <= self.max_bytes:
             return text
-        cut = data[-self.max_bytes:].decode("utf-8", errors="ignore")
+        cut = data[-self.max_bytes :].decode("utf-8", errors="ignore")
         return cut.partition("\n")[2]  # from the first whole line on
 
     def _evict(self) -> None:

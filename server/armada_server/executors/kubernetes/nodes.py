@@ -21,10 +21,12 @@ _DONE = ("Succeeded", "Failed")
 def pod_requests(pod: Any) -> dict[str, int]:
     """What a pod (V1Pod) takes from its node: the sum over containers, at least any init
     container; a limit stands in for a missing request, as in Kubernetes. CPU in millicores."""
+
     def of(container: Any) -> dict[str, int]:
         res = container.resources
         raw = {**((res.limits if res else None) or {}), **((res.requests if res else None) or {})}
         return {k: parse_quantity(str(v), milli=k == "cpu") for k, v in raw.items()}
+
     total: dict[str, int] = {}
     for c in pod.spec.containers or []:
         for k, v in of(c).items():
@@ -46,16 +48,20 @@ def _ready(node: Any) -> bool:
     return False
 
 
-def executor_nodes(nodes: Iterable[Any], pods: Iterable[Any], executor_id: str, *,
-                   subtract_foreign: bool = True) -> list[executor_pb2.Node]:
+def executor_nodes(
+    nodes: Iterable[Any], pods: Iterable[Any], executor_id: str, *, subtract_foreign: bool = True
+) -> list[executor_pb2.Node]:
     """Nodes (V1Node) as protocol nodes; `pods` are the cluster's pods (V1Pod)."""
     used: dict[str, dict[str, int]] = {}
     if subtract_foreign:
         for pod in pods:
             labels = pod.metadata.labels or {}
             node = pod.spec.node_name
-            if not node or labels.get(lb.EXECUTOR) == executor_id or \
-                    (pod.status and pod.status.phase in _DONE):
+            if (
+                not node
+                or labels.get(lb.EXECUTOR) == executor_id
+                or (pod.status and pod.status.phase in _DONE)
+            ):
                 continue
             bucket = used.setdefault(node, {})
             for k, v in pod_requests(pod).items():
@@ -70,9 +76,16 @@ def executor_nodes(nodes: Iterable[Any], pods: Iterable[Any], executor_id: str, 
             except ValueError:
                 continue
             allocatable[k] = _format(k, max(0, have - used.get(name, {}).get(k, 0)))
-        out.append(executor_pb2.Node(
-            name=name, labels=node.metadata.labels or {}, allocatable=allocatable,
-            unschedulable=bool(node.spec and node.spec.unschedulable) or not _ready(node),
-            taints=[executor_pb2.Taint(key=t.key, value=t.value or "", effect=t.effect)
-                    for t in (node.spec.taints if node.spec else None) or []]))
+        out.append(
+            executor_pb2.Node(
+                name=name,
+                labels=node.metadata.labels or {},
+                allocatable=allocatable,
+                unschedulable=bool(node.spec and node.spec.unschedulable) or not _ready(node),
+                taints=[
+                    executor_pb2.Taint(key=t.key, value=t.value or "", effect=t.effect)
+                    for t in (node.spec.taints if node.spec else None) or []
+                ],
+            )
+        )
     return out

@@ -34,12 +34,15 @@ def run_labels(lease: executor_pb2.Lease, executor_id: str) -> dict[str, str]:
 
 def run_annotations(lease: executor_pb2.Lease) -> dict[str, str]:
     job = lease.job
-    return {**job.annotations, lb.JOB_SET_ANNOTATION: job.job_set_id,
-            lb.LEASED_NODE: lease.node}
+    return {**job.annotations, lb.JOB_SET_ANNOTATION: job.job_set_id, lb.LEASED_NODE: lease.node}
 
 
-def pod_manifest(lease: executor_pb2.Lease, executor_id: str, settings: KubernetesSettings,
-                 node_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+def pod_manifest(
+    lease: executor_pb2.Lease,
+    executor_id: str,
+    settings: KubernetesSettings,
+    node_labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """The Pod to create for a lease. `node_labels` are the leased node's labels, for its
     hostname label (which may differ from the node's name); the name is the fallback."""
     job = lease.job

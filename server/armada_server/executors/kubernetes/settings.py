@@ -51,14 +51,16 @@ class KubernetesSettings:
     log_max_bytes: int = 10 * 1024 * 1024
 
 
-def load_api_client(kubeconfig: str | None = None, *, context: str | None = None,
-                    in_cluster: bool = False) -> client.ApiClient:
+def load_api_client(
+    kubeconfig: str | None = None, *, context: str | None = None, in_cluster: bool = False
+) -> client.ApiClient:
     """An API client from the pod's service account, or from a kubeconfig file (the
     default one when `kubeconfig` is None)."""
     configuration = client.Configuration()
     if in_cluster:
         config.load_incluster_config(client_configuration=configuration)
     else:
-        config.load_kube_config(config_file=kubeconfig, context=context,
-                                client_configuration=configuration)
+        config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=configuration
+        )
     return client.ApiClient(configuration)

@@ -36,17 +36,30 @@ class State(StrEnum):
 
 
 #: Waiting reasons of a container whose image cannot be pulled.
-IMAGE_PULL = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull",
-                        "RegistryUnavailable", "InvalidImageName", "SignatureValidationFailed"})
+IMAGE_PULL = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "ErrImageNeverPull",
+        "RegistryUnavailable",
+        "InvalidImageName",
+        "SignatureValidationFailed",
+    }
+)
 #: Waiting reasons of a container that cannot be created as specified.
-CONTAINER_CONFIG = frozenset({"CreateContainerConfigError", "CreateContainerError",
-                              "RunContainerError"})
+CONTAINER_CONFIG = frozenset(
+    {"CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+)
 #: Waiting reasons that will not clear up by waiting.
 HOPELESS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
 #: Pod reasons that say the pod was stopped by the cluster rather than by its containers.
-_POD_CONDITIONS = {"Evicted": Condition.EVICTED, "DeadlineExceeded": Condition.DEADLINE_EXCEEDED,
-                   "Preempting": Condition.EVICTED, "NodeShutdown": Condition.EVICTED,
-                   "Terminated": Condition.EVICTED}
+_POD_CONDITIONS = {
+    "Evicted": Condition.EVICTED,
+    "DeadlineExceeded": Condition.DEADLINE_EXCEEDED,
+    "Preempting": Condition.EVICTED,
+    "NodeShutdown": Condition.EVICTED,
+    "Terminated": Condition.EVICTED,
+}
 #: Built-in categories, used when the operator's classification has no rule that matches.
 IMAGE_PULL_CATEGORY = "image-pull"
 CONTAINER_CONFIG_CATEGORY = "container-config"
@@ -79,30 +92,52 @@ def _get(obj: Any, *path: str) -> Any:
 def _containers(pod: Any) -> list[executor_pb2.ContainerResult]:
     """How each container ended (init containers first), for those that have ended."""
     out = []
-    for statuses, init in ((_get(pod, "status", "init_container_statuses"), True),
-                           (_get(pod, "status", "container_statuses"), False)):
+    for statuses, init in (
+        (_get(pod, "status", "init_container_statuses"), True),
+        (_get(pod, "status", "container_statuses"), False),
+    ):
         for s in statuses or []:
             end = _get(s, "state", "terminated") or _get(s, "last_state", "terminated")
             if end is None:
                 waiting = _get(s, "state", "waiting")
-                if waiting is not None and waiting.reason and waiting.reason != \
-                        "PodInitializing" and waiting.reason != "ContainerCreating":
-                    out.append(executor_pb2.ContainerResult(
-                        name=s.name, reason=waiting.reason, message=waiting.message or "",
-                        init_container=init))
+                if (
+                    waiting is not None
+                    and waiting.reason
+                    and waiting.reason != "PodInitializing"
+                    and waiting.reason != "ContainerCreating"
+                ):
+                    out.append(
+                        executor_pb2.ContainerResult(
+                            name=s.name,
+                            reason=waiting.reason,
+                            message=waiting.message or "",
+                            init_container=init,
+                        )
+                    )
                 continue
-            out.append(executor_pb2.ContainerResult(
-                name=s.name, exit_code=end.exit_code or 0, reason=end.reason or "",
-                message=(end.message or "").strip(), init_container=init))
+            out.append(
+                executor_pb2.ContainerResult(
+                    name=s.name,
+                    exit_code=end.exit_code or 0,
+                    reason=end.reason or "",
+                    message=(end.message or "").strip(),
+                    init_container=init,
+                )
+            )
     return out
 
 
 def _started(pod: Any) -> bool:
-    for statuses in (_get(pod, "status", "init_container_statuses"),
-                     _get(pod, "status", "container_statuses")):
+    for statuses in (
+        _get(pod, "status", "init_container_statuses"),
+        _get(pod, "status", "container_statuses"),
+    ):
         for s in statuses or []:
-            if _get(s, "state", "running") or _get(s, "state", "terminated") or \
-                    _get(s, "last_state", "terminated"):
+            if (
+                _get(s, "state", "running")
+                or _get(s, "state", "terminated")
+                or _get(s, "last_state", "terminated")
+            ):
                 return True
     return False
 
@@ -120,8 +155,10 @@ def _events(pod: Any) -> tuple[str, ...]:
     for c in _get(pod, "status", "conditions") or []:
         if c.status != "True":
             texts += [c.reason, c.message]
-    for statuses in (_get(pod, "status", "init_container_statuses"),
-                     _get(pod, "status", "container_statuses")):
+    for statuses in (
+        _get(pod, "status", "init_container_statuses"),
+        _get(pod, "status", "container_statuses"),
+    ):
         for s in statuses or []:
             waiting = _get(s, "state", "waiting")
             if waiting is not None:
@@ -131,8 +168,10 @@ def _events(pod: Any) -> tuple[str, ...]:
 
 def _waiting_problem(pod: Any) -> tuple[str, str, str, bool] | None:
     """(problem, waiting reason, text, hopeless) for a container that cannot start."""
-    for statuses in (_get(pod, "status", "init_container_statuses"),
-                     _get(pod, "status", "container_statuses")):
+    for statuses in (
+        _get(pod, "status", "init_container_statuses"),
+        _get(pod, "status", "container_statuses"),
+    ):
         for s in statuses or []:
             waiting = _get(s, "state", "waiting")
             reason = _get(waiting, "reason") or ""
@@ -145,18 +184,28 @@ def _waiting_problem(pod: Any) -> tuple[str, str, str, bool] | None:
     return None
 
 
-def classified(failure: executor_pb2.RunUpdate.Failed, classification: ClassificationConfig,
-               pod_events: tuple[str, ...] = (), *, default: str = "",
-               default_sub: str = "") -> executor_pb2.RunUpdate.Failed:
+def classified(
+    failure: executor_pb2.RunUpdate.Failed,
+    classification: ClassificationConfig,
+    pod_events: tuple[str, ...] = (),
+    *,
+    default: str = "",
+    default_sub: str = "",
+) -> executor_pb2.RunUpdate.Failed:
     """The failure labelled by the operator's categories, else by the built-in default."""
     try:
         condition = Condition(failure.condition) if failure.condition else None
     except ValueError:
         condition = None
     run = RunFailure(
-        containers=tuple(ContainerFailure(c.name, c.exit_code, c.message, c.reason,
-                                          c.init_container) for c in failure.containers),
-        condition=condition, pod_events=pod_events, message=failure.reason)
+        containers=tuple(
+            ContainerFailure(c.name, c.exit_code, c.message, c.reason, c.init_container)
+            for c in failure.containers
+        ),
+        condition=condition,
+        pod_events=pod_events,
+        message=failure.reason,
+    )
     label = classify(run, classification)
     out = executor_pb2.RunUpdate.Failed()
     out.CopyFrom(failure)
@@ -181,8 +230,9 @@ def _failure(pod: Any, classification: ClassificationConfig) -> executor_pb2.Run
     if reason:
         text = f"{reason}: {message}" if message else reason
     else:
-        failed = next((c for c in containers if c.exit_code != 0 or
-                       c.reason not in ("", "Completed")), None)
+        failed = next(
+            (c for c in containers if c.exit_code != 0 or c.reason not in ("", "Completed")), None
+        )
         if failed is None:
             text = "the pod failed"
         else:
@@ -191,8 +241,9 @@ def _failure(pod: Any, classification: ClassificationConfig) -> executor_pb2.Run
                 text += f" ({failed.reason})"
             if failed.message:
                 text += f": {failed.message}"
-    failure = executor_pb2.RunUpdate.Failed(reason=text, containers=containers,
-                                            condition=condition.value if condition else "")
+    failure = executor_pb2.RunUpdate.Failed(
+        reason=text, containers=containers, condition=condition.value if condition else ""
+    )
     return classified(failure, classification, _events(pod))
 
 
@@ -212,29 +263,45 @@ def observe(pod: Any, classification: ClassificationConfig | None = None) -> Obs
             message = _get(pod, "status", "message") or ""
             text = f"{reason}: {message}" if message else (reason or "the pod failed to start")
             return Observation(State.RETURNED, node, uid, reason=text, pod_events=events)
-        return Observation(State.FAILED, node, uid, failure=_failure(pod, classification),
-                           pod_events=events)
+        return Observation(
+            State.FAILED, node, uid, failure=_failure(pod, classification), pod_events=events
+        )
     if phase == "Running":
         return Observation(State.RUNNING, node, uid, pod_events=events)
     if phase == "Unknown":
         return Observation(State.UNKNOWN, node, uid, pod_events=events)
     scheduled = _condition(pod, "PodScheduled")
-    if scheduled is not None and scheduled.status == "False" and \
-            scheduled.reason == "Unschedulable":
+    if (
+        scheduled is not None
+        and scheduled.status == "False"
+        and scheduled.reason == "Unschedulable"
+    ):
         text = "Unschedulable"
         if scheduled.message:
             text += f": {scheduled.message}"
-        return Observation(State.STUCK, node, uid, reason=text, problem="unschedulable",
-                           pod_events=events)
+        return Observation(
+            State.STUCK, node, uid, reason=text, problem="unschedulable", pod_events=events
+        )
     problem = _waiting_problem(pod)
     if problem is not None:
         kind, waiting, text, hopeless = problem
         category = IMAGE_PULL_CATEGORY if kind == "image-pull" else CONTAINER_CONFIG_CATEGORY
-        failure = classified(executor_pb2.RunUpdate.Failed(
-            reason=text, containers=_containers(pod)), classification, events,
-            default=category, default_sub=waiting)
-        return Observation(State.STUCK, node, uid, failure=failure, problem=kind,
-                           hopeless=hopeless, pod_events=events)
+        failure = classified(
+            executor_pb2.RunUpdate.Failed(reason=text, containers=_containers(pod)),
+            classification,
+            events,
+            default=category,
+            default_sub=waiting,
+        )
+        return Observation(
+            State.STUCK,
+            node,
+            uid,
+            failure=failure,
+            problem=kind,
+            hopeless=hopeless,
+            pod_events=events,
+        )
     return Observation(State.PENDING, node, uid, pod_events=events)
 
 
@@ -243,16 +310,21 @@ def vanished(last: Any, classification: ClassificationConfig | None = None) -> O
     classification = classification or ClassificationConfig()
     node = _get(last, "spec", "node_name") or ""
     if last is None or (not _started(last) and _get(last, "status", "phase") != "Running"):
-        return Observation(State.RETURNED, node, reason="the pod was deleted before it "
-                                                        "started")
+        return Observation(State.RETURNED, node, reason="the pod was deleted before it started")
     disruption = _condition(last, "DisruptionTarget")
     if disruption is not None and disruption.status == "True":
         failure = executor_pb2.RunUpdate.Failed(
             reason=f"{disruption.reason}: {disruption.message or 'the pod was deleted'}",
-            containers=_containers(last), condition=Condition.EVICTED.value)
-        return Observation(State.FAILED, node, failure=classified(
-            failure, classification, _events(last)))
+            containers=_containers(last),
+            condition=Condition.EVICTED.value,
+        )
+        return Observation(
+            State.FAILED, node, failure=classified(failure, classification, _events(last))
+        )
     failure = executor_pb2.RunUpdate.Failed(
-        reason="the pod was deleted by someone other than Armada", containers=_containers(last),
-        category=INTERNAL, subcategory=InternalFailure.POD_MISSING.value)
+        reason="the pod was deleted by someone other than Armada",
+        containers=_containers(last),
+        category=INTERNAL,
+        subcategory=InternalFailure.POD_MISSING.value,
+    )
     return Observation(State.FAILED, node, failure=failure)

@@ -26,9 +26,17 @@ OnList = Callable[[list[Any], str], None]  # every pod there is, and the list's 
 class PodWatcher:
     """Watches pods matching a label selector, in all namespaces or in one."""
 
-    def __init__(self, core: client.CoreV1Api, selector: str, namespace: str | None, *,
-                 on_event: OnEvent, on_list: OnList, timeout: int = 300,
-                 retry_delay: float = 1.0) -> None:
+    def __init__(
+        self,
+        core: client.CoreV1Api,
+        selector: str,
+        namespace: str | None,
+        *,
+        on_event: OnEvent,
+        on_list: OnList,
+        timeout: int = 300,
+        retry_delay: float = 1.0,
+    ) -> None:
         self.core = core
         self.selector = selector
         self.namespace = namespace
@@ -47,8 +55,7 @@ class PodWatcher:
         if self.namespace is None:
             result = self.core.list_pod_for_all_namespaces(label_selector=self.selector)
         else:
-            result = self.core.list_namespaced_pod(self.namespace,
-                                                   label_selector=self.selector)
+            result = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
         self.resource_version = result.metadata.resource_version
         return list(result.items)
 
@@ -102,10 +109,14 @@ class PodWatcher:
 
     def _watch_once(self) -> None:
         w = watch.Watch(return_type="V1Pod")
-        stream = w.stream(self._call, label_selector=self.selector,
-                          resource_version=self.resource_version, timeout_seconds=self.timeout,
-                          allow_watch_bookmarks=True,
-                          _request_timeout=(30, self.timeout + 30))
+        stream = w.stream(
+            self._call,
+            label_selector=self.selector,
+            resource_version=self.resource_version,
+            timeout_seconds=self.timeout,
+            allow_watch_bookmarks=True,
+            _request_timeout=(30, self.timeout + 30),
+        )
         for event in stream:
             if self._stopped.is_set():
                 w.stop()

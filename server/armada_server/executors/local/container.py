@@ -55,8 +55,14 @@ class ContainerProcess:
     file, which the shim watches for fencing (None: no fencing).
     """
 
-    def __init__(self, plan: ContainerPlan, on_exit: Callable[[], None], *, state: Path,
-                 heartbeat: Path | None = None) -> None:
+    def __init__(
+        self,
+        plan: ContainerPlan,
+        on_exit: Callable[[], None],
+        *,
+        state: Path,
+        heartbeat: Path | None = None,
+    ) -> None:
         self.plan = plan
         self.pid = 0
         self.members: dict[int, int] = {}  # pid -> start time of every process it is known to own
@@ -105,10 +111,15 @@ class ContainerProcess:
         """Start the main process through a shim; False (with `start_error` set) when it
         cannot be started."""
         self._loop = asyncio.get_running_loop()
-        spec = {"argv": list(self.plan.argv), "env": dict(self.plan.env),
-                "cwd": str(self.plan.cwd), "log": str(self.plan.log_path),
-                "state": str(self._state), "marker": self.plan.marker,
-                "heartbeat": str(self._heartbeat) if self._heartbeat else ""}
+        spec = {
+            "argv": list(self.plan.argv),
+            "env": dict(self.plan.env),
+            "cwd": str(self.plan.cwd),
+            "log": str(self.plan.log_path),
+            "state": str(self._state),
+            "marker": self.plan.marker,
+            "heartbeat": str(self._heartbeat) if self._heartbeat else "",
+        }
         spec_path = _suffixed(self._state, ".spec.json")
         try:
             # Off the event loop: forking takes milliseconds, and a hundred pods starting at
@@ -132,16 +143,22 @@ class ContainerProcess:
         self._reap_shim()
         if word == "error":
             return self._failed_to_start(rest)
-        return self._failed_to_start(f"the container's supervisor failed (see "
-                                     f"{_suffixed(self._state, '.shim.log')})")
+        return self._failed_to_start(
+            f"the container's supervisor failed (see {_suffixed(self._state, '.shim.log')})"
+        )
 
     def _spawn(self, spec: dict[str, object], spec_path: Path) -> subprocess.Popen[bytes]:
         spec_path.write_text(json.dumps(spec))
         with open(_suffixed(self._state, ".shim.log"), "ab") as errors:
             return subprocess.Popen(
                 [sys.executable, "-I", "-S", str(SHIM), str(spec_path)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-                start_new_session=True, close_fds=True, env={"ARMADA_SHIM": str(self._state)})
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                start_new_session=True,
+                close_fds=True,
+                env={"ARMADA_SHIM": str(self._state)},
+            )
 
     async def adopt(self) -> str:
         """Take over a container a shim already supervises (the executor restarted).
@@ -328,7 +345,11 @@ class ContainerProcess:
             reason = "OOMKilled"
         else:
             reason = "Completed" if code == 0 else "Error"
-        message = self.start_error or (LOST if self.lost else termination_message(self.plan,
-                                                                                 code))
-        return ContainerResult(name=self.name, exit_code=code, message=message, reason=reason,
-                               init_container=self.plan.init)
+        message = self.start_error or (LOST if self.lost else termination_message(self.plan, code))
+        return ContainerResult(
+            name=self.name,
+            exit_code=code,
+            message=message,
+            reason=reason,
+            init_container=self.plan.init,
+        )

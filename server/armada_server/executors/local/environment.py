@@ -60,8 +60,8 @@ def expand(text: str, env: Mapping[str, str]) -> str:
             if end < 0:
                 out.append(text[i:])
                 break
-            name = text[i + 2:end]
-            out.append(env[name] if name in env else text[i:end + 1])
+            name = text[i + 2 : end]
+            out.append(env[name] if name in env else text[i : end + 1])
             i = end + 1
         else:
             out.append(char)
@@ -69,9 +69,14 @@ def expand(text: str, env: Mapping[str, str]) -> str:
     return "".join(out)
 
 
-def container_environment(container: core_v1_pb2.Container, pod_spec: core_v1_pb2.PodSpec,
-                          identity: PodIdentity, *, base: Mapping[str, str],
-                          allocatable: Mapping[str, str]) -> dict[str, str]:
+def container_environment(
+    container: core_v1_pb2.Container,
+    pod_spec: core_v1_pb2.PodSpec,
+    identity: PodIdentity,
+    *,
+    base: Mapping[str, str],
+    allocatable: Mapping[str, str],
+) -> dict[str, str]:
     """`base` overlaid with the container's envFrom and env, in Kubernetes' order.
 
     Later definitions win; values may refer to variables defined before them with `$(NAME)`.
@@ -80,12 +85,16 @@ def container_environment(container: core_v1_pb2.Container, pod_spec: core_v1_pb
     env = dict(base)
     where = f"container {container.name!r}"
     for source in container.envFrom:
-        kind, ref = (("secret", source.secretRef) if source.HasField("secretRef")
-                     else ("configMap", source.configMapRef))
+        kind, ref = (
+            ("secret", source.secretRef)
+            if source.HasField("secretRef")
+            else ("configMap", source.configMapRef)
+        )
         if not ref.optional:
             raise UnresolvableVariable(
                 f"{where}: envFrom {kind} {ref.localObjectReference.name!r} cannot be read: "
-                "the local executor has no Kubernetes API server")
+                "the local executor has no Kubernetes API server"
+            )
     for var in container.env:
         if not var.HasField("valueFrom"):
             env[var.name] = expand(var.value, env)
@@ -96,15 +105,21 @@ def container_environment(container: core_v1_pb2.Container, pod_spec: core_v1_pb
     return env
 
 
-def _value_from(var: core_v1_pb2.EnvVar, container: core_v1_pb2.Container,
-                pod_spec: core_v1_pb2.PodSpec, identity: PodIdentity,
-                allocatable: Mapping[str, str], where: str) -> str | None:
+def _value_from(
+    var: core_v1_pb2.EnvVar,
+    container: core_v1_pb2.Container,
+    pod_spec: core_v1_pb2.PodSpec,
+    identity: PodIdentity,
+    allocatable: Mapping[str, str],
+    where: str,
+) -> str | None:
     source = var.valueFrom
     if source.HasField("fieldRef"):
         return _field_value(source.fieldRef.fieldPath, identity, f"{where}, env {var.name}")
     if source.HasField("resourceFieldRef"):
-        return _resource_value(source.resourceFieldRef, container, pod_spec, allocatable,
-                               f"{where}, env {var.name}")
+        return _resource_value(
+            source.resourceFieldRef, container, pod_spec, allocatable, f"{where}, env {var.name}"
+        )
     for kind, selector_field in (("secret", "secretKeyRef"), ("configMap", "configMapKeyRef")):
         if source.HasField(selector_field):
             selector = getattr(source, selector_field)
@@ -113,7 +128,8 @@ def _value_from(var: core_v1_pb2.EnvVar, container: core_v1_pb2.Container,
             raise UnresolvableVariable(
                 f"{where}, env {var.name}: {kind} {selector.localObjectReference.name!r} "
                 f"(key {selector.key!r}) cannot be read: the local executor has no Kubernetes "
-                "API server")
+                "API server"
+            )
     raise UnresolvableVariable(f"{where}, env {var.name}: valueFrom names no source")
 
 
@@ -138,16 +154,24 @@ def _field_value(path: str, identity: PodIdentity, where: str) -> str:
     raise UnresolvableVariable(f"{where}: fieldRef {path!r} is not supported")
 
 
-def _resource_value(ref: core_v1_pb2.ResourceFieldSelector, container: core_v1_pb2.Container,
-                    pod_spec: core_v1_pb2.PodSpec, allocatable: Mapping[str, str],
-                    where: str) -> str:
+def _resource_value(
+    ref: core_v1_pb2.ResourceFieldSelector,
+    container: core_v1_pb2.Container,
+    pod_spec: core_v1_pb2.PodSpec,
+    allocatable: Mapping[str, str],
+    where: str,
+) -> str:
     target = container
     if ref.containerName and ref.containerName != container.name:
-        found = [c for c in (*pod_spec.initContainers, *pod_spec.containers)
-                 if c.name == ref.containerName]
+        found = [
+            c
+            for c in (*pod_spec.initContainers, *pod_spec.containers)
+            if c.name == ref.containerName
+        ]
         if not found:
             raise UnresolvableVariable(
-                f"{where}: resourceFieldRef names unknown container {ref.containerName!r}")
+                f"{where}: resourceFieldRef names unknown container {ref.containerName!r}"
+            )
         target = found[0]
     kind, _, name = ref.resource.partition(".")
     limits = {k: v.string for k, v in target.resources.limits.items()}

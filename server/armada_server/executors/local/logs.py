@@ -56,7 +56,7 @@ class LogWriter:
         records = []
         while (end := buffer.find(b"\n")) >= 0:
             line = bytes(buffer[:end])
-            del buffer[:end + 1]
+            del buffer[: end + 1]
             while len(line) > MAX_RECORD_BYTES:
                 records.append(self._record(stream, b"P", line[:MAX_RECORD_BYTES]))
                 line = line[MAX_RECORD_BYTES:]
@@ -89,8 +89,9 @@ class LogWriter:
             self._file.flush()
 
 
-def read_logs(path: Path | str, *, since: datetime | None = None,
-              tail: int | None = None) -> list[LogLine]:
+def read_logs(
+    path: Path | str, *, since: datetime | None = None, tail: int | None = None
+) -> list[LogLine]:
     """The lines of a log file written strictly after `since`, the last `tail` of them if set.
 
     A missing file reads as no lines (the container has not started yet). A naive `since` is

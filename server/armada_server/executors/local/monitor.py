@@ -76,8 +76,11 @@ class ProcessMonitor:
             container.poll()  # exit detection where pidfds are unavailable
             if container.exited:
                 continue
-            known = [pid for pid, start in container.members.items()
-                     if pid in table and table[pid].start_time == start]
+            known = [
+                pid
+                for pid, start in container.members.items()
+                if pid in table and table[pid].start_time == start
+            ]
             tree = procfs.descendants([*known, *by_session.get(container.pid, ())], children)
             live = [table[pid] for pid in tree if pid in table and table[pid].alive]
             container.members = {info.pid: info.start_time for info in live}

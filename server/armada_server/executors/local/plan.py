@@ -77,9 +77,15 @@ class PodPlan:
     deadline_seconds: float | None
 
 
-def plan_pod(pod_spec: core_v1_pb2.PodSpec, sandbox: Sandbox, identity: PodIdentity, *,
-             base_env: Mapping[str, str], fixed_env: Mapping[str, str],
-             allocatable: Mapping[str, str]) -> PodPlan:
+def plan_pod(
+    pod_spec: core_v1_pb2.PodSpec,
+    sandbox: Sandbox,
+    identity: PodIdentity,
+    *,
+    base_env: Mapping[str, str],
+    fixed_env: Mapping[str, str],
+    allocatable: Mapping[str, str],
+) -> PodPlan:
     """The plan for `pod_spec`, or UnrunnablePod saying what stops it running here.
 
     `base_env` is what an image would provide (a container's env may override it);
@@ -90,43 +96,71 @@ def plan_pod(pod_spec: core_v1_pb2.PodSpec, sandbox: Sandbox, identity: PodIdent
     names: set[str] = set()
     for c in (*pod_spec.initContainers, *pod_spec.containers):
         if not _CONTAINER_NAME.match(c.name):
-            raise UnrunnablePod(INVALID_SPEC, f"container name {c.name!r} is not a DNS label "
-                                              "(lower-case letters, digits and '-')")
+            raise UnrunnablePod(
+                INVALID_SPEC,
+                f"container name {c.name!r} is not a DNS label "
+                "(lower-case letters, digits and '-')",
+            )
         if c.name in names:
             raise UnrunnablePod(INVALID_SPEC, f"two containers are named {c.name!r}")
         names.add(c.name)
     for c in pod_spec.initContainers:
         if c.restartPolicy == "Always":
-            raise UnrunnablePod(INVALID_SPEC, f"init container {c.name!r} is a sidecar "
-                                              "(restartPolicy Always): not supported locally")
+            raise UnrunnablePod(
+                INVALID_SPEC,
+                f"init container {c.name!r} is a sidecar "
+                "(restartPolicy Always): not supported locally",
+            )
 
     def plan(c: core_v1_pb2.Container, init: bool) -> ContainerPlan:
-        return _plan_container(c, init, pod_spec, sandbox, identity, base_env, fixed_env,
-                               allocatable)
+        return _plan_container(
+            c, init, pod_spec, sandbox, identity, base_env, fixed_env, allocatable
+        )
 
-    grace = (float(max(pod_spec.terminationGracePeriodSeconds, 0))
-             if pod_spec.HasField("terminationGracePeriodSeconds") else DEFAULT_GRACE_SECONDS)
-    deadline = (float(pod_spec.activeDeadlineSeconds)
-                if pod_spec.HasField("activeDeadlineSeconds")
-                and pod_spec.activeDeadlineSeconds > 0 else None)
-    return PodPlan(init_containers=tuple(plan(c, True) for c in pod_spec.initContainers),
-                   containers=tuple(plan(c, False) for c in pod_spec.containers),
-                   grace_seconds=grace, deadline_seconds=deadline)
+    grace = (
+        float(max(pod_spec.terminationGracePeriodSeconds, 0))
+        if pod_spec.HasField("terminationGracePeriodSeconds")
+        else DEFAULT_GRACE_SECONDS
+    )
+    deadline = (
+        float(pod_spec.activeDeadlineSeconds)
+        if pod_spec.HasField("activeDeadlineSeconds") and pod_spec.activeDeadlineSeconds > 0
+        else None
+    )
+    return PodPlan(
+        init_containers=tuple(plan(c, True) for c in pod_spec.initContainers),
+        containers=tuple(plan(c, False) for c in pod_spec.containers),
+        grace_seconds=grace,
+        deadline_seconds=deadline,
+    )
 
 
-def _plan_container(c: core_v1_pb2.Container, init: bool, pod_spec: core_v1_pb2.PodSpec,
-                    sandbox: Sandbox, identity: PodIdentity, base_env: Mapping[str, str],
-                    fixed_env: Mapping[str, str], allocatable: Mapping[str, str]
-                    ) -> ContainerPlan:
+def _plan_container(
+    c: core_v1_pb2.Container,
+    init: bool,
+    pod_spec: core_v1_pb2.PodSpec,
+    sandbox: Sandbox,
+    identity: PodIdentity,
+    base_env: Mapping[str, str],
+    fixed_env: Mapping[str, str],
+    allocatable: Mapping[str, str],
+) -> ContainerPlan:
     where = f"{'init container' if init else 'container'} {c.name!r}"
     if not c.command and not c.args:
-        raise UnrunnablePod(CREATE_ERROR, f"{where} has neither command nor args: the local "
-                                          f"executor does not run images (image "
-                                          f"{c.image!r} is ignored), so it needs a command")
+        raise UnrunnablePod(
+            CREATE_ERROR,
+            f"{where} has neither command nor args: the local "
+            f"executor does not run images (image "
+            f"{c.image!r} is ignored), so it needs a command",
+        )
     message_file = sandbox.message_path(c.name)
     visible_path = c.terminationMessagePath or DEFAULT_MESSAGE_PATH
-    fixed = {**fixed_env, SANDBOX_VARIABLE: str(sandbox.path), CONTAINER_VARIABLE: c.name,
-             MESSAGE_PATH_VARIABLE: str(message_file)}
+    fixed = {
+        **fixed_env,
+        SANDBOX_VARIABLE: str(sandbox.path),
+        CONTAINER_VARIABLE: c.name,
+        MESSAGE_PATH_VARIABLE: str(message_file),
+    }
     base = {**base_env, **fixed}
     try:
         env = container_environment(c, pod_spec, identity, base=base, allocatable=allocatable)
@@ -142,12 +176,18 @@ def _plan_container(c: core_v1_pb2.Container, init: bool, pod_spec: core_v1_pb2.
     argv = tuple(local(expand(arg, env)) for arg in (*c.command, *c.args))
     policy = c.terminationMessagePolicy or "File"
     if policy not in ("File", FALLBACK_TO_LOGS):
-        raise UnrunnablePod(INVALID_SPEC, f"{where}: unknown terminationMessagePolicy "
-                                          f"{policy!r}")
-    return ContainerPlan(name=c.name, init=init, argv=argv, env=env,
-                         cwd=_working_dir(c.workingDir, sandbox, where),
-                         log_path=sandbox.log_path(c.name), message_path=message_file,
-                         message_policy=policy, memory_limit=_memory_limit(c, where))
+        raise UnrunnablePod(INVALID_SPEC, f"{where}: unknown terminationMessagePolicy {policy!r}")
+    return ContainerPlan(
+        name=c.name,
+        init=init,
+        argv=argv,
+        env=env,
+        cwd=_working_dir(c.workingDir, sandbox, where),
+        log_path=sandbox.log_path(c.name),
+        message_path=message_file,
+        message_policy=policy,
+        memory_limit=_memory_limit(c, where),
+    )
 
 
 def _working_dir(requested: str, sandbox: Sandbox, where: str) -> Path:
@@ -155,14 +195,16 @@ def _working_dir(requested: str, sandbox: Sandbox, where: str) -> Path:
     if requested.startswith("/"):
         path = Path(requested)
         if not path.is_dir():
-            raise UnrunnablePod(CREATE_ERROR, f"{where}: workingDir {requested} does not exist "
-                                              "on this node")
+            raise UnrunnablePod(
+                CREATE_ERROR, f"{where}: workingDir {requested} does not exist on this node"
+            )
         return path
     root = sandbox.work_dir
     path = (root / requested).resolve() if requested else root
     if path != root.resolve() and root.resolve() not in path.parents:
-        raise UnrunnablePod(CREATE_ERROR, f"{where}: workingDir {requested!r} leaves the "
-                                          "pod's sandbox")
+        raise UnrunnablePod(
+            CREATE_ERROR, f"{where}: workingDir {requested!r} leaves the pod's sandbox"
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -177,5 +219,6 @@ def _memory_limit(c: core_v1_pb2.Container, where: str) -> int | None:
     try:
         return parse_quantity(text)
     except ValueError:
-        raise UnrunnablePod(INVALID_SPEC, f"{where}: memory limit {text!r} is not a "
-                                          "quantity") from None
+        raise UnrunnablePod(
+            INVALID_SPEC, f"{where}: memory limit {text!r} is not a quantity"
+        ) from None

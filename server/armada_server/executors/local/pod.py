@@ -55,12 +55,22 @@ class _Ending:
 class PodHandle:
     """A pod started by LocalPodRunner.start; runs on the event loop that started it."""
 
-    def __init__(self, *, job_id: str, run_id: str, pod_name: str, sandbox: Sandbox,
-                 plan: PodPlan | UnrunnablePod, monitor: ProcessMonitor,
-                 on_status: StatusCallback | None,
-                 on_done: Callable[[], object] | None = None, resume: bool = False,
-                 gate: asyncio.Event | None = None, started_at: float | None = None,
-                 heartbeat: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        run_id: str,
+        pod_name: str,
+        sandbox: Sandbox,
+        plan: PodPlan | UnrunnablePod,
+        monitor: ProcessMonitor,
+        on_status: StatusCallback | None,
+        on_done: Callable[[], object] | None = None,
+        resume: bool = False,
+        gate: asyncio.Event | None = None,
+        started_at: float | None = None,
+        heartbeat: Path | None = None,
+    ) -> None:
         self.job_id = job_id
         self.run_id = run_id
         self.pod_name = pod_name
@@ -109,8 +119,9 @@ class PodHandle:
     def log_path(self, container: str) -> Path:
         return self._sandbox.log_path(container)
 
-    def read_logs(self, container: str, *, since: datetime | None = None,
-                  tail: int | None = None) -> list[LogLine]:
+    def read_logs(
+        self, container: str, *, since: datetime | None = None, tail: int | None = None
+    ) -> list[LogLine]:
         return read_logs(self._sandbox.log_path(container), since=since, tail=tail)
 
     async def wait(self) -> PodStatus:
@@ -145,8 +156,7 @@ class PodHandle:
                     self._emit()
                 if self._plan.deadline_seconds is not None:
                     left = self._plan.deadline_seconds - (time.time() - self._started_at)
-                    self._deadline = self._loop.call_later(max(left, 0.0),
-                                                           self._deadline_passed)
+                    self._deadline = self._loop.call_later(max(left, 0.0), self._deadline_passed)
                 await self._run_init_containers(self._plan)
                 if self._ending is None:
                     await self._run_containers(self._plan)
@@ -181,9 +191,13 @@ class PodHandle:
                 return
             if container.exit_code != 0:
                 why = "OOMKilled" if container.oom_killed else "Error"
-                self._end(PodPhase.FAILED, f"Init:{why}",
-                          f"init container {spec.name} exited with code {container.exit_code}",
-                          condition="OOMKilled" if container.oom_killed else "", grace=0)
+                self._end(
+                    PodPhase.FAILED,
+                    f"Init:{why}",
+                    f"init container {spec.name} exited with code {container.exit_code}",
+                    condition="OOMKilled" if container.oom_killed else "",
+                    grace=0,
+                )
                 return
 
     async def _run_containers(self, plan: PodPlan) -> None:
@@ -202,9 +216,12 @@ class PodHandle:
         it did not start."""
         if self._ending is not None:
             return None
-        container = ContainerProcess(spec, on_exit=self._wake.set,
-                                     state=self._sandbox.state_path(spec.name),
-                                     heartbeat=self._heartbeat)
+        container = ContainerProcess(
+            spec,
+            on_exit=self._wake.set,
+            state=self._sandbox.state_path(spec.name),
+            heartbeat=self._heartbeat,
+        )
         if self._resume:
             found = await container.adopt()
             if found != "absent":
@@ -227,16 +244,16 @@ class PodHandle:
 
     def _start_failed(self, container: ContainerProcess) -> None:
         assert self._plan is not None
-        self._end(PodPhase.FAILED, START_ERROR, container.start_error,
-                  grace=self._plan.grace_seconds)
+        self._end(
+            PodPhase.FAILED, START_ERROR, container.start_error, grace=self._plan.grace_seconds
+        )
 
     async def _wait_for_gate(self) -> None:
         """Until the gate opens or the pod is ending."""
         gate = self._gate
         while gate is not None and not gate.is_set() and self._ending is None:
             self._wake.clear()
-            waiters = {asyncio.ensure_future(gate.wait()), asyncio.ensure_future(
-                self._wake.wait())}
+            waiters = {asyncio.ensure_future(gate.wait()), asyncio.ensure_future(self._wake.wait())}
             try:
                 await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -244,9 +261,13 @@ class PodHandle:
                     waiter.cancel()
 
     def _fenced(self, container: ContainerProcess) -> None:
-        self._end(PodPhase.FAILED, FENCED,
-                  f"container {container.name} was killed because the executor had not "
-                  "synced with the server for half the lease timeout", grace=0)
+        self._end(
+            PodPhase.FAILED,
+            FENCED,
+            f"container {container.name} was killed because the executor had not "
+            "synced with the server for half the lease timeout",
+            grace=0,
+        )
 
     async def _supervise(self, containers: list[ContainerProcess], *, fail_fast: bool) -> None:
         """Wait until all `containers` have exited, stopping them once the pod is ending."""
@@ -285,20 +306,29 @@ class PodHandle:
                 return
             if c.exited and c.exit_code != 0:
                 oom = c.oom_killed
-                self._end(PodPhase.FAILED, "OOMKilled" if oom else "Error",
-                          f"container {c.name} exited with code {c.exit_code}",
-                          condition="OOMKilled" if oom else "", grace=self._plan.grace_seconds)
+                self._end(
+                    PodPhase.FAILED,
+                    "OOMKilled" if oom else "Error",
+                    f"container {c.name} exited with code {c.exit_code}",
+                    condition="OOMKilled" if oom else "",
+                    grace=self._plan.grace_seconds,
+                )
                 return
 
     def _deadline_passed(self) -> None:
         assert self._plan is not None
-        self._end(PodPhase.FAILED, "DeadlineExceeded",
-                  f"the pod ran longer than its activeDeadlineSeconds "
-                  f"({self._plan.deadline_seconds:g} s)",
-                  condition="DeadlineExceeded", grace=self._plan.grace_seconds)
+        self._end(
+            PodPhase.FAILED,
+            "DeadlineExceeded",
+            f"the pod ran longer than its activeDeadlineSeconds "
+            f"({self._plan.deadline_seconds:g} s)",
+            condition="DeadlineExceeded",
+            grace=self._plan.grace_seconds,
+        )
 
-    def _end(self, phase: PodPhase, reason: str, message: str, *, condition: str = "",
-             grace: float) -> None:
+    def _end(
+        self, phase: PodPhase, reason: str, message: str, *, condition: str = "", grace: float
+    ) -> None:
         """The first call decides the outcome; any call may bring the SIGKILL forward."""
         if self._settled:
             return
@@ -369,16 +399,23 @@ class PodHandle:
         except OSError as e:
             _log.warning("local pod %s: cannot record its outcome: %s", self.pod_name, e)
 
-    def _make_status(self, phase: PodPhase,
-                     containers: tuple[ContainerResult, ...] = ()) -> PodStatus:
+    def _make_status(
+        self, phase: PodPhase, containers: tuple[ContainerResult, ...] = ()
+    ) -> PodStatus:
         ending = self._ending if phase.final else None
         if phase is PodPhase.SUCCEEDED:
             ending = _Ending(phase, "Completed", "")
-        return PodStatus(job_id=self.job_id, run_id=self.run_id, pod_name=self.pod_name,
-                         phase=phase, time=datetime.now(UTC), containers=containers,
-                         condition=ending.condition if ending else "",
-                         reason=ending.reason if ending else "",
-                         message=ending.message if ending else "")
+        return PodStatus(
+            job_id=self.job_id,
+            run_id=self.run_id,
+            pod_name=self.pod_name,
+            phase=phase,
+            time=datetime.now(UTC),
+            containers=containers,
+            condition=ending.condition if ending else "",
+            reason=ending.reason if ending else "",
+            message=ending.message if ending else "",
+        )
 
     def _emit(self) -> None:
         if self._on_status is None:

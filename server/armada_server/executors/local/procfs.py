@@ -41,10 +41,16 @@ def read_process(pid: int) -> ProcessInfo | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # The command name sits in parentheses and may itself contain spaces and parentheses.
-    fields = data[data.rindex(b")") + 2:].split()
-    return ProcessInfo(pid=pid, ppid=int(fields[1]), pgid=int(fields[2]), sid=int(fields[3]),
-                       state=fields[0].decode(), start_time=int(fields[19]),
-                       rss_bytes=int(fields[21]) * PAGE_SIZE)
+    fields = data[data.rindex(b")") + 2 :].split()
+    return ProcessInfo(
+        pid=pid,
+        ppid=int(fields[1]),
+        pgid=int(fields[2]),
+        sid=int(fields[3]),
+        state=fields[0].decode(),
+        start_time=int(fields[19]),
+        rss_bytes=int(fields[21]) * PAGE_SIZE,
+    )
 
 
 def scan() -> dict[int, ProcessInfo]:

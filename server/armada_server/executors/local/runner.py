@@ -59,14 +59,22 @@ class LocalPodRunner:
     themselves (see shim.py); None: pods never fence themselves.
     """
 
-    def __init__(self, sandbox_root: Path | str, *, base_env: Mapping[str, str] | None = None,
-                 allocatable: Mapping[str, str] | None = None,
-                 monitor_interval: float = DEFAULT_INTERVAL,
-                 heartbeat: Path | None = None) -> None:
+    def __init__(
+        self,
+        sandbox_root: Path | str,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        allocatable: Mapping[str, str] | None = None,
+        monitor_interval: float = DEFAULT_INTERVAL,
+        heartbeat: Path | None = None,
+    ) -> None:
         self.sandbox_root = Path(sandbox_root).absolute()
         self.heartbeat = heartbeat
-        self.base_env = dict(base_env) if base_env is not None else {
-            "PATH": os.environ.get("PATH") or DEFAULT_PATH}
+        self.base_env = (
+            dict(base_env)
+            if base_env is not None
+            else {"PATH": os.environ.get("PATH") or DEFAULT_PATH}
+        )
         self.allocatable = dict(allocatable) if allocatable is not None else node_allocatable()
         self._monitor = ProcessMonitor(monitor_interval)
         self._active: dict[str, PodHandle] = {}
@@ -76,12 +84,22 @@ class LocalPodRunner:
         """The pods that have not ended yet."""
         return tuple(self._active.values())
 
-    def start(self, job_id: str, run_id: str, pod_name: str, namespace: str, node_name: str,
-              pod_spec: core_v1_pb2.PodSpec, *, on_status: StatusCallback | None = None,
-              labels: Mapping[str, str] | None = None,
-              annotations: Mapping[str, str] | None = None,
-              allocatable: Mapping[str, str] | None = None, resume: bool = False,
-              gate: asyncio.Event | None = None) -> PodHandle:
+    def start(
+        self,
+        job_id: str,
+        run_id: str,
+        pod_name: str,
+        namespace: str,
+        node_name: str,
+        pod_spec: core_v1_pb2.PodSpec,
+        *,
+        on_status: StatusCallback | None = None,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+        allocatable: Mapping[str, str] | None = None,
+        resume: bool = False,
+        gate: asyncio.Event | None = None,
+    ) -> PodHandle:
         """Start a pod; call from the event loop. Never raises for a bad pod spec: such a pod
         ends FAILED at once with the reason. Raises ValueError for a pod name or run id
         unusable as a file name, or a run id that is already running.
@@ -93,20 +111,41 @@ class LocalPodRunner:
         if run_id in self._active:
             raise ValueError(f"run {run_id} is already running here")
         sandbox = Sandbox.locate(self.sandbox_root, pod_name, run_id)
-        identity = PodIdentity(pod_name=pod_name, namespace=namespace, node_name=node_name,
-                               uid=run_id, service_account=pod_spec.serviceAccountName,
-                               labels=dict(labels or {}), annotations=dict(annotations or {}))
-        fixed_env = {"ARMADA_JOB_ID": job_id, "ARMADA_RUN_ID": run_id,
-                     "ARMADA_POD_NAME": pod_name, "ARMADA_NAMESPACE": namespace,
-                     "ARMADA_NODE_NAME": node_name}
-        base_env = {**self.base_env, "HOSTNAME": pod_name, "HOME": str(sandbox.work_dir),
-                    "TMPDIR": str(sandbox.tmp_dir)}
+        identity = PodIdentity(
+            pod_name=pod_name,
+            namespace=namespace,
+            node_name=node_name,
+            uid=run_id,
+            service_account=pod_spec.serviceAccountName,
+            labels=dict(labels or {}),
+            annotations=dict(annotations or {}),
+        )
+        fixed_env = {
+            "ARMADA_JOB_ID": job_id,
+            "ARMADA_RUN_ID": run_id,
+            "ARMADA_POD_NAME": pod_name,
+            "ARMADA_NAMESPACE": namespace,
+            "ARMADA_NODE_NAME": node_name,
+        }
+        base_env = {
+            **self.base_env,
+            "HOSTNAME": pod_name,
+            "HOME": str(sandbox.work_dir),
+            "TMPDIR": str(sandbox.tmp_dir),
+        }
         plan: PodPlan | UnrunnablePod
         try:
-            plan = plan_pod(pod_spec, sandbox, identity, base_env=base_env, fixed_env=fixed_env,
-                            allocatable=allocatable or self.allocatable)
-            sandbox.create((c.name for c in (*plan.init_containers, *plan.containers)),
-                           resume=resume)
+            plan = plan_pod(
+                pod_spec,
+                sandbox,
+                identity,
+                base_env=base_env,
+                fixed_env=fixed_env,
+                allocatable=allocatable or self.allocatable,
+            )
+            sandbox.create(
+                (c.name for c in (*plan.init_containers, *plan.containers)), resume=resume
+            )
         except UnrunnablePod as e:
             plan = e
         except (OSError, ValueError) as e:
@@ -119,10 +158,20 @@ class LocalPodRunner:
             started_at = time.time()
             with contextlib.suppress(OSError):
                 sandbox.started_path.write_text(repr(started_at))
-        handle = PodHandle(job_id=job_id, run_id=run_id, pod_name=pod_name, sandbox=sandbox,
-                           plan=plan, monitor=self._monitor, on_status=on_status,
-                           on_done=lambda: self._active.pop(run_id, None), resume=resume,
-                           gate=gate, started_at=started_at, heartbeat=self.heartbeat)
+        handle = PodHandle(
+            job_id=job_id,
+            run_id=run_id,
+            pod_name=pod_name,
+            sandbox=sandbox,
+            plan=plan,
+            monitor=self._monitor,
+            on_status=on_status,
+            on_done=lambda: self._active.pop(run_id, None),
+            resume=resume,
+            gate=gate,
+            started_at=started_at,
+            heartbeat=self.heartbeat,
+        )
         self._active[run_id] = handle
         return handle
 
@@ -133,11 +182,17 @@ class LocalPodRunner:
         """Where a run's files are, whether or not it is still running."""
         return Sandbox.locate(self.sandbox_root, pod_name, run_id)
 
-    def read_logs(self, pod_name: str, run_id: str, container: str, *,
-                  since: datetime | None = None, tail: int | None = None) -> list[LogLine]:
+    def read_logs(
+        self,
+        pod_name: str,
+        run_id: str,
+        container: str,
+        *,
+        since: datetime | None = None,
+        tail: int | None = None,
+    ) -> list[LogLine]:
         """A container's log lines after `since`, the last `tail` of them if set."""
-        return read_logs(self.sandbox(pod_name, run_id).log_path(container), since=since,
-                         tail=tail)
+        return read_logs(self.sandbox(pod_name, run_id).log_path(container), since=since, tail=tail)
 
     async def shutdown(self, grace_seconds: float | None = None) -> None:
         """Terminate every running pod and wait until all their processes are gone.

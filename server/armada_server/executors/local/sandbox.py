@@ -30,8 +30,10 @@ _COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 def check_component(kind: str, value: str) -> None:
     """Refuse names that could escape the sandbox root or be unusable as file names."""
     if not _COMPONENT.match(value):
-        raise ValueError(f"{kind} {value!r} is not usable as a file name (letters, digits, "
-                         "'.', '_' and '-', not starting with a punctuation mark)")
+        raise ValueError(
+            f"{kind} {value!r} is not usable as a file name (letters, digits, "
+            "'.', '_' and '-', not starting with a punctuation mark)"
+        )
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,13 @@ class Sandbox:
             shutil.rmtree(self.path / "state", ignore_errors=True)
             for path in (self.final_path, self.reported_path):
                 path.unlink(missing_ok=True)
-        for directory in (self.work_dir, self.tmp_dir, self.path / "logs",
-                          self.path / "termination", self.path / "state"):
+        for directory in (
+            self.work_dir,
+            self.tmp_dir,
+            self.path / "logs",
+            self.path / "termination",
+            self.path / "state",
+        ):
             directory.mkdir(parents=True, exist_ok=True)
         for name in containers:
             path = self.message_path(name)

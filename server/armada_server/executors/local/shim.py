@@ -46,7 +46,7 @@ def start_time(pid: int) -> int:
         data = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return 0
-    return int(data[data.rindex(b")") + 2:].split()[19])
+    return int(data[data.rindex(b")") + 2 :].split()[19])
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -127,8 +127,9 @@ def main(spec_path: str) -> int:
     if not claim(state.with_name(state.name + ".claim")):
         tell("claimed")
         return 0
-    logs = importlib.util.spec_from_file_location("_armada_local_logs",
-                                                  Path(__file__).with_name("logs.py"))
+    logs = importlib.util.spec_from_file_location(
+        "_armada_local_logs", Path(__file__).with_name("logs.py")
+    )
     assert logs is not None and logs.loader is not None
     module = importlib.util.module_from_spec(logs)
     sys.modules[logs.name] = module
@@ -138,10 +139,17 @@ def main(spec_path: str) -> int:
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     try:
-        child = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=spec["env"],
-                                 stdin=subprocess.DEVNULL, stdout=out_write, stderr=err_write,
-                                 start_new_session=True, close_fds=True,
-                                 preexec_fn=default_signals)
+        child = subprocess.Popen(
+            spec["argv"],
+            cwd=spec["cwd"],
+            env=spec["env"],
+            stdin=subprocess.DEVNULL,
+            stdout=out_write,
+            stderr=err_write,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=default_signals,
+        )
     except OSError as e:
         error = f"cannot run {spec['argv'][0]!r}: {e.strerror or e}"
         log.write("stderr", f"{error}\n".encode())
@@ -189,8 +197,11 @@ def main(spec_path: str) -> int:
                 os.close(fd)
                 log.end_stream(streams.pop(fd))
         if returncode is None:
-            if not fenced and (deadline := fence_deadline(heartbeat)) is not None and \
-                    boottime() > deadline:
+            if (
+                not fenced
+                and (deadline := fence_deadline(heartbeat)) is not None
+                and boottime() > deadline
+            ):
                 fenced = True
                 kill_container(pid, marker)
             if exited(pid):
@@ -203,8 +214,11 @@ def main(spec_path: str) -> int:
                 drain_until = time.monotonic() + DRAIN_SECONDS
     if returncode is None:  # both pipes closed early: wait for the command itself
         while not exited(pid):
-            if not fenced and (deadline := fence_deadline(heartbeat)) is not None and \
-                    boottime() > deadline:
+            if (
+                not fenced
+                and (deadline := fence_deadline(heartbeat)) is not None
+                and boottime() > deadline
+            ):
                 fenced = True
                 kill_container(pid, marker)
             time.sleep(TICK)
@@ -223,8 +237,7 @@ def default_signals() -> None:
     container that cannot see SIGTERM is killed at the end of its grace period instead)."""
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
     for sig in signal.valid_signals():
-        if sig not in (signal.SIGKILL, signal.SIGSTOP) and \
-                signal.getsignal(sig) == signal.SIG_IGN:
+        if sig not in (signal.SIGKILL, signal.SIGSTOP) and signal.getsignal(sig) == signal.SIG_IGN:
             signal.signal(sig, signal.SIG_DFL)
 
 

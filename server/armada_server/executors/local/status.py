@@ -55,18 +55,34 @@ class PodStatus:
 
     def to_json(self) -> dict[str, Any]:
         """A final status as it is kept in the sandbox (see `from_json`)."""
-        return {"job_id": self.job_id, "run_id": self.run_id, "pod_name": self.pod_name,
-                "phase": self.phase.value, "time": self.time.isoformat(),
-                "condition": self.condition, "reason": self.reason, "message": self.message,
-                "containers": [[c.name, c.exit_code, c.message, c.reason, c.init_container]
-                               for c in self.containers]}
+        return {
+            "job_id": self.job_id,
+            "run_id": self.run_id,
+            "pod_name": self.pod_name,
+            "phase": self.phase.value,
+            "time": self.time.isoformat(),
+            "condition": self.condition,
+            "reason": self.reason,
+            "message": self.message,
+            "containers": [
+                [c.name, c.exit_code, c.message, c.reason, c.init_container]
+                for c in self.containers
+            ],
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PodStatus:
-        return cls(job_id=data["job_id"], run_id=data["run_id"], pod_name=data["pod_name"],
-                   phase=PodPhase(data["phase"]), time=datetime.fromisoformat(data["time"]),
-                   condition=data["condition"], reason=data["reason"],
-                   message=data["message"],
-                   containers=tuple(ContainerResult(name, code, message, reason, init)
-                                    for name, code, message, reason, init
-                                    in data["containers"]))
+        return cls(
+            job_id=data["job_id"],
+            run_id=data["run_id"],
+            pod_name=data["pod_name"],
+            phase=PodPhase(data["phase"]),
+            time=datetime.fromisoformat(data["time"]),
+            condition=data["condition"],
+            reason=data["reason"],
+            message=data["message"],
+            containers=tuple(
+                ContainerResult(name, code, message, reason, init)
+                for name, code, message, reason, init in data["containers"]
+            ),
+        )

@@ -14,10 +14,27 @@ from __future__ import annotations
 from armada_core.api.k8s import core_v1_pb2
 
 # Container fields that change what the process experiences and are not implemented here.
-_CONTAINER_FIELDS = ("volumeMounts", "volumeDevices", "lifecycle", "livenessProbe",
-                     "startupProbe", "securityContext", "stdin", "tty")
-_POD_FIELDS = ("volumes", "securityContext", "hostAliases", "dnsConfig", "ephemeralContainers",
-               "shareProcessNamespace", "hostPID", "hostIPC", "resourceClaims")
+_CONTAINER_FIELDS = (
+    "volumeMounts",
+    "volumeDevices",
+    "lifecycle",
+    "livenessProbe",
+    "startupProbe",
+    "securityContext",
+    "stdin",
+    "tty",
+)
+_POD_FIELDS = (
+    "volumes",
+    "securityContext",
+    "hostAliases",
+    "dnsConfig",
+    "ephemeralContainers",
+    "shareProcessNamespace",
+    "hostPID",
+    "hostIPC",
+    "resourceClaims",
+)
 
 
 def ignored_fields(pod_spec: core_v1_pb2.PodSpec) -> list[str]:
@@ -27,8 +44,9 @@ def ignored_fields(pod_spec: core_v1_pb2.PodSpec) -> list[str]:
         found.append(f"restartPolicy={pod_spec.restartPolicy}")
     for kind in ("initContainers", "containers"):
         for i, container in enumerate(getattr(pod_spec, kind)):
-            found += [f"{kind}[{i}].{name}" for name in _CONTAINER_FIELDS
-                      if _is_set(container, name)]
+            found += [
+                f"{kind}[{i}].{name}" for name in _CONTAINER_FIELDS if _is_set(container, name)
+            ]
             if "ephemeral-storage" in container.resources.limits:
                 found.append(f"{kind}[{i}].resources.limits.ephemeral-storage")
     return found

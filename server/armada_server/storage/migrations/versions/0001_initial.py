@@ -68,14 +68,20 @@ def upgrade() -> None:
     )
     op.create_index("ix_jobs_queue_job_set", "jobs", ["queue", "job_set"])
     op.create_index("ix_jobs_state", "jobs", ["state"])
-    op.create_index("ux_jobs_queue_client_id", "jobs", ["queue", "client_id"], unique=True,
-                    sqlite_where=sa.text("client_id IS NOT NULL"),
-                    postgresql_where=sa.text("client_id IS NOT NULL"))
+    op.create_index(
+        "ux_jobs_queue_client_id",
+        "jobs",
+        ["queue", "client_id"],
+        unique=True,
+        sqlite_where=sa.text("client_id IS NOT NULL"),
+        postgresql_where=sa.text("client_id IS NOT NULL"),
+    )
     op.create_table(
         "runs",
         sa.Column("id", sa.String(36), primary_key=True),
-        sa.Column("job_id", sa.String(26), sa.ForeignKey("jobs.id", ondelete="CASCADE"),
-                  nullable=False),
+        sa.Column(
+            "job_id", sa.String(26), sa.ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False
+        ),
         sa.Column("run_index", sa.Integer, nullable=False),
         sa.Column("cluster_id", sa.String(253), nullable=False),
         sa.Column("node", sa.String(253), nullable=False),

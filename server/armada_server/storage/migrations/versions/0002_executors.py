@@ -24,10 +24,8 @@ def upgrade() -> None:
         sa.Column("last_seen", sa.DateTime(timezone=True), nullable=False),
     )
     with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("scheduling_reason", sa.Text, nullable=False,
-                                   server_default=""))
-        batch.add_column(sa.Column("retry_history", sa.Text, nullable=False,
-                                   server_default="{}"))
+        batch.add_column(sa.Column("scheduling_reason", sa.Text, nullable=False, server_default=""))
+        batch.add_column(sa.Column("retry_history", sa.Text, nullable=False, server_default="{}"))
         batch.add_column(sa.Column("avoid_node", sa.String(253)))
 
 

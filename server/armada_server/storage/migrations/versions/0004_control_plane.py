@@ -30,9 +30,13 @@ def upgrade() -> None:
         batch.add_column(sa.Column("version", sa.Integer, nullable=False, server_default="0"))
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("releases_at", sa.DateTime(timezone=True)))
-    op.create_index("ix_runs_releases_at", "runs", ["cluster_id", "releases_at"],
-                    sqlite_where=sa.text("releases_at IS NOT NULL"),
-                    postgresql_where=sa.text("releases_at IS NOT NULL"))
+    op.create_index(
+        "ix_runs_releases_at",
+        "runs",
+        ["cluster_id", "releases_at"],
+        sqlite_where=sa.text("releases_at IS NOT NULL"),
+        postgresql_where=sa.text("releases_at IS NOT NULL"),
+    )
     with op.batch_alter_table("executors") as batch:
         batch.add_column(sa.Column("capabilities", sa.LargeBinary))
         batch.add_column(sa.Column("address", sa.String(1024)))

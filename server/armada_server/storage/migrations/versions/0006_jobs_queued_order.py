@@ -18,15 +18,38 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_index("ix_jobs_queued_order", "jobs",
-                    ["queue", "priority_class", "priority", "submitted_at", "id", "gang_id",
-                     "retry_after", "state"],
-                    sqlite_where=sa.text("state = 0"), postgresql_where=sa.text("state = 0"))
-    op.create_index("ix_jobs_queued_gangs", "jobs",
-                    ["queue", "gang_id", "priority_class", "priority", "submitted_at", "id",
-                     "retry_after", "state"],
-                    sqlite_where=sa.text("state = 0 AND gang_id IS NOT NULL"),
-                    postgresql_where=sa.text("state = 0 AND gang_id IS NOT NULL"))
+    op.create_index(
+        "ix_jobs_queued_order",
+        "jobs",
+        [
+            "queue",
+            "priority_class",
+            "priority",
+            "submitted_at",
+            "id",
+            "gang_id",
+            "retry_after",
+            "state",
+        ],
+        sqlite_where=sa.text("state = 0"),
+        postgresql_where=sa.text("state = 0"),
+    )
+    op.create_index(
+        "ix_jobs_queued_gangs",
+        "jobs",
+        [
+            "queue",
+            "gang_id",
+            "priority_class",
+            "priority",
+            "submitted_at",
+            "id",
+            "retry_after",
+            "state",
+        ],
+        sqlite_where=sa.text("state = 0 AND gang_id IS NOT NULL"),
+        postgresql_where=sa.text("state = 0 AND gang_id IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:

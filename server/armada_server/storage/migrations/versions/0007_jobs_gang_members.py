@@ -19,9 +19,13 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_index("ix_jobs_gang_members", "jobs", ["gang_id", "queue"],
-                    sqlite_where=sa.text("gang_id IS NOT NULL"),
-                    postgresql_where=sa.text("gang_id IS NOT NULL"))
+    op.create_index(
+        "ix_jobs_gang_members",
+        "jobs",
+        ["gang_id", "queue"],
+        sqlite_where=sa.text("gang_id IS NOT NULL"),
+        postgresql_where=sa.text("gang_id IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
