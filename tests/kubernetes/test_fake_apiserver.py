@@ -62,10 +62,10 @@ def test_selectors(core: client.CoreV1Api, fake: FakeApiServer) -> None:
     kubelet.add_node("n1")
     core.create_namespaced_pod(NS, pod("a", app="x", tier="web"))
     core.create_namespaced_pod(NS, pod("b", app="y"))
-    names = lambda **kw: [
-        p.metadata.name
-        for p in core.list_pod_for_all_namespaces(**kw).items  # noqa: E731
-    ]
+
+    def names(**kw):
+        return [p.metadata.name for p in core.list_pod_for_all_namespaces(**kw).items]
+
     assert names(label_selector="app=x") == ["a"]
     assert names(label_selector="app!=x") == ["b"]
     assert names(label_selector="app in (x, y),!tier") == ["b"]
