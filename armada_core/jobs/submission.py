@@ -21,6 +21,7 @@ from armada_core.jobs import annotations as ann
 from armada_core.jobs import podspec
 from armada_core.jobs.errors import SubmissionError
 from armada_core.jobs.gangs import GangAnnotationError, GangSpec, gang_of
+from armada_core.jobs.grace import DEFAULT_GRACE_PERIOD_SECONDS, MINIMUM_GRACE_PERIOD_SECONDS
 from armada_core.jobs.text import shorten
 from armada_core.scheduling.model import MAX_EXPONENT, Resources, parse_quantity
 
@@ -63,7 +64,7 @@ class SubmissionConfig:
 
     priority_classes: frozenset[str] = frozenset({"armada-default", "armada-preemptible"})
     default_priority_class: str = "armada-default"
-    default_grace_period_seconds: int = 1
+    default_grace_period_seconds: int = DEFAULT_GRACE_PERIOD_SECONDS
     max_grace_period_seconds: int = 300
     # Added to jobs that set no activeDeadlineSeconds; None adds nothing.
     default_active_deadline_seconds: int | None = 7 * 24 * 3600
@@ -391,7 +392,8 @@ def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
         spec.terminationGracePeriodSeconds = config.default_grace_period_seconds
     grace = spec.terminationGracePeriodSeconds
     if grace == 0:
-        spec.terminationGracePeriodSeconds = 1  # 0 would force-delete the pod (seed 000)
+        # 0 would force-delete the pod (seed 000)
+        spec.terminationGracePeriodSeconds = MINIMUM_GRACE_PERIOD_SECONDS
     elif grace < 0:
         raise SubmissionError(
             f"{path}.terminationGracePeriodSeconds",
