@@ -346,260 +346,303 @@ QUEUE_NAME = _q("name", STR, where="path")
 JOB_ID = _q("id", STR, where="path")
 
 
-@cache
-def document() -> dict[str, Any]:
+def _info() -> dict[str, Any]:
     return {
-        "openapi": "3.0.3",
-        "info": {
-            "title": "armada-server REST gateway",
-            "version": __version__,
-            "description": (
-                "The public API over HTTP/JSON. Each call runs the gRPC service's own "
-                "logic; errors carry the gRPC code name. With authentication on, send "
-                "the same Basic or Bearer credentials as over gRPC."
+        "title": "armada-server REST gateway",
+        "version": __version__,
+        "description": (
+            "The public API over HTTP/JSON. Each call runs the gRPC service's own "
+            "logic; errors carry the gRPC code name. With authentication on, send "
+            "the same Basic or Bearer credentials as over gRPC."
+        ),
+    }
+
+
+def _components() -> dict[str, Any]:
+    return {
+        "schemas": SCHEMAS,
+        "securitySchemes": {
+            "basicAuth": {"type": "http", "scheme": "basic"},
+            "bearerAuth": {"type": "http", "scheme": "bearer"},
+        },
+    }
+
+
+def _queue_paths() -> dict[str, Any]:
+    """The queues, their cordons and the fair-share samples."""
+    return {
+        "/api/v1/queues": {
+            "get": _op(
+                "listQueues",
+                "Every queue",
+                _json(_ref("QueueList"), "queues"),
+                errors=("401",),
+                tag="queues",
+            ),
+            "post": _op(
+                "createQueue",
+                "Create a queue (administrators)",
+                _json(_ref("Queue"), "the queue created"),
+                status="201",
+                errors=("400", "401", "403", "409"),
+                body="Queue",
+                tag="queues",
             ),
         },
+        "/api/v1/queues/{name}": {
+            "get": _op(
+                "getQueue",
+                "One queue",
+                _json(_ref("Queue"), "the queue"),
+                params=[QUEUE_NAME],
+                errors=("400", "401", "404"),
+                tag="queues",
+            ),
+            "put": _op(
+                "updateQueue",
+                "Replace a queue's settings (administrators)",
+                _json(_ref("Queue"), "the queue as stored"),
+                body="Queue",
+                params=[QUEUE_NAME],
+                tag="queues",
+            ),
+            "delete": _op(
+                "deleteQueue",
+                "Delete a queue (administrators)",
+                _json(_ref("Empty"), "deleted"),
+                params=[QUEUE_NAME],
+                tag="queues",
+            ),
+        },
+        "/api/v1/queues/{name}/cordon": {
+            "post": _op(
+                "cordonQueue",
+                "Stop scheduling the queue's jobs (administrators)",
+                _json(_ref("Queue"), "the queue"),
+                params=[QUEUE_NAME],
+                tag="queues",
+            ),
+        },
+        "/api/v1/queues/{name}/uncordon": {
+            "post": _op(
+                "uncordonQueue",
+                "Schedule the queue's jobs again",
+                _json(_ref("Queue"), "the queue"),
+                params=[QUEUE_NAME],
+                tag="queues",
+            ),
+        },
+        "/api/v1/shares": {
+            "get": _op(
+                "getShares",
+                "Fair share, adjusted fair share and actual share per "
+                "queue, sampled over the last hour",
+                _json(_ref("Shares"), "samples"),
+                errors=("401",),
+                tag="queues",
+            ),
+        },
+    }
+
+
+def _node_paths() -> dict[str, Any]:
+    """The executors' nodes and their cordons."""
+    return {
+        "/api/v1/nodes": {
+            "get": _op(
+                "listNodes",
+                "Every executor's nodes, with their cordons",
+                _json(_ref("NodeList"), "nodes"),
+                errors=("401",),
+                tag="nodes",
+            ),
+        },
+        "/api/v1/nodes/cordon": {
+            "post": _op(
+                "cordonNode",
+                "Place no new jobs on a node (administrators)",
+                _json(_ref("Node"), "the node"),
+                body="NodeRequest",
+                tag="nodes",
+            ),
+        },
+        "/api/v1/nodes/uncordon": {
+            "post": _op(
+                "uncordonNode",
+                "Place jobs on a node again (administrators)",
+                _json(_ref("Node"), "the node"),
+                body="NodeRequest",
+                tag="nodes",
+            ),
+        },
+    }
+
+
+def _job_paths() -> dict[str, Any]:
+    """Submitting jobs, finding them and reading one: its state, details and logs."""
+    return {
+        "/api/v1/jobs": {
+            "post": _op(
+                "submitJobs",
+                "Submit jobs to a job set (the `armada` job-file format); one id per job, in order",
+                _json(_ref("SubmitResponse"), "the jobs' ids"),
+                body="SubmitRequest",
+            ),
+            "get": _op(
+                "listJobs",
+                "Jobs, filtered and sorted, a page at a time",
+                _json(_ref("JobList"), "one page"),
+                errors=("400", "401"),
+                params=[
+                    _q("queue", STR),
+                    _q("jobSet", STR, "needs queue"),
+                    _q(
+                        "state",
+                        _array({"type": "string", "enum": [*LIST_STATES, ""]}),
+                        "any of these states (empty: any state)",
+                        style="form",
+                        explode=True,
+                    ),
+                    _q("annotation", STR, "key or key=value"),
+                    _q(
+                        "sort",
+                        {
+                            "type": "string",
+                            "enum": ["submitted", "updated", "priority", "state"],
+                        },
+                    ),
+                    _q("order", {"type": "string", "enum": ["asc", "desc"]}),
+                    _q("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
+                    _q("cursor", STR, "`next` or `prev` of the previous page"),
+                ],
+            ),
+        },
+        "/api/v1/jobs/status": {
+            "get": _op(
+                "getJobStatus",
+                "States of jobs (UNKNOWN for ids never seen)",
+                _json(_ref("JobStates"), "states"),
+                errors=("400", "401"),
+                params=[_q("id", STRINGS, style="form", explode=True)],
+            ),
+        },
+        "/api/v1/jobs/{id}": {
+            "get": _op(
+                "getJob",
+                "A job: spec, state, runs, why it is not scheduled",
+                _json(_ref("Job"), "the job"),
+                params=[JOB_ID],
+                errors=("401", "404"),
+            ),
+        },
+        "/api/v1/jobs/{id}/logs": {
+            "get": _op(
+                "getJobLogs",
+                "Log lines of the job's latest run, from the executor that ran it",
+                _json(_ref("LogLines"), "lines"),
+                params=[
+                    JOB_ID,
+                    _q("container", STR),
+                    _q("sinceTime", STR, "RFC 3339: lines after this time"),
+                    _q("tailLines", {"type": "integer", "minimum": 0, "maximum": 1000000}),
+                ],
+                errors=("400", "401", "403", "404", "503"),
+            ),
+        },
+    }
+
+
+def _job_action_paths() -> dict[str, Any]:
+    """Cancelling, reprioritising and preempting a job set's jobs."""
+    return {
+        "/api/v1/jobs/cancel": {
+            "post": _op(
+                "cancelJobs",
+                "Cancel jobs of a job set",
+                _json(_ref("CancelResponse"), "the ids cancelled"),
+                body="CancelRequest",
+            ),
+        },
+        "/api/v1/jobs/reprioritize": {
+            "post": _op(
+                "reprioritizeJobs",
+                "New priority for jobs of a job set (all of them when jobIds is empty)",
+                _json(_ref("Results"), "per job: an error, or empty"),
+                body="ReprioritizeRequest",
+            ),
+        },
+        "/api/v1/jobs/preempt": {
+            "post": _op(
+                "preemptJobs",
+                "Preempt running jobs of a job set",
+                _json(_ref("Results"), "per job: an error, or empty"),
+                body="PreemptRequest",
+            ),
+        },
+    }
+
+
+def _job_set_paths() -> dict[str, Any]:
+    """Job sets: listing, cancelling, and their event streams."""
+    return {
+        "/api/v1/jobsets": {
+            "get": _op(
+                "listJobSets",
+                "A queue's job sets, newest first, with counts",
+                _json(_ref("JobSets"), "job sets"),
+                params=[
+                    _q("queue", STR, required=True),
+                    _q("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
+                    _q("offset", {"type": "integer", "minimum": 0}),
+                ],
+                tag="jobsets",
+            ),
+        },
+        "/api/v1/jobsets/cancel": {
+            "post": _op(
+                "cancelJobSet",
+                "Cancel a job set's jobs (those in the filter's states)",
+                _json(_ref("Empty"), "cancelled"),
+                body="JobSetCancelRequest",
+                tag="jobsets",
+            ),
+        },
+        "/api/v1/events": {
+            "get": _op(
+                "jobSetEvents",
+                "A job set's events as server-sent events: `id` "
+                "is the message id, `event` the type, `data` the event as JSON. "
+                "Resume with fromMessageId or the Last-Event-ID header.",
+                {
+                    "description": "the event stream",
+                    "content": {"text/event-stream": {"schema": STR}},
+                },
+                params=[
+                    _q("queue", STR, required=True),
+                    _q("jobSetId", STR, required=True),
+                    _q("fromMessageId", STR),
+                    _q("watch", BOOL, "keep the stream open for new events"),
+                ],
+                tag="jobsets",
+            ),
+        },
+    }
+
+
+@cache
+def document() -> dict[str, Any]:
+    """The whole document, built once: the gateway serves it as it is."""
+    return {
+        "openapi": "3.0.3",
+        "info": _info(),
         "servers": [{"url": "/"}],
         "security": [{"basicAuth": []}, {"bearerAuth": []}],
-        "components": {
-            "schemas": SCHEMAS,
-            "securitySchemes": {
-                "basicAuth": {"type": "http", "scheme": "basic"},
-                "bearerAuth": {"type": "http", "scheme": "bearer"},
-            },
-        },
+        "components": _components(),
         "paths": {
-            "/api/v1/queues": {
-                "get": _op(
-                    "listQueues",
-                    "Every queue",
-                    _json(_ref("QueueList"), "queues"),
-                    errors=("401",),
-                    tag="queues",
-                ),
-                "post": _op(
-                    "createQueue",
-                    "Create a queue (administrators)",
-                    _json(_ref("Queue"), "the queue created"),
-                    status="201",
-                    errors=("400", "401", "403", "409"),
-                    body="Queue",
-                    tag="queues",
-                ),
-            },
-            "/api/v1/queues/{name}": {
-                "get": _op(
-                    "getQueue",
-                    "One queue",
-                    _json(_ref("Queue"), "the queue"),
-                    params=[QUEUE_NAME],
-                    errors=("400", "401", "404"),
-                    tag="queues",
-                ),
-                "put": _op(
-                    "updateQueue",
-                    "Replace a queue's settings (administrators)",
-                    _json(_ref("Queue"), "the queue as stored"),
-                    body="Queue",
-                    params=[QUEUE_NAME],
-                    tag="queues",
-                ),
-                "delete": _op(
-                    "deleteQueue",
-                    "Delete a queue (administrators)",
-                    _json(_ref("Empty"), "deleted"),
-                    params=[QUEUE_NAME],
-                    tag="queues",
-                ),
-            },
-            "/api/v1/queues/{name}/cordon": {
-                "post": _op(
-                    "cordonQueue",
-                    "Stop scheduling the queue's jobs (administrators)",
-                    _json(_ref("Queue"), "the queue"),
-                    params=[QUEUE_NAME],
-                    tag="queues",
-                ),
-            },
-            "/api/v1/queues/{name}/uncordon": {
-                "post": _op(
-                    "uncordonQueue",
-                    "Schedule the queue's jobs again",
-                    _json(_ref("Queue"), "the queue"),
-                    params=[QUEUE_NAME],
-                    tag="queues",
-                ),
-            },
-            "/api/v1/shares": {
-                "get": _op(
-                    "getShares",
-                    "Fair share, adjusted fair share and actual share per "
-                    "queue, sampled over the last hour",
-                    _json(_ref("Shares"), "samples"),
-                    errors=("401",),
-                    tag="queues",
-                ),
-            },
-            "/api/v1/nodes": {
-                "get": _op(
-                    "listNodes",
-                    "Every executor's nodes, with their cordons",
-                    _json(_ref("NodeList"), "nodes"),
-                    errors=("401",),
-                    tag="nodes",
-                ),
-            },
-            "/api/v1/nodes/cordon": {
-                "post": _op(
-                    "cordonNode",
-                    "Place no new jobs on a node (administrators)",
-                    _json(_ref("Node"), "the node"),
-                    body="NodeRequest",
-                    tag="nodes",
-                ),
-            },
-            "/api/v1/nodes/uncordon": {
-                "post": _op(
-                    "uncordonNode",
-                    "Place jobs on a node again (administrators)",
-                    _json(_ref("Node"), "the node"),
-                    body="NodeRequest",
-                    tag="nodes",
-                ),
-            },
-            "/api/v1/jobs": {
-                "post": _op(
-                    "submitJobs",
-                    "Submit jobs to a job set (the `armada` job-file "
-                    "format); one id per job, in order",
-                    _json(_ref("SubmitResponse"), "the jobs' ids"),
-                    body="SubmitRequest",
-                ),
-                "get": _op(
-                    "listJobs",
-                    "Jobs, filtered and sorted, a page at a time",
-                    _json(_ref("JobList"), "one page"),
-                    errors=("400", "401"),
-                    params=[
-                        _q("queue", STR),
-                        _q("jobSet", STR, "needs queue"),
-                        _q(
-                            "state",
-                            _array({"type": "string", "enum": [*LIST_STATES, ""]}),
-                            "any of these states (empty: any state)",
-                            style="form",
-                            explode=True,
-                        ),
-                        _q("annotation", STR, "key or key=value"),
-                        _q(
-                            "sort",
-                            {
-                                "type": "string",
-                                "enum": ["submitted", "updated", "priority", "state"],
-                            },
-                        ),
-                        _q("order", {"type": "string", "enum": ["asc", "desc"]}),
-                        _q("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
-                        _q("cursor", STR, "`next` or `prev` of the previous page"),
-                    ],
-                ),
-            },
-            "/api/v1/jobs/status": {
-                "get": _op(
-                    "getJobStatus",
-                    "States of jobs (UNKNOWN for ids never seen)",
-                    _json(_ref("JobStates"), "states"),
-                    errors=("400", "401"),
-                    params=[_q("id", STRINGS, style="form", explode=True)],
-                ),
-            },
-            "/api/v1/jobs/{id}": {
-                "get": _op(
-                    "getJob",
-                    "A job: spec, state, runs, why it is not scheduled",
-                    _json(_ref("Job"), "the job"),
-                    params=[JOB_ID],
-                    errors=("401", "404"),
-                ),
-            },
-            "/api/v1/jobs/{id}/logs": {
-                "get": _op(
-                    "getJobLogs",
-                    "Log lines of the job's latest run, from the executor that ran it",
-                    _json(_ref("LogLines"), "lines"),
-                    params=[
-                        JOB_ID,
-                        _q("container", STR),
-                        _q("sinceTime", STR, "RFC 3339: lines after this time"),
-                        _q("tailLines", {"type": "integer", "minimum": 0, "maximum": 1000000}),
-                    ],
-                    errors=("400", "401", "403", "404", "503"),
-                ),
-            },
-            "/api/v1/jobs/cancel": {
-                "post": _op(
-                    "cancelJobs",
-                    "Cancel jobs of a job set",
-                    _json(_ref("CancelResponse"), "the ids cancelled"),
-                    body="CancelRequest",
-                ),
-            },
-            "/api/v1/jobs/reprioritize": {
-                "post": _op(
-                    "reprioritizeJobs",
-                    "New priority for jobs of a job set (all of them when jobIds is empty)",
-                    _json(_ref("Results"), "per job: an error, or empty"),
-                    body="ReprioritizeRequest",
-                ),
-            },
-            "/api/v1/jobs/preempt": {
-                "post": _op(
-                    "preemptJobs",
-                    "Preempt running jobs of a job set",
-                    _json(_ref("Results"), "per job: an error, or empty"),
-                    body="PreemptRequest",
-                ),
-            },
-            "/api/v1/jobsets": {
-                "get": _op(
-                    "listJobSets",
-                    "A queue's job sets, newest first, with counts",
-                    _json(_ref("JobSets"), "job sets"),
-                    params=[
-                        _q("queue", STR, required=True),
-                        _q("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
-                        _q("offset", {"type": "integer", "minimum": 0}),
-                    ],
-                    tag="jobsets",
-                ),
-            },
-            "/api/v1/jobsets/cancel": {
-                "post": _op(
-                    "cancelJobSet",
-                    "Cancel a job set's jobs (those in the filter's states)",
-                    _json(_ref("Empty"), "cancelled"),
-                    body="JobSetCancelRequest",
-                    tag="jobsets",
-                ),
-            },
-            "/api/v1/events": {
-                "get": _op(
-                    "jobSetEvents",
-                    "A job set's events as server-sent events: `id` "
-                    "is the message id, `event` the type, `data` the event as JSON. "
-                    "Resume with fromMessageId or the Last-Event-ID header.",
-                    {
-                        "description": "the event stream",
-                        "content": {"text/event-stream": {"schema": STR}},
-                    },
-                    params=[
-                        _q("queue", STR, required=True),
-                        _q("jobSetId", STR, required=True),
-                        _q("fromMessageId", STR),
-                        _q("watch", BOOL, "keep the stream open for new events"),
-                    ],
-                    tag="jobsets",
-                ),
-            },
+            **_queue_paths(),
+            **_node_paths(),
+            **_job_paths(),
+            **_job_action_paths(),
+            **_job_set_paths(),
         },
     }
