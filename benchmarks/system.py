@@ -343,9 +343,9 @@ def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[
     from armada_server.executors.agent import MAX_UPDATES_PER_SYNC, update
     from armada_server.executors.nodes import virtual_nodes
     from armada_server.metrics import Metrics
-    from armada_server.retries import Retries
     from armada_server.scheduling.loop import SchedulingLoop
     from armada_server.storage.database import open_database
+    from armada_server.storage.retries import Retries
     from armada_server.storage.store import Store
 
     url = f"sqlite:///{workdir / 'profile.db'}"

@@ -51,7 +51,6 @@ from armada_server.executors.local_backend import LocalBackend
 from armada_server.executors.nodes import virtual_nodes
 from armada_server.executors.simulated import SimulatedBackend
 from armada_server.metrics import Metrics
-from armada_server.retries import Retries
 from armada_server.scheduling.loop import SchedulingLoop
 from armada_server.services.binoculars import BinocularsService, ExecutorChannels
 from armada_server.services.common import Context
@@ -63,6 +62,7 @@ from armada_server.services.retry_policies import RetryPolicyService
 from armada_server.services.submit import SubmitService
 from armada_server.storage.database import default_data_dir, default_database_url, open_database
 from armada_server.storage.notify import Listener
+from armada_server.storage.retries import Retries
 from armada_server.storage.store import Store
 from armada_server.web import WebServer
 

@@ -47,16 +47,16 @@ from armada_core.jobs.lifecycle import IllegalTransition
 from armada_core.jobs.text import MAX_CONDITION, MAX_FAILURE_TEXT, MAX_FAILURE_WORD, clean_text
 from armada_core.scheduling.model import Reasons
 from armada_server.errors import InvalidArgument
-from armada_server.retries import (
+from armada_server.storage import schema as t
+from armada_server.storage.bulk import executemany, fetch
+from armada_server.storage.guard import Conflict, retried
+from armada_server.storage.retries import (
     Catalogue,
     Retries,
     gang_cardinalities,
     run_failure,
     start_gang_generation,
 )
-from armada_server.storage import schema as t
-from armada_server.storage.bulk import executemany, fetch
-from armada_server.storage.guard import Conflict, retried
 from armada_server.storage.rows import (
     JOB_COLUMNS,
     RUN_COLUMNS,

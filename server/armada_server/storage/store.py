@@ -31,7 +31,6 @@ from armada_core.jobs import (
 from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
 from armada_core.retry import RetrySettings
 from armada_server.errors import AlreadyExists, InvalidArgument, NotFound
-from armada_server.retries import Retries, start_gang_generation
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import fetch, insert_rows
 from armada_server.storage.database import WRITE
@@ -40,6 +39,7 @@ from armada_server.storage.leases import LeaseOps, role_minimums
 from armada_server.storage.nodes import NodeOps
 from armada_server.storage.notify import notify
 from armada_server.storage.places import PlaceOps
+from armada_server.storage.retries import Retries, start_gang_generation
 from armada_server.storage.rows import (
     JOB_COLUMNS,
     RUN_COLUMNS,
