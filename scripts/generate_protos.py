@@ -4,9 +4,12 @@ Run after editing any .proto file, with the project's environment:
 
     .venv/bin/python scripts/generate_protos.py
 
-The generated *_pb2.py, *_pb2.pyi and *_pb2_grpc.py files are committed so that installing
-armada-core needs no code generation; tests/api/test_generated_up_to_date.py fails when they
-are stale. `--check` reports stale files without writing.
+The generated files are committed so that installing armada-core needs no code generation:
+the runtime modules (*_pb2.py by protoc, *_pb2_grpc.py by grpc_tools) and their type stubs
+(*_pb2.pyi and *_pb2_grpc.pyi by mypy-protobuf's protoc-gen-mypy and protoc-gen-mypy_grpc,
+installed with the dev tools), so that the type checker sees typed messages, stubs and
+servicers. tests/api/test_generated.py fails when they are stale. `--check` reports stale
+files without writing.
 """
 
 from __future__ import annotations
@@ -25,22 +28,29 @@ ROOT = Path(__file__).resolve().parent.parent
 API = ROOT / "armada_core" / "api"
 
 
+def plugin(name: str) -> str:
+    """`--plugin` for protoc: mypy-protobuf's executable beside this Python's."""
+    path = Path(sys.executable).parent / name
+    if not path.exists():
+        raise SystemExit(f"{path} not found: install the dev tools (mypy-protobuf)")
+    return f"--plugin={name}={path}"
+
+
+def protoc_run(*args: str) -> None:
+    include = Path(grpc_tools.__file__).parent / "_proto"
+    if protoc.main(["protoc", f"-I{ROOT}", f"-I{include}", *args]) != 0:
+        raise SystemExit(f"protoc failed: {' '.join(args)}")
+
+
 def generate(out: Path) -> list[Path]:
     """Generate into `out` (mirroring the repository layout); return the generated paths."""
     protos = sorted(API.rglob("*.proto"))
-    include = Path(grpc_tools.__file__).parent / "_proto"
     rel = [str(p.relative_to(ROOT)) for p in protos]
-    args = ["protoc", f"-I{ROOT}", f"-I{include}", f"--python_out={out}", f"--pyi_out={out}"]
-    if protoc.main([*args, *rel]) != 0:
-        raise SystemExit("protoc failed")
+    messages = f"--mypy_out=quiet:{out}"
+    protoc_run(plugin("protoc-gen-mypy"), f"--python_out={out}", messages, *rel)
     with_services = [r for r, p in zip(rel, protos, strict=True) if "\nservice " in p.read_text()]
-    if (
-        protoc.main(
-            ["protoc", f"-I{ROOT}", f"-I{include}", f"--grpc_python_out={out}", *with_services]
-        )
-        != 0
-    ):
-        raise SystemExit("protoc (grpc) failed")
+    services = f"--mypy_grpc_out=quiet,generate_concrete_servicer_stubs:{out}"
+    protoc_run(plugin("protoc-gen-mypy_grpc"), f"--grpc_python_out={out}", services, *with_services)
     return sorted(p.relative_to(out) for p in out.rglob("*.py*"))
 
 
