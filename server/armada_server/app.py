@@ -44,7 +44,8 @@ from armada_server.config import (
 )
 from armada_server.decoding import DecodingInterceptor
 from armada_server.eventhub import EventHub
-from armada_server.executors.agent import Backend, ExecutorAgent
+from armada_server.executors.agent import ExecutorAgent
+from armada_server.executors.backend import Backend
 from armada_server.executors.control import ControlServer, join_address
 from armada_server.executors.local.runner import node_allocatable
 from armada_server.executors.local_backend import LocalBackend
@@ -243,8 +244,7 @@ class ArmadaServer:
         loop = asyncio.get_running_loop()
         agent = self.agent
         self.scheduler.on_leased = lambda: loop.call_soon_threadsafe(agent.wake)
-        if isinstance(backend, LocalBackend):
-            await backend.open(self.agent.report)  # adopt its pods before the first sync
+        await backend.open(self.agent.report)  # adopt its pods before the first sync
         self._tasks.append(asyncio.create_task(self.agent.run()))
 
     async def start(self) -> None:

@@ -13,9 +13,9 @@ from armada_server.executors.control import (
     ControlServer,
     join_address,
     local_address_towards,
-    parse_time_ns,
     split_address,
 )
+from armada_server.executors.logs import parse_time_ns
 from armada_server.executors.nodes import virtual_nodes
 from armada_server.executors.simulated import SimulatedBackend
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Protocol
 
 import grpc
 
 from armada_core.api import executor_pb2, executor_pb2_grpc
 from armada_core.waiting import wait_event
+from armada_server.executors.backend import Backend, update
 
 log = logging.getLogger("armada_server.executor")
 
@@ -29,34 +29,6 @@ MAX_UPDATES_PER_SYNC = 10_000
 LARGE_LEASE_BATCH = 1_000
 # A sync failing with one of these moves the agent to the next server address, if it has one.
 FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
-
-Report = Callable[[executor_pb2.RunUpdate], None]
-
-
-class Backend(Protocol):
-    """Where runs actually happen."""
-
-    def nodes(self) -> Sequence[executor_pb2.Node]: ...
-
-    def held(self) -> set[str]:
-        """Runs started and not yet ended."""
-        ...
-
-    def start(self, lease: executor_pb2.Lease, report: Report) -> None:
-        """Start a run; report its progress through `report` (on the event loop)."""
-        ...
-
-    def stop(self, run_id: str, *, preempt: bool) -> None:
-        """Stop a run gracefully; it reports `stopped` once it has terminated."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-def update(run_id: str, job_id: str, **kind: object) -> executor_pb2.RunUpdate:
-    message = executor_pb2.RunUpdate(run_id=run_id, job_id=job_id, **kind)
-    message.time.FromDatetime(datetime.now(UTC))
-    return message
 
 
 class Control(Protocol):
@@ -124,9 +96,8 @@ class ExecutorAgent:
         if self.control is not None:
             request.control_address = self.control.address
             request.control_token = self.control.token
-        capabilities = getattr(self.backend, "capabilities", None)
-        if capabilities is not None:  # what it cannot honour: the server refuses such jobs
-            request.capabilities.CopyFrom(capabilities())
+        # What it cannot honour: the server refuses such jobs.
+        request.capabilities.CopyFrom(self.backend.capabilities.declaration())
         sent = asyncio.get_running_loop().time()
         try:
             response = await self.stub.Sync(
@@ -159,9 +130,9 @@ class ExecutorAgent:
                 self.backend.stop(stop.run_id, preempt=stop.preempt)
             except Exception:
                 log.exception("executor %s could not stop run %s", self.executor_id, stop.run_id)
-        synced = getattr(self.backend, "synced", None)
-        if synced is not None:  # e.g. the local executor renews its pods' heartbeat (fencing)
-            synced(response.lease_timeout_seconds, asyncio.get_running_loop().time() - sent)
+        # E.g. the local executor renews its pods' heartbeat (fencing).
+        elapsed = asyncio.get_running_loop().time() - sent
+        self.backend.synced(response.lease_timeout_seconds, elapsed)
         if response.sync_interval_seconds > 0:
             self.interval = response.sync_interval_seconds
         if self._updates or len(response.leases) >= LARGE_LEASE_BATCH:

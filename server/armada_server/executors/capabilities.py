@@ -1,4 +1,7 @@
-"""What each kind of executor can honour of a pod spec, and which fields of a spec it cannot.
+"""What each kind of executor can do, and which fields of a pod spec it cannot honour.
+
+A backend states what it can do in one value (`Capabilities`), the same for every executor of
+its kind (kinds.py): nothing outside executors/ asks a backend's type what it can do.
 
 An executor declares the pod-spec fields it cannot honour (executor.Capabilities) in every
 sync; the server refuses at submission a job that no executor of its pool could run, naming
@@ -13,33 +16,60 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
 
 from armada_core.api import executor_pb2
 from armada_core.api.k8s import core_v1_pb2
-from armada_server.executors.local.support import _CONTAINER_FIELDS, _POD_FIELDS
+from armada_server.executors.local.support import UNSUPPORTED_POD_FIELDS
 
 _SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([^\]]*)\])?")
 
+Segments = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond running pods.
+
+    `unsupported_pod_fields`: the pod-spec fields it cannot honour (sent in every sync; the
+    server refuses jobs that set them). `container_logs`: it keeps its runs' container logs
+    and serves them (ExecutorControl.Logs); without, a log reads as empty. `adopts_runs`: its
+    runs outlive it, and `open` adopts those an earlier start left; without, a restarted
+    executor holds nothing and the server fails its runs as missing and retries them.
+    """
+
+    unsupported_pod_fields: tuple[str, ...] = ()
+    container_logs: bool = False
+    adopts_runs: bool = False
+
+    def declaration(self) -> executor_pb2.Capabilities:
+        """What goes into each sync."""
+        return executor_pb2.Capabilities(unsupported_pod_fields=self.unsupported_pod_fields)
+
+
+#: Local processes: no volumes, probes, security contexts, sidecars, ... (local/support.py).
+LOCAL = Capabilities(UNSUPPORTED_POD_FIELDS, container_logs=True, adopts_runs=True)
+#: A simulated cluster only simulates runs: any pod spec is as good as another.
+SIMULATED = Capabilities()
+#: Kubernetes honours every pod-spec field (the API server checks the rest).
+KUBERNETES = Capabilities(container_logs=True, adopts_runs=True)
+
 
 def local_capabilities() -> executor_pb2.Capabilities:
-    """The local executor runs processes: no volumes, probes, security contexts, sidecars,
-    ... (executors/local/support.py says which fields it would ignore)."""
-    paths = list(_POD_FIELDS)
-    for kind in ("initContainers", "containers"):
-        paths += [f"{kind}.{name}" for name in _CONTAINER_FIELDS]
-        paths.append(f"{kind}.resources.limits[ephemeral-storage]")
-    paths.append("initContainers.restartPolicy")  # sidecars
-    return executor_pb2.Capabilities(unsupported_pod_fields=paths)
+    """The local executor's declaration."""
+    return LOCAL.declaration()
 
 
 def full_capabilities() -> executor_pb2.Capabilities:
-    """Everything a pod spec says is honoured (Kubernetes; the simulated cluster)."""
+    """The declaration of an executor that honours everything a pod spec says."""
     return executor_pb2.Capabilities()
 
 
 @functools.lru_cache(maxsize=256)
-def _parse(path: str) -> tuple[tuple[str, str | None], ...] | None:
-    segments = []
+def _parse(path: str) -> Segments | None:
+    segments: list[tuple[str, str | None]] = []
     for part in _split(path):
         match = _SEGMENT.fullmatch(part)
         if match is None:
@@ -50,7 +80,8 @@ def _parse(path: str) -> tuple[tuple[str, str | None], ...] | None:
 
 def _split(path: str) -> list[str]:
     """Split on dots outside brackets (map keys may hold dots: nvidia.com/gpu)."""
-    parts, depth, start = [], 0, 0
+    parts: list[str] = []
+    depth = start = 0
     for i, ch in enumerate(path):
         if ch == "[":
             depth += 1
@@ -74,7 +105,7 @@ def unhonoured(pod_spec: core_v1_pb2.PodSpec, unsupported: Iterable[str]) -> lis
     return found
 
 
-def _find(message, segments, prefix: str, found: list[str]) -> None:  # type: ignore[no-untyped-def]
+def _find(message: Message, segments: Segments, prefix: str, found: list[str]) -> None:
     (name, key), rest = segments[0], segments[1:]
     field = message.DESCRIPTOR.fields_by_name.get(name)
     if field is None:

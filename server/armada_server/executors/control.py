@@ -9,108 +9,42 @@ jobs of every executor, the same way, and no log passes through the database.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import ipaddress
 import logging
 import secrets
 import socket
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from collections.abc import Sequence
 
 import grpc
 
 from armada_core.api import binoculars_pb2, executor_pb2, executor_pb2_grpc
+from armada_server.executors.backend import Backend
+from armada_server.executors.logs import LogLine, LogQuery, LogUnavailable, parse_time_ns
 
 log = logging.getLogger("armada_server.executor")
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-
-def parse_time_ns(text: str) -> int:
-    """An RFC 3339 time as nanoseconds since the epoch, keeping every fractional digit
-    (Kubernetes writes nanoseconds; comparing at microseconds would lose lines)."""
-    value = text.strip()
-    if not value:
-        raise ValueError("empty time")
-    fraction = 0
-    if "." in value:
-        head, rest = value.split(".", 1)
-        digits = ""
-        while rest and rest[0].isdigit():
-            digits, rest = digits + rest[0], rest[1:]
-        if not digits:
-            raise ValueError(f"{text!r} is not an RFC 3339 time")
-        fraction = int(digits[:9].ljust(9, "0"))
-        value = head + rest
-    when = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    delta = when - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + fraction
-
-
-def time_from_ns(ns: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=ns // 1000)
-
-
-@dataclass(frozen=True)
-class LogQuery:
-    """What the server asks for: one container of one run, after a time, the last lines."""
-
-    run_id: str
-    job_id: str
-    pod_name: str
-    namespace: str
-    container: str
-    since_ns: int | None = None
-    tail: int | None = None
-
-    @property
-    def since(self) -> datetime | None:
-        return None if self.since_ns is None else time_from_ns(self.since_ns)
-
-
-class LogLineLike(Protocol):
-    @property
-    def timestamp(self) -> str: ...
-
-    @property
-    def text(self) -> str: ...
-
-
-async def read_log(backend: Any, query: LogQuery) -> Iterable[LogLineLike]:
-    """The backend's lines for the query: `container_log(query)` (a coroutine) when it has
-    one; else `logs(...)`, the local executor's blocking read from disk; else none (the
-    simulated executor writes no logs)."""
-    reader = getattr(backend, "container_log", None)
-    if reader is not None:
-        return await reader(query)
-    reader = getattr(backend, "logs", None)
-    if reader is not None:
-        return await asyncio.to_thread(
-            reader,
-            query.pod_name,
-            query.run_id,
-            query.container,
-            since=query.since,
-            tail=query.tail,
-        )
-    return []
-
-
-class LogUnavailable(Exception):
-    """The executor no longer has (or never had) the log asked for."""
+async def read_log(backend: Backend, query: LogQuery) -> Sequence[LogLine]:
+    """The backend's lines for the query; none from a backend that keeps no logs (the
+    simulated executor writes none)."""
+    if not backend.capabilities.container_logs:
+        return []
+    return await backend.container_log(query)
 
 
 class ExecutorControlService(executor_pb2_grpc.ExecutorControlServicer):
-    def __init__(self, backend: Any, token: str) -> None:
+    def __init__(self, backend: Backend, token: str) -> None:
         self.backend = backend
         self.token = token
 
-    async def Logs(self, request, context):  # type: ignore[no-untyped-def]
+    async def Logs(
+        self,
+        request: executor_pb2.ExecutorLogsRequest,
+        context: grpc.aio.ServicerContext[
+            executor_pb2.ExecutorLogsRequest, executor_pb2.ExecutorLogsResponse
+        ],
+    ) -> executor_pb2.ExecutorLogsResponse:
         presented = dict(context.invocation_metadata()).get("authorization", "")
         if not hmac.compare_digest(presented.encode(), f"Bearer {self.token}".encode()):
             await context.abort(
@@ -186,7 +120,7 @@ class ControlServer:
     when that differs (a wildcard bind, NAT, a Kubernetes Service)."""
 
     def __init__(
-        self, backend: Any, *, listen: str = "127.0.0.1:0", advertise: str | None = None
+        self, backend: Backend, *, listen: str = "127.0.0.1:0", advertise: str | None = None
     ) -> None:
         self.backend = backend
         self.listen = listen

@@ -29,14 +29,15 @@ from datetime import datetime
 from pathlib import Path
 
 from armada_core.api import executor_pb2
-from armada_server.executors.agent import Report, update
-from armada_server.executors.capabilities import local_capabilities
+from armada_server.executors.backend import Report, update
+from armada_server.executors.capabilities import LOCAL, Capabilities
 from armada_server.executors.local.logs import LogLine
 from armada_server.executors.local.pod import FENCED, PodHandle
 from armada_server.executors.local.runner import LocalPodRunner
 from armada_server.executors.local.sandbox import Sandbox
 from armada_server.executors.local.shim import boottime
 from armada_server.executors.local.status import PodPhase, PodStatus
+from armada_server.executors.logs import LogQuery
 from armada_server.executors.room import Room, lease_requests
 
 log = logging.getLogger("armada_server.executor.local")
@@ -117,9 +118,9 @@ class LocalBackend:
     def nodes(self) -> Sequence[executor_pb2.Node]:
         return self._nodes
 
-    def capabilities(self) -> executor_pb2.Capabilities:
-        """What it cannot honour (sent in every sync; the server refuses such jobs)."""
-        return local_capabilities()
+    @property
+    def capabilities(self) -> Capabilities:
+        return LOCAL
 
     def held(self) -> set[str]:
         return {run for run, pod in self._pods.items() if not pod.done} | set(self._waiting)
@@ -258,6 +259,17 @@ class LocalBackend:
     ) -> list[LogLine]:
         """A run's container log lines, also after the run has ended."""
         return self.runner.read_logs(pod_name, run_id, container, since=since, tail=tail)
+
+    async def container_log(self, query: LogQuery) -> list[LogLine]:
+        """`logs`, read from disk off the event loop."""
+        return await asyncio.to_thread(
+            self.logs,
+            query.pod_name,
+            query.run_id,
+            query.container,
+            since=query.since,
+            tail=query.tail,
+        )
 
     async def close(self) -> None:
         for run in list(self._waiting):  # nothing starts any more

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 
 from armada_core.api import executor_pb2
 from armada_core.jobs.annotations import PREFIX
-from armada_server.executors.agent import Report, update
-from armada_server.executors.capabilities import full_capabilities
+from armada_server.executors.backend import Report, update
+from armada_server.executors.capabilities import SIMULATED, Capabilities
+from armada_server.executors.logs import LogLine, LogQuery
 from armada_server.executors.room import Room, lease_requests
 
 DURATION = PREFIX + "simulatedDuration"
@@ -57,7 +58,7 @@ class SimulatedBackend:
     ) -> None:
         self._nodes = list(nodes)
         self.default_duration = default_duration
-        self._runs: dict[str, asyncio.Task] = {}
+        self._runs: dict[str, asyncio.Task[None]] = {}
         self._reports: dict[str, tuple[str, Report]] = {}
         self._waiting: dict[str, tuple[executor_pb2.Lease, Report]] = {}
         self._room = Room(self._nodes)
@@ -65,9 +66,13 @@ class SimulatedBackend:
     def nodes(self) -> Sequence[executor_pb2.Node]:
         return self._nodes
 
-    def capabilities(self) -> executor_pb2.Capabilities:
-        """It only simulates runs: any pod spec is as good as another."""
-        return full_capabilities()
+    @property
+    def capabilities(self) -> Capabilities:
+        return SIMULATED
+
+    async def open(self, report: Report) -> int:
+        """Nothing to adopt: its runs end with it."""
+        return 0
 
     def held(self) -> set[str]:
         return set(self._runs) | set(self._waiting)
@@ -125,6 +130,13 @@ class SimulatedBackend:
         task = self._runs.get(run_id)
         if task is not None:
             task.cancel()
+
+    def synced(self, lease_timeout: float, elapsed: float) -> None:
+        """Nothing to renew: its runs end with it."""
+
+    async def container_log(self, query: LogQuery) -> list[LogLine]:
+        """It writes no logs."""
+        return []
 
     async def close(self) -> None:
         for run in list(self._waiting):  # nothing starts any more

@@ -18,7 +18,7 @@ from armada_core.api import binoculars_pb2, binoculars_pb2_grpc, executor_pb2, e
 from armada_core.jobs import pod_name
 from armada_server.auth import current_principal
 from armada_server.errors import InvalidArgument, NotFound, Unavailable
-from armada_server.executors.control import parse_time_ns
+from armada_server.executors.logs import parse_time_ns
 from armada_server.services.common import Context, rpc
 from armada_server.storage.nodes import NodeInfo
 

@@ -30,9 +30,8 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from armada_core.api import executor_pb2
-from armada_server.executors.agent import Report, update
-from armada_server.executors.capabilities import full_capabilities
-from armada_server.executors.control import LogQuery, LogUnavailable
+from armada_server.executors.backend import Report, update
+from armada_server.executors.capabilities import KUBERNETES, Capabilities
 from armada_server.executors.kubernetes import labels as lb
 from armada_server.executors.kubernetes.exposure import exposure
 from armada_server.executors.kubernetes.logs import LogArchive, PodLogLine, parse_log, select
@@ -41,6 +40,7 @@ from armada_server.executors.kubernetes.pods import namespace_of, pod_manifest
 from armada_server.executors.kubernetes.settings import KubernetesSettings
 from armada_server.executors.kubernetes.status import Observation, State, observe, vanished
 from armada_server.executors.kubernetes.watcher import PodWatcher
+from armada_server.executors.logs import LogQuery, LogUnavailable
 from armada_server.executors.room import Requests, Room, lease_requests, quantities
 
 log = logging.getLogger("armada_server.executor.kubernetes")
@@ -165,7 +165,7 @@ class KubernetesBackend:
 
     # --- the Backend protocol --------------------------------------------------------------
 
-    async def open(self, report: Report) -> None:
+    async def open(self, report: Report) -> int:
         """Read the nodes, re-adopt this executor's pods, and start watching them."""
         self._loop = asyncio.get_running_loop()
         self._report = report
@@ -182,13 +182,14 @@ class KubernetesBackend:
             len(self._nodes),
             len(pods),
         )
+        return len(pods)
 
     def nodes(self) -> Sequence[executor_pb2.Node]:
         return self._nodes
 
-    def capabilities(self) -> executor_pb2.Capabilities:
-        """Kubernetes honours every pod-spec field (the API server checks the rest)."""
-        return full_capabilities()
+    @property
+    def capabilities(self) -> Capabilities:
+        return KUBERNETES
 
     def held(self) -> set[str]:
         return {run_id for run_id, run in self._runs.items() if not run.done} | set(self._waiting)
@@ -245,6 +246,9 @@ class KubernetesBackend:
         if run.created:
             self._spawn(self._delete_pod(run))
         # else: _create sees `stopping` once the pod exists (or reports stopped if it failed)
+
+    def synced(self, lease_timeout: float, elapsed: float) -> None:
+        """Nothing to renew: the cluster keeps the pods."""
 
     async def close(self) -> None:
         """Stop watching; the pods keep running and are re-adopted by the next start."""

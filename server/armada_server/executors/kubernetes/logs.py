@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from armada_server.executors.control import LogQuery, parse_time_ns
+from armada_server.executors.logs import LogQuery, parse_time_ns
 
 log = logging.getLogger("armada_server.executor.kubernetes")
 
