@@ -55,8 +55,8 @@ def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
         if stray:
             raise GangAnnotationError(f"{stray[0]} is set but {ann.GANG_ID} is not")
         return None
-    cardinality = _positive_int(annotations, ann.GANG_CARDINALITY, required=True)
-    minimum = _positive_int(annotations, ann.GANG_MINIMUM_CARDINALITY, required=False)
+    cardinality = _required_positive_int(annotations, ann.GANG_CARDINALITY)
+    minimum = _positive_int(annotations, ann.GANG_MINIMUM_CARDINALITY)
     if minimum is None:
         minimum = cardinality
     if minimum > cardinality:
@@ -80,7 +80,7 @@ def _role(annotations: Mapping[str, str], cardinality: int) -> tuple[str, int | 
     """gangRole and gangRoleMinimum, set together; a role's minimum replaces the gang's
     minimum cardinality, so the two are not combined."""
     role = annotations.get(ann.GANG_ROLE, "")
-    minimum = _positive_int(annotations, ann.GANG_ROLE_MINIMUM, required=False)
+    minimum = _positive_int(annotations, ann.GANG_ROLE_MINIMUM)
     if not role:
         if minimum is not None:
             raise GangAnnotationError(f"{ann.GANG_ROLE_MINIMUM} is set but {ann.GANG_ROLE} is not")
@@ -120,11 +120,17 @@ def _hops(annotations: Mapping[str, str]) -> int | None:
     return value
 
 
-def _positive_int(annotations: Mapping[str, str], key: str, *, required: bool) -> int | None:
+def _required_positive_int(annotations: Mapping[str, str], key: str) -> int:
+    value = _positive_int(annotations, key)
+    if value is None:
+        raise GangAnnotationError(f"{key} is required when {ann.GANG_ID} is set")
+    return value
+
+
+def _positive_int(annotations: Mapping[str, str], key: str) -> int | None:
+    """The annotation as a positive integer; absent or empty: None."""
     raw = annotations.get(key)
     if raw is None or raw == "":
-        if required:
-            raise GangAnnotationError(f"{key} is required when {ann.GANG_ID} is set")
         return None
     try:
         value = int(raw)

@@ -13,8 +13,9 @@ illegal transition raises IllegalTransition and changes nothing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -87,7 +88,10 @@ def _dt(ts: Timestamp) -> datetime:
     return when
 
 
-def _replace(obj, **changes):  # type: ignore[no-untyped-def]
+_Frozen = TypeVar("_Frozen", Job, Run)
+
+
+def _replace(obj: _Frozen, **changes: object) -> _Frozen:
     """dataclasses.replace for the frozen, validation-free Job and Run, without calling
     __init__: a transition per job in a batch of tens of thousands made it show."""
     new = object.__new__(type(obj))
@@ -96,7 +100,7 @@ def _replace(obj, **changes):  # type: ignore[no-untyped-def]
     return new
 
 
-def _base(job: Job | submit_pb2.Job, now: datetime) -> dict:
+def _base(job: Job | submit_pb2.Job, now: datetime) -> dict[str, Any]:
     spec = job if isinstance(job, submit_pb2.Job) else job.spec
     return {
         "job_id": spec.id,
@@ -106,7 +110,7 @@ def _base(job: Job | submit_pb2.Job, now: datetime) -> dict:
     }
 
 
-def _pod(job: Job, run: Run) -> dict:
+def _pod(job: Job, run: Run) -> dict[str, Any]:
     return {
         "cluster_id": run.cluster_id,
         "kubernetes_id": run.kubernetes_id,
@@ -185,17 +189,17 @@ def _run_of(job: Job, kind: str, run_id: str, *, active: bool = True) -> Run:
     return run
 
 
-def _with_run(job: Job, run: Run, **changes) -> Job:
+def _with_run(job: Job, run: Run, **changes: object) -> Job:
     return _replace(job, runs=(*job.runs[:-1], run), **changes)
 
 
-def _on_queued(job: Job, e, when: datetime) -> Job:
+def _on_queued(job: Job, e: event_pb2.JobQueuedEvent, when: datetime) -> Job:
     _require(job, "queued", JobState.SUBMITTED, JobState.QUEUED)
     retry_after = _dt(e.retry_after) if e.HasField("retry_after") else None
     return _replace(job, state=JobState.QUEUED, retry_after=retry_after, last_transition_at=when)
 
 
-def _on_leased(job: Job, e, when: datetime) -> Job:
+def _on_leased(job: Job, e: event_pb2.JobLeasedEvent, when: datetime) -> Job:
     _require(job, "leased", JobState.QUEUED)
     run = Run(
         id=e.run_id,
@@ -216,19 +220,19 @@ def _on_leased(job: Job, e, when: datetime) -> Job:
     )
 
 
-def _on_lease_returned(job: Job, e, when: datetime) -> Job:
+def _on_lease_returned(job: Job, e: event_pb2.JobLeaseReturnedEvent, when: datetime) -> Job:
     run = _run_of(job, "lease_returned", e.run_id)
     run = _replace(run, state=RunState.LEASE_RETURNED, finished_at=when, reason=e.reason)
     return _with_run(job, run, state=JobState.QUEUED, last_transition_at=when)
 
 
-def _on_lease_expired(job: Job, e, when: datetime) -> Job:
+def _on_lease_expired(job: Job, e: event_pb2.JobLeaseExpiredEvent, when: datetime) -> Job:
     run = _run_of(job, "lease_expired", e.run_id)
     run = _replace(run, state=RunState.LEASE_EXPIRED, finished_at=when, reason="lease expired")
     return _with_run(job, run)
 
 
-def _on_pending(job: Job, e, when: datetime) -> Job:
+def _on_pending(job: Job, e: event_pb2.JobPendingEvent, when: datetime) -> Job:
     _require(job, "pending", JobState.LEASED)
     run = _run_of(job, "pending", e.run_id)
     run = _replace(
@@ -240,7 +244,7 @@ def _on_pending(job: Job, e, when: datetime) -> Job:
     return _with_run(job, run, state=JobState.PENDING, last_transition_at=when)
 
 
-def _on_running(job: Job, e, when: datetime) -> Job:
+def _on_running(job: Job, e: event_pb2.JobRunningEvent, when: datetime) -> Job:
     _require(job, "running", JobState.LEASED, JobState.PENDING)
     run = _run_of(job, "running", e.run_id)
     run = _replace(
@@ -253,7 +257,7 @@ def _on_running(job: Job, e, when: datetime) -> Job:
     return _with_run(job, run, state=JobState.RUNNING, last_transition_at=when)
 
 
-def _on_succeeded(job: Job, e, when: datetime) -> Job:
+def _on_succeeded(job: Job, e: event_pb2.JobSucceededEvent, when: datetime) -> Job:
     _require(job, "succeeded", *ACTIVE_JOB_STATES)
     run = _run_of(job, "succeeded", e.run_id)
     # A run asked to stop that succeeded first did not end for the reason it was asked.
@@ -261,7 +265,7 @@ def _on_succeeded(job: Job, e, when: datetime) -> Job:
     return _with_run(job, run, state=JobState.SUCCEEDED, last_transition_at=when)
 
 
-def _on_failed(job: Job, e, when: datetime) -> Job:
+def _on_failed(job: Job, e: event_pb2.JobFailedEvent, when: datetime) -> Job:
     if e.cause == event_pb2.Rejected:
         _require(job, "rejection", JobState.SUBMITTED, JobState.QUEUED)
         return _replace(
@@ -300,11 +304,11 @@ def _on_failed(job: Job, e, when: datetime) -> Job:
     return _with_run(job, run, state=new_state, failure_reason=e.reason, last_transition_at=when)
 
 
-def _on_cancelling(job: Job, e, when: datetime) -> Job:
+def _on_cancelling(job: Job, e: event_pb2.JobCancellingEvent, when: datetime) -> Job:
     return _replace(job, cancel_requested=True, cancel_reason=e.reason, cancel_user=e.requestor)
 
 
-def _on_cancelled(job: Job, e, when: datetime) -> Job:
+def _on_cancelled(job: Job, e: event_pb2.JobCancelledEvent, when: datetime) -> Job:
     runs = job.runs
     if job.active_run is not None:
         runs = (*runs[:-1], _replace(runs[-1], state=RunState.CANCELLED, finished_at=when))
@@ -319,12 +323,12 @@ def _on_cancelled(job: Job, e, when: datetime) -> Job:
     )
 
 
-def _on_preempting(job: Job, e, when: datetime) -> Job:
+def _on_preempting(job: Job, e: event_pb2.JobPreemptingEvent, when: datetime) -> Job:
     _require(job, "preempting", *ACTIVE_JOB_STATES)
     return _replace(job, preempt_requested=True)
 
 
-def _on_preempted(job: Job, e, when: datetime) -> Job:
+def _on_preempted(job: Job, e: event_pb2.JobPreemptedEvent, when: datetime) -> Job:
     _require(job, "preempted", *ACTIVE_JOB_STATES)
     run = _run_of(job, "preempted", e.run_id)
     run = _replace(
@@ -333,20 +337,23 @@ def _on_preempted(job: Job, e, when: datetime) -> Job:
     return _with_run(job, run, state=JobState.PREEMPTED, last_transition_at=when)
 
 
-def _on_reprioritizing(job: Job, e, when: datetime) -> Job:
+def _on_reprioritizing(job: Job, e: event_pb2.JobReprioritizingEvent, when: datetime) -> Job:
     return job
 
 
-def _on_reprioritized(job: Job, e, when: datetime) -> Job:
+def _on_reprioritized(job: Job, e: event_pb2.JobReprioritizedEvent, when: datetime) -> Job:
     return _replace(job, priority=e.new_priority)
 
 
-def _on_run_report(job: Job, e, when: datetime) -> Job:
+def _on_run_report(
+    job: Job, e: event_pb2.JobUtilisationEvent | event_pb2.JobIngressInfoEvent, when: datetime
+) -> Job:
     _require(job, "a run report", *ACTIVE_JOB_STATES)
     return job
 
 
-_HANDLERS = {
+# Each handler takes its own event type; `apply` looks the body up by the oneof's name.
+_HANDLERS: dict[str, Callable[[Job, Any, datetime], Job]] = {
     "queued": _on_queued,
     "leased": _on_leased,
     "lease_returned": _on_lease_returned,
@@ -484,7 +491,7 @@ def _failed_event(
     *,
     retryable: bool,
     now: datetime,
-    cause: int | None = None,
+    cause: event_pb2.Cause.ValueType | None = None,
 ) -> EventMessage:
     statuses = [
         event_pb2.ContainerStatus(

@@ -11,6 +11,7 @@ from datetime import datetime
 from enum import IntEnum
 
 from armada_core.api import job_pb2, submit_pb2
+from armada_core.api.k8s import core_v1_pb2
 from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import GangSpec, gang_of
 
@@ -144,7 +145,7 @@ class Job:
         return dict(self.spec.annotations)
 
     @property
-    def pod_spec(self):
+    def pod_spec(self) -> core_v1_pb2.PodSpec:
         return self.spec.pod_specs[0] if self.spec.pod_specs else self.spec.pod_spec
 
     @property

@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from fractions import Fraction
+from typing import Any
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
 
+from armada_core.api.k8s import core_v1_pb2, meta_v1_pb2
 from armada_core.jobs.errors import SubmissionError
 from armada_core.jobs.text import shorten
 
@@ -50,7 +53,7 @@ _QUANTITY = re.compile(
     r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|"
     r"[numkMGTPE]?)\s*"
 )
-_SUFFIXES = {
+_SUFFIXES: dict[str, int | Fraction] = {
     "": 1,
     "n": Fraction(1, 10**9),
     "u": Fraction(1, 10**6),
@@ -93,7 +96,7 @@ MAX_UNITS = 1_000_000  # of any other resource (GPUs, devices)
 PodSpecError = SubmissionError
 
 
-def check_texts(message, path: str) -> None:  # type: ignore[no-untyped-def]
+def check_texts(message: Message, path: str) -> None:
     """Every string in `message`: valid UTF-8, no NUL, no control characters (in free text,
     tabs and line breaks are allowed); map keys are never free text."""
     descriptor = message.DESCRIPTOR
@@ -119,7 +122,8 @@ def check_texts(message, path: str) -> None:  # type: ignore[no-untyped-def]
                 check_string(name, value, free=free)
 
 
-def _check_map(path: str, value, entry, free: bool) -> None:  # type: ignore[no-untyped-def]
+def _check_map(path: str, value: Any, entry: Descriptor, free: bool) -> None:
+    """A map field, read by reflection: `value` is its container, `entry` its entry type."""
     value_field = entry.fields_by_name["value"]
     try:
         items = list(value.items())
@@ -187,7 +191,7 @@ def check_labels(path: str, labels: Mapping[str, str]) -> None:
             )
 
 
-def check_scheduling(spec, path: str) -> None:  # type: ignore[no-untyped-def]
+def check_scheduling(spec: core_v1_pb2.PodSpec, path: str) -> None:
     """The fields the scheduler reads: node selector, tolerations, affinity, enums."""
     check_labels(f"{path}.nodeSelector", spec.nodeSelector)
     for i, t in enumerate(spec.tolerations):
@@ -198,7 +202,7 @@ def check_scheduling(spec, path: str) -> None:  # type: ignore[no-untyped-def]
     _one_of(f"{path}.preemptionPolicy", spec.preemptionPolicy, PREEMPTION_POLICIES)
 
 
-def _check_toleration(t, path: str) -> None:  # type: ignore[no-untyped-def]
+def _check_toleration(t: core_v1_pb2.Toleration, path: str) -> None:
     if t.key and not QUALIFIED_NAME.fullmatch(t.key):
         raise PodSpecError(f"{path}.key", f"{shorten(t.key)} is not a valid taint key")
     _one_of(f"{path}.operator", t.operator, TOLERATION_OPERATORS)
@@ -215,7 +219,7 @@ def _check_toleration(t, path: str) -> None:  # type: ignore[no-untyped-def]
         raise PodSpecError(f"{path}.tolerationSeconds", "is only allowed with the effect NoExecute")
 
 
-def _check_affinity(affinity, path: str) -> None:  # type: ignore[no-untyped-def]
+def _check_affinity(affinity: core_v1_pb2.Affinity, path: str) -> None:
     node = affinity.nodeAffinity
     required = node.requiredDuringSchedulingIgnoredDuringExecution
     where = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
@@ -245,7 +249,7 @@ def _check_weight(path: str, weight: int) -> None:
         raise PodSpecError(path, f"must be between 1 and 100, got {weight}")
 
 
-def _check_node_term(term, path: str) -> None:  # type: ignore[no-untyped-def]
+def _check_node_term(term: core_v1_pb2.NodeSelectorTerm, path: str) -> None:
     for i, req in enumerate(term.matchExpressions):
         check_requirement(req, f"{path}.matchExpressions[{i}]", NODE_SELECTOR_OPERATORS)
     for i, req in enumerate(term.matchFields):
@@ -259,7 +263,7 @@ def _check_node_term(term, path: str) -> None:  # type: ignore[no-untyped-def]
             raise PodSpecError(f"{where}.values", "must hold exactly one node name")
 
 
-def _check_pod_term(term, path: str) -> None:  # type: ignore[no-untyped-def]
+def _check_pod_term(term: core_v1_pb2.PodAffinityTerm, path: str) -> None:
     if not term.topologyKey or not QUALIFIED_NAME.fullmatch(term.topologyKey):
         raise PodSpecError(
             f"{path}.topologyKey", f"{shorten(term.topologyKey)} is not a valid label key"
@@ -273,7 +277,11 @@ def _check_pod_term(term, path: str) -> None:  # type: ignore[no-untyped-def]
             )
 
 
-def check_requirement(req, path: str, operators: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+def check_requirement(
+    req: core_v1_pb2.NodeSelectorRequirement | meta_v1_pb2.LabelSelectorRequirement,
+    path: str,
+    operators: tuple[str, ...],
+) -> None:
     """A selector requirement: a label key, a known operator, and values that suit it."""
     if not QUALIFIED_NAME.fullmatch(req.key):
         raise PodSpecError(f"{path}.key", f"{shorten(req.key)} is not a valid label key")
@@ -292,7 +300,7 @@ def check_requirement(req, path: str, operators: tuple[str, ...]) -> None:  # ty
             )
 
 
-def check_container_fields(c, path: str, *, init: bool) -> None:  # type: ignore[no-untyped-def]
+def check_container_fields(c: core_v1_pb2.Container, path: str, *, init: bool) -> None:
     """Enums, ports and names of a container (its resources are checked separately)."""
     _one_of(f"{path}.imagePullPolicy", c.imagePullPolicy, PULL_POLICIES)
     _one_of(f"{path}.terminationMessagePolicy", c.terminationMessagePolicy, MESSAGE_POLICIES)

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from google.protobuf.message import Message
+
 from armada_core.api import submit_pb2
 from armada_core.api.k8s import core_v1_pb2 as core
 from armada_core.jobs import annotations as ann
@@ -146,7 +148,7 @@ def _formatted_requests(spec: bytes) -> tuple[tuple[str, str], ...]:
     return tuple((name, _format(name, quantity)) for name, quantity in sorted(total.items()))
 
 
-def job_requests(pod_spec) -> Resources:
+def job_requests(pod_spec: core.PodSpec) -> Resources:
     """What a pod needs from a node: the sum over containers, at least any init container."""
     return _total(
         [_effective_requests(c) for c in pod_spec.containers],
@@ -165,7 +167,7 @@ def _total(containers: list[dict[str, int]], init_containers: list[dict[str, int
     return Resources(total)
 
 
-def _effective_requests(container) -> dict[str, int]:
+def _effective_requests(container: core.Container) -> dict[str, int]:
     # Kubernetes defaults a request to its limit when only the limit is given.
     raw = {k: v.string for k, v in container.resources.limits.items()}
     raw.update({k: v.string for k, v in container.resources.requests.items()})
@@ -248,17 +250,17 @@ def _validate_item(
     if ann.GANG_ID in out.annotations:
         _check_gang_numbers(f"{path}.annotations", out.annotations)
     spec = out.pod_specs[0]
-    key = spec.SerializeToString()
-    valid = checked.get(key)
+    serialized = spec.SerializeToString()
+    valid = checked.get(serialized)
     if valid is None:
         _validate_pod_spec(spec, f"{path}.pod_specs[0]", config)
-        checked[key] = spec
+        checked[serialized] = spec
     else:
         spec.CopyFrom(valid)
     return out
 
 
-def largest_field(message, path: str) -> tuple[str, int]:  # type: ignore[no-untyped-def]
+def largest_field(message: Message, path: str) -> tuple[str, int]:
     """The path and size of the largest field in `message` (or of one value in it, when that
     value makes up most of the field): what to name when a job is too large."""
     best, best_size = path, -1
@@ -281,15 +283,15 @@ def largest_field(message, path: str) -> tuple[str, int]:  # type: ignore[no-unt
         largest, where, v = max(sizes, key=lambda s: s[0])
         if largest * 2 > size:  # one value makes up most of the field: name that
             best = where
-            if hasattr(v, "ListFields"):
+            if isinstance(v, Message):
                 inner, inner_size = largest_field(v, where)
                 if inner_size * 2 > largest:
                     best = inner
     return best, best_size
 
 
-def _size(value) -> int:  # type: ignore[no-untyped-def]
-    if hasattr(value, "ByteSize"):
+def _size(value: object) -> int:
+    if isinstance(value, Message):
         return value.ByteSize()
     if isinstance(value, str):
         return len(value.encode("utf-8", errors="replace"))
@@ -372,7 +374,7 @@ def _check_options(path: str, annotations: Mapping[str, str]) -> None:
             )
 
 
-def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
+def _validate_pod_spec(spec: core.PodSpec, path: str, config: SubmissionConfig) -> None:
     podspec.check_texts(spec, path)  # first: the checks below may assume clean text
     if not spec.priorityClassName:
         spec.priorityClassName = config.default_priority_class
@@ -438,7 +440,9 @@ def _validate_pod_spec(spec, path: str, config: SubmissionConfig) -> None:
                 )
 
 
-def _validate_container(c, path: str, seen: set[str], *, init: bool) -> dict[str, int]:
+def _validate_container(
+    c: core.Container, path: str, seen: set[str], *, init: bool
+) -> dict[str, int]:
     """Check a container; returns what it requests (a limit stands in for a missing request)."""
     if not _DNS_LABEL.fullmatch(c.name):
         raise SubmissionError(f"{path}.name", f"{shorten(c.name)} is not a valid container name")

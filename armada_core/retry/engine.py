@@ -136,6 +136,50 @@ def _returned_lease(
     )
 
 
+@dataclass(frozen=True)
+class _Match:
+    """What decides a failure: the first matching rule, or the policy's default action."""
+
+    policy: RetryPolicy
+    rule: RetryRule | None
+    key: str
+
+    @property
+    def what(self) -> str:
+        if self.rule is not None:
+            return f"rule {self.key}"
+        return f"default action of policy {self.policy.name}"
+
+    @property
+    def action(self) -> Action:
+        return self.rule.action if self.rule is not None else self.policy.default_action
+
+    def limit(self, cap: int) -> int:
+        """The effective retry limit: rule ?? policy ?? globalMaxRetries."""
+        rule_limit = self.rule.retry_limit if self.rule else None
+        return next(v for v in (rule_limit, self.policy.retry_limit, cap) if v is not None)
+
+    def anti_affinity(self) -> AntiAffinityMode:
+        rule_mode = self.rule.node_anti_affinity if self.rule else None
+        return next(
+            (m for m in (rule_mode, self.policy.anti_affinity) if m is not None),
+            AntiAffinityMode.NONE,
+        )
+
+    def fail(
+        self, verdict: Verdict, reason: str, history: RetryHistory, limit: int | None = None
+    ) -> RetryDecision:
+        return RetryDecision(
+            False,
+            verdict,
+            reason,
+            history,
+            limit=limit,
+            policy_name=self.policy.name,
+            rule_key=self.key,
+        )
+
+
 def evaluate(
     job_id: str,
     failure: RunFailure,
@@ -165,70 +209,74 @@ def evaluate(
     if not policies:
         return RetryDecision(False, Verdict.FAIL_NO_POLICY, "no retry policy applies", history)
     policy, rule, index = _find_rule(policies, failure)
-    key = rule_key(policy, index)
-    action = rule.action if rule is not None else policy.default_action
-    what = f"rule {key}" if rule is not None else f"default action of policy {policy.name}"
-    base = {"policy_name": policy.name, "rule_key": key}
-    if action is Action.FAIL:
+    match = _Match(policy, rule, rule_key(policy, index))
+    if match.action is Action.FAIL:
         verdict = Verdict.FAIL_RULE if rule is not None else Verdict.FAIL_DEFAULT
-        return RetryDecision(False, verdict, f"{what}: Fail", history, **base)
+        return match.fail(verdict, f"{match.what}: Fail", history)
     cap = settings.global_max_retries
     if history.total_retries >= cap:
-        return RetryDecision(
-            False,
+        return match.fail(
             Verdict.FAIL_GLOBAL_LIMIT,
-            f"{what} matched, but global max retries reached ({history.total_retries}/{cap})",
+            f"{match.what} matched, but global max retries reached ({history.total_retries}/{cap})",
             history,
             limit=cap,
-            **base,
         )
-    limit = next(
-        v for v in (rule.retry_limit if rule else None, policy.retry_limit, cap) if v is not None
-    )
-    used = history.rule_retries.get(key, 0)
+    limit = match.limit(cap)
+    used = history.rule_retries.get(match.key, 0)
     if used >= limit:
-        return RetryDecision(
-            False,
+        return match.fail(
             Verdict.FAIL_RULE_LIMIT,
-            f"{what} matched, but its retry limit is reached ({used}/{limit})",
+            f"{match.what} matched, but its retry limit is reached ({used}/{limit})",
             history,
             limit=limit,
-            **base,
         )
-    count = used + 1
-    backoff = backoff_delay(effective_backoff(rule, policy, settings.default_backoff), count)
+    return _retry(job_id, failure, match, settings, history, now, count=used + 1, limit=limit)
+
+
+def _retry(
+    job_id: str,
+    failure: RunFailure,
+    match: _Match,
+    settings: RetrySettings,
+    history: RetryHistory,
+    now: datetime | None,
+    *,
+    count: int,
+    limit: int,
+) -> RetryDecision:
+    """The retry a matched rule grants: its backoff (for a preemption, at least the grace
+    period the old run has to stop), the node to avoid, the updated counters."""
+    backoff = backoff_delay(
+        effective_backoff(match.rule, match.policy, settings.default_backoff), count
+    )
     preempted = failure.condition is Condition.PREEMPTED
     grace = failure.termination_grace_period if preempted else 0.0
     delay = max(backoff, grace)
     retry_after, backoff_until = _times(now, delay, backoff)
-    mode = next(
-        (
-            m
-            for m in (rule.node_anti_affinity if rule else None, policy.anti_affinity)
-            if m is not None
-        ),
-        AntiAffinityMode.NONE,
-    )
     new_history = replace(
         history,
-        rule_retries={**history.rule_retries, key: count},
+        rule_retries={**history.rule_retries, match.key: count},
         total_retries=history.total_retries + 1,
         run_count=history.run_count + 1,
     )
+    cap = settings.global_max_retries
     return RetryDecision(
         True,
         Verdict.RETRY,
-        f"{what}: Retry ({count}/{limit}, total {history.total_retries + 1}/{cap})",
+        f"{match.what}: Retry ({count}/{limit}, total {history.total_retries + 1}/{cap})",
         new_history,
+        policy_name=match.policy.name,
+        rule_key=match.key,
         limit=limit,
         delay=delay,
         backoff_delay=backoff,
         awaiting_termination=grace > backoff,
         retry_after=retry_after,
         backoff_until=backoff_until if grace > backoff else None,
-        avoid_node=(failure.node or None) if mode is AntiAffinityMode.NODE else None,
+        avoid_node=(failure.node or None)
+        if match.anti_affinity() is AntiAffinityMode.NODE
+        else None,
         next_run_index=history.run_count,
         pod_name=pod_name(job_id, history.run_count, unique_per_run=True),
-        memory_bump=rule.memory_bump if rule is not None else None,
-        **base,
+        memory_bump=match.rule.memory_bump if match.rule is not None else None,
     )

@@ -38,7 +38,7 @@ DEFAULT_INFRASTRUCTURE_CATEGORIES: frozenset[str] = frozenset(
     {INTERNAL, "infrastructure", "node_failure", "preempted", "evicted", "lease_expired"}
 )
 
-_CAUSE_CONDITION = {
+_CAUSE_CONDITION: dict[int, str] = {
     event_pb2.OOM: "OOMKilled",
     event_pb2.Evicted: "Evicted",
     event_pb2.DeadlineExceeded: "DeadlineExceeded",

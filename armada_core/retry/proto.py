@@ -26,7 +26,7 @@ _TO_PROTO_ACTION = {
     Action.RETRY: submit_pb2.RETRY_ACTION_RETRY,
     Action.FAIL: submit_pb2.RETRY_ACTION_FAIL,
 }
-_FROM_PROTO_ACTION = {v: k for k, v in _TO_PROTO_ACTION.items()}
+_FROM_PROTO_ACTION: dict[int, Action] = {v: k for k, v in _TO_PROTO_ACTION.items()}
 
 
 def _action(value: int, path: str) -> Action:
@@ -55,13 +55,12 @@ def _set_backoff(msg: submit_pb2.RetryPolicy | submit_pb2.RetryRule, backoff: Ba
 
 
 def _get_backoff(msg: submit_pb2.RetryPolicy | submit_pb2.RetryRule) -> Backoff:
-    def opt(name: str) -> float | None:
-        return getattr(msg, name) if msg.HasField(name) else None
-
     return Backoff(
-        opt("backoff_initial_delay_seconds"),
-        opt("backoff_max_delay_seconds"),
-        opt("backoff_multiplier"),
+        msg.backoff_initial_delay_seconds
+        if msg.HasField("backoff_initial_delay_seconds")
+        else None,
+        msg.backoff_max_delay_seconds if msg.HasField("backoff_max_delay_seconds") else None,
+        msg.backoff_multiplier if msg.HasField("backoff_multiplier") else None,
     )
 
 

@@ -53,7 +53,7 @@ def boolean(value: Any, path: str) -> bool:
     return value
 
 
-def integer(value: Any, path: str, *, minimum: int | None = None) -> int:
+def integer(value: object, path: str, *, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise RetryConfigError(path, f"must be an integer, not {type_name(value)}")
     if minimum is not None and value < minimum:

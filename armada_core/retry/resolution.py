@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from armada_core.jobs.annotations import RETRY_POLICY as RETRY_POLICY_ANNOTATION
+from armada_core.jobs import annotations as ann
 
 from .policy import RetryPolicy
+
+#: The annotation naming the policies a job asks for, comma-separated.
+RETRY_POLICY_ANNOTATION = ann.RETRY_POLICY
 
 
 def parse_policy_annotation(value: str) -> tuple[str, ...]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import yaml
 
@@ -34,6 +35,8 @@ from .reading import (
 )
 from .validation import validate_policy
 
+_Enum = TypeVar("_Enum", bound=StrEnum)
+
 API_VERSION = "armadaproject.io/v1"
 KIND = "RetryPolicy"
 
@@ -58,9 +61,7 @@ _RULE = (
 _BACKOFF = ("initialDelay", "maxDelay", "multiplier")
 
 
-def _enum(
-    value: Any, path: str, kind: type[Action] | type[ExitCodeOperator] | type[AntiAffinityMode]
-) -> Any:
+def _enum(value: Any, path: str, kind: type[_Enum]) -> _Enum:
     text = string(value, path)
     try:
         return kind(text)
