@@ -19,6 +19,7 @@ import yaml
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from armada_core.api import submit_pb2
 from armada_core.client import (
     TERMINAL,
     ArmadaClient,
@@ -36,6 +37,7 @@ from armada_core.client import (
 from armada_core.client.errors import TRANSIENT_CODES
 from armada_core.retry import (
     RetryConfigError,
+    RetryPolicy,
     dump_policies,
     load_policies,
     policy_from_document,
@@ -46,6 +48,8 @@ from .progress import describe, summary
 from .resources import dump_queues, load_queues
 
 Handler = Callable[[ArmadaClient, argparse.Namespace, TextIO], int]
+#: `add_subparsers`' result: where commands (or a group's actions) are added.
+Commands = argparse._SubParsersAction  # argparse has no public name for it
 
 
 class UsageError(Exception):
@@ -145,7 +149,7 @@ def _pairs(values: Sequence[str] | None, flag: str) -> dict[str, str]:
 # --- queues -------------------------------------------------------------------------------
 
 
-def _queue_from_flags(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _queue_from_flags(args: argparse.Namespace) -> submit_pb2.Queue:
     if not args.name:
         raise UsageError("give a queue NAME or -f FILE")
     return queue(
@@ -159,7 +163,7 @@ def _queue_from_flags(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
-def _queues_from_args(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+def _queues_from_args(args: argparse.Namespace) -> list[submit_pb2.Queue]:
     if args.file:
         if args.name:
             raise UsageError("give either a queue NAME with flags or -f FILE, not both")
@@ -224,7 +228,7 @@ def queue_cordon(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
 # --- retry policies -----------------------------------------------------------------------
 
 
-def _policies_from_args(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+def _policies_from_args(args: argparse.Namespace) -> list[RetryPolicy]:
     if args.file:
         if args.name:
             raise UsageError("give either a policy NAME with flags or -f FILE, not both")
@@ -465,7 +469,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_globals(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_queue_commands(commands)
+    _add_policy_commands(commands)
+    _add_submit_command(commands)
+    _add_watch_command(commands)
+    _add_job_commands(commands)
+    _add_logs_command(commands)
+    _add_node_commands(commands)
+    return parser
 
+
+def _add_queue_commands(commands: Commands[argparse.ArgumentParser]) -> None:
     q = commands.add_parser("queue", help="create, update, delete, get, list queues")
     qs = q.add_subparsers(dest="command_name", required=True, metavar="ACTION")
     for name, handler, helptext in (
@@ -490,6 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("names", nargs="+", metavar="NAME")
         sp.set_defaults(handler=queue_cordon)
 
+
+def _add_policy_commands(commands: Commands[argparse.ArgumentParser]) -> None:
     r = commands.add_parser("retry-policy", help="create, update, delete, get, list retry policies")
     rs = r.add_subparsers(dest="command_name", required=True, metavar="ACTION")
     for name, handler in (("create", policy_create), ("update", policy_update)):
@@ -506,6 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-o", "--output", choices=["table", "yaml"], default="table")
     sp.set_defaults(handler=policy_list)
 
+
+def _add_submit_command(commands: Commands[argparse.ArgumentParser]) -> None:
     sp = commands.add_parser("submit", help="submit the jobs of a job file")
     sp.add_argument("file", help="job file (YAML: queue, jobSetId, jobs; '-': stdin)")
     sp.add_argument("--queue", help="override the file's queue")
@@ -514,6 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-q", "--quiet", action="store_true", help="print only the job ids")
     sp.set_defaults(handler=submit)
 
+
+def _add_watch_command(commands: Commands[argparse.ArgumentParser]) -> None:
     sp = commands.add_parser("watch", help="follow a job set's events")
     sp.add_argument("queue")
     sp.add_argument("job_set", metavar="JOB_SET")
@@ -543,6 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.set_defaults(handler=watch)
 
+
+def _add_job_commands(commands: Commands[argparse.ArgumentParser]) -> None:
+    """The commands on jobs by id: cancel, reprioritize, preempt, status, details."""
     sp = commands.add_parser("cancel", help="cancel jobs, or a whole job set")
     sp.add_argument("queue")
     sp.add_argument("job_set", metavar="JOB_SET")
@@ -582,6 +605,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     sp.set_defaults(handler=details)
 
+
+def _add_logs_command(commands: Commands[argparse.ArgumentParser]) -> None:
     sp = commands.add_parser("logs", help="print a job's pod log")
     sp.add_argument("job_id", metavar="JOB_ID")
     sp.add_argument("--pod-number", type=int, default=0)
@@ -605,6 +630,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.set_defaults(handler=logs)
 
+
+def _add_node_commands(commands: Commands[argparse.ArgumentParser]) -> None:
     n = commands.add_parser("node", help="cordon and uncordon executors' nodes")
     ns = n.add_subparsers(dest="command_name", required=True, metavar="ACTION")
     for name in ("cordon", "uncordon"):
@@ -616,7 +643,6 @@ def build_parser() -> argparse.ArgumentParser:
             help="a node name, or EXECUTOR/NODE when executors share names",
         )
         sp.set_defaults(handler=node_cordon)
-    return parser
 
 
 def _one_line(error: BaseException, url: str) -> str:
@@ -637,8 +663,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     args = parser.parse_args(argv)
     out = stdout or sys.stdout
     try:
+        handler: Handler = args.handler
         with ArmadaClient(config=_connection(args)) as client:
-            return args.handler(client, args, out)
+            return handler(client, args, out)
     except UsageError as e:
         parser.error(str(e))
     except KeyboardInterrupt:

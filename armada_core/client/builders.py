@@ -214,7 +214,7 @@ _ROLE_FIELDS = {
 }
 
 
-def _count(value: Any, path: str) -> int:
+def _count(value: object, path: str) -> int:
     """A member count; digit strings too, as templating (Airflow's) renders text."""
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -116,7 +116,7 @@ _KINDS = {int: "a whole number", list: "a list of roles", str: "a string"}
 _ITEM = re.compile(r"job_request_items\[(\d+)\]")
 
 
-def _is_group(job: object) -> bool:
+def _is_group(job: object) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(job, Mapping) and "podGroup" in job
 
 
@@ -182,5 +182,8 @@ def load_job_file(text: str, *, check: bool = True) -> list[JobRequest]:
         raise SpecError("", f"not valid YAML: {e}") from None
     if not documents:
         raise SpecError("", "the job file is empty")
-    prefix = (lambda i: f"document {i + 1}: ") if len(documents) > 1 else (lambda i: "")
-    return [parse_job_request(d, prefix(i), check=check) for i, d in enumerate(documents)]
+    several = len(documents) > 1
+    return [
+        parse_job_request(d, f"document {i + 1}: " if several else "", check=check)
+        for i, d in enumerate(documents)
+    ]

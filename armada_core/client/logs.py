@@ -13,6 +13,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
+from armada_core.api import binoculars_pb2
 from armada_core.waiting import wait_event
 
 from .aio import AsyncArmadaClient
@@ -51,7 +52,7 @@ class LogCursor:
     def jobs(self) -> list[str]:
         return [j for j in self.since if j not in self.gave_up]
 
-    def take(self, job_id: str, lines: Iterable) -> None:  # type: ignore[type-arg]
+    def take(self, job_id: str, lines: Iterable[binoculars_pb2.LogLine]) -> None:
         since, shown = self.since[job_id], self.shown[job_id]
         repeat = shown
         for line in lines:

@@ -43,7 +43,7 @@ def _nothing(_: Any) -> None:
     return None
 
 
-def job_state(value: StateLike) -> int:
+def job_state(value: StateLike) -> submit_pb2.JobState.ValueType:
     """A JobState number from a number or a (case-insensitive) name."""
     if isinstance(value, str):
         try:
@@ -53,7 +53,7 @@ def job_state(value: StateLike) -> int:
             raise ValueError(f"unknown job state {value!r} (known: {known})") from None
     if value not in submit_pb2.JobState.values():
         raise ValueError(f"unknown job state number {value}")
-    return int(value)
+    return submit_pb2.JobState.ValueType(value)
 
 
 def _retry_policy(policy: RetryPolicy | submit_pb2.RetryPolicy) -> submit_pb2.RetryPolicy:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from armada_core.api import event_pb2, job_pb2, submit_pb2
 from armada_core.retry import FailureInfo, JobEnd
@@ -38,7 +39,7 @@ _STATE_OF_EVENT = {
 
 def state_name(state: int) -> str:
     """`CANCELLED` for submit_pb2.CANCELLED, and so on."""
-    return submit_pb2.JobState.Name(state)
+    return submit_pb2.JobState.Name(submit_pb2.JobState.ValueType(state))
 
 
 @dataclass
@@ -133,7 +134,8 @@ class JobTracker:
         self._apply(result, kind, event)
         return result
 
-    def _apply(self, result: JobResult, kind: str, event) -> None:  # type: ignore[no-untyped-def]
+    def _apply(self, result: JobResult, kind: str, event: Any) -> None:
+        """Fold in one event body (`kind` names its oneof field, which holds it)."""
         if kind in _STATE_OF_EVENT:
             result.state = _STATE_OF_EVENT[kind]
         if kind in ("leased", "pending", "running", "succeeded", "preempted"):

@@ -167,7 +167,7 @@ class Reconnector:
             return self.options.poll_interval
         delay = min(
             self.options.max_reconnect_delay,
-            self.options.reconnect_delay * 2 ** (self.failures - 1),
+            self.options.reconnect_delay * 2.0 ** (self.failures - 1),
         )
         self.notify(
             "reconnecting",

@@ -52,7 +52,8 @@ def _drive(
                 continue
             step = flow.send(answer)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        result: T = done.value
+        return result
 
 
 async def _adrive(
@@ -76,7 +77,8 @@ async def _adrive(
                 continue
             step = flow.send(answer)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        result: T = done.value
+        return result
 
 
 def _ignore(_: str) -> None:

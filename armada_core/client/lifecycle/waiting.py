@@ -308,6 +308,81 @@ class News:
 _NEVER = float("inf")
 
 
+@dataclass
+class _Reporter:
+    """Tells the task log (and `on_event`) what the event stream brought."""
+
+    labels: Mapping[str, str]
+    log: Log
+    warn: Log
+    progress: Progress
+    tail: LogTail | None
+    on_event: EventHandler | None
+
+    def say(self, warning: bool, line: str) -> None:
+        (self.warn if warning else self.log)(line)
+
+    def news(self, news: News) -> dict[str, JobResult] | None:
+        """Tell the news; returns every job's result once all have ended, raises the error
+        that ended the stream."""
+        for message, result in news.events:
+            for warning, line in self.progress.lines(message, result):
+                self.say(warning, line)
+            if self.tail is not None and self.tail.note(result):
+                label = self.labels.get(result.job_id, result.job_id)
+                self.log(f"[{label}] --- new run {result.run_id} ---")
+            if self.on_event is not None:
+                self.on_event(message, result)
+        for notice in news.notices:
+            said = notice_line(notice)
+            if said is not None:
+                self.say(*said)
+        if news.error is not None:
+            raise news.error
+        if news.results is not None:
+            for result in news.results.values():
+                for warning, line in self.progress.state_lines(result):
+                    self.say(warning, line)
+        return news.results
+
+
+def _check_status(
+    ids: list[str],
+    check: StatusCheck,
+    reasons: WaitingReasons,
+    reporter: _Reporter,
+    now: Callable[[], float],
+    wall: Callable[[], float],
+) -> Generator[Step, Any, list[str]]:
+    """One status check: why waiting jobs do not run yet; returns the jobs that vanished."""
+    try:
+        details = yield ops.get_job_details(ids)
+    except ArmadaError as e:
+        problem = check.failed(e)
+        if problem is not None:
+            reporter.warn(problem)
+        return []
+    for line in reasons.lines(details, wall()):
+        reporter.log(line)
+    return check.answered(details, now())
+
+
+def _ask_cancel(
+    queue: str, job_set_id: str, ids: list[str], reporter: _Reporter
+) -> Generator[Any, Any, str]:
+    """Ask the orchestrator's cancel check; its reason cancels the jobs. Returns the reason
+    ("" to go on waiting)."""
+    reason: str = yield AskCancel()
+    if not reason:
+        return ""
+    reporter.log(f"Cancelling Armada job(s) {', '.join(ids)}: {reason}")
+    try:
+        yield ops.cancel_jobs(queue, job_set_id, ids, reason)
+    except ArmadaError as e:
+        reporter.warn(f"Cancelling Armada job(s) {', '.join(ids)} failed: {e}")
+    return reason
+
+
 def wait_steps(
     queue: str,
     job_set_id: str,
@@ -334,10 +409,9 @@ def wait_steps(
             log(f"[{labels.get(job_id, job_id)}] {line}")
 
     tail = LogTail(on_line, warn) if settings.stream_logs else None
-    progress = Progress(labels)
+    reporter = _Reporter(labels, log, warn, Progress(labels), tail, on_event)
     reasons = WaitingReasons(labels, settings.waiting_interval)
     check = StatusCheck(ids, settings.vanish_after)
-    say = {False: log, True: warn}
     next_logs = clock() + settings.log_interval if tail is not None else _NEVER
     next_check = clock()
     next_cancel = clock() + settings.cancel_check_interval if cancel_check else _NEVER
@@ -345,56 +419,27 @@ def wait_steps(
     while True:
         due = min(next_logs, next_check if check.enabled else _NEVER, next_cancel)
         news: News = yield Watch(max(0.0, due - clock()) if due < _NEVER else 3600.0)
-        for message, result in news.events:
-            for warning, line in progress.lines(message, result):
-                say[warning](line)
-            if tail is not None and tail.note(result):
-                log(f"[{labels.get(result.job_id, result.job_id)}] --- new run {result.run_id} ---")
-            if on_event is not None:
-                on_event(message, result)
-        for notice in news.notices:
-            said = notice_line(notice)
-            if said is not None:
-                say[said[0]](said[1])
-        if news.error is not None:
-            raise news.error
-        if news.results is not None:
-            results = news.results
-            for result in results.values():
-                for warning, line in progress.state_lines(result):
-                    say[warning](line)
+        results = reporter.news(news)
+        if results is not None:
             break
-        if clock() >= next_logs:
-            yield from tail.reads()  # type: ignore[union-attr]
+        # next_logs stays _NEVER without a tail
+        if clock() >= next_logs and tail is not None:
+            yield from tail.reads()
             next_logs = clock() + settings.log_interval
         if check.enabled and clock() >= next_check:
-            try:
-                details = yield ops.get_job_details(ids)
-            except ArmadaError as e:
-                warning = check.failed(e)
-                if warning is not None:
-                    warn(warning)
-            else:
-                for line in reasons.lines(details, wall()):
-                    log(line)
-                gone = check.answered(details, clock())
-                if gone:
-                    raise JobsVanished(
-                        f"the Armada server no longer knows job(s) {', '.join(gone)} of job "
-                        f"set {job_set_id!r} in queue {queue!r}",
-                        gone,
-                    )
+            gone = yield from _check_status(ids, check, reasons, reporter, clock, wall)
+            if gone:
+                raise JobsVanished(
+                    f"the Armada server no longer knows job(s) {', '.join(gone)} of job "
+                    f"set {job_set_id!r} in queue {queue!r}",
+                    gone,
+                )
             next_check = clock() + settings.check_interval
         if clock() >= next_cancel:
-            reason = yield AskCancel()
+            reason = yield from _ask_cancel(queue, job_set_id, ids, reporter)
             if reason:
                 cancelled = reason
                 next_cancel = _NEVER
-                log(f"Cancelling Armada job(s) {', '.join(ids)}: {reason}")
-                try:
-                    yield ops.cancel_jobs(queue, job_set_id, ids, reason)
-                except ArmadaError as e:
-                    warn(f"Cancelling Armada job(s) {', '.join(ids)} failed: {e}")
             else:
                 next_cancel = clock() + settings.cancel_check_interval
     if tail is not None:  # one last read: what the jobs wrote before they ended
