@@ -17,7 +17,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, true
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    Row,
+    UnaryExpression,
+    and_,
+    func,
+    or_,
+    select,
+    true,
+)
 
 from armada_core.api import event_pb2, submit_pb2
 from armada_core.jobs import JobState
@@ -145,6 +156,23 @@ def _annotation_match(spec: bytes, annotation: str) -> tuple[bool, dict[str, str
     return (not has_value or annotations[key] == value), annotations
 
 
+# What a job list row reads (the spec too when an annotation filter needs it).
+_ROW_COLUMNS = (
+    t.jobs.c.id,
+    t.jobs.c.queue,
+    t.jobs.c.job_set,
+    t.jobs.c.state,
+    t.jobs.c.priority,
+    t.jobs.c.priority_class,
+    t.jobs.c.gang_id,
+    t.jobs.c.submitted_at,
+    t.jobs.c.last_transition_at,
+    t.jobs.c.scheduling_reason,
+    t.jobs.c.failure_reason,
+    t.jobs.c.cancel_reason,
+)
+
+
 def list_jobs(
     store: Store, where: JobFilter, *, limit: int = 50, cursor: str | None = None
 ) -> JobPage:
@@ -152,115 +180,117 @@ def list_jobs(
     where = where.check()
     limit = max(1, min(limit, MAX_PAGE))
     column = SORTS[where.sort]
-    cond = []
+    cond = _filters(where)
+    direction, ascending = "after", not where.descending
+    if cursor:
+        direction, value, job_id = _decode_cursor(cursor, where.sort)
+        # "after" follows the list's order; "before" goes back against it.
+        ascending = (direction == "after") != where.descending
+        cond.append(_beyond(column, value, job_id, ascending))
+    resume: Row[Any] | None = None
+    with store.engine.connect() as conn:
+        if not where.annotation:
+            found = conn.execute(
+                select(*_ROW_COLUMNS)
+                .where(and_(true(), *cond))
+                .order_by(*_order(column, ascending))
+                .limit(limit + 1)
+            ).all()
+            rows = [_row(r) for r in found]
+        else:
+            rows, resume = _scan_annotated(conn, where.annotation, cond, column, ascending, limit)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    # The annotation filter stopped scanning: the next page goes on from the last row looked at.
+    scanned_out = not more and resume is not None
+    more = more or scanned_out
+    if direction == "before":
+        rows.reverse()
+    if not rows and not scanned_out:
+        return JobPage([], None, None)
+    if direction == "after":
+        has_next, has_prev = more, bool(cursor)
+    else:
+        has_next, has_prev = True, more
+    if scanned_out and direction == "after" and resume is not None:
+        next_cursor: str | None = _encode_cursor("after", _sort_value(column, resume), resume.id)
+    else:
+        next_cursor = _cursor_at("after", column, rows[-1]) if (has_next and rows) else None
+    prev_cursor = _cursor_at("before", column, rows[0]) if (has_prev and rows) else None
+    return JobPage(rows, next_cursor, prev_cursor, scanned_out)
+
+
+def _filters(where: JobFilter) -> list[ColumnElement[bool]]:
+    """The conditions of the queue, job set and state filters (the jobs table's indexes)."""
+    cond: list[ColumnElement[bool]] = []
     if where.queue:
         cond.append(t.jobs.c.queue == where.queue)
     if where.job_set:
         cond.append(t.jobs.c.job_set == where.job_set)
     if where.states:
         cond.append(t.jobs.c.state.in_([int(s) for s in where.states]))
-    direction = "after"
-    if cursor:
-        direction, value, job_id = _decode_cursor(cursor, where.sort)
-        # "after" follows the list's order; "before" goes back against it.
-        forward = (direction == "after") != where.descending  # ascending comparison?
-        if column is None:
-            cond.append(t.jobs.c.id > job_id if forward else t.jobs.c.id < job_id)
-        elif forward:
-            cond.append(or_(column > value, and_(column == value, t.jobs.c.id > job_id)))
-        else:
-            cond.append(or_(column < value, and_(column == value, t.jobs.c.id < job_id)))
-    ascending = (direction == "after") != where.descending
-    order = ([] if column is None else [column.asc() if ascending else column.desc()]) + [
-        t.jobs.c.id.asc() if ascending else t.jobs.c.id.desc()
-    ]
-    cols = [
-        t.jobs.c.id,
-        t.jobs.c.queue,
-        t.jobs.c.job_set,
-        t.jobs.c.state,
-        t.jobs.c.priority,
-        t.jobs.c.priority_class,
-        t.jobs.c.gang_id,
-        t.jobs.c.submitted_at,
-        t.jobs.c.last_transition_at,
-        t.jobs.c.scheduling_reason,
-        t.jobs.c.failure_reason,
-        t.jobs.c.cancel_reason,
-    ]
-    if where.annotation:
-        cols.append(t.jobs.c.spec)
+    return cond
+
+
+def _scan_annotated(
+    conn: Connection,
+    annotation: str,
+    cond: list[ColumnElement[bool]],
+    column: Column[Any] | None,
+    ascending: bool,
+    limit: int,
+) -> tuple[list[JobRow], Row[Any] | None]:
+    """Up to limit + 1 rows whose annotations match, scanning at most SCAN_LIMIT rows in
+    batches; and the last row looked at when the scan stopped at SCAN_LIMIT (else None)."""
     rows: list[JobRow] = []
-    more = False
-    scanned_out = False
-    with store.engine.connect() as conn:
-        if not where.annotation:
-            found = conn.execute(
-                select(*cols).where(and_(true(), *cond)).order_by(*order).limit(limit + 1)
-            ).all()
-            more = len(found) > limit
-            rows = [_row(r) for r in found[:limit]]
-        else:
-            scanned = 0
-            last = None
-            while len(rows) < limit + 1 and scanned < SCAN_LIMIT:
-                extra = []
-                if last is not None:
-                    extra = [_after(column, last, ascending)]
-                batch = conn.execute(
-                    select(*cols)
-                    .where(and_(true(), *cond, *extra))
-                    .order_by(*order)
-                    .limit(SCAN_BATCH)
-                ).all()
-                for r in batch:
-                    scanned += 1
-                    last = r
-                    ok, annotations = _annotation_match(r.spec, where.annotation)
-                    if ok:
-                        rows.append(_row(r, annotations))
-                        if len(rows) == limit + 1:
-                            break
-                if len(batch) < SCAN_BATCH:
+    scanned = 0
+    last: Row[Any] | None = None
+    while len(rows) < limit + 1 and scanned < SCAN_LIMIT:
+        extra: list[ColumnElement[bool]] = []
+        if last is not None:
+            extra = [_beyond(column, _sort_value(column, last), last.id, ascending)]
+        batch = conn.execute(
+            select(*_ROW_COLUMNS, t.jobs.c.spec)
+            .where(and_(true(), *cond, *extra))
+            .order_by(*_order(column, ascending))
+            .limit(SCAN_BATCH)
+        ).all()
+        for r in batch:
+            scanned += 1
+            last = r
+            ok, annotations = _annotation_match(r.spec, annotation)
+            if ok:
+                rows.append(_row(r, annotations))
+                if len(rows) == limit + 1:
                     break
-            more = len(rows) > limit
-            rows = rows[:limit]
-            if not more and scanned >= SCAN_LIMIT and last is not None:
-                # Stopped scanning: the next page goes on from the last row looked at.
-                scanned_out = True
-                more = True
-                rows_for_cursor = last
-    if direction == "before":
-        rows.reverse()
-    if not rows and not scanned_out:
-        return JobPage([], None, None)
-
-    def key(r: Any) -> Any:
-        return None if column is None else getattr(r, column.name)
-
-    if direction == "after":
-        has_next, has_prev = more, bool(cursor)
-    else:
-        has_next, has_prev = True, more
-    if scanned_out and direction == "after":
-        next_cursor = _encode_cursor("after", key(rows_for_cursor), rows_for_cursor.id)
-    else:
-        next_cursor = (
-            _encode_cursor("after", key(rows[-1]), rows[-1].id) if (has_next and rows) else None
-        )
-    prev_cursor = (
-        _encode_cursor("before", key(rows[0]), rows[0].id) if (has_prev and rows) else None
-    )
-    return JobPage(rows, next_cursor, prev_cursor, scanned_out)
+        if len(batch) < SCAN_BATCH:
+            break
+    return rows, (last if scanned >= SCAN_LIMIT else None)
 
 
-def _after(column, row, ascending: bool):  # type: ignore[no-untyped-def]
+def _order(column: Column[Any] | None, ascending: bool) -> list[UnaryExpression[Any]]:
+    """The list's order: the sort column, then the job id."""
+    by = [] if column is None else [column.asc() if ascending else column.desc()]
+    return [*by, t.jobs.c.id.asc() if ascending else t.jobs.c.id.desc()]
+
+
+def _beyond(
+    column: Column[Any] | None, value: Any, job_id: str, ascending: bool
+) -> ColumnElement[bool]:
+    """Rows past (value, job_id) in the list's order: ascending or descending."""
     if column is None:
-        return t.jobs.c.id > row.id if ascending else t.jobs.c.id < row.id
-    value = getattr(row, column.name)
+        return t.jobs.c.id > job_id if ascending else t.jobs.c.id < job_id
     if ascending:
-        return or_(column > value, and_(column == value, t.jobs.c.id > row.id))
-    return or_(column < value, and_(column == value, t.jobs.c.id < row.id))
+        return or_(column > value, and_(column == value, t.jobs.c.id > job_id))
+    return or_(column < value, and_(column == value, t.jobs.c.id < job_id))
+
+
+def _sort_value(column: Column[Any] | None, row: Any) -> Any:
+    return None if column is None else getattr(row, column.name)
+
+
+def _cursor_at(direction: str, column: Column[Any] | None, row: JobRow) -> str:
+    return _encode_cursor(direction, _sort_value(column, row), row.id)
 
 
 def _row(r: Any, annotations: dict[str, str] | None = None) -> JobRow:
@@ -317,11 +347,15 @@ def list_job_sets(
         counts: dict[str, dict[JobState, int]] = defaultdict(dict)
         names = [s.name for s in sets]
         for i in range(0, len(names), 200):
-            for job_set, state, n in conn.execute(
-                select(t.jobs.c.job_set, t.jobs.c.state, func.count())
-                .where(t.jobs.c.queue == queue, t.jobs.c.job_set.in_(names[i : i + 200]))
-                .group_by(t.jobs.c.job_set, t.jobs.c.state)
-            ).all():
+            for job_set, state, n in (
+                conn.execute(
+                    select(t.jobs.c.job_set, t.jobs.c.state, func.count())
+                    .where(t.jobs.c.queue == queue, t.jobs.c.job_set.in_(names[i : i + 200]))
+                    .group_by(t.jobs.c.job_set, t.jobs.c.state)
+                )
+                .tuples()
+                .all()
+            ):
                 counts[job_set][JobState(state)] = n
     return [
         JobSetRow(s.queue, s.name, when(s.created_at), s.last_seq, counts[s.name]) for s in sets
@@ -336,7 +370,9 @@ def job_set_counts(store: Store, queue: str, job_set: str) -> dict[JobState, int
                 select(t.jobs.c.state, func.count())
                 .where(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
                 .group_by(t.jobs.c.state)
-            ).all()
+            )
+            .tuples()
+            .all()
         }
 
 
@@ -362,20 +398,7 @@ def gang_members(store: Store, queue: str, job_set: str, gang_id: str) -> list[J
     """The jobs of a gang (submitted in one job set). Blocking."""
     with store.engine.connect() as conn:
         found = conn.execute(
-            select(
-                t.jobs.c.id,
-                t.jobs.c.queue,
-                t.jobs.c.job_set,
-                t.jobs.c.state,
-                t.jobs.c.priority,
-                t.jobs.c.priority_class,
-                t.jobs.c.gang_id,
-                t.jobs.c.submitted_at,
-                t.jobs.c.last_transition_at,
-                t.jobs.c.scheduling_reason,
-                t.jobs.c.failure_reason,
-                t.jobs.c.cancel_reason,
-            )
+            select(*_ROW_COLUMNS)
             .where(
                 t.jobs.c.queue == queue, t.jobs.c.job_set == job_set, t.jobs.c.gang_id == gang_id
             )
