@@ -340,45 +340,134 @@ def shape_of(shape_id: int) -> tuple[Any, ...]:
 
 @dataclass(frozen=True, slots=True)
 class SchedulingConfig:
-    #: Resource dimensions, in best-fit comparison order; None derives them from the snapshot.
-    resource_names: tuple[str, ...] | None = None
-    #: DRF cost multipliers per resource (default 1).
-    resource_multipliers: Mapping[str, float] = field(default_factory=dict)
-    #: Queues whose share / fair share is at or below this are not evicted; None evicts always.
-    protected_fraction: float | None = 1.0
-    #: Cap on newly scheduled jobs per cycle (re-placed evicted jobs are exempt).
-    max_jobs_per_cycle: int | None = None
-    #: Cap, per resource and as a fraction of the cluster, on what new jobs take in one cycle.
-    max_fraction_per_cycle: Mapping[str, float] = field(default_factory=dict)
-    #: Half-life in seconds of decayed-usage fairness; None is instantaneous DRF.
-    usage_half_life: float | None = None
-    #: Queued jobs of a queue considered per cycle, in the queue's order (a gang starting
-    #: within them is considered whole); None considers every job.
-    max_queue_lookback: int | None = None
-    #: Global token bucket: new jobs per second (re-placed evicted jobs are exempt); None: no
-    #: limit. The bucket's level at ``now`` travels in ``Snapshot.rate_tokens``.
-    scheduling_rate: float | None = None
-    #: Tokens the global bucket holds when full; None: the rate rounded up (at least 1).
-    scheduling_burst: int | None = None
-    #: The same bucket, one per queue (``Snapshot.queue_rate_tokens``); None: no limit.
-    queue_scheduling_rate: float | None = None
-    #: Tokens each queue's bucket holds when full; None: the rate rounded up (at least 1).
-    queue_scheduling_burst: int | None = None
-    #: Node labels naming the network's topology, widest first (``topology/block``,
-    #: ``topology/rack``, optionally ``kubernetes.io/hostname`` last for the node itself).
-    #: Gangs are placed in the narrowest domain that holds them (SEMANTICS.md, "Topology");
-    #: empty: no topology, gangs are placed as if none were known.
-    topology_levels: tuple[str, ...] = ()
-    #: A queue's jobs of infinite lifetime (class not preemptible, no ``lifetime``: they are
-    #: never taken back) may cost at most its fair share times (1 + this); None: no limit.
-    non_preemptible_overshoot: float | None = None
-    #: Each queue's excess-flow budget in resource-minutes: jobs of finite lifetime placed
-    #: above the queue's fair share charge ``lifetime * weighted requests`` to it until they
-    #: leave; None: no budget (no limit).
-    excess_flow_budget: float | None = None
-    #: Weight of one unit of each resource in the budget's weighted requests, relative to one
-    #: CPU core (units: cores, GiB for byte resources, devices); cpu 1, others 0 by default.
-    excess_flow_weights: Mapping[str, float] = field(default_factory=dict)
+    """The scheduler's options. Each field's `doc` (``field(metadata={"doc": ...})``) is its
+    documentation for users, written for the server's config file (YAML: `null` for None):
+    the server's `scheduling:` block is derived from these fields
+    (``armada_server.config.SchedulingSettings``) and the options table of
+    docs/configuration.md is generated from them (scripts/generate_config_docs.py)."""
+
+    # None: the resources present in the snapshot, in DEFAULT_RESOURCE_ORDER then by name.
+    resource_names: tuple[str, ...] | None = field(
+        default=None,
+        metadata={
+            "doc": "The order in which best fit compares free resources: list the scarce "
+            "resource first to pack it tightest; resources not listed follow. Names unique. "
+            "`null`: `cpu`, `memory`, `nvidia.com/gpu`, `ephemeral-storage`, then the others by "
+            "name."
+        },
+    )
+    resource_multipliers: Mapping[str, float] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "Fair-share cost multiplier per resource: a queue's dominant share is the "
+            "largest of held × multiplier / cluster total; 0 leaves a resource out of "
+            "fairness. Each a number at least 0; a resource not listed counts 1."
+        },
+    )
+    protected_fraction: float | None = field(
+        default=1.0,
+        metadata={
+            "doc": "Queues at or below this fraction of their fair share keep their running "
+            "jobs; each cycle, the preemptible jobs of queues above it are evicted and placed "
+            "again by fair share. A number at least 0; `null`: no queue is protected."
+        },
+    )
+    max_jobs_per_cycle: int | None = field(
+        default=None,
+        metadata={
+            "doc": "New jobs leased per cycle; evicted jobs placed back on their node do not "
+            "count, and a gang that would cross the cap waits whole. A whole number at least "
+            "0; `null`: no cap."
+        },
+    )
+    max_fraction_per_cycle: Mapping[str, float] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "Per resource, the fraction of the cluster that new jobs may take in one "
+            "cycle, each between 0 and 1. Empty: no cap."
+        },
+    )
+    usage_half_life: float | None = field(
+        default=None,
+        metadata={
+            "doc": "Seconds: fairness is on each queue's usage with its past usage, which is "
+            "halved every this many seconds. A number above 0; `null`: fairness on what queues "
+            "hold now."
+        },
+    )
+    max_queue_lookback: int | None = field(
+        default=None,
+        metadata={
+            "doc": "Queued jobs of each queue considered per cycle, in the queue's order (a "
+            "gang starting within them is considered whole). A whole number at least 1; `null`: "
+            "every queued job."
+        },
+    )
+    # The global bucket's level at ``now`` travels in ``Snapshot.rate_tokens``.
+    scheduling_rate: float | None = field(
+        default=None,
+        metadata={
+            "doc": "New jobs leased per second, all queues together: a token bucket (evicted "
+            "jobs placed back on their node take no token). A number above 0; `null`: no limit."
+        },
+    )
+    scheduling_burst: int | None = field(
+        default=None,
+        metadata={
+            "doc": "The global bucket's size (it starts full). A whole number at least 1; "
+            "`null`: the rate rounded up."
+        },
+    )
+    # Each queue's bucket level at ``now`` travels in ``Snapshot.queue_rate_tokens``.
+    queue_scheduling_rate: float | None = field(
+        default=None,
+        metadata={
+            "doc": "New jobs leased per second by each queue: one token bucket per queue, "
+            "with the same rate and size for every queue. A number above 0; `null`: no limit."
+        },
+    )
+    queue_scheduling_burst: int | None = field(
+        default=None,
+        metadata={
+            "doc": "Each queue's bucket size. A whole number at least 1; `null`: the rate "
+            "rounded up."
+        },
+    )
+    # SEMANTICS.md, "Topology".
+    topology_levels: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "doc": "Node labels naming the levels of the network's topology, widest first "
+            "(e.g. `topology/block`, `topology/rack`; `kubernetes.io/hostname` may come last "
+            "for the node itself). Gangs are placed in the narrowest domain that holds them, "
+            "within their `gangMaxHops`. Labels unique. Empty: no topology."
+        },
+    )
+    # Infinite lifetime: a class that is not preemptible and no ``lifetime``.
+    non_preemptible_overshoot: float | None = field(
+        default=None,
+        metadata={
+            "doc": "A queue's jobs of infinite lifetime (never preempted) may cost at most its "
+            "fair share times (1 + this), e.g. 0.2: 20% above it. A number at least 0; `null`: "
+            "no limit."
+        },
+    )
+    excess_flow_budget: float | None = field(
+        default=None,
+        metadata={
+            "doc": "Resource-minutes each queue may hold above its fair share with jobs of "
+            "finite lifetime: each such job charges its lifetime × weighted requests until it "
+            "leaves. A number at least 0; `null`: no limit."
+        },
+    )
+    excess_flow_weights: Mapping[str, float] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "What one unit of each resource (a core, a GiB of a byte resource, a "
+            "device) weighs in the excess-flow budget, relative to one CPU core. Each a number "
+            "at least 0; `cpu` 1 and every other resource 0 unless given."
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ from armada_core.retry import RetryConfigError, RetrySettings, settings_from_map
 from armada_core.scheduling.model import SchedulingConfig, parse_quantity
 from armada_core.scheduling.topology import HOSTNAME
 from armada_server.auth import AuthConfig
+from armada_server.executors.kinds import EXECUTOR_KINDS, NO_EXECUTOR
 
-EXECUTORS = ("local", "simulated", "kubernetes", "none")
+EXECUTORS = (*EXECUTOR_KINDS, NO_EXECUTOR)
 
 
 class ConfigError(ValueError):
@@ -190,53 +192,91 @@ def _fractions(key: str, value: object, *, high: float | None = 1.0) -> dict[str
     return out
 
 
-@dataclass(frozen=True)
-class SchedulingSettings:
-    """The scheduler's options (`armada_core.scheduling.SchedulingConfig`, plus per-class caps).
+# --- the scheduling: block ------------------------------------------------------------------
+
+#: A check of one option's value: raises a ConfigError naming `key` (`scheduling.NAME`).
+ValueCheck = Callable[[str, Any], object]
+
+
+def _optional(check: ValueCheck) -> ValueCheck:
+    """`check`, for an option that null turns off."""
+
+    def checked(key: str, value: object) -> None:
+        if value is not None:
+            check(key, value)
+
+    return checked
+
+
+def _whole(low: int) -> ValueCheck:
+    def check(key: str, value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"{key}: must be a whole number at least {low}, got {value!r}")
+
+    return check
+
+
+def _class_caps(key: str, caps: object) -> None:
+    if not isinstance(caps, Mapping):
+        raise ConfigError(
+            f"{key}: must map priority classes to {{resource: fraction}}, got {caps!r}"
+        )
+    for name, limits in caps.items():
+        _fractions(f"{key}.{name}", limits)
+
+
+def _resource_names(key: str, names: Sequence[str]) -> None:
+    if not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"{key}: must be non-empty strings, got {list(names)!r}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{key}: names must be unique, got {list(names)!r}")
+
+
+def _topology_levels(key: str, levels: object) -> None:
+    if not isinstance(levels, tuple):
+        raise ConfigError(f"{key}: must be a list of node labels, widest first, got {levels!r}")
+    for level in levels:
+        if not isinstance(level, str) or not level:
+            raise ConfigError(f"{key}: must be non-empty node label names, got {list(levels)!r}")
+        if not QUALIFIED_NAME.fullmatch(level):
+            raise ConfigError(
+                f"{key}: {level!r} is not a valid node label name (an "
+                f"optional DNS prefix and '/', then a name of at most 63 "
+                f"letters, digits, '-', '_' and '.')"
+            )
+    if len(set(levels)) != len(levels):
+        raise ConfigError(f"{key}: levels must be unique, got {list(levels)!r}")
+    if HOSTNAME in levels[:-1]:
+        raise ConfigError(
+            f"{key}: {HOSTNAME} is the node itself, so it can only be the "
+            f"last (narrowest) level, got {list(levels)!r}"
+        )
+
+
+#: The options the file gives as lists (kept as tuples), with what the list holds; null in the
+#: file is the option's default.
+_LISTS = {"resource_names": "resource names", "topology_levels": "node labels, widest first"}
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingSettings(SchedulingConfig):
+    """The `scheduling:` block: every option of `armada_core.scheduling.SchedulingConfig`,
+    which declares and documents them (the YAML keys are its field names; docs/configuration.md
+    is generated from them), plus the per-class caps, which reach the scheduler on the priority
+    classes instead. A new option is a field of SchedulingConfig and its entry in
+    `VALUE_CHECKS`.
 
     This is the part of the configuration that the server reloads while it runs: each cycle
     reads it afresh."""
 
-    #: Queues at or below this fraction of their fair share keep their running jobs;
-    #: None: every queue's preemptible jobs are evicted and re-placed each cycle.
-    protected_fraction: float | None = 1.0
-    #: Newly leased jobs per cycle (re-placed evicted jobs are exempt); None: no cap.
-    max_jobs_per_cycle: int | None = None
-    #: Per resource, the fraction of the cluster that new jobs may take in one cycle.
-    max_fraction_per_cycle: Mapping[str, float] = field(default_factory=dict)
-    #: Per priority class, per resource: the fraction of the cluster each queue may hold
-    #: with jobs of that class.
-    max_fraction_per_queue: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    #: Fair-share cost multiplier per resource (default 1).
-    resource_multipliers: Mapping[str, float] = field(default_factory=dict)
-    #: Seconds; queues carry their past usage, halved every this many seconds. None: off.
-    usage_half_life: float | None = None
-    #: Resource order for best fit (and fairness dimensions); None: cpu, memory,
-    #: nvidia.com/gpu, ephemeral-storage, then the others by name.
-    resource_names: tuple[str, ...] | None = None
-    #: Queued jobs of each queue considered per cycle, in the queue's order; None: all.
-    max_queue_lookback: int | None = None
-    #: New jobs leased per second, all queues together (a token bucket); None: no limit.
-    scheduling_rate: float | None = None
-    #: The global bucket's size; None: the rate rounded up.
-    scheduling_burst: int | None = None
-    #: New jobs leased per second by each queue (one bucket per queue); None: no limit.
-    queue_scheduling_rate: float | None = None
-    #: Each queue's bucket size; None: the rate rounded up.
-    queue_scheduling_burst: int | None = None
-    #: Node labels naming the network's topology, widest first (e.g. topology/block,
-    #: topology/rack; kubernetes.io/hostname may come last for the node itself). Gangs are
-    #: placed in the narrowest domain that holds them, within their gangMaxHops. Empty: off.
-    topology_levels: tuple[str, ...] = ()
-    #: A queue's jobs of infinite lifetime (never preempted) may exceed its fair share by this
-    #: fraction (0.2: 20% above it); None: no limit.
-    non_preemptible_overshoot: float | None = None
-    #: Resource-minutes each queue may run above its fair share with jobs of finite lifetime
-    #: (lifetime x weighted requests, given back as they leave); None: no limit.
-    excess_flow_budget: float | None = None
-    #: What one unit of each resource (core, GiB, device) weighs in the budget, relative to
-    #: one CPU core; cpu 1, every other resource 0 unless given.
-    excess_flow_weights: Mapping[str, float] = field(default_factory=dict)
+    max_fraction_per_queue: Mapping[str, Mapping[str, float]] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "Per priority class and resource: the fraction of the cluster that each "
+            "queue may hold with running jobs of that class, each between 0 and 1. Keys are "
+            "configured priority classes. Empty: no cap."
+        },
+    )
 
     @classmethod
     def from_mapping(cls, data: object, key: str = "scheduling") -> SchedulingSettings:
@@ -254,101 +294,20 @@ class SchedulingSettings:
                     f"{key}.{name}: unknown setting (known: {', '.join(sorted(known))})"
                 )
             values[attr] = value
-        names = values.get("resource_names")
-        if names is not None:
-            if not isinstance(names, list | tuple):
-                raise ConfigError(
-                    f"{key}.resource_names: must be a list of resource names, got {names!r}"
-                )
-            values["resource_names"] = tuple(names)
-        levels = values.get("topology_levels")
-        if levels is not None:
-            if not isinstance(levels, list | tuple):
-                raise ConfigError(
-                    f"{key}.topology_levels: must be a list of node labels, "
-                    f"widest first, got {levels!r}"
-                )
-            values["topology_levels"] = tuple(levels)
-        else:
-            values.pop("topology_levels", None)
+        for name, what in _LISTS.items():
+            items = values.pop(name, None)
+            if items is None:
+                continue
+            if not isinstance(items, list | tuple):
+                raise ConfigError(f"{key}.{name}: must be a list of {what}, got {items!r}")
+            values[name] = tuple(items)
         return cls(**values).check(key)
 
     def check(self, key: str = "scheduling") -> SchedulingSettings:
         """Every value in range (a ConfigError naming the key otherwise); returns self."""
-        if self.protected_fraction is not None:
-            _number(f"{key}.protected_fraction", self.protected_fraction)
-        if self.max_jobs_per_cycle is not None and (
-            isinstance(self.max_jobs_per_cycle, bool)
-            or not isinstance(self.max_jobs_per_cycle, int)
-            or self.max_jobs_per_cycle < 0
-        ):
-            raise ConfigError(
-                f"{key}.max_jobs_per_cycle: must be a whole number at least 0, "
-                f"got {self.max_jobs_per_cycle!r}"
-            )
-        for name in ("max_queue_lookback", "scheduling_burst", "queue_scheduling_burst"):
-            value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ConfigError(f"{key}.{name}: must be a whole number at least 1, got {value!r}")
-        for name in ("scheduling_rate", "queue_scheduling_rate"):
-            if getattr(self, name) is not None:
-                _number(f"{key}.{name}", getattr(self, name), low_open=True)
-        _fractions(f"{key}.max_fraction_per_cycle", self.max_fraction_per_cycle)
-        _fractions(f"{key}.resource_multipliers", self.resource_multipliers, high=None)
-        caps = self.max_fraction_per_queue
-        if not isinstance(caps, Mapping):
-            raise ConfigError(
-                f"{key}.max_fraction_per_queue: must map priority classes to "
-                f"{{resource: fraction}}, got {caps!r}"
-            )
-        for name, limits in caps.items():
-            _fractions(f"{key}.max_fraction_per_queue.{name}", limits)
-        if self.usage_half_life is not None:
-            _number(f"{key}.usage_half_life", self.usage_half_life, low_open=True)
-        for name in ("non_preemptible_overshoot", "excess_flow_budget"):
-            if getattr(self, name) is not None:
-                _number(f"{key}.{name}", getattr(self, name))
-        _fractions(f"{key}.excess_flow_weights", self.excess_flow_weights, high=None)
-        if self.resource_names is not None:
-            names = self.resource_names
-            if not all(isinstance(n, str) and n for n in names):
-                raise ConfigError(
-                    f"{key}.resource_names: must be non-empty strings, got {list(names)!r}"
-                )
-            if len(set(names)) != len(names):
-                raise ConfigError(
-                    f"{key}.resource_names: names must be unique, got {list(names)!r}"
-                )
-        self._check_topology(key)
+        for name, check in VALUE_CHECKS.items():
+            check(f"{key}.{name}", getattr(self, name))
         return self
-
-    def _check_topology(self, key: str) -> None:
-        levels = self.topology_levels
-        where = f"{key}.topology_levels"
-        if not isinstance(levels, tuple):
-            raise ConfigError(
-                f"{where}: must be a list of node labels, widest first, got {levels!r}"
-            )
-        for level in levels:
-            if not isinstance(level, str) or not level:
-                raise ConfigError(
-                    f"{where}: must be non-empty node label names, got {list(levels)!r}"
-                )
-            if not QUALIFIED_NAME.fullmatch(level):
-                raise ConfigError(
-                    f"{where}: {level!r} is not a valid node label name (an "
-                    f"optional DNS prefix and '/', then a name of at most 63 "
-                    f"letters, digits, '-', '_' and '.')"
-                )
-        if len(set(levels)) != len(levels):
-            raise ConfigError(f"{where}: levels must be unique, got {list(levels)!r}")
-        if HOSTNAME in levels[:-1]:
-            raise ConfigError(
-                f"{where}: {HOSTNAME} is the node itself, so it can only be the "
-                f"last (narrowest) level, got {list(levels)!r}"
-            )
 
     def check_classes(self, classes: tuple[str, ...], key: str = "scheduling") -> None:
         """Caps name only configured priority classes."""
@@ -361,23 +320,33 @@ class SchedulingSettings:
 
     def model(self) -> SchedulingConfig:
         """The scheduler's own configuration (class caps travel on the priority classes)."""
-        return SchedulingConfig(
-            resource_names=self.resource_names,
-            resource_multipliers=dict(self.resource_multipliers),
-            protected_fraction=self.protected_fraction,
-            max_jobs_per_cycle=self.max_jobs_per_cycle,
-            max_fraction_per_cycle=dict(self.max_fraction_per_cycle),
-            usage_half_life=self.usage_half_life,
-            max_queue_lookback=self.max_queue_lookback,
-            scheduling_rate=self.scheduling_rate,
-            scheduling_burst=self.scheduling_burst,
-            queue_scheduling_rate=self.queue_scheduling_rate,
-            queue_scheduling_burst=self.queue_scheduling_burst,
-            topology_levels=self.topology_levels,
-            non_preemptible_overshoot=self.non_preemptible_overshoot,
-            excess_flow_budget=self.excess_flow_budget,
-            excess_flow_weights=dict(self.excess_flow_weights),
-        )
+        values: dict[str, Any] = {}
+        for option in fields(SchedulingConfig):
+            value = getattr(self, option.name)
+            values[option.name] = dict(value) if isinstance(value, Mapping) else value
+        return SchedulingConfig(**values)
+
+
+#: Every option's value check, in the order they run (the first error is the one reported).
+#: Each field of SchedulingSettings has one (tests/server/test_configuration_docs.py).
+VALUE_CHECKS: dict[str, ValueCheck] = {
+    "protected_fraction": _optional(_number),
+    "max_jobs_per_cycle": _optional(_whole(0)),
+    "max_queue_lookback": _optional(_whole(1)),
+    "scheduling_burst": _optional(_whole(1)),
+    "queue_scheduling_burst": _optional(_whole(1)),
+    "scheduling_rate": _optional(partial(_number, low_open=True)),
+    "queue_scheduling_rate": _optional(partial(_number, low_open=True)),
+    "max_fraction_per_cycle": _fractions,
+    "resource_multipliers": partial(_fractions, high=None),
+    "max_fraction_per_queue": _class_caps,
+    "usage_half_life": _optional(partial(_number, low_open=True)),
+    "non_preemptible_overshoot": _optional(_number),
+    "excess_flow_budget": _optional(_number),
+    "excess_flow_weights": partial(_fractions, high=None),
+    "resource_names": _optional(_resource_names),
+    "topology_levels": _topology_levels,
+}
 
 
 DEFAULT_PRIORITY_CLASSES = (
