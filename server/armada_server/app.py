@@ -47,10 +47,8 @@ from armada_server.eventhub import EventHub
 from armada_server.executors.agent import ExecutorAgent
 from armada_server.executors.backend import Backend
 from armada_server.executors.control import ControlServer, join_address
+from armada_server.executors.kinds import ExecutorSetup, server_kind
 from armada_server.executors.local.runner import node_allocatable
-from armada_server.executors.local_backend import LocalBackend
-from armada_server.executors.nodes import virtual_nodes
-from armada_server.executors.simulated import SimulatedBackend
 from armada_server.metrics import Metrics
 from armada_server.scheduling.loop import SchedulingLoop
 from armada_server.services.binoculars import BinocularsService, ExecutorChannels
@@ -79,7 +77,6 @@ SERVICES = {
     "binoculars.Binoculars": binoculars_pb2,
 }
 
-IN_PROCESS_EXECUTORS = ("local", "simulated")
 INTERNAL_EXECUTOR_USER = "armada-executor"
 
 
@@ -143,7 +140,7 @@ class ArmadaServer:
     def _auth(self) -> AuthConfig:
         """The configured auth, plus an internal admin token for the in-process executor."""
         auth = self.config.auth
-        if auth.enabled and self.config.executor in IN_PROCESS_EXECUTORS:
+        if auth.enabled and server_kind(self.config.executor) is not None:
             self._executor_token = secrets.token_urlsafe(32)
             auth = replace(
                 auth,
@@ -204,20 +201,20 @@ class ArmadaServer:
                 self.reload_config()
 
     async def _start_executor(self) -> None:
-        kind = self.config.executor
-        if kind not in IN_PROCESS_EXECUTORS:
+        kind = server_kind(self.config.executor)
+        if kind is None:
             return
-        groups = self.config.nodes or (default_node_group(),)
-        nodes = virtual_nodes(groups, self.config.executor_id)
-        if kind == "local":
-            root = (
-                Path(self.config.sandbox_dir)
-                if self.config.sandbox_dir
-                else (default_data_dir() / "pods")
+        backend = kind.build(
+            ExecutorSetup(
+                self.config.executor_id,
+                node_groups=self.config.nodes or (default_node_group(),),
+                sandbox_dir=(
+                    Path(self.config.sandbox_dir)
+                    if self.config.sandbox_dir
+                    else (default_data_dir() / "pods")
+                ),
             )
-            backend = LocalBackend(nodes, root, owner=self.config.executor_id)
-        else:
-            backend = SimulatedBackend(nodes)
+        )
         self._channel = (
             grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
             if not (self.config.tls_cert)

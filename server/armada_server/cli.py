@@ -19,6 +19,7 @@ from armada_server.config import (
     parse_nodes,
     parse_priority_class,
 )
+from armada_server.executors.kinds import EXECUTOR_KINDS, NO_EXECUTOR, server_kinds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,7 +83,7 @@ async def _serve(config: ServerConfig, config_file: Path | None = None) -> None:
         f"(database {server.database_url})",
         flush=True,
     )
-    if config.executor == "none":
+    if config.executor == NO_EXECUTOR:
         print(
             "note: no executor: jobs are accepted, stored and streamed, and run only when "
             "an armada-executor connects",
@@ -100,6 +101,17 @@ async def _serve(config: ServerConfig, config_file: Path | None = None) -> None:
     await server.stop(grace=5.0)
 
 
+def refuse_remote_only_executor(name: str) -> None:
+    """A ConfigError for a kind the server cannot run itself (it runs as armada-executor)."""
+    kind = EXECUTOR_KINDS.get(name)
+    if kind is not None and not kind.in_server:
+        usable = ", ".join(k.name for k in server_kinds())
+        raise ConfigError(
+            f"executor: the {kind.name} executor is not available in this "
+            f"version; use {usable} or {NO_EXECUTOR}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -110,11 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         config = config_from_args(args)
-        if config.executor == "kubernetes":
-            raise ConfigError(
-                "executor: the kubernetes executor is not available in this "
-                "version; use local, simulated or none"
-            )
+        refuse_remote_only_executor(config.executor)
     except ConfigError as e:
         print(f"armada-server: {e}", file=sys.stderr)
         return 2

@@ -15,15 +15,14 @@ import grpc
 from armada_server import __version__
 from armada_server.config import ConfigError, parse_nodes
 from armada_server.executors.agent import ExecutorAgent
+from armada_server.executors.backend import Backend
 from armada_server.executors.control import (
     ControlServer,
     join_address,
     local_address_towards,
     split_address,
 )
-from armada_server.executors.local_backend import LocalBackend
-from armada_server.executors.nodes import virtual_nodes
-from armada_server.executors.simulated import SimulatedBackend
+from armada_server.executors.kinds import EXECUTOR_KINDS, ExecutorSetup
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--id", required=True, help="executor (cluster) id, unique per server")
     p.add_argument("--pool", default="default")
-    p.add_argument("--kind", choices=("local", "simulated", "kubernetes"), default="local")
+    p.add_argument("--kind", choices=tuple(EXECUTOR_KINDS), default="local")
+    virtual = " and ".join(k.name for k in EXECUTOR_KINDS.values() if k.virtual_nodes)
     p.add_argument(
         "--nodes",
         action="append",
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="virtual nodes (repeatable), e.g. 2x4x8Gi, or with labels and taints "
         "as the server config file's mapping: '{count: 2, cpu: \"4\", "
         "memory: 8Gi, labels: {rack: r1}, taints: [{key: gpu, "
-        "effect: NoSchedule}]}'; local and simulated only",
+        f"effect: NoSchedule}}]}}'; {virtual} only",
     )
     p.add_argument("--sandbox-dir", type=Path, help="local executor: where pods' files live")
     p.add_argument("--token", help="bearer token, when the server requires authentication")
@@ -74,69 +74,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="the address servers dial for logs, when not the --listen one "
         "(a wildcard bind, NAT, a Kubernetes Service)",
     )
-    k8s = p.add_argument_group("kubernetes", "the cluster of a --kind kubernetes executor")
-    k8s.add_argument(
-        "--in-cluster",
-        action="store_true",
-        help="use the pod's service account (when running inside the cluster)",
-    )
-    k8s.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
-    )
-    k8s.add_argument("--context", help="kubeconfig context (default: the current one)")
-    k8s.add_argument(
-        "--namespace",
-        help="confine the executor to this namespace (default: "
-        "each job's own namespace, cluster-wide)",
-    )
-    k8s.add_argument(
-        "--default-namespace", default="default", help="namespace of jobs that name none"
-    )
-    k8s.add_argument(
-        "--ingress-domain",
-        default="armada.local",
-        help="ingress hosts are <port>-<pod>.<namespace>.<domain>",
-    )
-    k8s.add_argument(
-        "--log-dir",
-        type=Path,
-        help="keep finished pods' logs in this directory (default: in memory)",
-    )
-    k8s.add_argument(
-        "--log-retention",
-        type=int,
-        default=1000,
-        metavar="RUNS",
-        help="finished runs whose logs are kept after their pods are deleted "
-        "(oldest dropped first; default 1000)",
-    )
+    for kind in EXECUTOR_KINDS.values():
+        kind.add_options(p)
     return p
 
 
-def _kubernetes_backend(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from kubernetes.config import ConfigException
-
-    from armada_server.executors.kubernetes import (
-        KubernetesBackend,
-        KubernetesSettings,
-        load_api_client,
+def build_backend(args: argparse.Namespace) -> Backend:
+    """The backend of the chosen kind, from the command's options."""
+    kind = EXECUTOR_KINDS[args.kind]
+    if kind.virtual_nodes and not args.nodes:
+        raise ConfigError(f"--nodes is required for a {kind.name} executor")
+    return kind.build(
+        ExecutorSetup(
+            args.id,
+            node_groups=[parse_nodes(n) for n in args.nodes or ()],
+            sandbox_dir=args.sandbox_dir or Path.cwd() / "armada-pods",
+            options=args,
+        )
     )
-
-    try:
-        api = load_api_client(args.kubeconfig, context=args.context, in_cluster=args.in_cluster)
-    except (ConfigException, OSError) as e:
-        raise ConfigError(f"cannot reach the Kubernetes cluster: {e}") from None
-    settings = KubernetesSettings(
-        namespace=args.namespace,
-        default_namespace=args.default_namespace,
-        ingress_domain=args.ingress_domain,
-        log_dir=str(args.log_dir) if args.log_dir else None,
-        log_retention=args.log_retention,
-    )
-    try:
-        return KubernetesBackend(api, args.id, settings)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
 
 
 def server_addresses(values: list[str] | None) -> list[str]:
@@ -150,15 +105,7 @@ def server_addresses(values: list[str] | None) -> list[str]:
 
 async def _run(args: argparse.Namespace) -> None:
     servers = server_addresses(args.server)
-    if args.kind == "kubernetes":
-        backend = _kubernetes_backend(args)
-    elif not args.nodes:
-        raise ConfigError(f"--nodes is required for a {args.kind} executor")
-    elif args.kind == "local":
-        nodes = virtual_nodes([parse_nodes(n) for n in args.nodes], args.id)
-        backend = LocalBackend(nodes, args.sandbox_dir or Path.cwd() / "armada-pods", owner=args.id)
-    else:
-        backend = SimulatedBackend(virtual_nodes([parse_nodes(n) for n in args.nodes], args.id))
+    backend = build_backend(args)
     channels = [
         grpc.aio.secure_channel(a, grpc.ssl_channel_credentials(args.tls_ca.read_bytes()))
         if args.tls_ca
@@ -188,8 +135,7 @@ async def _run(args: argparse.Namespace) -> None:
         control=control,
         sync_timeout=args.sync_timeout,
     )
-    if args.kind in ("kubernetes", "local"):
-        await backend.open(agent.report)  # adopt its pods before the first sync
+    await backend.open(agent.report)  # adopt its pods before the first sync
     print(
         f"armada-executor {args.id} ({args.kind}, {len(backend.nodes())} nodes) serving "
         f"logs on {control.address}, syncing with {', '.join(servers)}",

@@ -10,7 +10,7 @@ from armada_core.api import health_pb2, submit_pb2, submit_pb2_grpc
 from armada_core.jobs import validate_request
 from armada_core.jobs.submission import MAX_JOB_SET_ID, check_text
 from armada_server.errors import InvalidArgument
-from armada_server.executors.capabilities import full_capabilities, local_capabilities
+from armada_server.executors.kinds import server_kind
 from armada_server.services.capabilities import CapabilityIndex, ExecutorCapabilities
 from armada_server.services.common import Context, principal_of, rpc
 from armada_server.services.queues import QueueService, states_from_filter
@@ -71,11 +71,11 @@ def invalid_text(message, path: str = "") -> str | None:  # type: ignore[no-unty
 
 def builtin_capabilities(config) -> ExecutorCapabilities | None:  # type: ignore[no-untyped-def]
     """What the server's own executor honours, known before its first sync."""
-    declared = {"local": local_capabilities, "simulated": full_capabilities}.get(config.executor)
-    if declared is None:
+    kind = server_kind(config.executor)
+    if kind is None:
         return None
     return ExecutorCapabilities(
-        config.executor_id, config.pool, tuple(declared().unsupported_pod_fields)
+        config.executor_id, config.pool, kind.capabilities.unsupported_pod_fields
     )
 
 

@@ -1,10 +1,8 @@
-"""What an operator can tune about a Kubernetes executor, and how it reaches its cluster."""
+"""What an operator can tune about a Kubernetes executor."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from kubernetes import client, config
 
 from armada_core.retry import ClassificationConfig
 
@@ -49,18 +47,3 @@ class KubernetesSettings:
     log_retention: int = 1000
     #: At most this much of each container's log is kept (its end).
     log_max_bytes: int = 10 * 1024 * 1024
-
-
-def load_api_client(
-    kubeconfig: str | None = None, *, context: str | None = None, in_cluster: bool = False
-) -> client.ApiClient:
-    """An API client from the pod's service account, or from a kubeconfig file (the
-    default one when `kubeconfig` is None)."""
-    configuration = client.Configuration()
-    if in_cluster:
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config(
-            config_file=kubeconfig, context=context, client_configuration=configuration
-        )
-    return client.ApiClient(configuration)
