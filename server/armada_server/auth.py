@@ -22,7 +22,7 @@ import jwt
 
 from armada_core.api import submit_pb2
 from armada_server.errors import PermissionDenied, Unauthenticated
-from armada_server.guarded import guarded
+from armada_server.guarded import Context, Request, Response, guarded
 
 VERBS = ("submit", "cancel", "preempt", "reprioritize", "watch")
 
@@ -78,6 +78,12 @@ class OidcConfig:
     groups_claim: str = "groups"
     algorithms: tuple[str, ...] = ("RS256", "ES256")
 
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> OidcConfig:
+        """From the `auth.oidc:` block (its keys are the field names)."""
+        fields: dict[str, Any] = {k: tuple(v) if k == "algorithms" else v for k, v in data.items()}
+        return cls(**fields)
+
 
 @dataclass(frozen=True)
 class AuthConfig:
@@ -104,9 +110,7 @@ class AuthConfig:
             enabled=bool(data.get("enabled", bool(users or tokens or oidc))),
             basic_users=users,
             tokens=tokens,
-            oidc=OidcConfig(**{k: tuple(v) if k == "algorithms" else v for k, v in oidc.items()})
-            if oidc
-            else None,
+            oidc=OidcConfig.from_mapping(oidc) if oidc else None,
             admins=tuple(data.get("admins", ())),
             admin_groups=tuple(data.get("admin_groups", ())),
         )
@@ -216,9 +220,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Request, Response] | None]
+        ],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Request, Response] | None:
         handler = await continuation(details)
         if handler is None or details.method in PUBLIC_METHODS:
             return handler
@@ -229,15 +235,19 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return _as(handler, who)
 
 
-def _refusal(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
-    async def refuse(request, context) -> None:  # type: ignore[no-untyped-def]
+def _refusal(
+    handler: grpc.RpcMethodHandler[Request, Response], message: str
+) -> grpc.RpcMethodHandler[Request, Response]:
+    async def refuse(request: object, context: Context) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
     return guarded(handler, refuse)
 
 
-def _as(handler: grpc.RpcMethodHandler, who: Principal) -> grpc.RpcMethodHandler:
-    async def record(request, context) -> None:  # type: ignore[no-untyped-def]
+def _as(
+    handler: grpc.RpcMethodHandler[Request, Response], who: Principal
+) -> grpc.RpcMethodHandler[Request, Response]:
+    async def record(request: object, context: Context) -> None:
         _current.set(who)  # same task as the method: its code sees this principal
 
     return guarded(handler, record)

@@ -10,15 +10,19 @@ without saying where, so the bytes are walked again to name the field
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import grpc
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from armada_server.guarded import guarded
+from armada_server.guarded import Context, Request, Response, guarded
 
 # Paths deeper than this are not searched (a hostile message could nest without end).
 MAX_DEPTH = 64
+
+# types-protobuf leaves the descriptor pool untyped: it is looked up as what it is, reflection.
+_default_pool: Callable[[], Any] = descriptor_pool.Default
 
 
 class _Malformed(Exception):
@@ -135,10 +139,11 @@ def _request_type(method: str) -> Descriptor | None:
     """The request message of a method named like "/api.Submit/SubmitJobs"."""
     try:
         service, name = method.lstrip("/").split("/")
-        found = descriptor_pool.Default().FindServiceByName(service).FindMethodByName(name)
+        found = _default_pool().FindServiceByName(service).FindMethodByName(name)
     except (KeyError, ValueError):
         return None
-    return found.input_type if found is not None else None
+    input_type: Descriptor | None = found.input_type if found is not None else None
+    return input_type
 
 
 class _Undecodable:
@@ -150,9 +155,11 @@ class _Undecodable:
 class DecodingInterceptor(grpc.aio.ServerInterceptor):
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Request, Response] | None]
+        ],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Request, Response] | None:
         handler = await continuation(details)
         if handler is None or handler.request_deserializer is None or (handler.request_streaming):
             return handler
@@ -170,7 +177,7 @@ class DecodingInterceptor(grpc.aio.ServerInterceptor):
 
         message = f"the request is not a valid message for {method}"
 
-        async def refuse_undecodable(request, context) -> None:  # type: ignore[no-untyped-def]
+        async def refuse_undecodable(request: object, context: Context) -> None:
             if isinstance(request, _Undecodable):
                 await context.abort(
                     grpc.StatusCode.INVALID_ARGUMENT,

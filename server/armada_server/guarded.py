@@ -6,41 +6,49 @@ abort the call (`context.abort`) or prepare it (e.g. record who is calling).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
 
-Guard = Callable[[Any, grpc.aio.ServicerContext], Awaitable[None]]
+Context = grpc.aio.ServicerContext[Any, Any]
+Guard = Callable[[Any, Context], Awaitable[None]]
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
 
 
 def guarded(
-    handler: grpc.RpcMethodHandler,
+    handler: grpc.RpcMethodHandler[Request, Response],
     guard: Guard,
     *,
     request_deserializer: Callable[[bytes], Any] | None = None,
-) -> grpc.RpcMethodHandler:
+) -> grpc.RpcMethodHandler[Request, Response]:
     """`handler`'s method with `guard(request, context)` awaited first."""
-    kw = {
-        "request_deserializer": request_deserializer or handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
+    deserializer = request_deserializer or handler.request_deserializer
+    serializer = handler.response_serializer
+    # grpc's stubs type a handler's methods as the synchronous API's; under grpc.aio they are
+    # coroutine and async generator functions, so they are called here as what they are.
     if handler.unary_unary is not None:
-        inner = handler.unary_unary
+        inner: Callable[..., Any] = handler.unary_unary
 
-        async def unary(request, context):  # type: ignore[no-untyped-def]
+        async def unary(request: Any, context: Context) -> Any:
             await guard(request, context)
             return await inner(request, context)
 
-        return grpc.unary_unary_rpc_method_handler(unary, **kw)
+        return grpc.unary_unary_rpc_method_handler(
+            unary, request_deserializer=deserializer, response_serializer=serializer
+        )
     if handler.unary_stream is not None:
-        inner_stream = handler.unary_stream
+        inner_stream: Callable[..., Any] = handler.unary_stream
 
-        async def stream(request, context):  # type: ignore[no-untyped-def]
+        async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
             await guard(request, context)
             async for item in inner_stream(request, context):
                 yield item
 
-        return grpc.unary_stream_rpc_method_handler(stream, **kw)
+        return grpc.unary_stream_rpc_method_handler(
+            stream, request_deserializer=deserializer, response_serializer=serializer
+        )
     # The public API has no client-streaming methods; refuse rather than pass one through.
     raise TypeError("client-streaming methods cannot be guarded")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import Response
+
+from armada_core.api import submit_pb2
 from armada_server.auth import Authorizer, current_principal
 from armada_server.services.binoculars import BinocularsService, ExecutorChannels
 from armada_server.services.common import Context
@@ -50,9 +54,19 @@ class Web:
     def authorizer(self) -> Authorizer:
         return self.ctx.authorizer
 
-    def may(self, queue: Any, verb: str) -> bool:
+    def may(self, queue: submit_pb2.Queue, verb: str) -> bool:
         """Whether the caller may `verb` on the queue (an api.Queue): shows or hides actions."""
         return self.ctx.authorizer.may(current_principal(), queue, verb)
 
     def is_admin(self) -> bool:
         return self.ctx.authorizer.is_admin(current_principal())
+
+
+# An HTTP endpoint: the gateway's JSON calls and the UI's pages.
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def web_of(request: Request) -> Web:
+    """What the handlers share, kept in the application's state (server.py)."""
+    web: Web = request.app.state.web
+    return web

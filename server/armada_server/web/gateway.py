@@ -11,11 +11,12 @@ send: a browser's remembered credentials cannot be used to act from another site
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -32,7 +33,7 @@ from armada_server.services.jobs import job_error, storable
 from armada_server.storage.nodes import NodeInfo
 from armada_server.web import queries
 from armada_server.web.calls import CallError, call, stream
-from armada_server.web.context import Web
+from armada_server.web.context import Handler, Web, web_of
 from armada_server.web.jsonpb import iso, to_json
 from armada_server.web.live import SSE_HEADERS, sse
 from armada_server.web.openapi import document
@@ -40,8 +41,7 @@ from armada_server.web.openapi import document
 MAX_BODY = 256 * 1024 * 1024  # as the gRPC port's largest message
 
 
-def web_of(request: Request) -> Web:
-    return request.app.state.web
+M = TypeVar("M", bound=Message)
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:
@@ -76,7 +76,7 @@ class _Unsupported(Exception):
     pass
 
 
-def message_of(data: Any, cls: type, path: str = "") -> Any:
+def message_of(data: Any, cls: type[M], path: str = "") -> M:
     """A protobuf request from JSON; INVALID_ARGUMENT naming the field otherwise."""
     try:
         return to_message(data, cls, path)
@@ -86,7 +86,7 @@ def message_of(data: Any, cls: type, path: str = "") -> Any:
         raise InvalidArgument(f"{path or 'body'}: {e}") from None
 
 
-def endpoint(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
+def endpoint(fn: Handler) -> Handler:
     """Answers refusals as JSON errors."""
 
     async def handler(request: Request) -> Response:
@@ -558,7 +558,7 @@ async def openapi(request: Request) -> Response:
     return JSONResponse(document())
 
 
-def resource(path: str, **handlers: Callable[[Request], Any]) -> Route:
+def resource(path: str, **handlers: Handler) -> Route:
     """One route per path, whatever its methods, so a 405's Allow header lists them all."""
 
     async def dispatch(request: Request) -> Response:

@@ -31,12 +31,19 @@ def to_json(message: Message) -> dict[str, Any]:
     for field, value in message.ListFields():
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             value_field = field.message_type.fields_by_name["value"]
-            out[field.json_name] = {str(k): _single(value_field, v) for k, v in value.items()}
+            out[_json_name(field)] = {str(k): _single(value_field, v) for k, v in value.items()}
         elif field.is_repeated:
-            out[field.json_name] = [_single(field, v) for v in value]
+            out[_json_name(field)] = [_single(field, v) for v in value]
         else:
-            out[field.json_name] = _single(field, value)
+            out[_json_name(field)] = _single(field, value)
     return out
+
+
+def _json_name(field: FieldDescriptor) -> str:
+    """The field's JSON name: camelCase unless the .proto names it otherwise (a few fields of
+    event.proto and meta/v1 keep their capitals, so camelcase_name would not do)."""
+    name: str = field.json_name  # type: ignore[attr-defined]  # types-protobuf omits json_name
+    return name
 
 
 def _single(field: FieldDescriptor, value: Any) -> Any:

@@ -28,13 +28,14 @@ from armada_server import __version__
 from armada_server.auth import current_principal
 from armada_server.errors import ApiError, InvalidArgument
 from armada_server.services.jobs import job_error
+from armada_server.shares import Sample
 from armada_server.web import queries
 from armada_server.web.calls import CallError, call, stream
-from armada_server.web.context import Web
+from armada_server.web.context import Handler, Web, web_of
 from armada_server.web.gateway import job_filter, load_job
 from armada_server.web.jsonpb import to_json
 from armada_server.web.live import SSE_HEADERS
-from armada_server.web.shares import WINDOW, Sample
+from armada_server.web.shares import WINDOW
 
 HERE = Path(__file__).parent
 ACTIVE = (JobState.QUEUED, JobState.LEASED, JobState.PENDING, JobState.RUNNING)
@@ -95,10 +96,6 @@ def _env() -> Environment:
 templates = Jinja2Templates(env=_env())
 
 
-def web_of(request: Request) -> Web:
-    return request.app.state.web
-
-
 def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
     web = web_of(request)
     who = current_principal()
@@ -115,7 +112,9 @@ def error_page(request: Request, e: Exception) -> Response:
     return render(request, "error.html", status=e.http_status, code=e.code_name, message=e.message)
 
 
-def page(fn):  # type: ignore[no-untyped-def]
+def page(fn: Handler) -> Handler:
+    """Answers refusals with the error page."""
+
     async def handler(request: Request) -> Response:
         try:
             return await fn(request)
@@ -338,6 +337,7 @@ async def job_page(request: Request) -> Response:
             queries.job_events, web.ctx.store, job.queue, job.job_set, job.id
         ):
             kind = message.WhichOneof("events")
+            assert kind is not None  # every stored message carries an event
             body = to_json(getattr(message, kind))
             created = body.pop("created", "")
             for key in ("jobId", "jobSetId", "queue", "job"):  # the spec is shown below

@@ -347,15 +347,12 @@ def list_job_sets(
         counts: dict[str, dict[JobState, int]] = defaultdict(dict)
         names = [s.name for s in sets]
         for i in range(0, len(names), 200):
-            for job_set, state, n in (
-                conn.execute(
-                    select(t.jobs.c.job_set, t.jobs.c.state, func.count())
-                    .where(t.jobs.c.queue == queue, t.jobs.c.job_set.in_(names[i : i + 200]))
-                    .group_by(t.jobs.c.job_set, t.jobs.c.state)
-                )
-                .tuples()
-                .all()
-            ):
+            found: Sequence[tuple[str, int, int]] = conn.execute(
+                select(t.jobs.c.job_set, t.jobs.c.state, func.count())
+                .where(t.jobs.c.queue == queue, t.jobs.c.job_set.in_(names[i : i + 200]))
+                .group_by(t.jobs.c.job_set, t.jobs.c.state)
+            ).all()
+            for job_set, state, n in found:
                 counts[job_set][JobState(state)] = n
     return [
         JobSetRow(s.queue, s.name, when(s.created_at), s.last_seq, counts[s.name]) for s in sets
@@ -364,16 +361,12 @@ def list_job_sets(
 
 def job_set_counts(store: Store, queue: str, job_set: str) -> dict[JobState, int]:
     with store.engine.connect() as conn:
-        return {
-            JobState(s): n
-            for s, n in conn.execute(
-                select(t.jobs.c.state, func.count())
-                .where(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
-                .group_by(t.jobs.c.state)
-            )
-            .tuples()
-            .all()
-        }
+        found: Sequence[tuple[int, int]] = conn.execute(
+            select(t.jobs.c.state, func.count())
+            .where(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
+            .group_by(t.jobs.c.state)
+        ).all()
+        return {JobState(s): n for s, n in found}
 
 
 def job_events(
