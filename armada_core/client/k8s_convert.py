@@ -13,19 +13,19 @@ import base64
 import difflib
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-M = TypeVar("M", bound=Message)
+from armada_core.api.k8s import intstr_pb2, meta_v1_pb2, resource_pb2
 
-_QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
-_INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
-_TIMES = (
-    "k8s.io.apimachinery.pkg.apis.meta.v1.Time",
-    "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime",
-)
+if TYPE_CHECKING:
+    from google._upb._message import Descriptor as UpbDescriptor
+
+M = TypeVar("M", bound=Message)
+#: A message's DESCRIPTOR: the pure-Python class or upb's (which protobuf uses).
+AnyDescriptor: TypeAlias = "Descriptor | UpbDescriptor"
 _INTS = (
     FieldDescriptor.TYPE_INT32,
     FieldDescriptor.TYPE_INT64,
@@ -65,7 +65,8 @@ def sanitize(value: object) -> Any:
     """A kubernetes model as its JSON form (camelCase keys, quantities as strings)."""
     global _api_client
     if _api_client is None:
-        from kubernetes.client import ApiClient  # optional dependency, only needed here
+        # An optional dependency, only needed here.
+        from kubernetes.client import ApiClient  # type: ignore[import-untyped]  # no type information
 
         _api_client = ApiClient()
     return _api_client.sanitize_for_serialization(value)
@@ -83,7 +84,8 @@ def to_message(data: Any, message: type[M] | M, path: str = "") -> M:
     if isinstance(data, Message):
         if data.DESCRIPTOR.full_name != target.DESCRIPTOR.full_name:
             raise SpecError(path, f"expected {target.DESCRIPTOR.name}, got {data.DESCRIPTOR.name}")
-        target.CopyFrom(data)
+        copied: Message = target  # the same message type: the descriptors' names match
+        copied.CopyFrom(data)
         return target
     _fill(target, data, path)
     return target
@@ -93,14 +95,14 @@ def _key(name: str) -> str:
     return name.replace("_", "").lower()
 
 
-def _lookup(descriptor: Descriptor, key: str) -> FieldDescriptor | None:
-    field = descriptor.fields_by_name.get(key)
-    if field is not None:
-        return field
-    for candidate in descriptor.fields:
-        if candidate.json_name == key or _key(candidate.name) == _key(key):
-            return candidate
-    return None
+def _lookup(descriptor: AnyDescriptor, key: str) -> FieldDescriptor | None:
+    field: FieldDescriptor | None = descriptor.fields_by_name.get(key)
+    if field is None:
+        field = next(
+            (f for f in descriptor.fields if f.json_name == key or _key(f.name) == _key(key)),
+            None,
+        )
+    return field
 
 
 def _resolve(target: Message, key: str) -> tuple[Message, FieldDescriptor] | None:
@@ -115,7 +117,7 @@ def _resolve(target: Message, key: str) -> tuple[Message, FieldDescriptor] | Non
     return None
 
 
-def _all_names(descriptor: Descriptor) -> list[str]:
+def _all_names(descriptor: AnyDescriptor) -> list[str]:
     names = [f.name for f in descriptor.fields]
     for name in _INLINE & set(descriptor.fields_by_name):
         names += _all_names(descriptor.fields_by_name[name].message_type)
@@ -190,19 +192,18 @@ def _fill_map(container: Any, field: FieldDescriptor, value: Any, path: str) -> 
 
 
 def _message_value(target: Message, value: Any, path: str) -> None:
-    name = target.DESCRIPTOR.full_name
-    if name == _QUANTITY and not isinstance(value, Mapping):
+    if isinstance(target, resource_pb2.Quantity) and not isinstance(value, Mapping):
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise SpecError(path, f"expected a quantity such as '500m' or '4Gi', got {value!r}")
         target.string = str(value)
-    elif name == _INT_OR_STRING and not isinstance(value, Mapping):
+    elif isinstance(target, intstr_pb2.IntOrString) and not isinstance(value, Mapping):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise SpecError(path, f"expected an integer or a string, got {value!r}")
         if isinstance(value, int):
             target.type, target.intVal = 0, value
         else:
             target.type, target.strVal = 1, value
-    elif name in _TIMES and not isinstance(value, Mapping):
+    elif isinstance(target, meta_v1_pb2.Time) and not isinstance(value, Mapping):
         when = value
         if isinstance(value, str):
             try:
