@@ -42,7 +42,8 @@ from .jobfile import JobRequest, load_job_file, parse_job_request
 from .k8s_convert import SpecError, to_message
 from .logs import JobLogFollower, LogCursor, follow_logs
 from .operations import job_state, queue
-from .sync import ArmadaClient, StopSignal
+from .streams import StopSignal
+from .sync import ArmadaClient
 from .tracking import TERMINAL, JobResult, JobTracker, state_name
 from .watching import HEARTBEAT_METADATA, Notice, WatchOptions, is_heartbeat
 

@@ -1,50 +1,35 @@
 """`AsyncArmadaClient`: the asyncio client; the same methods as ArmadaClient, awaited.
 
 Cancelling a task that waits on a stream (follow_events, wait_for_jobs) cancels the RPC too:
-no stream is left open on the server.
+no stream is left open on the server. What each call sends and how its answer is read
+(`operations`), and what a wait decides (`job_wait`, `watching`), are shared with the
+blocking client; this class makes the calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, TypeVar
 
 import grpc
 
-from armada_core.api import (
-    binoculars_pb2,
-    binoculars_pb2_grpc,
-    event_pb2,
-    event_pb2_grpc,
-    job_pb2,
-    job_pb2_grpc,
-    submit_pb2,
-    submit_pb2_grpc,
-)
+from armada_core.api import binoculars_pb2, event_pb2, job_pb2, submit_pb2
 from armada_core.retry import RetryPolicy
 
 from . import operations as ops
+from .aio_streams import JobSetStream
 from .builders import check_items
-from .connection import ConnectionConfig, merge_metadata
+from .connection import ConnectionConfig, client_config
 from .errors import ArmadaError, from_rpc_error
-from .tracking import JobResult, JobTracker
-from .watching import (
-    HEARTBEAT_METADATA,
-    NoticeHandler,
-    Reconnector,
-    WatchOptions,
-    is_heartbeat,
-    job_set_request,
-)
+from .job_wait import EventHandler, JobWait
+from .tracking import JobResult
+from .watching import Following, NoticeHandler, SilentStream, WatchOptions, job_set_request
+
+__all__ = ["AsyncArmadaClient", "EventHandler"]
 
 R = TypeVar("R")
-EventHandler = Callable[[event_pb2.EventStreamMessage, JobResult], None]
-
-
-class _Silent(Exception):
-    """No message arrived within the silence timeout."""
 
 
 class AsyncArmadaClient:
@@ -61,24 +46,13 @@ class AsyncArmadaClient:
     def __init__(
         self, address: str | None = None, *, config: ConnectionConfig | None = None, **settings: Any
     ) -> None:
-        if config is None:
-            config = ConnectionConfig(**({"address": address} if address else {}), **settings)
-        elif address or settings:
-            raise TypeError("give either a ConnectionConfig or address/settings, not both")
-        self.config = config
+        self.config = config = client_config(address, config, settings)
         self._channel = config.aio_channel()
         self._logs_channel = (
             config.aio_channel(config.logs_address) if config.logs_address else self._channel
         )
         self._metadata = config.auth_metadata()
-        self._stubs: dict[str, Any] = {
-            "Submit": submit_pb2_grpc.SubmitStub(self._channel),
-            "QueueService": submit_pb2_grpc.QueueServiceStub(self._channel),
-            "RetryPolicyService": submit_pb2_grpc.RetryPolicyServiceStub(self._channel),
-            "Event": event_pb2_grpc.EventStub(self._channel),
-            "Jobs": job_pb2_grpc.JobsStub(self._channel),
-            "Binoculars": binoculars_pb2_grpc.BinocularsStub(self._logs_channel),
-        }
+        self._stubs = ops.service_stubs(self._channel, self._logs_channel)
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -299,12 +273,8 @@ class AsyncArmadaClient:
         timeout: float | None = None,
     ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         """One raw GetJobSetEvents stream, exactly as the server sends it (no resume)."""
-        request = event_pb2.JobSetRequest(
-            id=job_set_id,
-            queue=queue,
-            watch=watch,
-            from_message_id=from_message_id,
-            errorIfMissing=error_if_missing,
+        request = job_set_request(
+            queue, job_set_id, from_message_id, watch=watch, error_if_missing=error_if_missing
         )
         call = self._stubs["Event"].GetJobSetEvents(
             request, timeout=timeout, metadata=self._metadata
@@ -331,42 +301,8 @@ class AsyncArmadaClient:
         finally:
             call.cancel()
 
-    async def _stream(
-        self,
-        queue: str,
-        job_set_id: str,
-        from_message_id: str,
-        *,
-        watch: bool,
-        options: WatchOptions,
-        silence: float | None,
-    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
-        """One connection, heartbeats included; raises _Silent or ArmadaError."""
-        metadata = merge_metadata(
-            self._metadata, [HEARTBEAT_METADATA] if options.heartbeats else None
-        )
-        call = self._stubs["Event"].GetJobSetEvents(
-            job_set_request(queue, job_set_id, from_message_id, watch=watch), metadata=metadata
-        )
-        try:
-            while True:
-                try:
-                    if watch and silence:
-                        # Not asyncio.wait_for: on Python 3.11 it drops a cancellation that
-                        # lands as a message arrives, and a cancelled wait must stop.
-                        async with asyncio.timeout(silence):
-                            message = await call.read()
-                    else:
-                        message = await call.read()
-                except TimeoutError:
-                    raise _Silent() from None
-                except grpc.RpcError as e:
-                    raise from_rpc_error(e, "Event/GetJobSetEvents") from None
-                if message is grpc.aio.EOF:
-                    return
-                yield message
-        finally:
-            call.cancel()
+    def _job_set(self, queue: str, job_set_id: str, options: WatchOptions) -> JobSetStream:
+        return JobSetStream(self._stubs["Event"], self._metadata, queue, job_set_id, options)
 
     async def follow_events(
         self,
@@ -380,34 +316,23 @@ class AsyncArmadaClient:
     ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         """See ArmadaClient.follow_events. Close it with `contextlib.aclosing` (or cancel the
         task) to close the stream promptly."""
-        options = options or WatchOptions()
-        state = Reconnector(options, on_notice=on_notice)
-        last = from_message_id
+        follow = Following(from_message_id, options, on_notice)
+        stream = self._job_set(queue, job_set_id, follow.options)
+        silence = follow.options.silence_timeout
         while True:
-            state.opened(last)
             try:
-                async with contextlib.aclosing(
-                    self._stream(
-                        queue,
-                        job_set_id,
-                        last,
-                        watch=watch,
-                        options=options,
-                        silence=options.silence_timeout,
-                    )
-                ) as stream:
-                    async for message in stream:
-                        state.received()
-                        last = message.id or last
-                        if not is_heartbeat(message):
+                opened = stream.open(follow.opened(), watch=watch, silence=silence)
+                async with contextlib.aclosing(opened) as messages:
+                    async for message in messages:
+                        if follow.received(message):
                             yield message
                 if not watch:
                     return
-                state.ended()
-            except _Silent:
-                state.silent()
+                follow.reconnector.ended()
+            except SilentStream:
+                follow.reconnector.silent()
             except ArmadaError as e:
-                await asyncio.sleep(state.failed(e))
+                await asyncio.sleep(follow.reconnector.failed(e))
 
     async def wait_for_jobs(
         self,
@@ -421,74 +346,48 @@ class AsyncArmadaClient:
         on_notice: NoticeHandler | None = None,
     ) -> dict[str, JobResult]:
         """See ArmadaClient.wait_for_jobs. Cancelling the awaiting task closes the stream."""
-        options = options or WatchOptions()
-        tracker = JobTracker(job_ids)
-        if not tracker.jobs:
+        wait = JobWait(
+            job_ids, options=options, timeout=timeout, on_event=on_event, on_notice=on_notice
+        )
+        if not wait.results:
             return {}
-        state = Reconnector(options, timeout=timeout, on_notice=on_notice, can_poll=True)
+        stream = self._job_set(queue, job_set_id, wait.options)
         while True:
-            if state.polling:
+            if wait.polling:
                 try:
-                    tracker.apply_status(await self.get_job_status(tracker.pending()))
+                    wait.polled(await self.get_job_status(wait.pending()))
                 except ArmadaError as e:
-                    state.notify("polling", f"status poll failed: {e.details}", e)
-                if tracker.done():
-                    await self._catch_up(queue, job_set_id, tracker, options)
-                    return tracker.jobs
-            if not state.events_unsupported:
-                state.opened(tracker.last_message_id)
+                    wait.poll_failed(e)
+                if wait.done():
+                    await self._catch_up(stream, wait)
+                    return wait.results
+            if wait.streaming:
                 try:
-                    async with contextlib.aclosing(
-                        self._stream(
-                            queue,
-                            job_set_id,
-                            tracker.last_message_id,
-                            watch=True,
-                            options=options,
-                            silence=state.stream_silence(),
-                        )
-                    ) as stream:
-                        async for message in stream:
-                            state.received()
-                            result = tracker.apply(message)
-                            if result is not None and on_event is not None:
-                                on_event(message, result)
-                            if tracker.done():
-                                return tracker.jobs
-                            state.check_deadline(tracker.pending())
-                    state.ended()
+                    opened = stream.open(wait.opened(), watch=True, silence=wait.silence())
+                    async with contextlib.aclosing(opened) as messages:
+                        async for message in messages:
+                            if wait.received(message):
+                                return wait.results
+                    wait.ended()
                     continue
-                except _Silent:
-                    state.check_deadline(tracker.pending())
-                    state.silent()
+                except SilentStream:
+                    wait.silent()
                     continue
                 except ArmadaError as e:
-                    delay = state.failed(e)
+                    delay = wait.failed(e)
             else:
-                delay = options.poll_interval
-            state.check_deadline(tracker.pending())
-            await asyncio.sleep(state.sleep_time(delay))
-            state.check_deadline(tracker.pending())
+                delay = wait.options.poll_interval
+            await asyncio.sleep(wait.pause(delay))
+            wait.check_deadline()
 
-    async def _catch_up(
-        self, queue: str, job_set_id: str, tracker: JobTracker, options: WatchOptions
-    ) -> None:
+    async def _catch_up(self, stream: JobSetStream, wait: JobWait) -> None:
         """See ArmadaClient._catch_up."""
-        try:
-            async with contextlib.aclosing(
-                self._stream(
-                    queue,
-                    job_set_id,
-                    tracker.last_message_id,
-                    watch=False,
-                    options=options,
-                    silence=None,
-                )
-            ) as stream:
-                async for message in stream:
+        tracker = wait.tracker
+        with contextlib.suppress(ArmadaError, SilentStream):
+            opened = stream.open(tracker.last_message_id, watch=False)
+            async with contextlib.aclosing(opened) as messages:
+                async for message in messages:
                     tracker.apply(message)
-        except (ArmadaError, _Silent):
-            pass
         missing = tracker.from_status()
         if missing:
             with contextlib.suppress(ArmadaError):

@@ -130,6 +130,21 @@ class ConnectionConfig:
         return grpc.aio.insecure_channel(target, options=self.channel_options())
 
 
+def client_config(
+    address: str | None, config: ConnectionConfig | None, settings: Mapping[str, Any]
+) -> ConnectionConfig:
+    """What a client was given: a ConnectionConfig, or an address and ConnectionConfig's
+    fields as keywords (the defaults for the rest)."""
+    if config is not None:
+        if address or settings:
+            raise TypeError("give either a ConnectionConfig or address/settings, not both")
+        return config
+    fields = dict(settings)
+    if address:
+        fields["address"] = address
+    return ConnectionConfig(**fields)
+
+
 def merge_metadata(*parts: Sequence[tuple[str, str]] | None) -> tuple[tuple[str, str], ...]:
     """Concatenate metadata sequences, skipping None."""
     return tuple(pair for part in parts if part for pair in part)

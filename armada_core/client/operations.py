@@ -10,10 +10,20 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import grpc
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
-from armada_core.api import binoculars_pb2, health_pb2, job_pb2, submit_pb2
+from armada_core.api import (
+    binoculars_pb2,
+    binoculars_pb2_grpc,
+    event_pb2_grpc,
+    health_pb2,
+    job_pb2,
+    job_pb2_grpc,
+    submit_pb2,
+    submit_pb2_grpc,
+)
 from armada_core.api.k8s import core_v1_pb2
 from armada_core.retry import RetryPolicy, policy_to_proto
 
@@ -37,6 +47,21 @@ class Call(Generic[R]):
     @property
     def name(self) -> str:
         return f"{self.service}/{self.method}"
+
+
+def service_stubs(
+    channel: grpc.Channel | grpc.aio.Channel, logs_channel: grpc.Channel | grpc.aio.Channel
+) -> dict[str, Any]:
+    """Each service's stub on a channel (blocking or asyncio), by the name `Call.service`
+    gives; binoculars (logs) may be served elsewhere."""
+    return {
+        "Submit": submit_pb2_grpc.SubmitStub(channel),
+        "QueueService": submit_pb2_grpc.QueueServiceStub(channel),
+        "RetryPolicyService": submit_pb2_grpc.RetryPolicyServiceStub(channel),
+        "Event": event_pb2_grpc.EventStub(channel),
+        "Jobs": job_pb2_grpc.JobsStub(channel),
+        "Binoculars": binoculars_pb2_grpc.BinocularsStub(logs_channel),
+    }
 
 
 def _nothing(_: Any) -> None:
@@ -190,6 +215,18 @@ def delete_queue(name: str) -> Call[None]:
 
 def get_queue(name: str) -> Call[submit_pb2.Queue]:
     return Call("QueueService", "GetQueue", submit_pb2.QueueGetRequest(name=name), lambda r: r)
+
+
+def queues_until_end(
+    messages: Iterable[submit_pb2.StreamingQueueMessage],
+) -> list[submit_pb2.Queue]:
+    """The queues a GetQueues stream carries, up to its end marker."""
+    queues: list[submit_pb2.Queue] = []
+    for message in messages:
+        if message.WhichOneof("event") == "end":
+            break
+        queues.append(message.queue)
+    return queues
 
 
 def cordon_queue(name: str) -> Call[None]:

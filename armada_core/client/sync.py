@@ -1,138 +1,39 @@
-"""`ArmadaClient`: the blocking client, one method per public RPC plus resumable watching."""
+"""`ArmadaClient`: the blocking client, one method per public RPC plus resumable watching.
+
+What each call sends and how its answer is read (`operations`), and what a wait decides
+(`job_wait`, `watching`), are shared with the asyncio client; this class makes the calls.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import grpc
 
-from armada_core.api import (
-    binoculars_pb2,
-    binoculars_pb2_grpc,
-    event_pb2,
-    event_pb2_grpc,
-    job_pb2,
-    job_pb2_grpc,
-    submit_pb2,
-    submit_pb2_grpc,
-)
+from armada_core.api import binoculars_pb2, event_pb2, job_pb2, submit_pb2
 from armada_core.retry import RetryPolicy
 
 from . import operations as ops
 from .builders import check_items
-from .connection import ConnectionConfig, merge_metadata
-from .errors import ArmadaError, Cancelled, from_rpc_error
-from .tracking import JobResult, JobTracker
+from .connection import ConnectionConfig, client_config
+from .errors import ArmadaError, from_rpc_error
+from .job_wait import EventHandler, JobWait
+from .streams import JobSetStream, StopSignal, relay
+from .tracking import JobResult
 from .watching import (
-    HEARTBEAT_METADATA,
+    Following,
     NoticeHandler,
-    Reconnector,
+    SilentStream,
     WatchOptions,
-    is_heartbeat,
     job_set_request,
 )
 
+__all__ = ["ArmadaClient", "EventHandler", "StopSignal"]
+
 R = TypeVar("R")
-EventHandler = Callable[[event_pb2.EventStreamMessage, JobResult], None]
-
-
-class _Silent(Exception):
-    """The silence watchdog cancelled the stream."""
-
-
-class _Watchdog:
-    """Cancels a streaming call when the server sends nothing for `timeout` seconds.
-
-    Only time spent waiting for the server counts: while the caller holds a message (the
-    generator is suspended at `yield`) the watchdog is paused.
-    """
-
-    def __init__(self, call: grpc.Call, timeout: float) -> None:
-        self._call = call
-        self._timeout = timeout
-        self._cond = threading.Condition()
-        self._deadline = time.monotonic() + timeout
-        self._paused = False
-        self._done = False
-        self.fired = False
-        threading.Thread(target=self._run, name="armada-watchdog", daemon=True).start()
-
-    def _run(self) -> None:
-        with self._cond:
-            while not self._done:
-                if self._paused:
-                    self._cond.wait()
-                    continue
-                remaining = self._deadline - time.monotonic()
-                if remaining <= 0:
-                    self.fired = True
-                    break
-                self._cond.wait(remaining)
-        if self.fired:
-            self._call.cancel()
-
-    def alive(self) -> None:
-        """A message arrived (or the caller is back for the next one): restart the clock."""
-        with self._cond:
-            self._deadline = time.monotonic() + self._timeout
-            self._paused = False
-            self._cond.notify()
-
-    def pause(self) -> None:
-        with self._cond:
-            self._paused = True
-            self._cond.notify()
-
-    def close(self) -> None:
-        with self._cond:
-            self._done = True
-            self._cond.notify()
-
-
-class StopSignal:
-    """Ends a blocking `ArmadaClient.wait_for_jobs` from another thread: `set()` cancels the
-    stream it is reading at once and cuts its pauses short, and the wait raises `Cancelled`.
-    (A `threading.Event` alone cannot wake a read blocked inside gRPC.)"""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._lock = threading.Lock()
-        self._calls: set[Any] = set()
-
-    def set(self) -> None:
-        with self._lock:
-            self._event.set()
-            calls = list(self._calls)
-        for call in calls:
-            call.cancel()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def sleep(self, seconds: float) -> None:
-        """Sleep `seconds`, or less if set meanwhile."""
-        self._event.wait(seconds)
-
-    def check(self) -> None:
-        """Raise `Cancelled` once set."""
-        if self._event.is_set():
-            raise Cancelled("the wait was stopped", method="Event/GetJobSetEvents")
-
-    def attach(self, call: Any) -> None:
-        """Cancel `call` when set (at once if set already)."""
-        with self._lock:
-            if not self._event.is_set():
-                self._calls.add(call)
-                return
-        call.cancel()
-
-    def detach(self, call: Any) -> None:
-        with self._lock:
-            self._calls.discard(call)
 
 
 class ArmadaClient:
@@ -148,24 +49,13 @@ class ArmadaClient:
     def __init__(
         self, address: str | None = None, *, config: ConnectionConfig | None = None, **settings: Any
     ) -> None:
-        if config is None:
-            config = ConnectionConfig(**({"address": address} if address else {}), **settings)
-        elif address or settings:
-            raise TypeError("give either a ConnectionConfig or address/settings, not both")
-        self.config = config
+        self.config = config = client_config(address, config, settings)
         self._channel = config.sync_channel()
         self._logs_channel = (
             config.sync_channel(config.logs_address) if config.logs_address else self._channel
         )
         self._metadata = config.auth_metadata()
-        self._stubs: dict[str, Any] = {
-            "Submit": submit_pb2_grpc.SubmitStub(self._channel),
-            "QueueService": submit_pb2_grpc.QueueServiceStub(self._channel),
-            "RetryPolicyService": submit_pb2_grpc.RetryPolicyServiceStub(self._channel),
-            "Event": event_pb2_grpc.EventStub(self._channel),
-            "Jobs": job_pb2_grpc.JobsStub(self._channel),
-            "Binoculars": binoculars_pb2_grpc.BinocularsStub(self._logs_channel),
-        }
+        self._stubs = ops.service_stubs(self._channel, self._logs_channel)
 
     # --- plumbing ---------------------------------------------------------------------------
 
@@ -267,20 +157,12 @@ class ArmadaClient:
 
     def get_queues(self, num: int = 0) -> list[submit_pb2.Queue]:
         """Every queue (at most `num` when given), read from the stream up to its end marker."""
-        queues: list[submit_pb2.Queue] = []
-        stub = self._stubs["QueueService"]
-        try:
-            for message in stub.GetQueues(
-                submit_pb2.StreamingQueueGetRequest(num=num),
-                timeout=self.config.timeout,
-                metadata=self._metadata,
-            ):
-                if message.WhichOneof("event") == "end":
-                    break
-                queues.append(message.queue)
-        except grpc.RpcError as e:
-            raise from_rpc_error(e, "QueueService/GetQueues") from None
-        return queues
+        call = self._stubs["QueueService"].GetQueues(
+            submit_pb2.StreamingQueueGetRequest(num=num),
+            timeout=self.config.timeout,
+            metadata=self._metadata,
+        )
+        return ops.queues_until_end(relay(call, "QueueService/GetQueues"))
 
     def cordon_queue(self, name: str) -> None:
         self._run(ops.cordon_queue(name))
@@ -398,22 +280,13 @@ class ArmadaClient:
         timeout: float | None = None,
     ) -> Iterator[event_pb2.EventStreamMessage]:
         """One raw GetJobSetEvents stream, exactly as the server sends it (no resume)."""
-        request = event_pb2.JobSetRequest(
-            id=job_set_id,
-            queue=queue,
-            watch=watch,
-            from_message_id=from_message_id,
-            errorIfMissing=error_if_missing,
+        request = job_set_request(
+            queue, job_set_id, from_message_id, watch=watch, error_if_missing=error_if_missing
         )
         call = self._stubs["Event"].GetJobSetEvents(
             request, timeout=timeout, metadata=self._metadata
         )
-        try:
-            yield from call
-        except grpc.RpcError as e:
-            raise from_rpc_error(e, "Event/GetJobSetEvents") from None
-        finally:
-            call.cancel()
+        yield from relay(call, "Event/GetJobSetEvents")
 
     def watch(
         self, queue: str, job_set_id: str, *, from_id: str = "", timeout: float | None = None
@@ -421,54 +294,10 @@ class ArmadaClient:
         """The older Event/Watch RPC, raw (prefer follow_events)."""
         request = event_pb2.WatchRequest(queue=queue, job_set_id=job_set_id, from_id=from_id)
         call = self._stubs["Event"].Watch(request, timeout=timeout, metadata=self._metadata)
-        try:
-            yield from call
-        except grpc.RpcError as e:
-            raise from_rpc_error(e, "Event/Watch") from None
-        finally:
-            call.cancel()
+        yield from relay(call, "Event/Watch")
 
-    def _stream(
-        self,
-        queue: str,
-        job_set_id: str,
-        from_message_id: str,
-        *,
-        watch: bool,
-        options: WatchOptions,
-        silence: float | None,
-        stop: StopSignal | None = None,
-    ) -> Iterator[event_pb2.EventStreamMessage]:
-        """One connection, heartbeats included; raises _Silent or ArmadaError (Cancelled
-        once `stop` is set)."""
-        metadata = merge_metadata(
-            self._metadata, [HEARTBEAT_METADATA] if options.heartbeats else None
-        )
-        call = self._stubs["Event"].GetJobSetEvents(
-            job_set_request(queue, job_set_id, from_message_id, watch=watch), metadata=metadata
-        )
-        dog = _Watchdog(call, silence) if watch and silence else None
-        if stop is not None:
-            stop.attach(call)
-        try:
-            for message in call:
-                if dog is not None:
-                    dog.pause()
-                yield message
-                if dog is not None:
-                    dog.alive()
-        except grpc.RpcError as e:
-            if stop is not None:
-                stop.check()
-            if dog is not None and dog.fired:
-                raise _Silent() from None
-            raise from_rpc_error(e, "Event/GetJobSetEvents") from None
-        finally:
-            if stop is not None:
-                stop.detach(call)
-            if dog is not None:
-                dog.close()
-            call.cancel()
+    def _job_set(self, queue: str, job_set_id: str, options: WatchOptions) -> JobSetStream:
+        return JobSetStream(self._stubs["Event"], self._metadata, queue, job_set_id, options)
 
     def follow_events(
         self,
@@ -484,31 +313,21 @@ class ArmadaClient:
         resume after the last message id seen, so nothing is repeated or missed. Heartbeats
         are swallowed. With watch=False, ends once the events that existed are delivered.
         Closing the iterator closes the stream."""
-        options = options or WatchOptions()
-        state = Reconnector(options, on_notice=on_notice)
-        last = from_message_id
+        follow = Following(from_message_id, options, on_notice)
+        stream = self._job_set(queue, job_set_id, follow.options)
+        silence = follow.options.silence_timeout
         while True:
-            state.opened(last)
             try:
-                for message in self._stream(
-                    queue,
-                    job_set_id,
-                    last,
-                    watch=watch,
-                    options=options,
-                    silence=options.silence_timeout,
-                ):
-                    state.received()
-                    last = message.id or last
-                    if not is_heartbeat(message):
+                for message in stream.open(follow.opened(), watch=watch, silence=silence):
+                    if follow.received(message):
                         yield message
                 if not watch:
                     return
-                state.ended()
-            except _Silent:
-                state.silent()
+                follow.reconnector.ended()
+            except SilentStream:
+                follow.reconnector.silent()
             except ArmadaError as e:
-                time.sleep(state.failed(e))
+                time.sleep(follow.reconnector.failed(e))
 
     def wait_for_jobs(
         self,
@@ -526,75 +345,52 @@ class ArmadaClient:
         job's result. A failure the server will retry (retryable=true) is not an end. When
         the stream keeps failing, polls GetJobStatus meanwhile. Raises WaitTimeout after
         `timeout` seconds, and Cancelled once `stop` is set (from another thread)."""
-        options = options or WatchOptions()
-        tracker = JobTracker(job_ids)
-        if not tracker.jobs:
+        wait = JobWait(
+            job_ids, options=options, timeout=timeout, on_event=on_event, on_notice=on_notice
+        )
+        if not wait.results:
             return {}
-        state = Reconnector(options, timeout=timeout, on_notice=on_notice, can_poll=True)
+        stream = self._job_set(queue, job_set_id, wait.options)
         sleep = stop.sleep if stop is not None else time.sleep
         while True:
             if stop is not None:
                 stop.check()
-            if state.polling:
+            if wait.polling:
                 try:
-                    tracker.apply_status(self.get_job_status(tracker.pending()))
+                    wait.polled(self.get_job_status(wait.pending()))
                 except ArmadaError as e:
-                    state.notify("polling", f"status poll failed: {e.details}", e)
-                if tracker.done():
-                    self._catch_up(queue, job_set_id, tracker, options)
-                    return tracker.jobs
-            if not state.events_unsupported:
-                state.opened(tracker.last_message_id)
+                    wait.poll_failed(e)
+                if wait.done():
+                    self._catch_up(stream, wait)
+                    return wait.results
+            if wait.streaming:
                 try:
-                    for message in self._stream(
-                        queue,
-                        job_set_id,
-                        tracker.last_message_id,
-                        watch=True,
-                        options=options,
-                        silence=state.stream_silence(),
-                        stop=stop,
+                    for message in stream.open(
+                        wait.opened(), watch=True, silence=wait.silence(), stop=stop
                     ):
-                        state.received()
-                        result = tracker.apply(message)
-                        if result is not None and on_event is not None:
-                            on_event(message, result)
-                        if tracker.done():
-                            return tracker.jobs
-                        state.check_deadline(tracker.pending())
-                    state.ended()
+                        if wait.received(message):
+                            return wait.results
+                    wait.ended()
                     continue
-                except _Silent:
-                    state.check_deadline(tracker.pending())
-                    state.silent()
+                except SilentStream:
+                    wait.silent()
                     continue
                 except ArmadaError as e:
                     if stop is not None:
                         stop.check()
-                    delay = state.failed(e)
+                    delay = wait.failed(e)
             else:
-                delay = options.poll_interval
-            state.check_deadline(tracker.pending())
-            sleep(state.sleep_time(delay))
-            state.check_deadline(tracker.pending())
+                delay = wait.options.poll_interval
+            sleep(wait.pause(delay))
+            wait.check_deadline()
 
-    def _catch_up(
-        self, queue: str, job_set_id: str, tracker: JobTracker, options: WatchOptions
-    ) -> None:
+    def _catch_up(self, stream: JobSetStream, wait: JobWait) -> None:
         """After polling saw every job end: read the events that exist (best effort), then
         ask GetJobDetails/GetJobErrors for what the events did not tell."""
-        try:
-            for message in self._stream(
-                queue,
-                job_set_id,
-                tracker.last_message_id,
-                watch=False,
-                options=options,
-                silence=None,
-            ):
+        tracker = wait.tracker
+        with contextlib.suppress(ArmadaError, SilentStream):
+            for message in stream.open(tracker.last_message_id, watch=False):
                 tracker.apply(message)
-        except (ArmadaError, _Silent):
-            pass
         missing = tracker.from_status()
         if missing:
             with contextlib.suppress(ArmadaError):

@@ -11,13 +11,14 @@ When the stream keeps failing, `wait_for_jobs` polls GetJobStatus until it comes
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
 
 from armada_core.api import event_pb2
 
+from .connection import merge_metadata
 from .errors import TRANSIENT_CODES, ArmadaError, WaitTimeout
 
 #: Metadata asking our server for heartbeats on idle watch streams.
@@ -63,11 +64,32 @@ def is_heartbeat(message: event_pb2.EventStreamMessage) -> bool:
 
 
 def job_set_request(
-    queue: str, job_set_id: str, from_message_id: str, *, watch: bool
+    queue: str,
+    job_set_id: str,
+    from_message_id: str,
+    *,
+    watch: bool,
+    error_if_missing: bool = False,
 ) -> event_pb2.JobSetRequest:
     return event_pb2.JobSetRequest(
-        id=job_set_id, queue=queue, watch=watch, from_message_id=from_message_id
+        id=job_set_id,
+        queue=queue,
+        watch=watch,
+        from_message_id=from_message_id,
+        errorIfMissing=error_if_missing,
     )
+
+
+def stream_metadata(
+    metadata: Sequence[tuple[str, str]], options: WatchOptions
+) -> tuple[tuple[str, str], ...]:
+    """A followed stream's metadata: the call's own, and the request for heartbeats."""
+    return merge_metadata(metadata, [HEARTBEAT_METADATA] if options.heartbeats else None)
+
+
+class SilentStream(Exception):
+    """No message (not even a heartbeat) arrived within the silence timeout: the stream is
+    taken for dead and reopened."""
 
 
 class Reconnector:
@@ -180,3 +202,27 @@ class Reconnector:
     def sleep_time(self, delay: float) -> float:
         remaining = self.remaining()
         return delay if remaining is None else min(delay, remaining)
+
+
+class Following:
+    """The decisions of `follow_events`, shared by both clients: where a reopened stream
+    resumes (after the last message seen) and which messages to hand on."""
+
+    def __init__(
+        self, from_message_id: str, options: WatchOptions | None, on_notice: NoticeHandler | None
+    ) -> None:
+        self.options = options or WatchOptions()
+        self.reconnector = Reconnector(self.options, on_notice=on_notice)
+        self.last = from_message_id
+
+    def opened(self) -> str:
+        """A stream is opened; returns the message id it resumes after."""
+        self.reconnector.opened(self.last)
+        return self.last
+
+    def received(self, message: event_pb2.EventStreamMessage) -> bool:
+        """Note a message (a heartbeat too: it proves the stream alive); True for one to hand
+        on."""
+        self.reconnector.received()
+        self.last = message.id or self.last
+        return not is_heartbeat(message)

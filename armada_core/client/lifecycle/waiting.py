@@ -20,7 +20,7 @@ from armada_core.retry import OutcomeReport, map_outcome
 from .. import operations as ops
 from ..errors import TRANSIENT_CODES, ArmadaError, WaitTimeout
 from ..logs import LogCursor
-from ..sync import StopSignal
+from ..streams import StopSignal
 from ..tracking import TERMINAL, JobResult, state_name
 from ..watching import Notice, WatchOptions
 from .result import result_payload
