@@ -56,9 +56,9 @@ class RateBuckets:
             self.queues = {}
         else:
             rate = config.queue_scheduling_rate
-            size = float(burst_of(rate, config.queue_scheduling_burst))
-            levels = {q: min(size, t + rate * elapsed) for q, t in self.queues.items()}
-            self.queues = {q: t for q, t in levels.items() if t < size}
+            full = float(burst_of(rate, config.queue_scheduling_burst))
+            levels = {q: min(full, t + rate * elapsed) for q, t in self.queues.items()}
+            self.queues = {q: t for q, t in levels.items() if t < full}
         return self.tokens, dict(self.queues)
 
     def consume(self, config: SchedulingConfig, consumed: Mapping[str, int]) -> None:

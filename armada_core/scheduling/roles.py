@@ -19,6 +19,10 @@ from .model import Job, Node
 #: The role of a member of a role group that names none (refused at submission).
 NO_ROLE = ""
 
+#: A running job's place in its queue (each implementation's ``running_order``): -class
+#: priority, priority, start time, submit time, id.
+RunningKey = tuple[int, int, float, float, str]
+
 
 def role_of(job: Job) -> str:
     return job.gang_role if job.gang_role is not None else NO_ROLE
@@ -116,7 +120,7 @@ def plan(
     nodes: Sequence[Node],
     node_index: Mapping[str, int],
     levels: Sequence[str],
-    order: Callable[[Job], tuple],
+    order: Callable[[Job], RunningKey],
 ) -> RolePlan:
     """Decide the state of every role group with running members. ``running`` are jobs on
     known nodes of a known queue and class, ``queued`` valid queued jobs, ``nodes`` in node
@@ -128,12 +132,12 @@ def plan(
         if j.gang_id is not None and j.gang_role is not None
     }
     for j in running:
-        if (j.queue, j.gang_id) in roled:
-            groups.setdefault((j.queue, j.gang_id), ([], []))[0].append(j)  # type: ignore[arg-type]
+        if j.gang_id is not None and (j.queue, j.gang_id) in roled:
+            groups.setdefault((j.queue, j.gang_id), ([], []))[0].append(j)
     for j in queued:
-        key = (j.queue, j.gang_id)
-        if key in groups:
-            groups[key][1].append(j)  # type: ignore[index]
+        found = groups.get((j.queue, j.gang_id)) if j.gang_id is not None else None
+        if found is not None:
+            found[1].append(j)
     out = RolePlan()
     node_labels = topology.NodeLabels(nodes)
     for (_, gang_id), (run, waiting) in sorted(groups.items()):
@@ -181,7 +185,7 @@ def _allowed(
     value of the uniformity label, and with a maximum of hops, the domain of the widest level
     within it that holds every running member. None: anywhere."""
     label = run[0].gang_uniformity_label
-    where = [node_index[j.node] for j in run]  # type: ignore[index]
+    where = [node_index[j.node] for j in run if j.node is not None]
     allowed: set[int] | None = None
     if label is not None:
         values = {nodes[i].labels.get(label) for i in where}

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .model import Node
 
@@ -91,10 +92,12 @@ class NodeLabels:
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.nodes = nodes
-        self._columns: dict[str | None, tuple[list[str], np.ndarray]] = {}
-        self._levels: dict[tuple[int, str | None], tuple[tuple, tuple]] = {}
+        self._columns: dict[str | None, tuple[list[str], NDArray[np.int64]]] = {}
+        self._levels: dict[
+            tuple[int, str | None], tuple[tuple[DomainKey, ...], tuple[tuple[int, ...], ...]]
+        ] = {}
 
-    def column(self, label: str | None) -> tuple[list[str], np.ndarray]:
+    def column(self, label: str | None) -> tuple[list[str], NDArray[np.int64]]:
         """The label's values, sorted, and each node's value index (-1 without the label);
         ``None``: the node ids (each node its own value)."""
         found = self._columns.get(label)
@@ -104,8 +107,8 @@ class NodeLabels:
             else:
                 raw = [n.labels.get(label) for n in self.nodes]
             values = sorted({v for v in raw if v is not None})
-            pos = {v: k for k, v in enumerate(values)}
-            of = np.array([pos.get(v, -1) for v in raw], dtype=np.int64)  # type: ignore[arg-type]
+            pos: dict[str | None, int] = {v: k for k, v in enumerate(values)}
+            of = np.array([pos.get(v, -1) for v in raw], dtype=np.int64)
             found = self._columns[label] = (values, of)
         return found
 
