@@ -19,15 +19,22 @@ The modules follow SEMANTICS.md's sections, and ``cycle.reference_schedule`` run
 order over one ``state.CycleState``:
 
 * ``state``: the cycle's inputs and what the phases update; save/restore for gang attempts;
-* ``queues``: inputs and fairness (weights, usage offsets, protection, queue costs);
+* ``inputs``: which jobs take part;
+* ``queues``: fairness (weights, usage offsets, protection, queue costs);
 * ``eviction``: running gangs evicted to fair share or held on their nodes;
 * ``order``: order inside a queue, lookback, progressive filling across queues;
 * ``limits``: per-cycle limits, rate limits, per-queue class caps;
-* ``gangs``: evicted gangs back, queued gangs all or nothing, uniformity labels, topology
-  (the narrowest domain that holds the gang, within its maximum hops);
+* ``putback``: evicted gangs back on their nodes, or preempted;
+* ``gangs``: queued gangs all or nothing, on one value of their uniformity label;
+* ``gang_topology``: the narrowest topology domain that holds a gang, within its maximum hops;
+* ``gang_trials``: a gang's members tried in order on the live state;
+* ``elastic``: elastic pod groups (role rules applied, late members, members left out);
 * ``nodes``: one job's node at the first stage that fits, best fit;
 * ``victims``: which jobs give way to a job of a higher class, minimal urgency preemption;
 * ``cycle``: the phases in order, and the outcomes.
+
+Imports go one way: ``cycle`` at the top, ``state`` at the bottom, no module importing one
+that imports it back.
 """
 
 from .cycle import reference_schedule

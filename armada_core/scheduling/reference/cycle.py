@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from ..model import SchedulingResult, Snapshot
 from .eviction import evict
-from .gangs import return_evicted, schedule_queued
+from .gangs import schedule_queued
+from .inputs import sort_jobs
 from .order import add_queued_gangs, lookback, next_item, order_queue
-from .queues import sort_jobs, weigh_queues
+from .putback import return_evicted
+from .queues import weigh_queues
 from .state import QUEUED, CycleState
 
 

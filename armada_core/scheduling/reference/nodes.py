@@ -11,6 +11,7 @@ resources (in dimension order), then node order.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 from .. import reasons
@@ -69,13 +70,15 @@ def select_node(state: CycleState, job: Job, allowed: set[int] | None) -> Choice
         if level < own:
             found = by_victims(state, candidates, vec, level, evicted=True)
         else:
-            found = best_fit(candidates, vec, lambda ns, lv=level: ns.free_evicted_giving_way(lv))
+            found = best_fit(
+                candidates, vec, partial(NodeState.free_evicted_giving_way, level=level)
+            )
         if found is not None:
             return Choice(found, (1, float(level)), None)
-    for level in sorted({h for ns in state.nodes for _, h in ns.held.values() if h < own}):
-        found = by_victims(state, candidates, vec, level, evicted=False)
+    for hold in sorted({h for ns in state.nodes for _, h in ns.held.values() if h < own}):
+        found = by_victims(state, candidates, vec, hold, evicted=False)
         if found is not None:
-            return Choice(found, (2, float(level)), level)
+            return Choice(found, (2, float(hold)), hold)
     return reasons.NO_CAPACITY
 
 

@@ -9,26 +9,35 @@ most urgent class, then the smallest cost after it per weight, then the queue na
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from .. import reasons
 from ..model import Job, PriorityClass
-from ..roles import arrange, has_roles, short_role
+from ..roles import RunningKey, has_roles
+from .elastic import late_member_item, role_group_item
 from .queues import queue_key
 from .state import EVICTED, EXTRA, QUEUED, CycleState, Item
 
+#: A queued job's place in its queue: -class priority, priority, submit time, id.
+QueuedKey = tuple[int, int, float, str]
+#: Where an item goes in its queue: -class priority, kind, its first member's place.
+ItemKey = tuple[int, int, QueuedKey | RunningKey]
+#: Progressive filling: -class priority of the head, the queue's key with it, queue name.
+HeadKey = tuple[int, float, str]
 
-def queued_order(job: Job, pcs: dict[str, PriorityClass]) -> tuple:
+
+def queued_order(job: Job, pcs: dict[str, PriorityClass]) -> QueuedKey:
     """A queued job's place: class priority (highest first), priority, submit time, id."""
     return (-pcs[job.priority_class].priority, job.priority, job.submit_time, job.id)
 
 
-def running_order(job: Job, pcs: dict[str, PriorityClass]) -> tuple:
+def running_order(job: Job, pcs: dict[str, PriorityClass]) -> RunningKey:
     """A running job's place: as queued, with the start time before the submit time."""
     start = job.start_time if job.start_time is not None else 0.0
     return (-pcs[job.priority_class].priority, job.priority, start, job.submit_time, job.id)
 
 
-def running_order_or_id(job: Job, pcs: dict[str, PriorityClass]) -> tuple:
+def running_order_or_id(job: Job, pcs: dict[str, PriorityClass]) -> RunningKey:
     """Running order; a job of an unknown class (never moved) sorts by id alone."""
     if job.priority_class in pcs:
         return running_order(job, pcs)
@@ -47,12 +56,7 @@ def add_queued_gangs(state: CycleState, queued: list[Job], items: dict[str, list
             result.unscheduled[job.id] = reasons.QUEUE_CORDONED
             continue
         if job.id in late:
-            # A member of a running role group: placed alone, near the running members.
-            it = state.item(QUEUED, job.queue, [job])
-            it.late = True
-            allowed = late[job.id]
-            it.allowed = None if allowed is None else set(allowed)
-            items[job.queue].append(it)
+            items[job.queue].append(late_member_item(state, job, late[job.id]))
             continue
         gang = job.gang_id if job.gang_id is not None else "\0" + job.id
         gangs[(job.queue, gang)].append(job)
@@ -66,15 +70,9 @@ def add_queued_gangs(state: CycleState, queued: list[Job], items: dict[str, list
             for j in members:
                 result.unscheduled[j.id] = reasons.gang_incomplete(len(members), cardinality)
         elif members[0].gang_id is not None and has_roles(members):
-            short = short_role(members)
-            if short is not None:
-                for j in members:
-                    result.failed[j.id] = short
-                continue
-            ordered, core = arrange(members)
-            it = state.item(QUEUED, queue, ordered)
-            it.core = core
-            items[queue].append(it)
+            group = role_group_item(state, queue, members)
+            if group is not None:
+                items[queue].append(group)
         else:
             items[queue].append(state.item(QUEUED, queue, members))
 
@@ -84,12 +82,16 @@ def order_queue(state: CycleState, queue_items: list[Item]) -> None:
     members, queued gangs, each by its first member. Running before queued among equals keeps
     a queue from churning its own jobs of one class."""
     pcs = state.classes
-    order = {
+    order: dict[int, Callable[[Item], QueuedKey | RunningKey]] = {
         EVICTED: lambda it: running_order(it.members[0], pcs),
         EXTRA: lambda it: running_order(it.members[0], pcs),
         QUEUED: lambda it: queued_order(it.members[0], pcs),
     }
-    queue_items.sort(key=lambda it: (-state.priority(it.members[0]), it.kind, order[it.kind](it)))
+
+    def place(it: Item) -> ItemKey:
+        return (-state.priority(it.members[0]), it.kind, order[it.kind](it))
+
+    queue_items.sort(key=place)
 
 
 def lookback(state: CycleState, queue_items: list[Item]) -> None:
@@ -114,7 +116,7 @@ def lookback(state: CycleState, queue_items: list[Item]) -> None:
 def next_item(state: CycleState, items: dict[str, list[Item]]) -> Item | None:
     """Progressive filling: take the head of the queue with the smallest
     ``(-class priority of the head, cost after the head / weight, name)``."""
-    best: tuple | None = None
+    best: HeadKey | None = None
     for queue in sorted(items):
         if not items[queue]:
             continue

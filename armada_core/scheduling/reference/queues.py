@@ -1,66 +1,13 @@
-"""Inputs and fairness (SEMANTICS.md, "Inputs and units", "Fairness").
-
-Which jobs take part, each active queue's weight and usage offset, which queues are
-protected, and the two costs queues are compared by: the progressive-filling key and, for
-victims, the fraction of fair share.
+"""Fairness (SEMANTICS.md, "Fairness"): each active queue's weight and usage offset, which
+queues are protected, and the two costs queues are compared by: the progressive-filling key
+and, for victims, the fraction of fair share.
 """
 
 from __future__ import annotations
 
-from .. import reasons
 from ..fairness import fair_shares, overshoot_limits, protected_queues, usage_offsets
 from ..model import Job
-from ..roles import has_roles, plan
 from .state import CycleState, add
-
-
-def sort_jobs(state: CycleState) -> tuple[list[Job], list[Job]]:
-    """Running jobs on known nodes and valid queued jobs, each by id. Queued jobs of an
-    unknown queue or class fail; running jobs on unknown nodes are ignored."""
-    running: list[Job] = []
-    queued: list[Job] = []
-    failed = state.result.failed
-    for job in sorted(state.snapshot.jobs, key=lambda j: j.id):
-        if job.node is not None:
-            if job.node in state.node_index:
-                running.append(job)
-        elif job.queue not in state.queues:
-            failed[job.id] = reasons.UNKNOWN_QUEUE
-        elif job.priority_class not in state.classes:
-            failed[job.id] = reasons.UNKNOWN_PRIORITY_CLASS
-        else:
-            queued.append(job)
-    if has_roles(running) or has_roles(queued):
-        running, queued = apply_roles(state, running, queued)
-    return running, queued
-
-
-def apply_roles(
-    state: CycleState, running: list[Job], queued: list[Job]
-) -> tuple[list[Job], list[Job]]:
-    """Role groups (SEMANTICS.md, "Elastic pod groups"): a group with a role below its
-    minimum has its running members preempted and its queued ones wait, all out of the cycle."""
-    from .order import running_order  # order reads queue keys from here
-
-    levels = state.snapshot.config.topology_levels
-    nodes = [ns.node for ns in state.nodes]
-    state.roles = plan(
-        [j for j in running if state.accounted(j)],
-        queued,
-        nodes,
-        state.node_index,
-        levels,
-        lambda j: running_order(j, state.classes),
-    )
-    gone = set(state.roles.preempt)
-    state.result.preempted.update(gone)
-    state.result.preempt_reasons.update(state.roles.preempt_reasons)
-    for job_id, why in state.roles.waiting.items():
-        state.result.unscheduled[job_id] = why
-    return (
-        [j for j in running if j.id not in gone],
-        [j for j in queued if j.id not in state.roles.waiting],
-    )
 
 
 def weigh_queues(state: CycleState, running: list[Job], queued: list[Job]) -> set[str]:

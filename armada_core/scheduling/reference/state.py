@@ -227,7 +227,8 @@ class CycleState:
 
     def node_of(self, job: Job) -> NodeState:
         """The node a running job runs on."""
-        return self.nodes[self.node_index[job.node]]  # type: ignore[index]
+        assert job.node is not None
+        return self.nodes[self.node_index[job.node]]
 
     def item(self, kind: int, queue: str, members: list[Job], parent: Item | None = None) -> Item:
         total = self.zeros()

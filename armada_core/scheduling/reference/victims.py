@@ -64,7 +64,7 @@ def by_victims(
             room = ns.free_held_giving_way(-INF)
         if not fits(free, vec):
             continue
-        worst: tuple = ()
+        worst: Group | tuple[()] = ()
         for grp, _, v in victims_on(state, ns, level, evicted):
             if fits(room, vec):
                 break
