@@ -8,7 +8,7 @@ the floor are defined once.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
 
 DEFAULT_GRACE_PERIOD_SECONDS = 1
 MINIMUM_GRACE_PERIOD_SECONDS = 1
@@ -17,7 +17,7 @@ MINIMUM_GRACE_PERIOD_SECONDS = 1
 class _HasGracePeriod(Protocol):
     terminationGracePeriodSeconds: int
 
-    def HasField(self, field_name: str) -> bool: ...
+    def HasField(self, field_name: Literal["terminationGracePeriodSeconds"]) -> bool: ...
 
 
 def grace_period_seconds(pod_spec: _HasGracePeriod | None) -> int:

@@ -3,7 +3,8 @@
 The server has already validated and defaulted the spec (restartPolicy Never, grace period,
 deadline); here it is translated to Kubernetes JSON, pinned with a node selector on the node's
 hostname label (so kube-scheduler still checks resources, taints and affinity), and marked with
-the labels the executor finds its pods by.
+the labels the executor finds its pods by. The grace period is the one the executor deletes the
+pod with (armada_core.jobs.grace), so that the pod and its deletion agree.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from armada_core.api import executor_pb2
+from armada_core.jobs.grace import grace_period_seconds
 from armada_server.executors.kubernetes import labels as lb
 from armada_server.executors.kubernetes.convert import to_kubernetes
 from armada_server.executors.kubernetes.settings import KubernetesSettings
@@ -48,6 +50,7 @@ def pod_manifest(
     job = lease.job
     spec = to_kubernetes(job.pod_specs[0])
     spec["restartPolicy"] = "Never"
+    spec["terminationGracePeriodSeconds"] = grace_period_seconds(job.pod_specs[0])
     hostname = (node_labels or {}).get(lb.HOSTNAME, lease.node)
     spec["nodeSelector"] = {**spec.get("nodeSelector", {}), lb.HOSTNAME: hostname}
     if not settings.use_priority_classes:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from armada_core.api.k8s import core_v1_pb2
+from armada_core.jobs.grace import grace_period_seconds
 from armada_core.scheduling.model import parse_quantity
 
 from .environment import (
@@ -23,7 +24,6 @@ from .environment import (
 )
 from .sandbox import Sandbox
 
-DEFAULT_GRACE_SECONDS = 30.0  # Kubernetes' default; Armada's submission sets 1 s itself
 DEFAULT_MESSAGE_PATH = "/dev/termination-log"
 MESSAGE_PATH_VARIABLE = "ARMADA_TERMINATION_MESSAGE_PATH"
 # Set in every process of a pod, and inherited by everything they start: how the executor finds
@@ -117,11 +117,6 @@ def plan_pod(
             c, init, pod_spec, sandbox, identity, base_env, fixed_env, allocatable
         )
 
-    grace = (
-        float(max(pod_spec.terminationGracePeriodSeconds, 0))
-        if pod_spec.HasField("terminationGracePeriodSeconds")
-        else DEFAULT_GRACE_SECONDS
-    )
     deadline = (
         float(pod_spec.activeDeadlineSeconds)
         if pod_spec.HasField("activeDeadlineSeconds") and pod_spec.activeDeadlineSeconds > 0
@@ -130,7 +125,7 @@ def plan_pod(
     return PodPlan(
         init_containers=tuple(plan(c, True) for c in pod_spec.initContainers),
         containers=tuple(plan(c, False) for c in pod_spec.containers),
-        grace_seconds=grace,
+        grace_seconds=float(grace_period_seconds(pod_spec)),
         deadline_seconds=deadline,
     )
 
