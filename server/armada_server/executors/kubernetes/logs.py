@@ -17,8 +17,12 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from armada_server.executors.logs import LogQuery, parse_time_ns
+from armada_server.executors.kubernetes.api import ApiException, ClusterApi
+from armada_server.executors.kubernetes.runs import Run
+from armada_server.executors.kubernetes.settings import KubernetesSettings
+from armada_server.executors.logs import LogQuery, LogUnavailable, parse_time_ns
 
 log = logging.getLogger("armada_server.executor.kubernetes")
 
@@ -34,7 +38,7 @@ class PodLogLine:
 
 def parse_log(text: str) -> list[PodLogLine]:
     """Lines of a log read with `timestamps=true` ("<RFC 3339> <line>")."""
-    lines = []
+    lines: list[PodLogLine] = []
     for raw in text.splitlines():
         stamp, _, rest = raw.partition(" ")
         try:
@@ -123,3 +127,77 @@ class LogArchive:
             run_id, held = self._runs.popitem(last=False)
             if held is None and self.directory is not None:
                 shutil.rmtree(self.directory / run_id, ignore_errors=True)
+
+
+class PodLogs:
+    """The container logs of the executor's runs: read from their pods, kept in the archive
+    just before the pods are deleted, and read from there afterwards."""
+
+    def __init__(self, cluster: ClusterApi, settings: KubernetesSettings) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.archive = LogArchive(
+            settings.log_dir, retention=settings.log_retention, max_bytes=settings.log_max_bytes
+        )
+
+    async def read(self, query: LogQuery, run: Run | None) -> list[PodLogLine]:
+        """The lines the query asks for; `run` is the run when the executor still holds it."""
+        if query.run_id not in self.archive:
+            namespace = (
+                run.namespace
+                if run is not None
+                else (self.settings.namespace or query.namespace or self.settings.default_namespace)
+            )
+            name = run.pod_name if run is not None else query.pod_name
+            try:
+                text = await self._read_pod(name, namespace, query.container, tail=query.tail)
+            except ApiException as e:
+                if e.status == 400:  # the container has not started: nothing logged yet
+                    return []
+                if e.status != 404:
+                    raise
+                if query.run_id not in self.archive:  # (or kept meanwhile)
+                    raise LogUnavailable(
+                        f"pod {namespace}/{name} of run {query.run_id} is gone and this "
+                        "executor no longer keeps its log"
+                    ) from None
+            else:
+                return select(parse_log(text or ""), query)
+        text = self.archive.get(query.run_id, query.container) or ""
+        return select(parse_log(text), query)
+
+    async def keep(self, run: Run) -> None:
+        """Archive the pod's logs before it is deleted (Kubernetes deletes them with it)."""
+        if run.run_id in self.archive or run.last is None:
+            return
+        spec = run.last.spec
+        names = [c.name for c in [*(spec.init_containers or []), *(spec.containers or [])]]
+        logs: dict[str, str] = {}
+        for name in names:
+            try:
+                logs[name] = await self._read_pod(run.pod_name, run.namespace, name) or ""
+            except ApiException as e:
+                if e.status == 404:
+                    return  # gone already: nothing left to keep
+                logs[name] = ""  # never started
+            except Exception as e:
+                log.warning(
+                    "could not keep the log of pod %s/%s: %s", run.namespace, run.pod_name, e
+                )
+                return
+        try:
+            self.archive.put(run.run_id, logs)
+        except (OSError, ValueError) as e:
+            log.warning("could not keep the log of pod %s/%s: %s", run.namespace, run.pod_name, e)
+
+    async def _read_pod(
+        self, name: str, namespace: str, container: str, *, tail: int | None = None
+    ) -> str | None:
+        """The container's log with a timestamp on each line, as the API answers."""
+        kwargs: dict[str, Any] = {"container": container, "timestamps": True}
+        if tail is not None:
+            kwargs["tail_lines"] = tail
+        text: str | None = await self.cluster.call(
+            self.cluster.core.read_namespaced_pod_log, name, namespace, **kwargs
+        )
+        return text

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import client, watch
+from armada_server.executors.kubernetes.api import ApiException, client, watch
 
 log = logging.getLogger("armada_server.executor.kubernetes")
 
@@ -82,7 +82,7 @@ class PodWatcher:
         while not self._stopped.is_set():
             try:
                 self._watch_once()
-            except client.ApiException as e:
+            except ApiException as e:
                 if self._stopped.is_set():
                     return
                 if e.status == 410:
