@@ -344,31 +344,38 @@ def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[
     from armada_server.executors.nodes import virtual_nodes
     from armada_server.metrics import Metrics
     from armada_server.scheduling.loop import SchedulingLoop
-    from armada_server.storage.database import open_database
-    from armada_server.storage.retries import Retries
-    from armada_server.storage.store import Store
+    from armada_server.storage import open_storage
 
     url = f"sqlite:///{workdir / 'profile.db'}"
     config = ServerConfig(port=0, http_port=None, executor="none", database_url=url)
-    store = Store(open_database(url), retries=Retries(config.retry))
-    store.create_queue(submit_pb2.Queue(name="load", priority_factor=1))
+    storage = open_storage(url, retry_settings=config.retry)
+    storage.queues.create_queue(submit_pb2.Queue(name="load", priority_factor=1))
     item = job_item(
         spec(["sleep", "3600"], cpu="1", memory="2Gi"),
         priority_class=config.default_priority_class,
         annotations={ann.PREFIX + "simulatedDuration": "36000"},
     )
     for i in range(0, jobs, BATCH):
-        store.submit("load", f"set-{i // 10_000}", [item] * BATCH, owner="bench")
+        storage.submissions.submit("load", f"set-{i // 10_000}", [item] * BATCH, owner="bench")
     log(f"profile: {jobs} jobs stored")
     node_list = virtual_nodes([NodeGroup(nodes, "8", "32Gi")], "sim")
 
     def sync(**kw: Any) -> executor_pb2.SyncResponse:
-        return store.executor_sync(
+        return storage.executors.executor_sync(
             executor_pb2.SyncRequest(executor_id="sim", pool="default", nodes=node_list, **kw)
         )
 
     sync()
-    loop = SchedulingLoop(config, store, Metrics(store))
+    loop = SchedulingLoop(
+        config,
+        Metrics(storage.job_reads, storage.isolated_failures),
+        engine=storage.engine,
+        leases=storage.leases,
+        reads=storage.scheduling_reads,
+        writes=storage.scheduling_writes,
+        carryover=storage.carryover,
+        isolated_failures=storage.isolated_failures,
+    )
     seconds: dict[str, float] = {}
 
     def step(name: str, work: Any) -> Any:
@@ -418,7 +425,7 @@ def profile_in_process(out: Path, workdir: Path, nodes: int, jobs: int) -> dict[
     running_syncs = step("sync_running", report_running)
     step("sync_idle", lambda: sync(run_ids=held))
     step("cycle_again", loop.cycle)
-    store.engine.dispose()
+    storage.engine.dispose()
     return {
         "name": "profile_in_process",
         "nodes": nodes,

@@ -59,10 +59,9 @@ from armada_server.services.jobs import JobsService
 from armada_server.services.queues import QueueService
 from armada_server.services.retry_policies import RetryPolicyService
 from armada_server.services.submit import SubmitService
+from armada_server.storage import Storage
 from armada_server.storage.database import default_data_dir, default_database_url, open_database
 from armada_server.storage.notify import Listener
-from armada_server.storage.retries import Retries
-from armada_server.storage.store import Store
 from armada_server.web import WebServer
 
 log = logging.getLogger("armada_server")
@@ -115,7 +114,7 @@ class ArmadaServer:
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="armada-db")
-        self.store: Store | None = None
+        self.storage: Storage | None = None
         self.metrics: Metrics | None = None
         self._listener: Listener | None = None
         self.scheduler: SchedulingLoop | None = None
@@ -248,21 +247,40 @@ class ArmadaServer:
         loop = asyncio.get_running_loop()
         engine = await loop.run_in_executor(self._pool, open_database, self.database_url)
         hub = EventHub(loop)
-        self.store = Store(engine, on_commit=hub.notify, retries=Retries(self.config.retry))
-        self.metrics = Metrics(self.store)
+        storage = Storage(engine, on_commit=hub.notify, retry_settings=self.config.retry)
+        self.storage = storage
+        self.metrics = Metrics(storage.job_reads, storage.isolated_failures)
         if engine.dialect.name == "postgresql":
             self._listener = Listener(engine, hub.notify)
             await loop.run_in_executor(self._pool, self._listener.start)
-        self.scheduler = SchedulingLoop(self.config, self.store, self.metrics)
+        self.scheduler = SchedulingLoop(
+            self.config,
+            self.metrics,
+            engine=engine,
+            leases=storage.leases,
+            reads=storage.scheduling_reads,
+            writes=storage.scheduling_writes,
+            carryover=storage.carryover,
+            isolated_failures=storage.isolated_failures,
+        )
         auth = self._auth()
         ctx = Context(
-            self.config,
-            self.store,
-            hub,
-            self._pool,
-            Authorizer(auth),
-            self.metrics,
-            self.scheduler.poke,
+            config=self.config,
+            hub=hub,
+            pool=self._pool,
+            authorizer=Authorizer(auth),
+            metrics=self.metrics,
+            queues=storage.queues,
+            retry_policies=storage.retry_policies,
+            submissions=storage.submissions,
+            events=storage.events,
+            job_reads=storage.job_reads,
+            places=storage.places,
+            nodes=storage.nodes,
+            executors=storage.executors,
+            scheduling_reads=storage.scheduling_reads,
+            transactions=storage.transactions,
+            wake_scheduler=self.scheduler.poke,
         )
         self.context = ctx
         interceptors: list[grpc.aio.ServerInterceptor] = [DecodingInterceptor()]
@@ -337,8 +355,8 @@ class ArmadaServer:
         if self._listener is not None:
             self._listener.stop()
         self._pool.shutdown(wait=True)
-        if self.store is not None:
-            self.store.engine.dispose()
+        if self.storage is not None:
+            self.storage.engine.dispose()
 
 
 class EmbeddedServer:

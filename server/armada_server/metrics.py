@@ -6,13 +6,15 @@ counters and histograms count what this process did.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from armada_core.jobs import JobState
-from armada_server.storage.store import Store
+from armada_server.storage.job_reads import JobReads
 
 _COUNTED = {
     JobState.QUEUED: "queued",
@@ -23,22 +25,22 @@ _COUNTED = {
 
 
 class _JobCounts(Collector):
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, jobs: JobReads) -> None:
+        self.jobs = jobs
 
     def collect(self):  # type: ignore[no-untyped-def]
         family = GaugeMetricFamily(
             "armada_jobs", "Jobs by queue and state (not finished)", labels=["queue", "state"]
         )
-        for (queue, state), count in sorted(self.store.count_jobs_by_queue_and_state().items()):
+        for (queue, state), count in sorted(self.jobs.count_jobs_by_queue_and_state().items()):
             if state in _COUNTED:
                 family.add_metric([queue, _COUNTED[state]], count)
         yield family
 
 
 class _IsolatedFailures(Collector):
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        self.counts = counts
 
     def collect(self):  # type: ignore[no-untyped-def]
         family = CounterMetricFamily(
@@ -47,16 +49,16 @@ class _IsolatedFailures(Collector):
             "and executor syncs went on for everyone else",
             labels=["stage"],
         )
-        for stage, count in sorted(self.store.isolated_failures.items()):
+        for stage, count in sorted(self.counts.items()):
             family.add_metric([stage], count)
         yield family
 
 
 class Metrics:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, jobs: JobReads, isolated_failures: Mapping[str, int]) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(_JobCounts(store))
-        self.registry.register(_IsolatedFailures(store))
+        self.registry.register(_JobCounts(jobs))
+        self.registry.register(_IsolatedFailures(isolated_failures))
         self.jobs_submitted = Counter(
             "armada_jobs_submitted",
             "Jobs accepted through SubmitJobs",

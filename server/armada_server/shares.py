@@ -21,9 +21,8 @@ from armada_core.scheduling import Resources
 from armada_core.scheduling.fairness import CostModel, adjusted_fair_shares, fair_shares
 from armada_core.scheduling.model import DEFAULT_RESOURCE_ORDER
 from armada_server.config import ServerConfig
-from armada_server.storage.leases import QueuedJob, RunningJob
 from armada_server.storage.places import ordinal
-from armada_server.storage.store import Store
+from armada_server.storage.scheduling_reads import QueuedJob, RunningJob, SchedulingReads
 
 
 @dataclass(frozen=True)
@@ -86,12 +85,15 @@ def _requests(spec) -> Mapping[str, str]:  # type: ignore[no-untyped-def]
 
 
 def compute(
-    store: Store, config: ServerConfig, shapes: Shapes | None = None, now: datetime | None = None
+    reads: SchedulingReads,
+    config: ServerConfig,
+    shapes: Shapes | None = None,
+    now: datetime | None = None,
 ) -> Sample:
     """One sample. Blocking: reads the database."""
     shapes = shapes or Shapes()
     now = now or datetime.now(UTC)
-    state = store.scheduling_state(executor_timeout=config.lease_timeout, now=now)
+    state = reads.scheduling_state(executor_timeout=config.lease_timeout, now=now)
     capacity: dict[str, int] = {}
     live_nodes: set[str] = set()
     for executor in state.executors:
@@ -171,12 +173,12 @@ class RecentShares:
 
     def __init__(
         self,
-        store: Store,
+        reads: SchedulingReads,
         config: ServerConfig,
         max_age: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.store = store
+        self.reads = reads
         self.config = config
         self.max_age = max_age
         self._clock = clock
@@ -191,7 +193,7 @@ class RecentShares:
         with self._lock:
             started = self._clock()
             if self._sample is None or started >= self._until:
-                self._sample = compute(self.store, self.config, self._shapes)
+                self._sample = compute(self.reads, self.config, self._shapes)
                 done = self._clock()
                 self._until = done + pause(self.max_age, done - started)
             return self._sample

@@ -47,7 +47,7 @@ def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 def watchers(servers: Servers) -> int:
     """Open event streams on the server (its event hub's subscribers)."""
     assert servers.current is not None
-    hub = servers.current.server.store.on_commit.__self__  # type: ignore[union-attr]
+    hub = servers.current.server.storage.transactions.on_commit.__self__  # type: ignore[union-attr]
     return sum(len(w) for w in hub._waiters.values())
 
 

@@ -66,10 +66,10 @@ def test_official_client_scenario(database_url: str, official_python: Path) -> N
         database_url=database_url, port=0, executor="none", scheduling_period=3600
     ) as server:
         observed = run_official(official_python, server.address)
-        store = server.server.store
+        store = server.server.storage
         assert store is not None
-        stored_events = store.last_seq(QUEUE, JOB_SET)
-        stored_async = store.last_seq(QUEUE, f"{PREFIX}-async")
+        stored_events = store.events.last_seq(QUEUE, JOB_SET)
+        stored_async = store.events.last_seq(QUEUE, f"{PREFIX}-async")
     assert observed["health"] == ["SERVING", "SERVING"]
     check_queues(observed["queues"])
     check_jobs(observed["jobs"], stored_events)

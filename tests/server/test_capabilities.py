@@ -205,7 +205,7 @@ def test_the_declarations_are_read_at_most_once_a_second(database_url: str) -> N
         grpc.insecure_channel(server.address) as channel,
     ):
         index = index_module.CapabilityIndex(
-            server.server.store.engine, refresh=1.0, clock=lambda: now[0]
+            server.server.storage.engine, refresh=1.0, clock=lambda: now[0]
         )
         assert index.executors() == ()
         register(channel, "local-1", "cpu", local_capabilities())

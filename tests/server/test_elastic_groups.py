@@ -21,8 +21,8 @@ from armada_core.scheduling.reference import reference_schedule
 from armada_server.app import EmbeddedServer
 from armada_server.config import NodeGroup, ServerConfig
 from armada_server.executors.simulated import DURATION
+from armada_server.storage import Storage
 from armada_server.storage.database import open_database
-from armada_server.storage.store import Store
 
 from ..jobs.factories import container, item
 from .conftest import Stubs
@@ -120,7 +120,7 @@ def test_a_new_leader_knows_a_role_whose_members_have_all_ended(
         held = dict(ex.held)
     engine = open_database(database_url)
     try:
-        assert Store(engine).cancel("a", "s", [coordinator]) == [coordinator]
+        assert Storage(engine).submissions.cancel("a", "s", [coordinator]) == [coordinator]
     finally:
         engine.dispose()
     with serving(tmp_path, queues=(), database_url=database_url) as (_, api, _path):

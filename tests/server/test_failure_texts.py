@@ -51,7 +51,7 @@ def test_hostile_failure_text_is_cleaned_and_the_sync_succeeds(
     # The whole sync was stored: the other job's news too.
     assert state(api, bad) == submit_pb2.FAILED
     assert state(api, other) == submit_pb2.SUCCEEDED
-    [job] = server.server.store.jobs([bad])
+    [job] = server.server.storage.job_reads.jobs([bad])
     run = job.latest_run
     assert run.reason.startswith("Error") and run.reason.endswith(TRUNCATED)
     assert len(run.reason) == MAX_FAILURE_TEXT

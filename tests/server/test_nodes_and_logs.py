@@ -146,11 +146,13 @@ def test_cordons_survive_a_restart_of_the_server(database_url: str) -> None:
             binoculars_pb2.CordonRequest(node_name="e1-n1")
         )
     with EmbeddedServer(config) as second:
-        store = second.server.store
+        store = second.server.storage
         assert store is not None
-        [executor] = store.scheduling_state(executor_timeout=30.0).executors
+        [executor] = store.scheduling_reads.scheduling_state(executor_timeout=30.0).executors
         assert {n.name: n.unschedulable for n in executor.nodes} == {"e1-n0": False, "e1-n1": True}
         cordoned = [
-            (n.executor, n.name, n.cordoned_by) for n in store.nodes_with_cordons() if n.cordoned
+            (n.executor, n.name, n.cordoned_by)
+            for n in store.nodes.nodes_with_cordons()
+            if n.cordoned
         ]
         assert cordoned == [("e1", "e1-n1", "anonymous")]

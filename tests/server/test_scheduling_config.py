@@ -327,7 +327,7 @@ def test_a_new_leader_carries_on_with_decayed_usage(tmp_path: Path, database_url
         submit(api, "a", *[job(pc="high") for _ in range(4)])
         for lease in ex.wait_leases(4):
             ex.sync(ex.update(lease, succeeded=executor_pb2.RunUpdate.Succeeded()))
-        until(lambda: "a" in server.server.store.carryover(), "a's usage to be kept")
+        until(lambda: "a" in server.server.storage.carryover.read(), "a's usage to be kept")
     with serving(tmp_path, block, queues=(), database_url=database_url) as (server, api, _):
         ex = Executor(api.channel, nodes=1, cpu="4", memory="8Gi")
         ex.sync()
@@ -467,7 +467,7 @@ def test_non_preemptible_overshoot_caps_a_queues_jobs_of_infinite_lifetime(tmp_p
 def charges(server: EmbeddedServer) -> dict[str, int]:
     """What running jobs hold of their queues' excess-flow budgets, as the scheduler reads it
     from storage (thousandths of a resource-minute)."""
-    state = server.server.store.scheduling_state(executor_timeout=3600)
+    state = server.server.storage.scheduling_reads.scheduling_state(executor_timeout=3600)
     return {j.id: j.excess_flow for j in state.running if j.excess_flow}
 
 

@@ -486,7 +486,7 @@ def test_jobs_differing_only_in_their_ids_share_one_conversion() -> None:
 
     from armada_core.jobs import job_from_item
     from armada_server.scheduling.snapshot import _convert, _job
-    from armada_server.storage.leases import QueuedJob
+    from armada_server.storage.scheduling_reads import QueuedJob
 
     now = datetime.now(UTC)
     gang = {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2"}
@@ -523,7 +523,7 @@ def test_jobs_differing_only_in_their_ids_share_one_conversion() -> None:
 def test_run_ids_made_in_bulk_are_random_uuids() -> None:
     import uuid
 
-    from armada_server.storage.leases import _new_run_ids
+    from armada_server.storage.scheduling_writes import _new_run_ids
 
     ids = list(_new_run_ids(500))
     assert len(set(ids)) == 500
@@ -535,22 +535,22 @@ def test_run_ids_made_in_bulk_are_random_uuids() -> None:
 def test_bulk_pauses_the_collector_until_the_last_batch_ends(monkeypatch) -> None:
     import gc
 
-    from armada_server.storage import leases
+    from armada_server.storage import gcpause
 
     # A server an earlier test stopped may still be finishing a batch on its own thread.
     deadline = time.monotonic() + 60
-    while leases._gc_batches and time.monotonic() < deadline:
+    while gcpause._gc_batches and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gc.isenabled()
-    with leases.bulk():
-        with leases.bulk():
+    with gcpause.gc_paused():
+        with gcpause.gc_paused():
             assert not gc.isenabled()
         assert not gc.isenabled()
         # Overlapping batches past the limit still collect now and then.
-        monkeypatch.setattr(leases, "GC_PAUSE_LIMIT", 0.0)
+        monkeypatch.setattr(gcpause, "GC_PAUSE_LIMIT", 0.0)
         collected: list[int] = []
         monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
-        with leases.bulk():
+        with gcpause.gc_paused():
             pass
         assert collected == [1] and not gc.isenabled()
     assert gc.isenabled()

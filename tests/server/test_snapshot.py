@@ -12,7 +12,7 @@ from armada_core.api import executor_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
 from armada_server.config import PriorityClassConfig
 from armada_server.scheduling.snapshot import build_snapshot
-from armada_server.storage.leases import ExecutorNodes, QueuedJob, SchedulingState
+from armada_server.storage.scheduling_reads import ExecutorNodes, QueuedJob, SchedulingState
 
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
 CLASSES = (PriorityClassConfig("default", 0, preemptible=False),)

@@ -29,10 +29,10 @@ from armada_core.jobs import annotations as ann
 from armada_server.app import EmbeddedServer
 from armada_server.config import ServerConfig
 from armada_server.scheduling.loop import _seen
+from armada_server.storage import Storage
 from armada_server.storage import schema as t
 from armada_server.storage.database import open_database
 from armada_server.storage.guard import Conflict
-from armada_server.storage.store import Store
 
 from ..jobs.factories import container, item
 from .conftest import Stubs
@@ -42,21 +42,23 @@ NODE = executor_pb2.Node(name="n1", allocatable={"cpu": "4", "memory": "8Gi"})
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
+def store(database_url: str) -> Iterator[Storage]:
     engine = open_database(database_url)
-    store = Store(engine)
-    store.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
-    store.executor_sync(executor_pb2.SyncRequest(executor_id="e1", pool="default", nodes=[NODE]))
+    store = Storage(engine)
+    store.queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+    store.executors.executor_sync(
+        executor_pb2.SyncRequest(executor_id="e1", pool="default", nodes=[NODE])
+    )
     yield store
     engine.dispose()
 
 
-def submit_one(store: Store) -> str:
-    [job_id] = store.submit("q", "s", [item()], owner="test")
+def submit_one(store: Storage) -> str:
+    [job_id] = store.submissions.submit("q", "s", [item()], owner="test")
     return job_id
 
 
-def lease_decision(store: Store, job_id: str) -> dict:
+def lease_decision(store: Storage, job_id: str) -> dict:
     return {
         "scheduled": {job_id: ("e1", "n1", "default")},
         "preempted": (),
@@ -65,44 +67,51 @@ def lease_decision(store: Store, job_id: str) -> dict:
     }
 
 
-def test_a_lease_decided_before_a_cancel_is_not_made_after_it(store: Store) -> None:
+def test_a_lease_decided_before_a_cancel_is_not_made_after_it(store: Storage) -> None:
     job_id = submit_one(store)
-    snapshot = store.scheduling_state(executor_timeout=60)
-    assert store.cancel("q", "s", [job_id]) == [job_id]  # acknowledged before the lease
-    leased = store.apply_schedule(
+    snapshot = store.scheduling_reads.scheduling_state(executor_timeout=60)
+    assert store.submissions.cancel("q", "s", [job_id]) == [job_id]  # acknowledged before the lease
+    leased = store.scheduling_writes.apply_schedule(
         **lease_decision(store, job_id), seen=_seen(snapshot, {job_id}, ())
     )
     assert leased == 0
-    [job] = store.jobs([job_id])
+    [job] = store.job_reads.jobs([job_id])
     assert job.state == JobState.CANCELLED and job.runs == ()
 
 
-def test_a_lease_decided_on_an_older_version_is_skipped(store: Store) -> None:
+def test_a_lease_decided_on_an_older_version_is_skipped(store: Storage) -> None:
     job_id = submit_one(store)
-    snapshot = store.scheduling_state(executor_timeout=60)
-    store.reprioritize("q", "s", [job_id], 5, requestor="test")  # still queued, but changed
+    snapshot = store.scheduling_reads.scheduling_state(executor_timeout=60)
+    store.submissions.reprioritize(
+        "q", "s", [job_id], 5, requestor="test"
+    )  # still queued, but changed
     assert (
-        store.apply_schedule(**lease_decision(store, job_id), seen=_seen(snapshot, {job_id}, ()))
+        store.scheduling_writes.apply_schedule(
+            **lease_decision(store, job_id), seen=_seen(snapshot, {job_id}, ())
+        )
         == 0
     )
-    fresh = store.scheduling_state(executor_timeout=60)
+    fresh = store.scheduling_reads.scheduling_state(executor_timeout=60)
     assert (
-        store.apply_schedule(**lease_decision(store, job_id), seen=_seen(fresh, {job_id}, ())) == 1
+        store.scheduling_writes.apply_schedule(
+            **lease_decision(store, job_id), seen=_seen(fresh, {job_id}, ())
+        )
+        == 1
     )
 
 
-def test_a_write_from_a_stale_read_raises_conflict_and_changes_nothing(store: Store) -> None:
+def test_a_write_from_a_stale_read_raises_conflict_and_changes_nothing(store: Storage) -> None:
     job_id = submit_one(store)
-    [stale] = store.jobs([job_id])
-    store.cancel("q", "s", [job_id])
+    [stale] = store.job_reads.jobs([job_id])
+    store.submissions.cancel("q", "s", [job_id])
     after, events = lifecycle.lease(
         stale, run_id="r1", cluster_id="e1", node="n1", pool="default", now=datetime.now(UTC)
     )
-    with pytest.raises(Conflict), store._write() as (conn, touched):
-        store._save_many(conn, touched, [(stale, after, events)])
-    [job] = store.jobs([job_id])
+    with pytest.raises(Conflict), store.transactions.write() as (conn, touched):
+        store.transactions.save_many(conn, touched, [(stale, after, events)])
+    [job] = store.job_reads.jobs([job_id])
     assert job.state == JobState.CANCELLED and job.runs == ()
-    assert store.last_seq("q", "s") == 4  # submitted, queued, cancelling, cancelled
+    assert store.events.last_seq("q", "s") == 4  # submitted, queued, cancelling, cancelled
 
 
 @pytest.mark.postgres
@@ -112,8 +121,8 @@ def test_a_transaction_that_loses_a_race_is_decided_again(
     """A cancel reads the job, another writer commits a change to it before the cancel
     writes: the cancel's write matches no row, and it is decided again from the new state."""
     engine = open_database(postgres_server.new_database())
-    store = Store(engine)
-    store.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+    store = Storage(engine)
+    store.queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
     job_id = submit_one(store)
     rival = engine.connect()
     tx = rival.begin()
@@ -121,7 +130,9 @@ def test_a_transaction_that_loses_a_race_is_decided_again(
         update(t.jobs).where(t.jobs.c.id == job_id).values(version=t.jobs.c.version + 1)
     )  # holds the row until committed
     result: list[list[str]] = []
-    cancel = threading.Thread(target=lambda: result.append(store.cancel("q", "s", [job_id])))
+    cancel = threading.Thread(
+        target=lambda: result.append(store.submissions.cancel("q", "s", [job_id]))
+    )
     caplog.set_level("INFO", logger="armada_server")
     cancel.start()
     with engine.connect() as watcher:  # the cancel's UPDATE waits for the rival's row lock
@@ -141,7 +152,7 @@ def test_a_transaction_that_loses_a_race_is_decided_again(
     cancel.join(30)
     assert result == [[job_id]]
     assert "deciding again" in caplog.text
-    [job] = store.jobs([job_id])
+    [job] = store.job_reads.jobs([job_id])
     assert job.state == JobState.CANCELLED and job.version == 2  # submitted 0, rival, cancel
     engine.dispose()
 
@@ -159,9 +170,12 @@ def rewrite_spec(
 ) -> None:
     """Change a stored job's spec as an older server version (with looser checks) could have
     accepted it."""
-    store = server.server.store
+    store = server.server.storage
     assert store is not None
-    with store._write() as (conn, _):  # the store's writer: queued behind the server's own
+    with store.transactions.write() as (
+        conn,
+        _,
+    ):  # the store's writer: queued behind the server's own
         raw = conn.execute(select(t.jobs.c.spec).where(t.jobs.c.id == job_id)).scalar_one()
         spec = submit_pb2.Job.FromString(raw)
         change(spec)
@@ -195,7 +209,7 @@ def test_a_job_the_scheduler_cannot_read_fails_alone(
     assert ex.lease_of(good).job.id == good
     [reason] = failure_reasons(api, bad)
     assert "Maybe" in reason and "scheduler cannot read" in reason
-    assert server.server.store.isolated_failures["scheduling"] == 1
+    assert server.server.storage.isolated_failures["scheduling"] == 1
     scrape, _ = server.server.metrics.exposition(None)
     assert b'armada_isolated_job_failures_total{stage="scheduling"} 1.0' in scrape
     # and scheduling goes on: a later job is placed too
@@ -261,7 +275,7 @@ def test_a_report_the_database_refuses_fails_its_job_alone(postgres_server) -> N
         wait_state(api, first, submit_pb2.FAILED)
         [reason] = failure_reasons(api, first)
         assert "could not be stored" in reason
-        assert server.server.store.isolated_failures["executor report"] == 1
+        assert server.server.storage.isolated_failures["executor report"] == 1
         channel.close()
 
 

@@ -60,9 +60,9 @@ def test_a_waiting_job_says_why_and_where_its_queue_stands(
         "share; 1st in line of 1 queued"
     )
     # Only the scheduler's part is stored: the queue's standing does not rewrite it each cycle.
-    store = server.server.store
+    store = server.server.storage
     assert store is not None
-    assert store.scheduling_reasons([mine]) == {
+    assert store.job_reads.scheduling_reasons([mine]) == {
         mine: "0 of 2 matching nodes have 4 cpu, 1Gi memory free"
     }
     ex.sync()

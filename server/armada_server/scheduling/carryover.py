@@ -3,7 +3,7 @@
 Each queue's decayed usage (``usage_half_life``) and the rate limits' token buckets are the
 scheduler's only memory between cycles. Kept by the leader alone, a restart or another replica
 taking the lead would start them afresh: every queue's past forgotten, every bucket full. The
-leader writes them as they change (one row, ``Store.carry_over``) and a replica that comes to
+leader writes them as they change (one row, ``storage.carryover``) and a replica that comes to
 lead reads them back; both carry their time, so they decay and refill across the gap.
 
 A row that cannot be read (an older or damaged form) is logged and ignored: the scheduler then

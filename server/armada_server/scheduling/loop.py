@@ -7,8 +7,13 @@ import asyncio
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from sqlalchemy import Engine
 
 from armada_core import scheduling as s
 from armada_core.scheduling.fairness import decay_usage
@@ -18,9 +23,12 @@ from armada_server.metrics import Metrics
 from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
-from armada_server.scheduling.snapshot import build_snapshot
-from armada_server.storage.leases import SchedulingState, bulk
-from armada_server.storage.store import Store
+from armada_server.scheduling.snapshot import Placement, build_snapshot
+from armada_server.storage.carryover import SchedulerCarryover
+from armada_server.storage.gcpause import gc_paused
+from armada_server.storage.leases import Leases
+from armada_server.storage.scheduling_reads import SchedulingReads, SchedulingState
+from armada_server.storage.scheduling_writes import SchedulingWrites
 
 log = logging.getLogger("armada_server")
 
@@ -95,18 +103,49 @@ def made_room_for(snapshot: s.Snapshot, result: s.SchedulingResult) -> dict[str,
     return out
 
 
+@dataclass
+class _Decisions:
+    """A cycle's decisions, and what writing them needs of the snapshot."""
+
+    snapshot: s.Snapshot
+    placements: dict[str, Placement]
+    result: s.SchedulingResult
+    broken: dict[str, str]  # jobs the scheduler cannot read -> why
+
+
 class SchedulingLoop:
-    def __init__(self, config: ServerConfig, store: Store, metrics: Metrics) -> None:
+    """The leader's scheduling cycles. It reads and writes storage through the parts it is
+    given: lease expiry (`leases`), the cycle's read (`reads`) and writes (`writes`), and
+    what cycles carry to the next (`carryover`); `isolated_failures` counts jobs failed
+    alone (a metric). `engine` is the database whose leadership it takes."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        metrics: Metrics,
+        *,
+        engine: Engine,
+        leases: Leases,
+        reads: SchedulingReads,
+        writes: SchedulingWrites,
+        carryover: SchedulerCarryover,
+        isolated_failures: Counter[str],
+    ) -> None:
         self.config = config
-        self.store = store
         self.metrics = metrics
-        self.leadership = Leadership(store.engine)
+        self.leases = leases
+        self.reads = reads
+        self.writes = writes
+        self.carryover = carryover
+        self.isolated_failures = isolated_failures
+        self.leadership = Leadership(engine)
         self._wake = asyncio.Event()
         self.cycles = 0
         # Called (from the cycle's thread) after a cycle leased work: an in-process executor
         # then syncs at once instead of at its next interval.
         self.on_leased: Callable[[], None] | None = None
-        self._jobs: dict = {}  # the snapshot's converted jobs, reused by the next cycle
+        # The snapshot's converted jobs, reused by the next cycle.
+        self._jobs: dict[tuple[object, ...], s.Job] = {}
         # What cycles carry to the next (each queue's decayed usage, the rate limits' token
         # buckets), kept in the database for whoever leads next (carryover.py): read when
         # this replica comes to lead, None while it does not.
@@ -120,7 +159,7 @@ class SchedulingLoop:
             self.carried = None  # whoever leads meanwhile carries on: read it back later
             return None
         if self.carried is None:
-            self._kept = self.store.carryover() or "{}"
+            self._kept = self.carryover.read() or "{}"
             self.carried = Carryover.loads(self._kept)
         return self.carried
 
@@ -128,7 +167,7 @@ class SchedulingLoop:
         """Write what changed of what the next cycle carries."""
         text = carried.dumps()
         if text != self._kept:
-            self.store.carry_over(text)
+            self.carryover.write(text)
             self._kept = text
 
     @staticmethod
@@ -162,50 +201,63 @@ class SchedulingLoop:
         started = time.perf_counter()
         now = datetime.now(UTC)
         config = self.config  # replaced whole when the file is reloaded
-        settings = config.scheduling
-        self.store.expire_leases(timeout=self.config.lease_timeout, now=now)
-        if not self.store.live_executors(executor_timeout=self.config.lease_timeout, now=now):
+        self.leases.expire_leases(timeout=config.lease_timeout, now=now)
+        if not self.reads.live_executors(executor_timeout=config.lease_timeout, now=now):
             return 0  # nowhere to place anything: do not load every queued job
-        with bulk():
-            state = self.store.scheduling_state(executor_timeout=self.config.lease_timeout, now=now)
+        with gc_paused():
+            state = self.reads.scheduling_state(executor_timeout=config.lease_timeout, now=now)
             if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
                 return 0  # nothing to place, or nowhere to place it
-            broken: dict[str, str] = {}
-            elapsed = (
-                max(0.0, now.timestamp() - carried.usage_at)
-                if carried.usage_at is not None
-                else 0.0
-            )
-            model = settings.model()
-            snapshot, placements = build_snapshot(
-                state,
-                config.priority_classes,
-                now,
-                config=model,
-                cache=self._jobs,
-                broken=broken,
-                class_caps=settings.max_fraction_per_queue,
-                usage=carried.usage if settings.usage_half_life is not None else None,
-                usage_elapsed=elapsed,
-            )
-            tokens, queue_tokens = carried.rate.refill(model, now.timestamp())
-            snapshot = dataclasses.replace(
-                snapshot, rate_tokens=tokens, queue_rate_tokens=queue_tokens
-            )
-            result, unschedulable = schedule_isolating(snapshot)
-            carried.rate.consume(model, result.rate_consumed)
-            broken.update(unschedulable)
-            self._record_usage(
-                carried, settings.usage_half_life, result.queue_costs, now.timestamp(), elapsed
-            )
-        if broken:
+            decisions = self._decide(config, state, carried, now)
+        leased = self._write(state, decisions, now)
+        self._keep(carried)
+        self.cycles += 1
+        self.metrics.cycle_seconds.observe(time.perf_counter() - started)
+        return leased
+
+    def _decide(
+        self, config: ServerConfig, state: SchedulingState, carried: Carryover, now: datetime
+    ) -> _Decisions:
+        """The scheduler's decisions on the snapshot of `state`; updates what is carried to
+        the next cycle (rate limits' tokens, queues' usage)."""
+        settings = config.scheduling
+        broken: dict[str, str] = {}
+        elapsed = (
+            max(0.0, now.timestamp() - carried.usage_at) if carried.usage_at is not None else 0.0
+        )
+        model = settings.model()
+        snapshot, placements = build_snapshot(
+            state,
+            config.priority_classes,
+            now,
+            config=model,
+            cache=self._jobs,
+            broken=broken,
+            class_caps=settings.max_fraction_per_queue,
+            usage=carried.usage if settings.usage_half_life is not None else None,
+            usage_elapsed=elapsed,
+        )
+        tokens, queue_tokens = carried.rate.refill(model, now.timestamp())
+        snapshot = dataclasses.replace(snapshot, rate_tokens=tokens, queue_rate_tokens=queue_tokens)
+        result, unschedulable = schedule_isolating(snapshot)
+        carried.rate.consume(model, result.rate_consumed)
+        broken.update(unschedulable)
+        self._record_usage(
+            carried, settings.usage_half_life, result.queue_costs, now.timestamp(), elapsed
+        )
+        return _Decisions(snapshot, placements, result, broken)
+
+    def _write(self, state: SchedulingState, decisions: _Decisions, now: datetime) -> int:
+        """Write the cycle's decisions, in slices; returns the leases made."""
+        snapshot, placements, result = decisions.snapshot, decisions.placements, decisions.result
+        if decisions.broken:
             # Jobs the scheduler cannot read fail alone; everyone else is scheduled.
             log.error(
                 "failing %d jobs the scheduler cannot read, e.g. %s: %s",
-                len(broken),
-                *next(iter(broken.items())),
+                len(decisions.broken),
+                *next(iter(decisions.broken.items())),
             )
-            self.store.isolated_failures["scheduling"] += self.store.fail_jobs(broken, now=now)
+            self.isolated_failures["scheduling"] += self.writes.fail_jobs(decisions.broken, now=now)
         scheduled = {
             job: (p.executor, p.node, p.pool)
             for job, nid in result.scheduled.items()
@@ -218,7 +270,7 @@ class SchedulingLoop:
         for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
             # The first transaction also holds the preemptions the leases may rely on.
             first = i == 0
-            done = self.store.apply_schedule(
+            done = self.writes.apply_schedule(
                 scheduled=part,
                 preempted=result.preempted if first else (),
                 failed=result.failed if first else {},
@@ -233,12 +285,9 @@ class SchedulingLoop:
             leased += done
             if done and self.on_leased is not None:
                 self.on_leased()
-        self._keep(carried)
-        self.cycles += 1
-        self.metrics.cycle_seconds.observe(time.perf_counter() - started)
         return leased
 
-    async def run(self, pool) -> None:  # type: ignore[no-untyped-def]
+    async def run(self, pool: Executor) -> None:
         loop = asyncio.get_running_loop()
         while True:
             self._wake.clear()  # pokes from here on ask for the next cycle

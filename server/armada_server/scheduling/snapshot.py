@@ -14,7 +14,12 @@ from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import GangSpec, gang_of
 from armada_server.config import PriorityClassConfig
 from armada_server.executors.capabilities import unhonoured
-from armada_server.storage.leases import QueuedJob, RunningJob, SchedulingState, TerminatingRun
+from armada_server.storage.scheduling_reads import (
+    QueuedJob,
+    RunningJob,
+    SchedulingState,
+    TerminatingRun,
+)
 
 
 @dataclass(frozen=True)
@@ -272,55 +277,33 @@ def _with_succeeded(
     return out
 
 
-def build_snapshot(
-    state: SchedulingState,
-    classes: Sequence[PriorityClassConfig],
-    now: datetime,
-    config: s.SchedulingConfig | None = None,
-    cache: dict | None = None,
-    broken: dict[str, str] | None = None,
-    class_caps: Mapping[str, Mapping[str, float]] | None = None,
-    usage: Mapping[str, float] | None = None,
-    usage_elapsed: float = 0.0,
-) -> tuple[s.Snapshot, dict[str, Placement]]:
-    """The scheduler's input, and where each node id lives.
+class _Views:
+    """The scheduler's view of each stored job, reusing the previous cycle's (`cache`).
 
-    `config` carries the operator's scheduling options, `class_caps` the per-class,
-    per-resource cap on the fraction of the cluster each queue may hold, and `usage` each
-    queue's decayed usage as recorded `usage_elapsed` seconds ago (the scheduler is pure:
-    the caller keeps usage between cycles). Running jobs hold what their run took of their
-    queue's excess-flow budget (`Job.excess_flow`, kept on the run in storage). Members of
-    pod groups carry every role their group has, with its minimum (`Job.gang_roles`),
-    including roles whose members have all ended (`state.ended_roles`), and how many members
-    of each role succeeded (`state.succeeded`), which keep their role
-    (`Job.gang_succeeded`). All of it is read from storage, so a new leader knows it too.
+    A job still queued (or running) as it was is not converted again; a job that only moved
+    (queued -> running, started) keeps everything its spec decides. Specs never change after
+    submission, so the key is what the database may change. A job whose conversion raises
+    is left out, with the reason in `broken`."""
 
-    `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
-    the previous cycle: a job still queued (or running) as it was is not converted again.
-    Specs never change after submission, so the key is what the database may change.
+    def __init__(self, cache: dict[tuple[object, ...], s.Job], broken: dict[str, str]) -> None:
+        self.cache = cache
+        self.broken = broken
+        self.used: dict[tuple[object, ...], s.Job] = {}
+        # The previous view of each job, by id.
+        self.previous = {key[1]: found for key, found in cache.items()}
 
-    A job whose conversion raises is left out (with the reason in `broken`): one bad spec
-    must not stop scheduling for everyone. Nodes lose the capacity that terminating runs
-    still hold (`state.terminating`)."""
-    broken = {} if broken is None else broken
-    cache = {} if cache is None else cache
-    used: dict = {}
-    # The previous view of each job: a job that only moved (queued -> running, started)
-    # keeps everything its spec decides, so it is not converted from its spec again.
-    previous = {key[1]: found for key, found in cache.items()}
-
-    def job(j: QueuedJob | RunningJob, **kw: Any) -> s.Job | None:
+    def job(self, j: QueuedJob | RunningJob, **kw: Any) -> s.Job | None:
         try:
-            return view(j, **kw)
+            return self.view(j, **kw)
         except Exception as e:  # an error in one job's spec is that job's alone
-            broken[j.id] = f"the scheduler cannot read the job: {type(e).__name__}: {e}"
+            self.broken[j.id] = f"the scheduler cannot read the job: {type(e).__name__}: {e}"
             return None
 
-    def view(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
+    def view(self, j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
         key = (type(j), j.id, *kw.values())  # a queued and a running view never collide
-        found = cache.get(key)
+        found = self.cache.get(key)
         if found is None:
-            before = previous.get(j.id)
+            before = self.previous.get(j.id)
             if before is not None and before.gang_id is None and kw.get("gang_cardinality") is None:
                 started = kw.get("started_at")
                 found = dataclasses.replace(
@@ -333,9 +316,20 @@ def build_snapshot(
                 )
             else:
                 found = _convert(j, **kw)
-        used[key] = found
+        self.used[key] = found
         return found
 
+    def keep(self) -> None:
+        """Keep this cycle's views for the next (and forget the rest)."""
+        self.cache.clear()
+        self.cache.update(self.used)
+
+
+def _nodes(
+    state: SchedulingState, broken: dict[str, str]
+) -> tuple[list[s.Node], dict[str, Placement]]:
+    """The scheduler's nodes, less what terminating runs still hold on them, and where each
+    node id lives."""
     placements: dict[str, Placement] = {}
     nodes = []
     held = _held(state.terminating, broken)
@@ -365,8 +359,19 @@ def build_snapshot(
                     ),
                 )
             )
+    return nodes, placements
+
+
+def _jobs(
+    state: SchedulingState,
+    views: _Views,
+    nodes: Sequence[s.Node],
+    placements: Mapping[str, Placement],
+) -> list[s.Job]:
+    """The running jobs on known nodes (with what they hold of their queue's excess-flow
+    budget), then the queued ones (kept off executors that cannot honour them)."""
     running = [
-        job(
+        views.job(
             j,
             priority=j.priority,
             submitted_at=j.submitted_at,
@@ -386,7 +391,7 @@ def build_snapshot(
         ]
     avoidable = _avoidable(nodes)
     queued = [
-        job(
+        views.job(
             j,
             priority=j.priority,
             submitted_at=j.submitted_at,
@@ -395,16 +400,50 @@ def build_snapshot(
         )
         for j in state.queued
     ]
-    jobs = [j for j in running if j is not None] + _honoured(
+    return [j for j in running if j is not None] + _honoured(
         [
             (source, view)
             for source, view in zip(state.queued, queued, strict=True)
             if view is not None
         ],
-        kinds,
+        _capability_kinds(state),
     )
-    cache.clear()
-    cache.update(used)
+
+
+def build_snapshot(
+    state: SchedulingState,
+    classes: Sequence[PriorityClassConfig],
+    now: datetime,
+    config: s.SchedulingConfig | None = None,
+    cache: dict[tuple[object, ...], s.Job] | None = None,
+    broken: dict[str, str] | None = None,
+    class_caps: Mapping[str, Mapping[str, float]] | None = None,
+    usage: Mapping[str, float] | None = None,
+    usage_elapsed: float = 0.0,
+) -> tuple[s.Snapshot, dict[str, Placement]]:
+    """The scheduler's input, and where each node id lives.
+
+    `config` carries the operator's scheduling options, `class_caps` the per-class,
+    per-resource cap on the fraction of the cluster each queue may hold, and `usage` each
+    queue's decayed usage as recorded `usage_elapsed` seconds ago (the scheduler is pure:
+    the caller keeps usage between cycles). Running jobs hold what their run took of their
+    queue's excess-flow budget (`Job.excess_flow`, kept on the run in storage). Members of
+    pod groups carry every role their group has, with its minimum (`Job.gang_roles`),
+    including roles whose members have all ended (`state.ended_roles`), and how many members
+    of each role succeeded (`state.succeeded`), which keep their role
+    (`Job.gang_succeeded`). All of it is read from storage, so a new leader knows it too.
+
+    `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
+    the previous cycle (see _Views).
+
+    A job whose conversion raises is left out (with the reason in `broken`): one bad spec
+    must not stop scheduling for everyone. Nodes lose the capacity that terminating runs
+    still hold (`state.terminating`)."""
+    broken = {} if broken is None else broken
+    views = _Views({} if cache is None else cache, broken)
+    nodes, placements = _nodes(state, broken)
+    jobs = _jobs(state, views, nodes, placements)
+    views.keep()
     jobs = _with_roles(jobs, state.ended_roles)
     if state.succeeded:
         jobs = _with_succeeded(jobs, state.succeeded)

@@ -60,7 +60,7 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
     async def Logs(self, request, context):  # type: ignore[no-untyped-def]
         if not request.job_id:
             raise InvalidArgument("job_id: must not be empty")
-        [job] = await self.ctx.run(self.ctx.store.jobs, [request.job_id]) or [None]
+        [job] = await self.ctx.run(self.ctx.job_reads.jobs, [request.job_id]) or [None]
         if job is None:
             raise NotFound(f"job {request.job_id!r} not found")
         await self.ctx.authorize(job.queue, "watch")
@@ -83,7 +83,7 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
         if run is None:
             return binoculars_pb2.LogResponse()  # never ran: nothing logged yet
         executor = run.cluster_id
-        control = await self.ctx.run(self.ctx.store.executor_control, executor)
+        control = await self.ctx.run(self.ctx.nodes.executor_control, executor)
         if control is None:
             raise Unavailable(
                 f"the logs of job {job.id} are on executor {executor!r}, which "
@@ -133,7 +133,7 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
         self.ctx.require_admin("uncordon nodes" if uncordon else "cordon nodes")
         node = await self._resolve(name, field)
         changed = await self.ctx.run(
-            self.ctx.store.set_node_cordon,
+            self.ctx.nodes.set_node_cordon,
             node.executor,
             node.name,
             not uncordon,
@@ -144,7 +144,7 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
         return empty_pb2.Empty()
 
     async def _resolve(self, name: str, field: str) -> NodeInfo:
-        nodes = await self.ctx.run(self.ctx.store.nodes_with_cordons)
+        nodes = await self.ctx.run(self.ctx.nodes.nodes_with_cordons)
         executor, _, node = name.rpartition("/")
         found = [n for n in nodes if n.name == node and (not executor or n.executor == executor)]
         if not found:

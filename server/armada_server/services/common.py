@@ -1,4 +1,4 @@
-"""What every service needs: the store, errors as gRPC codes, the caller's identity."""
+"""What every service needs: its parts of storage, errors as gRPC codes, the caller's identity."""
 
 from __future__ import annotations
 
@@ -18,7 +18,15 @@ from armada_server.config import ServerConfig
 from armada_server.errors import ApiError
 from armada_server.eventhub import EventHub
 from armada_server.metrics import Metrics
-from armada_server.storage.store import Store
+from armada_server.storage.base import Transactions
+from armada_server.storage.events import EventLog
+from armada_server.storage.job_reads import JobReads
+from armada_server.storage.nodes import Nodes
+from armada_server.storage.places import Places
+from armada_server.storage.queues import Queues, RetryPolicies
+from armada_server.storage.scheduling_reads import SchedulingReads
+from armada_server.storage.submission import Submissions
+from armada_server.storage.sync import ExecutorSync
 
 log = logging.getLogger("armada_server")
 T = TypeVar("T")
@@ -38,20 +46,30 @@ def bounded(message: str) -> str:
 
 @dataclass
 class Context:
-    """Shared by the services of one server."""
+    """Shared by the services of one server, with the parts of storage they use."""
 
     config: ServerConfig
-    store: Store
     hub: EventHub
     pool: ThreadPoolExecutor
     authorizer: Authorizer
     metrics: Metrics
+    queues: Queues
+    retry_policies: RetryPolicies
+    submissions: Submissions
+    events: EventLog
+    job_reads: JobReads
+    places: Places
+    nodes: Nodes
+    executors: ExecutorSync
+    scheduling_reads: SchedulingReads
+    # The database and its commit hook (capability checks, the web UI's live feed).
+    transactions: Transactions
     # Asks the scheduling loop for a cycle now (new work arrived).
     wake_scheduler: Callable[[], None] = lambda: None
 
     async def authorize(self, queue: str, verb: str) -> None:
         """PERMISSION_DENIED unless the caller may `verb` on `queue` (NOT_FOUND if missing)."""
-        queue_spec = await self.run(self.store.get_queue, queue)
+        queue_spec = await self.run(self.queues.get_queue, queue)
         self.authorizer.require(current_principal(), queue_spec, verb)
 
     def require_admin(self, action: str) -> None:

@@ -94,7 +94,7 @@ class EventService(event_pb2_grpc.EventServicer):
         error_if_missing: bool,
         context: grpc.aio.ServicerContext,
     ):
-        store = self.ctx.store
+        store = self.ctx.events
         heartbeats = any(k == HEARTBEAT_METADATA for k, _ in (context.invocation_metadata() or ()))
         with self.ctx.hub.subscribe((queue, job_set)) as woken:
             end = await self.ctx.run(store.last_seq, queue, job_set)

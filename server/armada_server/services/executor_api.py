@@ -5,7 +5,7 @@ from __future__ import annotations
 from armada_core.api import executor_pb2_grpc
 from armada_server.errors import InvalidArgument
 from armada_server.services.common import Context, rpc
-from armada_server.storage.leases import encode_nodes
+from armada_server.storage.nodes import encode_nodes
 
 # Run updates after which the scheduler may place something new.
 ENDED = frozenset({"succeeded", "failed", "returned", "stopped"})
@@ -30,13 +30,13 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
                 raise InvalidArgument(f"nodes[{i}].name: missing or repeated")
             seen.add(node.name)
         nodes = encode_nodes(request.nodes)
-        response = await self.ctx.run(self.ctx.store.executor_sync, request, nodes=nodes)
+        response = await self.ctx.run(self.ctx.executors.executor_sync, request, nodes=nodes)
         response.sync_interval_seconds = self.ctx.config.executor_sync_interval
         response.lease_timeout_seconds = self.ctx.config.lease_timeout
         control = (request.control_address, request.control_token)
         if self._controls.get(request.executor_id) != control:
             await self.ctx.run(
-                self.ctx.store.record_executor_control, request.executor_id, *control
+                self.ctx.nodes.record_executor_control, request.executor_id, *control
             )
             self._controls[request.executor_id] = control
         if self.on_sync is not None and self._news(request, nodes):

@@ -72,7 +72,7 @@ class JobsService(job_pb2_grpc.JobsServicer):
         self.ctx = ctx
         # Where the queue of a waiting job stands, said after the scheduler's reason: read
         # when asked (the stored reason changes only with the scheduler's), a few seconds old.
-        self.shares = RecentShares(ctx.store, ctx.config)
+        self.shares = RecentShares(ctx.scheduling_reads, ctx.config)
 
     async def _shares(self) -> Sample | None:
         try:
@@ -85,14 +85,14 @@ class JobsService(job_pb2_grpc.JobsServicer):
         """Waiting jobs' places in their queues' lines, read now (they move every cycle)."""
         classes = {c.name: c.priority for c in self.ctx.config.priority_classes}
         try:
-            return await self.ctx.run(self.ctx.store.queue_places, job_ids, classes)
+            return await self.ctx.run(self.ctx.places.queue_places, job_ids, classes)
         except Exception:
             log.exception("places in line unavailable; job details leave them out")
             return {}
 
     @rpc
     async def GetJobStatus(self, request, context):  # type: ignore[no-untyped-def]
-        states = await self.ctx.run(self.ctx.store.job_states, storable(request.job_ids))
+        states = await self.ctx.run(self.ctx.job_reads.job_states, storable(request.job_ids))
         unknown = dict.fromkeys(request.job_ids, JobState.UNKNOWN)
         return job_pb2.JobStatusResponse(
             job_states={k: int(v) for k, v in {**unknown, **states}.items()}
@@ -105,24 +105,24 @@ class JobsService(job_pb2_grpc.JobsServicer):
         if len(storable([request.queue, request.jobset, request.external_job_uri])) < 3:
             return job_pb2.JobStatusResponse()  # nothing stored has NUL characters
         ids = await self.ctx.run(
-            self.ctx.store.job_ids_by_external_uri,
+            self.ctx.job_reads.job_ids_by_external_uri,
             request.queue,
             request.jobset,
             request.external_job_uri,
         )
-        states = await self.ctx.run(self.ctx.store.job_states, ids)
+        states = await self.ctx.run(self.ctx.job_reads.job_states, ids)
         return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in states.items()})
 
     async def _stopping(self, runs: list[Run]) -> set[str]:
         """Which of `runs` that ended are still stopping (see `run_details`)."""
         ended = [r.id for r in runs if r.finished_at is not None]
-        return await self.ctx.run(self.ctx.store.stopping_runs, ended) if ended else set()
+        return await self.ctx.run(self.ctx.job_reads.stopping_runs, ended) if ended else set()
 
     async def waiting_reasons(self, jobs: list[Job]) -> dict[str, str]:
         """Why each job waits: the scheduler's stored reason and, for a queued job, where
         its queue stands and its place in the queue's line (both read now). One text for
         GetJobDetails and the web UI's job page."""
-        reasons = await self.ctx.run(self.ctx.store.scheduling_reasons, [j.id for j in jobs])
+        reasons = await self.ctx.run(self.ctx.job_reads.scheduling_reasons, [j.id for j in jobs])
         waiting = [j for j in jobs if j.state == JobState.QUEUED and reasons.get(j.id)]
         sample = await self._shares() if waiting else None
         if sample is None:
@@ -136,7 +136,7 @@ class JobsService(job_pb2_grpc.JobsServicer):
 
     @rpc
     async def GetJobDetails(self, request, context):  # type: ignore[no-untyped-def]
-        jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
+        jobs = await self.ctx.run(self.ctx.job_reads.jobs, storable(request.job_ids))
         reasons = await self.waiting_reasons(jobs)
         stopping = (
             await self._stopping([r for job in jobs for r in job.runs])
@@ -170,13 +170,13 @@ class JobsService(job_pb2_grpc.JobsServicer):
 
     @rpc
     async def GetJobErrors(self, request, context):  # type: ignore[no-untyped-def]
-        jobs = await self.ctx.run(self.ctx.store.jobs, storable(request.job_ids))
+        jobs = await self.ctx.run(self.ctx.job_reads.jobs, storable(request.job_ids))
         found = {job.id: job_error(job) for job in jobs}
         return job_pb2.JobErrorsResponse(job_errors={j: found.get(j, "") for j in request.job_ids})
 
     @rpc
     async def GetJobRunDetails(self, request, context):  # type: ignore[no-untyped-def]
-        runs = await self.ctx.run(self.ctx.store.runs, storable(request.run_ids))
+        runs = await self.ctx.run(self.ctx.job_reads.runs, storable(request.run_ids))
         stopping = await self._stopping([run for _, run in runs])
         out = job_pb2.JobRunDetailsResponse()
         for job_id, run in runs:
@@ -187,7 +187,7 @@ class JobsService(job_pb2_grpc.JobsServicer):
 
     @rpc
     async def GetActiveQueues(self, request, context):  # type: ignore[no-untyped-def]
-        active = await self.ctx.run(self.ctx.store.active_queues)
+        active = await self.ctx.run(self.ctx.job_reads.active_queues)
         return job_pb2.GetActiveQueuesResponse(
             active_queues_by_pool={
                 pool: job_pb2.ActiveQueues(queues=queues) for pool, queues in active.items()

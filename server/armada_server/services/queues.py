@@ -10,7 +10,7 @@ from armada_core.api import submit_pb2, submit_pb2_grpc
 from armada_core.jobs import JobState
 from armada_server.errors import ApiError, InvalidArgument
 from armada_server.services.common import Context, principal_of, rpc, streaming_rpc
-from armada_server.storage.store import NON_TERMINAL
+from armada_server.storage.submission import NON_TERMINAL
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 _VERBS = {"submit", "cancel", "preempt", "reprioritize", "watch"}
@@ -87,7 +87,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
     @rpc
     async def CreateQueue(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("create queues")
-        await self.ctx.run(self.ctx.store.create_queue, check_queue(request))
+        await self.ctx.run(self.ctx.queues.create_queue, check_queue(request))
         return empty_pb2.Empty()
 
     @rpc
@@ -96,7 +96,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
         failed = []
         for queue in request.queues:
             try:
-                await self.ctx.run(self.ctx.store.create_queue, check_queue(queue))
+                await self.ctx.run(self.ctx.queues.create_queue, check_queue(queue))
             except ApiError as e:
                 failed.append(submit_pb2.QueueCreateResponse(queue=queue, error=str(e)))
         return submit_pb2.BatchQueueCreateResponse(failed_queues=failed)
@@ -104,7 +104,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
     @rpc
     async def UpdateQueue(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("update queues")
-        await self.ctx.run(self.ctx.store.update_queue, check_queue(request))
+        await self.ctx.run(self.ctx.queues.update_queue, check_queue(request))
         return empty_pb2.Empty()
 
     @rpc
@@ -113,7 +113,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
         failed = []
         for queue in request.queues:
             try:
-                await self.ctx.run(self.ctx.store.update_queue, check_queue(queue))
+                await self.ctx.run(self.ctx.queues.update_queue, check_queue(queue))
             except ApiError as e:
                 failed.append(submit_pb2.QueueUpdateResponse(queue=queue, error=str(e)))
         return submit_pb2.BatchQueueUpdateResponse(failed_queues=failed)
@@ -121,16 +121,16 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
     @rpc
     async def DeleteQueue(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("delete queues")
-        await self.ctx.run(self.ctx.store.delete_queue, check_name(request.name))
+        await self.ctx.run(self.ctx.queues.delete_queue, check_name(request.name))
         return empty_pb2.Empty()
 
     @rpc
     async def GetQueue(self, request, context):  # type: ignore[no-untyped-def]
-        return await self.ctx.run(self.ctx.store.get_queue, check_name(request.name))
+        return await self.ctx.run(self.ctx.queues.get_queue, check_name(request.name))
 
     @streaming_rpc
     async def GetQueues(self, request, context):  # type: ignore[no-untyped-def]
-        queues = await self.ctx.run(self.ctx.store.list_queues)
+        queues = await self.ctx.run(self.ctx.queues.list_queues)
         if request.num:
             queues = queues[: request.num]
         for queue in queues:
@@ -140,20 +140,20 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
     @rpc
     async def CordonQueue(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("cordon queues")
-        await self.ctx.run(self.ctx.store.set_cordoned, check_name(request.name), True)
+        await self.ctx.run(self.ctx.queues.set_cordoned, check_name(request.name), True)
         return empty_pb2.Empty()
 
     @rpc
     async def UncordonQueue(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("uncordon queues")
-        await self.ctx.run(self.ctx.store.set_cordoned, check_name(request.name), False)
+        await self.ctx.run(self.ctx.queues.set_cordoned, check_name(request.name), False)
         return empty_pb2.Empty()
 
     @rpc
     async def PreemptOnQueue(self, request, context):  # type: ignore[no-untyped-def]
         await self.ctx.authorize(request.name, "preempt")
         await self.ctx.run(
-            self.ctx.store.request_preemption,
+            self.ctx.submissions.request_preemption,
             request.name,
             "",
             None,
@@ -168,7 +168,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
         await self.ctx.authorize(request.name, "cancel")
         states = states_from_filter(request.jobStates)
         await self.ctx.run(
-            self.ctx.store.cancel_on_queue,
+            self.ctx.submissions.cancel_on_queue,
             request.name,
             priority_classes=list(request.priorityClasses),
             states=states,

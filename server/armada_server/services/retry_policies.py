@@ -26,26 +26,26 @@ class RetryPolicyService(submit_pb2_grpc.RetryPolicyServiceServicer):
     @rpc
     async def CreateRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("create retry policies")
-        await self.ctx.run(self.ctx.store.create_retry_policy, check_policy(request))
+        await self.ctx.run(self.ctx.retry_policies.create_retry_policy, check_policy(request))
         return empty_pb2.Empty()
 
     @rpc
     async def UpdateRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("update retry policies")
-        await self.ctx.run(self.ctx.store.update_retry_policy, check_policy(request))
+        await self.ctx.run(self.ctx.retry_policies.update_retry_policy, check_policy(request))
         return empty_pb2.Empty()
 
     @rpc
     async def DeleteRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
         self.ctx.require_admin("delete retry policies")
-        await self.ctx.run(self.ctx.store.delete_retry_policy, request.name)
+        await self.ctx.run(self.ctx.retry_policies.delete_retry_policy, request.name)
         return empty_pb2.Empty()
 
     @rpc
     async def GetRetryPolicy(self, request, context):  # type: ignore[no-untyped-def]
-        return await self.ctx.run(self.ctx.store.get_retry_policy, request.name)
+        return await self.ctx.run(self.ctx.retry_policies.get_retry_policy, request.name)
 
     @rpc
     async def GetRetryPolicies(self, request, context):  # type: ignore[no-untyped-def]
-        policies = await self.ctx.run(self.ctx.store.list_retry_policies)
+        policies = await self.ctx.run(self.ctx.retry_policies.list_retry_policies)
         return submit_pb2.RetryPolicyList(retry_policies=policies)

@@ -85,7 +85,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         self.queues = queues
         self.submission = ctx.config.submission()
         self.capabilities = CapabilityIndex(
-            ctx.store.engine, builtin=builtin_capabilities(ctx.config)
+            ctx.transactions.engine, builtin=builtin_capabilities(ctx.config)
         )
         # Upstream kept the queue calls on Submit for older clients: same behaviour.
         for name in (
@@ -106,7 +106,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         await self.ctx.authorize(request.queue, "submit")
         who = principal_of(context)
         ids = await self.ctx.run(
-            self.ctx.store.submit,
+            self.ctx.submissions.submit,
             request.queue,
             request.job_set_id,
             items,
@@ -135,7 +135,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
             raise InvalidArgument("job_ids: name at least one job (CancelJobSet cancels a set)")
         await self.ctx.authorize(request.queue, "cancel")
         cancelled = await self.ctx.run(
-            self.ctx.store.cancel,
+            self.ctx.submissions.cancel,
             request.queue,
             request.job_set_id,
             ids,
@@ -151,7 +151,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         states = states_from_filter(request.filter.states)
         await self.ctx.authorize(request.queue, "cancel")
         await self.ctx.run(
-            self.ctx.store.cancel,
+            self.ctx.submissions.cancel,
             request.queue,
             request.job_set_id,
             None,
@@ -171,7 +171,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
             )
         await self.ctx.authorize(request.queue, "reprioritize")
         results = await self.ctx.run(
-            self.ctx.store.reprioritize,
+            self.ctx.submissions.reprioritize,
             request.queue,
             request.job_set_id,
             list(request.job_ids),
@@ -186,7 +186,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         _require("job_set_id", request.job_set_id)
         await self.ctx.authorize(request.queue, "preempt")
         results = await self.ctx.run(
-            self.ctx.store.request_preemption,
+            self.ctx.submissions.request_preemption,
             request.queue,
             request.job_set_id,
             list(request.job_ids),

@@ -17,12 +17,15 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, DateTime, Table, insert
+from sqlalchemy import Connection, DateTime, Insert, Select, Table, Update, insert
+from sqlalchemy.engine.interfaces import DBAPICursor
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
-_INSERTS: dict[str, tuple[Any, dict[str, Any]]] = {}
+_INSERTS: dict[str, tuple[Insert, dict[str, Any]]] = {}
 
 
-def _insert_of(table: Table) -> tuple[Any, dict[str, Any]]:
+def _insert_of(table: Table) -> tuple[Insert, dict[str, Any]]:
     """The table's INSERT (one object per table, as executemany caches by statement) and
     every column's value when a row leaves it out."""
     found = _INSERTS.get(table.name)
@@ -30,9 +33,12 @@ def _insert_of(table: Table) -> tuple[Any, dict[str, Any]]:
         defaults: dict[str, Any] = {}
         for column in table.columns:
             default = column.default
-            if default is not None and not default.is_scalar:
+            if default is None:
+                defaults[column.key] = None
+            elif isinstance(default, ScalarElementColumnDefault):
+                defaults[column.key] = default.arg
+            else:
                 raise ValueError(f"{table.name}.{column.key}: only scalar defaults are supported")
-            defaults[column.key] = default.arg if default is not None else None
         found = _INSERTS[table.name] = (insert(table), defaults)
     return found
 
@@ -55,21 +61,23 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]
     executemany(conn, stmt, [{**defaults, **row} for row in rows])
 
 
-_COMPILED: dict[tuple, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+# (statement's id, its rows' keys) -> its SQL, its parameters' names, the dated ones.
+_COMPILED: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
 _FORMATTED: dict[datetime, str] = {}
 
 
-def fetch(conn: Connection, stmt) -> list[Sequence]:  # type: ignore[no-untyped-def]
+def fetch(conn: Connection, stmt: Select[*tuple[Any, ...]]) -> Sequence[Sequence[Any]]:
     """The rows of a select as plain tuples; on SQLite straight from the driver, so times
     come back as text (read them with rows.when)."""
     if conn.dialect.name != "sqlite":
         return [tuple(r) for r in conn.execute(stmt)]
     compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
     params = compiled.construct_params()
-    args = [sqlite_value(params[n]) for n in compiled.positiontup or ()]
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    args = [sqlite_value(params[n]) for n in _positions(compiled)]
+    cursor = _cursor(conn)
     try:
-        return cursor.execute(compiled.string, args).fetchall()
+        cursor.execute(compiled.string, args)
+        return cursor.fetchall()
     finally:
         cursor.close()
 
@@ -88,7 +96,7 @@ def sqlite_value(value: object) -> object:
     return value
 
 
-def executemany(conn: Connection, stmt, rows: Sequence[dict]) -> int:  # type: ignore[no-untyped-def]
+def executemany(conn: Connection, stmt: Insert | Update, rows: Sequence[dict[str, Any]]) -> int:
     """`conn.execute(stmt, rows)` for an UPDATE or INSERT that is a module constant (its
     compiled form is cached per statement and set of keys); returns the rows it matched
     (the transition guard compares them with the rows it meant to change). The rows are the
@@ -101,7 +109,7 @@ def executemany(conn: Connection, stmt, rows: Sequence[dict]) -> int:  # type: i
     found = _COMPILED.get((id(stmt), keys))
     if found is None:
         compiled = stmt.compile(dialect=conn.dialect, column_keys=list(keys))
-        names = tuple(compiled.positiontup or ())
+        names = tuple(_positions(compiled))
         columns = stmt.table.c
         dated = tuple(n for n in names if n in columns and isinstance(columns[n].type, DateTime))
         found = _COMPILED[(id(stmt), keys)] = (compiled.string, names, dated)
@@ -115,9 +123,22 @@ def executemany(conn: Connection, stmt, rows: Sequence[dict]) -> int:  # type: i
     else:
         values = itemgetter(*names)
         params = [values(r) for r in rows]
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    cursor = _cursor(conn)
     try:
         cursor.executemany(sql, params)
         return cursor.rowcount
     finally:
         cursor.close()
+
+
+def _cursor(conn: Connection) -> DBAPICursor:
+    """A cursor of the driver's connection under `conn` (in its transaction)."""
+    driver = conn.connection.dbapi_connection
+    assert driver is not None  # a connection in use holds its driver's connection
+    return driver.cursor()
+
+
+def _positions(compiled: object) -> list[str]:
+    """The names of a compiled statement's positional parameters, in order."""
+    assert isinstance(compiled, SQLCompiler)
+    return list(compiled.positiontup or ())

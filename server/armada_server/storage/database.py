@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.pool import ConnectionPoolEntry
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -35,7 +37,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
-        def _connect(conn, _record) -> None:  # type: ignore[no-untyped-def]
+        def _connect(conn: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
             conn.isolation_level = None  # transactions are begun below, not by the driver
             cur = conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
@@ -44,7 +46,7 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         @event.listens_for(engine, "begin")
-        def _begin(conn) -> None:  # type: ignore[no-untyped-def]
+        def _begin(conn: Connection) -> None:
             # Writers take the write lock at BEGIN, so concurrent writers queue on the busy
             # timeout instead of failing to upgrade a read transaction; readers never block.
             write = conn.get_execution_options().get(WRITE, False)

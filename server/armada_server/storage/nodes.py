@@ -1,23 +1,32 @@
 """Executors' nodes as operators see them, node cordons, and where executors serve logs.
 
-Mixed into Store. Cordons live in their own table (not in the nodes executors report), so they
+Cordons live in their own table (not in the nodes executors report), so they
 apply to nodes of every executor, in-process or remote, survive restarts of the server and of
 the executor, and hold on every replica.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Connection, delete, or_, select, update
+from sqlalchemy import delete, or_, select, update
 
 from armada_core.api import executor_pb2
 from armada_server.storage import schema as t
-from armada_server.storage.leases import ExecutorNodes, decode_nodes
+from armada_server.storage.base import Transactions
 from armada_server.storage.rows import when
+
+
+def encode_nodes(nodes: Iterable[executor_pb2.Node]) -> bytes:
+    """Nodes as the executors table keeps them: a SyncRequest holding only nodes (a plain
+    protobuf list)."""
+    return executor_pb2.SyncRequest(nodes=nodes).SerializeToString()
+
+
+def decode_nodes(data: bytes) -> list[executor_pb2.Node]:
+    return list(executor_pb2.SyncRequest.FromString(data).nodes)
 
 
 @dataclass(frozen=True)
@@ -46,17 +55,15 @@ class ExecutorControl:
     token: str
 
 
-class NodeOps:
-    """Node cordons and executors' control addresses (mixed into Store)."""
+class Nodes:
+    """Node cordons and executors' control addresses."""
 
-    clock: Callable[[], datetime]
-    _write: Callable[..., Any]
-    _read: Callable[..., Any]
-    _insert: Callable[..., Any]
+    def __init__(self, transactions: Transactions) -> None:
+        self._tx = transactions
 
     def record_executor_control(self, executor_id: str, address: str, token: str) -> None:
         """Where the executor serves ExecutorControl now; written only when it changed."""
-        with self._write() as (conn, _):
+        with self._tx.write() as (conn, _):
             conn.execute(
                 update(t.executors)
                 .where(
@@ -74,7 +81,7 @@ class NodeOps:
     def executor_control(self, executor_id: str) -> ExecutorControl | None:
         """Where to ask the executor for logs; None for an executor never seen (or one that
         reports no address)."""
-        with self._read() as conn:
+        with self._tx.read() as conn:
             row = conn.execute(
                 select(t.executors.c.address, t.executors.c.address_token).where(
                     t.executors.c.id == executor_id
@@ -87,7 +94,7 @@ class NodeOps:
     def nodes_with_cordons(self) -> list[NodeInfo]:
         """Every node of every executor (as last reported), with its cordon, by executor and
         name. Cordons of nodes no executor reports any more are listed too."""
-        with self._read() as conn:
+        with self._tx.read() as conn:
             cordons = {
                 (r.executor_id, r.node): (when(r.cordoned_at), r.requestor)
                 for r in conn.execute(select(t.node_cordons))
@@ -112,7 +119,7 @@ class NodeOps:
         self, executor_id: str, node: str, cordoned: bool, requestor: str = ""
     ) -> bool:
         """Cordon or uncordon; False when it already was."""
-        with self._write() as (conn, _):
+        with self._tx.write() as (conn, _):
             if not cordoned:
                 return (
                     conn.execute(
@@ -123,24 +130,10 @@ class NodeOps:
                     ).rowcount
                     > 0
                 )
-            stmt = self._insert(t.node_cordons).values(
-                executor_id=executor_id, node=node, cordoned_at=self.clock(), requestor=requestor
+            stmt = self._tx.insert(t.node_cordons).values(
+                executor_id=executor_id,
+                node=node,
+                cordoned_at=self._tx.clock(),
+                requestor=requestor,
             )
             return conn.execute(stmt.on_conflict_do_nothing()).rowcount > 0
-
-    def _mark_cordoned(self, conn: Connection, executors: Sequence[ExecutorNodes]) -> None:
-        """Mark cordoned nodes unschedulable in a scheduling state's executors (their node
-        messages are this read's own copies)."""
-        cordoned: dict[str, set[str]] = {}
-        for executor_id, node in conn.execute(
-            select(t.node_cordons.c.executor_id, t.node_cordons.c.node)
-        ):
-            cordoned.setdefault(executor_id, set()).add(node)
-        if not cordoned:
-            return
-        for executor in executors:
-            names = cordoned.get(executor.id)
-            if names:
-                for node in executor.nodes:
-                    if node.name in names:
-                        node.unschedulable = True

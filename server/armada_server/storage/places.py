@@ -9,7 +9,7 @@ sees counts: queued jobs of a known priority class not waiting out a retry delay
 cordoned queue are in no line (the scheduler does not order them). Gangs that wait for
 missing members count as well: they are in line, only not yet complete.
 
-Mixed into Store. The count is read when asked, from the partial indexes
+The count is read when asked, from the partial indexes
 ix_jobs_queued_order and ix_jobs_queued_gangs (queued jobs only, migration 0006) alone, and
 in one pass per queue whatever the number of jobs asked about: the jobs asked of one queue
 cut its line into consecutive ranges, each counted once, so a call costs what the line holds
@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
+    ColumnClause,
     ColumnElement,
     Connection,
+    FromClause,
     Integer,
     Select,
     bindparam,
@@ -44,11 +47,12 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from armada_core.jobs import JobState
 from armada_server.storage import schema as t
+from armada_server.storage.base import Transactions
 from armada_server.storage.rows import chunks, when
 
 # The partial indexes' condition, written as a literal: SQLite uses a partial index only for
 # a query whose WHERE names its condition as written, not through a bound parameter.
-_QUEUED = literal_column(str(int(JobState.QUEUED)))
+_QUEUED: ColumnClause[int] = literal_column(str(int(JobState.QUEUED)))
 
 
 class _Truncated(FunctionElement[int]):
@@ -81,8 +85,11 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-class PlaceOps:
-    """Places in line of queued jobs (mixed into Store, which provides _read and clock)."""
+class Places:
+    """Places in line of queued jobs."""
+
+    def __init__(self, transactions: Transactions) -> None:
+        self._tx = transactions
 
     def queue_places(
         self, job_ids: Sequence[str], class_priorities: Mapping[str, int]
@@ -91,8 +98,8 @@ class PlaceOps:
         queued, of a class in `class_priorities` (name -> priority, the server's classes), not
         waiting out a retry delay, in a queue that is not cordoned. Blocking: reads the
         database, in one snapshot."""
-        now: datetime = self.clock()  # type: ignore[attr-defined]
-        with self._read(snapshot=True) as conn:  # type: ignore[attr-defined]
+        now = self._tx.clock()
+        with self._tx.read(snapshot=True) as conn:
             if conn.dialect.name == "postgresql":
                 # The gang check's estimate makes PostgreSQL compile each count (JIT), which
                 # took several times the count itself (170 of 210 ms for 200,000 entries).
@@ -100,7 +107,7 @@ class PlaceOps:
             return _places(conn, list(job_ids), dict(class_priorities), now)
 
 
-def _ready(table: Any, now: datetime) -> ColumnElement[bool]:
+def _ready(table: FromClause, now: datetime | BindParameter[Any]) -> ColumnElement[bool]:
     return or_(table.c.retry_after.is_(None), table.c.retry_after <= now)
 
 
@@ -114,7 +121,7 @@ def _places(
     for chunk in chunks(job_ids, 500):
         # By id alone: naming the partial indexes' condition here would have SQLite search
         # them instead of the primary key.
-        for job_id, queue, pc, priority, submitted, gang, state, retry_after in conn.execute(
+        rows: Iterable[tuple[str, str, str, float, Any, str | None, int, Any]] = conn.execute(
             select(
                 j.c.id,
                 j.c.queue,
@@ -125,14 +132,15 @@ def _places(
                 j.c.state,
                 j.c.retry_after,
             ).where(j.c.id.in_(chunk))
-        ):
-            ready = retry_after is None or when(retry_after) <= now  # type: ignore[operator]
+        )
+        for job_id, queue, pc, priority, submitted, gang, state, retry_after in rows:
+            ready = retry_after is None or when(retry_after) <= now
             if state == JobState.QUEUED and ready and pc in classes:
                 asked.append(
                     (job_id, queue, gang, (-classes[pc], int(priority), submitted, job_id))
                 )
     queues = sorted({queue for _, queue, _, _ in asked})
-    cordoned = (
+    cordoned: set[str] = (
         set(
             conn.execute(
                 select(t.queues.c.name).where(t.queues.c.name.in_(queues), t.queues.c.cordoned)
@@ -147,7 +155,7 @@ def _places(
     first: dict[tuple[str, str], Key] = {}
     for queue, names in _group(gangs).items():
         for chunk in chunks(names, 500):
-            for gang, pc, priority, submitted, job_id in conn.execute(
+            members: Iterable[tuple[str, str, float, Any, str]] = conn.execute(
                 select(
                     j.c.gang_id, j.c.priority_class, j.c.priority, j.c.submitted_at, j.c.id
                 ).where(
@@ -157,7 +165,8 @@ def _places(
                     j.c.gang_id.in_(chunk),
                     _ready(j, now),
                 )
-            ):
+            )
+            for gang, pc, priority, submitted, job_id in members:
                 if pc in classes:
                     key = (-classes[pc], int(priority), submitted, job_id)
                     if (queue, gang) not in first or key < first[(queue, gang)]:
@@ -207,9 +216,8 @@ def _ahead(
     before: dict[tuple[str, Bound], int] = {}  # entries of a class before where a range ends
     total: dict[str, int] = defaultdict(int)
     for name, ends in sorted(bounds.items()):
-        ordered: list[Bound] = sorted(
-            (e for e in ends if e is not None), key=lambda e: (e[0], e[1], e[2])
-        )  # type: ignore[index]
+        present = [e for e in ends if e is not None]
+        ordered: list[Bound] = [*sorted(present, key=lambda e: (e[0], e[1], e[2]))]
         if None in ends:
             ordered.append(None)
         low: Bound = None
@@ -223,19 +231,10 @@ def _ahead(
     band: dict[tuple[int, int], list[tuple[Any, str]]] = {}
     for level, n in sorted({(k[0], k[1]) for k in keys}):
         names = [name for name, priority in classes.items() if -priority == level]
-        band[(level, n)] = [
-            tuple(row)
-            for row in conn.execute(
-                statements.band,
-                {  # type: ignore[misc]
-                    "queue": queue,
-                    "names": names,
-                    "now": now,
-                    "n": n,
-                    "n1": n + 1,
-                },
-            )
-        ]
+        entries: Iterable[tuple[Any, str]] = conn.execute(
+            statements.band, {"queue": queue, "names": names, "now": now, "n": n, "n1": n + 1}
+        )
+        band[(level, n)] = [(submitted, job_id) for submitted, job_id in entries]
     out: dict[Key, int] = {}
     for k in keys:
         count = sum(1 for row in band[(k[0], k[1])] if row < (k[2], k[3]))

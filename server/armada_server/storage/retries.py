@@ -4,14 +4,16 @@ armada_core.retry, and the per-job history kept beside each job."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import ColumnElement, Connection, select, update
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import Failure, Job
+from armada_core.jobs.grace import grace_period_seconds
 from armada_core.retry import (
     Condition,
     ContainerFailure,
@@ -57,7 +59,8 @@ def run_failure(
         condition = Condition(failure.condition) if failure.condition else None
     except ValueError:
         condition = None
-    grace = job.pod_spec.terminationGracePeriodSeconds if job.spec.pod_specs else 0
+    # A job without pod specs (never stored by a submission) has no grace period to wait.
+    grace = grace_period_seconds(job.pod_spec) if job.spec.pod_specs else 0
     return RunFailure(
         containers=tuple(
             ContainerFailure(c.name, c.exit_code, c.message, c.reason, c.init_container)
@@ -124,12 +127,13 @@ def _full_node(job: Job, node: str | None) -> str | None:
     return f"{run.cluster_id}/{node}"
 
 
-def _stored(conn: Connection, job_id: str) -> dict:
+def _stored(conn: Connection, job_id: str) -> dict[str, Any]:
     raw = conn.execute(select(t.jobs.c.retry_history).where(t.jobs.c.id == job_id)).scalar()
-    return json.loads(raw or "{}")
+    stored: dict[str, Any] = json.loads(raw or "{}")
+    return stored
 
 
-def _history(data: dict) -> RetryHistory:
+def _history(data: Mapping[str, Any]) -> RetryHistory:
     return RetryHistory(
         rule_retries=data.get("rule_retries", {}),
         total_retries=data.get("total_retries", 0),
@@ -138,7 +142,7 @@ def _history(data: dict) -> RetryHistory:
     )
 
 
-def _fields(history: RetryHistory) -> dict:
+def _fields(history: RetryHistory) -> dict[str, Any]:
     return {
         "rule_retries": dict(history.rule_retries),
         "total_retries": history.total_retries,
@@ -173,15 +177,16 @@ def start_gang_generation(conn: Connection, job_ids: Sequence[str]) -> int:
     return generation
 
 
-def gang_cardinalities(conn: Connection, where) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def gang_cardinalities(conn: Connection, where: ColumnElement[bool]) -> dict[str, int]:
     """Job id -> cardinality of its gang's current generation, for the gang members matched
     by `where` that are in a retried generation."""
     out: dict[str, int] = {}
-    for job_id, raw in conn.execute(
+    rows: Iterable[tuple[str, str]] = conn.execute(
         select(t.jobs.c.id, t.jobs.c.retry_history).where(
             where, t.jobs.c.gang_id.is_not(None), t.jobs.c.retry_history != "{}"
         )
-    ):
+    )
+    for job_id, raw in rows:
         cardinality = json.loads(raw).get("gang_cardinality")
         if cardinality:
             out[job_id] = int(cardinality)

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from typing import Any, TypeVar, overload
+
+from sqlalchemy import ColumnElement, Connection, select
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import ContainerResult, Job, JobState, Run, RunState, gang_of
 from armada_core.jobs import annotations as ann
 from armada_server.storage import schema as t
+from armada_server.storage.bulk import fetch
+
+T = TypeVar("T")
 
 JOB_COLUMNS = (
     t.jobs.c.id,
@@ -100,6 +107,12 @@ if (
     raise RuntimeError("Job or Run changed its fields: update rows._JOB_FIELDS/_RUN_FIELDS")
 
 
+@overload
+def when(value: datetime | str) -> datetime: ...
+@overload
+def when(value: None) -> None: ...
+@overload
+def when(value: datetime | str | None) -> datetime | None: ...
 def when(value: datetime | str | None) -> datetime | None:
     """A stored time as an aware UTC datetime (SQLite text, or the driver's datetime)."""
     if value is None:
@@ -115,7 +128,7 @@ def when(value: datetime | str | None) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def job_from_row(r: Sequence, runs: tuple[Run, ...]) -> Job:
+def job_from_row(r: Sequence[Any], runs: tuple[Run, ...]) -> Job:
     """The job of a row of JOB_COLUMNS, with its runs."""
     job = object.__new__(Job)
     job.__dict__.update(
@@ -143,7 +156,7 @@ def job_from_row(r: Sequence, runs: tuple[Run, ...]) -> Job:
     return job
 
 
-def run_from_row(r: Sequence) -> Run:
+def run_from_row(r: Sequence[Any]) -> Run:
     """The run of a row of RUN_COLUMNS."""
     containers = () if r[16] == "[]" else tuple(ContainerResult(**c) for c in json.loads(r[16]))
     run = object.__new__(Run)
@@ -174,7 +187,7 @@ def run_from_row(r: Sequence) -> Run:
     return run
 
 
-def job_row(job: Job) -> dict:
+def job_row(job: Job) -> dict[str, Any]:
     """Every column of a new job's row."""
     gang = gang_of(job.spec.annotations)
     return {
@@ -200,7 +213,7 @@ def job_row(job: Job) -> dict:
     }
 
 
-def mutable_job_row(job: Job) -> dict:
+def mutable_job_row(job: Job) -> dict[str, Any]:
     """The columns of job_row that a transition can change, keyed by `_id` and guarded by
     `_version` (the version `job` was read at) for an UPDATE that also writes the next
     version. The rest (ids, queue, job set, the spec and what derives from it) are fixed at
@@ -222,7 +235,7 @@ def mutable_job_row(job: Job) -> dict:
     }
 
 
-def run_row(job_id: str, run: Run) -> dict:
+def run_row(job_id: str, run: Run) -> dict[str, Any]:
     """Every column of a run's row (an empty container list is not encoded per run)."""
     return {
         "id": run.id,
@@ -245,7 +258,41 @@ def run_row(job_id: str, run: Run) -> dict:
     }
 
 
-def chunks(values: Sequence, size: int) -> Iterator[Sequence]:
+def chunks(values: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     """`values` in slices of at most `size` (bounded IN lists and statement sizes)."""
     for i in range(0, len(values), size):
         yield values[i : i + size]
+
+
+def load_jobs(conn: Connection, where: ColumnElement[bool]) -> list[Job]:
+    """The jobs `where` matches, with their runs, in id order."""
+    rows = fetch(conn, select(*JOB_COLUMNS).where(where).order_by(t.jobs.c.id))
+    if not rows:
+        return []
+    runs: dict[str, list[Run]] = defaultdict(list)
+    for chunk in chunks([r[0] for r in rows], 500):
+        for r in fetch(
+            conn,
+            select(*RUN_COLUMNS)
+            .where(t.runs.c.job_id.in_(chunk))
+            .order_by(t.runs.c.job_id, t.runs.c.run_index),
+        ):
+            runs[r[0]].append(run_from_row(r))
+    return [job_from_row(r, tuple(runs[r[0]])) for r in rows]
+
+
+def jobs_by_id(conn: Connection, job_ids: Iterable[str]) -> dict[str, Job]:
+    """The jobs (with their runs) as load_jobs builds them, read in bulk."""
+    jobs: dict[str, Job] = {}
+    for chunk in chunks(sorted(set(job_ids)), 2000):
+        runs: dict[str, list[Run]] = {}
+        for r in fetch(
+            conn,
+            select(*RUN_COLUMNS)
+            .where(t.runs.c.job_id.in_(chunk))
+            .order_by(t.runs.c.job_id, t.runs.c.run_index),
+        ):
+            runs.setdefault(r[0], []).append(run_from_row(r))
+        for r in fetch(conn, select(*JOB_COLUMNS).where(t.jobs.c.id.in_(chunk))):
+            jobs[r[0]] = job_from_row(r, tuple(runs.get(r[0], ())))
+    return jobs

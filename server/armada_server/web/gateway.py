@@ -256,7 +256,9 @@ async def submit_jobs(request: Request) -> Response:
 async def list_jobs(request: Request) -> Response:
     web = web_of(request)
     where, limit, cursor = job_filter(request.query_params)
-    page = await web.ctx.run(queries.list_jobs, web.ctx.store, where, limit=limit, cursor=cursor)
+    page = await web.ctx.run(
+        queries.list_jobs, web.ctx.job_reads, where, limit=limit, cursor=cursor
+    )
     return JSONResponse(
         {"jobs": [job_row_json(r) for r in page.rows], "next": page.next, "prev": page.prev}
     )
@@ -313,7 +315,7 @@ async def get_job(request: Request) -> Response:
 
 
 async def load_job(web: Web, job_id: str) -> tuple[Job, str]:
-    jobs = await web.ctx.run(web.ctx.store.jobs, storable([job_id]))
+    jobs = await web.ctx.run(web.ctx.job_reads.jobs, storable([job_id]))
     if not jobs:
         raise CallError(grpc.StatusCode.NOT_FOUND, f"job {job_id!r} not found")
     reasons = await web.services.jobs.waiting_reasons(jobs)
@@ -448,7 +450,7 @@ def node_json(node: NodeInfo) -> dict[str, Any]:
 @endpoint
 async def list_nodes(request: Request) -> Response:
     web = web_of(request)
-    nodes = await web.ctx.run(web.ctx.store.nodes_with_cordons)
+    nodes = await web.ctx.run(web.ctx.nodes.nodes_with_cordons)
     return JSONResponse({"nodes": [node_json(n) for n in nodes]})
 
 
@@ -465,7 +467,7 @@ async def _set_cordon(request: Request, cordon: bool) -> Response:
     )
     await call(web.services.binoculars.Cordon, message)
     executor, _, node = name.rpartition("/")
-    nodes = await web.ctx.run(web.ctx.store.nodes_with_cordons)
+    nodes = await web.ctx.run(web.ctx.nodes.nodes_with_cordons)
     found = next(n for n in nodes if n.name == node and executor in ("", n.executor))
     return JSONResponse(node_json(found))
 
@@ -489,7 +491,7 @@ async def list_job_sets(request: Request) -> Response:
     await call(web.services.queues.GetQueue, submit_pb2.QueueGetRequest(name=queue))
     rows, more = await web.ctx.run(
         queries.list_job_sets,
-        web.ctx.store,
+        web.ctx.job_reads,
         queue,
         limit=_int(request, "limit", 50, 1, queries.MAX_PAGE),
         offset=_int(request, "offset", 0, 0, 10**9),

@@ -1,6 +1,6 @@
 """Live updates: which job sets changed, pushed to browsers as server-sent events.
 
-The feed hooks the store's commit callback (the same one that wakes gRPC watchers), so a
+The feed hooks storage's commit callback (the same one that wakes gRPC watchers), so a
 page hears of a change as soon as its transaction commits. Changes made by other replicas
 (PostgreSQL) reach this one through the periodic refresh the pages also do.
 """
@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from armada_server.storage.store import Store
+from armada_server.storage.base import Transactions
 
 JobSetKey = tuple[str, str]
 KEEP = 2000  # changes remembered for subscribers that fall behind
@@ -40,16 +40,16 @@ class ChangeFeed:
         self._waiters: set[asyncio.Event] = set()
         self.closing = asyncio.Event()
 
-    def attach(self, store: Store) -> None:
+    def attach(self, transactions: Transactions) -> None:
         """Hear of every commit that appends events (after whatever listened before)."""
-        previous = store.on_commit
+        previous = transactions.on_commit
 
         def on_commit(keys: set[JobSetKey]) -> None:
             if previous is not None:
                 previous(keys)
             self.notify(keys)
 
-        store.on_commit = on_commit
+        transactions.on_commit = on_commit
 
     def notify(self, keys: Iterable[JobSetKey]) -> None:
         """Thread-safe."""

@@ -175,7 +175,7 @@ async def index(request: Request) -> Response:
 async def queues_page(request: Request) -> Response:
     web = web_of(request)
     queues = await _queues(web)
-    counts = await web.ctx.run(queries.queue_counts, web.ctx.store)
+    counts = await web.ctx.run(queries.queue_counts, web.ctx.job_reads)
     sample = await _sample(web)
     resources = list(sample.capacity)
     rows = []
@@ -218,9 +218,9 @@ async def queue_page(request: Request) -> Response:
     except ValueError:
         raise InvalidArgument("offset: not an integer") from None
     job_sets, more = await web.ctx.run(
-        queries.list_job_sets, web.ctx.store, name, limit=50, offset=offset
+        queries.list_job_sets, web.ctx.job_reads, name, limit=50, offset=offset
     )
-    counts = (await web.ctx.run(queries.queue_counts, web.ctx.store)).get(name, {})
+    counts = (await web.ctx.run(queries.queue_counts, web.ctx.job_reads)).get(name, {})
     sample = await _sample(web)
     return render(
         request,
@@ -245,8 +245,8 @@ async def job_set_page(request: Request) -> Response:
     web = web_of(request)
     queue_name, job_set = request.path_params["queue"], request.path_params["jobset"]
     queue = await call(web.services.queues.GetQueue, submit_pb2.QueueGetRequest(name=queue_name))
-    counts = await web.ctx.run(queries.job_set_counts, web.ctx.store, queue_name, job_set)
-    last = await web.ctx.run(web.ctx.store.last_seq, queue_name, job_set)
+    counts = await web.ctx.run(queries.job_set_counts, web.ctx.job_reads, queue_name, job_set)
+    last = await web.ctx.run(web.ctx.events.last_seq, queue_name, job_set)
     if last is None and not counts:
         raise CallError(
             grpc.StatusCode.NOT_FOUND, f"job set {job_set!r} in queue {queue_name!r} not found"
@@ -264,7 +264,9 @@ async def job_set_page(request: Request) -> Response:
             ]
         )
     )
-    jobs = await web.ctx.run(queries.list_jobs, web.ctx.store, where, limit=limit, cursor=cursor)
+    jobs = await web.ctx.run(
+        queries.list_jobs, web.ctx.job_reads, where, limit=limit, cursor=cursor
+    )
     return render(
         request,
         "jobset.html",
@@ -311,7 +313,9 @@ templates.env.globals.update(query_string=query_string)
 async def jobs_page(request: Request) -> Response:
     web = web_of(request)
     where, limit, cursor = job_filter(request.query_params)
-    jobs = await web.ctx.run(queries.list_jobs, web.ctx.store, where, limit=limit, cursor=cursor)
+    jobs = await web.ctx.run(
+        queries.list_jobs, web.ctx.job_reads, where, limit=limit, cursor=cursor
+    )
     queues = [q.name for q in await _queues(web)]
     return render(
         request,
@@ -334,7 +338,7 @@ async def job_page(request: Request) -> Response:
     events = []
     if may_watch:
         for seq, message in await web.ctx.run(
-            queries.job_events, web.ctx.store, job.queue, job.job_set, job.id
+            queries.job_events, web.ctx.job_reads, job.queue, job.job_set, job.id
         ):
             kind = message.WhichOneof("events")
             assert kind is not None  # every stored message carries an event
@@ -346,7 +350,7 @@ async def job_page(request: Request) -> Response:
     gang = []
     if job.gang is not None:
         gang = await web.ctx.run(
-            queries.gang_members, web.ctx.store, job.queue, job.job_set, job.gang.id
+            queries.gang_members, web.ctx.job_reads, job.queue, job.job_set, job.gang.id
         )
     containers = [c.name for c in job.pod_spec.containers]
     spec_yaml = yaml.safe_dump(to_json(job.spec), sort_keys=False, width=100)
@@ -372,7 +376,7 @@ async def job_page(request: Request) -> Response:
 @page
 async def nodes_page(request: Request) -> Response:
     web = web_of(request)
-    nodes = await web.ctx.run(web.ctx.store.nodes_with_cordons)
+    nodes = await web.ctx.run(web.ctx.nodes.nodes_with_cordons)
     now = datetime.now(UTC)
     live = {
         n.executor

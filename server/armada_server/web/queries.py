@@ -34,8 +34,8 @@ from armada_core.api import event_pb2, submit_pb2
 from armada_core.jobs import JobState
 from armada_server.errors import InvalidArgument
 from armada_server.storage import schema as t
+from armada_server.storage.job_reads import JobReads
 from armada_server.storage.rows import when
-from armada_server.storage.store import Store
 
 MAX_PAGE = 500
 SCAN_BATCH = 500
@@ -174,7 +174,7 @@ _ROW_COLUMNS = (
 
 
 def list_jobs(
-    store: Store, where: JobFilter, *, limit: int = 50, cursor: str | None = None
+    store: JobReads, where: JobFilter, *, limit: int = 50, cursor: str | None = None
 ) -> JobPage:
     """One page of jobs. Blocking."""
     where = where.check()
@@ -330,7 +330,7 @@ class JobSetRow:
 
 
 def list_job_sets(
-    store: Store, queue: str, *, limit: int = 50, offset: int = 0
+    store: JobReads, queue: str, *, limit: int = 50, offset: int = 0
 ) -> tuple[list[JobSetRow], bool]:
     """A queue's job sets, newest first, with their jobs counted by state. Blocking."""
     limit = max(1, min(limit, MAX_PAGE))
@@ -359,7 +359,7 @@ def list_job_sets(
     ], more
 
 
-def job_set_counts(store: Store, queue: str, job_set: str) -> dict[JobState, int]:
+def job_set_counts(store: JobReads, queue: str, job_set: str) -> dict[JobState, int]:
     with store.engine.connect() as conn:
         found: Sequence[tuple[int, int]] = conn.execute(
             select(t.jobs.c.state, func.count())
@@ -370,7 +370,7 @@ def job_set_counts(store: Store, queue: str, job_set: str) -> dict[JobState, int
 
 
 def job_events(
-    store: Store, queue: str, job_set: str, job_id: str
+    store: JobReads, queue: str, job_set: str, job_id: str
 ) -> list[tuple[int, event_pb2.EventMessage]]:
     """A job's events from its job set's log, in order (at most MAX_EVENTS). Blocking."""
     with store.engine.connect() as conn:
@@ -387,7 +387,7 @@ def job_events(
     return [(r.seq, event_pb2.EventMessage.FromString(r.payload)) for r in rows]
 
 
-def gang_members(store: Store, queue: str, job_set: str, gang_id: str) -> list[JobRow]:
+def gang_members(store: JobReads, queue: str, job_set: str, gang_id: str) -> list[JobRow]:
     """The jobs of a gang (submitted in one job set). Blocking."""
     with store.engine.connect() as conn:
         found = conn.execute(
@@ -401,7 +401,7 @@ def gang_members(store: Store, queue: str, job_set: str, gang_id: str) -> list[J
     return [_row(r) for r in found]
 
 
-def queue_counts(store: Store) -> dict[str, dict[JobState, int]]:
+def queue_counts(store: JobReads) -> dict[str, dict[JobState, int]]:
     """Jobs per queue and state (what the metrics read). Blocking."""
     out: dict[str, dict[JobState, int]] = defaultdict(dict)
     for (queue, state), n in store.count_jobs_by_queue_and_state().items():

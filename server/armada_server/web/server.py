@@ -121,12 +121,12 @@ class WebServer:
         """Listen on (host, port) (0 picks a free port); returns the port."""
         loop = asyncio.get_running_loop()
         feed = ChangeFeed(loop)
-        feed.attach(self.ctx.store)
+        feed.attach(self.ctx.transactions)
         self.web = Web(
             self.ctx,
             Services.build(self.ctx, self.channels),
             feed,
-            ShareSampler(self.ctx.store, self.ctx.config),
+            ShareSampler(self.ctx.scheduling_reads, self.ctx.config),
             self.auth.enabled,
         )
         self.app = build_app(self.web, Authenticator(self.auth) if self.auth.enabled else None)

@@ -11,7 +11,7 @@ from collections import deque
 
 from armada_server.config import ServerConfig
 from armada_server.shares import Sample, Shapes, compute, pause
-from armada_server.storage.store import Store
+from armada_server.storage.scheduling_reads import SchedulingReads
 
 log = logging.getLogger("armada_server.web")
 
@@ -23,9 +23,13 @@ class ShareSampler:
     """Samples every `period` seconds into a ring holding the last hour."""
 
     def __init__(
-        self, store: Store, config: ServerConfig, period: float = PERIOD, window: float = WINDOW
+        self,
+        reads: SchedulingReads,
+        config: ServerConfig,
+        period: float = PERIOD,
+        window: float = WINDOW,
     ) -> None:
-        self.store = store
+        self.reads = reads
         self.config = config
         self.period = period
         self.samples: deque[Sample] = deque(maxlen=max(2, int(window / period) + 1))
@@ -38,7 +42,7 @@ class ShareSampler:
 
     def sample(self) -> Sample:
         """Take a sample now and keep it. Blocking."""
-        found = compute(self.store, self.config, self._shapes)
+        found = compute(self.reads, self.config, self._shapes)
         self.samples.append(found)
         return found
 

@@ -1,0 +1,290 @@
+"""What every part of storage shares: its transactions, appending to the event log, and
+writing job transitions.
+
+Each part (queues, submissions, executor syncs, ...) holds the one `Transactions` of its
+storage and opens its transactions through it. A step that is part of a larger transaction
+(a sync's lease expiry, a cycle's gang restarts) takes the caller's connection instead, so one
+RPC or one scheduling cycle still commits exactly once.
+
+Job changes go through armada_core.jobs.lifecycle, and `save_many` writes them with their
+events in the same transaction: the event log and the tables never disagree.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from google.protobuf.timestamp_pb2 import Timestamp
+from sqlalchemy import Connection, Engine, Table, bindparam, insert, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DataError
+
+from armada_core.jobs import Job, JobState, Run, RunState
+from armada_core.jobs.grace import grace_period_seconds
+from armada_core.jobs.lifecycle import EventMessage
+from armada_core.jobs.text import MAX_FAILURE_TEXT, clean_text
+from armada_server.errors import InvalidArgument
+from armada_server.storage import schema as t
+from armada_server.storage.bulk import executemany, insert_rows
+from armada_server.storage.database import WRITE
+from armada_server.storage.guard import Conflict
+from armada_server.storage.notify import notify
+from armada_server.storage.rows import mutable_job_row, run_row
+
+JobSetKey = tuple[str, str]  # (queue, job set)
+# A job before and after a transition, and the events that record it.
+Change = tuple[Job, Job, list[EventMessage]]
+
+ACTIVE_JOB_STATES = (JobState.LEASED, JobState.PENDING, JobState.RUNNING)
+ACTIVE_RUN_STATES = (int(RunState.LEASED), int(RunState.PENDING), int(RunState.RUNNING))
+# A run stopped by the server (cancelled, restarted with its gang, expired) keeps its node's
+# capacity for its grace period plus this long (the executor hears of the stop at its next
+# sync, then kills), unless its executor says sooner that it no longer holds the run.
+RELEASE_SLACK = timedelta(seconds=10)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def clean_reason(text: str) -> str:
+    """A failure reason as it is stored: clean text, bounded."""
+    return clean_text(text, MAX_FAILURE_TEXT)
+
+
+class _EventBody(Protocol):
+    """What every kind of event says about where it belongs."""
+
+    queue: str
+    job_set_id: str
+    job_id: str
+    created: Timestamp
+
+
+def event_body(event: EventMessage) -> _EventBody:
+    """The event's one body (submitted, leased, failed, ...)."""
+    kind = event.WhichOneof("events")
+    if kind is None:
+        raise ValueError("an event without a body")
+    body: _EventBody = getattr(event, kind)
+    return body
+
+
+class Transactions:
+    """The database as every part of storage uses it: one transaction per call.
+
+    `on_commit` is called with the job sets that got new events, after their transaction
+    committed: the event hub wakes watchers from it (the web UI's live feed wraps it)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        on_commit: Callable[[set[JobSetKey]], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.on_commit = on_commit
+        self.dialect = engine.dialect.name
+        # SQLite allows one writer; queueing writers here is cheaper than on its busy lock.
+        self._write_lock = threading.Lock() if self.dialect == "sqlite" else None
+
+    @contextmanager
+    def write(self) -> Iterator[tuple[Connection, set[JobSetKey]]]:
+        """A write transaction, and the set its steps add the job sets they appended to."""
+        touched: set[JobSetKey] = set()
+        if self._write_lock is not None:
+            self._write_lock.acquire()
+        try:
+            conn_ = self.engine.connect().execution_options(**{WRITE: True})
+            with conn_ as conn, conn.begin():
+                yield conn, touched
+        except DataError as e:
+            raise invalid(e) from None
+        finally:
+            if self._write_lock is not None:
+                self._write_lock.release()
+        if touched and self.on_commit is not None:
+            self.on_commit(touched)
+
+    @contextmanager
+    def read(self, *, snapshot: bool = False) -> Iterator[Connection]:
+        """A read transaction; with `snapshot`, every statement in it sees the same committed
+        state (SQLite's read transactions always do; PostgreSQL needs REPEATABLE READ)."""
+        try:
+            with self.engine.connect() as conn:
+                if snapshot and self.dialect == "postgresql":
+                    conn = conn.execution_options(isolation_level="REPEATABLE READ")
+                with conn.begin():
+                    yield conn
+        except DataError as e:
+            raise invalid(e) from None
+
+    def insert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
+        """An INSERT that can say what to do on a conflict (the dialects spell it alike)."""
+        return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
+
+    def append(
+        self, conn: Connection, touched: set[JobSetKey], events: Sequence[EventMessage]
+    ) -> None:
+        """Append events to their job sets' logs, numbering each set's events in order."""
+        by_set: dict[JobSetKey, list[EventMessage]] = defaultdict(list)
+        for e in events:
+            body = event_body(e)
+            by_set[(body.queue, body.job_set_id)].append(e)
+        now = self.clock()
+        for key in sorted(by_set):  # one lock order for every writer: no deadlocks
+            batch = by_set[key]
+            first = self._take_numbers(conn, key, len(batch), now)
+            insert_rows(conn, t.events, _event_rows(key, batch, first))
+            touched.add(key)
+        if self.dialect == "postgresql":
+            notify(conn, by_set)
+
+    def _take_numbers(self, conn: Connection, key: JobSetKey, count: int, now: datetime) -> int:
+        """The first of `count` new message numbers of a job set (its row locked until the
+        transaction ends, so its events commit in the order of their numbers)."""
+        queue, job_set = key
+        conn.execute(
+            self.insert(t.job_sets)
+            .values(queue=queue, name=job_set, last_seq=0, created_at=now)
+            .on_conflict_do_nothing()
+        )
+        last: int = conn.execute(
+            update(t.job_sets)
+            .where(t.job_sets.c.queue == queue, t.job_sets.c.name == job_set)
+            .values(last_seq=t.job_sets.c.last_seq + count)
+            .returning(t.job_sets.c.last_seq)
+        ).scalar_one()
+        return last - count + 1
+
+    def save_many(
+        self,
+        conn: Connection,
+        touched: set[JobSetKey],
+        changes: Sequence[Change],
+        events: Sequence[EventMessage] | None = None,
+        *,
+        confirmed: Collection[str] = (),
+    ) -> None:
+        """The one way a transition is written: the changed jobs (each only where its row
+        still has the version it was read at, else Conflict), their latest runs, then the
+        events (in `changes` order unless `events` gives them), as one executemany per
+        table: a statement per row costs about a millisecond in SQLAlchemy, which a
+        scheduling cycle or a sync of thousands of runs cannot afford.
+
+        A run that ends here keeps its node's capacity for its grace period (see
+        RELEASE_SLACK) unless it is in `confirmed`: its executor reported its end."""
+        job_rows: list[dict[str, Any]] = []
+        new_runs: list[dict[str, Any]] = []
+        changed_runs: list[dict[str, Any]] = []
+        changed_full: list[dict[str, Any]] = []
+        all_events: list[EventMessage] = []
+        for before, after, more in changes:
+            job_rows.append(mutable_job_row(after))
+            if after.runs and (not before.runs or after.runs[-1] != before.runs[-1]):
+                row = run_row(after.id, after.runs[-1])
+                old = next((r for r in before.runs if r.id == row["id"]), None)
+                row["releases_at"] = _releases_at(after, old, confirmed)
+                if old is not None and _fixed(old) == _fixed(after.runs[-1]):
+                    # Only what a run's later events change: rewriting the columns of the
+                    # (job_id, run_index) index cost SQLite an index update per row.
+                    changed_runs.append({k: row[k] for k in _RUN_CHANGES} | {"_id": row["id"]})
+                elif old is not None:
+                    row["_id"] = row.pop("id")
+                    changed_full.append(row)
+                else:
+                    new_runs.append(row)
+            all_events.extend(more)
+        written = executemany(conn, _UPDATE_JOBS, job_rows)
+        if written != len(job_rows):
+            raise Conflict(
+                f"{len(job_rows) - written} of {len(job_rows)} jobs changed since they were read"
+            )
+        executemany(conn, _INSERT_RUNS, new_runs)
+        executemany(conn, UPDATE_RUNS, changed_runs)
+        executemany(conn, UPDATE_RUNS, changed_full)
+        events = all_events if events is None else events
+        if events:
+            self.append(conn, touched, events)
+
+
+def _event_rows(key: JobSetKey, batch: Sequence[EventMessage], first: int) -> list[dict[str, Any]]:
+    """The events table's rows of a job set's batch, numbered from `first`."""
+    queue, job_set = key
+    rows = []
+    times: dict[tuple[int, int], datetime] = {}  # events of a batch share their times
+    for seq, e in enumerate(batch, start=first):
+        body = event_body(e)
+        created = body.created
+        stamp = (created.seconds, created.nanos)
+        when = times.get(stamp)
+        if when is None:
+            when = times[stamp] = created.ToDatetime(tzinfo=UTC)
+        rows.append(
+            {
+                "queue": queue,
+                "job_set": job_set,
+                "seq": seq,
+                "job_id": body.job_id,
+                "created_at": when,
+                "payload": e.SerializeToString(),
+            }
+        )
+    return rows
+
+
+# The statements save_many runs (module constants: bulk.executemany caches their compiled
+# forms). Jobs are written only where they still have the version they were read at.
+_UPDATE_JOBS = update(t.jobs).where(
+    t.jobs.c.id == bindparam("_id"), t.jobs.c.version == bindparam("_version")
+)
+_INSERT_RUNS = insert(t.runs)
+UPDATE_RUNS = update(t.runs).where(t.runs.c.id == bindparam("_id"))
+# The run columns set after its lease (see lifecycle's handlers); the rest never change.
+_RUN_CHANGES = (
+    "node",
+    "state",
+    "pending_at",
+    "started_at",
+    "finished_at",
+    "kubernetes_id",
+    "condition",
+    "category",
+    "subcategory",
+    "reason",
+    "containers",
+    "releases_at",
+)
+
+
+def _releases_at(job: Job, old: Run | None, confirmed: Collection[str]) -> datetime | None:
+    """Until when a run that ends in this change still holds its node: it was active, and
+    the server, not its executor, ended it (the processes may still be terminating)."""
+    run = job.runs[-1]
+    if old is None or not old.state.active or run.state.active or run.id in confirmed:
+        return None
+    grace = grace_period_seconds(job.pod_spec)
+    return (run.finished_at or job.last_transition_at) + timedelta(seconds=grace) + RELEASE_SLACK
+
+
+def _fixed(run: Run) -> tuple[int, str, str, datetime | None]:
+    """What a run's lease decided, which no later event of the run changes."""
+    return run.index, run.cluster_id, run.pool, run.leased_at
+
+
+def invalid(error: DataError) -> InvalidArgument:
+    """A value the database refuses (NUL in text, too long, out of range) is the caller's
+    mistake, not the server's: say so without the SQL. The services check what they can
+    name a field for first; this is the net under them."""
+    reason = str(getattr(error, "orig", error)).strip().splitlines()
+    return InvalidArgument(
+        f"a value in the request cannot be stored: "
+        f"{reason[0] if reason else 'rejected by the database'}"
+    )

@@ -1,0 +1,352 @@
+"""What a scheduling cycle reads: queues, live executors' nodes (cordons applied), queued and
+running jobs, runs still terminating, and what pod groups' ended members leave behind, from
+one consistent read (`SchedulingReads.scheduling_state`).
+
+The scheduling loop turns it into the scheduler's snapshot (scheduling/snapshot.py); the fair
+share sampler (shares.py) reads it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, or_, select
+
+from armada_core.api import executor_pb2, submit_pb2
+from armada_core.jobs import TERMINAL_STATES, JobState
+from armada_core.jobs import annotations as ann
+from armada_core.jobs.gangs import gang_of
+from armada_server.storage import schema as t
+from armada_server.storage.base import ACTIVE_RUN_STATES, Transactions
+from armada_server.storage.bulk import fetch
+from armada_server.storage.nodes import decode_nodes
+from armada_server.storage.retries import gang_cardinalities
+from armada_server.storage.rows import chunks, when
+
+GangKey = tuple[str, str]  # (queue, gang id)
+
+
+@dataclass(frozen=True)
+class ExecutorNodes:
+    id: str
+    pool: str
+    nodes: list[executor_pb2.Node]
+    # The pod-spec fields the executor declared it cannot honour (executors/capabilities.py).
+    unsupported: tuple[str, ...] = ()
+
+
+class _LazySpec:
+    """`spec` parsed from the stored bytes on first use: the scheduling loop converts each
+    job once and reuses it while the job is unchanged, so most cycles never need the spec."""
+
+    id: str
+    raw: bytes
+
+    @cached_property
+    def spec(self) -> submit_pb2.Job:
+        return submit_pb2.Job.FromString(self.raw)
+
+    @property
+    def spec_key(self) -> bytes | None:
+        """The stored spec without its id: jobs submitted together have equal keys, so what
+        a spec decides can be computed once per key. None when the id is not written first
+        (the serialiser writes field 1, the id, first)."""
+        job_id = self.id
+        if len(job_id) >= 128:
+            return None
+        prefix = b"\n" + bytes((len(job_id),)) + job_id.encode()
+        return self.raw[len(prefix) :] if self.raw.startswith(prefix) else None
+
+
+@dataclass(frozen=True)
+class QueuedJob(_LazySpec):
+    id: str
+    queue: str
+    priority: float
+    submitted_at: datetime
+    raw: bytes
+    avoid_node: str | None
+    # A retried gang's generation may be smaller than the gang (see gangs.restart_gangs).
+    gang_cardinality: int | None = None
+    version: int = 0  # the row's version: a lease applies only while it is unchanged
+
+
+@dataclass(frozen=True)
+class RunningJob(_LazySpec):
+    id: str
+    queue: str
+    priority: float
+    submitted_at: datetime
+    raw: bytes
+    node: str  # "<executor>/<node>"
+    started_at: datetime | None
+    run_id: str = ""  # a preemption applies only while this is still the job's run
+    excess_flow: int = 0  # what the run holds of its queue's excess-flow budget
+
+
+@dataclass(frozen=True)
+class TerminatingRun(_LazySpec):
+    """A run the server ended (cancelled, restarted with its gang, expired) whose end its
+    executor has not confirmed: its node's capacity is not free yet."""
+
+    id: str  # the job's id
+    raw: bytes
+    node: str  # "<executor>/<node>"
+
+
+@dataclass(frozen=True)
+class SchedulingState:
+    """Everything one scheduling cycle reads, from one consistent read."""
+
+    queues: list[submit_pb2.Queue]
+    executors: list[ExecutorNodes]
+    queued: list[QueuedJob]
+    running: list[RunningJob]
+    terminating: list[TerminatingRun] = field(default_factory=list)
+    #: Members that SUCCEEDED of each pod group with members running or queued again in a
+    #: retried generation, per role: (queue, gang id) -> role -> count (`Job.gang_succeeded`).
+    succeeded: dict[GangKey, dict[str, int]] = field(default_factory=dict)
+    #: The roles and minimums of those groups' members that ended (whatever the end): a role
+    #: whose members have all ended keeps its minimum (`Job.gang_roles`).
+    ended_roles: dict[GangKey, dict[str, int]] = field(default_factory=dict)
+
+
+# The columns of a job that a cycle reads, queued or running.
+_JOB_COLUMNS = (
+    t.jobs.c.id,
+    t.jobs.c.queue,
+    t.jobs.c.priority,
+    t.jobs.c.submitted_at,
+    t.jobs.c.spec,
+)
+# Pod groups are found by a byte search in their specs (no parsing): a spec naming a role.
+_ROLE_KEY = ann.GANG_ROLE.encode()
+
+
+class SchedulingReads:
+    """The reads of the scheduling loop and of the fair-share sampler."""
+
+    def __init__(self, transactions: Transactions) -> None:
+        self._tx = transactions
+
+    def live_executors(self, *, executor_timeout: float, now: datetime | None = None) -> int:
+        """How many executors synced within the timeout (a cheap check before a snapshot)."""
+        cutoff = (now or self._tx.clock()) - timedelta(seconds=executor_timeout)
+        with self._tx.read() as conn:
+            count: int = conn.execute(
+                select(func.count())
+                .select_from(t.executors)
+                .where(t.executors.c.last_seen >= cutoff)
+            ).scalar_one()
+        return count
+
+    def scheduling_state(
+        self, *, executor_timeout: float, now: datetime | None = None
+    ) -> SchedulingState:
+        now = now or self._tx.clock()
+        cutoff = now - timedelta(seconds=executor_timeout)
+        with self._tx.read(snapshot=True) as conn:
+            queues = [
+                submit_pb2.Queue.FromString(r.spec)
+                for r in conn.execute(select(t.queues.c.spec).order_by(t.queues.c.name))
+            ]
+            executors = _live_executors(conn, cutoff)
+            groups: set[GangKey] = set()  # pod groups whose ended members are read below
+            queued = _queued_jobs(conn, now, groups)
+            running = _running_jobs(conn, groups)
+            terminating = _terminating_runs(conn, now)
+            succeeded, ended_roles = _ended_members(conn, groups)
+        return SchedulingState(
+            queues, executors, queued, running, terminating, succeeded, ended_roles
+        )
+
+
+def _live_executors(conn: Connection, cutoff: datetime) -> list[ExecutorNodes]:
+    """Executors seen since `cutoff`, their cordoned nodes marked unschedulable."""
+    executors = [
+        ExecutorNodes(r.id, r.pool, decode_nodes(r.nodes), _unsupported(r.capabilities))
+        for r in conn.execute(
+            select(t.executors).where(t.executors.c.last_seen >= cutoff).order_by(t.executors.c.id)
+        )
+    ]
+    _mark_cordoned(conn, executors)
+    return executors
+
+
+def _queued_jobs(conn: Connection, now: datetime, groups: set[GangKey]) -> list[QueuedJob]:
+    """Queued jobs not waiting out a retry delay; adds to `groups` the pod groups queued
+    again in a retried generation (earlier members may have succeeded)."""
+    generations = gang_cardinalities(conn, t.jobs.c.state == int(JobState.QUEUED))
+    # Driver-level rows and frozen dataclasses filled without __init__: this reads every
+    # queued and running job, each cycle.
+    new = object.__new__
+    queued = []
+    for job_id, queue, priority, submitted, spec, version, avoid, gang_id in fetch(
+        conn,
+        select(*_JOB_COLUMNS, t.jobs.c.version, t.jobs.c.avoid_node, t.jobs.c.gang_id)
+        .where(
+            t.jobs.c.state == int(JobState.QUEUED),
+            or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now),
+        )
+        .order_by(t.jobs.c.id),
+    ):
+        job = new(QueuedJob)
+        job.__dict__.update(
+            id=job_id,
+            queue=queue,
+            priority=priority,
+            submitted_at=when(submitted),
+            raw=spec,
+            avoid_node=avoid,
+            gang_cardinality=generations.get(job_id),
+            version=version,
+        )
+        queued.append(job)
+        if job_id in generations and _ROLE_KEY in spec:
+            groups.add((queue, gang_id))
+    return queued
+
+
+def _running_jobs(conn: Connection, groups: set[GangKey]) -> list[RunningJob]:
+    """Jobs with an active run, except those being preempted; adds to `groups` the pod
+    groups they belong to."""
+    new = object.__new__
+    running = []
+    for (
+        job_id,
+        queue,
+        priority,
+        submitted,
+        spec,
+        cluster,
+        node,
+        started,
+        run_id,
+        leaving,
+        gang_id,
+        excess_flow,
+    ) in fetch(
+        conn,
+        select(
+            *_JOB_COLUMNS,
+            t.runs.c.cluster_id,
+            t.runs.c.node,
+            t.runs.c.started_at,
+            t.runs.c.id,
+            t.jobs.c.preempt_requested,
+            t.jobs.c.gang_id,
+            t.runs.c.excess_flow,
+        )
+        .join(
+            t.runs,
+            and_(t.runs.c.job_id == t.jobs.c.id, t.runs.c.state.in_(ACTIVE_RUN_STATES)),
+        )
+        .where(
+            t.jobs.c.state.in_([int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING)])
+        )
+        .order_by(t.jobs.c.id),
+    ):
+        if gang_id is not None and _ROLE_KEY in spec:
+            groups.add((queue, gang_id))
+        if leaving:
+            # Being preempted: the cycle that preempted it gave its room to the job placed
+            # instead (counted as that job's), and executors start that job only once this
+            # one has stopped. Counted here too, the node would look overcommitted and the
+            # next cycle would preempt another job.
+            continue
+        job = new(RunningJob)
+        job.__dict__.update(
+            id=job_id,
+            queue=queue,
+            priority=priority,
+            submitted_at=when(submitted),
+            raw=spec,
+            node=f"{cluster}/{node}",
+            started_at=when(started),
+            run_id=run_id,
+            excess_flow=excess_flow or 0,
+        )
+        running.append(job)
+    return running
+
+
+def _terminating_runs(conn: Connection, now: datetime) -> list[TerminatingRun]:
+    """Runs the server ended that may still hold their nodes."""
+    new = object.__new__
+    terminating = []
+    for job_id, spec, cluster, node in fetch(
+        conn,
+        select(t.jobs.c.id, t.jobs.c.spec, t.runs.c.cluster_id, t.runs.c.node)
+        .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+        .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at > now),
+    ):
+        stopping = new(TerminatingRun)
+        stopping.__dict__.update(id=job_id, raw=spec, node=f"{cluster}/{node}")
+        terminating.append(stopping)
+    return terminating
+
+
+def _unsupported(capabilities: bytes | None) -> tuple[str, ...]:
+    if not capabilities:
+        return ()
+    return tuple(executor_pb2.Capabilities.FromString(capabilities).unsupported_pod_fields)
+
+
+def _mark_cordoned(conn: Connection, executors: Sequence[ExecutorNodes]) -> None:
+    """Mark cordoned nodes unschedulable in a scheduling state's executors (their node
+    messages are this read's own copies)."""
+    cordoned: dict[str, set[str]] = {}
+    rows: Iterable[tuple[str, str]] = conn.execute(
+        select(t.node_cordons.c.executor_id, t.node_cordons.c.node)
+    )
+    for executor_id, node in rows:
+        cordoned.setdefault(executor_id, set()).add(node)
+    if not cordoned:
+        return
+    for executor in executors:
+        names = cordoned.get(executor.id)
+        if names:
+            for n in executor.nodes:
+                if n.name in names:
+                    n.unschedulable = True
+
+
+def _ended_members(
+    conn: Connection, groups: Collection[GangKey]
+) -> tuple[dict[GangKey, dict[str, int]], dict[GangKey, dict[str, int]]]:
+    """Of the pod groups `groups` (queue, gang id), the members that ended: how many of each
+    role succeeded, and each role's minimum. One query by gang id (ix_jobs_gang_members),
+    parsing only those members' specs; read from storage, so any replica that comes to lead
+    knows a role whose members have all ended."""
+    succeeded: dict[GangKey, dict[str, int]] = {}
+    roles: dict[GangKey, dict[str, int]] = {}
+    if not groups:
+        return succeeded, roles
+    ids = sorted({gang_id for _, gang_id in groups})
+    ended = sorted(int(s) for s in TERMINAL_STATES)
+    for chunk in chunks(ids, 10_000):
+        rows: Iterable[tuple[Any, ...]] = conn.execute(
+            select(t.jobs.c.queue, t.jobs.c.gang_id, t.jobs.c.state, t.jobs.c.spec).where(
+                t.jobs.c.gang_id.in_(chunk), t.jobs.c.state.in_(ended)
+            )
+        )
+        for queue, gang_id, state, spec in rows:
+            key = (queue, gang_id)
+            if key not in groups:
+                continue
+            try:
+                gang = gang_of(submit_pb2.Job.FromString(spec).annotations)
+            except Exception:  # unreadable: it keeps no role we can name
+                continue
+            if gang is None or not gang.role:
+                continue
+            minimums = roles.setdefault(key, {})
+            minimums[gang.role] = max(minimums.get(gang.role, 0), gang.role_minimum or 0)
+            if state == int(JobState.SUCCEEDED):
+                counts = succeeded.setdefault(key, {})
+                counts[gang.role] = counts.get(gang.role, 0) + 1
+    return succeeded, roles

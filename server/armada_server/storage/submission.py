@@ -1,0 +1,294 @@
+"""Jobs in, and what users ask of them: submitting (all or none, deduplicated on client ids),
+cancelling, reprioritising and asking for preemption, each request one transaction.
+
+A cancel may leave a gang that waits to be placed short of members: it is cut to the members
+left, or failed when it can never be placed whole.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, Connection, and_, select
+from sqlalchemy.exc import IntegrityError
+
+from armada_core.api import submit_pb2
+from armada_core.jobs import GangSpec, Job, JobState, job_from_item, lifecycle, new_job_id
+from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
+from armada_server.errors import NotFound
+from armada_server.storage import schema as t
+from armada_server.storage.base import ACTIVE_JOB_STATES, Change, Transactions
+from armada_server.storage.bulk import insert_rows
+from armada_server.storage.gangs import role_minimums
+from armada_server.storage.guard import retried
+from armada_server.storage.retries import start_gang_generation
+from armada_server.storage.rows import chunks, job_row, load_jobs
+
+NON_TERMINAL = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_JOB_STATES)
+
+
+class Submissions:
+    """The submit and job-set calls' writes."""
+
+    def __init__(self, transactions: Transactions) -> None:
+        self._tx = transactions
+
+    def submit(
+        self,
+        queue: str,
+        job_set: str,
+        items: Sequence[submit_pb2.JobSubmitRequestItem],
+        *,
+        owner: str,
+        groups: tuple[str, ...] = (),
+    ) -> list[str]:
+        """Store validated items as jobs (all or none); a known client_id returns its job."""
+        for attempt in range(2):
+            try:
+                return self._submit(queue, job_set, items, owner, groups)
+            except IntegrityError:
+                if attempt:  # a concurrent submit took one of our client ids: look again
+                    raise
+        raise AssertionError("unreachable")
+
+    def _submit(
+        self,
+        queue: str,
+        job_set: str,
+        items: Sequence[submit_pb2.JobSubmitRequestItem],
+        owner: str,
+        groups: tuple[str, ...],
+    ) -> list[str]:
+        now = self._tx.clock()
+        with self._tx.write() as (conn, touched):
+            if (
+                conn.execute(select(t.queues.c.name).where(t.queues.c.name == queue)).first()
+                is None
+            ):
+                raise NotFound(f"queue {queue!r} not found")
+            client_ids = {i.client_id for i in items if i.client_id}
+            known: dict[str, str] = {}
+            for chunk in chunks(sorted(client_ids), 500):
+                known.update(
+                    conn.execute(
+                        select(t.jobs.c.client_id, t.jobs.c.id).where(
+                            t.jobs.c.queue == queue, t.jobs.c.client_id.in_(chunk)
+                        )
+                    ).all()
+                )
+            ids: list[str] = []
+            job_rows: list[dict[str, object]] = []
+            all_events: list[EventMessage] = []
+            for item in items:
+                if item.client_id and item.client_id in known:
+                    ids.append(known[item.client_id])
+                    continue
+                job_id = new_job_id()
+                if item.client_id:
+                    known[item.client_id] = job_id
+                spec = job_from_item(
+                    item,
+                    job_id=job_id,
+                    queue=queue,
+                    job_set_id=job_set,
+                    owner=owner,
+                    now=now,
+                    groups=groups,
+                )
+                job, events = lifecycle.submit(spec, now)
+                job_rows.append(job_row(job))
+                all_events.extend(events)
+                ids.append(job_id)
+            if job_rows:
+                insert_rows(conn, t.jobs, job_rows)
+                self._tx.append(conn, touched, all_events)
+            return ids
+
+    @retried
+    def cancel(
+        self,
+        queue: str,
+        job_set: str,
+        job_ids: Sequence[str] | None = None,
+        *,
+        states: Sequence[JobState] = NON_TERMINAL,
+        reason: str = "",
+        requestor: str = "",
+    ) -> list[str]:
+        """Cancel the job set's jobs (or the given ones) in `states`; returns cancelled ids."""
+        now = self._tx.clock()
+        where = and_(
+            t.jobs.c.queue == queue,
+            t.jobs.c.job_set == job_set,
+            t.jobs.c.state.in_([int(s) for s in states if s in NON_TERMINAL]),
+        )
+        if job_ids is not None:
+            where = and_(where, t.jobs.c.id.in_(list(job_ids)))
+        with self._tx.write() as (conn, touched):
+            changes: list[Change] = []
+            for job in load_jobs(conn, where):
+                after, ev1 = lifecycle.request_cancel(
+                    job, requestor=requestor, reason=reason, now=now
+                )
+                after, ev2 = lifecycle.cancel(after, requestor=requestor, reason=reason, now=now)
+                changes.append((job, after, ev1 + ev2))
+            cut = _cut_gangs(conn, changes, now)
+            self._tx.save_many(conn, touched, changes + cut)
+        return [after.id for _, after, _ in changes]
+
+    def cancel_on_queue(
+        self,
+        queue: str,
+        *,
+        priority_classes: Sequence[str],
+        states: Sequence[JobState],
+        requestor: str,
+    ) -> list[str]:
+        with self._tx.read() as conn:
+            where = and_(t.jobs.c.queue == queue, t.jobs.c.state.in_([int(s) for s in states]))
+            if priority_classes:
+                where = and_(where, t.jobs.c.priority_class.in_(list(priority_classes)))
+            sets: Sequence[tuple[str, str]] = conn.execute(
+                select(t.jobs.c.job_set, t.jobs.c.id).where(where)
+            ).all()
+        by_set: dict[str, list[str]] = defaultdict(list)
+        for job_set, job_id in sets:
+            by_set[job_set].append(job_id)
+        cancelled: list[str] = []
+        for job_set, ids in sorted(by_set.items()):
+            cancelled += self.cancel(
+                queue, job_set, ids, states=states, reason="cancelled on queue", requestor=requestor
+            )
+        return cancelled
+
+    @retried
+    def reprioritize(
+        self,
+        queue: str,
+        job_set: str,
+        job_ids: Sequence[str] | None,
+        priority: float,
+        *,
+        requestor: str,
+    ) -> dict[str, str]:
+        """New priority for non-terminal jobs; returns job id -> error ("" when done)."""
+        now = self._tx.clock()
+        where = and_(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
+        if job_ids:
+            where = and_(where, t.jobs.c.id.in_(list(job_ids)))
+        results: dict[str, str] = {}
+        with self._tx.write() as (conn, touched):
+            changes: list[Change] = []
+            for job in load_jobs(conn, where):
+                try:
+                    after, events = lifecycle.reprioritize(
+                        job, priority=priority, requestor=requestor, now=now
+                    )
+                except IllegalTransition:
+                    results[job.id] = f"job is {job.state.name.lower()}"
+                    continue
+                changes.append((job, after, events))
+                results[job.id] = ""
+            self._tx.save_many(conn, touched, changes)
+        for job_id in job_ids or ():
+            results.setdefault(job_id, "job not found in this queue and job set")
+        return results
+
+    @retried
+    def request_preemption(
+        self,
+        queue: str,
+        job_set: str,
+        job_ids: Sequence[str] | None,
+        *,
+        reason: str,
+        requestor: str,
+        priority_classes: Sequence[str] = (),
+    ) -> dict[str, str]:
+        """Ask for running jobs to be preempted; returns job id -> error ("" when done)."""
+        now = self._tx.clock()
+        where: ColumnElement[bool] = and_(
+            t.jobs.c.queue == queue, t.jobs.c.state.in_([int(s) for s in ACTIVE_JOB_STATES])
+        )
+        if job_set:
+            where = and_(where, t.jobs.c.job_set == job_set)
+        if job_ids:
+            where = and_(where, t.jobs.c.id.in_(list(job_ids)))
+        if priority_classes:
+            where = and_(where, t.jobs.c.priority_class.in_(list(priority_classes)))
+        results: dict[str, str] = {}
+        with self._tx.write() as (conn, touched):
+            changes: list[Change] = []
+            for job in load_jobs(conn, where):
+                if job.preempt_requested:
+                    results[job.id] = ""
+                    continue
+                after, events = lifecycle.request_preempt(
+                    job, requestor=requestor, reason=reason, now=now
+                )
+                changes.append((job, after, events))
+                results[job.id] = ""
+            self._tx.save_many(conn, touched, changes)
+        for job_id in job_ids or ():
+            results.setdefault(job_id, "job is not running in this queue and job set")
+        return results
+
+
+def _cut_gangs(conn: Connection, cancelled: Sequence[Change], now: datetime) -> list[Change]:
+    """Gangs that wait to be placed and lost members to a cancel: the members left are
+    a smaller generation when they can still be placed, and fail otherwise, since the
+    gang can never be placed whole (they would wait for ever). A gang can still be
+    placed when the members left reach its minimum cardinality (an elastic gang), or
+    for a pod group, when every role keeps at least its minimum: its cardinality is
+    the members submitted, so the gang's minimum would cut it at its first cancel.
+    Gangs already running are left as they are (a pod group whose role falls below its
+    minimum is preempted by the scheduler, then starts again whole or fails)."""
+    gone = {after.id for _, after, _ in cancelled}
+    gangs = {
+        (after.queue, g.id): (g, after.id)
+        for before, after, _ in cancelled
+        if before.state == JobState.QUEUED and (g := after.gang) is not None and g.cardinality > 1
+    }
+    out: list[Change] = []
+    for (queue, gang_id), (gang, member) in sorted(gangs.items()):
+        every = load_jobs(conn, and_(t.jobs.c.queue == queue, t.jobs.c.gang_id == gang_id))
+        left = [j for j in every if j.id not in gone and not j.terminal]
+        if not left or any(j.state != JobState.QUEUED for j in left):
+            continue
+        why = _unplaceable(gang, every, left)
+        if why is None:
+            start_gang_generation(conn, [j.id for j in left])
+            continue
+        failure = Failure(
+            reason=f"gang member {member} was cancelled: {why}",
+            category="user",
+            subcategory="gang_member_cancelled",
+        )
+        out += [(j, *lifecycle.fail(j, failure, retry=False, now=now)) for j in left]
+    return out
+
+
+def _unplaceable(gang: GangSpec, every: Sequence[Job], left: Sequence[Job]) -> str | None:
+    """Why the members `left` of a queued gang (of all its members, `every`) can never be
+    placed, or None when they can: a pod group needs every role at its minimum (roles of
+    members that ended included), counting its members left and those that succeeded (they
+    did their part), any other gang its minimum cardinality."""
+    mins = role_minimums(every)
+    if mins:
+        done = [j for j in every if j.state == JobState.SUCCEEDED]
+        counts = Counter(j.gang.role for j in (*left, *done) if j.gang is not None)
+        for role, minimum in sorted(mins.items()):
+            if counts[role] < minimum:
+                return (
+                    f"role {role} can no longer reach its minimum ({counts[role]} of its "
+                    f"{minimum} members left or succeeded)"
+                )
+        return None
+    if len(left) >= gang.minimum_cardinality:
+        return None
+    return (
+        f"the gang can no longer be placed whole ({len(left)} of its "
+        f"{gang.minimum_cardinality} members left)"
+    )

@@ -1,0 +1,358 @@
+"""Executors syncing: their nodes and reports in, their work out, one transaction per sync.
+
+A sync records the executor's nodes (renewing its leases), applies its reports of runs in
+order (`reports.apply_report`), restarts gangs a retried member belongs to, frees the nodes
+of runs the executor let go of, and answers with the leases to start and the runs to stop.
+Runs the executor no longer has, and leases too large to send, end here (`leases.Leases`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Connection, select, update
+from sqlalchemy.exc import DBAPIError
+
+from armada_core.api import executor_pb2
+from armada_core.jobs import Job, RunState, pod_name
+from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
+from armada_core.jobs.text import clean_text
+from armada_server.errors import InvalidArgument
+from armada_server.storage import schema as t
+from armada_server.storage.base import ACTIVE_RUN_STATES, Change, JobSetKey, Transactions
+from armada_server.storage.bulk import fetch
+from armada_server.storage.gangs import restart_gangs
+from armada_server.storage.gcpause import gc_paused
+from armada_server.storage.guard import retried
+from armada_server.storage.leases import Leases
+from armada_server.storage.nodes import encode_nodes
+from armada_server.storage.reports import DECIDED_UPDATES, ENDED_UPDATES, apply_report
+from armada_server.storage.retries import Catalogue
+from armada_server.storage.rows import chunks, jobs_by_id
+
+log = logging.getLogger("armada_server")
+
+# New leases per sync response are capped by size, well under gRPC's default 4 MiB limit on
+# received messages: a response carrying 80,000 leases (30 MB) was refused by the executor,
+# every time, so it never got any. The rest follow on the next syncs (the agent syncs again
+# at once when it got leases).
+MAX_LEASE_BYTES = 3 * 1024 * 1024
+
+
+def _first_line(error: Exception) -> str:
+    text = str(getattr(error, "orig", None) or error).strip()
+    return clean_text(text.splitlines()[0] if text else type(error).__name__, 500)
+
+
+@dataclass
+class _ActiveRuns:
+    """An executor's active runs as storage holds them."""
+
+    leased: list[str] = field(default_factory=list)  # not started yet, in storage's order
+    started: set[str] = field(default_factory=set)
+    preempting: list[tuple[str, str]] = field(default_factory=list)  # (run, job) to preempt
+
+
+class ExecutorSync:
+    """The executor API's storage: one call per sync."""
+
+    def __init__(self, transactions: Transactions, leases: Leases) -> None:
+        self._tx = transactions
+        self._leases = leases
+
+    def executor_sync(
+        self,
+        request: executor_pb2.SyncRequest,
+        *,
+        now: datetime | None = None,
+        nodes: bytes | None = None,
+    ) -> executor_pb2.SyncResponse:
+        """Record the executor's nodes and run updates, renew its leases, hand out work.
+        `nodes` is `encode_nodes(request.nodes)` when the caller has it already.
+
+        No report can stop an executor's syncs: when the database refuses a sync's
+        transaction (a value it cannot store), its reports are applied one per transaction,
+        and a job whose report still cannot be stored is failed with a reason saying why."""
+        now = now or self._tx.clock()
+        nodes = encode_nodes(request.nodes) if nodes is None else nodes
+        try:
+            return self._sync(request, request.updates, nodes, now)
+        except (InvalidArgument, DBAPIError) as e:
+            if not request.updates:
+                raise
+            log.warning(
+                "executor %s: its sync could not be stored (%s); applying its %d "
+                "reports one at a time",
+                request.executor_id,
+                _first_line(e),
+                len(request.updates),
+            )
+        for u in request.updates:
+            try:
+                self._sync(request, [u], nodes, now, hand_out=False)
+            except (InvalidArgument, DBAPIError) as e:
+                self._refuse_report(request.executor_id, u, e, now)
+        return self._sync(request, [], nodes, now)
+
+    @retried
+    def _sync(
+        self,
+        request: executor_pb2.SyncRequest,
+        updates: Sequence[executor_pb2.RunUpdate],
+        nodes: bytes,
+        now: datetime,
+        *,
+        hand_out: bool = True,
+    ) -> executor_pb2.SyncResponse:
+        executor = request.executor_id
+        with gc_paused(), self._tx.write() as (conn, touched):
+            self._record_executor(conn, request, nodes, now)
+            changes, events, confirmed = self._apply_reports(conn, executor, updates, now)
+            restarts, more = restart_gangs(conn, changes, now)
+            self._tx.save_many(
+                conn, touched, changes + restarts, events + more, confirmed=confirmed
+            )
+            held = set(request.run_ids)
+            self._leases.release(conn, executor, held)
+            if not hand_out:
+                return executor_pb2.SyncResponse()
+            return self._work_for(
+                conn, touched, executor, held, {u.run_id for u in request.updates}, now
+            )
+
+    def _record_executor(
+        self, conn: Connection, request: executor_pb2.SyncRequest, nodes: bytes, now: datetime
+    ) -> None:
+        """The executor's row: its pool, nodes, capabilities and when it was last seen (which
+        renews its leases)."""
+        executor = request.executor_id
+        # Nodes rarely change between syncs: renew the row without rewriting them (a
+        # megabyte for 10,000 nodes) when they are what is stored.
+        # What the executor can honour (None: it never said), read by submissions.
+        capabilities = (
+            request.capabilities.SerializeToString() if request.HasField("capabilities") else None
+        )
+        renewed = conn.execute(
+            update(t.executors)
+            .where(t.executors.c.id == executor, t.executors.c.nodes == nodes)
+            .values(pool=request.pool, last_seen=now, capabilities=capabilities)
+        ).rowcount
+        if not renewed:
+            row = {
+                "pool": request.pool,
+                "nodes": nodes,
+                "last_seen": now,
+                "capabilities": capabilities,
+            }
+            stmt = self._tx.insert(t.executors).values(id=executor, **row)
+            conn.execute(stmt.on_conflict_do_update(index_elements=[t.executors.c.id], set_=row))
+
+    def _apply_reports(
+        self,
+        conn: Connection,
+        executor: str,
+        updates: Sequence[executor_pb2.RunUpdate],
+        now: datetime,
+    ) -> tuple[list[Change], list[EventMessage], set[str]]:
+        """The changes the executor's reports make, their events in report order, and the
+        runs the executor says ended. Every job the updates name is read at once; updates
+        apply in order to the job as the previous ones left it (running and succeeded may
+        arrive in one sync)."""
+        catalogue: Catalogue | None = None
+        jobs = jobs_by_id(conn, {u.job_id for u in updates})
+        before: dict[str, Job] = {}
+        events: list[EventMessage] = []
+        confirmed: set[str] = set()  # runs whose executor says they ended
+        for u in updates:
+            kind = u.WhichOneof("update")
+            job = jobs.get(u.job_id)
+            run = job.latest_run if job is not None else None
+            if job is None or run is None or run.id != u.run_id or run.cluster_id != executor:
+                log.info("ignoring %s for unknown run %s", kind, u.run_id)
+                continue
+            if kind in ENDED_UPDATES:
+                confirmed.add(u.run_id)
+            if catalogue is None and kind in DECIDED_UPDATES:
+                catalogue = Catalogue.load(conn)
+            try:
+                after, more = apply_report(conn, self._leases.retries, catalogue, job, u, now)
+            except IllegalTransition as e:
+                log.info("ignoring %s for run %s: %s", kind, u.run_id, e)
+                continue
+            except Exception as e:  # one job's report must not stop the executor
+                after, more = self._leases.isolate(
+                    job,
+                    "executor report",
+                    f"the executor's {kind} report could not be processed",
+                    e,
+                    now,
+                )
+            before.setdefault(job.id, job)
+            jobs[job.id] = after
+            events.extend(more)
+        changes: list[Change] = [(job, jobs[job_id], []) for job_id, job in before.items()]
+        return changes, events, confirmed
+
+    def _refuse_report(
+        self, executor: str, u: executor_pb2.RunUpdate, error: Exception, now: datetime
+    ) -> None:
+        """A report the database refuses even alone: its job fails, saying why (the executor
+        never sends it again, and the run would otherwise be lost track of)."""
+        kind = u.WhichOneof("update")
+        self._leases.isolated_failures["executor report"] += 1
+        log.error(
+            "executor %s: the %s report of run %s cannot be stored: %s",
+            executor,
+            kind,
+            u.run_id,
+            _first_line(error),
+        )
+        reason = f"the executor's {kind} report could not be stored: {_first_line(error)}"
+        try:
+            self._leases.fail_now(
+                {u.job_id: reason},
+                "server_error",
+                lambda job: job.active_run is not None and job.active_run.id == u.run_id,
+                now,
+            )
+        except Exception:
+            log.exception("job %s: could not fail it either", u.job_id)
+
+    # --- work out ---------------------------------------------------------------------------
+
+    def _work_for(
+        self,
+        conn: Connection,
+        touched: set[JobSetKey],
+        executor: str,
+        held: set[str],
+        updated: set[str],
+        now: datetime,
+    ) -> executor_pb2.SyncResponse:
+        """What the executor is to do: leases to start, runs to stop. Runs it no longer has
+        (started, not held, not reported on) fail as pods missing."""
+        response = executor_pb2.SyncResponse()
+        active = _active_runs(conn, executor)
+        for run_id, job_id in active.preempting:
+            if run_id in held:
+                response.stop.add(run_id=run_id, job_id=job_id, reason="preempted", preempt=True)
+        lost_runs = active.started - held - updated
+        lost: list[str] = []
+        for chunk in chunks(sorted(lost_runs), 500):
+            lost += (
+                conn.execute(select(t.runs.c.job_id).where(t.runs.c.id.in_(chunk))).scalars().all()
+            )
+        new = [r for r in active.leased if r not in held]
+        unsendable = _hand_out(conn, response, new)
+        _stop_gone(conn, response, sorted(held - active.started.union(active.leased)))
+        if lost:
+            self._leases.fail_lost(
+                conn, touched, lost, "the executor no longer has the pod", "pod_missing", now
+            )
+        if unsendable:
+            # Never sent, so the executor holds nothing of them.
+            self._leases.isolated_failures["lease"] += self._leases.fail_alone(
+                conn,
+                touched,
+                unsendable,
+                "unsendable",
+                lambda job: job.active_run is not None,
+                now,
+                confirmed=True,
+            )
+        return response
+
+
+def _active_runs(conn: Connection, executor: str) -> _ActiveRuns:
+    """One narrow read of the executor's active runs (an executor may hold 100,000 and
+    syncs often) and one of those to preempt; what a new lease needs (its placement and
+    spec) is read only for the leases handed out."""
+    found = _ActiveRuns()
+    is_leased = int(RunState.LEASED)
+    for run_id, state in fetch(
+        conn,
+        select(t.runs.c.id, t.runs.c.state).where(
+            t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES)
+        ),
+    ):
+        if state == is_leased:
+            found.leased.append(run_id)
+        else:
+            found.started.add(run_id)
+    for run_id, job_id in fetch(
+        conn,
+        select(t.runs.c.id, t.runs.c.job_id)
+        .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+        .where(
+            t.runs.c.cluster_id == executor,
+            t.runs.c.state.in_(ACTIVE_RUN_STATES),
+            t.jobs.c.preempt_requested,
+        ),
+    ):
+        found.preempting.append((run_id, job_id))
+    return found
+
+
+def _hand_out(
+    conn: Connection, response: executor_pb2.SyncResponse, new: list[str]
+) -> dict[str, str]:
+    """Add the leases of the runs `new` to `response`, up to MAX_LEASE_BYTES; returns the
+    jobs too large to ever send (job id -> why)."""
+    size = 0
+    unsendable: dict[str, str] = {}
+    for chunk in chunks(new, 500):
+        if size >= MAX_LEASE_BYTES:
+            break
+        rows = {
+            r[0]: r
+            for r in fetch(
+                conn,
+                select(
+                    t.runs.c.id,
+                    t.runs.c.job_id,
+                    t.runs.c.run_index,
+                    t.runs.c.node,
+                    t.jobs.c.spec,
+                )
+                .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+                .where(t.runs.c.id.in_(chunk)),
+            )
+        }
+        for run_id in chunk:
+            if size >= MAX_LEASE_BYTES:
+                break
+            _, job_id, run_index, node, spec = rows[run_id]
+            if len(spec) + 100 > MAX_LEASE_BYTES:
+                unsendable[job_id] = (  # it would never fit in a response
+                    f"the job ({len(spec)} bytes) is larger than the executor protocol "
+                    f"can carry ({MAX_LEASE_BYTES} bytes)"
+                )
+                continue
+            size += len(spec) + 100
+            lease = response.leases.add(
+                run_id=run_id,
+                run_index=run_index,
+                node=node,
+                pod_name=pod_name(job_id, run_index),
+            )
+            lease.job.MergeFromString(spec)
+    return unsendable
+
+
+def _stop_gone(conn: Connection, response: executor_pb2.SyncResponse, gone: list[str]) -> None:
+    """Tell the executor to stop the runs it holds that are no longer active."""
+    owners: dict[str, str] = {}
+    for chunk in chunks(gone, 500):
+        owners.update(
+            conn.execute(select(t.runs.c.id, t.runs.c.job_id).where(t.runs.c.id.in_(chunk))).all()
+        )
+    for run_id in gone:
+        response.stop.add(
+            run_id=run_id,
+            job_id=owners.get(run_id) or "",
+            reason="the run is no longer active",
+            preempt=False,
+        )
