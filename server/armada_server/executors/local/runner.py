@@ -120,44 +120,10 @@ class LocalPodRunner:
             labels=dict(labels or {}),
             annotations=dict(annotations or {}),
         )
-        fixed_env = {
-            "ARMADA_JOB_ID": job_id,
-            "ARMADA_RUN_ID": run_id,
-            "ARMADA_POD_NAME": pod_name,
-            "ARMADA_NAMESPACE": namespace,
-            "ARMADA_NODE_NAME": node_name,
-        }
-        base_env = {
-            **self.base_env,
-            "HOSTNAME": pod_name,
-            "HOME": str(sandbox.work_dir),
-            "TMPDIR": str(sandbox.tmp_dir),
-        }
-        plan: PodPlan | UnrunnablePod
-        try:
-            plan = plan_pod(
-                pod_spec,
-                sandbox,
-                identity,
-                base_env=base_env,
-                fixed_env=fixed_env,
-                allocatable=allocatable or self.allocatable,
-            )
-            sandbox.create(
-                (c.name for c in (*plan.init_containers, *plan.containers)), resume=resume
-            )
-        except UnrunnablePod as e:
-            plan = e
-        except (OSError, ValueError) as e:
-            plan = UnrunnablePod("SandboxError", f"cannot prepare the pod's sandbox: {e}")
-        started_at = None
-        if resume:
-            with contextlib.suppress(OSError, ValueError):
-                started_at = float(sandbox.started_path.read_text())
-        else:
-            started_at = time.time()
-            with contextlib.suppress(OSError):
-                sandbox.started_path.write_text(repr(started_at))
+        plan = self._plan(
+            pod_spec, sandbox, identity, job_id, allocatable=allocatable, resume=resume
+        )
+        started_at = _started_at(sandbox, resume=resume)
         handle = PodHandle(
             job_id=job_id,
             run_id=run_id,
@@ -174,6 +140,48 @@ class LocalPodRunner:
         )
         self._active[run_id] = handle
         return handle
+
+    def _plan(
+        self,
+        pod_spec: core_v1_pb2.PodSpec,
+        sandbox: Sandbox,
+        identity: PodIdentity,
+        job_id: str,
+        *,
+        allocatable: Mapping[str, str] | None,
+        resume: bool,
+    ) -> PodPlan | UnrunnablePod:
+        """The pod's plan, its sandbox ready; or why it cannot run here."""
+        fixed_env = {
+            "ARMADA_JOB_ID": job_id,
+            "ARMADA_RUN_ID": identity.uid,
+            "ARMADA_POD_NAME": identity.pod_name,
+            "ARMADA_NAMESPACE": identity.namespace,
+            "ARMADA_NODE_NAME": identity.node_name,
+        }
+        base_env = {
+            **self.base_env,
+            "HOSTNAME": identity.pod_name,
+            "HOME": str(sandbox.work_dir),
+            "TMPDIR": str(sandbox.tmp_dir),
+        }
+        try:
+            plan = plan_pod(
+                pod_spec,
+                sandbox,
+                identity,
+                base_env=base_env,
+                fixed_env=fixed_env,
+                allocatable=allocatable or self.allocatable,
+            )
+            sandbox.create(
+                (c.name for c in (*plan.init_containers, *plan.containers)), resume=resume
+            )
+        except UnrunnablePod as e:
+            return e
+        except (OSError, ValueError) as e:
+            return UnrunnablePod("SandboxError", f"cannot prepare the pod's sandbox: {e}")
+        return plan
 
     def get(self, run_id: str) -> PodHandle | None:
         return self._active.get(run_id)
@@ -208,3 +216,15 @@ class LocalPodRunner:
         """SIGKILL every process of every running pod now; for exits that cannot await."""
         for handle in self.active:
             handle.kill_now()
+
+
+def _started_at(sandbox: Sandbox, *, resume: bool) -> float | None:
+    """When the pod started: now, recorded in its sandbox; or, resumed, as recorded then."""
+    if resume:
+        with contextlib.suppress(OSError, ValueError):
+            return float(sandbox.started_path.read_text())
+        return None
+    started_at = time.time()
+    with contextlib.suppress(OSError):
+        sandbox.started_path.write_text(repr(started_at))
+    return started_at

@@ -31,6 +31,13 @@ import sys
 import time
 from pathlib import Path
 
+# Without importing typing, which would slow the start (mypy takes the name as typing's).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .logs import LogWriter
+
 TICK = 0.1  # seconds between looks at the heartbeat
 DRAIN_SECONDS = 1.0  # output still held by escaped processes is dropped after this
 
@@ -121,12 +128,26 @@ def tell(line: str) -> None:
         os.write(1, f"{line}\n".encode())
 
 
-def main(spec_path: str) -> int:
-    spec = json.loads(Path(spec_path).read_text())
-    state = Path(spec["state"])
-    if not claim(state.with_name(state.name + ".claim")):
-        tell("claimed")
-        return 0
+class Fence:
+    """Kills the container once the executor's heartbeat deadline has passed (once)."""
+
+    def __init__(self, heartbeat: str, pid: int, marker: dict[str, str]) -> None:
+        self.heartbeat = heartbeat
+        self.pid = pid
+        self.marker = marker
+        self.fenced = False
+
+    def check(self) -> None:
+        if self.fenced:
+            return
+        deadline = fence_deadline(self.heartbeat)
+        if deadline is not None and boottime() > deadline:
+            self.fenced = True
+            kill_container(self.pid, self.marker)
+
+
+def load_log_writer(path: Path) -> LogWriter:
+    """logs.py's LogWriter for `path`; logs.py is loaded by path, as this module is."""
     logs = importlib.util.spec_from_file_location(
         "_armada_local_logs", Path(__file__).with_name("logs.py")
     )
@@ -134,8 +155,15 @@ def main(spec_path: str) -> int:
     module = importlib.util.module_from_spec(logs)
     sys.modules[logs.name] = module
     logs.loader.exec_module(module)
-    log = module.LogWriter(Path(spec["log"]))
-    exit_path = state.with_name(state.name + ".exit")
+    writer: LogWriter = module.LogWriter(path)
+    return writer
+
+
+def start_command(
+    spec: dict[str, Any], log: LogWriter, exit_path: Path
+) -> tuple[subprocess.Popen[bytes], int, int] | None:
+    """The command started in a session of its own, with its stdout and stderr pipes'
+    reading ends; None when it cannot start (the error is logged and recorded as its end)."""
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     try:
@@ -156,19 +184,22 @@ def main(spec_path: str) -> int:
         log.close()
         write_atomically(exit_path, json.dumps({"error": error}))
         tell(f"error {error}")
-        return 0
+        os.close(out_read)
+        os.close(err_read)
+        return None
     finally:
         os.close(out_write)
         os.close(err_write)
-    pid = child.pid
-    write_atomically(state.with_name(state.name + ".pid"), f"{pid} {start_time(pid)}")
-    tell(f"pid {pid} {start_time(pid)}")
-    os.close(1)  # nothing more to say; the executor may stop listening
+    return child, out_read, err_read
 
-    marker = dict(spec.get("marker") or {})
-    heartbeat = spec.get("heartbeat") or ""
+
+def follow(
+    child: subprocess.Popen[bytes], streams: dict[int, str], log: LogWriter, fence: Fence
+) -> int:
+    """Log the command's output until both pipes close (or, once it has exited, for at
+    most DRAIN_SECONDS more), fencing meanwhile; returns its exit status."""
+    pid = child.pid
     selector = selectors.DefaultSelector()
-    streams = {out_read: "stdout", err_read: "stderr"}
     for fd in streams:
         os.set_blocking(fd, False)
         selector.register(fd, selectors.EVENT_READ)
@@ -177,36 +208,16 @@ def main(spec_path: str) -> int:
         pidfd = os.pidfd_open(pid)
         selector.register(pidfd, selectors.EVENT_READ)
     returncode: int | None = None
-    fenced = False
     drain_until = None
     while streams and (drain_until is None or time.monotonic() < drain_until):
         for key, _ in selector.select(TICK):
-            fd = key.fd
-            if fd == pidfd:
-                continue  # handled below
-            try:
-                data = os.read(fd, 65536)
-            except BlockingIOError:
-                continue
-            except OSError:
-                data = b""
-            if data:
-                log.write(streams[fd], data)
-            else:
-                selector.unregister(fd)
-                os.close(fd)
-                log.end_stream(streams.pop(fd))
+            if key.fd != pidfd:  # (the command's exit is checked below)
+                read_output(key.fd, streams, log, selector)
         if returncode is None:
-            if (
-                not fenced
-                and (deadline := fence_deadline(heartbeat)) is not None
-                and boottime() > deadline
-            ):
-                fenced = True
-                kill_container(pid, marker)
+            fence.check()
             if exited(pid):
                 # What the command left behind goes with it, as when a container stops.
-                kill_container(pid, marker)
+                kill_container(pid, fence.marker)
                 returncode = child.wait()
                 if pidfd is not None:
                     selector.unregister(pidfd)
@@ -214,20 +225,54 @@ def main(spec_path: str) -> int:
                 drain_until = time.monotonic() + DRAIN_SECONDS
     if returncode is None:  # both pipes closed early: wait for the command itself
         while not exited(pid):
-            if (
-                not fenced
-                and (deadline := fence_deadline(heartbeat)) is not None
-                and boottime() > deadline
-            ):
-                fenced = True
-                kill_container(pid, marker)
+            fence.check()
             time.sleep(TICK)
-        kill_container(pid, marker)
+        kill_container(pid, fence.marker)
         returncode = child.wait()
     for fd in list(streams):
         os.close(fd)
+    return returncode
+
+
+def read_output(
+    fd: int, streams: dict[int, str], log: LogWriter, selector: selectors.BaseSelector
+) -> None:
+    """Log what the pipe `fd` holds; at its end, stop reading it."""
+    try:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return
+    except OSError:
+        data = b""
+    if data:
+        log.write(streams[fd], data)
+    else:
+        selector.unregister(fd)
+        os.close(fd)
+        log.end_stream(streams.pop(fd))
+
+
+def main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    state = Path(spec["state"])
+    if not claim(state.with_name(state.name + ".claim")):
+        tell("claimed")
+        return 0
+    log = load_log_writer(Path(spec["log"]))
+    exit_path = state.with_name(state.name + ".exit")
+    started = start_command(spec, log, exit_path)
+    if started is None:
+        return 0
+    child, out_read, err_read = started
+    pid = child.pid
+    write_atomically(state.with_name(state.name + ".pid"), f"{pid} {start_time(pid)}")
+    tell(f"pid {pid} {start_time(pid)}")
+    os.close(1)  # nothing more to say; the executor may stop listening
+
+    fence = Fence(spec.get("heartbeat") or "", pid, dict(spec.get("marker") or {}))
+    returncode = follow(child, {out_read: "stdout", err_read: "stderr"}, log, fence)
     log.close()
-    write_atomically(exit_path, json.dumps({"returncode": returncode, "fenced": fenced}))
+    write_atomically(exit_path, json.dumps({"returncode": returncode, "fenced": fence.fenced}))
     return 0
 
 
