@@ -87,7 +87,7 @@ def build_backend(args: argparse.Namespace) -> Backend:
     return kind.build(
         ExecutorSetup(
             args.id,
-            node_groups=[parse_nodes(n) for n in args.nodes or ()],
+            node_groups=[parse_nodes(n) for n in args.nodes] if kind.virtual_nodes else (),
             sandbox_dir=args.sandbox_dir or Path.cwd() / "armada-pods",
             options=args,
         )

@@ -45,8 +45,10 @@ class ExecutorControlService(executor_pb2_grpc.ExecutorControlServicer):
             executor_pb2.ExecutorLogsRequest, executor_pb2.ExecutorLogsResponse
         ],
     ) -> executor_pb2.ExecutorLogsResponse:
-        presented = dict(context.invocation_metadata()).get("authorization", "")
-        if not hmac.compare_digest(presented.encode(), f"Bearer {self.token}".encode()):
+        presented = dict(context.invocation_metadata() or ()).get("authorization", "")
+        if not isinstance(presented, str) or not hmac.compare_digest(
+            presented.encode(), f"Bearer {self.token}".encode()
+        ):
             await context.abort(
                 grpc.StatusCode.UNAUTHENTICATED, "this executor's control token is required"
             )
@@ -101,7 +103,7 @@ def local_address_towards(server: str) -> str:
         family, _, _, _, target = found[0]
         with socket.socket(family, socket.SOCK_DGRAM) as s:
             s.connect(target)
-            return s.getsockname()[0]
+            return str(s.getsockname()[0])
     except (OSError, ValueError):
         return "127.0.0.1"
 

@@ -12,7 +12,7 @@ GPU = "nvidia.com/gpu"
 
 def virtual_nodes(groups: Sequence[NodeGroup], prefix: str) -> list[executor_pb2.Node]:
     """`COUNT` nodes per group, named `<prefix>-<i>`, labelled with their own name."""
-    nodes = []
+    nodes: list[executor_pb2.Node] = []
     for group in groups:
         for _ in range(group.count):
             name = f"{prefix}-{len(nodes)}"

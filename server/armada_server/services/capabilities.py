@@ -19,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from armada_core.api import executor_pb2, submit_pb2
+from armada_core.api.k8s import core_v1_pb2
 from armada_core.jobs import annotations as ann
 from armada_server.errors import InvalidArgument
 from armada_server.executors.capabilities import unhonoured
@@ -96,10 +97,8 @@ class CapabilityIndex:
         for i, item in enumerate(items):
             pool = item.annotations.get(ann.POOL, "")
             if pool not in pools:
-                candidates = [e for e in executors if not pool or e.pool == pool]
-                pools[pool] = (
-                    candidates if candidates and all(e.restricted for e in candidates) else None
-                )
+                members = [e for e in executors if not pool or e.pool == pool]
+                pools[pool] = members if members and all(e.restricted for e in members) else None
             candidates = pools[pool]
             if candidates is None:
                 continue
@@ -112,7 +111,9 @@ class CapabilityIndex:
                 raise InvalidArgument(f"job_request_items[{i}].pod_specs[0].{problem}")
 
 
-def _refusal(spec, pool: str, candidates: list[ExecutorCapabilities]) -> str | None:  # type: ignore[no-untyped-def]
+def _refusal(
+    spec: core_v1_pb2.PodSpec, pool: str, candidates: list[ExecutorCapabilities]
+) -> str | None:
     """Why no candidate can run `spec` ("<field>: ..."), or None when one can."""
     first: tuple[ExecutorCapabilities, list[str]] | None = None
     for executor in candidates:

@@ -18,11 +18,8 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-_QUANTITY = "k8s.io.apimachinery.pkg.api.resource.Quantity"
-_INT_OR_STRING = "k8s.io.apimachinery.pkg.util.intstr.IntOrString"
-_TIMES = frozenset(
-    {"k8s.io.apimachinery.pkg.apis.meta.v1.Time", "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime"}
-)
+from armada_core.api.k8s import intstr_pb2, meta_v1_pb2, resource_pb2
+
 # Embedded Go structs tagged `json:",inline"`: their fields belong to the enclosing object.
 _INLINE = frozenset(
     {"volumeSource", "handler", "ephemeralContainerCommon", "persistentVolumeSource"}
@@ -31,14 +28,12 @@ _INLINE = frozenset(
 
 def to_kubernetes(message: Message) -> Any:
     """The Kubernetes JSON form of a message (a dict, or a scalar for the special types)."""
-    name = message.DESCRIPTOR.full_name
-    if name == _QUANTITY:
+    if isinstance(message, resource_pb2.Quantity):
         return message.string
-    if name == _INT_OR_STRING:
+    if isinstance(message, intstr_pb2.IntOrString):
         return message.strVal if message.type == 1 else message.intVal
-    if name in _TIMES:
-        seconds = message.seconds
-        when = datetime.fromtimestamp(seconds, UTC)
+    if isinstance(message, meta_v1_pb2.Time):
+        when = datetime.fromtimestamp(message.seconds, UTC)
         return when.strftime("%Y-%m-%dT%H:%M:%SZ")
     out: dict[str, Any] = {}
     for field, value in message.ListFields():

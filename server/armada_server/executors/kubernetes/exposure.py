@@ -89,9 +89,9 @@ def exposure(
     out = Exposure()
     pod = lease.pod_name
     namespace = namespace_of(lease, settings)
-    for i, config in enumerate(job.services):
-        headless = config.type == submit_pb2.Headless
-        name = config.name or f"{pod}-{'headless' if headless else 'nodeport'}-{i}"
+    for i, service in enumerate(job.services):
+        headless = service.type == submit_pb2.Headless
+        name = service.name or f"{pod}-{'headless' if headless else 'nodeport'}-{i}"
         out.services.append(
             _service(
                 name,
@@ -99,14 +99,14 @@ def exposure(
                 executor_id,
                 settings,
                 owner_uid,
-                list(config.ports),
+                list(service.ports),
                 kind="ClusterIP" if headless else "NodePort",
                 headless=headless,
             )
         )
-    for i, config in enumerate(job.ingress):
+    for i, ingress in enumerate(job.ingress):
         name = f"{pod}-ingress-{i}"
-        ports = list(config.ports)
+        ports = list(ingress.ports)
         out.services.append(
             _service(
                 name,
@@ -116,7 +116,7 @@ def exposure(
                 owner_uid,
                 ports,
                 kind="ClusterIP",
-                headless=not config.use_clusterIP,
+                headless=not ingress.use_clusterIP,
             )
         )
         hosts = {p: f"{p}-{pod}.{namespace}.{settings.ingress_domain}" for p in ports}
@@ -139,17 +139,17 @@ def exposure(
         }
         if settings.ingress_class:
             spec["ingressClassName"] = settings.ingress_class
-        if config.tls_enabled:
+        if ingress.tls_enabled:
             tls: dict[str, Any] = {"hosts": list(hosts.values())}
-            if config.cert_name:
-                tls["secretName"] = config.cert_name
+            if ingress.cert_name:
+                tls["secretName"] = ingress.cert_name
             spec["tls"] = [tls]
         out.ingresses.append(
             {
                 "apiVersion": "networking.k8s.io/v1",
                 "kind": "Ingress",
                 "metadata": _metadata(
-                    name, lease, executor_id, settings, owner_uid, dict(config.annotations)
+                    name, lease, executor_id, settings, owner_uid, dict(ingress.annotations)
                 ),
                 "spec": spec,
             }

@@ -111,7 +111,7 @@ class ContainerProcess:
         """Start the main process through a shim; False (with `start_error` set) when it
         cannot be started."""
         self._loop = asyncio.get_running_loop()
-        spec = {
+        spec: dict[str, object] = {
             "argv": list(self.plan.argv),
             "env": dict(self.plan.env),
             "cwd": str(self.plan.cwd),
@@ -125,10 +125,11 @@ class ContainerProcess:
             # Off the event loop: forking takes milliseconds, and a hundred pods starting at
             # once must not hold up the executor's syncs (its pods fence themselves when
             # syncs stop).
-            self._shim = await self._loop.run_in_executor(None, self._spawn, spec, spec_path)
+            shim = await self._loop.run_in_executor(None, self._spawn, spec, spec_path)
         except OSError as e:
             return self._failed_to_start(f"cannot start the container's supervisor: {e}")
-        self._shim_pid = self._shim.pid
+        self._shim = shim
+        self._shim_pid = shim.pid
         info = procfs.read_process(self._shim_pid)
         self._shim_start = info.start_time if info is not None else 0
         line = await self._status_line()

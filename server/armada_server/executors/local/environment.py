@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from armada_core.api.k8s import core_v1_pb2
 from armada_core.scheduling.model import parse_quantity
@@ -120,9 +121,15 @@ def _value_from(
         return _resource_value(
             source.resourceFieldRef, container, pod_spec, allocatable, f"{where}, env {var.name}"
         )
-    for kind, selector_field in (("secret", "secretKeyRef"), ("configMap", "configMapKeyRef")):
+    selectors: tuple[tuple[str, Literal["secretKeyRef", "configMapKeyRef"]], ...] = (
+        ("secret", "secretKeyRef"),
+        ("configMap", "configMapKeyRef"),
+    )
+    for kind, selector_field in selectors:
         if source.HasField(selector_field):
-            selector = getattr(source, selector_field)
+            selector: core_v1_pb2.SecretKeySelector | core_v1_pb2.ConfigMapKeySelector = getattr(
+                source, selector_field
+            )
             if selector.optional:
                 return None
             raise UnresolvableVariable(
