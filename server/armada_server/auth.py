@@ -22,7 +22,7 @@ import jwt
 
 from armada_core.api import submit_pb2
 from armada_server.errors import PermissionDenied, Unauthenticated
-from armada_server.guarded import Context, Request, Response, guarded
+from armada_server.guarded import Request, Response, RpcContext, guarded
 
 VERBS = ("submit", "cancel", "preempt", "reprioritize", "watch")
 
@@ -238,7 +238,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 def _refusal(
     handler: grpc.RpcMethodHandler[Request, Response], message: str
 ) -> grpc.RpcMethodHandler[Request, Response]:
-    async def refuse(request: object, context: Context) -> None:
+    async def refuse(request: object, context: RpcContext) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
     return guarded(handler, refuse)
@@ -247,7 +247,7 @@ def _refusal(
 def _as(
     handler: grpc.RpcMethodHandler[Request, Response], who: Principal
 ) -> grpc.RpcMethodHandler[Request, Response]:
-    async def record(request: object, context: Context) -> None:
+    async def record(request: object, context: RpcContext) -> None:
         _current.set(who)  # same task as the method: its code sees this principal
 
     return guarded(handler, record)

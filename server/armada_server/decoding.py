@@ -16,7 +16,7 @@ import grpc
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from armada_server.guarded import Context, Request, Response, guarded
+from armada_server.guarded import Request, Response, RpcContext, guarded
 
 # Paths deeper than this are not searched (a hostile message could nest without end).
 MAX_DEPTH = 64
@@ -177,7 +177,7 @@ class DecodingInterceptor(grpc.aio.ServerInterceptor):
 
         message = f"the request is not a valid message for {method}"
 
-        async def refuse_undecodable(request: object, context: Context) -> None:
+        async def refuse_undecodable(request: object, context: RpcContext) -> None:
             if isinstance(request, _Undecodable):
                 await context.abort(
                     grpc.StatusCode.INVALID_ARGUMENT,

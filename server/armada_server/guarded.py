@@ -11,8 +11,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-Context = grpc.aio.ServicerContext[Any, Any]
-Guard = Callable[[Any, Context], Awaitable[None]]
+# The context grpc.aio gives a method on the server (any request and response types).
+RpcContext = grpc.aio.ServicerContext[Any, Any]
+Guard = Callable[[Any, RpcContext], Awaitable[None]]
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
@@ -32,7 +33,7 @@ def guarded(
     if handler.unary_unary is not None:
         inner: Callable[..., Any] = handler.unary_unary
 
-        async def unary(request: Any, context: Context) -> Any:
+        async def unary(request: Any, context: RpcContext) -> Any:
             await guard(request, context)
             return await inner(request, context)
 
@@ -42,7 +43,7 @@ def guarded(
     if handler.unary_stream is not None:
         inner_stream: Callable[..., Any] = handler.unary_stream
 
-        async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
+        async def stream(request: Any, context: RpcContext) -> AsyncIterator[Any]:
             await guard(request, context)
             async for item in inner_stream(request, context):
                 yield item

@@ -6,11 +6,12 @@ counters and histograms count what this process did.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from armada_core.jobs import JobState
@@ -28,7 +29,7 @@ class _JobCounts(Collector):
     def __init__(self, jobs: JobReads) -> None:
         self.jobs = jobs
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
             "armada_jobs", "Jobs by queue and state (not finished)", labels=["queue", "state"]
         )
@@ -42,7 +43,7 @@ class _IsolatedFailures(Collector):
     def __init__(self, counts: Mapping[str, int]) -> None:
         self.counts = counts
 
-    def collect(self):  # type: ignore[no-untyped-def]
+    def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(
             "armada_isolated_job_failures",
             "Jobs failed alone because processing them raised, so that the scheduling loop "

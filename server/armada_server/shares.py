@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from armada_core.api import submit_pb2
 from armada_core.scheduling import Resources
 from armada_core.scheduling.fairness import CostModel, adjusted_fair_shares, fair_shares
 from armada_core.scheduling.model import DEFAULT_RESOURCE_ORDER
@@ -80,7 +81,7 @@ class Shapes:
         return found
 
 
-def _requests(spec) -> Mapping[str, str]:  # type: ignore[no-untyped-def]
+def _requests(spec: submit_pb2.Job) -> Mapping[str, str]:
     return {k: v.string for k, v in spec.scheduling_resource_requirements.requests.items()}
 
 
@@ -115,12 +116,12 @@ def compute(
         for name, amount in shapes.of_job(job).items():
             alloc[job.queue][name] = alloc[job.queue].get(name, 0) + amount
             demand[job.queue][name] = demand[job.queue].get(name, 0) + amount
-    for job in state.queued:
-        if job.queue not in names:
+    for waiting in state.queued:
+        if waiting.queue not in names:
             continue
-        queued[job.queue] += 1
-        for name, amount in shapes.of_job(job).items():
-            demand[job.queue][name] = demand[job.queue].get(name, 0) + amount
+        queued[waiting.queue] += 1
+        for name, amount in shapes.of_job(waiting).items():
+            demand[waiting.queue][name] = demand[waiting.queue].get(name, 0) + amount
     known = [n for n in DEFAULT_RESOURCE_ORDER if n in capacity]
     dims = tuple(known + sorted(set(capacity) - set(known)))
     costs = CostModel.build(dims, [capacity[d] for d in dims], {})

@@ -19,6 +19,7 @@ from armada_core.jobs import pod_name
 from armada_server.auth import current_principal
 from armada_server.errors import InvalidArgument, NotFound, Unavailable
 from armada_server.executors.logs import parse_time_ns
+from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc
 from armada_server.storage.nodes import NodeInfo
 
@@ -35,7 +36,7 @@ class ExecutorChannels:
     def __init__(self) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
 
-    def stub(self, address: str) -> executor_pb2_grpc.ExecutorControlStub:
+    def stub(self, address: str) -> executor_pb2_grpc.ExecutorControlAsyncStub:
         channel = self._channels.get(address)
         if channel is None:
             if len(self._channels) >= MAX_CHANNELS:  # the oldest: most likely a stale address
@@ -57,10 +58,13 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
         self.channels = channels or ExecutorChannels()
 
     @rpc
-    async def Logs(self, request, context):  # type: ignore[no-untyped-def]
+    async def Logs(
+        self, request: binoculars_pb2.LogRequest, context: RpcContext
+    ) -> binoculars_pb2.LogResponse:
         if not request.job_id:
             raise InvalidArgument("job_id: must not be empty")
-        [job] = await self.ctx.run(self.ctx.job_reads.jobs, [request.job_id]) or [None]
+        jobs = await self.ctx.run(self.ctx.job_reads.jobs, [request.job_id])
+        job = jobs[0] if jobs else None
         if job is None:
             raise NotFound(f"job {request.job_id!r} not found")
         await self.ctx.authorize(job.queue, "watch")
@@ -101,7 +105,7 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
             ask.tail_lines = options.tailLines
         try:
             answer = await self.channels.stub(control.address).Logs(
-                ask, timeout=LOGS_TIMEOUT, metadata=[("authorization", f"Bearer {control.token}")]
+                ask, timeout=LOGS_TIMEOUT, metadata=(("authorization", f"Bearer {control.token}"),)
             )
         except grpc.aio.AioRpcError as e:
             if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -120,7 +124,9 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
         return binoculars_pb2.LogResponse(log=answer.log)
 
     @rpc
-    async def Cordon(self, request, context):  # type: ignore[no-untyped-def]
+    async def Cordon(
+        self, request: binoculars_pb2.CordonRequest, context: RpcContext
+    ) -> empty_pb2.Empty:
         """Cordon `node_name`, or (extension field 100) uncordon `uncordon_node_name`. A node
         is named `NODE`, or `EXECUTOR/NODE` when several executors have a node of that name."""
         uncordon = bool(request.uncordon_node_name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -17,6 +17,7 @@ from armada_server.auth import Authorizer, Principal, current_principal
 from armada_server.config import ServerConfig
 from armada_server.errors import ApiError
 from armada_server.eventhub import EventHub
+from armada_server.guarded import Request, Response, RpcContext
 from armada_server.metrics import Metrics
 from armada_server.storage.base import Transactions
 from armada_server.storage.events import EventLog
@@ -30,6 +31,7 @@ from armada_server.storage.sync import ExecutorSync
 
 log = logging.getLogger("armada_server")
 T = TypeVar("T")
+Servicer = TypeVar("Servicer")
 # An error's message travels in gRPC trailing metadata, which clients cap at a few KB: a
 # longer one would reach them only as "received metadata size exceeds hard limit".
 MAX_ERROR_MESSAGE = 2000
@@ -81,16 +83,18 @@ class Context:
         return await loop.run_in_executor(self.pool, functools.partial(fn, *args, **kwargs))
 
 
-def principal_of(context: grpc.aio.ServicerContext) -> Principal:
+def principal_of(context: RpcContext) -> Principal:
     """The authenticated caller (anonymous when authentication is off)."""
     return current_principal()
 
 
-def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
+def rpc(
+    method: Callable[[Servicer, Request, RpcContext], Awaitable[Response]],
+) -> Callable[[Servicer, Request, RpcContext], Coroutine[Any, Any, Response]]:
     """Answer ApiError and SubmissionError with their status codes, log anything else."""
 
     @functools.wraps(method)
-    async def unary(self, request, context):  # type: ignore[no-untyped-def]
+    async def unary(self: Servicer, request: Request, context: RpcContext) -> Response:
         try:
             return await method(self, request, context)
         except ApiError as e:
@@ -101,9 +105,15 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     return unary
 
 
-def streaming_rpc(method: Callable[..., Any]) -> Callable[..., Any]:
+def streaming_rpc(
+    method: Callable[[Servicer, Request, RpcContext], AsyncIterator[Response]],
+) -> Callable[[Servicer, Request, RpcContext], AsyncIterator[Response]]:
+    """Answer ApiError with its status code (the messages sent before it stay sent)."""
+
     @functools.wraps(method)
-    async def stream(self, request, context):  # type: ignore[no-untyped-def]
+    async def stream(
+        self: Servicer, request: Request, context: RpcContext
+    ) -> AsyncIterator[Response]:
         try:
             async for item in method(self, request, context):
                 yield item

@@ -7,13 +7,15 @@ as soon as they commit (the event hub wakes them); there is no polling delay.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 
-import grpc
+from google.protobuf import empty_pb2
 
 from armada_core.api import event_pb2, event_pb2_grpc, health_pb2
 from armada_core.client.watching import HEARTBEAT_METADATA as HEARTBEAT_REQUEST
 from armada_core.waiting import wait_event
 from armada_server.errors import InvalidArgument, NotFound
+from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc, streaming_rpc
 
 # Clients that understand heartbeats (armada_core.client) ask for them with this metadata key;
@@ -50,7 +52,9 @@ class EventService(event_pb2_grpc.EventServicer):
         self.ctx = ctx
 
     @streaming_rpc
-    async def GetJobSetEvents(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetJobSetEvents(
+        self, request: event_pb2.JobSetRequest, context: RpcContext
+    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         check_job_set(request.queue, request.id)
         after = parse_message_id(request.from_message_id)
         await self.ctx.authorize(request.queue, "watch")
@@ -65,7 +69,9 @@ class EventService(event_pb2_grpc.EventServicer):
             yield message
 
     @streaming_rpc
-    async def Watch(self, request, context):  # type: ignore[no-untyped-def]
+    async def Watch(
+        self, request: event_pb2.WatchRequest, context: RpcContext
+    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         if not request.queue or not request.job_set_id:
             raise InvalidArgument("queue and job_set_id are required")
         check_job_set(request.queue, request.job_set_id)
@@ -81,7 +87,9 @@ class EventService(event_pb2_grpc.EventServicer):
             yield message
 
     @rpc
-    async def Health(self, request, context):  # type: ignore[no-untyped-def]
+    async def Health(
+        self, request: empty_pb2.Empty, context: RpcContext
+    ) -> health_pb2.HealthCheckResponse:
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
     async def _stream(
@@ -92,8 +100,8 @@ class EventService(event_pb2_grpc.EventServicer):
         *,
         watch: bool,
         error_if_missing: bool,
-        context: grpc.aio.ServicerContext,
-    ):
+        context: RpcContext,
+    ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         store = self.ctx.events
         heartbeats = any(k == HEARTBEAT_METADATA for k, _ in (context.invocation_metadata() or ()))
         with self.ctx.hub.subscribe((queue, job_set)) as woken:
@@ -110,7 +118,9 @@ class EventService(event_pb2_grpc.EventServicer):
                     message = event_pb2.EventMessage.FromString(stored.payload)
                     yield event_pb2.EventStreamMessage(id=str(stored.seq), message=message)
                     if watch:
-                        body = getattr(message, message.WhichOneof("events"))
+                        kind = message.WhichOneof("events")
+                        assert kind is not None  # every stored message carries an event
+                        body = getattr(message, kind)
                         lag.observe(max(0.0, time.time() - body.created.ToNanoseconds() / 1e9))
                     after = stored.seq
                 if len(batch) == BATCH:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from armada_core.api import executor_pb2_grpc
+from collections.abc import Callable
+
+from armada_core.api import executor_pb2, executor_pb2_grpc
 from armada_server.errors import InvalidArgument
+from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc
 from armada_server.storage.nodes import encode_nodes
 
@@ -12,7 +15,7 @@ ENDED = frozenset({"succeeded", "failed", "returned", "stopped"})
 
 
 class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
-    def __init__(self, ctx: Context, on_sync=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: Context, on_sync: Callable[[], None] | None = None) -> None:
         self.ctx = ctx
         self.on_sync = on_sync
         self._nodes: dict[str, bytes] = {}  # each executor's nodes as last reported
@@ -20,7 +23,9 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
         self._controls: dict[str, tuple[str, str]] = {}
 
     @rpc
-    async def Sync(self, request, context):  # type: ignore[no-untyped-def]
+    async def Sync(
+        self, request: executor_pb2.SyncRequest, context: RpcContext
+    ) -> executor_pb2.SyncResponse:
         self.ctx.require_admin("act as an executor")
         if not request.executor_id:
             raise InvalidArgument("executor_id: must not be empty")
@@ -43,7 +48,7 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
             self.on_sync()
         return response
 
-    def _news(self, request, nodes: bytes) -> bool:  # type: ignore[no-untyped-def]
+    def _news(self, request: executor_pb2.SyncRequest, nodes: bytes) -> bool:
         """Whether the sync changed what the scheduler could do: a run ended (capacity
         freed, or a job queued again) or the executor's nodes changed. Runs starting change
         nothing for it, and a cycle per sync while thousands of runs start kept the

@@ -3,25 +3,33 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from armada_core.api import job_pb2, job_pb2_grpc
+from armada_core.api import job_pb2, job_pb2_grpc, submit_pb2
 from armada_core.jobs import Job, JobState, Run
 from armada_server.errors import InvalidArgument
+from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc
 from armada_server.shares import RecentShares, Sample, place_in_fair_share, place_in_line
 
 log = logging.getLogger("armada_server")
 
 
-def _ts(when: datetime | None) -> Timestamp | None:
-    if when is None:
-        return None
+def _timestamp(when: datetime) -> Timestamp:
     ts = Timestamp()
     ts.FromDatetime(when)
     return ts
+
+
+def _ts(when: datetime | None) -> Timestamp | None:
+    return None if when is None else _timestamp(when)
+
+
+def _state(state: JobState) -> submit_pb2.JobState.ValueType:
+    return submit_pb2.JobState.ValueType(state)
 
 
 def run_details(job_id: str, run: Run, *, stopping: bool = False) -> job_pb2.JobRunDetails:
@@ -30,7 +38,7 @@ def run_details(job_id: str, run: Run, *, stopping: bool = False) -> job_pb2.Job
     return job_pb2.JobRunDetails(
         run_id=run.id,
         job_id=job_id,
-        state=int(run.state),
+        state=job_pb2.JobRunState.ValueType(run.state),
         cluster=run.cluster_id,
         node=run.node,
         leased_ts=_ts(run.leased_at),
@@ -40,7 +48,7 @@ def run_details(job_id: str, run: Run, *, stopping: bool = False) -> job_pb2.Job
     )
 
 
-def storable(ids) -> list[str]:  # type: ignore[no-untyped-def]
+def storable(ids: Iterable[str]) -> list[str]:
     """The ids that could name something stored: text with NUL never does (and PostgreSQL
     refuses it even in a query), so such ids are simply unknown."""
     return [i for i in ids if "\x00" not in i]
@@ -91,15 +99,19 @@ class JobsService(job_pb2_grpc.JobsServicer):
             return {}
 
     @rpc
-    async def GetJobStatus(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetJobStatus(
+        self, request: job_pb2.JobStatusRequest, context: RpcContext
+    ) -> job_pb2.JobStatusResponse:
         states = await self.ctx.run(self.ctx.job_reads.job_states, storable(request.job_ids))
         unknown = dict.fromkeys(request.job_ids, JobState.UNKNOWN)
         return job_pb2.JobStatusResponse(
-            job_states={k: int(v) for k, v in {**unknown, **states}.items()}
+            job_states={k: _state(v) for k, v in {**unknown, **states}.items()}
         )
 
     @rpc
-    async def GetJobStatusUsingExternalJobUri(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetJobStatusUsingExternalJobUri(
+        self, request: job_pb2.JobStatusUsingExternalJobUriRequest, context: RpcContext
+    ) -> job_pb2.JobStatusResponse:
         if not (request.queue and request.jobset and request.external_job_uri):
             raise InvalidArgument("queue, jobset and external_job_uri are required")
         if len(storable([request.queue, request.jobset, request.external_job_uri])) < 3:
@@ -111,7 +123,7 @@ class JobsService(job_pb2_grpc.JobsServicer):
             request.external_job_uri,
         )
         states = await self.ctx.run(self.ctx.job_reads.job_states, ids)
-        return job_pb2.JobStatusResponse(job_states={k: int(v) for k, v in states.items()})
+        return job_pb2.JobStatusResponse(job_states={k: _state(v) for k, v in states.items()})
 
     async def _stopping(self, runs: list[Run]) -> set[str]:
         """Which of `runs` that ended are still stopping (see `run_details`)."""
@@ -135,7 +147,9 @@ class JobsService(job_pb2_grpc.JobsServicer):
         return reasons
 
     @rpc
-    async def GetJobDetails(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetJobDetails(
+        self, request: job_pb2.JobDetailsRequest, context: RpcContext
+    ) -> job_pb2.JobDetailsResponse:
         jobs = await self.ctx.run(self.ctx.job_reads.jobs, storable(request.job_ids))
         reasons = await self.waiting_reasons(jobs)
         stopping = (
@@ -150,11 +164,11 @@ class JobsService(job_pb2_grpc.JobsServicer):
             d.queue = job.queue
             d.jobset = job.job_set
             d.namespace = job.spec.namespace
-            d.state = int(job.state)
-            d.submitted_ts.CopyFrom(_ts(job.submitted_at))
-            d.last_transition_ts.CopyFrom(_ts(job.last_transition_at))
+            d.state = _state(job.state)
+            d.submitted_ts.CopyFrom(_timestamp(job.submitted_at))
+            d.last_transition_ts.CopyFrom(_timestamp(job.last_transition_at))
             if job.cancelled_at is not None:
-                d.cancel_ts.CopyFrom(_ts(job.cancelled_at))
+                d.cancel_ts.CopyFrom(_timestamp(job.cancelled_at))
             d.cancel_reason = job.cancel_reason
             d.cancel_user = job.cancel_user
             d.scheduling_reason = reasons.get(job.id, "")
@@ -169,13 +183,17 @@ class JobsService(job_pb2_grpc.JobsServicer):
         return out
 
     @rpc
-    async def GetJobErrors(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetJobErrors(
+        self, request: job_pb2.JobErrorsRequest, context: RpcContext
+    ) -> job_pb2.JobErrorsResponse:
         jobs = await self.ctx.run(self.ctx.job_reads.jobs, storable(request.job_ids))
         found = {job.id: job_error(job) for job in jobs}
         return job_pb2.JobErrorsResponse(job_errors={j: found.get(j, "") for j in request.job_ids})
 
     @rpc
-    async def GetJobRunDetails(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetJobRunDetails(
+        self, request: job_pb2.JobRunDetailsRequest, context: RpcContext
+    ) -> job_pb2.JobRunDetailsResponse:
         runs = await self.ctx.run(self.ctx.job_reads.runs, storable(request.run_ids))
         stopping = await self._stopping([run for _, run in runs])
         out = job_pb2.JobRunDetailsResponse()
@@ -186,7 +204,9 @@ class JobsService(job_pb2_grpc.JobsServicer):
         return out
 
     @rpc
-    async def GetActiveQueues(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetActiveQueues(
+        self, request: job_pb2.GetActiveQueuesRequest, context: RpcContext
+    ) -> job_pb2.GetActiveQueuesResponse:
         active = await self.ctx.run(self.ctx.job_reads.active_queues)
         return job_pb2.GetActiveQueuesResponse(
             active_queues_by_pool={

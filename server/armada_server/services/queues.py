@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import AsyncIterator, Sequence
 
 from google.protobuf import empty_pb2
 
 from armada_core.api import submit_pb2, submit_pb2_grpc
 from armada_core.jobs import JobState
 from armada_server.errors import ApiError, InvalidArgument
+from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, principal_of, rpc, streaming_rpc
 from armada_server.storage.submission import NON_TERMINAL
 
@@ -61,7 +63,7 @@ _STATE_FILTER = {
 }
 
 
-def states_from_filter(states) -> tuple[JobState, ...]:  # type: ignore[no-untyped-def]
+def states_from_filter(states: Sequence[submit_pb2.JobState.ValueType]) -> tuple[JobState, ...]:
     if not states:
         return NON_TERMINAL
     out: list[JobState] = []
@@ -85,13 +87,15 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
         self.ctx = ctx
 
     @rpc
-    async def CreateQueue(self, request, context):  # type: ignore[no-untyped-def]
+    async def CreateQueue(self, request: submit_pb2.Queue, context: RpcContext) -> empty_pb2.Empty:
         self.ctx.require_admin("create queues")
         await self.ctx.run(self.ctx.queues.create_queue, check_queue(request))
         return empty_pb2.Empty()
 
     @rpc
-    async def CreateQueues(self, request, context):  # type: ignore[no-untyped-def]
+    async def CreateQueues(
+        self, request: submit_pb2.QueueList, context: RpcContext
+    ) -> submit_pb2.BatchQueueCreateResponse:
         self.ctx.require_admin("create queues")
         failed = []
         for queue in request.queues:
@@ -102,13 +106,15 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
         return submit_pb2.BatchQueueCreateResponse(failed_queues=failed)
 
     @rpc
-    async def UpdateQueue(self, request, context):  # type: ignore[no-untyped-def]
+    async def UpdateQueue(self, request: submit_pb2.Queue, context: RpcContext) -> empty_pb2.Empty:
         self.ctx.require_admin("update queues")
         await self.ctx.run(self.ctx.queues.update_queue, check_queue(request))
         return empty_pb2.Empty()
 
     @rpc
-    async def UpdateQueues(self, request, context):  # type: ignore[no-untyped-def]
+    async def UpdateQueues(
+        self, request: submit_pb2.QueueList, context: RpcContext
+    ) -> submit_pb2.BatchQueueUpdateResponse:
         self.ctx.require_admin("update queues")
         failed = []
         for queue in request.queues:
@@ -119,17 +125,23 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
         return submit_pb2.BatchQueueUpdateResponse(failed_queues=failed)
 
     @rpc
-    async def DeleteQueue(self, request, context):  # type: ignore[no-untyped-def]
+    async def DeleteQueue(
+        self, request: submit_pb2.QueueDeleteRequest, context: RpcContext
+    ) -> empty_pb2.Empty:
         self.ctx.require_admin("delete queues")
         await self.ctx.run(self.ctx.queues.delete_queue, check_name(request.name))
         return empty_pb2.Empty()
 
     @rpc
-    async def GetQueue(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetQueue(
+        self, request: submit_pb2.QueueGetRequest, context: RpcContext
+    ) -> submit_pb2.Queue:
         return await self.ctx.run(self.ctx.queues.get_queue, check_name(request.name))
 
     @streaming_rpc
-    async def GetQueues(self, request, context):  # type: ignore[no-untyped-def]
+    async def GetQueues(
+        self, request: submit_pb2.StreamingQueueGetRequest, context: RpcContext
+    ) -> AsyncIterator[submit_pb2.StreamingQueueMessage]:
         queues = await self.ctx.run(self.ctx.queues.list_queues)
         if request.num:
             queues = queues[: request.num]
@@ -138,19 +150,25 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
         yield submit_pb2.StreamingQueueMessage(end=submit_pb2.EndMarker())
 
     @rpc
-    async def CordonQueue(self, request, context):  # type: ignore[no-untyped-def]
+    async def CordonQueue(
+        self, request: submit_pb2.QueueCordonRequest, context: RpcContext
+    ) -> empty_pb2.Empty:
         self.ctx.require_admin("cordon queues")
         await self.ctx.run(self.ctx.queues.set_cordoned, check_name(request.name), True)
         return empty_pb2.Empty()
 
     @rpc
-    async def UncordonQueue(self, request, context):  # type: ignore[no-untyped-def]
+    async def UncordonQueue(
+        self, request: submit_pb2.QueueUncordonRequest, context: RpcContext
+    ) -> empty_pb2.Empty:
         self.ctx.require_admin("uncordon queues")
         await self.ctx.run(self.ctx.queues.set_cordoned, check_name(request.name), False)
         return empty_pb2.Empty()
 
     @rpc
-    async def PreemptOnQueue(self, request, context):  # type: ignore[no-untyped-def]
+    async def PreemptOnQueue(
+        self, request: submit_pb2.QueuePreemptRequest, context: RpcContext
+    ) -> empty_pb2.Empty:
         await self.ctx.authorize(request.name, "preempt")
         await self.ctx.run(
             self.ctx.submissions.request_preemption,
@@ -164,7 +182,9 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
         return empty_pb2.Empty()
 
     @rpc
-    async def CancelOnQueue(self, request, context):  # type: ignore[no-untyped-def]
+    async def CancelOnQueue(
+        self, request: submit_pb2.QueueCancelRequest, context: RpcContext
+    ) -> empty_pb2.Empty:
         await self.ctx.authorize(request.name, "cancel")
         states = states_from_filter(request.jobStates)
         await self.ctx.run(

@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 
 from google.protobuf import empty_pb2
+from google.protobuf.message import Message
 
 from armada_core.api import health_pb2, submit_pb2, submit_pb2_grpc
-from armada_core.jobs import validate_request
+from armada_core.jobs import SubmissionConfig, validate_request
 from armada_core.jobs.submission import MAX_JOB_SET_ID, check_text
+from armada_server.config import ServerConfig
 from armada_server.errors import InvalidArgument
 from armada_server.executors.kinds import server_kind
+from armada_server.guarded import RpcContext
 from armada_server.services.capabilities import CapabilityIndex, ExecutorCapabilities
 from armada_server.services.common import Context, principal_of, rpc
 from armada_server.services.queues import QueueService, states_from_filter
@@ -23,8 +26,8 @@ def _require(field: str, value: str) -> None:
 
 
 def validate_submission(
-    request: submit_pb2.JobSubmitRequest, config
-) -> list[submit_pb2.JobSubmitRequestItem]:  # type: ignore[no-untyped-def]
+    request: submit_pb2.JobSubmitRequest, config: SubmissionConfig
+) -> list[submit_pb2.JobSubmitRequestItem]:
     try:
         return validate_request(request, config)
     except (UnicodeDecodeError, TypeError):
@@ -36,7 +39,7 @@ def validate_submission(
         raise InvalidArgument(f"{where}: not valid UTF-8") from None
 
 
-def invalid_text(message, path: str = "") -> str | None:  # type: ignore[no-untyped-def]
+def invalid_text(message: Message, path: str = "") -> str | None:
     """The path of the first string field (or map key) of `message` that is not UTF-8."""
     for field, value in message.ListFields():
         name = f"{path}.{field.name}" if path else field.name
@@ -69,7 +72,7 @@ def invalid_text(message, path: str = "") -> str | None:  # type: ignore[no-unty
     return None
 
 
-def builtin_capabilities(config) -> ExecutorCapabilities | None:  # type: ignore[no-untyped-def]
+def builtin_capabilities(config: ServerConfig) -> ExecutorCapabilities | None:
     """What the server's own executor honours, known before its first sync."""
     kind = server_kind(config.executor)
     if kind is None:
@@ -100,7 +103,9 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
             setattr(self, name, getattr(queues, name))
 
     @rpc
-    async def SubmitJobs(self, request, context):  # type: ignore[no-untyped-def]
+    async def SubmitJobs(
+        self, request: submit_pb2.JobSubmitRequest, context: RpcContext
+    ) -> submit_pb2.JobSubmitResponse:
         # Off the event loop: a large request takes a while to check, and watchers wait.
         items = await self.ctx.run(self._validate, request)
         await self.ctx.authorize(request.queue, "submit")
@@ -127,7 +132,9 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         return items
 
     @rpc
-    async def CancelJobs(self, request, context):  # type: ignore[no-untyped-def]
+    async def CancelJobs(
+        self, request: submit_pb2.JobCancelRequest, context: RpcContext
+    ) -> submit_pb2.CancellationResult:
         _require("queue", request.queue)
         _require("job_set_id", request.job_set_id)
         ids = list(request.job_ids) + ([request.job_id] if request.job_id else [])
@@ -145,7 +152,9 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         return submit_pb2.CancellationResult(cancelled_ids=cancelled)
 
     @rpc
-    async def CancelJobSet(self, request, context):  # type: ignore[no-untyped-def]
+    async def CancelJobSet(
+        self, request: submit_pb2.JobSetCancelRequest, context: RpcContext
+    ) -> empty_pb2.Empty:
         _require("queue", request.queue)
         _require("job_set_id", request.job_set_id)
         states = states_from_filter(request.filter.states)
@@ -162,7 +171,9 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         return empty_pb2.Empty()
 
     @rpc
-    async def ReprioritizeJobs(self, request, context):  # type: ignore[no-untyped-def]
+    async def ReprioritizeJobs(
+        self, request: submit_pb2.JobReprioritizeRequest, context: RpcContext
+    ) -> submit_pb2.JobReprioritizeResponse:
         _require("queue", request.queue)
         _require("job_set_id", request.job_set_id)
         if not math.isfinite(request.new_priority) or request.new_priority < 0:
@@ -181,7 +192,9 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         return submit_pb2.JobReprioritizeResponse(reprioritization_results=results)
 
     @rpc
-    async def PreemptJobs(self, request, context):  # type: ignore[no-untyped-def]
+    async def PreemptJobs(
+        self, request: submit_pb2.JobPreemptRequest, context: RpcContext
+    ) -> submit_pb2.PreemptionResult:
         _require("queue", request.queue)
         _require("job_set_id", request.job_set_id)
         await self.ctx.authorize(request.queue, "preempt")
@@ -196,5 +209,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         return submit_pb2.PreemptionResult(preemption_results=results)
 
     @rpc
-    async def Health(self, request, context):  # type: ignore[no-untyped-def]
+    async def Health(
+        self, request: empty_pb2.Empty, context: RpcContext
+    ) -> health_pb2.HealthCheckResponse:
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)

@@ -110,7 +110,7 @@ class WebServer:
         self.web: Web | None = None
         self.app: Starlette | None = None
         self._server: _Uvicorn | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def sampler(self) -> ShareSampler:
@@ -160,7 +160,8 @@ class WebServer:
             self.web.feed.close()  # ends the live streams, so shutdown need not wait on them
         if self._server is not None:
             self._server.should_exit = True
-        serving, *others = self._tasks or [None]
+        serving = self._tasks[0] if self._tasks else None
+        others = self._tasks[1:]
         for task in others:
             task.cancel()
         for task in others:

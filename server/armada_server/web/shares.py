@@ -8,6 +8,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from concurrent.futures import Executor
 
 from armada_server.config import ServerConfig
 from armada_server.shares import Sample, Shapes, compute, pause
@@ -49,7 +50,8 @@ class ShareSampler:
     def poke(self) -> None:
         self._wake.set()
 
-    async def run(self, pool) -> None:  # type: ignore[no-untyped-def]
+    async def run(self, pool: Executor) -> None:
+        """Sample every period (sooner when poked) on `pool`'s threads, until cancelled."""
         loop = asyncio.get_running_loop()
         while True:
             self._wake.clear()
