@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+
+# grpcio-health-checking and grpcio-reflection ship no type information, and their stub packages
+# (types-grpcio-health-checking, types-grpcio-reflection) are not in the locked environment.
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]  # no stubs
+from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]  # no stubs
 
 from armada_core.api import (
     binoculars_pb2,
@@ -118,7 +121,7 @@ class ArmadaServer:
         self.metrics: Metrics | None = None
         self._listener: Listener | None = None
         self.scheduler: SchedulingLoop | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self.executors: dict[str, Backend] = {}
         self.agent: ExecutorAgent | None = None
         self._channel: grpc.aio.Channel | None = None
@@ -199,7 +202,7 @@ class ArmadaServer:
             if text is not None and text != self._config_text:
                 self.reload_config()
 
-    async def _start_executor(self) -> None:
+    async def _start_executor(self, scheduler: SchedulingLoop) -> None:
         kind = server_kind(self.config.executor)
         if kind is None:
             return
@@ -239,7 +242,11 @@ class ArmadaServer:
         self.executors[self.config.executor_id] = backend
         loop = asyncio.get_running_loop()
         agent = self.agent
-        self.scheduler.on_leased = lambda: loop.call_soon_threadsafe(agent.wake)
+
+        def wake_agent() -> None:  # the scheduling loop leased it work: sync now
+            loop.call_soon_threadsafe(agent.wake)
+
+        scheduler.on_leased = wake_agent
         await backend.open(self.agent.report)  # adopt its pods before the first sync
         self._tasks.append(asyncio.create_task(self.agent.run()))
 
@@ -283,6 +290,25 @@ class ArmadaServer:
             wake_scheduler=self.scheduler.poke,
         )
         self.context = ctx
+        server = await self._grpc_server(ctx, auth, self.scheduler)
+        self._add_port(server)
+        await server.start()
+        self._server = server
+        self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
+        if self.config_file is not None and self.config.config_reload_interval:
+            self._tasks.append(
+                asyncio.create_task(self._watch_config(self.config.config_reload_interval))
+            )
+        await self._start_executor(self.scheduler)
+        if self.config.http_port is not None:
+            self.http = WebServer(ctx, self.executor_channels, auth)
+            self.http_port = await self.http.start(self.config.host, self.config.http_port)
+            self.metrics.port = self.http_port
+
+    async def _grpc_server(
+        self, ctx: Context, auth: AuthConfig, scheduler: SchedulingLoop
+    ) -> grpc.aio.Server:
+        """A gRPC server with every service, health and reflection; not listening yet."""
         interceptors: list[grpc.aio.ServerInterceptor] = [DecodingInterceptor()]
         if auth.enabled:
             interceptors.append(AuthInterceptor(Authenticator(auth)))
@@ -297,7 +323,7 @@ class ArmadaServer:
             BinocularsService(ctx, self.executor_channels), server
         )
         executor_pb2_grpc.add_ExecutorApiServicer_to_server(
-            ExecutorApiService(ctx, on_sync=self.scheduler.poke), server
+            ExecutorApiService(ctx, on_sync=scheduler.poke), server
         )
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -306,6 +332,10 @@ class ArmadaServer:
         reflection.enable_server_reflection(
             [*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME], server
         )
+        return server
+
+    def _add_port(self, server: grpc.aio.Server) -> None:
+        """Listen on the configured address (TLS with a certificate and key): sets `port`."""
         address = f"{self.config.host}:{self.config.port}"
         if self.config.tls_cert and self.config.tls_key:
             credentials = grpc.ssl_server_credentials(
@@ -316,18 +346,6 @@ class ArmadaServer:
             self.port = server.add_insecure_port(address)
         if self.port == 0:
             raise OSError(f"cannot listen on {address}")
-        await server.start()
-        self._server = server
-        self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
-        if self.config_file is not None and self.config.config_reload_interval:
-            self._tasks.append(
-                asyncio.create_task(self._watch_config(self.config.config_reload_interval))
-            )
-        await self._start_executor()
-        if self.config.http_port is not None:
-            self.http = WebServer(ctx, self.executor_channels, auth)
-            self.http_port = await self.http.start(self.config.host, self.config.http_port)
-            self.metrics.port = self.http_port
 
     async def wait(self) -> None:
         assert self._server is not None
