@@ -101,7 +101,7 @@ def armada_op(
     )
 
     @op(name=name, required_resource_keys={resource_key}, **op_kwargs)
-    def _armada_op(context: OpExecutionContext) -> Output[dict]:  # type: ignore[type-arg]
+    def _armada_op(context: OpExecutionContext) -> Output[dict]:
         armada: ArmadaResource = getattr(context.resources, resource_key)
         run = _run(context, armada, pod_spec, roles, settings)
         return Output(run.result, metadata=run.metadata())

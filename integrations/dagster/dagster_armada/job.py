@@ -50,7 +50,7 @@ from armada_core.client.reattach import LIVE_STATES
 from armada_core.retry import OutcomeReport
 
 from .outcome import raise_for_outcome
-from .resource import ArmadaResource
+from .resource import ArmadaResource, LogDestination
 
 AnyContext = OpExecutionContext | AssetExecutionContext
 Items = list[submit_pb2.JobSubmitRequestItem]
@@ -383,9 +383,9 @@ class _Timeline:
 
 
 def _line_forwarder(
-    context: AnyContext, armada: ArmadaResource, gang: bool, destination: str | None
+    context: AnyContext, armada: ArmadaResource, gang: bool, destination: LogDestination | None
 ) -> Callable[[str, str], None]:
-    to_stdout, to_event_log = armada.log_lines_to(destination)  # type: ignore[arg-type]
+    to_stdout, to_event_log = armada.log_lines_to(destination)
 
     def forward(job_id: str, line: str) -> None:
         text = f"[{job_id}] {line}" if gang else line
@@ -470,7 +470,7 @@ def run_items(
     *,
     identity: StepIdentity | None = None,
     job_set_id: str | None = None,
-    log_destination: str | None = None,
+    log_destination: LogDestination | None = None,
     follow_logs: bool = True,
     on_submitted: Callable[[str, list[str]], None] | None = None,
     on_line: Callable[[str, str], None] | None = None,
@@ -489,7 +489,7 @@ def run_items(
     ids = submission.job_ids
     if on_submitted is not None:
         on_submitted(job_set, ids)
-    if on_line is None and follow_logs and armada.log_lines_to(log_destination) != (False, False):  # type: ignore[arg-type]
+    if on_line is None and follow_logs and armada.log_lines_to(log_destination) != (False, False):
         on_line = _line_forwarder(context, armada, len(ids) > 1, log_destination)
     timeline = _Timeline()
     end = wait(
@@ -541,7 +541,7 @@ def execute_armada_job(
     roles: Sequence[Role | Mapping[str, Any]] | None = None,
     job_set_id: str | None = None,
     client_id: str | None = None,
-    log_destination: str | None = None,
+    log_destination: LogDestination | None = None,
     timeout: float | None = None,
     **job: Any,
 ) -> ArmadaJobRun:

@@ -363,7 +363,7 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
             reason = self.armada.get_client().get_job_errors([job_id]).get(job_id, "")
         except ArmadaError:
             reason = ""
-        name = submit_pb2.JobState.Name(state)
+        name = submit_pb2.JobState.Name(submit_pb2.JobState.ValueType(state))
         return CheckRunHealthResult(
             WorkerStatus.FAILED,
             f"Armada job {job_id} is {name}" + (f": {reason}" if reason else ""),
@@ -371,4 +371,4 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
         )
 
     def dispose(self) -> None:
-        self.armada.teardown_after_execution(None)  # type: ignore[arg-type]
+        self.armada.teardown_after_execution(None)

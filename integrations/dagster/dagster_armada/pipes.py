@@ -133,7 +133,7 @@ class PipesArmadaClient(PipesClient, TreatAsResourceParam):
         self,
         *,
         context: AnyContext,
-        extras: PipesExtras | None = None,  # type: ignore[override]
+        extras: PipesExtras | None = None,
         command: Sequence[str] | None = None,
         pod_spec: PodSpecLike | Sequence[PodSpecLike] | None = None,
         image: str = "python:3.11",

@@ -29,7 +29,7 @@ EventHandler = Callable[[event_pb2.EventStreamMessage, JobResult], None]
 LogDestination = Literal["compute_log", "event_log", "both", "none"]
 
 
-class ArmadaResource(ConfigurableResource):  # type: ignore[type-arg]
+class ArmadaResource(ConfigurableResource):
     """Connection to an Armada server plus the defaults jobs are submitted with.
 
     Secrets belong in environment variables: ``token=EnvVar("ARMADA_TOKEN")``.
@@ -128,7 +128,7 @@ class ArmadaResource(ConfigurableResource):  # type: ignore[type-arg]
                 self._client = ArmadaClient(config=self.connection_config())
             return self._client
 
-    def teardown_after_execution(self, context: InitResourceContext) -> None:
+    def teardown_after_execution(self, context: InitResourceContext | None) -> None:
         with self._lock:
             if self._client is not None:
                 self._client.close()

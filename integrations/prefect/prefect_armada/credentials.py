@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from prefect.blocks.abstract import CredentialsBlock
-from pydantic import Field, SecretStr
+from pydantic import Field, HttpUrl, SecretStr
 
 from armada_core.client import ArmadaClient, AsyncArmadaClient, ConnectionConfig
 
@@ -36,7 +36,9 @@ class ArmadaCredentials(CredentialsBlock):
     _block_type_name = "Armada Credentials"
     _block_type_slug = "armada-credentials"
     _description = "Address, TLS settings and credentials of an Armada server."
-    _documentation_url = "https://github.com/armada-py/armada-py/tree/main/integrations/prefect"
+    _documentation_url = HttpUrl(
+        "https://github.com/armada-py/armada-py/tree/main/integrations/prefect"
+    )
 
     address: str = Field(default="localhost:50051", description="The gRPC address, host:port.")
     tls: bool = Field(default=False, description="Speak TLS to the server.")

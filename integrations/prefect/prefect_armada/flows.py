@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from prefect import flow
-from prefect.states import State
+from prefect import State, flow
 
 from .jobs import ArmadaJob, Payload
 from .tasks import execute_armada_job, execute_armada_job_async
@@ -26,10 +26,13 @@ async def run_armada_job_async(
         run_armada_job(ArmadaJob.load("nightly-etl"))
         ```
     """
-    return await execute_armada_job_async.with_options(
+    # Called in an async flow, an async task gives a coroutine, with return_state too (Prefect's
+    # overloads type that call as the State itself).
+    execute: Callable[..., Awaitable[Payload | State[Any]]] = execute_armada_job_async.with_options(
         retries=infrastructure_retries,
         retry_delay_seconds=retry_delay_seconds,
-    )(armada_job, return_state=True)
+    )
+    return await execute(armada_job, return_state=True)
 
 
 @flow(name="run-armada-job")

@@ -43,7 +43,7 @@ from ._identity import current_identity, explicit_identity
 from .credentials import ArmadaCredentials
 from .exceptions import ArmadaJobError, error_for
 
-LoggerLike = logging.Logger | logging.LoggerAdapter  # type: ignore[type-arg]
+LoggerLike = logging.Logger | logging.LoggerAdapter
 #: The result of a job or gang: `armada_core.client.lifecycle.result_payload`.
 Payload = dict[str, Any]
 
@@ -277,7 +277,7 @@ class ArmadaJobRun(JobRun[Payload]):
         """What other tasks need to find the jobs again (JSON-friendly)."""
         return {"queue": self.queue, "job_set_id": self.job_set_id, "job_ids": self.job_ids}
 
-    async def wait_for_completion(self) -> None:  # type: ignore[override]
+    async def wait_for_completion(self) -> None:  # type: ignore[override]  # Prefect's says Logger
         """Wait until every job has ended (server-side retries are waited through); raises
         the ArmadaJobError subclass of the outcome unless the job or gang succeeded. If the
         wait is interrupted (cancelled, killed, timed out), the jobs are cancelled first."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
-from prefect.states import Cancelled, State
+from prefect import State, task
+from prefect.states import Cancelled
 
 from .exceptions import ArmadaJobCancelled
 from .jobs import ArmadaJob, ArmadaJobRun, Payload, run_sync

@@ -74,6 +74,8 @@ CONTAINER_NAME = "prefect-job"
 #: The flow run label naming the worker that runs it: set by Prefect's base worker when it
 #: submits the flow run, and by a worker that takes its watch over.
 WORKER_LABEL = "prefect.worker.name"
+#: A flow run label's value: Prefect's labels are JSON scalars (WORKER_LABEL's is a name).
+LabelValue = str | int | float | bool
 #: Flow run states in which a job may still need a watch.
 UNFINISHED = (StateType.PENDING, StateType.RUNNING, StateType.CANCELLING)
 
@@ -99,7 +101,9 @@ def _rank(flow_run_id: str, worker: str) -> str:
     return hashlib.sha256(f"{flow_run_id}/{worker}".encode()).hexdigest()
 
 
-def flow_run_owner(flow_run_id: str, recorded: str | None, online: Sequence[str]) -> str | None:
+def flow_run_owner(
+    flow_run_id: str, recorded: LabelValue | None, online: Sequence[str]
+) -> str | None:
     """The worker that watches a flow run's job, from the pool's online workers.
 
     The worker recorded on the flow run (`WORKER_LABEL`: the one that submitted it, or the
@@ -108,7 +112,7 @@ def flow_run_owner(flow_run_id: str, recorded: str | None, online: Sequence[str]
     same answer from the same membership, so a flow run has one owner, and a change of
     membership moves only the flow runs of workers that went away.
     """
-    if recorded is not None and recorded in online:
+    if isinstance(recorded, str) and recorded in online:
         return recorded
     if not online:
         return None
@@ -513,7 +517,9 @@ class ArmadaWorker(
             taken.append(flow_run.id)
         return taken
 
-    async def _take_over(self, flow_run: FlowRun, recorded: str | None, watch: _Watch) -> None:
+    async def _take_over(
+        self, flow_run: FlowRun, recorded: LabelValue | None, watch: _Watch
+    ) -> None:
         logger = self.get_flow_run_logger(flow_run)
         try:
             if recorded != self.name:

@@ -33,6 +33,7 @@ from armada_core.client import (
     job_item,
     pod_group_items,
 )
+from armada_core.client.k8s_convert import sanitize
 from armada_core.client.lifecycle import (
     Submission,
     TaskIdentity,
@@ -43,6 +44,7 @@ from armada_core.retry import Outcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from airflow.sdk.execution_time.context import TaskStateStoreAccessor
 
 #: The default job set: one per DAG run, so a run's jobs are watched and cancelled together.
 DEFAULT_JOB_SET_ID = "{{ dag.dag_id }}-{{ run_id }}"
@@ -55,7 +57,7 @@ ATTEMPT_KEY = "armada_attempt"
 
 
 def task_identity(
-    dag_id: str, run_id: str, task_id: str, map_index: int, attempt: int = 0
+    dag_id: str, run_id: str, task_id: str, map_index: int | None, attempt: int = 0
 ) -> TaskIdentity:
     """A task instance as the task lifecycle names it.
 
@@ -71,13 +73,19 @@ def task_identity(
     )
 
 
+def _stored_attempt(store: TaskStateStoreAccessor) -> int:
+    """The attempt the task state store holds (0 before the first reported end)."""
+    value = store.get(ATTEMPT_KEY) or 0
+    if not isinstance(value, int | float | str):
+        raise TypeError(f"{ATTEMPT_KEY} in the task state store is not a number: {value!r}")
+    return int(value)
+
+
 def _plain_pod_spec(spec: Any) -> Any:
     """A kubernetes V1PodSpec becomes its JSON dict, so Airflow can template and serialise it;
     dicts, YAML text and api PodSpecs pass unchanged."""
     if hasattr(spec, "openapi_types") and hasattr(spec, "to_dict"):
-        from kubernetes.client import ApiClient
-
-        return ApiClient().sanitize_for_serialization(spec)
+        return sanitize(spec)
     return spec
 
 
@@ -269,7 +277,7 @@ class ArmadaOperator(BaseOperator):
         """This task instance for the lifecycle, at the attempt the task state store gives."""
         ti = context["ti"]
         store = context.get("task_state_store")
-        attempt = int(store.get(ATTEMPT_KEY) or 0) if store is not None else 0
+        attempt = _stored_attempt(store) if store is not None else 0
         return task_identity(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, attempt)
 
     def execute(self, context: Context) -> Any:
@@ -379,7 +387,7 @@ class ArmadaOperator(BaseOperator):
         store = context.get("task_state_store")
         if store is not None and outcome != "error":
             # The jobs' end is reported: the next try (a retry, a cleared task) runs new jobs.
-            store.set(ATTEMPT_KEY, int(store.get(ATTEMPT_KEY) or 0) + 1)
+            store.set(ATTEMPT_KEY, _stored_attempt(store) + 1)
         if outcome == Outcome.SUCCEEDED:
             result = dict(payload)
             result["links"] = self._job_urls(payload["job_ids"])
