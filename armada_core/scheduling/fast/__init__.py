@@ -1,11 +1,15 @@
 """Fast scheduler: the same decisions as ``reference``, with work proportional to decisions.
 
 The cycle (``cycle.py``) runs the phases of SEMANTICS.md over one ``CycleState``
-(``state.py``): inputs (``inputs.py``), fairness (``queues.py``), eviction (``eviction.py``),
-order and lookback (``order.py``), then progressive filling (``loop.py``), which places
-evicted jobs back (``putback.py``), queued jobs (``nodes.py``, displacing through
-``victims.py``) and queued gangs (``gangs.py``) within the limits (``limits.py``), and
-records the outcomes (``outcomes.py``).
+(``state.py``, grouped into parts: jobs, shapes, nodes, queues, limits, evictions, gangs,
+order, placing): inputs (``inputs.py``), fairness (``queues.py``), eviction
+(``eviction.py``), order and lookback (``order.py``), then progressive filling
+(``loop.py``), which places evicted jobs back (``putback.py``), queued jobs (``nodes.py``,
+displacing through ``victims.py``) and queued gangs (``gangs.py``; topology in
+``gang_topology.py``, trials in ``gang_trials.py``) within the limits (``limits.py``), and
+records the outcomes (``outcomes.py``). Elastic pod groups are in ``elastic.py``; free space
+per node and its best-fit index in ``free_space.py``. The modules have the names of their
+counterparts in ``reference``, and imports go one way (no cycles).
 
 How it stays fast without changing a single decision:
 
@@ -15,7 +19,7 @@ How it stays fast without changing a single decision:
   in one vectorised step, because the other queues' keys do not move meanwhile;
 * identical jobs are placed by filling the best-fit node until full, then the next: for
   identical requests that equals placing them one by one;
-* placements that displace nothing use a sorted index on free resources (``nodedb``);
+* placements that displace nothing use a sorted index on free resources (``free_space``);
 * evicted jobs go back to their own nodes in vectorised batches; with nothing queued and
   every node holding its running jobs, one vectorised check decides that nothing moves;
 * a shape (or gang shape) that fits nowhere is remembered until urgency preemption frees

@@ -11,7 +11,7 @@ from .limits import allowances
 from .loop import place_all
 from .order import order_queues, queued_work
 from .outcomes import finish
-from .queues import charge_holders, fair_share
+from .queues import charge_holders, weigh_queues
 from .state import CycleState
 
 
@@ -21,12 +21,12 @@ def fast_schedule(snapshot: Snapshot, timings: dict[str, float] | None = None) -
     ``timings``, when given, receives the seconds spent in each phase.
     """
     start = time.perf_counter()
-    st, decided = prepare(snapshot)
+    state, decided = prepare(snapshot)
     prepared = time.perf_counter()
     if not decided:
-        place_all(st)
+        place_all(state)
     placed = time.perf_counter()
-    result = st.result if decided else finish(st)
+    result = state.result if decided else finish(state)
     if timings is not None:
         timings["prepare"] = prepared - start
         timings["place"] = placed - prepared
@@ -36,16 +36,16 @@ def fast_schedule(snapshot: Snapshot, timings: dict[str, float] | None = None) -
 
 def prepare(snapshot: Snapshot) -> tuple[CycleState, bool]:
     """Build the cycle state; True when the cycle is already decided (a steady state)."""
-    st = CycleState(snapshot)
-    index_inputs(st)
-    if nothing_moves(st):
-        return st, True
-    index_for_placing(st)
-    protected = fair_share(st)
-    evicted = evict(st, protected)
-    holding = load_nodes(st)
-    charge_holders(st, holding)
-    allowances(st)
-    queued = queued_work(st)
-    order_queues(st, evicted, queued)
-    return st, False
+    state = CycleState(snapshot)
+    index_inputs(state)
+    if nothing_moves(state):
+        return state, True
+    index_for_placing(state)
+    protected = weigh_queues(state)
+    evicted = evict(state, protected)
+    holding = load_nodes(state)
+    charge_holders(state, holding)
+    allowances(state)
+    queued = queued_work(state)
+    order_queues(state, evicted, queued)
+    return state, False

@@ -2,8 +2,8 @@
 
 Queues sit in a heap keyed exactly like the reference's scan over queues: (-class priority of
 the head, key with the head added, name rank). When a queue wins, how many consecutive items
-it wins is computed at once (``queues.wins``), because the other queues' keys do not move
-meanwhile.
+it wins is computed at once (``queues.consecutive_wins``), because the other queues' keys do
+not move meanwhile.
 """
 
 from __future__ import annotations
@@ -12,65 +12,68 @@ import heapq
 
 from .gangs import queued_gang
 from .nodes import queued_run
-from .putback import evicted_batch, evicted_complex, evicted_run
-from .queues import head
-from .state import QUEUED, CycleState
+from .putback import evicted_batch, evicted_item, evicted_run
+from .queues import heap_entry
+from .state import QUEUED, CycleState, HeapEntry
 
 
-def place_all(st: CycleState) -> None:
+def place_all(state: CycleState) -> None:
     """Take items from the winning queue until every queue's order is exhausted.
 
     Evicted jobs at the heads are put back in batches across queues when no per-queue class
     cap applies; a batch that comes out small backs off, since scanning costs.
     """
-    heap = _heads(st)
-    st.rebuild = False
-    batch_ok = not any(pc.max_fraction_per_queue for pc in st.pcs.values())
+    order, placing, evicted = state.order, state.placing, state.evictions.evicted
+    sequence, position = order.sequence, order.position
+    heap = _queue_heap(state)
+    placing.heap_stale = False
+    batch_ok = not any(pc.max_fraction_per_queue for pc in state.classes.values())
     skip = 0
     while heap:
         if batch_ok and skip <= 0:
-            q0 = heap[0][3]
-            code0 = int(st.seq[q0][st.pos[q0]])
-            if code0 >= 0 and st.evicted_mask[code0]:
-                done, scanned = evicted_batch(st)
+            first = heap[0][3]
+            code = int(sequence[first][position[first]])
+            if code >= 0 and evicted[code]:
+                done, scanned = evicted_batch(state)
                 if done:
-                    heap = _heads(st)
+                    heap = _queue_heap(state)
                     skip = scanned // (8 * done)
                     continue
                 skip = 64
         skip -= 1
         top = heapq.heappop(heap)
         q = top[3]
-        _take(st, q, top[0], heap[0] if heap else None)
-        if st.rebuild:
+        _take_head(state, q, top[0], heap[0] if heap else None)
+        if placing.heap_stale:
             # Costs of other queues changed (urgency preemption): every key is stale.
-            st.rebuild = False
-            heap = _heads(st)
+            placing.heap_stale = False
+            heap = _queue_heap(state)
             continue
-        entry = head(st, q)
+        entry = heap_entry(state, q)
         if entry is not None:
             heapq.heappush(heap, entry)
 
 
-def _heads(st: CycleState) -> list[tuple]:
-    heap = [h for h in (head(st, q) for q in range(len(st.qnames))) if h]
+def _queue_heap(state: CycleState) -> list[HeapEntry]:
+    heap = [h for h in (heap_entry(state, q) for q in range(len(state.queues.names))) if h]
     heapq.heapify(heap)
     return heap
 
 
-def _take(st: CycleState, q: int, neg_p: int, bound: tuple | None) -> None:
+def _take_head(state: CycleState, q: int, neg_priority: int, bound: HeapEntry | None) -> None:
     """Queue ``q`` won: decide its head item, or as many items of its head run as it wins
     before the next queue (``bound``) would."""
-    pos = st.pos[q]
-    code = int(st.seq[q][pos])
+    order = state.order
+    pos = order.position[q]
+    code = int(order.sequence[q][pos])
     if code < 0:
-        item = st.complex[-1 - code]
+        item = state.gangs.items[-1 - code]
         if item.kind == QUEUED:
-            queued_gang(st, q, item)
+            queued_gang(state, q, item)
         else:
-            evicted_complex(st, q, item)
-        st.pos[q] = pos + 1
-    elif st.evicted_mask[code]:
-        st.pos[q] = pos + evicted_run(st, q, neg_p, bound, pos)
+            evicted_item(state, q, item)
+        order.position[q] = pos + 1
+    elif state.evictions.evicted[code]:
+        order.position[q] = pos + evicted_run(state, q, neg_priority, bound, pos)
     else:
-        st.pos[q] = pos + queued_run(st, q, neg_p, bound, pos)
+        order.position[q] = pos + queued_run(state, q, neg_priority, bound, pos)

@@ -13,60 +13,67 @@ from operator import attrgetter
 import numpy as np
 
 from .. import reasons
-from ..roles import arrange, has_roles, short_role
-from .outcomes import fail_rows
-from .state import EVICTED, QUEUED, CycleState, new_item, pick
+from ..roles import RunningKey, has_roles
+from .elastic import late_member_item, role_group_item
+from .free_space import FloatArray, IntArray
+from .outcomes import leave_queued
+from .state import EVICTED, QUEUED, CycleState, QueueOrder, gang_sort_key, gather, make_item
+
+#: A queued job's place in its queue: -class priority, priority, submit time, id.
+QueuedKey = tuple[int, int, float, str]
 
 
-def queued_order(st: CycleState, i: int) -> tuple:
+def queued_order(state: CycleState, i: int) -> QueuedKey:
     """A queued job's place in its queue (and a gang member's place in its gang)."""
-    j = st.jobs[i]
-    return (-int(st.job_pcp[i]), j.priority, j.submit_time, j.id)
+    j = state.jobs.records[i]
+    return (-int(state.jobs.class_priority[i]), j.priority, j.submit_time, j.id)
 
 
-def running_order(st: CycleState, i: int) -> tuple:
+def running_order(state: CycleState, i: int) -> RunningKey:
     """A running job's place in its queue; urgency victims are taken latest first."""
-    j = st.jobs[i]
+    j = state.jobs.records[i]
     start = j.start_time if j.start_time is not None else 0.0
-    return (-int(st.job_pcp[i]), j.priority, start, j.submit_time, j.id)
+    return (-int(state.jobs.class_priority[i]), j.priority, start, j.submit_time, j.id)
 
 
-def running_order_or_id(st: CycleState, i: int) -> tuple:
+def running_order_or_id(state: CycleState, i: int) -> RunningKey:
     """``running_order``, or the id alone for a job of an unknown class (it never moves)."""
-    if st.shapes[st.shape_of_job[i]].pc_known:
-        return running_order(st, i)
-    return (0, 0, 0.0, 0.0, st.jobs[i].id)
+    if state.shapes.facts[state.jobs.shape[i]].class_known:
+        return running_order(state, i)
+    return (0, 0, 0.0, 0.0, state.jobs.records[i].id)
 
 
-def queued_work(st: CycleState) -> np.ndarray:
+def queued_work(state: CycleState) -> IntArray:
     """Queued jobs of cordoned queues wait; complete queued gangs become items (too many
     members fail, too few wait). Returns the queued single jobs."""
-    vq = st.queued
-    cordoned = np.array([st.queues[n].cordoned for n in st.qnames], dtype=bool)
-    if len(vq) and cordoned.any():
-        for i in vq[cordoned[st.qidx[vq]]].tolist():
-            st.result.unscheduled[st.ids[i]] = reasons.QUEUE_CORDONED
-        vq = vq[~cordoned[st.qidx[vq]]]
-    gangs = vq[st.in_gang[vq]]
+    jobs, queues = state.jobs, state.queues
+    queued = jobs.queued
+    cordoned = np.array([queues.by_name[n].cordoned for n in queues.names], dtype=bool)
+    if len(queued) and cordoned.any():
+        for i in queued[cordoned[jobs.queue[queued]]].tolist():
+            state.result.unscheduled[jobs.ids[i]] = reasons.QUEUE_CORDONED
+        queued = queued[~cordoned[jobs.queue[queued]]]
+    gangs = queued[jobs.in_gang[queued]]
     if not len(gangs):
-        return vq
-    _queued_gangs(st, gangs.tolist())
-    return vq[~st.in_gang[vq]]
+        return queued
+    _queued_gangs(state, gangs.tolist())
+    return queued[~jobs.in_gang[queued]]
 
 
-def _queued_gangs(st: CycleState, rows: list[int]) -> None:
-    jobs, ids, result = st.jobs, st.ids, st.result
-    gangs: dict[tuple[str, str], list[int]] = defaultdict(list)
-    late = st.roles.late if st.roles is not None else {}
+def _queued_gangs(state: CycleState, rows: list[int]) -> None:
+    jobs, result, items = state.jobs, state.result, state.gangs.items
+    records, ids = jobs.records, jobs.ids
+    gangs: dict[tuple[str, str | None], list[int]] = defaultdict(list)
+    late = state.roles.late if state.roles is not None else {}
     for i in rows:
         if late and ids[i] in late:
-            _late_member(st, i, late[ids[i]])
+            items.append(late_member_item(state, i, late[ids[i]]))
             continue
-        gangs[(jobs[i].queue, st.gang_ids[i])].append(i)
-    for key in sorted(gangs):
+        gangs[(records[i].queue, jobs.gang_ids[i])].append(i)
+    for key in sorted(gangs, key=gang_sort_key):
         members = gangs[key]
-        members.sort(key=lambda i: queued_order(st, i))
-        first = jobs[members[0]]
+        members.sort(key=lambda i: queued_order(state, i))
+        first = records[members[0]]
         cardinality = first.gang_cardinality
         if len(members) > cardinality:
             for i in members:
@@ -77,95 +84,71 @@ def _queued_gangs(st: CycleState, rows: list[int]) -> None:
                 result.unscheduled[ids[i]] = reasons.gang_incomplete(len(members), cardinality)
             continue
         minimum = max(1, min(first.min_cardinality, len(members)))
-        if st.roles is not None and has_roles([jobs[i] for i in members]):
-            _role_group(st, members)
+        if state.roles is not None and has_roles([records[i] for i in members]):
+            group = role_group_item(state, members)
+            if group is not None:
+                items.append(group)
             continue
-        st.complex.append(new_item(st, QUEUED, members, minimum, first.gang_uniformity_label))
+        items.append(make_item(state, QUEUED, members, minimum, first.gang_uniformity_label))
 
 
-def _late_member(st: CycleState, i: int, allowed: frozenset[int] | None) -> None:
-    """A queued member of a running role group: an item of its own, placed near the
-    running members."""
-    item = new_item(st, QUEUED, [i], 1, None)
-    item.late = True
-    if allowed is not None:
-        item.allowed = np.zeros(len(st.nodes), dtype=bool)
-        item.allowed[list(allowed)] = True
-    st.complex.append(item)
-
-
-def _role_group(st: CycleState, members: list[int]) -> None:
-    """A complete queued role group: its members in placing order (minimums first), or
-    failed when a role has fewer members than its minimum."""
-    jobs = st.jobs
-    group = [jobs[i] for i in members]
-    short = short_role(group)
-    if short is not None:
-        for i in members:
-            st.result.failed[st.ids[i]] = short
-        return
-    ordered, core = arrange(group)
-    row = {id(j): i for j, i in zip(group, members, strict=True)}
-    rows = [row[id(j)] for j in ordered]
-    item = new_item(st, QUEUED, rows, core, group[0].gang_uniformity_label)
-    item.core = core
-    st.complex.append(item)
-
-
-def order_queues(st: CycleState, evicted: np.ndarray, queued: np.ndarray) -> None:
-    """Sort every queue's items (evicted singles, ``st.complex``, queued singles), apply the
+def order_queues(state: CycleState, evicted: IntArray, queued: IntArray) -> None:
+    """Sort every queue's items (evicted singles, ``gangs.items``, queued singles), apply the
     lookback, and cut each queue's sequence into runs."""
-    nq = len(st.qnames)
+    nq = len(state.queues.names)
+    items = state.gangs.items
     empty = np.zeros(0, dtype=np.int64)
-    st.seq, st.seg_end, st.next_barrier = [empty] * nq, [empty] * nq, [empty] * nq
-    st.pos = [0] * nq
+    state.order = QueueOrder([empty] * nq, [empty] * nq, [empty] * nq, [0] * nq)
     anchors = np.concatenate(
-        [evicted, np.array([c.members[0] for c in st.complex], dtype=np.int64), queued]
+        [evicted, np.array([c.members[0] for c in items], dtype=np.int64), queued]
     ).astype(np.int64)
     if not len(anchors):
         return
     kinds = np.concatenate(
         [
             np.full(len(evicted), EVICTED, dtype=np.int64),
-            np.array([c.kind for c in st.complex], dtype=np.int64),
+            np.array([c.kind for c in items], dtype=np.int64),
             np.full(len(queued), QUEUED, dtype=np.int64),
         ]
     )
-    items = -1 - np.arange(len(st.complex), dtype=np.int64)
-    codes = np.concatenate([evicted, items, queued]).astype(np.int64)
-    qcol = st.qidx[anchors]
-    order = stable_order(_columns(st, anchors, kinds), st.ids, anchors)
-    if st.cfg.max_queue_lookback is not None:
+    codes = np.concatenate([evicted, -1 - np.arange(len(items), dtype=np.int64), queued]).astype(
+        np.int64
+    )
+    queue_of = state.jobs.queue[anchors]
+    order = stable_order(_sort_columns(state, anchors, kinds), state.jobs.ids, anchors)
+    if state.config.max_queue_lookback is not None:
         sizes = np.concatenate(
             [
                 np.zeros(len(evicted), dtype=np.int64),
                 np.array(
-                    [len(c.members) if c.kind == QUEUED else 0 for c in st.complex],
-                    dtype=np.int64,
+                    [len(c.members) if c.kind == QUEUED else 0 for c in items], dtype=np.int64
                 ),
                 np.ones(len(queued), dtype=np.int64),
             ]
         )
-        order = _lookback(st, order, qcol, sizes, codes)
+        order = _lookback(state, order, queue_of, sizes, codes)
         if len(order) == 0:
             return
-    _cut_runs(st, codes[order], qcol[order])
+    _cut_runs(state, codes[order], queue_of[order])
 
 
-def _columns(st: CycleState, anchors: np.ndarray, kinds: np.ndarray) -> list[np.ndarray]:
+def _sort_columns(
+    state: CycleState, anchors: IntArray, kinds: IntArray
+) -> list[IntArray | FloatArray]:
     """Sort columns per item (by its anchor, the first member): queue, class priority, kind,
     priority, start time (queued: 0), submit time; the id breaks ties."""
-    jobs, nj = st.jobs, len(st.jobs)
-    priority = np.fromiter(map(attrgetter("priority"), jobs), dtype=np.int64, count=nj)
-    submit = np.fromiter(map(attrgetter("submit_time"), jobs), dtype=np.float64, count=nj)
+    jobs = state.jobs
+    records, nj = jobs.records, len(jobs.records)
+    priority = np.fromiter(map(attrgetter("priority"), records), dtype=np.int64, count=nj)
+    submit = np.fromiter(map(attrgetter("submit_time"), records), dtype=np.float64, count=nj)
     start_t = np.zeros(nj, dtype=np.float64)
-    running = st.running_rows
+    running = jobs.running
     if len(running):
-        starts = map(attrgetter("start_time"), pick(jobs, running))
+        starts = map(attrgetter("start_time"), gather(records, running))
         start_t[running] = [0.0 if t is None else t for t in starts]
     return [
-        st.qidx[anchors],
-        -st.job_pcp[anchors],
+        jobs.queue[anchors],
+        -jobs.class_priority[anchors],
         kinds,
         priority[anchors],
         np.where(kinds == QUEUED, 0.0, start_t[anchors]),
@@ -173,7 +156,9 @@ def _columns(st: CycleState, anchors: np.ndarray, kinds: np.ndarray) -> list[np.
     ]
 
 
-def stable_order(columns: list[np.ndarray], ids: list[str], anchor: np.ndarray) -> np.ndarray:
+def stable_order(
+    columns: list[IntArray | FloatArray], ids: list[str], anchor: IntArray
+) -> IntArray:
     """Positions ordered by the columns (first is primary), ties broken by the id of each
     position's anchor job."""
     rows = np.arange(len(anchor))
@@ -201,14 +186,14 @@ def stable_order(columns: list[np.ndarray], ids: list[str], anchor: np.ndarray) 
 
 
 def _lookback(
-    st: CycleState, order: np.ndarray, qcol: np.ndarray, sizes: np.ndarray, codes: np.ndarray
-) -> np.ndarray:
+    state: CycleState, order: IntArray, queue_of: IntArray, sizes: IntArray, codes: IntArray
+) -> IntArray:
     """Drop the queued items that start beyond the queue's first ``max_queue_lookback``
     queued jobs (``order`` is grouped by queue), giving their jobs the lookback reason."""
-    lookback = st.cfg.max_queue_lookback
+    lookback = state.config.max_queue_lookback
     assert lookback is not None
     sz = sizes[order]
-    q = qcol[order]
+    q = queue_of[order]
     before = np.cumsum(sz) - sz
     starts = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
     lengths = np.diff(np.concatenate((starts, [len(q)])))
@@ -218,45 +203,46 @@ def _lookback(
         return order
     reason = reasons.queue_lookback(lookback)
     dropped = codes[order[beyond]]
-    fail_rows(st, dropped[dropped >= 0], reason)
+    leave_queued(state, dropped[dropped >= 0], reason)
     for c in dropped[dropped < 0].tolist():
-        fail_rows(st, np.array(st.complex[-1 - c].members), reason)
+        leave_queued(state, np.array(state.gangs.items[-1 - c].members), reason)
     return order[~beyond]
 
 
-def _cut_runs(st: CycleState, codes: np.ndarray, qs: np.ndarray) -> None:
+def _cut_runs(state: CycleState, codes: IntArray, queue_of: IntArray) -> None:
     """Per queue: its sequence, where each run ends, and where each batch of evicted single
     jobs ends. A run is identical queued shapes, or evicted singles of one class priority."""
+    jobs, order, limits = state.jobs, state.order, state.limits
     single = codes >= 0
     safe = np.where(single, codes, 0)
-    run_flag = st.is_running[safe] & single
-    cls = np.empty(len(codes), dtype=np.int64)
-    cls[:] = 2 * st.shape_of_job[safe]
-    cls[run_flag] = 2 * st.job_pcp[safe[run_flag]] + 1 + 2 * 10**9
-    cls[~single] = -1 - np.arange(int((~single).sum()))
+    running = jobs.is_running[safe] & single
+    run_class = np.empty(len(codes), dtype=np.int64)
+    run_class[:] = 2 * jobs.shape[safe]
+    run_class[running] = 2 * jobs.class_priority[safe[running]] + 1 + 2 * 10**9
+    run_class[~single] = -1 - np.arange(int((~single).sum()))
     life = None
-    if st.infinite_limit is not None or st.budget is not None:
+    if limits.infinite_limit is not None or limits.budget is not None:
         # The lifetime limits count a run as jobs of one lifetime: runs do not mix them.
-        lifetimes = map(attrgetter("lifetime"), st.jobs)
+        lifetimes = map(attrgetter("lifetime"), jobs.records)
         every = np.fromiter((np.inf if t is None else t for t in lifetimes), dtype=np.float64)
-        life = np.where(single & ~run_flag, every[safe], 0.0)
-    bounds = np.flatnonzero(np.diff(qs)) + 1
+        life = np.where(single & ~running, every[safe], 0.0)
+    bounds = np.flatnonzero(np.diff(queue_of)) + 1
     for q_start, q_end in zip(
         np.concatenate(([0], bounds)).tolist(),
         np.concatenate((bounds, [len(codes)])).tolist(),
         strict=True,
     ):
-        q = int(qs[q_start])
-        seq = codes[q_start:q_end]
-        c = cls[q_start:q_end]
+        q = int(queue_of[q_start])
+        sequence = codes[q_start:q_end]
+        c = run_class[q_start:q_end]
         differs = c[1:] != c[:-1]
         if life is not None:
             lf = life[q_start:q_end]
             differs |= lf[1:] != lf[:-1]
         change = np.flatnonzero(differs) + 1
-        ends = np.concatenate((change, [len(seq)]))
-        st.seq[q] = seq
-        st.seg_end[q] = np.repeat(ends, np.diff(np.concatenate(([0], ends))))
-        ev = (seq >= 0) & st.is_running[np.where(seq >= 0, seq, 0)]
-        idx = np.where(ev, len(seq), np.arange(len(seq)))
-        st.next_barrier[q] = np.minimum.accumulate(idx[::-1])[::-1]
+        ends = np.concatenate((change, [len(sequence)]))
+        order.sequence[q] = sequence
+        order.run_end[q] = np.repeat(ends, np.diff(np.concatenate(([0], ends))))
+        evicted = (sequence >= 0) & jobs.is_running[np.where(sequence >= 0, sequence, 0)]
+        idx = np.where(evicted, len(sequence), np.arange(len(sequence)))
+        order.evicted_end[q] = np.minimum.accumulate(idx[::-1])[::-1]

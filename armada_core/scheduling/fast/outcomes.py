@@ -5,65 +5,71 @@ from __future__ import annotations
 
 from operator import itemgetter
 
-import numpy as np
-
 from ..fairness import infinite_lifetime
 from ..model import SchedulingResult
+from .free_space import IntArray
 from .state import CycleState, Shape
 
 
-def fail_rows(st: CycleState, rows: np.ndarray, reason: str) -> None:
+def leave_queued(state: CycleState, rows: IntArray, reason: str) -> None:
     """Queued jobs left queued this cycle, all for one reason."""
     if len(rows) == 1:
-        st.result.unscheduled[st.ids[int(rows[0])]] = reason
+        state.result.unscheduled[state.jobs.ids[int(rows[0])]] = reason
     elif len(rows):
-        st.result.unscheduled.add_many(itemgetter(*rows.tolist())(st.ids), reason)
+        state.result.unscheduled.add_many(itemgetter(*rows.tolist())(state.jobs.ids), reason)
 
 
-def commit_run(st: CycleState, q: int, sh: Shape, rows: np.ndarray, placed: list[int]) -> None:
+def record_placed(
+    state: CycleState, q: int, shape: Shape, rows: IntArray, placed: list[int]
+) -> None:
     """Queued jobs of one shape placed on ``placed`` (node per job): record them, and charge
     their queue (cost, class, usage) and the cycle's limits (per-cycle and rate)."""
     p = len(placed)
-    ids = st.ids
+    ids = state.jobs.ids
+    nodes = state.nodes.records
     if p == 1:
-        st.result.scheduled[ids[int(rows[0])]] = st.nodes[placed[0]].id
+        state.result.scheduled[ids[int(rows[0])]] = nodes[placed[0]].id
     else:
-        node_ids = [st.nodes[n].id for n in placed]
-        st.result.scheduled.update(zip((ids[i] for i in rows.tolist()), node_ids, strict=True))
-    if st.journal is not None:
-        st.journal.extend(("sched", ids[i]) for i in rows.tolist())
-    alloc = st.alloc[q]
-    new_total = st.new_total
-    by_class = st.alloc_class.get((q, sh.pc))
+        node_ids = [nodes[n].id for n in placed]
+        state.result.scheduled.update(zip((ids[i] for i in rows.tolist()), node_ids, strict=True))
+    journal = state.placing.journal
+    if journal is not None:
+        journal.scheduled.extend(ids[i] for i in rows.tolist())
+    queues, limits = state.queues, state.limits
+    alloc = queues.allocation[q]
+    new_total = limits.new_total
+    by_class = queues.allocation_by_class.get((q, shape.class_name))
     if by_class is None:
-        by_class = st.alloc_class[(q, sh.pc)] = [0] * len(alloc)
-    usage = st.usage[q]
-    for d, v in enumerate(sh.req_t):
+        by_class = queues.allocation_by_class[(q, shape.class_name)] = [0] * len(alloc)
+    usage = queues.usage[q]
+    for d, v in enumerate(shape.request_tuple):
         if v:
             v *= p
             alloc[d] += v
             new_total[d] += v
             by_class[d] += v
             usage[d] += v
-    st.new_count += p
-    st.new_by_q[q] += p
-    if st.alloc_infinite is not None and not sh.preemptible:
-        jobs = st.jobs
-        n_inf = sum(1 for i in rows.tolist() if infinite_lifetime(False, jobs[i].lifetime))
+    limits.new_count += p
+    limits.new_by_queue[q] += p
+    infinite = limits.infinite_allocation
+    if infinite is not None and not shape.preemptible:
+        records = state.jobs.records
+        n_inf = sum(1 for i in rows.tolist() if infinite_lifetime(False, records[i].lifetime))
         if n_inf:
-            st.alloc_infinite[q] = [
-                a + n_inf * b for a, b in zip(st.alloc_infinite[q], sh.req_t, strict=True)
+            infinite[q] = [
+                a + n_inf * b for a, b in zip(infinite[q], shape.request_tuple, strict=True)
             ]
 
 
-def finish(st: CycleState) -> SchedulingResult:
+def finish(state: CycleState) -> SchedulingResult:
     """Preempted jobs, rate-limit tokens taken, and every queue's cost once the decisions
     are applied (the next cycle's decayed usage)."""
-    result = st.result
-    ids = st.ids
-    result.preempted = {ids[i] for i in st.preempted}
-    result.rate_consumed = {st.qnames[k]: n for k, n in enumerate(st.new_by_q) if n}
-    for q in st.queues:
-        k = st.qnames.index(q)
-        result.queue_costs[q] = st.costs.cost(st.alloc[k])
+    result = state.result
+    ids = state.jobs.ids
+    names = state.queues.names
+    result.preempted = {ids[i] for i in state.placing.preempted}
+    result.rate_consumed = {names[k]: n for k, n in enumerate(state.limits.new_by_queue) if n}
+    for q in state.queues.by_name:
+        k = names.index(q)
+        result.queue_costs[q] = state.costs.cost(state.queues.allocation[k])
     return result

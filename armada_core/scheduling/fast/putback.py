@@ -10,93 +10,107 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..nodedb import scatter_add
+from .free_space import IntArray, scatter_add
 from .limits import class_limit
-from .queues import add_class, keys, use, wins
-from .state import CycleState, Item
-from .victims import victim_code
+from .queues import change_usage, charge_class, consecutive_wins, queue_keys
+from .state import CycleState, HeapEntry, Item
+from .victims import victim_group
 
 #: Evicted jobs looked at per step, so that a step costs O(1) amortised.
 _WINDOW = 4096
 
+#: The heap key of the first item after a queue's evicted singles: (-class priority, key,
+#: queue).
+BarrierKey = tuple[int, float, int]
+#: A queue's evicted singles at its head: queue, first position, rows, cumulative requests.
+Span = tuple[int, int, IntArray, IntArray]
+#: The evicted singles of a queue that go back in a batch: queue, rows, their total.
+Batch = tuple[int, IntArray, IntArray]
 
-def evicted_batch(st: CycleState, window: int = _WINDOW) -> tuple[int, int]:
+
+def evicted_batch(state: CycleState, window: int = _WINDOW) -> tuple[int, int]:
     """Re-place, across all queues, every evicted job that comes before the next other event.
 
     Returns how many went back and how many were looked at (0 back: something did not fit,
     the caller goes one item at a time).
     """
-    spans, barrier, scanned = _spans(st, window)
-    picked = _before(st, spans, barrier)
+    spans, barrier, scanned = _spans(state, window)
+    picked = _before_barrier(state, spans, barrier)
     if not picked:
         return 0, scanned
+    jobs, queues, space = state.jobs, state.queues, state.nodes.space
     rows = np.concatenate([r for _, r, _ in picked])
-    nodes = st.run_node[rows]
-    reqs = st.req[st.shape_of_job[rows]]
-    db = st.db
-    need = np.zeros((db.n, db.d), dtype=np.int64)
+    nodes = jobs.node[rows]
+    reqs = state.shapes.requests[jobs.shape[rows]]
+    need = np.zeros((space.n_nodes, space.n_dims), dtype=np.int64)
     scatter_add(need, nodes, reqs)
     touched = need.any(axis=1)
-    if not (db.fixed[touched] + need[touched] <= db.cap[touched]).all():
+    if not (space.held[touched] + need[touched] <= space.capacity[touched]).all():
         return 0, scanned
-    pcps = st.job_pcp[rows]
-    ev_done(st, rows)
-    for pcp in np.unique(pcps).tolist():
-        sel = pcps == pcp
-        db.replace_evicted(nodes[sel], reqs[sel], int(pcp))
+    priorities = jobs.class_priority[rows]
+    evicted_settled(state, rows)
+    for priority in np.unique(priorities).tolist():
+        sel = priorities == priority
+        space.put_back_evicted(nodes[sel], reqs[sel], int(priority))
     for q, mine, total in picked:
-        st.alloc[q] = [a + b for a, b in zip(st.alloc[q], total.tolist(), strict=True)]
-        shapes = st.shape_of_job[mine]
-        for sid in np.unique(shapes).tolist():
-            vec = (st.req[sid] * int((shapes == sid).sum())).tolist()
-            add_class(st, q, st.shapes[sid].pc, vec)
-        st.pos[q] += len(mine)
+        queues.allocation[q] = [
+            a + b for a, b in zip(queues.allocation[q], total.tolist(), strict=True)
+        ]
+        shapes = jobs.shape[mine]
+        for s in np.unique(shapes).tolist():
+            vec = (state.shapes.requests[s] * int((shapes == s).sum())).tolist()
+            charge_class(state, q, state.shapes.facts[s].class_name, vec)
+        state.order.position[q] += len(mine)
     return len(rows), scanned
 
 
-def _spans(st: CycleState, window: int) -> tuple[list[tuple], tuple | None, int]:
+def _spans(state: CycleState, window: int) -> tuple[list[Span], BarrierKey | None, int]:
     """Per queue, the evicted singles at its head (up to ``window``) with their cumulative
     requests; and the key of the earliest other event (the barrier) across queues."""
-    barrier: tuple | None = None
-    spans = []
+    order, jobs, requests = state.order, state.jobs, state.shapes.requests
+    barrier: BarrierKey | None = None
+    spans: list[Span] = []
     scanned = 0
-    for q in range(len(st.qnames)):
-        seq = st.seq[q]
-        p0 = st.pos[q]
-        if p0 >= len(seq):
+    for q in range(len(state.queues.names)):
+        sequence = order.sequence[q]
+        p0 = order.position[q]
+        if p0 >= len(sequence):
             continue
-        cut = min(int(st.next_barrier[q][p0]), p0 + window)
-        rows = seq[p0:cut]
+        cut = min(int(order.evicted_end[q][p0]), p0 + window)
+        rows = sequence[p0:cut]
         cum = None
         if len(rows):
-            cum = np.cumsum(st.req[st.shape_of_job[rows]], axis=0)
+            cum = np.cumsum(requests[jobs.shape[rows]], axis=0)
             scanned += len(rows)
-        if cut < len(seq):
-            key = _event_key(st, q, int(seq[cut]), cum)
+        if cut < len(sequence):
+            key = _barrier_key(state, q, int(sequence[cut]), cum)
             if barrier is None or key < barrier:
                 barrier = key
-        if len(rows):
+        if cum is not None:
             spans.append((q, p0, rows, cum))
     return spans, barrier, scanned
 
 
-def _event_key(st: CycleState, q: int, code: int, cum: np.ndarray | None) -> tuple:
+def _barrier_key(state: CycleState, q: int, code: int, cum: IntArray | None) -> BarrierKey:
     """The heap key the item ``code`` will have once the evicted jobs before it are back."""
     if code < 0:
-        item = st.complex[-1 - code]
-        pcp, total = item.pcp, np.asarray(item.total, dtype=np.int64)
+        item = state.gangs.items[-1 - code]
+        priority, total = item.class_priority, np.asarray(item.total, dtype=np.int64)
     else:
-        pcp, total = int(st.job_pcp[code]), st.req[st.shape_of_job[code]]
+        priority = int(state.jobs.class_priority[code])
+        total = state.shapes.requests[state.jobs.shape[code]]
     extra = total if cum is None else cum[-1] + total
-    return (-pcp, float(keys(st, q, extra[None, :])[0]), q)
+    return (-priority, float(queue_keys(state, q, extra[None, :])[0]), q)
 
 
-def _before(st: CycleState, spans: list[tuple], barrier: tuple | None) -> list[tuple]:
+def _before_barrier(
+    state: CycleState, spans: list[Span], barrier: BarrierKey | None
+) -> list[Batch]:
     """Per queue, the evicted singles whose keys come before the barrier, and their total."""
-    picked = []
+    picked: list[Batch] = []
     for q, _start, rows, cum in spans:
-        neg = -st.job_pcp[rows]
-        ks = keys(st, q, cum)
+        neg = -state.jobs.class_priority[rows]
+        ks = queue_keys(state, q, cum)
         if barrier is None:
             count = len(rows)
         else:
@@ -109,113 +123,125 @@ def _before(st: CycleState, spans: list[tuple], barrier: tuple | None) -> list[t
     return picked
 
 
-def evicted_run(st: CycleState, q: int, neg_p: int, bound: tuple | None, pos: int) -> int:
+def evicted_run(
+    state: CycleState, q: int, neg_priority: int, bound: HeapEntry | None, pos: int
+) -> int:
     """Re-place the run of evicted singles at the queue's head, as many as the queue wins;
     one at a time when a class cap applies or they do not all fit. Returns how many."""
-    end = min(int(st.seg_end[q][pos]), pos + _WINDOW)
-    rows = st.seq[q][pos:end]
-    shapes = st.shape_of_job[rows]
-    limited = any(st.pcs[st.shapes[s].pc].max_fraction_per_queue for s in set(shapes.tolist()))
-    if limited:
-        evicted_one(st, q, int(rows[0]))
+    jobs, order, facts = state.jobs, state.order, state.shapes.facts
+    end = min(int(order.run_end[q][pos]), pos + _WINDOW)
+    rows = order.sequence[q][pos:end]
+    shapes = jobs.shape[rows]
+    classes = state.classes
+    if any(classes[facts[s].class_name].max_fraction_per_queue for s in set(shapes.tolist())):
+        evicted_one(state, q, int(rows[0]))
         return 1
-    reqs = st.req[shapes]
-    k = max(1, wins(st, q, neg_p, bound, reqs))
+    reqs = state.shapes.requests[shapes]
+    k = max(1, consecutive_wins(state, q, neg_priority, bound, reqs))
     rows, reqs, shapes = rows[:k], reqs[:k], shapes[:k]
-    nodes = st.run_node[rows]
-    db = st.db
+    nodes = jobs.node[rows]
+    space = state.nodes.space
     if k == 1:
         n = int(nodes[0])
-        fits = bool((db.fixed[n] + reqs[0] <= db.cap[n]).all())
+        fits = bool((space.held[n] + reqs[0] <= space.capacity[n]).all())
     else:
         touched, inverse = np.unique(nodes, return_inverse=True)
-        need = np.zeros((len(touched), db.d), dtype=np.int64)
+        need = np.zeros((len(touched), space.n_dims), dtype=np.int64)
         scatter_add(need, inverse.reshape(-1), reqs)
-        fits = bool((db.fixed[touched] + need <= db.cap[touched]).all())
+        fits = bool((space.held[touched] + need <= space.capacity[touched]).all())
     if not fits:
-        evicted_one(st, q, int(rows[0]))
+        evicted_one(state, q, int(rows[0]))
         return 1
-    db.replace_evicted(nodes, reqs, int(st.job_pcp[rows[0]]))
-    ev_done(st, rows)
+    space.put_back_evicted(nodes, reqs, int(jobs.class_priority[rows[0]]))
+    evicted_settled(state, rows)
     total = reqs.sum(axis=0).tolist()
-    st.alloc[q] = [a + b for a, b in zip(st.alloc[q], total, strict=True)]
+    allocation = state.queues.allocation
+    allocation[q] = [a + b for a, b in zip(allocation[q], total, strict=True)]
     for s in np.unique(shapes).tolist():
         sel = reqs[shapes == s].sum(axis=0).tolist()
-        add_class(st, q, st.shapes[s].pc, sel)
+        charge_class(state, q, facts[s].class_name, sel)
     return k
 
 
-def evicted_one(st: CycleState, q: int, i: int) -> None:
-    evicted_members(st, q, [i], None)
+def evicted_one(state: CycleState, q: int, i: int) -> None:
+    evicted_members(state, q, [i], None)
 
 
-def evicted_complex(st: CycleState, q: int, item: Item) -> None:
-    evicted_members(st, q, item.members, item)
+def evicted_item(state: CycleState, q: int, item: Item) -> None:
+    evicted_members(state, q, item.members, item)
 
 
-def evicted_members(st: CycleState, q: int, members: list[int], item: Item | None) -> None:
+def evicted_members(state: CycleState, q: int, members: list[int], item: Item | None) -> None:
     """All members back on their nodes, or all preempted (an extra also when its core was)."""
-    if _fits_back(st, q, members, item):
-        _put_back(st, q, members)
+    if _fits_back(state, q, members, item):
+        _put_back(state, q, members)
         return
     if item is not None:
         item.failed = True
-    db = st.db
+    jobs, space, facts = state.jobs, state.nodes.space, state.shapes.facts
     for i in members:
-        s = st.shape_of_job[i]
-        db.drop_evicted(int(st.run_node[i]), st.req[s], int(st.job_pcp[i]))
-        ev_done(st, np.array([i]))
-        use(st, q, st.shapes[s].req_t, -1)
-        st.preempted.add(i)
+        s = jobs.shape[i]
+        space.drop_evicted(int(jobs.node[i]), state.shapes.requests[s], int(jobs.class_priority[i]))
+        evicted_settled(state, np.array([i]))
+        change_usage(state, q, facts[s].request_tuple, -1)
+        state.placing.preempted.add(i)
 
 
-def _fits_back(st: CycleState, q: int, members: list[int], item: Item | None) -> bool:
+def _fits_back(state: CycleState, q: int, members: list[int], item: Item | None) -> bool:
     if item is not None and item.parent is not None and item.parent.failed:
         return False
-    if class_limit(st, q, members) is not None:
+    if class_limit(state, q, members) is not None:
         return False
-    db = st.db
-    extra: dict[int, np.ndarray] = {}
+    jobs, space, requests = state.jobs, state.nodes.space, state.shapes.requests
+    extra: dict[int, IntArray] = {}
     for i in members:
-        n = int(st.run_node[i])
-        r = st.req[st.shape_of_job[i]]
-        have = extra.get(n, np.zeros(db.d, dtype=np.int64))
-        if not (db.fixed[n] + have + r <= db.cap[n]).all():
+        n = int(jobs.node[i])
+        r = requests[jobs.shape[i]]
+        have = extra.get(n, np.zeros(space.n_dims, dtype=np.int64))
+        if not (space.held[n] + have + r <= space.capacity[n]).all():
             return False
         extra[n] = have + r
     return True
 
 
-def _put_back(st: CycleState, q: int, members: list[int]) -> None:
+def _put_back(state: CycleState, q: int, members: list[int]) -> None:
+    jobs, space, queues = state.jobs, state.nodes.space, state.queues
     for i in members:
-        n = int(st.run_node[i])
-        s = st.shape_of_job[i]
-        sh = st.shapes[s]
-        st.db.replace_evicted(np.array([n]), st.req[s][None, :], int(st.job_pcp[i]))
-        ev_done(st, np.array([i]))
-        st.alloc[q] = [a + b for a, b in zip(st.alloc[q], sh.req_t, strict=True)]
-        add_class(st, q, sh.pc, list(sh.req_t))
+        n = int(jobs.node[i])
+        s = jobs.shape[i]
+        shape = state.shapes.facts[s]
+        space.put_back_evicted(
+            np.array([n]), state.shapes.requests[s][None, :], int(jobs.class_priority[i])
+        )
+        evicted_settled(state, np.array([i]))
+        queues.allocation[q] = [
+            a + b for a, b in zip(queues.allocation[q], shape.request_tuple, strict=True)
+        ]
+        charge_class(state, q, shape.class_name, shape.request_tuple)
 
 
-def ev_done(st: CycleState, rows: np.ndarray) -> None:
-    """Evicted jobs re-placed or dropped: no longer victims of displacement."""
-    st.ev_gone[rows] = True
-    if not st.ev_groups:
+def evicted_settled(state: CycleState, rows: IntArray) -> None:
+    """Evicted jobs placed back or preempted: no longer victims of displacement."""
+    jobs, evictions = state.jobs, state.evictions
+    evictions.settled[rows] = True
+    by_priority = evictions.evicted_victims
+    if not by_priority:
         return
+    requests = state.shapes.requests
     if len(rows) == 1:
         i = int(rows[0])
-        groups = st.ev_groups.get(int(st.job_pcp[i]))
+        groups = by_priority.get(int(jobs.class_priority[i]))
         if groups is not None:
-            code = int(victim_code(st, rows)[0])
-            groups[code][int(st.run_node[i])] -= st.req[st.shape_of_job[i]]
+            group = int(victim_group(state, rows)[0])
+            groups[group][int(jobs.node[i])] -= requests[jobs.shape[i]]
         return
-    pcps = st.job_pcp[rows]
-    for pcp in np.unique(pcps).tolist():
-        groups = st.ev_groups.get(int(pcp))
+    priorities = jobs.class_priority[rows]
+    for priority in np.unique(priorities).tolist():
+        groups = by_priority.get(int(priority))
         if groups is None:
             continue
-        sel = rows[pcps == pcp]
-        qs = victim_code(st, sel)
-        for q in np.unique(qs).tolist():
-            mine = sel[qs == q]
-            scatter_add(groups[q], st.run_node[mine], st.req[st.shape_of_job[mine]], -1)
+        sel = rows[priorities == priority]
+        group_of = victim_group(state, sel)
+        for g in np.unique(group_of).tolist():
+            mine = sel[group_of == g]
+            scatter_add(groups[g], jobs.node[mine], requests[jobs.shape[mine]], -1)

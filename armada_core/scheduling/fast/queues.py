@@ -7,6 +7,7 @@ when many candidates are compared at once), so queues compare exactly as in the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from operator import attrgetter
 
 import numpy as np
@@ -19,160 +20,176 @@ from ..fairness import (
     protected_queues,
     usage_offsets,
 )
-from .state import CycleState, pick, sum_by
+from .free_space import BoolArray, FloatArray, IntArray
+from .state import CycleState, HeapEntry, gather, sum_requests
 
 #: Candidate prefixes a queue's first win check looks at; the window grows fourfold after.
 _PROBE = 64
 
 
-def fair_share(st: CycleState) -> np.ndarray:
-    """Weights, decayed-usage offsets and usage of the active queues; returns which queues
-    are protected from eviction (one flag per queue index)."""
-    qidx, shape, req = st.qidx, st.shape_of_job, st.req
-    held = st.running_rows[st.accounted[st.running_rows]]
-    active_q = np.unique(np.concatenate([qidx[st.queued], qidx[held]])).tolist()
-    names = [st.qnames[q] for q in active_q]
-    weights = {name: st.queues[name].weight for name in names}
-    nq = len(st.qnames)
-    start = sum_by(qidx[held], shape[held], nq, req)
-    demand = start + sum_by(qidx[st.queued], shape[st.queued], nq, req)
-    shares = {
-        name: st.costs.cost(start[q].tolist()) for q, name in zip(active_q, names, strict=True)
-    }
+def weigh_queues(state: CycleState) -> BoolArray:
+    """Weights, decayed-usage offsets and usage of the active queues, and the limits that
+    follow from fair share; returns which queues are protected from eviction (one flag per
+    queue index)."""
+    jobs, queues, limits, config = state.jobs, state.queues, state.limits, state.config
+    queue, shape, requests = jobs.queue, jobs.shape, state.shapes.requests
+    held = jobs.running[jobs.accounted[jobs.running]]
+    active_q = np.unique(np.concatenate([queue[jobs.queued], queue[held]])).tolist()
+    names = [queues.names[q] for q in active_q]
+    weights = {name: queues.by_name[name].weight for name in names}
+    nq = len(queues.names)
+    start = sum_requests(queue[held], shape[held], nq, requests)
+    demand = start + sum_requests(queue[jobs.queued], shape[jobs.queued], nq, requests)
+    costs = state.costs
+    shares = {name: costs.cost(start[q].tolist()) for q, name in zip(active_q, names, strict=True)}
     demands = {
-        name: st.costs.cost(demand[q].tolist()) for q, name in zip(active_q, names, strict=True)
+        name: costs.cost(demand[q].tolist()) for q, name in zip(active_q, names, strict=True)
     }
-    protected = protected_queues(shares, weights, demands, st.cfg.protected_fraction)
+    protected = protected_queues(shares, weights, demands, config.protected_fraction)
     offsets = usage_offsets(
-        {name: st.queues[name].decayed_usage for name in names},
+        {name: queues.by_name[name].decayed_usage for name in names},
         shares,
-        st.snap.usage_elapsed,
-        st.cfg.usage_half_life,
+        state.snapshot.usage_elapsed,
+        config.usage_half_life,
     )
-    st.q_weight = [weights.get(n, 1.0) for n in st.qnames]
-    st.q_offset = [offsets.get(n, 0.0) for n in st.qnames]
-    st.usage = start.tolist()
+    queues.weight = [weights.get(n, 1.0) for n in queues.names]
+    queues.usage_offset = [offsets.get(n, 0.0) for n in queues.names]
+    queues.usage = start.tolist()
     fair = fair_shares(weights) if weights else {}
-    st.fair = [fair.get(n, 0.0) for n in st.qnames]
-    overshoot = st.cfg.non_preemptible_overshoot
+    queues.fair_share = [fair.get(n, 0.0) for n in queues.names]
+    overshoot = config.non_preemptible_overshoot
     if overshoot is not None:
-        limits = overshoot_limits(weights, overshoot) if weights else {}
-        st.infinite_limit = [limits.get(n, 0.0) for n in st.qnames]
-    st.budget = budget_units(st.cfg.excess_flow_budget)
-    st.budget_used = [0] * nq
-    if st.budget is not None and len(held):
+        overshoot_of = overshoot_limits(weights, overshoot) if weights else {}
+        limits.infinite_limit = [overshoot_of.get(n, 0.0) for n in queues.names]
+    limits.budget = budget_units(config.excess_flow_budget)
+    limits.budget_used = [0] * nq
+    if limits.budget is not None and len(held):
         # What running jobs hold of the budget: few jobs carry a charge, so plain Python.
-        charges = map(attrgetter("excess_flow"), pick(st.jobs, held))
-        for q, charge in zip(qidx[held].tolist(), charges, strict=True):
+        charges = map(attrgetter("excess_flow"), gather(jobs.records, held))
+        for q, charge in zip(queue[held].tolist(), charges, strict=True):
             if charge:
-                st.budget_used[q] += charge
-    return np.array([n in protected for n in st.qnames], dtype=bool)
+                limits.budget_used[q] += charge
+    return np.array([n in protected for n in queues.names], dtype=bool)
 
 
-def charge_holders(st: CycleState, holding: np.ndarray) -> None:
+def charge_holders(state: CycleState, holding: IntArray) -> None:
     """Each queue's allocation, in total and per class, from the running jobs that hold
     their space (evicted jobs are charged again as they come back)."""
-    qidx, shape, req = st.qidx, st.shape_of_job, st.req
-    nq, nd = len(st.qnames), len(st.dims)
-    acc = holding[st.accounted[holding]]
-    st.alloc = sum_by(qidx[acc], shape[acc], nq, req).tolist()
-    class_rank = {n: i for i, n in enumerate(st.class_names)}
-    shape_class = np.array([class_rank.get(sh.pc, -1) for sh in st.shapes], dtype=np.int64)
-    nc = max(len(st.class_names), 1)
-    by_class = sum_by(qidx[acc] * nc + shape_class[shape[acc]], shape[acc], nq * nc, req)
+    jobs, queues, shapes = state.jobs, state.queues, state.shapes
+    queue, shape, requests = jobs.queue, jobs.shape, shapes.requests
+    nq, nd = len(queues.names), len(state.dims)
+    acc = holding[jobs.accounted[holding]]
+    queues.allocation = sum_requests(queue[acc], shape[acc], nq, requests).tolist()
+    class_rank = {n: i for i, n in enumerate(state.class_names)}
+    shape_class = np.array([class_rank.get(f.class_name, -1) for f in shapes.facts], np.int64)
+    nc = max(len(state.class_names), 1)
+    by_class = sum_requests(
+        queue[acc] * nc + shape_class[shape[acc]], shape[acc], nq * nc, requests
+    )
     by_class = by_class.reshape(nq, nc, nd)
-    st.alloc_class = {}
+    queues.allocation_by_class = {}
     for q, c in zip(*np.nonzero(by_class.any(axis=2)), strict=True):
-        st.alloc_class[(int(q), st.class_names[int(c)])] = by_class[q, c].tolist()
-    if st.infinite_limit is not None:
+        queues.allocation_by_class[(int(q), state.class_names[int(c)])] = by_class[q, c].tolist()
+    if state.limits.infinite_limit is not None:
         # Jobs of infinite lifetime are never evicted: all of them are among the holders.
-        fixed = np.array([not sh.preemptible for sh in st.shapes], dtype=bool)
+        fixed = np.array([not f.preemptible for f in shapes.facts], dtype=bool)
         cand = acc[fixed[shape[acc]]]
         rows = [
             i
-            for i, j in zip(cand.tolist(), pick(st.jobs, cand), strict=True)
+            for i, j in zip(cand.tolist(), gather(jobs.records, cand), strict=True)
             if infinite_lifetime(False, j.lifetime)
         ]
         inf_rows = np.array(rows, dtype=np.int64)
-        st.alloc_infinite = sum_by(qidx[inf_rows], shape[inf_rows], nq, req).tolist()
+        state.limits.infinite_allocation = sum_requests(
+            queue[inf_rows], shape[inf_rows], nq, requests
+        ).tolist()
 
 
-def add_class(st: CycleState, q: int, pc: str, vec: list[int], sign: int = 1) -> None:
+def charge_class(
+    state: CycleState, q: int, class_name: str, vec: Sequence[int], sign: int = 1
+) -> None:
     """Charge (or refund) a queue's allocation in one class."""
-    key = (q, pc)
-    cur = st.alloc_class.get(key)
+    by_class = state.queues.allocation_by_class
+    key = (q, class_name)
+    cur = by_class.get(key)
     if cur is None:
         cur = [0] * len(vec)
-    st.alloc_class[key] = [a + sign * b for a, b in zip(cur, vec, strict=True)]
+    by_class[key] = [a + sign * b for a, b in zip(cur, vec, strict=True)]
 
 
-def use(st: CycleState, q: int, req: tuple[int, ...], sign: int) -> None:
+def change_usage(state: CycleState, q: int, req: Sequence[int], sign: int) -> None:
     """Change what a queue holds or may get back (its fraction of fair share)."""
-    st.usage[q] = [a + sign * b for a, b in zip(st.usage[q], req, strict=True)]
+    usage = state.queues.usage
+    usage[q] = [a + sign * b for a, b in zip(usage[q], req, strict=True)]
 
 
-def fraction(st: CycleState, q: int) -> float:
+def fair_share_fraction(state: CycleState, q: int) -> float:
     """The queue's fraction of its fair share, up to a common factor (see reference)."""
-    return (st.costs.cost(st.usage[q]) + st.q_offset[q]) / st.q_weight[q]
+    queues = state.queues
+    return (state.costs.cost(queues.usage[q]) + queues.usage_offset[q]) / queues.weight[q]
 
 
-def key(st: CycleState, q: int, extra: list[int] | np.ndarray | tuple[int, ...] | None) -> float:
+def queue_key(state: CycleState, q: int, extra: Sequence[int]) -> float:
     """The queue's key after adding ``extra``: ``(cost + decay) / weight``."""
-    alloc = st.alloc[q]
-    if extra is not None:
-        alloc = [a + int(b) for a, b in zip(alloc, extra, strict=True)]
-    return (st.costs.cost(alloc) + st.q_offset[q]) / st.q_weight[q]
+    queues = state.queues
+    alloc = [a + b for a, b in zip(queues.allocation[q], extra, strict=True)]
+    return (state.costs.cost(alloc) + queues.usage_offset[q]) / queues.weight[q]
 
 
-def keys(st: CycleState, q: int, cum: np.ndarray) -> np.ndarray:
+def queue_keys(state: CycleState, q: int, cum: IntArray) -> FloatArray:
     """Keys after adding each prefix (rows of ``cum``), with the reference's float ops."""
-    alloc = np.asarray(st.alloc[q], dtype=np.int64) + cum
-    if not st.cost_cols.any():
+    queues, columns = state.queues, state.cost_columns
+    alloc = np.asarray(queues.allocation[q], dtype=np.int64) + cum
+    if not columns.counted.any():
         costs = np.zeros(len(cum))
     else:
-        shares = alloc[:, st.cost_cols].astype(np.float64) * st.cost_mult / st.cost_tot
+        shares = alloc[:, columns.counted].astype(np.float64) * columns.multipliers / columns.totals
         costs = np.maximum(shares.max(axis=1), 0.0)
-    return (costs + st.q_offset[q]) / st.q_weight[q]
+    keys: FloatArray = (costs + queues.usage_offset[q]) / queues.weight[q]
+    return keys
 
 
-def head(st: CycleState, q: int) -> tuple | None:
+def heap_entry(state: CycleState, q: int) -> HeapEntry | None:
     """The queue's heap entry: (-class priority of its head, key with the head added, q, q)."""
-    pos = st.pos[q]
-    seq = st.seq[q]
-    if pos >= len(seq):
+    order = state.order
+    pos = order.position[q]
+    sequence = order.sequence[q]
+    if pos >= len(sequence):
         return None
-    code = int(seq[pos])
+    code = int(sequence[pos])
     if code < 0:
-        item = st.complex[-1 - code]
-        return (-item.pcp, key(st, q, item.total), q, q)
-    sh = st.shapes[st.shape_of_job[code]]
-    return (-sh.pcp, key(st, q, sh.req_t), q, q)
+        item = state.gangs.items[-1 - code]
+        return (-item.class_priority, queue_key(state, q, item.total), q, q)
+    shape = state.shapes.facts[state.jobs.shape[code]]
+    return (-shape.class_priority, queue_key(state, q, shape.request_tuple), q, q)
 
 
-def wins(st: CycleState, q: int, neg_p: int, bound: tuple | None, reqs) -> int:
+def consecutive_wins(
+    state: CycleState, q: int, neg_priority: int, bound: HeapEntry | None, reqs: Requests
+) -> int:
     """How many of the next items (requests ``reqs``) q takes before another queue wins.
 
     The other queues' keys do not move meanwhile, so this is one vectorised comparison of
     q's growing key against the best other head (``bound``).
     """
     m = len(reqs)
-    if bound is None or neg_p < bound[0]:
+    if bound is None or neg_priority < bound[0]:
         return m
-    bkey, brank = bound[1], bound[2]
+    bound_key, bound_rank = bound[1], bound[2]
     if m >= 2:
         # Most pops in a busy cluster win once: settle that without numpy.
         two = [int(x) for x in reqs[0] + reqs[1]]
-        k = key(st, q, two)
-        if not (k < bkey or (k == bkey and q < brank)):
+        k = queue_key(state, q, two)
+        if not (k < bound_key or (k == bound_key and q < bound_rank)):
             return 1
     done = 0
-    base = np.zeros(st.db.d, dtype=np.int64)
+    base = np.zeros(len(state.dims), dtype=np.int64)
     step = _PROBE
     while done < m:
         chunk = reqs[done : done + step]
         cum = np.cumsum(chunk, axis=0) + base
-        won = keys(st, q, cum)
-        win = (won < bkey) | ((won == bkey) & (q < brank))
+        won = queue_keys(state, q, cum)
+        win = (won < bound_key) | ((won == bound_key) & (q < bound_rank))
         lost = np.flatnonzero(~win)
         if len(lost):
             return done + int(lost[0])
@@ -182,19 +199,23 @@ def wins(st: CycleState, q: int, neg_p: int, bound: tuple | None, reqs) -> int:
     return m
 
 
-class Repeat:
+class RepeatedRequest:
     """The same request ``count`` times, without materialising it unless sliced."""
 
     __slots__ = ("count", "req")
 
-    def __init__(self, req: np.ndarray, count: int):
+    def __init__(self, req: IntArray, count: int):
         self.req, self.count = req, count
 
     def __len__(self) -> int:
         return self.count
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: int | slice) -> IntArray:
         if isinstance(key, slice):
             start, stop, _ = key.indices(self.count)
             return np.broadcast_to(self.req, (max(0, stop - start), len(self.req)))
         return self.req
+
+
+#: The requests of the next items of a queue: rows of an array, or one request repeated.
+Requests = IntArray | RepeatedRequest

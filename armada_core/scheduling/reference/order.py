@@ -121,7 +121,7 @@ def next_item(state: CycleState, items: dict[str, list[Item]]) -> Item | None:
         if not items[queue]:
             continue
         head = items[queue][0]
-        key = (-head.priority, queue_key(state, queue, head.total), queue)
+        key = (-head.class_priority, queue_key(state, queue, head.total), queue)
         if best is None or key < best:
             best = key
     if best is None:

@@ -59,7 +59,7 @@ class Item:
     kind: int
     queue: str
     members: list[Job]
-    priority: int  # lowest class priority among members
+    class_priority: int  # lowest class priority among members
     total: list[int]
     parent: Item | None = None  # the evicted core an EXTRA member belongs to
     failed: bool = False
@@ -234,8 +234,8 @@ class CycleState:
         total = self.zeros()
         for j in members:
             total = add(total, self.vec(j))
-        priority = min(self.priority(j) for j in members)
-        return Item(kind, queue, members, priority, total, parent)
+        class_priority = min(self.priority(j) for j in members)
+        return Item(kind, queue, members, class_priority, total, parent)
 
     # --- updating -------------------------------------------------------------------------
 

@@ -1,0 +1,352 @@
+"""Free space on the nodes: numpy arrays per displacement level plus a sorted index.
+
+Free resources exist at several levels (see ``reference``): everything held, evicted jobs of
+low class priority giving way, and protected preemptible jobs giving way to urgency. The
+arrays answer any level in one vectorised expression; the sorted index answers the common
+question "least-free node that fits, nothing displaced" in O(log n) plus a short scan, which
+keeps the cost of one placement independent of the number of nodes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+INF = float("inf")
+
+#: Arrays of the fast scheduler: rows, counts and resource vectors (int64, so every
+#: comparison is exact), flags, and class or hold priorities (float64: +inf never gives way).
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+FloatArray = NDArray[np.float64]
+
+#: A node in the index: its free resources (in dimension order), then its node index.
+IndexEntry = tuple[int, ...]
+#: Where a scan of one index partition stopped: entries before it were seen not to fit.
+ScanStop = tuple[float, ...]
+
+
+def scatter_add(out: IntArray, rows: IntArray, vals: IntArray, sign: int = 1) -> None:
+    """out[rows[k]] += sign * vals[k], exactly, with repeated rows accumulating."""
+    if len(rows) == 0:
+        return
+    peak = int(np.abs(vals).max()) if vals.size else 0
+    if peak * len(rows) < 2**53:
+        # Float sums are exact below 2**53, and bincount is far faster than ufunc.at.
+        n = out.shape[0]
+        for d in range(out.shape[1]):
+            col = np.bincount(rows, weights=vals[:, d], minlength=n)
+            out[:, d] += sign * col.astype(np.int64)
+    elif sign > 0:
+        np.add.at(out, rows, vals)
+    else:
+        np.subtract.at(out, rows, vals)
+
+
+def fit_counts(free: IntArray, req: IntArray, limit: int) -> IntArray:
+    """How many copies of ``req`` fit in each row of ``free`` (capped at ``limit``)."""
+    positive = req > 0
+    counts = np.full(free.shape[0], limit, dtype=np.int64)
+    if positive.any():
+        per_dim = free[:, positive] // req[positive]
+        counts = np.minimum(counts, per_dim.min(axis=1))
+    zero_dims = ~positive
+    if zero_dims.any():
+        counts[(free[:, zero_dims] < 0).any(axis=1)] = 0
+    return np.maximum(counts, 0)
+
+
+def best_fit_order(free: IntArray, idx: IntArray) -> IntArray:
+    """Positions ordered by (free resources lexicographically, node index)."""
+    keys = [idx] + [free[:, d] for d in range(free.shape[1] - 1, -1, -1)]
+    return np.lexsort(keys)
+
+
+class ScanMemo:
+    """Where the last best-fit scans for one job shape stopped (``FreeSpace.best_fit``)."""
+
+    __slots__ = ("grow_epoch", "moved_seen", "stops")
+
+    def __init__(self) -> None:
+        #: The ``FreeSpace.grow_epoch`` the stops hold for (-1: none yet).
+        self.grow_epoch = -1
+        #: Index partition -> where its scan stopped.
+        self.stops: dict[int, ScanStop] = {}
+        #: How much of ``FreeSpace.moved`` the stops have caught up with.
+        self.moved_seen = 0
+
+
+@dataclass(slots=True)
+class SavedSpace:
+    """A copy of what placing changes, for undoing tentative work."""
+
+    held: IntArray
+    evicted_total: IntArray
+    evicted: dict[int, IntArray]
+    displaceable: dict[float, IntArray]
+    index: dict[int, list[IndexEntry]]
+    entry: list[IndexEntry | None]
+
+
+class FreeSpace:
+    """Per node: capacity, what holds space, what was evicted and may come back, what may be
+    displaced; and the best-fit index of free space with nothing displaced."""
+
+    def __init__(self, capacity: IntArray, partition: IntArray, indexed: BoolArray):
+        n, d = capacity.shape
+        self.n_nodes, self.n_dims = n, d
+        self.capacity = capacity
+        #: Every job holding its space.
+        self.held = np.zeros((n, d), dtype=np.int64)
+        #: Class priority -> evicted jobs not yet back; and their sum.
+        self.evicted: dict[int, IntArray] = {}
+        self.evicted_total = np.zeros((n, d), dtype=np.int64)
+        #: Finite hold priority -> held jobs that give way to urgency above it.
+        self.displaceable: dict[float, IntArray] = {}
+        #: Index partition of each node, -1 when not indexed (cordoned).
+        self.partition = partition
+        self.partition_of: list[int] = partition.tolist()
+        self.indexed = indexed
+        #: Per partition, its nodes' entries, sorted; and each node's current entry.
+        self.index: dict[int, list[IndexEntry]] = {}
+        self.entry: list[IndexEntry | None] = [None] * n
+        #: Bumped whenever free space (nothing displaced) grows, invalidating "nothing fits".
+        self.grow_epoch = 0
+        #: Nodes whose index entry changed, in order (lets per-shape scan memos catch up).
+        self.moved: list[int] = []
+
+    # --- index ---------------------------------------------------------------------------
+
+    def build_index(self) -> None:
+        free = self.capacity - self.held - self.evicted_total
+        rows = free.tolist()
+        for p in np.unique(self.partition[self.indexed]).tolist():
+            self.index[p] = []
+        for i in np.nonzero(self.indexed)[0].tolist():
+            entry = (*rows[i], i)
+            self.entry[i] = entry
+            self.index[int(self.partition[i])].append(entry)
+        for entries in self.index.values():
+            entries.sort()
+
+    def _reindex(self, i: int, taken: tuple[int, ...] | None = None) -> None:
+        """Move node ``i`` to its new place in the index (``taken``: what was just placed)."""
+        old = self.entry[i]
+        if old is None:
+            return
+        self.moved.append(i)
+        entries = self.index[self.partition_of[i]]
+        pos = bisect.bisect_left(entries, old)
+        del entries[pos]
+        if taken is not None:
+            new = (*map(operator.sub, old, taken), i)
+        else:
+            new = (*(self.capacity[i] - self.held[i] - self.evicted_total[i]).tolist(), i)
+        self.entry[i] = new
+        bisect.insort(entries, new)
+
+    def best_fit(
+        self,
+        req: tuple[int, ...],
+        partitions: list[int],
+        mask: BoolArray | None,
+        memo: ScanMemo,
+    ) -> IndexEntry | None:
+        """Least-free indexed node where ``req`` fits without displacing anything.
+
+        ``memo`` (one per job shape) remembers, per partition, where the last scan stopped.
+        Every entry before that point was seen not to fit; entries only move towards the
+        front when their free space shrinks, and such moves are in ``moved``, so a later
+        scan checks the moved nodes and resumes where it stopped instead of starting over.
+        Growth of free space (``grow_epoch``) resets the memo.
+        """
+        ge = operator.ge
+        best: IndexEntry | None = None
+        if memo.grow_epoch != self.grow_epoch:
+            stops: dict[int, ScanStop] = {}
+            memo.grow_epoch = self.grow_epoch
+            memo.stops = stops
+            memo.moved_seen = len(self.moved)
+        else:
+            stops = memo.stops
+            seen = memo.moved_seen
+            if seen < len(self.moved):
+                part = self.partition
+                for m in set(self.moved[seen:]):
+                    entry = self.entry[m]
+                    p = int(part[m])
+                    stopped_at = stops.get(p)
+                    if (
+                        entry is not None
+                        and stopped_at is not None
+                        and entry < stopped_at
+                        and all(map(ge, entry, req))
+                        and (mask is None or mask[m])
+                    ):
+                        # A fitting entry moved in front of the stop: the stop moves to it,
+                        # keeping "nothing before a stop fits" true for the next scan.
+                        stops[p] = entry
+                        if best is None or entry < best:
+                            best = entry
+                memo.moved_seen = len(self.moved)
+        first: ScanStop = (req[0],)
+        for p in partitions:
+            entries = self.index.get(p)
+            if not entries:
+                continue
+            begin = stops.get(p, first)
+            k = bisect.bisect_left(entries, begin)
+            n = len(entries)
+            stop: ScanStop = (INF,)
+            while k < n:
+                entry = entries[k]
+                if best is not None and entry > best:
+                    stop = entry
+                    break
+                if all(map(ge, entry, req)) and (mask is None or mask[entry[-1]]):
+                    best = entry
+                    stop = entry
+                    break
+                k += 1
+            stops[p] = stop
+        return best
+
+    # --- free resources at each level ------------------------------------------------------
+
+    def free(self, rows: IntArray) -> IntArray:
+        """Stage 1, no displacement: capacity - held - evicted not yet back."""
+        return self.capacity[rows] - self.held[rows] - self.evicted_total[rows]
+
+    def free_evicted_giving_way(self, rows: IntArray, level: float) -> IntArray:
+        """Stage 2, fair share: free if evicted jobs of class priority <= level give way."""
+        free = self.capacity[rows] - self.held[rows]
+        for priority, arr in self.evicted.items():
+            if priority > level:
+                free -= arr[rows]
+        return free
+
+    def free_held_giving_way(self, rows: IntArray, level: float) -> IntArray:
+        """Stage 3, urgency: free if every evicted job, and held jobs of hold priority <=
+        level, give way."""
+        free = self.capacity[rows] - self.held[rows]
+        for hold, arr in self.displaceable.items():
+            if hold <= level:
+                free += arr[rows]
+        return free
+
+    # --- changes ---------------------------------------------------------------------------
+
+    def place(
+        self,
+        i: int,
+        req: IntArray,
+        hold: float,
+        count: int = 1,
+        req_tuple: tuple[int, ...] | None = None,
+    ) -> None:
+        """``count`` jobs of request ``req`` hold space on node ``i`` at ``hold``."""
+        self.held[i] += req * count
+        if hold != INF:
+            arr = self.displaceable.get(hold)
+            if arr is None:
+                arr = self.displaceable[hold] = np.zeros((self.n_nodes, self.n_dims), np.int64)
+            arr[i] += req * count
+        taken = None if req_tuple is None else tuple(v * count for v in req_tuple)
+        self._reindex(i, taken)
+
+    def place_many(self, nodes: IntArray, counts: IntArray, req: IntArray) -> None:
+        """Place ``counts[k]`` copies of ``req`` on ``nodes[k]`` (distinct nodes)."""
+        self.held[nodes] += counts[:, None] * req
+        self.moved.extend(nodes.tolist())
+        rows = (self.capacity[nodes] - self.held[nodes] - self.evicted_total[nodes]).tolist()
+        changed: dict[int, list[int]] = {}
+        for i, row in zip(nodes.tolist(), rows, strict=True):
+            if self.entry[i] is None:
+                continue
+            changed.setdefault(int(self.partition[i]), []).append(i)
+            self.entry[i] = (*row, i)
+        for p, members in changed.items():
+            entries = self.index[p]
+            if len(members) * 16 > len(entries):
+                entries[:] = sorted(
+                    entry
+                    for i in np.flatnonzero(self.partition == p)
+                    if (entry := self.entry[i]) is not None
+                )
+            else:
+                stale = set(members)
+                entries[:] = [e for e in entries if e[-1] not in stale]
+                for i in members:
+                    moved = self.entry[i]
+                    assert moved is not None
+                    bisect.insort(entries, moved)
+
+    def release(self, i: int, req: IntArray, hold: float) -> None:
+        """A job holding space on node ``i`` at ``hold`` is preempted."""
+        self.held[i] -= req
+        if hold != INF:
+            self.displaceable[hold][i] -= req
+        self.grow_epoch += 1
+        self._reindex(i)
+
+    def add_evicted(self, rows: IntArray, reqs: IntArray, priorities: IntArray) -> None:
+        """Evicted jobs reserve their space on their nodes, per class priority."""
+        levels = np.unique(priorities).tolist()
+        for priority in levels:
+            sel = priorities == priority
+            arr = self.evicted.setdefault(
+                int(priority), np.zeros((self.n_nodes, self.n_dims), dtype=np.int64)
+            )
+            if len(levels) == 1:
+                scatter_add(arr, rows, reqs)
+            else:
+                scatter_add(arr, rows[sel], reqs[sel])
+        total = np.zeros((self.n_nodes, self.n_dims), np.int64)
+        for arr in self.evicted.values():
+            total = total + arr
+        self.evicted_total = total
+
+    def put_back_evicted(self, rows: IntArray, reqs: IntArray, priority: int) -> None:
+        """Evicted jobs back on their nodes: free space (nothing displaced) is unchanged."""
+        if len(rows) == 1:
+            r = int(rows[0])
+            self.evicted[priority][r] -= reqs[0]
+            self.evicted_total[r] -= reqs[0]
+            self.held[r] += reqs[0]
+            return
+        scatter_add(self.evicted[priority], rows, reqs, -1)
+        scatter_add(self.evicted_total, rows, reqs, -1)
+        scatter_add(self.held, rows, reqs)
+
+    def drop_evicted(self, i: int, req: IntArray, priority: int) -> None:
+        """An evicted job on node ``i`` is preempted: its space is free."""
+        self.evicted[priority][i] -= req
+        self.evicted_total[i] -= req
+        self.grow_epoch += 1
+        self._reindex(i)
+
+    # --- tentative work ----------------------------------------------------------------------
+
+    def save(self) -> SavedSpace:
+        return SavedSpace(
+            self.held.copy(),
+            self.evicted_total.copy(),
+            {k: v.copy() for k, v in self.evicted.items()},
+            {k: v.copy() for k, v in self.displaceable.items()},
+            {k: list(v) for k, v in self.index.items()},
+            list(self.entry),
+        )
+
+    def restore(self, saved: SavedSpace) -> None:
+        """Undo tentative work. Epochs only move forward, so caches never see a stale state."""
+        self.held = saved.held
+        self.evicted_total = saved.evicted_total
+        self.evicted = saved.evicted
+        self.displaceable = saved.displaceable
+        self.index = saved.index
+        self.entry = saved.entry
+        self.grow_epoch += 1
