@@ -13,11 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-
-# grpcio-health-checking and grpcio-reflection ship no type information, and their stub packages
-# (types-grpcio-health-checking, types-grpcio-reflection) are not in the locked environment.
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]  # no stubs
-from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]  # no stubs
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
 from armada_core.api import (
     binoculars_pb2,
