@@ -4,12 +4,12 @@
 engine), it holds one part per concern, and each service, the scheduling loop, the web UI and
 the metrics are handed the parts they use. A job's path through them, top-down:
 
-    submission.Submissions        jobs in (deduplicated), cancels, reprioritising, preemptions
-    scheduling_reads.SchedulingReads   what a scheduling cycle reads (its snapshot)
-    scheduling_writes.SchedulingWrites a cycle's decisions: leases, preemptions, failures
-    sync.ExecutorSync             executors' reports in (reports.py), their work out
-    leases.Leases                 runs that end without their executor's word; retries.py
-                                  decides retries, gangs.py restarts gangs together
+    submission.Submissions              jobs in (deduplicated), cancels, reprioritising
+    scheduling_reads.SchedulingReads    what a scheduling cycle reads (its snapshot)
+    scheduling_writes.SchedulingWrites  a cycle's decisions: leases, preemptions, failures
+    sync.ExecutorSync                   executors' reports in (reports.py), their work out
+    leases.Leases                       runs that end without their executor's word;
+                                        retries.py decides retries, gangs.py restarts gangs
 
 beside queues.Queues and queues.RetryPolicies, events.EventLog, job_reads.JobReads,
 places.Places, nodes.Nodes and carryover.SchedulerCarryover. Every part opens its
