@@ -42,6 +42,7 @@ from armada_server.config import (
     load_file,
     reload_scheduling,
 )
+from armada_server.data_dir import ServerLocks, plan_locks, private_paths
 from armada_server.decoding import DecodingInterceptor
 from armada_server.eventhub import EventHub
 from armada_server.executors.agent import ExecutorAgent
@@ -78,6 +79,9 @@ SERVICES = {
 
 INTERNAL_EXECUTOR_USER = "armada-executor"
 
+# Hosts that mean "every interface": the web UI is then reached on localhost.
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")
+
 
 def default_node_group() -> NodeGroup:
     """One virtual node the size of this machine."""
@@ -110,7 +114,19 @@ class ArmadaServer:
         if config_file is not None:
             with contextlib.suppress(ConfigError):
                 self._file_values = load_file(config_file)
-        self.database_url = config.database_url or default_database_url()
+        self.data_dir = Path(config.data_dir) if config.data_dir else default_data_dir()
+        self.database_url = config.database_url or default_database_url(self.data_dir)
+        kind = server_kind(config.executor)
+        # Where the in-process executor keeps its pods' files; None when it keeps none.
+        self.sandbox_dir = (
+            (Path(config.sandbox_dir) if config.sandbox_dir else self.data_dir / "pods")
+            if kind is not None and kind.sandbox
+            else None
+        )
+        # What this server alone may use, locked from start() to stop().
+        self.locks = ServerLocks(
+            plan_locks(self.data_dir, private_paths(self.database_url, self.sandbox_dir))
+        )
         self.port: int | None = None
         self._server: grpc.aio.Server | None = None
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="armada-db")
@@ -135,6 +151,20 @@ class ArmadaServer:
     @property
     def address(self) -> str:
         return f"{self.config.host}:{self.port}"
+
+    @property
+    def web_url(self) -> str | None:
+        """The web UI's address (also the REST gateway's and /metrics'); None without HTTP."""
+        if self.http_port is None:
+            return None
+        host = self.config.host
+        host = "localhost" if host in WILDCARD_HOSTS else f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.http_port}/"
+
+    @property
+    def uses_data_dir(self) -> bool:
+        """Whether this server keeps anything in its data directory (and so locks it)."""
+        return any(lock.data_dir is not None for lock in self.locks.locks)
 
     def _auth(self) -> AuthConfig:
         """The configured auth, plus an internal admin token for the in-process executor."""
@@ -207,11 +237,7 @@ class ArmadaServer:
             ExecutorSetup(
                 self.config.executor_id,
                 node_groups=self.config.nodes or (default_node_group(),),
-                sandbox_dir=(
-                    Path(self.config.sandbox_dir)
-                    if self.config.sandbox_dir
-                    else (default_data_dir() / "pods")
-                ),
+                sandbox_dir=self.sandbox_dir or self.data_dir / "pods",
             )
         )
         self._channel = (
@@ -248,6 +274,16 @@ class ArmadaServer:
         self._tasks.append(asyncio.create_task(self.agent.run()))
 
     async def start(self) -> None:
+        """Lock what this server alone may use (InUse when another server holds it), then
+        open the database, the gRPC port, the executor and the HTTP port."""
+        self.locks.acquire()
+        try:
+            await self._start()
+        except BaseException:
+            self.locks.release()
+            raise
+
+    async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         engine = await loop.run_in_executor(self._pool, open_database, self.database_url)
         hub = EventHub(loop)
@@ -372,6 +408,7 @@ class ArmadaServer:
         self._pool.shutdown(wait=True)
         if self.storage is not None:
             self.storage.engine.dispose()
+        self.locks.release()
 
 
 class EmbeddedServer:

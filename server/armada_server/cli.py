@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -32,8 +34,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="YAML file with any of the settings below")
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="gRPC port (default 50051; 0 picks a free one)")
-    p.add_argument("--http-port", type=int, help="HTTP port for metrics (default 8080)")
-    p.add_argument("--database-url", help="sqlite:///PATH or postgresql+psycopg://...")
+    p.add_argument(
+        "--http-port",
+        type=int,
+        help="HTTP port of the web UI, the REST API (/api/v1) and Prometheus metrics "
+        "(/metrics) (default 8080; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--database-url",
+        help="sqlite:///PATH or postgresql+psycopg://... (default: SQLite in the data directory)",
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="where the default database and the local executor's pods are kept between runs, "
+        "locked by one server at a time (default $XDG_DATA_HOME/armada-server, "
+        "else ~/.local/share/armada-server)",
+    )
     p.add_argument("--executor", choices=EXECUTORS, help="where jobs run (default local)")
     p.add_argument(
         "--nodes",
@@ -51,7 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="replaces the default priority classes (repeatable); the first is the default class",
     )
     p.add_argument("--scheduling-period", type=float, metavar="SECONDS")
-    p.add_argument("--sandbox-dir", help="local executor: where pods' files and logs live")
+    p.add_argument(
+        "--sandbox-dir",
+        help="local executor: where pods' files and logs live (default: pods/ in the data "
+        "directory)",
+    )
+    p.add_argument(
+        "--ready-file",
+        type=Path,
+        metavar="PATH",
+        help="once serving, write the bound addresses here as JSON (grpc, http, database, "
+        "data_dir, sandbox_dir, pid); removed at a graceful stop",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
@@ -66,6 +94,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         port=args.port,
         http_port=args.http_port,
         database_url=args.database_url,
+        data_dir=args.data_dir,
         executor=args.executor,
         nodes=tuple(parse_nodes(n) for n in args.nodes) if args.nodes else None,
         priority_classes=classes,
@@ -75,14 +104,51 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-async def _serve(config: ServerConfig, config_file: Path | None = None) -> None:
-    server = ArmadaServer(config, config_file)
-    await server.start()
-    print(
+def started(server: ArmadaServer) -> str:
+    """What the server says once it accepts calls: where to reach it, where its state is."""
+    lines = [
         f"armada-server {__version__} listening on {server.address} "
         f"(database {server.database_url})",
-        flush=True,
-    )
+        f"  web UI, REST API and metrics: {server.web_url or 'off (http_port is null)'}",
+    ]
+    if server.sandbox_dir is not None:
+        lines.append(f"  pods of the local executor: {server.sandbox_dir}")
+    if server.uses_data_dir:
+        lines.append(
+            f"  data directory: {server.data_dir} (kept between runs, used by one server at "
+            "a time; choose another with --data-dir DIR)"
+        )
+    return "\n".join(lines)
+
+
+def ready(server: ArmadaServer) -> dict[str, object]:
+    """The ready file's content: the bound addresses, for scripts that started the server."""
+    return {
+        "pid": os.getpid(),
+        "grpc": server.address,
+        "http": server.web_url,
+        "database": server.database_url,
+        "data_dir": str(server.data_dir) if server.uses_data_dir else None,
+        "sandbox_dir": str(server.sandbox_dir) if server.sandbox_dir is not None else None,
+    }
+
+
+def write_ready_file(path: Path, server: ArmadaServer) -> None:
+    """Whole or not at all: readers never see a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(json.dumps(ready(server), indent=2) + "\n")
+    partial.replace(path)
+
+
+async def _serve(
+    config: ServerConfig, config_file: Path | None = None, ready_file: Path | None = None
+) -> None:
+    server = ArmadaServer(config, config_file)
+    await server.start()
+    print(started(server), flush=True)
+    if ready_file is not None:
+        write_ready_file(ready_file, server)
     if config.executor == NO_EXECUTOR:
         print(
             "note: no executor: jobs are accepted, stored and streamed, and run only when "
@@ -98,6 +164,8 @@ async def _serve(config: ServerConfig, config_file: Path | None = None) -> None:
     loop.add_signal_handler(signal.SIGHUP, server.reload_config)
     await stop.wait()
     print("armada-server shutting down", file=sys.stderr, flush=True)
+    if ready_file is not None:
+        ready_file.unlink(missing_ok=True)
     await server.stop(grace=5.0)
 
 
@@ -127,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"armada-server: {e}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_serve(config, args.config))
+        asyncio.run(_serve(config, args.config, args.ready_file))
     except OSError as e:
         print(f"armada-server: {e}", file=sys.stderr)
         return 1

@@ -359,8 +359,10 @@ DEFAULT_PRIORITY_CLASSES = (
 class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 50051
-    http_port: int | None = 8080  # metrics (and later the web UI); None: no HTTP
-    database_url: str | None = None  # None: SQLite in the user's data directory
+    http_port: int | None = 8080  # web UI, REST gateway and metrics; None: no HTTP
+    database_url: str | None = None  # None: SQLite in the data directory
+    # Where the default database and pods live; None: $XDG_DATA_HOME/armada-server.
+    data_dir: str | None = None
     executor: str = "local"
     nodes: tuple[NodeGroup, ...] = ()
     priority_classes: tuple[PriorityClassConfig, ...] = DEFAULT_PRIORITY_CLASSES

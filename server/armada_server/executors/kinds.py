@@ -53,7 +53,8 @@ def _no_options(parser: argparse.ArgumentParser) -> None:
 class ExecutorKind:
     """One kind of executor. `in_server`: the server can run it in its own process (every
     kind runs as `armada-executor`). `virtual_nodes`: its nodes come from node groups
-    (`--nodes`); otherwise it reads them from its cluster."""
+    (`--nodes`); otherwise it reads them from its cluster. `sandbox`: it keeps its pods'
+    files in `ExecutorSetup.sandbox_dir`."""
 
     name: str
     capabilities: Capabilities
@@ -61,6 +62,7 @@ class ExecutorKind:
     virtual_nodes: bool
     build: Callable[[ExecutorSetup], Backend]
     add_options: Callable[[argparse.ArgumentParser], None] = _no_options
+    sandbox: bool = False
 
 
 def _local(setup: ExecutorSetup) -> Backend:
@@ -157,6 +159,7 @@ EXECUTOR_KINDS: Mapping[str, ExecutorKind] = {
             in_server=True,
             virtual_nodes=True,
             build=_local,
+            sandbox=True,
         ),
         ExecutorKind(
             "simulated",

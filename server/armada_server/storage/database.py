@@ -23,17 +23,25 @@ def default_data_dir() -> Path:
     return base / "armada-server"
 
 
-def default_database_url() -> str:
-    """An SQLite file in the user's data directory, created on first use."""
-    return f"sqlite:///{default_data_dir() / 'armada.db'}"
+def default_database_url(data_dir: Path | None = None) -> str:
+    """An SQLite file in the data directory (the user's by default), created on first use."""
+    return f"sqlite:///{(data_dir or default_data_dir()) / 'armada.db'}"
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of an SQLite URL; None for other databases and in-memory SQLite."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[1].split("?", 1)[0] if "///" in url else ""
+    return Path(path) if path and path != ":memory:" else None
 
 
 def make_engine(url: str) -> Engine:
     """An engine for `url`; SQLite files get WAL mode and a busy timeout."""
     if url.startswith("sqlite"):
-        path = url.split("///", 1)[1] if "///" in url else ""
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        path = sqlite_file(url)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
         @event.listens_for(engine, "connect")
