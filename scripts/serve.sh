@@ -11,26 +11,27 @@
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" --inexact --package armada-server
 demo_only=0
 if [ "${1:-}" = "--demo" ]; then demo_only=1; shift; fi
-port=50051
-http_port=8080
-for ((i = 1; i <= $#; i++)); do
-  j=$((i + 1))
-  if [ "${!i}" = "--port" ]; then port="${!j}"; fi
-  if [ "${!i}" = "--http-port" ]; then http_port="${!j}"; fi
-done
-export ARMADA_URL="localhost:$port"
-log="$(mktemp -t armada-server.XXXXXX.log)"
+# The server says where it listens (--ready-file), wherever the ports were set: arguments,
+# --config file or defaults.
+run_dir="$(mktemp -d -t armada-serve.XXXXXX)"
+log="$run_dir/armada-server.log"
+ready="$run_dir/ready.json"
 echo "==> starting armada-server (log: $log)" >&2
-.venv/bin/armada-server "$@" >"$log" 2>&1 &
+.venv/bin/armada-server --ready-file "$ready" "$@" >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
-for _ in $(seq 1 150); do
-  grep -q "listening on" "$log" && break
+for _ in $(seq 1 300); do
+  [ -s "$ready" ] && break
   if ! kill -0 $server 2>/dev/null; then cat "$log" >&2; echo "armada-server did not start" >&2; exit 1; fi
   sleep 0.1
 done
-head -1 "$log"
-echo "==> web UI and REST gateway on http://localhost:$http_port" >&2
+[ -s "$ready" ] || { cat "$log" >&2; echo "armada-server did not start in 30s" >&2; exit 1; }
+awk '/ listening on /{shown=1; print; next} shown && /^  /{print; next} {shown=0}' "$log"
+{ read -r grpc; read -r web_url; } < <(.venv/bin/python -c \
+  'import json, sys; r = json.load(open(sys.argv[1])); print(r["grpc"]); print(r["http"] or "")' \
+  "$ready")
+export ARMADA_URL="$grpc"
+echo "==> the demo talks to armada-server at $ARMADA_URL" >&2
 
 status=0
 echo "==> armada CLI: a gang of 3 (examples/standalone/gang.yaml)" >&2
@@ -46,7 +47,9 @@ if [ $demo_only = 1 ]; then
   exit $status
 fi
 echo "==> armada-server keeps serving on $ARMADA_URL (Ctrl-C stops it)" >&2
-echo "    web UI: http://localhost:$http_port/queues (the demo's jobs are in queue 'demo')" >&2
+if [ -n "$web_url" ]; then
+  echo "    web UI: ${web_url}queues (the demo's jobs are in queue 'demo')" >&2
+fi
 echo "    try:" >&2
 echo "    .venv/bin/armada queue list; .venv/bin/armada watch demo $job_set" >&2
 wait $server
