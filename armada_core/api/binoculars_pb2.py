@@ -26,7 +26,7 @@ from armada_core.api.k8s import core_v1_pb2 as armada__core_dot_api_dot_k8s_dot_
 from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n armada_core/api/binoculars.proto\x12\nbinoculars\x1a!armada_core/api/k8s/core_v1.proto\x1a\x1bgoogle/protobuf/empty.proto\"\x93\x01\n\nLogRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\npod_number\x18\x02 \x01(\x05\x12\x15\n\rpod_namespace\x18\x03 \x01(\t\x12\x12\n\nsince_time\x18\x04 \x01(\t\x12\x36\n\x0blog_options\x18\x05 \x01(\x0b\x32!.k8s.io.api.core.v1.PodLogOptions\"/\n\x0bLogResponse\x12 \n\x03log\x18\x01 \x03(\x0b\x32\x13.binoculars.LogLine\"*\n\x07LogLine\x12\x11\n\ttimestamp\x18\x01 \x01(\t\x12\x0c\n\x04line\x18\x02 \x01(\t\">\n\rCordonRequest\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x1a\n\x12uncordon_node_name\x18\x64 \x01(\t2\x82\x01\n\nBinoculars\x12\x37\n\x04Logs\x12\x16.binoculars.LogRequest\x1a\x17.binoculars.LogResponse\x12;\n\x06\x43ordon\x12\x19.binoculars.CordonRequest\x1a\x16.google.protobuf.Emptyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n armada_core/api/binoculars.proto\x12\nbinoculars\x1a!armada_core/api/k8s/core_v1.proto\x1a\x1bgoogle/protobuf/empty.proto\"\xa3\x01\n\nLogRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\npod_number\x18\x02 \x01(\x05\x12\x15\n\rpod_namespace\x18\x03 \x01(\t\x12\x12\n\nsince_time\x18\x04 \x01(\t\x12\x36\n\x0blog_options\x18\x05 \x01(\x0b\x32!.k8s.io.api.core.v1.PodLogOptions\x12\x0e\n\x06run_id\x18\x64 \x01(\t\"/\n\x0bLogResponse\x12 \n\x03log\x18\x01 \x03(\x0b\x32\x13.binoculars.LogLine\"*\n\x07LogLine\x12\x11\n\ttimestamp\x18\x01 \x01(\t\x12\x0c\n\x04line\x18\x02 \x01(\t\">\n\rCordonRequest\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x1a\n\x12uncordon_node_name\x18\x64 \x01(\t2\x82\x01\n\nBinoculars\x12\x37\n\x04Logs\x12\x16.binoculars.LogRequest\x1a\x17.binoculars.LogResponse\x12;\n\x06\x43ordon\x12\x19.binoculars.CordonRequest\x1a\x16.google.protobuf.Emptyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,13 +34,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'armada_core.api.binoculars_
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_LOGREQUEST']._serialized_start=113
-  _globals['_LOGREQUEST']._serialized_end=260
-  _globals['_LOGRESPONSE']._serialized_start=262
-  _globals['_LOGRESPONSE']._serialized_end=309
-  _globals['_LOGLINE']._serialized_start=311
-  _globals['_LOGLINE']._serialized_end=353
-  _globals['_CORDONREQUEST']._serialized_start=355
-  _globals['_CORDONREQUEST']._serialized_end=417
-  _globals['_BINOCULARS']._serialized_start=420
-  _globals['_BINOCULARS']._serialized_end=550
+  _globals['_LOGREQUEST']._serialized_end=276
+  _globals['_LOGRESPONSE']._serialized_start=278
+  _globals['_LOGRESPONSE']._serialized_end=325
+  _globals['_LOGLINE']._serialized_start=327
+  _globals['_LOGLINE']._serialized_end=369
+  _globals['_CORDONREQUEST']._serialized_start=371
+  _globals['_CORDONREQUEST']._serialized_end=433
+  _globals['_BINOCULARS']._serialized_start=436
+  _globals['_BINOCULARS']._serialized_end=566
 # @@protoc_insertion_point(module_scope)

@@ -28,10 +28,16 @@ class LogRequest(_message.Message):
     POD_NAMESPACE_FIELD_NUMBER: _builtins.int
     SINCE_TIME_FIELD_NUMBER: _builtins.int
     LOG_OPTIONS_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     pod_number: _builtins.int
     pod_namespace: _builtins.str
     since_time: _builtins.str
+    run_id: _builtins.str
+    """Extension: the logs of this run of the job (a run id from GetJobDetails' job_runs)
+    rather than of its latest. Sent with job_id left empty, so that a server without the
+    extension refuses the call rather than answering with the latest run's logs.
+    """
     @_builtins.property
     def log_options(self) -> _core_v1_pb2.PodLogOptions: ...
     def __init__(
@@ -42,10 +48,11 @@ class LogRequest(_message.Message):
         pod_namespace: _builtins.str = ...,
         since_time: _builtins.str = ...,
         log_options: _core_v1_pb2.PodLogOptions | None = ...,
+        run_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["log_options", b"log_options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "log_options", b"log_options", "pod_namespace", b"pod_namespace", "pod_number", b"pod_number", "since_time", b"since_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_id", b"job_id", "log_options", b"log_options", "pod_namespace", b"pod_namespace", "pod_number", b"pod_number", "run_id", b"run_id", "since_time", b"since_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

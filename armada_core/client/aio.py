@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from armada_core.api import binoculars_pb2, event_pb2, job_pb2, submit_pb2
+from armada_core.api import binoculars_pb2, event_pb2, job_pb2, nodes_pb2, submit_pb2
 from armada_core.retry import RetryPolicy
 
 from . import operations as ops
@@ -225,6 +225,11 @@ class AsyncArmadaClient:
     async def get_active_queues(self) -> dict[str, list[str]]:
         return await self._run(ops.get_active_queues())
 
+    async def get_nodes(self, executor: str = "") -> list[nodes_pb2.NodeStatus]:
+        """Every executor's nodes with capacity, use and cordons (our extension service
+        `api.Nodes`; an upstream server answers Unimplemented)."""
+        return await self._run(ops.get_nodes(executor))
+
     # --- logs -------------------------------------------------------------------------------
 
     async def logs(
@@ -238,6 +243,7 @@ class AsyncArmadaClient:
         timestamps: bool = False,
         container: str = "",
         previous: bool = False,
+        run_id: str = "",
     ) -> list[binoculars_pb2.LogLine]:
         return await self._run(
             ops.logs(
@@ -249,6 +255,7 @@ class AsyncArmadaClient:
                 timestamps=timestamps,
                 container=container,
                 previous=previous,
+                run_id=run_id,
             )
         )
 

@@ -21,6 +21,8 @@ from armada_core.api import (
     health_pb2,
     job_pb2,
     job_pb2_grpc,
+    nodes_pb2,
+    nodes_pb2_grpc,
     submit_pb2,
     submit_pb2_grpc,
 )
@@ -60,6 +62,7 @@ def service_stubs(
         "RetryPolicyService": submit_pb2_grpc.RetryPolicyServiceStub(channel),
         "Event": event_pb2_grpc.EventStub(channel),
         "Jobs": job_pb2_grpc.JobsStub(channel),
+        "Nodes": nodes_pb2_grpc.NodesStub(channel),
         "Binoculars": binoculars_pb2_grpc.BinocularsStub(logs_channel),
     }
 
@@ -358,6 +361,16 @@ def get_active_queues() -> Call[dict[str, list[str]]]:
     )
 
 
+def get_nodes(executor: str = "") -> Call[list[nodes_pb2.NodeStatus]]:
+    """Every executor's nodes (our extension service `api.Nodes`)."""
+    return Call(
+        "Nodes",
+        "GetNodes",
+        nodes_pb2.NodeListRequest(executor=executor),
+        lambda r: list(r.nodes),
+    )
+
+
 # --- Binoculars -------------------------------------------------------------------------------
 
 
@@ -371,7 +384,11 @@ def logs(
     timestamps: bool = False,
     container: str = "",
     previous: bool = False,
+    run_id: str = "",
 ) -> Call[list[binoculars_pb2.LogLine]]:
+    """With `run_id` (our extension), the logs of that run of the job rather than of its
+    latest: job_id is then left out, so that a server without the extension refuses the call
+    rather than answering with the latest run's logs."""
     options = core_v1_pb2.PodLogOptions()
     if container:
         options.container = container
@@ -382,11 +399,12 @@ def logs(
     if previous:
         options.previous = True
     request = binoculars_pb2.LogRequest(
-        job_id=job_id,
+        job_id="" if run_id else job_id,
         pod_number=pod_number,
         pod_namespace=namespace,
         since_time=since_time,
         log_options=options,
+        run_id=run_id,
     )
     return Call("Binoculars", "Logs", request, lambda r: list(r.log))
 

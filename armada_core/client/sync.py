@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from armada_core.api import binoculars_pb2, event_pb2, job_pb2, submit_pb2
+from armada_core.api import binoculars_pb2, event_pb2, job_pb2, nodes_pb2, submit_pb2
 from armada_core.retry import RetryPolicy
 
 from . import operations as ops
@@ -230,6 +230,11 @@ class ArmadaClient:
         """pool -> queues with active jobs."""
         return self._run(ops.get_active_queues())
 
+    def get_nodes(self, executor: str = "") -> list[nodes_pb2.NodeStatus]:
+        """Every executor's nodes with capacity, use and cordons (our extension service
+        `api.Nodes`; an upstream server answers Unimplemented)."""
+        return self._run(ops.get_nodes(executor))
+
     # --- logs -------------------------------------------------------------------------------
 
     def logs(
@@ -243,9 +248,11 @@ class ArmadaClient:
         timestamps: bool = False,
         container: str = "",
         previous: bool = False,
+        run_id: str = "",
     ) -> list[binoculars_pb2.LogLine]:
         """A job's pod log through binoculars.Binoculars/Logs (ConnectionConfig.logs_address
-        when binoculars runs elsewhere)."""
+        when binoculars runs elsewhere): of its latest run, or of the run `run_id` (our
+        extension; a server without it refuses the call)."""
         return self._run(
             ops.logs(
                 job_id,
@@ -256,6 +263,7 @@ class ArmadaClient:
                 timestamps=timestamps,
                 container=container,
                 previous=previous,
+                run_id=run_id,
             )
         )
 

@@ -25,6 +25,8 @@ from armada_core.api import (
     executor_pb2_grpc,
     job_pb2,
     job_pb2_grpc,
+    nodes_pb2,
+    nodes_pb2_grpc,
     submit_pb2,
     submit_pb2_grpc,
 )
@@ -57,6 +59,7 @@ from armada_server.services.common import Context
 from armada_server.services.events import EventService
 from armada_server.services.executor_api import ExecutorApiService
 from armada_server.services.jobs import JobsService
+from armada_server.services.nodes import NodesService
 from armada_server.services.queues import QueueService
 from armada_server.services.retry_policies import RetryPolicyService
 from armada_server.services.submit import SubmitService
@@ -73,6 +76,7 @@ SERVICES = {
     "api.RetryPolicyService": submit_pb2,
     "api.Event": event_pb2,
     "api.Jobs": job_pb2,
+    "api.Nodes": nodes_pb2,
     "executor.ExecutorApi": executor_pb2,
     "binoculars.Binoculars": binoculars_pb2,
 }
@@ -352,6 +356,7 @@ class ArmadaServer:
         submit_pb2_grpc.add_RetryPolicyServiceServicer_to_server(RetryPolicyService(ctx), server)
         event_pb2_grpc.add_EventServicer_to_server(EventService(ctx), server)
         job_pb2_grpc.add_JobsServicer_to_server(JobsService(ctx), server)
+        nodes_pb2_grpc.add_NodesServicer_to_server(NodesService(ctx), server)
         binoculars_pb2_grpc.add_BinocularsServicer_to_server(
             BinocularsService(ctx, self.executor_channels), server
         )

@@ -3,8 +3,9 @@
 Logs stay with the executor that ran the job's run (in the server process or an
 `armada-executor` elsewhere): this service, on any replica, asks that executor over
 `executor.ExecutorControl` at the address and with the token it reported in its last sync, and
-relays the lines. Cordons are stored (node_cordons) and read by every scheduling cycle, so they
-apply to nodes of every executor on every replica.
+relays the lines: of the job's latest run, or (our extension, `LogRequest.run_id`) of an
+earlier one, since executors keep each run's log. Cordons are stored (node_cordons) and read
+by every scheduling cycle, so they apply to nodes of every executor on every replica.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import grpc
 from google.protobuf import empty_pb2
 
 from armada_core.api import binoculars_pb2, binoculars_pb2_grpc, executor_pb2, executor_pb2_grpc
-from armada_core.jobs import pod_name
+from armada_core.jobs import Job, Run, pod_name
 from armada_server.auth import current_principal
 from armada_server.errors import InvalidArgument, NotFound, Unavailable
 from armada_server.executors.logs import parse_time_ns
 from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc
+from armada_server.services.jobs import storable
 from armada_server.storage.nodes import NodeInfo
 
 # How long a log read from an executor may take.
@@ -61,12 +63,7 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
     async def Logs(
         self, request: binoculars_pb2.LogRequest, context: RpcContext
     ) -> binoculars_pb2.LogResponse:
-        if not request.job_id:
-            raise InvalidArgument("job_id: must not be empty")
-        jobs = await self.ctx.run(self.ctx.job_reads.jobs, [request.job_id])
-        job = jobs[0] if jobs else None
-        if job is None:
-            raise NotFound(f"job {request.job_id!r} not found")
+        job, run = await self._job_and_run(request)
         await self.ctx.authorize(job.queue, "watch")
         options = request.log_options
         containers = [c.name for c in job.pod_spec.containers]
@@ -83,16 +80,8 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
                 raise InvalidArgument(
                     f"since_time: {request.since_time!r} is not an RFC 3339 time"
                 ) from None
-        run = job.latest_run
         if run is None:
             return binoculars_pb2.LogResponse()  # never ran: nothing logged yet
-        executor = run.cluster_id
-        control = await self.ctx.run(self.ctx.nodes.executor_control, executor)
-        if control is None:
-            raise Unavailable(
-                f"the logs of job {job.id} are on executor {executor!r}, which "
-                "has not said where it serves them (is it running?)"
-            )
         ask = executor_pb2.ExecutorLogsRequest(
             run_id=run.id,
             job_id=job.id,
@@ -103,6 +92,42 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
         )
         if options.HasField("tailLines"):
             ask.tail_lines = options.tailLines
+        return binoculars_pb2.LogResponse(log=await self._ask_executor(job.id, run, ask))
+
+    async def _job_and_run(self, request: binoculars_pb2.LogRequest) -> tuple[Job, Run | None]:
+        """The job whose logs are asked for, and its run: the one named by `run_id` (our
+        extension), else the latest (None when the job has not run yet)."""
+        job_id = request.job_id
+        run_id = request.run_id
+        if not job_id and not run_id:
+            raise InvalidArgument("job_id: must not be empty")
+        if run_id:
+            found = await self.ctx.run(self.ctx.job_reads.runs, storable([run_id]))
+            if not found:
+                raise NotFound(f"run {run_id!r} not found")
+            [(owner, _)] = found
+            if job_id and owner != job_id:
+                raise InvalidArgument(f"run_id: run {run_id} is not a run of job {job_id}")
+            job_id = owner
+        jobs = await self.ctx.run(self.ctx.job_reads.jobs, [job_id])
+        if not jobs:
+            raise NotFound(f"job {job_id!r} not found")
+        job = jobs[0]
+        if not run_id:
+            return job, job.latest_run
+        return job, next(r for r in job.runs if r.id == run_id)
+
+    async def _ask_executor(
+        self, job_id: str, run: Run, ask: executor_pb2.ExecutorLogsRequest
+    ) -> list[binoculars_pb2.LogLine]:
+        """The lines of `ask` from the executor that ran `run`."""
+        executor = run.cluster_id
+        control = await self.ctx.run(self.ctx.nodes.executor_control, executor)
+        if control is None:
+            raise Unavailable(
+                f"the logs of job {job_id} are on executor {executor!r}, which "
+                "has not said where it serves them (is it running?)"
+            )
         try:
             answer = await self.channels.stub(control.address).Logs(
                 ask, timeout=LOGS_TIMEOUT, metadata=(("authorization", f"Bearer {control.token}"),)
@@ -111,7 +136,7 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
             if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise Unavailable(
                     f"executor {executor!r} at {control.address}, which has the "
-                    f"logs of job {job.id}, is unreachable: {e.details()}"
+                    f"logs of job {job_id}, is unreachable: {e.details()}"
                 ) from None
             if e.code() == grpc.StatusCode.NOT_FOUND:
                 raise NotFound(f"executor {executor!r}: {e.details()}") from None
@@ -119,9 +144,9 @@ class BinocularsService(binoculars_pb2_grpc.BinocularsServicer):
                 raise InvalidArgument(e.details() or "invalid") from None
             raise Unavailable(
                 f"executor {executor!r} at {control.address} could not read "
-                f"the logs of job {job.id}: {e.code().name} {e.details()}"
+                f"the logs of job {job_id}: {e.code().name} {e.details()}"
             ) from None
-        return binoculars_pb2.LogResponse(log=answer.log)
+        return list(answer.log)
 
     @rpc
     async def Cordon(

@@ -8,14 +8,16 @@ the executor, and hold on every replica.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import and_, delete, or_, select, update
 
-from armada_core.api import executor_pb2
+from armada_core.api import executor_pb2, submit_pb2
+from armada_core.jobs import job_requests
 from armada_server.storage import schema as t
-from armada_server.storage.base import Transactions
+from armada_server.storage.base import ACTIVE_RUN_STATES, Transactions
+from armada_server.storage.bulk import fetch
 from armada_server.storage.rows import when
 
 
@@ -47,6 +49,15 @@ class NodeInfo:
     @property
     def cordoned(self) -> bool:
         return self.cordoned_at is not None
+
+
+@dataclass
+class NodeLoad:
+    """The runs holding one node's capacity and what they request (cpu in millicores, the
+    rest in base units)."""
+
+    jobs: int = 0
+    requests: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,32 @@ class Nodes:
             for (executor, name), (at, by) in sorted(cordons.items()):
                 out.append(NodeInfo(executor, "", executor_pb2.Node(name=name), at, at, by))
         return out
+
+    def node_loads(self) -> dict[tuple[str, str], NodeLoad]:
+        """(executor, node) -> the runs holding the node: active runs, and runs the server
+        ended whose processes may still be stopping there (as a scheduling cycle counts them)."""
+        now = self._tx.clock()
+        loads: dict[tuple[str, str], NodeLoad] = {}
+        with self._tx.read() as conn:
+            rows = fetch(
+                conn,
+                select(t.runs.c.cluster_id, t.runs.c.node, t.jobs.c.spec)
+                .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+                .where(
+                    or_(
+                        t.runs.c.state.in_(ACTIVE_RUN_STATES),
+                        and_(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at > now),
+                    )
+                ),
+            )
+        for executor, node, raw in rows:
+            load = loads.setdefault((executor, node), NodeLoad())
+            load.jobs += 1
+            spec = submit_pb2.Job.FromString(raw)
+            pod = spec.pod_specs[0] if spec.pod_specs else spec.pod_spec
+            for name, quantity in job_requests(pod).items():
+                load.requests[name] = load.requests.get(name, 0) + quantity
+        return loads
 
     def set_node_cordon(
         self, executor_id: str, node: str, cordoned: bool, requestor: str = ""
