@@ -139,6 +139,7 @@ def _index_nodes(state: CycleState) -> None:
         counted,
         np.array(totals, dtype=np.float64)[counted],
         np.array(costs.multipliers, dtype=np.float64)[counted],
+        bool(counted.any()),
     )
 
 

@@ -174,17 +174,17 @@ def _place_without_displacing(state: CycleState, shape: Shape, want: int) -> lis
         if len(placed) < want:
             shape.free_exhausted_at = space.grow_epoch
     if shape.free_exhausted_at != space.grow_epoch:
-        req, req_tuple = shape.request, shape.request_tuple
-        partitions, mask, memo = shape.partitions, shape.node_mask, shape.scan_memo
-        best_fit, place = space.best_fit, space.place
+        # Usually one pass: binding the shape's fields to locals would cost more than it saves.
         while len(placed) < want:
-            entry = best_fit(req_tuple, partitions, mask, memo)
+            entry = space.best_fit(
+                shape.request_tuple, shape.partitions, shape.node_mask, shape.scan_memo
+            )
             if entry is None:
                 shape.free_exhausted_at = space.grow_epoch
                 break
             n = entry[-1]
-            c = _copies_fitting(entry, req_tuple, want - len(placed))
-            place(n, req, INF, c, req_tuple)
+            c = _copies_fitting(entry, shape.request_tuple, want - len(placed))
+            space.place(n, shape.request, INF, c, shape.request_tuple)
             placed.extend([n] * c)
     return placed
 

@@ -140,7 +140,7 @@ def queue_keys(state: CycleState, q: int, cum: IntArray) -> FloatArray:
     """Keys after adding each prefix (rows of ``cum``), with the reference's float ops."""
     queues, columns = state.queues, state.cost_columns
     alloc = np.asarray(queues.allocation[q], dtype=np.int64) + cum
-    if not columns.counted.any():
+    if not columns.any_counted:
         costs = np.zeros(len(cum))
     else:
         shares = alloc[:, columns.counted].astype(np.float64) * columns.multipliers / columns.totals
@@ -178,7 +178,7 @@ def consecutive_wins(
     bound_key, bound_rank = bound[1], bound[2]
     if m >= 2:
         # Most pops in a busy cluster win once: settle that without numpy.
-        two = [int(x) for x in reqs[0] + reqs[1]]
+        two = (reqs[0] + reqs[1]).tolist()
         k = queue_key(state, q, two)
         if not (k < bound_key or (k == bound_key and q < bound_rank)):
             return 1

@@ -216,6 +216,8 @@ class CostColumns:
     counted: BoolArray
     totals: FloatArray
     multipliers: FloatArray
+    #: Whether any dimension counts (else every cost is 0).
+    any_counted: bool
 
 
 @dataclass(slots=True, eq=False)
