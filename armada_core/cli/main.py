@@ -1,32 +1,25 @@
 """`armada`: parse the command line, run one command, turn every error into one line.
 
 Exit codes: 0 success, 1 an error (the server's or the input's), 2 a usage error, 130
-interrupted.
+interrupted, 141 when standard output was closed early (`armada watch ... | head -1`), as a
+command killed by SIGPIPE exits in a shell.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-from google.protobuf import json_format
-from google.protobuf.message import Message
-
 from armada_core.api import submit_pb2
 from armada_core.client import (
-    TERMINAL,
     ArmadaClient,
     ArmadaError,
     ConnectionConfig,
     JobTracker,
-    NotFound,
     SpecError,
     Unavailable,
     WatchOptions,
@@ -34,7 +27,6 @@ from armada_core.client import (
     queue,
     state_name,
 )
-from armada_core.client.errors import TRANSIENT_CODES
 from armada_core.retry import (
     RetryConfigError,
     RetryPolicy,
@@ -44,16 +36,16 @@ from armada_core.retry import (
     policy_from_proto,
 )
 
+from .details import details
+from .job_sets import cancel, report, reprioritize
+from .logs import logs
+from .nodes import node_cordon, node_list
+from .output import CommandError, Handler, UsageError, as_dict, print_structured
 from .progress import describe, summary
 from .resources import dump_queues, load_queues
 
-Handler = Callable[[ArmadaClient, argparse.Namespace, TextIO], int]
 #: `add_subparsers`' result: where commands (or a group's actions) are added.
 Commands = argparse._SubParsersAction  # argparse has no public name for it
-
-
-class UsageError(Exception):
-    """Arguments that make no sense together (argparse cannot say so)."""
 
 
 # --- global options -----------------------------------------------------------------------
@@ -117,17 +109,6 @@ def _add_globals(p: argparse.ArgumentParser) -> None:
 
 
 # --- output helpers -----------------------------------------------------------------------
-
-
-def _as_dict(message: Message) -> dict[str, Any]:
-    return json_format.MessageToDict(message)
-
-
-def _print_structured(value: Any, fmt: str, out: TextIO) -> None:
-    if fmt == "json":
-        out.write(json.dumps(value, indent=2, sort_keys=False) + "\n")
-    else:
-        out.write(yaml.safe_dump(value, sort_keys=False))
 
 
 def _read(path: str) -> str:
@@ -195,7 +176,7 @@ def queue_delete(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
 def queue_get(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     queues = [c.get_queue(name) for name in args.names]
     if args.output == "json":
-        _print_structured([_as_dict(q) for q in queues], "json", out)
+        print_structured([as_dict(q) for q in queues], "json", out)
     else:
         out.write(dump_queues(queues))
     return 0
@@ -206,7 +187,7 @@ def queue_list(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     if args.output == "yaml":
         out.write(dump_queues(queues) if queues else "")
     elif args.output == "json":
-        _print_structured([_as_dict(q) for q in queues], "json", out)
+        print_structured([as_dict(q) for q in queues], "json", out)
     else:
         out.write(f"{'NAME':<32} {'PRIORITY-FACTOR':>15} {'CORDONED':>8}  OWNERS\n")
         for q in queues:
@@ -306,105 +287,15 @@ def submit(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def cancel(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
-    if args.job_ids:
-        if args.state:
-            raise UsageError("--state filters a whole job set; do not combine it with job ids")
-        cancelled = c.cancel_jobs(args.queue, args.job_set, args.job_ids, reason=args.reason)
-        for job_id in cancelled:
-            out.write(f"Cancelled {job_id}\n")
-        missed = [j for j in args.job_ids if j not in cancelled]
-        for job_id in missed:
-            out.write(f"Not cancelled {job_id} (unknown, or already finished)\n")
-        return 0
-    c.cancel_job_set(args.queue, args.job_set, states=args.state or (), reason=args.reason)
-    which = f" in states {', '.join(args.state)}" if args.state else ""
-    out.write(f"Requested cancellation of job set {args.job_set}{which}\n")
-    return 0
-
-
-def _report(results: dict[str, str], verb: str, out: TextIO) -> int:
-    failed = 0
-    for job_id, error in sorted(results.items()):
-        if error:
-            failed += 1
-            out.write(f"{job_id}: not {verb}: {error}\n")
-        else:
-            out.write(f"{job_id}: {verb}\n")
-    return 1 if failed else 0
-
-
-def reprioritize(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
-    results = c.reprioritize_jobs(args.queue, args.job_set, args.priority, args.job_ids)
-    return _report(results, "reprioritized", out)
-
-
 def preempt(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     results = c.preempt_jobs(args.queue, args.job_set, args.job_ids, reason=args.reason)
-    return _report(results, "preemption requested", out)
+    return report(results, "preemption requested", out)
 
 
 def status(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     states = c.get_job_status(args.job_ids)
     for job_id in args.job_ids:
         out.write(f"{job_id} {state_name(states.get(job_id, 0))}\n")
-    return 0
-
-
-def details(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
-    found = c.get_job_details(args.job_ids, expand_job_spec=args.spec, expand_job_run=True)
-    missing = [j for j in args.job_ids if j not in found]
-    _print_structured({j: _as_dict(found[j]) for j in args.job_ids if j in found}, args.output, out)
-    if missing:
-        raise NotFound(f"no such job: {', '.join(missing)}")
-    return 0
-
-
-def logs(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
-    since, tail = args.since_time, args.tail
-    repeated = 0  # lines shown with the timestamp `since` (an inclusive server repeats them)
-    while True:
-        # The state first: lines read after it said "finished" are the last ones.
-        done = not args.follow or c.get_job_status([args.job_id]).get(args.job_id) in TERMINAL
-        try:
-            lines = c.logs(
-                args.job_id,
-                pod_number=args.pod_number,
-                namespace=args.namespace,
-                since_time=since,
-                tail_lines=tail,
-                container=args.container,
-                timestamps=args.timestamps,
-            )
-        except ArmadaError as e:
-            if not args.follow or e.code not in TRANSIENT_CODES:
-                raise
-            lines = []  # the executor is out of reach for now: try again
-        skip = repeated
-        for line in lines:
-            if since and line.timestamp == since and skip > 0:
-                skip -= 1
-                continue
-            if line.timestamp and line.timestamp != since:
-                since, repeated = line.timestamp, 0
-            repeated += 1
-            out.write(
-                (f"{line.timestamp} " if args.timestamps and line.timestamp else "")
-                + line.line
-                + ("" if line.line.endswith("\n") else "\n")
-            )
-        out.flush()
-        if lines:
-            tail = None  # --tail limits the first read only
-        if done:
-            return 0
-        time.sleep(args.interval)
-
-
-def node_cordon(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
-    for name in args.names:
-        (c.cordon_node if args.command_name == "cordon" else c.uncordon_node)(name)
-        out.write(f"{args.command_name.capitalize()}ed node {name}\n")
     return 0
 
 
@@ -599,7 +490,9 @@ def _add_job_commands(commands: Commands[argparse.ArgumentParser]) -> None:
     sp.add_argument("job_ids", nargs="+", metavar="JOB_ID")
     sp.set_defaults(handler=status)
 
-    sp = commands.add_parser("details", help="print jobs' details and runs")
+    sp = commands.add_parser(
+        "details", help="print jobs' details and runs, and how they ended (exit codes, ...)"
+    )
     sp.add_argument("job_ids", nargs="+", metavar="JOB_ID")
     sp.add_argument("--spec", action="store_true", help="include the job spec")
     sp.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
@@ -628,12 +521,32 @@ def _add_logs_command(commands: Commands[argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="with --follow: how often to ask for new lines (default 1)",
     )
+    sp.add_argument(
+        "--run",
+        metavar="N|RUN_ID",
+        help="the log of an earlier run: its number (0 for the first, as `details` lists "
+        "the runs) or its id; default: the latest run",
+    )
+    sp.add_argument(
+        "--all-runs", action="store_true", help="the log of every run, each under a header line"
+    )
+    sp.add_argument(
+        "-o",
+        "--output",
+        choices=["text", "json"],
+        default="text",
+        help="json: the runs read, each with its lines and their timestamps",
+    )
     sp.set_defaults(handler=logs)
 
 
 def _add_node_commands(commands: Commands[argparse.ArgumentParser]) -> None:
-    n = commands.add_parser("node", help="cordon and uncordon executors' nodes")
+    n = commands.add_parser("node", help="list, cordon and uncordon executors' nodes")
     ns = n.add_subparsers(dest="command_name", required=True, metavar="ACTION")
+    sp = ns.add_parser("list", help="every node: capacity, use, free room, state, jobs")
+    sp.add_argument("--executor", default="", help="only this executor's nodes")
+    sp.add_argument("-o", "--output", choices=["table", "yaml", "json"], default="table")
+    sp.set_defaults(handler=node_list)
     for name in ("cordon", "uncordon"):
         sp = ns.add_parser(name, help=f"{name} nodes (cordoned nodes take no new jobs)")
         sp.add_argument(
@@ -657,6 +570,23 @@ def _one_line(error: BaseException, url: str) -> str:
     return str(error)
 
 
+#: The exit code of a command whose standard output was closed, as a shell reports one
+#: killed by SIGPIPE (128 + 13).
+STDOUT_CLOSED = 141
+
+
+def _stdout_closed(out: TextIO) -> int:
+    """The reader of standard output went away (`| head -1`): end quietly. What is still
+    buffered goes to /dev/null, so the interpreter's own flush at exit fails no more."""
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # not a real file: nothing flushes it at exit
+            pass
+    return STDOUT_CLOSED
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run one command; returns the exit code (the console script exits with it)."""
     parser = build_parser()
@@ -665,12 +595,16 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
     try:
         handler: Handler = args.handler
         with ArmadaClient(config=_connection(args)) as client:
-            return handler(client, args, out)
+            code = handler(client, args, out)
+        out.flush()  # a closed output shows here rather than at exit
+        return code
     except UsageError as e:
         parser.error(str(e))
     except KeyboardInterrupt:
         return 130
-    except (ArmadaError, SpecError, RetryConfigError, OSError, ValueError) as e:
+    except BrokenPipeError:
+        return _stdout_closed(out)
+    except (ArmadaError, CommandError, SpecError, RetryConfigError, OSError, ValueError) as e:
         message = " ".join(_one_line(e, args.url).split())
         sys.stderr.write(f"armada: error: {message}\n")
         return 1

@@ -43,9 +43,14 @@ def describe(message: event_pb2.EventStreamMessage, result: JobResult) -> str:
             details.append(f"reason {event.reason!r}")
         if event.failure_category:
             details.append(f"category {event.failure_category}")
+        if event.condition == "Preempted" and result.preemption is not None:
+            details.append(f"preempted {result.preemption.describe()}")
     elif kind in ("leased", "running", "succeeded") and result.node:
         details.append(f"node {result.node}")
-    elif kind in ("cancelling", "cancelled", "preempting", "preempted") and event.reason:
+    elif kind in ("preempting", "preempted") and result.preemption is not None:
+        # Who asked, why, and (the scheduler's) the job placed in the run's room.
+        details.append(result.preemption.describe())
+    elif kind in ("cancelling", "cancelled") and event.reason:
         details.append(f"reason {event.reason!r}")
     elif kind in ("reprioritizing", "reprioritized"):
         details.append(f"priority {event.new_priority:g}")

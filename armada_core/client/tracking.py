@@ -14,6 +14,8 @@ from typing import Any
 from armada_core.api import event_pb2, job_pb2, submit_pb2
 from armada_core.retry import FailureInfo, JobEnd
 
+from .endings import Preemption
+
 TERMINAL = frozenset(
     {
         submit_pb2.SUCCEEDED,
@@ -58,6 +60,8 @@ class JobResult:
     failure_subcategory: str = ""
     condition: str = ""
     cancel_reason: str = ""
+    #: Who asked for the latest run's preemption, why, and the job placed in its room.
+    preemption: Preemption | None = None
     #: The JobFailedEvent of the final failure (also rejection), None otherwise.
     failure: FailureInfo | None = None
     #: Failures the server retried (retryable=true), oldest first.
@@ -144,9 +148,13 @@ class JobTracker:
             result.node = getattr(event, "node_name", "") or result.node
         if kind == "leased":
             result.exit_codes, result.termination_messages = {}, {}
+            result.preemption = None
+        elif kind == "preempting":
+            result.preemption = Preemption.requested(event)
         elif kind == "preempted":
             result.condition = "Preempted"
             result.failure_reason = event.reason
+            result.preemption = (result.preemption or Preemption()).happened(event)
         elif kind == "cancelled":
             result.cancel_reason = event.reason or result.cancel_reason
         elif kind == "cancelling":

@@ -223,7 +223,8 @@ def test_submit_status_details_cancel_watch(armada: Armada, tmp_path: Path) -> N
     )
     assert (
         armada.ok("cancel", "team-a", "nightly", "--state", "queued")
-        == "Requested cancellation of job set nightly in states queued\n"
+        == "Requested cancellation of 2 jobs of job set nightly in states queued"
+        " (1 already finished)\n"
     )
     watched = armada.ok("watch", "team-a", "nightly", "--exit-if-inactive").splitlines()
     events = watched[:-1]
