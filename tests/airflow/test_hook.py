@@ -11,7 +11,7 @@ import pytest
 from airflow.sdk import Connection
 
 from airflow_armada.get_provider_info import get_provider_info
-from airflow_armada.hooks.armada import ArmadaHook, config_from_connection
+from airflow_armada.hooks.armada import ArmadaHook, ConnectionNotDefined, config_from_connection
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
@@ -89,3 +89,15 @@ def test_provider_info_matches_airflows_schema_and_hook() -> None:
 def test_connection_test_button() -> None:
     assert ArmadaHook().test_connection() == (True, "Connection successfully tested")
     assert ArmadaHook("missing")  # constructing never connects
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_without_a_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default connection falls back to the client's defaults; any other id fails."""
+    monkeypatch.delenv("AIRFLOW_CONN_ARMADA_DEFAULT", raising=False)
+    for name in ("ARMADA_URL", "ARMADA_TLS", "ARMADA_CA_CERT", "ARMADA_TOKEN", "ARMADA_USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    config = ArmadaHook().get_connection_config()
+    assert config.address == "localhost:50051" and not config.tls and config.token is None
+    with pytest.raises(ConnectionNotDefined, match="airflow connections add armada_elsewhere "):
+        ArmadaHook("armada_elsewhere").get_connection_config()

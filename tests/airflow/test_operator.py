@@ -265,6 +265,42 @@ def test_a_bad_pod_spec_is_rejected_before_submission(client, capfd) -> None:
     assert "did you mean image?" in out
 
 
+@pytest.mark.parametrize("mode", ["deferrable", "sync"])
+def test_without_the_default_connection_the_task_uses_the_defaults(
+    mode, armada, client, capfd, monkeypatch
+) -> None:
+    """No `armada_default` connection: the worker and the triggerer both connect where
+    armada_core's environment defaults say (ARMADA_URL, else localhost:50051), saying so."""
+    monkeypatch.delenv("AIRFLOW_CONN_ARMADA_DEFAULT")
+    monkeypatch.setenv("ARMADA_URL", armada.address)
+    dr = run_dag(f"armada_single_{mode}")
+    assert dr.state == "success"
+    [job_id] = xcom(dr, "hello")["job_ids"]
+    assert client.get_job_status([job_id])[job_id] == submit_pb2.SUCCEEDED
+    assert xcom(dr, "hello")["links"] == [f"http://localhost:8080/jobs/{job_id}"]
+    out = capfd.readouterr().out
+    assert (
+        f"Airflow connection 'armada_default' is not defined: connecting to {armada.address} "
+        "(ARMADA_URL, else localhost:50051)" in out
+    )
+    assert "isn't defined" not in out
+
+
+def test_a_missing_connection_fails_the_task_saying_how_to_create_it(client, capfd) -> None:
+    dr = run_dag("armada_missing_connection")
+    assert dr.state == "failed"
+    ti = task_instance(dr, "nowhere")
+    assert (ti.state, ti.try_number) == ("failed", 1)  # retries=2, yet not retried
+    out = "".join(capfd.readouterr())
+    assert (
+        "Airflow connection 'armada_elsewhere' is not defined; create it with: "
+        "airflow connections add armada_elsewhere --conn-type armada --conn-host HOST "
+        "--conn-port 50051" in out
+    )
+    assert "isn't defined" not in out
+    assert "XCom not found" not in out
+
+
 def jobs_of_task(client: ArmadaClient, job_set_id: str, dag_id: str, task_id: str) -> list[str]:
     """Every job the server holds for one logical task, found by its Airflow annotations."""
     ids = submitted_jobs(client, job_set_id)

@@ -9,7 +9,9 @@ import uuid
 
 import pytest
 from airflow.jobs.triggerer_job_runner import TriggerRunner
+from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_armada.operators.armada import ArmadaOperator
 from airflow_armada.triggers.armada import ArmadaJobTrigger
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient, job_item
@@ -128,3 +130,29 @@ async def test_a_triggerer_restart_leaves_the_job_running_and_resumes(client: Ar
     event = await anext(revived.run())
     assert event.payload["outcome"] == "succeeded"
     assert event.payload["job_ids"] == [job_id]
+
+
+async def test_a_triggerer_without_the_connection_fails_the_task_saying_how_to_create_it(
+    client: ArmadaClient,
+) -> None:
+    """The worker had the connection and submitted; the triggerer has no such connection:
+    the task fails, not retried, with the line that says how to create it (the default
+    connection falls back instead: test_operator.py)."""
+    job_set = f"trigger-no-connection-{uuid.uuid4()}"
+    [job_id] = client.submit_jobs(QUEUE, job_set, [job_item(pod("sleep 30"))])
+    trigger = ArmadaJobTrigger(
+        queue=QUEUE, job_set_id=job_set, job_ids=[job_id], armada_conn_id="armada_elsewhere"
+    )
+    event = await anext(trigger.run())
+    assert (event.payload["outcome"], event.payload["retryable"]) == ("error", False)
+    line = (
+        "Airflow connection 'armada_elsewhere' is not defined; create it with: "
+        "airflow connections add armada_elsewhere --conn-type armada"
+    )
+    assert line in event.payload["summary"]
+    operator = ArmadaOperator(
+        task_id="t", armada_queue=QUEUE, armada_conn_id="armada_elsewhere", pod_spec=pod("true")
+    )
+    with pytest.raises(AirflowFailException, match=line):
+        operator.execute_complete({}, event.payload)
+    client.cancel_jobs(QUEUE, job_set, [job_id], reason="test cleanup")

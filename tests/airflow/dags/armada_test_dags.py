@@ -396,3 +396,13 @@ with dag("armada_bad_spec"):
     ArmadaOperator(
         task_id="bad", armada_queue=QUEUE, retries=2, retry_delay=timedelta(0), pod_spec=bad
     )
+
+with dag("armada_missing_connection"):
+    ArmadaOperator(
+        task_id="nowhere",
+        armada_queue=QUEUE,
+        armada_conn_id="armada_elsewhere",
+        retries=2,
+        retry_delay=timedelta(0),
+        pod_spec=pod("true"),
+    )

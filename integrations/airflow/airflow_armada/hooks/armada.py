@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook, Connection
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
 from armada_core.client import (
     ArmadaClient,
@@ -45,6 +46,20 @@ def killed_by_try(cancel_reason: str) -> int | None:
     """The try whose kill cancelled a job, from the job's cancel reason (see `kill_reason`)."""
     match = _KILLED.fullmatch(cancel_reason)
     return int(match.group(1)) if match else None
+
+
+class ConnectionNotDefined(AirflowFailException):
+    """The task's ``armada_conn_id`` names a connection Airflow does not know (and not the
+    default one, which falls back to the environment's defaults). The task fails without a
+    retry: only someone creating the connection helps."""
+
+    def __init__(self, conn_id: str) -> None:
+        super().__init__(
+            f"Airflow connection {conn_id!r} is not defined; create it with: airflow connections "
+            f"add {conn_id} --conn-type armada --conn-host HOST --conn-port {DEFAULT_PORT} "
+            f"(or set AIRFLOW_CONN_{conn_id.upper()})"
+        )
+        self.conn_id = conn_id
 
 
 def _pem(value: str | None) -> bytes | None:
@@ -119,11 +134,40 @@ class ArmadaHook(BaseHook):
     # --- connection -------------------------------------------------------------------------
 
     def get_connection_config(self) -> ConnectionConfig:
-        return config_from_connection(self.get_connection(self.armada_conn_id))
+        """How to reach Armada: the connection's settings (`config_from_connection`), or the
+        environment's when the default connection is not defined (`_without_connection`)."""
+        try:
+            conn = self.get_connection(self.armada_conn_id)
+        except AirflowNotFoundException:
+            return self._without_connection()
+        return config_from_connection(conn)
 
     async def aget_connection_config(self) -> ConnectionConfig:
         """The async lookup: the sync one would block the triggerer's event loop."""
-        return config_from_connection(await self.aget_connection(self.armada_conn_id))
+        try:
+            conn = await self.aget_connection(self.armada_conn_id)
+        except AirflowNotFoundException:
+            return self._without_connection()
+        return config_from_connection(conn)
+
+    def _without_connection(self) -> ConnectionConfig:
+        """No connection of that id. The default one falls back to armada_core's environment
+        defaults (ARMADA_URL, else localhost:50051; ARMADA_TLS, ARMADA_TOKEN, ...), so a first
+        DAG runs against a local server with nothing to set up; any other id is a mistake
+        that fails the task (`ConnectionNotDefined`)."""
+        if self.armada_conn_id != self.default_conn_name:
+            raise ConnectionNotDefined(self.armada_conn_id) from None
+        config = ConnectionConfig.from_env()
+        self.log.warning(
+            "Airflow connection %r is not defined: connecting to %s (ARMADA_URL, else "
+            "localhost:50051)%s; to connect elsewhere: airflow connections add %s "
+            "--conn-type armada --conn-host HOST --conn-port PORT",
+            self.armada_conn_id,
+            config.address,
+            " with TLS" if config.tls else "",
+            self.armada_conn_id,
+        )
+        return config
 
     def get_conn(self) -> ArmadaClient:
         """A blocking client; close it (or use it as a context manager) when done."""

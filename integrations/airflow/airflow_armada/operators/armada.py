@@ -209,6 +209,7 @@ class ArmadaOperator(BaseOperator):
         self.cancel_on_kill = cancel_on_kill
         self._submitted: tuple[str, str, list[str]] | None = None
         self._try_number: int | None = None
+        self._job_link: str | None = None
 
     # --- building ---------------------------------------------------------------------------
 
@@ -261,6 +262,12 @@ class ArmadaOperator(BaseOperator):
         check_items(items, queue=self.armada_queue, job_set_id=self.job_set_id)
         return items
 
+    @property
+    def job_link(self) -> str | None:
+        """This try's link to its first job: "" until it has submitted, None when this
+        instance has not executed (resumed from the trigger: the link is in XCom)."""
+        return self._job_link
+
     def _member_labels(self, job_ids: Sequence[str]) -> list[str]:
         return list(job_labels(job_ids).values())
 
@@ -283,6 +290,7 @@ class ArmadaOperator(BaseOperator):
     def execute(self, context: Context) -> Any:
         ti = context["ti"]
         self._try_number = ti.try_number
+        self._job_link = ""
         if not self.armada_queue or not self.job_set_id:
             raise AirflowFailException("armada_queue and job_set_id must not be empty")
         identity = self.identity(context)
@@ -299,6 +307,7 @@ class ArmadaOperator(BaseOperator):
             self._submitted = (queue, job_set_id, job_ids)
             urls = self._job_urls(job_ids)
             ti.xcom_push(key=ArmadaJobLink().xcom_key, value=urls[0])
+            self._job_link = urls[0]
             ti.xcom_push(key="armada_job_ids", value=job_ids)
             self.log.info("Armada jobs: %s", ", ".join(urls))
             labels = self._member_labels(job_ids)
@@ -393,7 +402,9 @@ class ArmadaOperator(BaseOperator):
             result["links"] = self._job_urls(payload["job_ids"])
             self.log.info("%s", summary)
             return result
-        if outcome in (Outcome.USER_ERROR, Outcome.REJECTED, Outcome.CANCELLED):
+        if outcome in (Outcome.USER_ERROR, Outcome.REJECTED, Outcome.CANCELLED) or (
+            payload.get("retryable") is False
+        ):
             raise AirflowFailException(summary)
         raise AirflowException(summary)  # infrastructure failure or a broken watch: retry
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_armada.hooks.armada import ArmadaHook, kill_reason
+from airflow_armada.hooks.armada import ArmadaHook, ConnectionNotDefined, kill_reason
 from armada_core.client import ArmadaError
 
 
@@ -81,15 +81,21 @@ class ArmadaJobTrigger(BaseTrigger):
                 member_labels=self.member_labels,
             )
         except ArmadaError as e:  # NotFound, vanished jobs...: let the task decide
-            payload = {
-                "outcome": "error",
-                "queue": self.queue,
-                "job_set_id": self.job_set_id,
-                "job_ids": self.job_ids,
-                "summary": f"waiting for Armada jobs {', '.join(self.job_ids)} failed: "
-                f"{type(e).__name__}: {e.details}",
-            }
+            payload = self._error(f"{type(e).__name__}: {e.details}")
+        except ConnectionNotDefined as e:  # the worker had it, the triggerer has not
+            payload = {**self._error(f"in the triggerer: {e}"), "retryable": False}
         yield TriggerEvent(payload)
+
+    def _error(self, reason: str) -> dict[str, Any]:
+        """The event of a wait that broke: the task fails (retried unless `retryable` is
+        False), its jobs untouched."""
+        return {
+            "outcome": "error",
+            "queue": self.queue,
+            "job_set_id": self.job_set_id,
+            "job_ids": self.job_ids,
+            "summary": f"waiting for Armada jobs {', '.join(self.job_ids)} failed: {reason}",
+        }
 
     async def on_kill(self) -> None:
         """The user killed the deferred task: cancel every job (the whole gang), unless the
