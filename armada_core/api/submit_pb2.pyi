@@ -712,16 +712,25 @@ class JobSubmitResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     JOB_RESPONSE_ITEMS_FIELD_NUMBER: _builtins.int
+    NOTES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def job_response_items(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobSubmitResponseItem]: ...
+    @_builtins.property
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Extensions (not in upstream Armada):
+        what the submitter should know of jobs that were accepted, e.g. that no executor has
+        connected yet, so whether they fit a node is not known (`armada submit` prints them).
+        """
+
     def __init__(
         self,
         *,
         job_response_items: _abc.Iterable[Global___JobSubmitResponseItem] | None = ...,
+        notes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_response_items", b"job_response_items"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["job_response_items", b"job_response_items", "notes", b"notes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -389,6 +389,9 @@ class ServerConfig:
     scheduling: SchedulingSettings = field(default_factory=SchedulingSettings)
     # Seconds between checks of the config file for changes; None: only on SIGHUP.
     config_reload_interval: float | None = 5.0
+    # Accept jobs that fit no node the executors report, even an empty one (refused by
+    # default, as upstream does): for clusters that add nodes when jobs wait.
+    accept_jobs_that_fit_no_node: bool = False
 
     def submission(self) -> SubmissionConfig:
         return SubmissionConfig(
@@ -408,6 +411,11 @@ class ServerConfig:
                 raise ConfigError(f"{name}: must be positive")
         if self.config_reload_interval is not None:
             _number("config_reload_interval", self.config_reload_interval, low_open=True)
+        if not isinstance(self.accept_jobs_that_fit_no_node, bool):
+            raise ConfigError(
+                "accept_jobs_that_fit_no_node: must be true or false, got "
+                f"{self.accept_jobs_that_fit_no_node!r}"
+            )
         names = [p.name for p in self.priority_classes]
         if not names:
             raise ConfigError("priority_classes: at least one is needed")

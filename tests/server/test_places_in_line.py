@@ -101,9 +101,14 @@ def wait_for(check, what: str, timeout: float = 15.0):  # type: ignore[no-untype
 
 
 def tiny_executor(api: Stubs) -> Executor:
-    """An executor whose one node holds none of the test's jobs: each gets a reason."""
-    ex = Executor(api.channel, nodes=1, cpu="100m", memory="64Gi")
+    """An executor whose one node a job of another queue holds, which nothing preempts: the
+    test's jobs fit the node when empty (so they are in line) but not now, and each gets a
+    reason. (A job that fits no node even empty has no place: test_submission_checks.py.)"""
+    ex = Executor(api.channel, nodes=1, cpu="3", memory="64Gi")
     ex.sync()
+    api.queues.CreateQueue(submit_pb2.Queue(name="held", priority_factor=1))
+    submit(api, job("high", 0, cpu="3"), queue="held")
+    ex.wait_leases(1)
     return ex
 
 
@@ -178,7 +183,7 @@ def test_places_follow_the_order_the_scheduler_takes_the_line_in(
             ),
             f"places after {head} left the line",
         )
-    assert len(ex.held) == 9
+    assert len(ex.held) == 9 + 1  # and the job holding the first node
 
 
 def test_one_call_gives_every_job_of_several_queues_its_place(

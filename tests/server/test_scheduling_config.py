@@ -358,8 +358,9 @@ def test_max_queue_lookback_leaves_jobs_beyond_it_unattempted(tmp_path: Path) ->
     # is never attempted, while queue b's job is leased.
     with serving(tmp_path, "  max_queue_lookback: 2\n") as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="4", memory="16Gi")
-        ex.sync()
+        # Submitted before the executor connects: jobs that fit no node are refused after.
         huge = submit(api, "a", job(cpu="100"), job(cpu="100"))
+        ex.sync()
         wait_reasons(api, huge, reasons.TOO_LARGE)
         [small] = submit(api, "a", job())
         [other] = submit(api, "b", job())

@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from armada_core import scheduling as s
-from armada_core.api import submit_pb2
+from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import GangSpec, gang_of
 from armada_server.config import PriorityClassConfig
@@ -119,6 +119,15 @@ def _make(
 def _job(spec: submit_pb2.Job, **kw: Any) -> s.Job:
     static, gang = _static(spec)
     return _make(spec.id, static, gang, **kw)
+
+
+def spec_view(spec: submit_pb2.Job) -> s.Job:
+    """The scheduler's view of a job not yet stored, as its spec alone decides it:
+    submission checks a job against the nodes as the scheduler will see them."""
+    return _job(spec, priority=0, submitted_at=_EPOCH)
+
+
+_EPOCH = datetime.fromtimestamp(0, UTC)
 
 
 # Spec bytes after the job id -> _static of that spec. Jobs submitted together usually differ
@@ -343,23 +352,31 @@ def _nodes(
                 else {}
             )
             placements[nid] = Placement(executor.id, n.name, executor.pool)
-            capacity = _resources(n.allocatable)
+            node = node_view(executor.id, executor.pool, n, capability)
             if nid in held:
-                capacity = s.Resources(
-                    {k: max(v - held[nid].get(k), 0) for k, v in capacity.items()}
-                )
-            nodes.append(
-                s.Node(
-                    id=nid,
-                    capacity=capacity,
-                    labels={**n.labels, ann.POOL: executor.pool, **capability},
-                    cordoned=n.unschedulable,
-                    taints=tuple(
-                        s.Taint(t.key, t.value, t.effect or "NoSchedule") for t in n.taints
+                node = dataclasses.replace(
+                    node,
+                    capacity=s.Resources(
+                        {k: max(v - held[nid].get(k), 0) for k, v in node.capacity.items()}
                     ),
                 )
-            )
+            nodes.append(node)
     return nodes, placements
+
+
+def node_view(
+    executor: str, pool: str, n: executor_pb2.Node, labels: Mapping[str, str] | None = None
+) -> s.Node:
+    """The scheduler's view of a node an executor reported: its pool is a label (as jobs name
+    theirs in their node selector), with `labels` added; cordoned when Kubernetes marks it
+    unschedulable (operators' cordons are applied on reading)."""
+    return s.Node(
+        id=node_id(executor, n.name),
+        capacity=_resources(n.allocatable),
+        labels={**n.labels, ann.POOL: pool, **(labels or {})},
+        cordoned=n.unschedulable,
+        taints=tuple(s.Taint(t.key, t.value, t.effect or "NoSchedule") for t in n.taints),
+    )
 
 
 def _jobs(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
@@ -10,13 +11,16 @@ from google.protobuf.message import Message
 from armada_core.api import health_pb2, submit_pb2, submit_pb2_grpc
 from armada_core.jobs import SubmissionConfig, validate_request
 from armada_core.jobs.submission import MAX_JOB_SET_ID, check_text
+from armada_server.auth import Principal
 from armada_server.config import ServerConfig
-from armada_server.errors import InvalidArgument
+from armada_server.errors import InvalidArgument, NotFound
 from armada_server.executors.kinds import server_kind
 from armada_server.guarded import RpcContext
 from armada_server.services.capabilities import CapabilityIndex, ExecutorCapabilities
 from armada_server.services.common import Context, principal_of, rpc
+from armada_server.services.node_fit import NodeFit
 from armada_server.services.queues import QueueService, states_from_filter
+from armada_server.storage.submission import queue_not_found
 
 
 def _require(field: str, value: str) -> None:
@@ -90,6 +94,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         self.capabilities = CapabilityIndex(
             ctx.transactions.engine, builtin=builtin_capabilities(ctx.config)
         )
+        self.node_fit = NodeFit(ctx.transactions, executor_timeout=ctx.config.lease_timeout)
         # Upstream kept the queue calls on Submit for older clients: same behaviour.
         for name in (
             "CreateQueue",
@@ -108,21 +113,42 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     ) -> submit_pb2.JobSubmitResponse:
         # Off the event loop: a large request takes a while to check, and watchers wait.
         items = await self.ctx.run(self._validate, request)
-        await self.ctx.authorize(request.queue, "submit")
-        who = principal_of(context)
-        ids = await self.ctx.run(
-            self.ctx.submissions.submit,
+        try:
+            await self.ctx.authorize(request.queue, "submit")
+        except NotFound:
+            raise queue_not_found(request.queue) from None
+        ids, notes = await self.ctx.run(self._store, request, items, principal_of(context))
+        self.ctx.metrics.jobs_submitted.labels(request.queue).inc(len(ids))
+        self.ctx.wake_scheduler()
+        return submit_pb2.JobSubmitResponse(
+            job_response_items=[submit_pb2.JobSubmitResponseItem(job_id=i) for i in ids],
+            notes=notes,
+        )
+
+    def _store(
+        self,
+        request: submit_pb2.JobSubmitRequest,
+        items: list[submit_pb2.JobSubmitRequestItem],
+        who: Principal,
+    ) -> tuple[list[str], list[str]]:
+        """Store the jobs, unless some new one fits no node (node_fit.py); the ids, and the
+        response's notes."""
+        self.node_fit.cluster()  # read before the transaction that stores the jobs
+        notes: list[str] = []
+
+        def admit(specs: Sequence[tuple[int, submit_pb2.Job]]) -> None:
+            accept = self.ctx.config.accept_jobs_that_fit_no_node
+            notes[:] = self.node_fit.check(specs, accept=accept)  # once per attempt
+
+        ids = self.ctx.submissions.submit(
             request.queue,
             request.job_set_id,
             items,
             owner=who.name,
             groups=who.groups,
+            admit=admit,
         )
-        self.ctx.metrics.jobs_submitted.labels(request.queue).inc(len(ids))
-        self.ctx.wake_scheduler()
-        return submit_pb2.JobSubmitResponse(
-            job_response_items=[submit_pb2.JobSubmitResponseItem(job_id=i) for i in ids]
-        )
+        return ids, notes
 
     def _validate(
         self, request: submit_pb2.JobSubmitRequest

@@ -7,7 +7,11 @@ job is a gang of one) at its first member's place. A gang ahead counts once, as 
 takes it as one item; every member of a gang has its gang's place. Only what the scheduler
 sees counts: queued jobs of a known priority class not waiting out a retry delay; jobs of a
 cordoned queue are in no line (the scheduler does not order them). Gangs that wait for
-missing members count as well: they are in line, only not yet complete.
+missing members count as well: they are in line, only not yet complete. A job that fits no
+node, even an empty one (the scheduler's latest reason says so, `FITS_NO_NODE`), has no place:
+it is not next whatever stands before it (the server accepts such jobs only when told to,
+services/node_fit.py). It still counts in the places of the jobs behind it, as the scheduler
+still takes it in its turn.
 
 The count is read when asked, from the partial indexes
 ix_jobs_queued_order and ix_jobs_queued_gangs (queued jobs only, migration 0006) alone, and
@@ -46,6 +50,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
 from armada_core.jobs import JobState
+from armada_core.scheduling import reasons
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
 from armada_server.storage.rows import chunks, when
@@ -72,6 +77,11 @@ def _truncated_default(element: _Truncated, compiler: Any, **kw: Any) -> str:
 def _truncated_sqlite(element: _Truncated, compiler: Any, **kw: Any) -> str:
     return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
 
+
+#: The scheduler's reasons for a job that no node can hold even when empty, or that no node
+#: admits (alone or as a gang's member): jobs left waiting with these have no place in line.
+_NOWHERE = (reasons.TOO_LARGE, reasons.NO_MATCHING_NODE)
+FITS_NO_NODE = frozenset((*_NOWHERE, *(reasons.gang_failed(r) for r in _NOWHERE)))
 
 # (class priority negated, priority truncated, submitted at, id): the scheduler's order.
 Key = tuple[int, int, Any, str]
@@ -121,7 +131,7 @@ def _places(
     for chunk in chunks(job_ids, 500):
         # By id alone: naming the partial indexes' condition here would have SQLite search
         # them instead of the primary key.
-        rows: Iterable[tuple[str, str, str, float, Any, str | None, int, Any]] = conn.execute(
+        rows: Iterable[tuple[str, str, str, float, Any, str | None, int, Any, str]] = conn.execute(
             select(
                 j.c.id,
                 j.c.queue,
@@ -131,11 +141,13 @@ def _places(
                 j.c.gang_id,
                 j.c.state,
                 j.c.retry_after,
+                j.c.scheduling_reason,
             ).where(j.c.id.in_(chunk))
         )
-        for job_id, queue, pc, priority, submitted, gang, state, retry_after in rows:
+        for job_id, queue, pc, priority, submitted, gang, state, retry_after, why in rows:
             ready = retry_after is None or when(retry_after) <= now
-            if state == JobState.QUEUED and ready and pc in classes:
+            fits = why not in FITS_NO_NODE
+            if state == JobState.QUEUED and ready and fits and pc in classes:
                 asked.append(
                     (job_id, queue, gang, (-classes[pc], int(priority), submitted, job_id))
                 )

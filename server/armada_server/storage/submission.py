@@ -3,21 +3,33 @@ cancelling, reprioritising and asking for preemption, each request one transacti
 
 A cancel may leave a gang that waits to be placed short of members: it is cut to the members
 left, or failed when it can never be placed whole.
+
+A cordoned queue takes no new jobs: submitting one is refused (a repeated client_id still
+returns the job it names), and the caller may refuse the new jobs too (`Admit`), all in the
+transaction that would store them.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, Connection, and_, select
 from sqlalchemy.exc import IntegrityError
 
 from armada_core.api import submit_pb2
-from armada_core.jobs import GangSpec, Job, JobState, job_from_item, lifecycle, new_job_id
+from armada_core.jobs import (
+    TERMINAL_STATES,
+    GangSpec,
+    Job,
+    JobState,
+    job_from_item,
+    lifecycle,
+    new_job_id,
+)
 from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
-from armada_server.errors import NotFound
+from armada_server.errors import FailedPrecondition, NotFound
 from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_JOB_STATES, Change, Transactions
 from armada_server.storage.bulk import insert_rows
@@ -27,6 +39,22 @@ from armada_server.storage.retries import start_gang_generation
 from armada_server.storage.rows import chunks, job_row, load_jobs
 
 NON_TERMINAL = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_JOB_STATES)
+#: Called with the jobs a submission is about to store (each with its item's index in the
+#: request); raises to refuse the request.
+Admit = Callable[[Sequence[tuple[int, submit_pb2.Job]]], None]
+
+
+def queue_not_found(queue: str) -> NotFound:
+    """A submission's queue does not exist: say how to create it."""
+    return NotFound(f"queue {queue!r} not found; create it with: armada queue create {queue}")
+
+
+def queue_cordoned(queue: str) -> FailedPrecondition:
+    return FailedPrecondition(
+        f"queue {queue!r} is cordoned: it takes no new jobs and its queued jobs are not "
+        f"scheduled (jobs already running go on); lift the cordon with: "
+        f"armada queue uncordon {queue}"
+    )
 
 
 class Submissions:
@@ -43,11 +71,14 @@ class Submissions:
         *,
         owner: str,
         groups: tuple[str, ...] = (),
+        admit: Admit | None = None,
     ) -> list[str]:
-        """Store validated items as jobs (all or none); a known client_id returns its job."""
+        """Store validated items as jobs (all or none); a known client_id returns its job.
+        Refused when the queue is missing, or cordoned and some item is a new job, or when
+        `admit` refuses the new jobs."""
         for attempt in range(2):
             try:
-                return self._submit(queue, job_set, items, owner, groups)
+                return self._submit(queue, job_set, items, owner, groups, admit)
             except IntegrityError:
                 if attempt:  # a concurrent submit took one of our client ids: look again
                     raise
@@ -60,14 +91,15 @@ class Submissions:
         items: Sequence[submit_pb2.JobSubmitRequestItem],
         owner: str,
         groups: tuple[str, ...],
+        admit: Admit | None,
     ) -> list[str]:
         now = self._tx.clock()
         with self._tx.write() as (conn, touched):
-            if (
-                conn.execute(select(t.queues.c.name).where(t.queues.c.name == queue)).first()
-                is None
-            ):
-                raise NotFound(f"queue {queue!r} not found")
+            found = conn.execute(
+                select(t.queues.c.cordoned).where(t.queues.c.name == queue)
+            ).first()
+            if found is None:
+                raise queue_not_found(queue)
             client_ids = {i.client_id for i in items if i.client_id}
             known: dict[str, str] = {}
             for chunk in chunks(sorted(client_ids), 500):
@@ -79,9 +111,8 @@ class Submissions:
                     ).all()
                 )
             ids: list[str] = []
-            job_rows: list[dict[str, object]] = []
-            all_events: list[EventMessage] = []
-            for item in items:
+            specs: list[tuple[int, submit_pb2.Job]] = []
+            for index, item in enumerate(items):
                 if item.client_id and item.client_id in known:
                     ids.append(known[item.client_id])
                     continue
@@ -97,13 +128,22 @@ class Submissions:
                     now=now,
                     groups=groups,
                 )
+                specs.append((index, spec))
+                ids.append(job_id)
+            if not specs:
+                return ids
+            if found.cordoned:
+                raise queue_cordoned(queue)
+            if admit is not None:
+                admit(specs)
+            job_rows: list[dict[str, object]] = []
+            all_events: list[EventMessage] = []
+            for _, spec in specs:
                 job, events = lifecycle.submit(spec, now)
                 job_rows.append(job_row(job))
                 all_events.extend(events)
-                ids.append(job_id)
-            if job_rows:
-                insert_rows(conn, t.jobs, job_rows)
-                self._tx.append(conn, touched, all_events)
+            insert_rows(conn, t.jobs, job_rows)
+            self._tx.append(conn, touched, all_events)
             return ids
 
     @retried
@@ -231,9 +271,40 @@ class Submissions:
                 changes.append((job, after, events))
                 results[job.id] = ""
             self._tx.save_many(conn, touched, changes)
-        for job_id in job_ids or ():
-            results.setdefault(job_id, "job is not running in this queue and job set")
+            missed = [j for j in job_ids or () if j not in results]
+            results.update(_not_preemptible(conn, queue, job_set, missed))
         return results
+
+
+def _not_preemptible(
+    conn: Connection, queue: str, job_set: str, job_ids: Sequence[str]
+) -> dict[str, str]:
+    """Why each of `job_ids` cannot be preempted, asked of `queue` and `job_set`: it is not
+    found, in another queue or job set, ended, or not running yet."""
+    found: dict[str, tuple[str, str, int]] = {}
+    for chunk in chunks(list(job_ids), 500):
+        rows = conn.execute(
+            select(t.jobs.c.id, t.jobs.c.queue, t.jobs.c.job_set, t.jobs.c.state).where(
+                t.jobs.c.id.in_(chunk)
+            )
+        )
+        found.update((r.id, (r.queue, r.job_set, r.state)) for r in rows)
+    out = {}
+    for job_id in job_ids:
+        if job_id not in found:
+            out[job_id] = f"job {job_id} not found"
+            continue
+        its_queue, its_set, number = found[job_id]
+        state = JobState(number)
+        if its_queue != queue:
+            out[job_id] = f"job {job_id} is in queue {its_queue}, not {queue}"
+        elif job_set and its_set != job_set:
+            out[job_id] = f"job {job_id} is in job set {its_set}, not {job_set}"
+        elif state in TERMINAL_STATES:
+            out[job_id] = f"job {job_id} has ended ({state.name.lower()})"
+        else:
+            out[job_id] = f"job {job_id} is {state.name.lower()}, not running"
+    return out
 
 
 def _cut_gangs(conn: Connection, cancelled: Sequence[Change], now: datetime) -> list[Change]:
