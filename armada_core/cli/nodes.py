@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import TextIO
+from typing import Any, TextIO
 
 from google.protobuf import json_format
 
@@ -39,17 +39,17 @@ def node_state(node: nodes_pb2.NodeStatus) -> str:
     return ",".join(states) or "schedulable"
 
 
+def node_document(node: nodes_pb2.NodeStatus) -> dict[str, Any]:
+    """Every field (zeros and empty maps too), in the message's order."""
+    found = json_format.MessageToDict(node, always_print_fields_with_no_presence=True)
+    fields = nodes_pb2.NodeStatus.DESCRIPTOR.fields
+    return {f.json_name: found[f.json_name] for f in fields if f.json_name in found}
+
+
 def node_list(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     nodes = c.get_nodes(args.executor)
     if args.output != "table":
-        print_structured(
-            [
-                json_format.MessageToDict(n, always_print_fields_with_no_presence=True)
-                for n in nodes
-            ],
-            args.output,
-            out,
-        )
+        print_structured([node_document(n) for n in nodes], args.output, out)
         return 0
     rows = [
         (

@@ -44,7 +44,7 @@ def describe(message: event_pb2.EventStreamMessage, result: JobResult) -> str:
         if event.failure_category:
             details.append(f"category {event.failure_category}")
         if event.condition == "Preempted" and result.preemption is not None:
-            details.append(f"preempted {result.preemption.describe()}")
+            details.append(f"preemption {result.preemption.describe()}")
     elif kind in ("leased", "running", "succeeded") and result.node:
         details.append(f"node {result.node}")
     elif kind in ("preempting", "preempted") and result.preemption is not None:
