@@ -166,6 +166,12 @@ def test_logs_call_reaches_binoculars(any_client: Any) -> None:
     any_client.create_queue(queue("q"))
     [job] = any_client.submit_jobs("q", "s", [job_item(pod())])
     assert list(any_client.logs(job)) == []  # queued: no run, no log lines yet
+    with pytest.raises(NotFound, match="run 'no-such-run' not found"):
+        any_client.logs(job, run_id="no-such-run")  # an earlier run (our extension)
+
+
+def test_nodes(any_client: Any) -> None:
+    assert any_client.get_nodes() == []  # no executor: no nodes
 
 
 def test_submission_is_checked_before_sending(any_client: Any) -> None:
