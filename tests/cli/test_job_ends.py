@@ -81,20 +81,41 @@ def test_details_of_a_succeeded_job(
     assert doc["jobRuns"][0]["outcome"] == "succeeded"
 
 
-def test_a_preemption_by_the_scheduler_names_the_job_it_made_room_for(
+def preempted_by_the_scheduler(
+    armada: Armada, server: EmbeddedServer, tmp_path: Path
+) -> tuple[str, str]:
+    """A low-priority job (queue batch, job set fill) preempted by the scheduler to make room
+    for a high-priority one: both ids."""
+    armada.ok("queue", "create", "batch")
+    armada.ok("queue", "create", "urgent")
+    [victim] = submit(armada, tmp_path, job_file("batch", "fill", "sleep 600", cpu="2"))
+    with ArmadaClient(server.address) as c:
+        wait_until(in_state(c, victim, submit_pb2.RUNNING), "the low job to run")
+        [urgent] = submit(
+            armada,
+            tmp_path,
+            job_file("urgent", "now", "sleep 600", cpu="2", priority_class="high"),
+        )
+        wait_until(in_state(c, victim, submit_pb2.PREEMPTED), "the low job's preemption")
+    return victim, urgent
+
+
+def preempted_on_request(armada: Armada, server: EmbeddedServer, tmp_path: Path) -> str:
+    """A job (queue q, job set s) preempted by `armada preempt --reason maintenance`."""
+    armada.ok("queue", "create", "q")
+    [job] = submit(armada, tmp_path, job_file("q", "s", "sleep 600"))
+    with ArmadaClient(server.address) as c:
+        wait_until(in_state(c, job, submit_pb2.RUNNING), "the job to run")
+        armada.ok("preempt", "q", "s", job, "--reason", "maintenance")
+        wait_until(in_state(c, job, submit_pb2.PREEMPTED), "the preemption")
+    return job
+
+
+def test_details_of_a_preemption_by_the_scheduler(
     simulated: EmbeddedServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     armada = Armada(simulated.address, capsys)
-    armada.ok("queue", "create", "batch")
-    armada.ok("queue", "create", "urgent")
-    sleep = "sleep 600"
-    [victim] = submit(armada, tmp_path, job_file("batch", "fill", sleep, cpu="2"))
-    with ArmadaClient(simulated.address) as c:
-        wait_until(in_state(c, victim, submit_pb2.RUNNING), "the low job to run")
-        [urgent] = submit(
-            armada, tmp_path, job_file("urgent", "now", sleep, cpu="2", priority_class="high")
-        )
-        wait_until(in_state(c, victim, submit_pb2.PREEMPTED), "the low job's preemption")
+    victim, urgent = preempted_by_the_scheduler(armada, simulated, tmp_path)
     doc = yaml.safe_load(armada.ok("details", victim))[victim]
     assert doc["state"] == "PREEMPTED"
     assert doc["preemption"] == {
@@ -103,28 +124,38 @@ def test_a_preemption_by_the_scheduler_names_the_job_it_made_room_for(
         "reason": "preempted by the scheduler",
         "preemptingJobId": urgent,
     }
-    assert doc["jobRuns"][0]["preemption"]["preemptingJobId"] == urgent
-    watched = armada.ok("watch", "batch", "fill", "--exit-if-inactive").splitlines()
-    preempted = next(line for line in watched if " preempted " in line)
-    assert f"preempted (by the scheduler for job {urgent})" in preempted
+    [run] = doc["jobRuns"]
+    assert run["outcome"] == "preempted" and run["preemption"]["preemptingJobId"] == urgent
 
 
-def test_a_requested_preemption_names_who_asked_and_why(
+def test_watch_names_the_job_a_preemption_made_room_for(
     simulated: EmbeddedServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     armada = Armada(simulated.address, capsys)
-    armada.ok("queue", "create", "q")
-    [job] = submit(armada, tmp_path, job_file("q", "s", "sleep 600"))
-    with ArmadaClient(simulated.address) as c:
-        wait_until(in_state(c, job, submit_pb2.RUNNING), "the job to run")
-        armada.ok("preempt", "q", "s", job, "--reason", "maintenance")
-        wait_until(in_state(c, job, submit_pb2.PREEMPTED), "the preemption")
+    _, urgent = preempted_by_the_scheduler(armada, simulated, tmp_path)
+    watched = armada.ok("watch", "batch", "fill", "--exit-if-inactive").splitlines()
+    assert any(" preempting (by the scheduler)  |" in line for line in watched)
+    assert any(f" preempted (by the scheduler for job {urgent})  |" in x for x in watched)
+
+
+def test_details_of_a_requested_preemption(
+    simulated: EmbeddedServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    armada = Armada(simulated.address, capsys)
+    job = preempted_on_request(armada, simulated, tmp_path)
     doc = yaml.safe_load(armada.ok("details", job))[job]
     assert doc["preemption"] == {
         "kind": "requested",
         "requestor": "anonymous",
         "reason": "maintenance",
     }
+
+
+def test_watch_names_who_asked_for_a_preemption(
+    simulated: EmbeddedServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    armada = Armada(simulated.address, capsys)
+    preempted_on_request(armada, simulated, tmp_path)
     watched = armada.ok("watch", "q", "s", "--exit-if-inactive").splitlines()
-    assert any("preempting (requested by anonymous: 'maintenance')" in x for x in watched)
-    assert any("preempted (requested by anonymous: 'maintenance')" in x for x in watched)
+    assert any(" preempting (requested by anonymous: 'maintenance')  |" in x for x in watched)
+    assert any(" preempted (requested by anonymous: 'maintenance')  |" in x for x in watched)
