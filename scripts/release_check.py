@@ -4,7 +4,7 @@ Until the packages are published, README.md tells users to build them into `dist
 with `pip install --find-links dist/ ...`. This check does exactly that, in a temporary
 directory, and fails on anything a package index or a fresh environment would show:
 
-1. build: the README's build command (`uv build --all-packages --out-dir dist/`);
+1. build: the READMEs' build command (`uv build --all-packages --out-dir dist/`);
 2. `twine check --strict` on every sdist and wheel (the description renders, metadata is valid);
 3. what each distribution ships: a readme (markdown, no relative links: they break on an index
    page), the Apache-2.0 license expression and the LICENSE text in wheel and sdist, classifiers
@@ -12,11 +12,13 @@ directory, and fails on anything a package index or a fresh environment would sh
    project's Source URL, `py.typed` in the wheel, and a `>=0.1,<0.2`-style range on every
    requirement naming a sibling;
 4. prefect-armada refuses fastapi 0.155 or newer with a Prefect older than 3.9 (a resolver run);
-5. each distribution alone, with only its orchestrator, in a fresh virtual environment: every
-   `pip install --find-links dist/ ...` line of README.md's "Installing for use" section, run
+5. each distribution alone, with only its orchestrator, in a fresh virtual environment: the
+   `pip install --find-links dist/ ...` lines of README.md's "Installing for use" section, run
    verbatim from the temporary directory through `uv pip` (fast, with uv's cache) with the
    versions of uv.lock as constraints (deterministic, not the newest); then the package is
-   imported, its entry points listed and loaded, and its console scripts answer `--help`.
+   imported, its entry points listed and loaded (Airflow and Prefect must find theirs), and its
+   console scripts answer `--help`. The package READMEs' install lines run there afterwards:
+   every install line of the five READMEs is one this check runs.
 
 Progress goes to stderr, one line per step; problems are listed at the end and the exit status
 is 1 if there is any. Needs uv and twine (the project's dev group):
@@ -56,14 +58,16 @@ RUN_TIMEOUT = 300
 
 @dataclass(frozen=True)
 class Distribution:
-    """One of the five, and how README.md installs it."""
+    """One of the five, and how the READMEs install it."""
 
     name: str
     module: str
-    install: str  # the requirement its README line installs
+    readme: str
+    install: str  # the requirement of the README.md line that installs it into a fresh venv
     orchestrator: str | None = None
-    also: tuple[str, ...] = ()  # further README lines run in its environment afterwards
-    also_imports: tuple[str, ...] = ()  # what those lines make importable
+    # The requirements of further README lines, run in its environment afterwards, each with
+    # what it makes importable (if anything beyond the distribution).
+    also: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def siblings_installed(self) -> set[str]:
@@ -71,31 +75,37 @@ class Distribution:
 
 
 DISTRIBUTIONS = (
-    Distribution("armada-core", "armada_core", "armada-core"),
+    Distribution("armada-core", "armada_core", "README.md", "armada-core"),
     Distribution(
         "armada-server",
         "armada_server",
+        "server/README.md",
         "armada-core[server]",
-        also=("armada-core[server,postgres]",),
-        also_imports=("psycopg",),
+        also=(("armada-core[server,postgres]", "psycopg"),),
     ),
     Distribution(
         "airflow-armada",
         "airflow_armada",
+        "integrations/airflow/README.md",
         "armada-core[airflow]",
         orchestrator="apache-airflow",
+        also=(("airflow-armada", None),),
     ),
     Distribution(
         "dagster-armada",
         "dagster_armada",
+        "integrations/dagster/README.md",
         "armada-core[dagster]",
         orchestrator="dagster",
+        also=(("dagster-armada", None),),
     ),
     Distribution(
         "prefect-armada",
         "prefect_armada",
+        "integrations/prefect/README.md",
         "armada-core[prefect]",
         orchestrator="prefect",
+        also=(("prefect-armada", None),),
     ),
 )
 NAMES = {d.name for d in DISTRIBUTIONS}
@@ -158,52 +168,56 @@ def tail(text: str, lines: int = 15) -> str:
 # --- README ---------------------------------------------------------------------------------
 
 
-def readme_commands() -> tuple[list[str], list[str]]:
-    """The build and install commands of README.md's install section, as written."""
-    text = (ROOT / "README.md").read_text()
-    start = text.find(INSTALL_SECTION)
-    if start < 0:
-        return [], []
-    end = text.find("\n## ", start + len(INSTALL_SECTION))
-    section = text[start : end if end > 0 else len(text)]
+def readme_commands(readme: str) -> list[str]:
+    """The `uv build` and `pip install` lines of a README, as written (README.md: those of its
+    install section)."""
+    text = (ROOT / readme).read_text()
+    if readme == "README.md":
+        start = text.find(INSTALL_SECTION)
+        end = text.find("\n## ", start + len(INSTALL_SECTION))
+        text = text[start : end if end > 0 else len(text)] if start >= 0 else ""
     lines: list[str] = []
-    for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         lines += [line.split("#")[0].strip() for line in block.splitlines()]
-    builds = [line for line in lines if line.startswith("uv build")]
-    installs = [line for line in lines if line.startswith("pip install")]
-    return builds, installs
+    return [line for line in lines if line.startswith(("uv build", "pip install"))]
 
 
-def install_lines(installs: list[str], report: Report) -> dict[str, str]:
-    """README install lines by the requirement they install; every line must be one we run."""
+def install_lines(report: Report) -> tuple[str, dict[str, str]]:
+    """The build line and the install lines by requirement, from the five READMEs. Every line
+    must be one this check runs, the same wherever it is written."""
+    builds: set[str] = set()
     by_requirement: dict[str, str] = {}
-    for line in installs:
-        argv = shlex.split(line)
-        if "--find-links" not in argv:
-            report.problem(f"README.md: `{line}` does not install from the built wheels")
-        by_requirement[argv[-1]] = line
-    wanted = {d.install for d in DISTRIBUTIONS} | {a for d in DISTRIBUTIONS for a in d.also}
+    wanted = {d.install for d in DISTRIBUTIONS} | {a for d in DISTRIBUTIONS for a, _ in d.also}
+    for readme in (d.readme for d in DISTRIBUTIONS):
+        if not (ROOT / readme).is_file():
+            report.problem(f"{readme} is missing")
+            continue
+        for line in readme_commands(readme):
+            if line.startswith("uv build"):
+                builds.add(line)
+                continue
+            requirement = shlex.split(line)[-1]
+            if "--find-links" not in line:
+                report.problem(f"{readme}: `{line}` does not install from the built wheels")
+            elif requirement not in wanted:
+                report.problem(f"{readme}: `{line}` is not run by this check")
+            elif by_requirement.setdefault(requirement, line) != line:
+                report.problem(f"{readme}: `{line}` differs from `{by_requirement[requirement]}`")
     for requirement in sorted(wanted - by_requirement.keys()):
-        report.problem(
-            f"README.md's install section has no `pip install --find-links dist/ "
-            f"'{requirement}'` line"
-        )
-    for requirement in sorted(by_requirement.keys() - wanted):
-        report.problem(f"README.md: `{by_requirement[requirement]}` is not run by this check")
-    return by_requirement
+        report.problem(f"no README installs {requirement} with `pip install --find-links dist/`")
+    if len(builds) != 1:
+        report.problem(f"the READMEs should give one `uv build` command, not {sorted(builds)}")
+    return min(builds, default="uv build --all-packages --out-dir dist/"), by_requirement
 
 
 # --- build and twine ------------------------------------------------------------------------
 
 
-def build(uv: str, builds: list[str], dist: Path, report: Report) -> list[Path]:
-    """Run the README's build command with its output directory in the temporary one."""
-    if len(builds) != 1:
-        report.problem("README.md's install section should give one `uv build ...` command")
-        builds = ["uv build --all-packages --out-dir dist/"]
-    argv = [dist.as_posix() if arg == "dist/" else arg for arg in shlex.split(builds[0])]
+def build(uv: str, line: str, dist: Path, report: Report) -> list[Path]:
+    """Run the READMEs' build command with its output directory in the temporary one."""
+    argv = [dist.as_posix() if arg == "dist/" else arg for arg in shlex.split(line)]
     argv = [uv, *argv[1:], "--python", sys.executable]
-    report.step(f"build: {builds[0]}  (into {dist})")
+    report.step(f"build: {line}  (into {dist})")
     done = run(argv, cwd=ROOT, timeout=INSTALL_TIMEOUT)
     files = sorted(dist.glob("*.whl")) + sorted(dist.glob("*.tar.gz"))
     if done.returncode != 0:
@@ -535,14 +549,14 @@ def check_install(
         report.problem(f"{dist.name}: `{line}` failed:\n{error}")
         return
     check_alone(dist, probe(dist, python, work, report), report)
-    for requirement, module in zip(dist.also, dist.also_imports, strict=True):
+    for requirement, module in dist.also:
         also = lines.get(requirement)
         if also is None:
-            continue
+            continue  # already reported
         report.note(f"then: {also}")
         if error := pip_install(uv, also, python, constraints, work):
             report.problem(f"{dist.name}: `{also}` failed:\n{error}")
-        elif run([str(python), "-c", f"import {module}"], cwd=work).returncode != 0:
+        elif module and run([str(python), "-c", f"import {module}"], cwd=work).returncode:
             report.problem(f"{dist.name}: `{also}` did not make {module} importable")
     report.note(f"{time.monotonic() - started:.0f} s")
 
@@ -553,10 +567,9 @@ def check_install(
 def check(work: Path, only: set[str]) -> Report:
     report = Report()
     uv = find_uv()
-    builds, installs = readme_commands()
-    lines = install_lines(installs, report)
+    build_line, lines = install_lines(report)
     dist = work / "dist"
-    files = build(uv, builds, dist, report)
+    files = build(uv, build_line, dist, report)
     if files:
         twine_check(files, report)
         check_distributions(files, report)
