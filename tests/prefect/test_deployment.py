@@ -151,7 +151,7 @@ class Pool:
                 job_variables={
                     "credentials": {"address": armada.config.address},
                     "queue": queue,
-                    "command": f"{sys.executable} -m prefect.engine",
+                    # No command: the default runs the worker's interpreter (local executor).
                     "cpu": "500m",
                     "memory": "512Mi",
                     "cancellation_check_seconds": 0.5,

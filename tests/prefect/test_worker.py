@@ -1,5 +1,6 @@
 """The `armada` worker running real flow runs as Armada jobs (the job's process runs
-`python -m prefect.engine`, as Prefect's process worker does)."""
+`python -m prefect.engine`, as Prefect's process worker does: with the work pool's default
+command, which on the local executor is the worker's own interpreter)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ from prefect.workers.base import BaseWorker
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient
 from prefect_armada import ArmadaWorker
-from prefect_armada.worker import flow_run_owner, parse_infrastructure_id
+from prefect_armada.worker import (
+    ArmadaWorkerJobConfiguration,
+    flow_run_owner,
+    parse_infrastructure_id,
+)
 
 from . import worker_flows
 from .conftest import HERE, jobs_in
@@ -29,7 +34,6 @@ def job_variables(armada: ArmadaClient, queue: str, flow_name: str) -> dict[str,
     return {
         "credentials": {"address": armada.config.address},
         "queue": queue,
-        "command": f"{sys.executable} -m prefect.engine",
         "env": {"PREFECT__FLOW_ENTRYPOINT": f"{HERE / 'worker_flows.py'}:{flow_name}"},
         "cpu": "500m",
         "memory": "1Gi",
@@ -105,6 +109,22 @@ def test_the_worker_type_is_registered() -> None:
     template = ArmadaWorker.get_default_base_job_template()
     assert template["job_configuration"]["queue"] == "{{ queue }}"
     assert "credentials" in template["variables"]["properties"]
+    assert template["variables"]["properties"]["executor"]["default"] == "local"
+
+
+def test_the_default_command_runs_the_flow_run_with_a_python_that_has_prefect() -> None:
+    """The local executor ignores the image and runs the command on its machine, where
+    `python` may have no Prefect: the worker's own interpreter runs the flow run. Kubernetes
+    runs the image's `python`. A deployment's `command` wins."""
+
+    def command(**variables: Any) -> list[str]:
+        spec = ArmadaWorkerJobConfiguration(**variables).build_pod_spec()
+        return list(spec["containers"][0]["command"])
+
+    assert command() == [sys.executable, "-m", "prefect.engine"]
+    assert command(executor="local") == [sys.executable, "-m", "prefect.engine"]
+    assert command(executor="kubernetes") == ["python", "-m", "prefect.engine"]
+    assert command(command="python3 -m prefect.engine") == ["python3", "-m", "prefect.engine"]
 
 
 async def test_the_worker_runs_a_flow_run_as_a_job(armada: ArmadaClient, queue: str) -> None:

@@ -2,9 +2,10 @@
 watching the pool's flow runs whose worker is gone.
 
 The job's container runs the flow run (`python -m prefect.engine` with the flow run id and
-the API URL in its environment, as Prefect's process worker does). The worker reports
-`<queue>:<job set>:<job id>` as the infrastructure id, follows the job on its event stream
-(logging why it still waits), cancels it when the flow run is cancelled (also once it has
+the API URL in its environment, as Prefect's process worker does): on the local executor with
+the worker's own interpreter, on Kubernetes with the image's (`flow_run_command`). The worker
+reports `<queue>:<job set>:<job id>` as the infrastructure id, follows the job on its event
+stream (logging why it still waits), cancels it when the flow run is cancelled (also once it has
 started), and marks the flow run Crashed with the reason when the job fails because of the
 infrastructure or is rejected.
 
@@ -27,9 +28,10 @@ import datetime
 import hashlib
 import os
 import shlex
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -78,6 +80,19 @@ WORKER_LABEL = "prefect.worker.name"
 LabelValue = str | int | float | bool
 #: Flow run states in which a job may still need a watch.
 UNFINISHED = (StateType.PENDING, StateType.RUNNING, StateType.CANCELLING)
+#: The kind of executor that runs the pool's jobs (the work pool variable `executor`).
+ExecutorKind = Literal["local", "kubernetes"]
+
+
+def flow_run_command(executor: ExecutorKind) -> str:
+    """The command that runs a flow run when the deployment sets none.
+
+    The local executor runs a job as a process on its own machine and ignores the image, so
+    the image's `python` would be whatever `python` that machine has, often one without
+    Prefect: the worker's own interpreter has it (the worker runs beside the executor).
+    Kubernetes runs the image: its `python`."""
+    python = shlex.quote(sys.executable) if executor == "local" else "python"
+    return f"{python} -m prefect.engine"
 
 
 def _credentials(configured: ArmadaCredentials | None) -> ArmadaCredentials:
@@ -138,6 +153,7 @@ class ArmadaWorkerJobConfiguration(BaseJobConfiguration):
     and the deployment's job variables)."""
 
     credentials: ArmadaCredentials | None = Field(default=None)
+    executor: ExecutorKind = Field(default="local")
     queue: str = Field(default="prefect")
     job_set_id: str | None = Field(default=None)
     image: str = Field(default="prefecthq/prefect:3-latest")
@@ -164,16 +180,13 @@ class ArmadaWorkerJobConfiguration(BaseJobConfiguration):
         worker_name: str | None = None,
         worker_id: UUID | None = None,
     ) -> None:
+        # Before Prefect's base, which would fill in its own default command.
+        self.command = self.command or flow_run_command(self.executor)
         super().prepare_for_flow_run(
             flow_run, deployment, flow, work_pool, worker_name, worker_id=worker_id
         )
         if not self.job_set_id:
             self.job_set_id = f"prefect-{flow_run.id}"
-
-    @staticmethod
-    def _base_flow_run_command() -> str:
-        """The flow run runs through `python -m prefect.engine`, like the process worker."""
-        return "python -m prefect.engine"
 
     def build_pod_spec(self) -> dict[str, Any]:
         """The job's pod: `pod_spec` (if given) with the flow run container filled in."""
@@ -182,7 +195,7 @@ class ArmadaWorkerJobConfiguration(BaseJobConfiguration):
         main = next((c for c in containers if c.get("name") == CONTAINER_NAME), containers[0])
         main.setdefault("name", CONTAINER_NAME)
         main.setdefault("image", self.image)
-        main["command"] = shlex.split(self.command or self._base_flow_run_command())
+        main["command"] = shlex.split(self.command or flow_run_command(self.executor))
         main.pop("args", None)
         env = [e for e in main.get("env") or [] if e.get("name") not in self.env]
         main["env"] = env + [{"name": k, "value": v} for k, v in self.env.items() if v is not None]
@@ -221,6 +234,12 @@ class ArmadaWorkerVariables(BaseVariables):
 
     credentials: ArmadaCredentials | None = Field(
         default=None, description="The Armada server; default ARMADA_URL or localhost:50051."
+    )
+    executor: ExecutorKind = Field(
+        default="local",
+        description="The kind of executor that runs the jobs, which decides the default "
+        "command: 'local' (armada-server's own: a process on the executor's machine, run with "
+        "the worker's Python, so run the worker there) or 'kubernetes' (the image's python).",
     )
     queue: str = Field(default="prefect", description="The Armada queue to submit to.")
     job_set_id: str | None = Field(
@@ -312,6 +331,11 @@ class ArmadaWorker(
         if earlier is not None:  # a takeover watch of an earlier run of this flow run
             earlier.release(self.name)
         watch = self._watches[flow_run.id] = _Watch()
+        logger.info(
+            "The flow run's Armada job runs: %s (executor %s)",
+            configuration.command,
+            configuration.executor,
+        )
         try:
             async with _credentials(configuration.credentials).get_async_client() as client:
                 submission = await asubmit_or_reattach(
