@@ -277,13 +277,15 @@ def submit(c: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
                 f"Valid: {len(request.items)} job(s) for queue {queue_name}, job set {job_set}\n"
             )
             continue
-        ids = c.submit_jobs(queue_name, job_set, request.items)
-        for job_id in ids:
+        submitted = c.submit(queue_name, job_set, request.items)
+        for job_id in submitted.job_ids:
             out.write(
                 f"{job_id}\n"
                 if args.quiet
                 else f"Submitted job with id {job_id} to job set {job_set}\n"
             )
+        for note in submitted.notes:  # what the server says of jobs it accepted
+            sys.stderr.write(f"armada: note: {note}\n")
     return 0
 
 

@@ -41,7 +41,7 @@ from .errors import (
 from .jobfile import JobRequest, load_job_file, parse_job_request
 from .k8s_convert import SpecError, to_message
 from .logs import JobLogFollower, LogCursor, follow_logs
-from .operations import job_state, queue
+from .operations import Submission, job_state, queue
 from .streams import StopSignal
 from .sync import ArmadaClient
 from .tracking import TERMINAL, JobResult, JobTracker, state_name
@@ -77,6 +77,7 @@ __all__ = [
     "Role",
     "SpecError",
     "StopSignal",
+    "Submission",
     "SubmitRejected",
     "Unauthenticated",
     "Unavailable",

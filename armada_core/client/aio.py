@@ -91,10 +91,21 @@ class AsyncArmadaClient:
         check: bool = True,
     ) -> list[str]:
         """See ArmadaClient.submit_jobs."""
+        return (await self.submit(queue, job_set_id, items, check=check)).job_ids
+
+    async def submit(
+        self,
+        queue: str,
+        job_set_id: str,
+        items: Iterable[submit_pb2.JobSubmitRequestItem],
+        *,
+        check: bool = True,
+    ) -> ops.Submission:
+        """See ArmadaClient.submit."""
         items = list(items)
         if check:
             check_items(items, queue=queue, job_set_id=job_set_id)
-        return await self._run(ops.submit_jobs(queue, job_set_id, items))
+        return await self._run(ops.submit(queue, job_set_id, items))
 
     async def cancel_jobs(
         self, queue: str, job_set_id: str, job_ids: Iterable[str], *, reason: str = ""

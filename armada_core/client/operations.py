@@ -98,13 +98,30 @@ def _submitted(response: submit_pb2.JobSubmitResponse) -> list[str]:
     return [r.job_id for r in response.job_response_items]
 
 
-def submit_jobs(
+@dataclass(frozen=True)
+class Submission:
+    """What SubmitJobs answers: the jobs' ids, in the items' order, and what the server notes
+    of them (an extension of ours, e.g. that no executor has connected yet, so whether the
+    jobs fit a node was not checked; upstream Armada sends none)."""
+
+    job_ids: list[str]
+    notes: list[str]
+
+
+def submit(
     queue: str, job_set_id: str, items: Iterable[submit_pb2.JobSubmitRequestItem]
-) -> Call[list[str]]:
+) -> Call[Submission]:
     request = submit_pb2.JobSubmitRequest(
         queue=queue, job_set_id=job_set_id, job_request_items=list(items)
     )
-    return Call("Submit", "SubmitJobs", request, _submitted)
+    return Call("Submit", "SubmitJobs", request, lambda r: Submission(_submitted(r), list(r.notes)))
+
+
+def submit_jobs(
+    queue: str, job_set_id: str, items: Iterable[submit_pb2.JobSubmitRequestItem]
+) -> Call[list[str]]:
+    call = submit(queue, job_set_id, items)
+    return Call(call.service, call.method, call.request, _submitted)
 
 
 def cancel_jobs(

@@ -96,10 +96,21 @@ class ArmadaClient:
     ) -> list[str]:
         """Submit jobs to one queue and job set; returns their ids in order. With `check`,
         a request the server would reject raises SpecError before anything is sent."""
+        return self.submit(queue, job_set_id, items, check=check).job_ids
+
+    def submit(
+        self,
+        queue: str,
+        job_set_id: str,
+        items: Iterable[submit_pb2.JobSubmitRequestItem],
+        *,
+        check: bool = True,
+    ) -> ops.Submission:
+        """As submit_jobs, answering the ids with what the server notes of the jobs."""
         items = list(items)
         if check:
             check_items(items, queue=queue, job_set_id=job_set_id)
-        return self._run(ops.submit_jobs(queue, job_set_id, items))
+        return self._run(ops.submit(queue, job_set_id, items))
 
     def cancel_jobs(
         self, queue: str, job_set_id: str, job_ids: Iterable[str], *, reason: str = ""

@@ -353,7 +353,8 @@ def test_usage_and_input_errors(armada: Armada, tmp_path: Path) -> None:
     )
     assert (
         armada("submit", write(tmp_path, "ok.yaml", JOB_FILE)).err
-        == "armada: error: not found: queue 'team-a' not found\n"
+        == "armada: error: not found: queue 'team-a' not found; create it with: armada queue "
+        "create team-a\n"
     )
     logs = armada("logs", "some-job", "--tail", "5")
     assert logs.code == 1 and logs.err.startswith("armada: error: not found: job 'some-job'")

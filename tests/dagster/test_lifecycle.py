@@ -26,7 +26,7 @@ from dagster import (
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient
 from armada_core.retry import load_policy
-from armada_core.scheduling.reasons import QUEUE_CORDONED
+from armada_core.scheduling.reasons import NO_MATCHING_NODE
 from dagster_armada import ArmadaResource, armada_asset, armada_op, execute_armada_job
 from tests.dagster.conftest import event_log
 from tests.dagster.scripts.crash_run import build_job, resource
@@ -196,7 +196,8 @@ def test_a_resumed_run_reattaches_to_its_job(
 def test_the_step_log_says_why_its_job_still_waits(
     armada: ArmadaResource, admin: ArmadaClient, instance: DagsterInstance
 ) -> None:
-    """A cordoned queue holds the job: the step's log gives the scheduler's reason."""
+    """Cordoned nodes hold the job (a cordoned queue would refuse it): the step's log gives
+    the scheduler's reason."""
     waiting = armada.model_copy(update={"waiting_poll_interval": 0.2})
     quick = armada_op(name="quick", command=["true"], cpu="100m", memory="64Mi")
 
@@ -205,20 +206,29 @@ def test_the_step_log_says_why_its_job_still_waits(
         quick()
 
     run_id = str(uuid.uuid4())
-    reason = f"QUEUED [0-9]+s: {QUEUE_CORDONED}"
+    reason = f"QUEUED [0-9]+s: {re.escape(NO_MATCHING_NODE)}"
+    nodes = [f"{n.executor}/{n.name}" for n in admin.get_nodes()]
+
+    def uncordon() -> None:
+        for node in nodes:
+            admin.uncordon_node(node)
 
     def uncordon_once_told() -> None:
         deadline = time.monotonic() + 60
         while not any(re.search(reason, m or "") for m in event_log(instance, run_id)):
             assert time.monotonic() < deadline, event_log(instance, run_id)
             time.sleep(0.05)
-        admin.uncordon_queue(armada.queue)
+        uncordon()
 
-    admin.cordon_queue(armada.queue)
+    for node in nodes:
+        admin.cordon_node(node)
     helper = in_background(uncordon_once_told)
-    result = held.execute_in_process(
-        run_id=run_id, instance=instance, resources={"armada": waiting}
-    )
+    try:
+        result = held.execute_in_process(
+            run_id=run_id, instance=instance, resources={"armada": waiting}
+        )
+    finally:
+        uncordon()  # whatever happened: the session's other tests need the nodes
     helper.join(10)
     assert not helper.errors  # type: ignore[attr-defined]
     assert result.success

@@ -12,6 +12,7 @@ from prefect.client.orchestration import get_client
 
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient, SpecError
+from armada_core.scheduling.reasons import NO_MATCHING_NODE
 from prefect_armada import (
     ArmadaCredentials,
     ArmadaJob,
@@ -267,8 +268,11 @@ def test_cancelling_a_started_flow_run_cancels_its_job(armada: ArmadaClient, que
 def test_a_waiting_job_logs_why(
     armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The task's log says why the job is not running yet (the scheduler's reason)."""
-    armada.cordon_queue(queue)
+    """The task's log says why the job is not running yet (the scheduler's reason): its
+    nodes are cordoned (a cordoned queue would refuse the job)."""
+    nodes = [f"{n.executor}/{n.name}" for n in armada.get_nodes()]
+    for node in nodes:
+        armada.cordon_node(node)
     job = make_job(armada, queue, pod("true"), job_set_id="waiting")
     states: list[Any] = []
     runner = threading.Thread(
@@ -280,17 +284,18 @@ def test_a_waiting_job_logs_why(
         runner.start()
         try:
             wait_until(
-                lambda: [m for m in caplog.messages if "queue is cordoned" in m],
+                lambda: [m for m in caplog.messages if NO_MATCHING_NODE in m],
                 30,
                 "the waiting reason in the task's log",
             )
         finally:
-            armada.uncordon_queue(queue)
+            for node in nodes:
+                armada.uncordon_node(node)
             runner.join(60)
     assert states and states[0].is_completed(), states
-    [line] = [m for m in caplog.messages if "queue is cordoned" in m]
+    [line] = [m for m in caplog.messages if NO_MATCHING_NODE in m]
     assert re.fullmatch(
-        r"Armada job \w+ QUEUED \d+s: queue is cordoned"
+        rf"Armada job \w+ QUEUED \d+s: {re.escape(NO_MATCHING_NODE)}"
         r"; queue \S+ at \d+\.\dx its fair share",
         line,
     ), line

@@ -140,10 +140,11 @@ def test_a_new_leader_knows_a_role_whose_members_have_all_ended(
 def test_a_pod_group_whose_minimums_do_not_fit_waits_whole(tmp_path: Path) -> None:
     with serving(tmp_path) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="2", memory="8Gi")
-        ex.sync()
+        # Submitted before the executor connects: a group that fits no node is refused after.
         ids = submit(
             api, "a", member("coordinator", 1, 3), *[member("worker", 2, 3) for _ in range(2)]
         )
+        ex.sync()
         until(lambda: all(w for w in ids), "submission")
         wait_reasons(api, ids)
         ex.sync()
@@ -252,10 +253,11 @@ def test_a_core_member_retried_restarts_the_group(tmp_path: Path, database_url: 
 def test_cancelling_elastic_members_leaves_the_group(tmp_path: Path, database_url: str) -> None:
     with serving(tmp_path, database_url=database_url) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="2", memory="8Gi")
-        ex.sync()
+        # Submitted before the executor connects: a group that fits no node is refused after.
         coordinator, *workers = submit(
             api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)]
         )
+        ex.sync()
         wait_reasons(api, [coordinator, *workers])
         # Queued: one worker cancelled, the rest still reach every minimum and wait on.
         api.submit.CancelJobs(
@@ -291,10 +293,11 @@ def test_cancelling_a_role_below_its_minimum_cuts_a_waiting_group(
 ) -> None:
     with serving(tmp_path, database_url=database_url) as (_, api, _path):
         ex = Executor(api.channel, nodes=1, cpu="2", memory="8Gi")
-        ex.sync()
+        # Submitted before the executor connects: a group that fits no node is refused after.
         coordinator, *workers = submit(
             api, "a", member("coordinator", 1), *[member("worker", 2) for _ in range(4)]
         )
+        ex.sync()
         wait_reasons(api, [coordinator, *workers])
         api.submit.CancelJobs(
             submit_pb2.JobCancelRequest(queue="a", job_set_id="s", job_ids=workers[:2])

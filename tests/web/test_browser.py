@@ -193,8 +193,17 @@ def test_cancel_a_job_from_the_ui(browser, base_url: str, http: Http, server) ->
 
 def test_reprioritize_a_job_set_and_cordon_a_queue(browser, base_url: str, http: Http) -> None:
     http.post("/api/v1/queues", {"name": "tune"}, expect=201)
-    http.post("/api/v1/queues/tune/cordon", {})  # nothing of it is scheduled meanwhile
-    ids = http.submit("tune", "batch", job("true"), job("true"))
+    # A cordoned queue takes no new jobs: they are submitted while the nodes are cordoned,
+    # then the queue is cordoned (nothing of it is scheduled meanwhile) and the nodes are not.
+    nodes = [n["id"] for n in http.get("/api/v1/nodes")["nodes"]]
+    for node in nodes:
+        http.post("/api/v1/nodes/cordon", {"node": node})
+    try:
+        ids = http.submit("tune", "batch", job("true"), job("true"))
+        http.post("/api/v1/queues/tune/cordon", {})
+    finally:
+        for node in nodes:
+            http.post("/api/v1/nodes/uncordon", {"node": node})
     browser.get(f"{base_url}/jobsets/tune/batch")
     wait(browser).until(ec.element_to_be_clickable((By.ID, "reprioritize-jobset"))).click()
     field = wait(browser).until(ec.visibility_of_element_located((By.ID, "confirm-input")))

@@ -149,6 +149,12 @@ def _amounts(values: s.Resources, dims: Iterable[str]) -> str:
     return ", ".join(f"{d} {quantity(d, values.get(d))}" for d in dims)
 
 
+def _largest(fit: ShapeFit) -> str:
+    """The largest matching node: its cpu, memory and what else the job requests."""
+    requested = [d for d in _dims(fit.job.requests) if d not in (CPU, MEMORY)]
+    return f"largest matching node: {_amounts(fit.largest().capacity, [CPU, MEMORY, *requested])}"
+
+
 def _single_problem(fit: ShapeFit) -> str:
     job = fit.job
     if not fit.matching:
@@ -156,13 +162,8 @@ def _single_problem(fit: ShapeFit) -> str:
         where = f" of pool {pool!r}" if pool else ""
         return f"no node{where} matches its node selector, affinity and tolerations"
     node = fit.largest()
-    requested = _dims(job.requests)
-    lacking = [d for d in requested if job.requests.get(d) > node.capacity.get(d)]
-    shown = [CPU, MEMORY, *(d for d in requested if d not in (CPU, MEMORY))]
-    return (
-        f"requests {_amounts(job.requests, lacking)} but no node can hold it "
-        f"(largest matching node: {_amounts(node.capacity, shown)})"
-    )
+    lacking = [d for d in _dims(job.requests) if job.requests.get(d) > node.capacity.get(d)]
+    return f"requests {_amounts(job.requests, lacking)} but no node can hold it ({_largest(fit)})"
 
 
 @dataclass
@@ -271,8 +272,7 @@ def _gang_problem(
             return first[shape], (
                 f"gang {gang_id!r} needs {n} members requesting "
                 f"{_amounts(fit.job.requests, _dims(fit.job.requests))} each at once, but the "
-                f"nodes that can hold one hold at most {held} "
-                f"(largest matching node: {_amounts(fit.largest().capacity, [CPU, MEMORY])})"
+                f"nodes that can hold one hold at most {held} ({_largest(fit)})"
             )
     if label is None or not need:
         return None
