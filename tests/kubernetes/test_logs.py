@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from armada_core.client import ArmadaError, job_item
-from armada_server.executors.logs import LogQuery
 from armada_server.executors.kubernetes.logs import LogArchive
+from armada_server.executors.logs import LogQuery
 
 from .conftest import Cluster
 
