@@ -189,7 +189,9 @@ class Reconnector:
             return self.options.poll_interval
         delay = min(
             self.options.max_reconnect_delay,
-            self.options.reconnect_delay * 2.0 ** (self.failures - 1),
+            # The exponent is capped: 2.0 ** 1024 overflows, and any cap past the maximum
+            # delay gives the same answer.
+            self.options.reconnect_delay * 2.0 ** min(self.failures - 1, 64),
         )
         self.notify(
             "reconnecting",
