@@ -19,9 +19,13 @@ The workers put their collection in that order (`order`); the controller hands o
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 import pytest
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
+from xdist.workermanage import WorkerController
 
 DEPLOYMENTS = "deployments"
 #: Modules that each start a whole orchestrator deployment, as in their node ids.
@@ -60,6 +64,17 @@ def order(items: list[pytest.Item]) -> None:
     items[:] = [item for _, members in ranked for item in members]
 
 
+def distinct(nodeids: Sequence[str]) -> list[str]:
+    """`nodeids` with a repeated id numbered (`id#2`, `id#3`...): the scheduler keys tests by
+    id, and schemathesis collects each API operation's test under the test function's id."""
+    seen: Counter[str] = Counter()
+    keys = []
+    for nodeid in nodeids:
+        seen[nodeid] += 1
+        keys.append(nodeid if seen[nodeid] == 1 else f"{nodeid}#{seen[nodeid]}")
+    return keys
+
+
 class ModuleScheduling(LoadScopeScheduling):
     """The controller's scheduler: a unit (`unit_of`) at a time to whichever worker is about
     to run dry, in the order the workers collected the tests."""
@@ -67,6 +82,9 @@ class ModuleScheduling(LoadScopeScheduling):
     def __init__(self, config: pytest.Config, log: Producer | None = None) -> None:
         config.option.loadscopereorder = False  # (else the units with most tests go first)
         super().__init__(config, log)
+
+    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+        super().add_node_collection(node, distinct(collection))
 
     def _split_scope(self, nodeid: str) -> str:
         return unit_of(nodeid)
