@@ -1,5 +1,6 @@
-"""How the suite is spread over pytest-xdist workers (`scripts/test.sh` runs `-n auto --dist
-loadfile`; tests/conftest.py plugs this in).
+"""How the suite is spread over pytest-xdist workers: `scripts/test.sh` runs pytest with
+`-n auto`, pyproject.toml's addopts ask for `--dist loadfile`, and tests/conftest.py makes that
+mean the scheduling below.
 
 Each test module is one unit of work, run whole by one worker: the deployments a module shares
 (module-scoped fixtures) start once, and its tests run in the order they are written. The
