@@ -62,7 +62,9 @@ def count_states(client: ArmadaClient, job_ids: list[str]) -> dict[int, int]:
 # --- a killed executor ----------------------------------------------------------------------
 
 JOBS = 50
-LEASE_TIMEOUT = 3
+# Long enough that an executor busy starting its 50 pods on a loaded machine (the suite runs a
+# worker per core) keeps its leases; short enough that the test does not wait long for expiry.
+LEASE_TIMEOUT = 6
 
 
 def test_a_killed_executor_loses_its_leases_and_its_jobs_run_elsewhere(
