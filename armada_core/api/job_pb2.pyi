@@ -539,3 +539,115 @@ class JobStatusResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___JobStatusResponse: _TypeAlias = JobStatusResponse  # noqa: Y015
+
+@_typing.final
+class LiveTaskJobsRequest(_message.Message):
+    """Our own extension (an upstream server answers UNIMPLEMENTED): the live jobs that carry an
+    orchestrator task's external job URI, for the reconciler that cancels the jobs of tasks the
+    orchestrator ended behind the integration's back.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    ORCHESTRATOR_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """Only this queue's jobs (the caller must be allowed to watch it); "": every queue the
+    caller may watch.
+    """
+    orchestrator: _builtins.str
+    """Only jobs whose external job URI starts with "<orchestrator>://"; "": any task's jobs."""
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        orchestrator: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["orchestrator", b"orchestrator", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveTaskJobsRequest: _TypeAlias = LiveTaskJobsRequest  # noqa: Y015
+
+@_typing.final
+class LiveTaskJob(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AnnotationsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    JOBSET_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    EXTERNAL_JOB_URI_FIELD_NUMBER: _builtins.int
+    ANNOTATIONS_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    queue: _builtins.str
+    jobset: _builtins.str
+    state: _submit_pb2.JobState.ValueType
+    external_job_uri: _builtins.str
+    @_builtins.property
+    def annotations(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The job's annotations (the task identity's armadaproject.io/task, task-attempt and
+        task-generation among them).
+        """
+
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        queue: _builtins.str = ...,
+        jobset: _builtins.str = ...,
+        state: _submit_pb2.JobState.ValueType = ...,
+        external_job_uri: _builtins.str = ...,
+        annotations: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "external_job_uri", b"external_job_uri", "job_id", b"job_id", "jobset", b"jobset", "queue", b"queue", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveTaskJob: _TypeAlias = LiveTaskJob  # noqa: Y015
+
+@_typing.final
+class LiveTaskJobsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOBS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def jobs(self) -> _containers.RepeatedCompositeFieldContainer[Global___LiveTaskJob]:
+        """By job id (submission order)."""
+
+    def __init__(
+        self,
+        *,
+        jobs: _abc.Iterable[Global___LiveTaskJob] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["jobs", b"jobs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LiveTaskJobsResponse: _TypeAlias = LiveTaskJobsResponse  # noqa: Y015

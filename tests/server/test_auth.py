@@ -256,6 +256,12 @@ def calls(api: Stubs) -> dict[str, tuple[Callable[[list], object], str]]:
             lambda md: api.jobs.GetActiveQueues(job_pb2.GetActiveQueuesRequest(), metadata=md),
             "anyone",
         ),
+        "GetLiveTaskJobs": (
+            lambda md: api.jobs.GetLiveTaskJobs(
+                job_pb2.LiveTaskJobsRequest(queue="q"), metadata=md
+            ),
+            "watch",
+        ),
     }
 
 
@@ -281,6 +287,7 @@ RPCS = [
     "GetJobDetails",
     "GetJobErrors",
     "GetActiveQueues",
+    "GetLiveTaskJobs",
 ]
 
 

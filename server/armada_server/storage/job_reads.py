@@ -14,6 +14,9 @@ from armada_server.storage.base import ACTIVE_JOB_STATES, ACTIVE_RUN_STATES, Tra
 from armada_server.storage.bulk import fetch
 from armada_server.storage.rows import RUN_COLUMNS, chunks, load_jobs, run_from_row
 
+#: Jobs that may still run: submitted, waiting, or placed.
+LIVE_JOB_STATES = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_JOB_STATES)
+
 
 class JobReads:
     """Read-only views of jobs, each call one read transaction."""
@@ -64,6 +67,38 @@ class JobReads:
                     .order_by(t.jobs.c.id)
                 ).scalars()
             )
+
+    def live_task_jobs(
+        self, queues: Sequence[str], uri_prefix: str
+    ) -> list[tuple[str, str, str, JobState, str, bytes]]:
+        """(id, queue, job set, state, external job URI, spec) of the live jobs of `queues`
+        whose external job URI starts with `uri_prefix`, by id: what a task reconciler
+        checks (through the (state, queue) index; only live jobs' specs are read)."""
+        escaped = uri_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        out: list[tuple[str, str, str, JobState, str, bytes]] = []
+        with self._tx.read() as conn:
+            for chunk in chunks(list(queues), 500):
+                rows = conn.execute(
+                    select(
+                        t.jobs.c.id,
+                        t.jobs.c.queue,
+                        t.jobs.c.job_set,
+                        t.jobs.c.state,
+                        t.jobs.c.external_job_uri,
+                        t.jobs.c.spec,
+                    )
+                    .where(
+                        t.jobs.c.state.in_([int(s) for s in LIVE_JOB_STATES]),
+                        t.jobs.c.queue.in_(chunk),
+                        t.jobs.c.external_job_uri.like(f"{escaped}%", escape="\\"),
+                    )
+                    .order_by(t.jobs.c.id)
+                ).all()
+                out += [
+                    (r.id, r.queue, r.job_set, JobState(r.state), r.external_job_uri, r.spec)
+                    for r in rows
+                ]
+        return sorted(out)
 
     def jobs(self, job_ids: Sequence[str]) -> list[Job]:
         with self._tx.read() as conn:
