@@ -42,6 +42,7 @@ from .logs import logs
 from .nodes import node_cordon, node_list
 from .output import CommandError, Handler, UsageError, as_dict, print_structured
 from .progress import describe, summary
+from .reap import add_reap_command
 from .resources import dump_queues, load_queues
 
 #: `add_subparsers`' result: where commands (or a group's actions) are added.
@@ -369,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_job_commands(commands)
     _add_logs_command(commands)
     _add_node_commands(commands)
+    add_reap_command(commands)
     return parser
 
 

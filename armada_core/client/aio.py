@@ -241,6 +241,14 @@ class AsyncArmadaClient:
         `api.Nodes`; an upstream server answers Unimplemented)."""
         return await self._run(ops.get_nodes(executor))
 
+    async def get_live_task_jobs(
+        self, queue: str = "", orchestrator: str = ""
+    ) -> list[job_pb2.LiveTaskJob]:
+        """Live jobs of orchestrator tasks (external job URI `<orchestrator>://...`) in
+        `queue` or every queue the caller may watch, with their annotations (our extension
+        `api.Jobs.GetLiveTaskJobs`; an upstream server answers Unimplemented)."""
+        return await self._run(ops.get_live_task_jobs(queue, orchestrator))
+
     # --- logs -------------------------------------------------------------------------------
 
     async def logs(

@@ -388,6 +388,17 @@ def get_nodes(executor: str = "") -> Call[list[nodes_pb2.NodeStatus]]:
     )
 
 
+def get_live_task_jobs(queue: str = "", orchestrator: str = "") -> Call[list[job_pb2.LiveTaskJob]]:
+    """Live jobs of orchestrator tasks in `queue` ("": every queue the caller may watch), by
+    job id (our extension `api.Jobs.GetLiveTaskJobs`)."""
+    return Call(
+        "Jobs",
+        "GetLiveTaskJobs",
+        job_pb2.LiveTaskJobsRequest(queue=queue, orchestrator=orchestrator),
+        lambda r: list(r.jobs),
+    )
+
+
 # --- Binoculars -------------------------------------------------------------------------------
 
 

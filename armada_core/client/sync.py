@@ -246,6 +246,14 @@ class ArmadaClient:
         `api.Nodes`; an upstream server answers Unimplemented)."""
         return self._run(ops.get_nodes(executor))
 
+    def get_live_task_jobs(
+        self, queue: str = "", orchestrator: str = ""
+    ) -> list[job_pb2.LiveTaskJob]:
+        """Live jobs of orchestrator tasks (external job URI `<orchestrator>://...`) in
+        `queue` or every queue the caller may watch, with their annotations (our extension
+        `api.Jobs.GetLiveTaskJobs`; an upstream server answers Unimplemented)."""
+        return self._run(ops.get_live_task_jobs(queue, orchestrator))
+
     # --- logs -------------------------------------------------------------------------------
 
     def logs(

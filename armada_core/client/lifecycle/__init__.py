@@ -20,7 +20,8 @@ The logic is written once as a generator of calls (`armada_core.client.operation
 pauses, driven by the blocking client (`submit_or_reattach`, `wait`) or the asyncio one
 (`asubmit_or_reattach`, `wait_async`). Modules: `identity` (who a job works for),
 `submission` (submit-or-reattach), `waiting` (the one wait), `result` (the payload), `steps`
-(the drivers).
+(the drivers), `reaping` (the reconciler that cancels the jobs of tasks their orchestrator
+ended behind the integration's back) and `airflow_states` (its Airflow adapter).
 """
 
 from .identity import ATTEMPT_ANNOTATION, GENERATION_ANNOTATION, TASK_ANNOTATION, TaskIdentity
