@@ -17,6 +17,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from armada_core.api.k8s import core_v1_pb2, meta_v1_pb2
+from armada_core.jobs import names
 from armada_core.jobs.errors import SubmissionError
 from armada_core.jobs.text import shorten
 
@@ -38,20 +39,12 @@ FREE_TEXT_FIELDS = frozenset(
     }
 )
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-# Kubernetes' qualified names (label keys, resource names): an optional DNS subdomain prefix
-# and '/', then a name of at most 63 characters.
-QUALIFIED_NAME = re.compile(
-    r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]"
-    r"([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-)
-LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
-# IANA service names (container port names): at most 15 characters, at least one letter.
-_PORT_NAME = re.compile(r"(?=.*[a-z])(?!.*--)[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?")
+# Re-exported: the server's configuration checks topology level names with it.
+QUALIFIED_NAME = names.QUALIFIED_NAME
+LABEL_VALUE = names.LABEL_VALUE
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
 _QUANTITY = re.compile(
-    r"\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|"
-    r"[numkMGTPE]?)\s*"
+    r"([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)"
 )
 _SUFFIXES: dict[str, int | Fraction] = {
     "": 1,
@@ -162,12 +155,14 @@ def _one_of(path: str, value: str, allowed: tuple[str, ...]) -> None:
         raise PodSpecError(path, f"{shorten(value)} is not one of {names}{empty}")
 
 
-def check_label_key(path: str, key: str) -> None:
-    if not QUALIFIED_NAME.fullmatch(key):
+def check_label_key(path: str, key: str, *, annotation: bool = False) -> None:
+    """A label key, or with `annotation` an annotation key (checked in lower case)."""
+    if not (names.is_annotation_key(key) if annotation else names.is_label_key(key)):
+        length = len(key.rpartition("/")[2])
+        rule = f"its name is {length} characters, above 63" if length > 63 else names.KEY_RULE
         raise PodSpecError(
             f"{path}[{shorten(key, 60)[1:-1]}]",
-            "is not a valid key (an optional DNS prefix and '/', then a name "
-            "of at most 63 letters, digits, '-', '_' and '.')",
+            f"is not a valid key ({rule})",
         )
 
 
@@ -309,7 +304,7 @@ def check_container_fields(c: core_v1_pb2.Container, path: str, *, init: bool) -
             f"{path}.restartPolicy",
             f"{shorten(c.restartPolicy)}: only an init container may set one, and only Always",
         )
-    names: set[str] = set()
+    port_names: set[str] = set()
     for i, port in enumerate(c.ports):
         where = f"{path}.ports[{i}]"
         if not 1 <= port.containerPort <= 65535:
@@ -322,30 +317,52 @@ def check_container_fields(c: core_v1_pb2.Container, path: str, *, init: bool) -
             )
         _one_of(f"{where}.protocol", port.protocol, PROTOCOLS)
         if port.name:
-            if not _PORT_NAME.fullmatch(port.name):
+            if not names.PORT_NAME.fullmatch(port.name):
                 raise PodSpecError(
                     f"{where}.name",
                     f"{shorten(port.name)} is not a valid port "
                     "name (at most 15 lower-case letters, "
                     "digits and '-', with a letter)",
                 )
-            if port.name in names:
+            if port.name in port_names:
                 raise PodSpecError(f"{where}.name", f"{port.name!r} is used twice")
-            names.add(port.name)
+            port_names.add(port.name)
     for i, env in enumerate(c.env):
-        if not env.name or "=" in env.name:
+        if not names.ENV_NAME.fullmatch(env.name):
             raise PodSpecError(
-                f"{path}.env[{i}].name", f"{shorten(env.name)} is not a valid variable name"
+                f"{path}.env[{i}].name",
+                f"{shorten(env.name)} is not a valid variable name "
+                "(printable ASCII characters other than '=')",
             )
+    if c.image != c.image.strip():
+        raise PodSpecError(f"{path}.image", "must not begin or end with whitespace")
 
 
 def check_resource_name(path: str, name: str) -> None:
+    """Kubernetes' rule for a container's resources: a name without a domain is one of the
+    standard resources; any other is an extended resource, `domain/name`."""
     if not QUALIFIED_NAME.fullmatch(name):
         raise PodSpecError(
             path,
             "is not a valid resource name (an optional DNS prefix and "
             "'/', then a name of letters, digits, '-', '_' and '.')",
         )
+    if "/" not in name and name not in FRACTIONAL_RESOURCES and not name.startswith(HUGEPAGES):
+        raise PodSpecError(
+            path,
+            "is not a standard resource (cpu, memory, ephemeral-storage, hugepages-<size>); "
+            "an extended resource names its domain, as in nvidia.com/gpu",
+        )
+    if name.startswith("requests."):
+        raise PodSpecError(path, "is not a valid resource name (must not begin with requests.)")
+
+
+def overcommit_allowed(name: str) -> bool:
+    """Whether a request may be below its limit. Kubernetes allows it only for its native
+    resources (no domain, or a kubernetes.io one) other than hugepages: an extended resource
+    (nvidia.com/gpu) is handed out whole, so its request equals its limit."""
+    native = "/" not in name or "kubernetes.io/" in name
+    return native and not name.startswith(HUGEPAGES)
 
 
 def is_whole(text: str) -> bool:
@@ -370,3 +387,82 @@ def resource_bound(name: str) -> tuple[int, str]:
 
 def whole_units_only(name: str) -> bool:
     return name not in FRACTIONAL_RESOURCES and not name.startswith(HUGEPAGES)
+
+
+# Pod fields that name Kubernetes objects, and the syntax each must have.
+_POD_NAMES = (
+    ("hostname", names.DNS_LABEL, "a DNS label"),
+    ("subdomain", names.DNS_LABEL, "a DNS label"),
+    ("serviceAccountName", names.DNS_SUBDOMAIN, "a DNS subdomain"),
+    ("nodeName", names.DNS_SUBDOMAIN, "a DNS subdomain"),
+    ("schedulerName", names.DNS_SUBDOMAIN, "a DNS subdomain"),
+)
+
+
+def check_pod_fields(spec: core_v1_pb2.PodSpec, path: str) -> None:
+    """Host name, subdomain, service account, node and scheduler names, when set. No
+    pod-level resources (the scheduler adds up the containers'), no overhead (Kubernetes
+    sets it from the RuntimeClass) and no ephemeral containers (added to running pods)."""
+    for field, pattern, what in _POD_NAMES:
+        value = getattr(spec, field)
+        if value and not pattern.fullmatch(value):
+            raise PodSpecError(f"{path}.{field}", f"{shorten(value)} is not {what}")
+    if spec.HasField("resources"):
+        raise PodSpecError(
+            f"{path}.resources",
+            "pod-level resources are not supported: set each container's resources instead",
+        )
+    if spec.ephemeralContainers:
+        raise PodSpecError(
+            f"{path}.ephemeralContainers", "cannot be set on a new pod (Kubernetes' rule)"
+        )
+    if spec.overhead:
+        raise PodSpecError(
+            f"{path}.overhead", "is set by Kubernetes from the pod's RuntimeClass, not by a job"
+        )
+
+
+def check_volumes(spec: core_v1_pb2.PodSpec, path: str) -> None:
+    """Volumes have unique DNS-label names and one source each; every container's mounts
+    name one of them, at distinct paths (Kubernetes' rules)."""
+    volume_names: set[str] = set()
+    for i, volume in enumerate(spec.volumes):
+        where = f"{path}.volumes[{i}]"
+        if not names.DNS_LABEL.fullmatch(volume.name):
+            raise PodSpecError(
+                f"{where}.name",
+                f"{shorten(volume.name)} is not a valid volume name ({names.DNS_LABEL_RULE})",
+            )
+        if volume.name in volume_names:
+            raise PodSpecError(f"{where}.name", f"{volume.name!r} is used twice")
+        volume_names.add(volume.name)
+        sources = [f.name for f, _ in volume.volumeSource.ListFields()]
+        if len(sources) != 1:
+            raise PodSpecError(
+                f"{where}.volumeSource",
+                "must set exactly one volume type (emptyDir, hostPath, configMap, ...), "
+                f"got {', '.join(sources) or 'none'}",
+            )
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(getattr(spec, kind)):
+            _check_mounts(c, f"{path}.{kind}[{i}]", volume_names)
+
+
+def _check_mounts(c: core_v1_pb2.Container, path: str, volume_names: set[str]) -> None:
+    mount_paths: set[str] = set()
+    for i, mount in enumerate(c.volumeMounts):
+        where = f"{path}.volumeMounts[{i}]"
+        if mount.name not in volume_names:
+            raise PodSpecError(
+                f"{where}.name", f"{shorten(mount.name)} is not the name of a volume of the pod"
+            )
+        if not mount.mountPath:
+            raise PodSpecError(f"{where}.mountPath", "must not be empty")
+        if mount.mountPath in mount_paths:
+            raise PodSpecError(f"{where}.mountPath", f"{shorten(mount.mountPath)} is mounted twice")
+        mount_paths.add(mount.mountPath)
+        if mount.subPath and (mount.subPath.startswith("/") or ".." in mount.subPath.split("/")):
+            raise PodSpecError(
+                f"{where}.subPath",
+                f"{shorten(mount.subPath)} must be a relative path without '..'",
+            )

@@ -20,7 +20,7 @@ from google.protobuf.message import Message
 from armada_core.api import submit_pb2
 from armada_core.api.k8s import core_v1_pb2 as core
 from armada_core.jobs import annotations as ann
-from armada_core.jobs import podspec
+from armada_core.jobs import names, podspec
 from armada_core.jobs.errors import SubmissionError
 from armada_core.jobs.gangs import GangAnnotationError, GangSpec, gang_of
 from armada_core.jobs.grace import DEFAULT_GRACE_PERIOD_SECONDS, MINIMUM_GRACE_PERIOD_SECONDS
@@ -28,7 +28,6 @@ from armada_core.jobs.text import shorten
 from armada_core.scheduling.model import MAX_EXPONENT, Resources, parse_quantity
 
 # Matched whole (fullmatch): "$" alone would accept a trailing newline ("default\n").
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _DIGITS = re.compile(r"[0-9]{1,19}")
 
@@ -212,6 +211,8 @@ def _validate_item(
         raise SubmissionError(
             f"{path}.pod_specs", f"exactly one pod spec is supported, got {len(out.pod_specs)}"
         )
+    # Labels and annotations first: a 10 MB annotation is named as such, not as a job too large.
+    _check_metadata(out, path)
     size = out.ByteSize()
     if size > MAX_JOB_BYTES:
         field, field_size = largest_field(out, path)
@@ -227,7 +228,7 @@ def _validate_item(
             out.pod_specs[0].nodeSelector[k] = v
         out.ClearField("required_node_labels")
     out.namespace = out.namespace or config.default_namespace
-    if not _DNS_LABEL.fullmatch(out.namespace):
+    if not names.DNS_LABEL.fullmatch(out.namespace):
         raise SubmissionError(
             f"{path}.namespace",
             f"{shorten(out.namespace)} is not a valid Kubernetes namespace (a DNS label)",
@@ -235,20 +236,8 @@ def _validate_item(
     if out.scheduler:
         check_text(f"{path}.scheduler", out.scheduler, MAX_SCHEDULER)
         podspec.check_string(f"{path}.scheduler", out.scheduler)
-    podspec.check_labels(f"{path}.labels", out.labels)
-    _check_annotations(f"{path}.annotations", out.annotations)
-    _check_options(f"{path}.annotations", out.annotations)
     if out.ingress or out.services:
         _check_exposure(out, path)
-    for key, limit in ((ann.EXTERNAL_JOB_URI, MAX_EXTERNAL_JOB_URI), (ann.GANG_ID, MAX_GANG_ID)):
-        if key in out.annotations:
-            check_text(f"{path}.annotations[{key}]", out.annotations[key], limit)
-    try:
-        gang_of(out.annotations)
-    except GangAnnotationError as e:
-        raise SubmissionError(f"{path}.annotations", str(e)) from None
-    if ann.GANG_ID in out.annotations:
-        _check_gang_numbers(f"{path}.annotations", out.annotations)
     spec = out.pod_specs[0]
     serialized = spec.SerializeToString()
     valid = checked.get(serialized)
@@ -260,6 +249,22 @@ def _validate_item(
     return out
 
 
+def _check_metadata(item: submit_pb2.JobSubmitRequestItem, path: str) -> None:
+    """Labels, annotations, and the options and gangs annotations declare."""
+    podspec.check_labels(f"{path}.labels", item.labels)
+    _check_annotations(f"{path}.annotations", item.annotations)
+    _check_options(f"{path}.annotations", item.annotations)
+    for key, limit in ((ann.EXTERNAL_JOB_URI, MAX_EXTERNAL_JOB_URI), (ann.GANG_ID, MAX_GANG_ID)):
+        if key in item.annotations:
+            check_text(f"{path}.annotations[{key}]", item.annotations[key], limit)
+    try:
+        gang_of(item.annotations)
+    except GangAnnotationError as e:
+        raise SubmissionError(f"{path}.annotations", str(e)) from None
+    if ann.GANG_ID in item.annotations:
+        _check_gang_values(f"{path}.annotations", item.annotations)
+
+
 def largest_field(message: Message, path: str) -> tuple[str, int]:
     """The path and size of the largest field in `message` (or of one value in it, when that
     value makes up most of the field): what to name when a job is too large."""
@@ -267,15 +272,22 @@ def largest_field(message: Message, path: str) -> tuple[str, int]:
     for fd, value in message.ListFields():
         name = f"{path}.{fd.name}"
         if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-            elements = [
-                (f"{name}[{shorten(k, 60)[1:-1] if isinstance(k, str) else k}]", v)
+            # A map entry's size counts its key: a 10 MB key is named as the large part.
+            sizes = [
+                (
+                    _size(k) + _size(v),
+                    f"{name}[{shorten(k, 60)[1:-1] if isinstance(k, str) else k}]",
+                    v,
+                )
                 for k, v in value.items()
             ]
-        elif fd.is_repeated:
-            elements = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
         else:
-            elements = [(name, value)]
-        sizes = [(_size(v), where, v) for where, v in elements]
+            elements = (
+                [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+                if fd.is_repeated
+                else [(name, value)]
+            )
+            sizes = [(_size(v), where, v) for where, v in elements]
         size = sum(s for s, _, _ in sizes)
         if size <= best_size:
             continue
@@ -299,25 +311,25 @@ def _size(value: object) -> int:
 
 
 def _check_annotations(path: str, annotations: Mapping[str, str]) -> None:
-    key_ok, bad_text = podspec.QUALIFIED_NAME.fullmatch, podspec.CONTROL_IN_FREE_TEXT.search
-    total = 0
+    """Kubernetes' rules: qualified-name keys (in lower case), at most 256 KiB of keys and
+    values together, counted in bytes as UTF-8."""
+    key_ok, bad_text = names.is_annotation_key, podspec.CONTROL_IN_FREE_TEXT.search
     for key, value in annotations.items():  # the common case, fast
         if not key_ok(key) or bad_text(value):
             break
-        total += len(key) + len(value)
     else:
+        sizes = {k: len(k.encode()) + len(v.encode()) for k, v in annotations.items()}
+        total = sum(sizes.values())
         if total <= MAX_ANNOTATIONS_BYTES:
             return
-        key = max(annotations, key=lambda k: len(annotations[k]))
+        key = max(sorted(sizes), key=sizes.__getitem__)  # sorted: ties name the same key
         raise SubmissionError(
-            f"{path}[{key}]",
-            f"the annotations hold {total} characters, "
-            f"above the limit of {MAX_ANNOTATIONS_BYTES} "
-            f"(256 KiB); this one holds "
-            f"{len(annotations[key])}",
+            f"{path}[{shorten(key, 60)[1:-1]}]",
+            f"the annotations hold {total} bytes, above the limit of {MAX_ANNOTATIONS_BYTES} "
+            f"(256 KiB); this one holds {sizes[key]}",
         )
     for key, value in sorted(annotations.items()):  # sorted: the same first error every time
-        podspec.check_label_key(path, key)
+        podspec.check_label_key(path, key, annotation=True)
         podspec.check_string(f"{path}[{key}]", value, free=True)
 
 
@@ -337,9 +349,16 @@ def _check_exposure(item: submit_pb2.JobSubmitRequestItem, path: str) -> None:
             podspec.check_label_key(f"{path}.ingress[{i}].annotations", key)
 
 
-def _check_gang_numbers(path: str, annotations: Mapping[str, str]) -> None:
+def _check_gang_values(path: str, annotations: Mapping[str, str]) -> None:
     """Gang sizes are plain decimal numbers of at most MAX_GANG_CARDINALITY (`1e20` is not);
-    gangMaxHops a plain decimal number of at most MAX_GANG_HOPS."""
+    gangMaxHops a plain decimal number of at most MAX_GANG_HOPS; the uniformity label a
+    label key (the scheduler matches it against node labels)."""
+    label = annotations.get(ann.GANG_NODE_UNIFORMITY_LABEL)
+    if label and not names.is_label_key(label):
+        raise SubmissionError(
+            f"{path}[{ann.GANG_NODE_UNIFORMITY_LABEL}]",
+            f"{shorten(label)} is not a valid label key ({names.KEY_RULE})",
+        )
     for key in (ann.GANG_CARDINALITY, ann.GANG_MINIMUM_CARDINALITY):
         raw = annotations.get(key)
         if raw and (not _DIGITS.fullmatch(raw) or int(raw) > MAX_GANG_CARDINALITY):
@@ -414,6 +433,8 @@ def _validate_pod_spec(spec: core.PodSpec, path: str, config: SubmissionConfig) 
     if not spec.containers:
         raise SubmissionError(f"{path}.containers", "a pod needs at least one container")
     podspec.check_scheduling(spec, path)
+    podspec.check_pod_fields(spec, path)
+    podspec.check_volumes(spec, path)
     seen: set[str] = set()
     effective = {
         kind: [
@@ -444,8 +465,11 @@ def _validate_container(
     c: core.Container, path: str, seen: set[str], *, init: bool
 ) -> dict[str, int]:
     """Check a container; returns what it requests (a limit stands in for a missing request)."""
-    if not _DNS_LABEL.fullmatch(c.name):
-        raise SubmissionError(f"{path}.name", f"{shorten(c.name)} is not a valid container name")
+    if not names.DNS_LABEL.fullmatch(c.name):
+        raise SubmissionError(
+            f"{path}.name",
+            f"{shorten(c.name)} is not a valid container name ({names.DNS_LABEL_RULE})",
+        )
     if c.name in seen:
         raise SubmissionError(f"{path}.name", f"container name {c.name!r} is used twice")
     seen.add(c.name)
@@ -467,12 +491,22 @@ def _validate_container(
         lim = parsed["limits"].get(name)
         if lim is not None and req > lim:
             raise SubmissionError(f"{path}.resources.requests[{name}]", "is greater than its limit")
+        if lim is not None and req != lim and not podspec.overcommit_allowed(name):
+            raise SubmissionError(
+                f"{path}.resources.requests[{name}]",
+                f"{c.resources.requests[name].string!r} must equal its limit of "
+                f"{c.resources.limits[name].string!r} ({name} cannot be overcommitted)",
+            )
     return effective
 
 
 def _quantity(path: str, name: str, text: str) -> int:
     if not isinstance(text, str):  # protobuf hands back invalid UTF-8 as bytes
         raise SubmissionError(path, "not valid UTF-8")
+    if text != text.strip():
+        raise SubmissionError(
+            path, f"{text[:80]!r} is not a valid quantity: it must not begin or end with spaces"
+        )
     exponent = _EXPONENT.search(text) if ("e" in text or "E" in text) else None
     if len(text) > MAX_QUANTITY_TEXT or (exponent and int(exponent.group(1)) > MAX_EXPONENT):
         raise SubmissionError(

@@ -422,3 +422,252 @@ def test_ingress_and_service_ports() -> None:
         "NUL",
     )
     accepted(request(item(pod(), ingress=[{"ports": [8080]}])))
+
+
+# --- as strict as a Kubernetes API server ----------------------------------------------------
+
+
+def quantities(requests: dict[str, str], limits: dict[str, str] | None = None) -> dict[str, Any]:
+    """The main container asking cpu 1 and memory 1Gi, plus `requests` and `limits`."""
+    c = container()
+    for kind, values in (("requests", requests), ("limits", limits or {})):
+        c["resources"][kind].update({k: {"string": v} for k, v in values.items()})
+    return {"containers": [c]}
+
+
+def volume(name: str, **source: Any) -> dict[str, Any]:
+    return {"name": name, "volumeSource": source or {"emptyDir": {}}}
+
+
+def mounts(*mounted: dict[str, str], volumes: tuple[str, ...] = ("data",)) -> dict[str, Any]:
+    return pod(main={"volumeMounts": list(mounted)}, volumes=[volume(v) for v in volumes])
+
+
+GANG_LABEL = ann.GANG_NODE_UNIFORMITY_LABEL
+MB10 = 10 * 1024 * 1024
+R = f"{C}.resources"
+# (name, item, the field the refusal names, what it says)
+KUBERNETES_RULES = [
+    ("cpu ' 1'", item(quantities({"cpu": " 1"})), f"{R}.requests[cpu]", "spaces"),
+    ("memory limit '1Gi '", item(quantities({}, {"memory": "1Gi "})), f"{R}.limits[memory]", ""),
+    (
+        "gpu ' 1'",
+        item(quantities({"nvidia.com/gpu": " 1"}, {"nvidia.com/gpu": " 1"})),
+        f"{R}.requests[nvidia.com/gpu]",
+        "spaces",
+    ),
+    (
+        "ephemeral-storage '10Gi '",
+        item(quantities({"ephemeral-storage": "10Gi "})),
+        f"{R}.requests[ephemeral-storage]",
+        "spaces",
+    ),
+    (
+        "gpu request 1, limit 2",
+        item(quantities({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "2"})),
+        f"{R}.requests[nvidia.com/gpu]",
+        "must equal its limit of '2' (nvidia.com/gpu cannot be overcommitted)",
+    ),
+    (
+        "extended resource request 1, limit 3",
+        item(quantities({"example.com/fpga": "1"}, {"example.com/fpga": "3"})),
+        f"{R}.requests[example.com/fpga]",
+        "cannot be overcommitted",
+    ),
+    (
+        "hugepages request below limit",
+        item(quantities({"hugepages-2Mi": "2Mi"}, {"hugepages-2Mi": "4Mi"})),
+        f"{R}.requests[hugepages-2Mi]",
+        "cannot be overcommitted",
+    ),
+    (
+        "a resource without a domain",
+        item(quantities({"gpu": "1"})),
+        f"{R}.requests[gpu]",
+        "not a standard resource",
+    ),
+    (
+        "pod-level resources",
+        item(pod(resources={"limits": {"cpu": {"string": "1"}}})),
+        f"{P}.resources",
+        "pod-level resources are not supported",
+    ),
+    ("overhead", item(pod(overhead={"cpu": {"string": "1"}})), f"{P}.overhead", "RuntimeClass"),
+    (
+        "ephemeral containers",
+        item(pod(ephemeralContainers=[{"ephemeralContainerCommon": {"name": "debug"}}])),
+        f"{P}.ephemeralContainers",
+        "",
+    ),
+    (
+        "gang uniformity label 'bad label!'",
+        item(
+            pod(),
+            annotations={ann.GANG_ID: "g", ann.GANG_CARDINALITY: "1", GANG_LABEL: "bad label!"},
+        ),
+        f"job_request_items[0].annotations[{GANG_LABEL}]",
+        "'bad label!' is not a valid label key",
+    ),
+    (
+        "volume name Bad_Name",
+        item(pod(volumes=[volume("Bad_Name")])),
+        f"{P}.volumes[0].name",
+        "'Bad_Name' is not a valid volume name",
+    ),
+    (
+        "volume name used twice",
+        item(pod(volumes=[volume("data"), volume("data")])),
+        f"{P}.volumes[1].name",
+        "used twice",
+    ),
+    (
+        "volume of no type",
+        item(pod(volumes=[{"name": "data"}])),
+        f"{P}.volumes[0].volumeSource",
+        "exactly one volume type",
+    ),
+    (
+        "volume of two types",
+        item(pod(volumes=[volume("data", emptyDir={}, hostPath={"path": "/tmp"})])),
+        f"{P}.volumes[0].volumeSource",
+        "got hostPath, emptyDir",
+    ),
+    (
+        "mount of no volume",
+        item(mounts({"name": "other", "mountPath": "/d"})),
+        f"{C}.volumeMounts[0].name",
+        "not the name of a volume",
+    ),
+    (
+        "two mounts at one path",
+        item(mounts({"name": "data", "mountPath": "/d"}, {"name": "data", "mountPath": "/d"})),
+        f"{C}.volumeMounts[1].mountPath",
+        "mounted twice",
+    ),
+    (
+        "mount without a path",
+        item(mounts({"name": "data"})),
+        f"{C}.volumeMounts[0].mountPath",
+        "must not be empty",
+    ),
+    (
+        "sub-path out of the volume",
+        item(mounts({"name": "data", "mountPath": "/d", "subPath": "a/../../etc"})),
+        f"{C}.volumeMounts[0].subPath",
+        "without '..'",
+    ),
+    (
+        "a 10 MB annotation key",
+        item(pod(), annotations={"k" * MB10: "v"}),
+        "job_request_items[0].annotations[kkkk",
+        "its name is 10485760 characters, above 63",
+    ),
+    (
+        "annotations above 256 KiB as UTF-8",
+        item(pod(), annotations={f"n{i}": "é" * 35_000 for i in range(4)}),
+        "job_request_items[0].annotations[n0]",
+        "hold 280008 bytes, above the limit of 262144",
+    ),
+    (
+        "annotation key prefix a..b",
+        item(pod(), annotations={"a..b/note": "x"}),
+        "job_request_items[0].annotations[a..b/note]",
+        "not a valid key",
+    ),
+    (
+        "label key prefix a.-b.io",
+        item(pod(), labels={"a.-b.io/team": "x"}),
+        "job_request_items[0].labels[a.-b.io/team]",
+        "not a valid key",
+    ),
+    (
+        "env name é",
+        item(pod(main={"env": [{"name": "é", "value": "x"}]})),
+        f"{C}.env[0].name",
+        "printable ASCII",
+    ),
+    ("image ' busybox'", item(pod(main={"image": " busybox"})), f"{C}.image", "whitespace"),
+    ("hostname Bad_Host", item(pod(hostname="Bad_Host")), f"{P}.hostname", "not a DNS label"),
+    (
+        "service account name",
+        item(pod(serviceAccountName="Robot")),
+        f"{P}.serviceAccountName",
+        "not a DNS subdomain",
+    ),
+    ("node name", item(pod(nodeName="node_1")), f"{P}.nodeName", "not a DNS subdomain"),
+    (
+        "container name Main",
+        item(pod(main={"name": "Main"})),
+        f"{C}.name",
+        "at most 63 lower-case letters",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("job", "path", "problem"),
+    [c[1:] for c in KUBERNETES_RULES],
+    ids=[c[0] for c in KUBERNETES_RULES],
+)
+def test_what_kubernetes_refuses_is_refused_naming_the_field(
+    job: Any, path: str, problem: str
+) -> None:
+    rejected(request(job), path, problem)
+
+
+def test_a_billion_gpus_are_refused_wherever_asked() -> None:
+    """Every resource has a maximum (cpu 100,000 cores, other units a million), in a
+    container and in total; the pod-level resources the scheduler would not count are
+    refused whatever they hold."""
+    for name, job, path in [
+        ("limit", item(quantities({}, {"nvidia.com/gpu": "1G"})), f"{R}.limits[nvidia.com/gpu]"),
+        ("request", item(quantities({"nvidia.com/gpu": "1e9"})), f"{R}.requests[nvidia.com/gpu]"),
+        (
+            "pod-level",
+            item(pod(resources={"limits": {"nvidia.com/gpu": {"string": "1000000000"}}})),
+            f"{P}.resources",
+        ),
+    ]:
+        message = rejected(request(job), path)
+        assert name != "pod-level" or "not supported" in message, message
+        assert name == "pod-level" or "above the maximum of 1000000" in message, message
+    two = {"containers": [container("a"), container("b")]}
+    for c in two["containers"]:
+        c["resources"]["limits"]["nvidia.com/gpu"] = {"string": "600000"}
+    rejected(request(item(two)), f"{P}.containers", "more nvidia.com/gpu than the maximum")
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        item(quantities({"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "2"})),
+        item(quantities({}, {"nvidia.com/gpu": "2"})),  # the limit stands for the request
+        item(quantities({"nvidia.com/gpu": "1"})),
+        item(quantities({"cpu": "500m", "memory": "1Gi"}, {"cpu": "2", "memory": "2Gi"})),
+        item(quantities({"hugepages-2Mi": "4Mi"}, {"hugepages-2Mi": "4Mi"})),
+        item(quantities({"kubernetes.io/batch-slots": "1"}, {"kubernetes.io/batch-slots": "2"})),
+        item(pod(), annotations={"Example.COM/Note": "checked in lower case, as Kubernetes does"}),
+        item(
+            pod(),
+            annotations={ann.GANG_ID: "g", ann.GANG_CARDINALITY: "1", GANG_LABEL: "a.io/rack"},
+        ),
+        item(pod(main={"env": [{"name": "MY VAR.1-x", "value": "printable ASCII"}]})),
+        item(mounts({"name": "data", "mountPath": "/d", "subPath": "a/b..c"})),
+        item(pod(hostname="worker-0", subdomain="jobs", serviceAccountName="batch.robot")),
+    ],
+    ids=[
+        "gpu request equals limit",
+        "gpu limit alone",
+        "gpu request alone",
+        "cpu and memory overcommitted",
+        "hugepages request equals limit",
+        "kubernetes.io resource overcommitted",
+        "upper-case annotation key",
+        "gang uniformity label with a prefix",
+        "env name with a space and a dot",
+        "sub-path with dots in a name",
+        "host name, subdomain, service account",
+    ],
+)
+def test_what_kubernetes_accepts_is_accepted(job: Any) -> None:
+    accepted(request(job))
