@@ -55,7 +55,9 @@ def add_reap_command(commands: Any) -> None:
         default=DEFAULT_INTERVAL,
         help=f"seconds between rounds (default {DEFAULT_INTERVAL:g})",
     )
-    sp.add_argument("--once", action="store_true", help="one round, then exit")
+    sp.add_argument(
+        "--rounds", type=int, default=0, help="stop after this many rounds (default: never)"
+    )
     sp.add_argument("--status-file", type=Path, help="write the counters here as JSON")
     sp.set_defaults(handler=reap)
 
@@ -63,6 +65,8 @@ def add_reap_command(commands: Any) -> None:
 def reap(client: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     if not args.airflow:
         raise UsageError("reap: --airflow URL is required (or AIRFLOW__API__BASE_URL)")
+    if args.rounds < 0:
+        raise UsageError(f"reap: --rounds must not be negative, got {args.rounds}")
     if args.interval <= 0:
         raise UsageError(f"reap: --interval must be positive, got {args.interval:g}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -76,16 +80,16 @@ def reap(client: ArmadaClient, args: argparse.Namespace, out: TextIO) -> int:
     logging.getLogger("armada_core.reaper").info(
         "Reaping the jobs of ended Airflow tasks (%s) every %gs", args.airflow, args.interval
     )
+    done = 0
     while True:
         try:
             reaper.reap_once()
         except ArmadaError as e:  # the server restarting: the next round tries again
-            if args.once:
-                raise
             logging.getLogger("armada_core.reaper").warning("Armada server: %s", e)
         if args.status_file is not None:
             _write_status(args.status_file, reaper.counters.as_dict())
-        if args.once:
+        done += 1
+        if done == args.rounds:
             return 0
         time.sleep(args.interval)
 

@@ -13,7 +13,9 @@ import pytest
 from airflow_armada.operators.armada import task_identity
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient, NotFound, job_item
-from armada_core.client.lifecycle import ATTEMPT_ANNOTATION, GENERATION_ANNOTATION
+from armada_core.client.lifecycle import ATTEMPT_ANNOTATION, GENERATION_ANNOTATION, TASK_ANNOTATION
+from armada_core.client.lifecycle.airflow_states import split_task
+from armada_core.client.lifecycle.reaping import REAP_ANNOTATION
 from armada_core.retry import load_policy
 
 from .conftest import QUEUE
@@ -478,6 +480,8 @@ def test_a_waiting_job_says_why_in_the_task_log(mode, client, capfd) -> None:
 def test_one_identity_for_every_try_of_a_task_instance() -> None:
     identity = task_identity("d", "manual__2024", "t", -1)
     assert identity.external_job_uri == "airflow://d/manual__2024/t/-1"
+    # what the reaper's Airflow adapter reads back from the job's annotation
+    assert split_task(identity.annotations()[TASK_ANNOTATION]) == ("d", "manual__2024", "t", -1)
     assert identity.client_id() == task_identity("d", "manual__2024", "t", -1).client_id()
     ids = {
         task_identity("d", "r", "t", -1, attempt).client_id(generation)
@@ -491,10 +495,19 @@ def test_one_identity_for_every_try_of_a_task_instance() -> None:
     assert len(ids) == 6
 
 
-def test_cancel_on_kill_reaches_the_trigger() -> None:
-    """Deferred, the trigger's on_kill is what cancels (see test_trigger.py): it must know."""
+def test_cancel_on_kill_reaches_the_trigger(client) -> None:
+    """Deferred, the trigger's on_kill is what cancels (see test_trigger.py): it must know.
+    So must the reaper: the jobs of a task with cancel_on_kill=False say it leaves them."""
     dr = run_dag("armada_trigger_kwargs")
     assert dr.state == "success"
     for keep in (False, True):
         kwargs = xcom(dr, f"cancel_on_kill_{keep}", "trigger_kwargs")
         assert kwargs["cancel_on_kill"] is keep
+    jobs = client.get_job_details(submitted_jobs(client, job_set_of(dr)), expand_job_spec=True)
+    reaped = {
+        d.job_spec.annotations["airflow.apache.org/task-id"]: d.job_spec.annotations.get(
+            REAP_ANNOTATION
+        )
+        for d in jobs.values()
+    }
+    assert reaped == {"cancel_on_kill_False": "false", "cancel_on_kill_True": None}

@@ -20,7 +20,7 @@ from .conftest import Armada
 
 def test_reap_needs_the_airflow_url(armada: Armada, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AIRFLOW__API__BASE_URL", raising=False)
-    result = armada("reap", "--once")
+    result = armada("reap", "--rounds", "1")
     assert result.code == 2
     assert "--airflow URL is required" in result.err
 
@@ -42,10 +42,20 @@ def test_an_unreachable_airflow_cancels_nothing_and_is_counted(
             s.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
             url = f"http://127.0.0.1:{s.getsockname()[1]}"
             status = tmp_path / "reaper.json"
-            result = armada("reap", "--airflow", url, "--once", "--status-file", str(status))
+            result = armada(
+                "reap",
+                "--airflow",
+                url,
+                "--rounds",
+                "2",
+                "--interval",
+                "0.01",
+                "--status-file",
+                str(status),
+            )
         assert result.code == 0, result.err
         assert client.get_job_status([job_id])[job_id] == submit_pb2.QUEUED
     counters = json.loads(status.read_text())
-    assert (counters["rounds"], counters["cancelled"], counters["unreachable"]) == (1, 0, 1)
+    assert (counters["rounds"], counters["cancelled"], counters["unreachable"]) == (2, 0, 2)
     assert url in counters["last_unreachable"]
     assert "airflow cannot be reached" in caplog.text

@@ -122,6 +122,9 @@ def test_a_round_cancels_ended_tasks_jobs_only_and_is_idempotent(
     }
     reaper = Reaper(client, given)
 
+    first = reaper.reap_once()  # seen over once: not yet cancelled
+    assert (first.listed, first.cancelled, first.pending) == (4, (), 2)
+    assert states(client, failed, earlier) == [submit_pb2.QUEUED] * 2
     done = reaper.reap_once()
 
     assert done.listed == 4  # the Prefect job is another orchestrator's
@@ -137,7 +140,7 @@ def test_a_round_cancels_ended_tasks_jobs_only_and_is_idempotent(
     again = reaper.reap_once()
     assert (again.listed, again.cancelled) == (2, ())
     assert reaper.counters.as_dict() == {
-        "rounds": 2,
+        "rounds": 3,
         "cancelled": 2,
         "unreachable": 0,
         "last_unreachable": "",
@@ -152,6 +155,9 @@ def test_an_unreachable_orchestrator_cancels_nothing_and_says_so(
     given.answers = {("d/r/t/-1", "0"): ended("airflow task d/r/t/-1", "failed")}
     given.down = True
     reaper = Reaper(client, given)
+    given.down = False
+    assert reaper.reap_once().pending == 1
+    given.down = True
 
     done = reaper.reap_once()
 
@@ -159,8 +165,29 @@ def test_an_unreachable_orchestrator_cancels_nothing_and_says_so(
     assert states(client, ended_task) == [submit_pb2.QUEUED]
     assert reaper.counters.unreachable == 1
     assert "airflow cannot be reached (connection refused): no job cancelled" in caplog.text
+    # Back: its answer is confirmed by a second round before anything is cancelled.
     given.down = False
+    assert reaper.reap_once().cancelled == ()
     assert [j for j, _ in reaper.reap_once().cancelled] == [ended_task]
+
+
+def test_an_answer_that_changes_between_rounds_cancels_nothing(
+    client: ArmadaClient, q: str
+) -> None:
+    job_id = submit(client, "d/r/t/-1", "0")
+    given = Given()
+    reaper = Reaper(client, given)
+    for state in ("failed", "running", "failed"):
+        given.answers = {
+            ("d/r/t/-1", "0"): ended("airflow task d/r/t/-1", state)
+            if state == "failed"
+            else running("airflow task d/r/t/-1")
+        }
+        assert reaper.reap_once().cancelled == ()
+    assert states(client, job_id) == [submit_pb2.QUEUED]
+    # what a reaper that does not live between rounds hands back to the next one
+    again = Reaper(client, given, pending=reaper.pending)
+    assert [j for j, _ in again.reap_once().cancelled] == [job_id]
 
 
 def test_no_live_task_jobs_asks_nothing(client: ArmadaClient, q: str) -> None:
@@ -180,7 +207,9 @@ def test_the_asyncio_reaper_decides_alike(client: ArmadaClient, q: str, servers)
 
     async def one_round() -> tuple[tuple[str, str], ...]:
         async with AsyncArmadaClient(servers.address, timeout=10) as aclient:
-            return (await AsyncReaper(aclient, given).reap_once()).cancelled
+            reaper = AsyncReaper(aclient, given)
+            assert (await reaper.reap_once()).cancelled == ()
+            return (await reaper.reap_once()).cancelled
 
     assert asyncio.run(one_round()) == ((failed, "airflow task d/r/t/-1 is success"),)
     assert states(client, failed, runs) == [submit_pb2.CANCELLED, submit_pb2.QUEUED]

@@ -13,8 +13,10 @@ a reason that names the task's state.
 It errs towards leaving jobs alone: a task that runs, or that the orchestrator does not know
 or cannot say (unknown, not yet created), keeps its jobs; an orchestrator that cannot be
 reached has nothing cancelled, and the round says so (`Round.unreachable`, the reaper's
-counters). Rounds are idempotent: cancelled jobs are no longer live, so the next round does
-not see them.
+counters). A job is cancelled only when two rounds in a row found its task over (`confirmed`):
+the integration's own cancellation, when it runs, comes first with its own reason, and a
+state the orchestrator holds for a moment only is not acted on. Rounds are idempotent:
+cancelled jobs are no longer live, so the next round does not see them.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ log = logging.getLogger("armada_core.reaper")
 REAP_ANNOTATION = "armadaproject.io/task-reap"
 
 #: How often the reapers the integrations run look, in seconds: a task that ended has its jobs
-#: cancelled within a minute.
-DEFAULT_INTERVAL = 30.0
+#: cancelled by the second round that sees it, within a minute.
+DEFAULT_INTERVAL = 20.0
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,13 @@ def decide(
     return out
 
 
+def confirmed(
+    decided: list[tuple[TaskJob, str]], before: Mapping[str, str]
+) -> list[tuple[TaskJob, str]]:
+    """What the previous round (`before`: job id -> reason) decided alike."""
+    return [(job, reason) for job, reason in decided if before.get(job.job_id) == reason]
+
+
 @dataclass(frozen=True)
 class Round:
     """What one round saw and did."""
@@ -170,6 +179,8 @@ class Round:
     listed: int = 0
     #: Cancelled job ids, each with its reason.
     cancelled: tuple[tuple[str, str], ...] = ()
+    #: Jobs found over for the first time: cancelled next round if still so.
+    pending: int = 0
     #: Why the orchestrator could not be asked ("" when it could).
     unreachable: str = ""
 
@@ -229,29 +240,45 @@ def _log_cancelled(orchestrator: str, reason: str, job_ids: list[str]) -> None:
 class Reaper:
     """Rounds of the reconciler with the blocking client (`ArmadaClient`)."""
 
-    def __init__(self, client: Any, adapter: TaskStates, *, queue: str = "") -> None:
+    def __init__(
+        self,
+        client: Any,
+        adapter: TaskStates,
+        *,
+        queue: str = "",
+        pending: Mapping[str, str] | None = None,
+    ) -> None:
         self.client = client
         self.adapter = adapter
         self.queue = queue
         self.counters = Counters()
+        #: Job id -> reason, as the previous round decided (see `confirmed`); a reaper that
+        #: does not live between rounds (a Dagster sensor) keeps it and hands it back.
+        self.pending: dict[str, str] = dict(pending or {})
 
     def reap_once(self) -> Round:
         found = self.client.get_live_task_jobs(self.queue, self.adapter.orchestrator)
         jobs = _listed(found, self.adapter.orchestrator)
         if not jobs:
+            self.pending = {}
             done = Round()
         else:
             try:
                 states = self.adapter.states(jobs)
             except OrchestratorUnreachable as e:
+                self.pending = {}  # what comes next is seen anew
                 done = _unreachable(self.adapter.orchestrator, e, len(jobs))
             else:
+                decided = decide(jobs, states)
                 cancelled: list[tuple[str, str]] = []
-                for (queue, job_set, reason), ids in _batches(decide(jobs, states)).items():
+                for (queue, job_set, reason), ids in _batches(
+                    confirmed(decided, self.pending)
+                ).items():
                     self.client.cancel_jobs(queue, job_set, ids, reason=reason)
                     _log_cancelled(self.adapter.orchestrator, reason, ids)
                     cancelled += [(j, reason) for j in ids]
-                done = Round(len(jobs), tuple(cancelled))
+                self.pending = {j.job_id: r for j, r in decided}
+                done = Round(len(jobs), tuple(cancelled), len(decided) - len(cancelled))
         self.counters.add(done)
         return done
 
@@ -259,28 +286,44 @@ class Reaper:
 class AsyncReaper:
     """Rounds of the reconciler with the asyncio client (`AsyncArmadaClient`)."""
 
-    def __init__(self, client: Any, adapter: AsyncTaskStates, *, queue: str = "") -> None:
+    def __init__(
+        self,
+        client: Any,
+        adapter: AsyncTaskStates,
+        *,
+        queue: str = "",
+        pending: Mapping[str, str] | None = None,
+    ) -> None:
         self.client = client
         self.adapter = adapter
         self.queue = queue
         self.counters = Counters()
+        #: Job id -> reason, as the previous round decided (see `confirmed`); a reaper that
+        #: does not live between rounds (a Dagster sensor) keeps it and hands it back.
+        self.pending: dict[str, str] = dict(pending or {})
 
     async def reap_once(self) -> Round:
         found = await self.client.get_live_task_jobs(self.queue, self.adapter.orchestrator)
         jobs = _listed(found, self.adapter.orchestrator)
         if not jobs:
+            self.pending = {}
             done = Round()
         else:
             try:
                 states = await self.adapter.states(jobs)
             except OrchestratorUnreachable as e:
+                self.pending = {}  # what comes next is seen anew
                 done = _unreachable(self.adapter.orchestrator, e, len(jobs))
             else:
+                decided = decide(jobs, states)
                 cancelled: list[tuple[str, str]] = []
-                for (queue, job_set, reason), ids in _batches(decide(jobs, states)).items():
+                for (queue, job_set, reason), ids in _batches(
+                    confirmed(decided, self.pending)
+                ).items():
                     await self.client.cancel_jobs(queue, job_set, ids, reason=reason)
                     _log_cancelled(self.adapter.orchestrator, reason, ids)
                     cancelled += [(j, reason) for j in ids]
-                done = Round(len(jobs), tuple(cancelled))
+                self.pending = {j.job_id: r for j, r in decided}
+                done = Round(len(jobs), tuple(cancelled), len(decided) - len(cancelled))
         self.counters.add(done)
         return done

@@ -40,6 +40,7 @@ from armada_core.client.lifecycle import (
     job_labels,
     submit_or_reattach,
 )
+from armada_core.client.lifecycle.reaping import REAP_ANNOTATION
 from armada_core.retry import Outcome
 
 if TYPE_CHECKING:
@@ -231,6 +232,8 @@ class ArmadaOperator(BaseOperator):
             f"{ANNOTATION_PREFIX}try-number": str(ti.try_number),
             **{str(k): str(v) for k, v in self.annotations.items()},
         }
+        if not self.cancel_on_kill:  # the jobs outlive a kill: the reaper leaves them too
+            annotations[REAP_ANNOTATION] = "false"
         common: dict[str, Any] = {
             "priority": float(self.priority),
             "namespace": self.namespace,
