@@ -11,6 +11,9 @@ otherwise), so the client's work does not share the server's interpreter:
   requests serialised before the clock starts), one client, on SQLite and on PostgreSQL (the
   benchmark starts its own PostgreSQL with tests/postgres.py unless ``--postgres-url`` is given;
   ``--no-postgres`` skips it).
+- ``submit_throughput_tasks``: the same with every item a task of the lifecycle's (the
+  ``armadaproject.io/task`` annotations, a task of its own per item), the worst case of the
+  server's one-live-generation-per-task check: a thousand tasks locked and looked up per request.
 - ``event_latency``: 100 watchers on 100 job sets (GetJobSetEvents, watch=true); one job is
   submitted to each set in turn, several rounds. Latency is the time a watcher receives an event
   minus the event's ``created`` timestamp (set by the server just before its transaction
@@ -117,7 +120,9 @@ def job_item(client_id: str = "") -> submit_pb2.JobSubmitRequestItem:
     )
 
 
-def batch_bytes(queue: str, job_set: str, client_prefix: str | None) -> bytes:
+def batch_bytes(
+    queue: str, job_set: str, client_prefix: str | None, *, tasks: bool = False
+) -> bytes:
     template = job_item()
     items = []
     for k in range(BATCH):
@@ -125,6 +130,14 @@ def batch_bytes(queue: str, job_set: str, client_prefix: str | None) -> bytes:
         one.CopyFrom(template)
         if client_prefix is not None:
             one.client_id = f"{client_prefix}-{k}"
+            if tasks:
+                one.annotations.update(
+                    {
+                        "armadaproject.io/task": f"dag/run/{client_prefix}-{k}/-1",
+                        "armadaproject.io/task-attempt": "1",
+                        "armadaproject.io/task-generation": "0",
+                    }
+                )
         items.append(one)
     return submit_pb2.JobSubmitRequest(
         queue=queue, job_set_id=job_set, job_request_items=items
@@ -140,10 +153,13 @@ def raw_submit(channel: grpc.Channel):  # type: ignore[no-untyped-def]
 # --- measurements ---------------------------------------------------------------------------
 
 
-def submit_throughput(database_url: str, backend: str, batches: int, work: Path) -> dict:
-    log(f"submit_throughput[{backend}]: {batches} batches of {BATCH}")
-    requests = [batch_bytes("bench", f"set-{b % 10}", f"b{b}") for b in range(batches)]
-    server = Server(database_url, work / f"server-{backend}.log")
+def submit_throughput(
+    database_url: str, backend: str, batches: int, work: Path, *, tasks: bool = False
+) -> dict:
+    name = "submit_throughput_tasks" if tasks else "submit_throughput"
+    log(f"{name}[{backend}]: {batches} batches of {BATCH}")
+    requests = [batch_bytes("bench", f"set-{b % 10}", f"b{b}", tasks=tasks) for b in range(batches)]
+    server = Server(database_url, work / f"{name}-{backend}.log")
     try:
         create_queue(server.address, "bench")
         with grpc.insecure_channel(
@@ -163,7 +179,7 @@ def submit_throughput(database_url: str, backend: str, batches: int, work: Path)
         server.stop()
     jobs = batches * BATCH
     result = {
-        "measurement": "submit_throughput",
+        "measurement": name,
         "backend": backend,
         "jobs": jobs,
         "batch_size": BATCH,
@@ -337,6 +353,9 @@ def main() -> int:
             submit_throughput(f"sqlite:///{work / 'throughput.db'}", "sqlite", batches, work)
         )
         results.append(
+            submit_throughput(f"sqlite:///{work / 'tasks.db'}", "sqlite", batches, work, tasks=True)
+        )
+        results.append(
             event_latency(f"sqlite:///{work / 'latency.db'}", "sqlite", 100, rounds, work)
         )
         if not args.no_postgres:
@@ -350,6 +369,7 @@ def main() -> int:
                 new_db = postgres.new_database
             results.append(submit_throughput(new_db(), "postgresql", batches, work))
             if not args.postgres_url:
+                results.append(submit_throughput(new_db(), "postgresql", batches, work, tasks=True))
                 results.append(event_latency(new_db(), "postgresql", 100, rounds, work))
         results.append(submit_many(f"sqlite:///{work / 'many.db'}", "sqlite", many, work))
     finally:

@@ -6,21 +6,30 @@ subclass so that integrations can write `except NotFound:` instead of comparing 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import grpc
 
 
 class ArmadaError(Exception):
-    """A call to an Armada server failed; `code` and `details` are the server's answer."""
+    """A call to an Armada server failed; `code`, `details` and `trailing_metadata` are the
+    server's answer."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
 
     def __init__(
-        self, details: str, *, code: grpc.StatusCode | None = None, method: str = ""
+        self,
+        details: str,
+        *,
+        code: grpc.StatusCode | None = None,
+        method: str = "",
+        trailing_metadata: Sequence[tuple[str, str | bytes]] = (),
     ) -> None:
         if code is not None:
             self.code = code
         self.details = details
         self.method = method
+        self.trailing_metadata = tuple(trailing_metadata)
         where = f"{method}: " if method else ""
         super().__init__(
             f"{where}{self.code.name}: {details}" if details else f"{where}{self.code.name}"
@@ -137,14 +146,22 @@ TRANSIENT_CODES = frozenset(
 )
 
 
-def error_for(code: grpc.StatusCode, details: str, method: str = "") -> ArmadaError:
+def error_for(
+    code: grpc.StatusCode,
+    details: str,
+    method: str = "",
+    trailing_metadata: Sequence[tuple[str, str | bytes]] = (),
+) -> ArmadaError:
     """The exception for a status code (ArmadaError itself for codes without a subclass)."""
     cls = _BY_CODE.get(code, ArmadaError)
-    return cls(details, code=code, method=method)
+    return cls(details, code=code, method=method, trailing_metadata=trailing_metadata)
 
 
 def from_rpc_error(error: grpc.RpcError, method: str = "") -> ArmadaError:
     """Translate a grpc.RpcError (sync or asyncio) into the matching ArmadaError."""
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     details = error.details() if hasattr(error, "details") else str(error)
-    return error_for(code or grpc.StatusCode.UNKNOWN, details or "", method)
+    # Pairs (asyncio) or (key, value) named tuples (blocking), or none at all.
+    trailing = getattr(error, "trailing_metadata", None)
+    metadata = [(str(m[0]), m[1]) for m in (trailing() if trailing else None) or ()]
+    return error_for(code or grpc.StatusCode.UNKNOWN, details or "", method, metadata)

@@ -19,6 +19,13 @@ GANG_MAX_HOPS = PREFIX + "gangMaxHops"
 GANG_ROLE = PREFIX + "gangRole"
 GANG_ROLE_MINIMUM = PREFIX + "gangRoleMinimum"
 
+# The task lifecycle's stamps (armada_core.client.lifecycle): the orchestrator's task, the same
+# for all its attempts; the attempt; the generation within the attempt. The server keeps one
+# live generation per task and queue (armada_core.jobs.tasks).
+TASK = PREFIX + "task"
+TASK_ATTEMPT = PREFIX + "task-attempt"
+TASK_GENERATION = PREFIX + "task-generation"
+
 RETRY_POLICY = PREFIX + "retry-policy"
 EXTERNAL_JOB_URI = PREFIX + "externalJobUri"
 

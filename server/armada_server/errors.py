@@ -6,9 +6,11 @@ import grpc
 
 
 class ApiError(Exception):
-    """An error a client should see, with the gRPC code to answer with."""
+    """An error a client should see, with the gRPC code to answer with (and trailing metadata
+    that says more to clients that read it)."""
 
     code = grpc.StatusCode.INTERNAL
+    trailing_metadata: tuple[tuple[str, str | bytes], ...] = ()
 
 
 class InvalidArgument(ApiError):

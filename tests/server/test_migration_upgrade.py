@@ -31,6 +31,7 @@ from armada_server.storage.base import Transactions
 from armada_server.storage.database import MIGRATIONS, WRITE, make_engine, migrate
 from armada_server.storage.nodes import ExecutorControl, encode_nodes
 from armada_server.storage.rows import job_row, run_row
+from armada_server.storage.task_generations import LiveGenerationExists
 
 from ..jobs.factories import T0, container, item
 
@@ -44,6 +45,7 @@ POLICY = submit_pb2.RetryPolicy(name="p1", retry_limit=3)
 CAPABILITIES = executor_pb2.Capabilities(unsupported_pod_fields=["hostNetwork"]).SerializeToString()
 CARRIED = '{"usage": {"q1": 1.5}, "usage_at": 1.0}'
 RELEASES_AT = T0 + timedelta(days=1)  # a cancelled run still terminating
+LATER = {"task"}  # job columns that job_row writes and the first releases did not (0010)
 NOW = T0 + timedelta(hours=1)
 
 # A step of a job's life (lease, start, cancel, ...), taken at a time.
@@ -122,7 +124,10 @@ def job(
     if steps is not None:
         stored, more = steps(stored, when)
         events = events + more
-    insert(conn, "jobs", [job_row(stored) | (job_columns or {})])
+    row = job_row(stored) | (job_columns or {})
+    # job_row writes today's columns: a release before the revision that added one did not.
+    present = set(reflected(conn, "jobs").columns.keys())
+    insert(conn, "jobs", [{k: v for k, v in row.items() if k in present or k not in LATER}])
     if stored.runs:
         insert(conn, "runs", [run_row(stored.id, stored.runs[-1]) | (run_columns or {})])
         old.runs[name] = stored.runs[-1].id
@@ -259,6 +264,17 @@ def rev_0008(conn: Connection, old: Old, when: datetime) -> None:
 
 def rev_0009(conn: Connection, old: Old, when: datetime) -> None:
     insert(conn, "scheduler_carryover", [{"id": 1, "state": CARRIED, "updated_at": when}])
+    # a task lifecycle's job, from before jobs had a task column (0010 fills it in)
+    job(conn, old, "task-old", when, annotations=task("old-task"))
+
+
+def task(name: str) -> dict[str, str]:
+    return {ann.TASK: name, ann.TASK_ATTEMPT: "1", ann.TASK_GENERATION: "0"}
+
+
+def rev_0010(conn: Connection, old: Old, when: datetime) -> None:
+    job(conn, old, "task-new", when, annotations=task("new-task"))
+    insert(conn, "task_locks", [{"queue": QUEUE, "task": "new-task", "locked_at": when}])
 
 
 WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
@@ -271,6 +287,7 @@ WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0007": rev_0007,
     "0008": rev_0008,
     "0009": rev_0009,
+    "0010": rev_0010,
 }
 
 
@@ -330,7 +347,16 @@ def test_the_scheduler_reads_the_old_state(upgraded: tuple[Storage, Old]) -> Non
     ids = old.ids
     state = storage.scheduling_reads.scheduling_state(executor_timeout=86_400, now=NOW)
     queued = {j.id: j for j in state.queued}
-    waiting = ["queued", "retried", "third", "member1", "member2", "seventh"]
+    waiting = [
+        "queued",
+        "retried",
+        "third",
+        "member1",
+        "member2",
+        "seventh",
+        "task-old",
+        "task-new",
+    ]
     assert set(queued) == {ids[n] for n in waiting}
     assert queued[ids["retried"]].avoid_node == "e1/n2"
     assert {j.version for j in queued.values()} == {0}
@@ -343,7 +369,7 @@ def test_the_scheduler_reads_the_old_state(upgraded: tuple[Storage, Old]) -> Non
     assert executor.unsupported == ("hostNetwork",)
     assert {n.name: n.unschedulable for n in executor.nodes} == {"n1": False, "n2": True}
     places = storage.places.queue_places([ids[n] for n in waiting], {CLASS: 1000})
-    assert places == {ids[n]: p for n, p in zip(waiting, [1, 2, 3, 4, 4, 5], strict=True)}
+    assert places == {ids[n]: p for n, p in zip(waiting, [1, 2, 3, 4, 4, 5, 6, 7], strict=True)}
     cordons = [(n.executor, n.name, n.cordoned_by) for n in storage.nodes.nodes_with_cordons()]
     assert cordons == [("e1", "n1", ""), ("e1", "n2", "op")]
     assert storage.nodes.executor_control("e1") == ExecutorControl("e1:1", "secret")
@@ -383,3 +409,15 @@ def test_old_rows_take_a_running_servers_writes(upgraded: tuple[Storage, Old]) -
     assert storage.job_reads.scheduling_reasons([new]) == {new: "just submitted"}
     # submitted and queued, cancelling and cancelled, leased
     assert storage.events.last_seq(QUEUE, JOB_SET) == old.events + 5
+
+
+def test_old_tasks_keep_one_live_generation(upgraded: tuple[Storage, Old]) -> None:
+    """A task's live job from before the task column (filled in by 0010) and one written
+    with it are both the live generation of their tasks."""
+    storage, old = upgraded
+    pod = {"containers": [container()], "priorityClassName": CLASS}
+    for name, task_name in (("task-old", "old-task"), ("task-new", "new-task")):
+        stamps = task(task_name) | {ann.TASK_ATTEMPT: "2"}
+        with pytest.raises(LiveGenerationExists) as e:
+            storage.submissions.submit(QUEUE, JOB_SET, [item(pod, annotations=stamps)], owner="new")
+        assert e.value.live.job_ids == (old.ids[name],)

@@ -8,16 +8,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from armada_core.jobs import annotations as ann
+
 from .steps import Items
 
-#: Annotations stamped on every job a task submits.
-TASK_ANNOTATION = "armadaproject.io/task"
+#: Annotations stamped on every job a task submits (the server keeps one live generation per
+#: task and queue: armada_core.jobs.tasks).
+TASK_ANNOTATION = ann.TASK
 
 
-ATTEMPT_ANNOTATION = "armadaproject.io/task-attempt"
+ATTEMPT_ANNOTATION = ann.TASK_ATTEMPT
 
 
-GENERATION_ANNOTATION = "armadaproject.io/task-generation"
+GENERATION_ANNOTATION = ann.TASK_GENERATION
 
 
 #: Longest task key kept readable in annotations and the external job URI; longer ones are

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from armada_core.api import job_pb2
+from armada_core.jobs.tasks import LIVE_GENERATION_METADATA, LiveGeneration
 
 from .. import operations as ops
+from ..errors import AlreadyExists
 from ..reattach import LIVE_STATES, decide_reattach
 from ..tracking import TERMINAL, state_name
 from .identity import ATTEMPT_ANNOTATION, GENERATION_ANNOTATION, TaskIdentity, _short
@@ -147,12 +149,66 @@ def submit_or_reattach_steps(
         )
     client_id = identity.client_id(decided.generation)
     items = identity.stamp(build(client_id), decided.generation)
-    job_ids = yield ops.submit_jobs(queue, job_set_id, items)
-    log(
-        f"Submitted Armada job(s) {', '.join(job_ids)} to queue {queue!r}, job set "
-        f"{job_set_id!r} (client id {client_id})"
+    for _ in range(_REFUSALS):
+        try:
+            job_ids = yield ops.submit_jobs(queue, job_set_id, items)
+        except AlreadyExists as e:
+            live = _live_generation(e)
+            if live is None:
+                raise
+            won = yield from _after_refusal(queue, identity, live, log, cancel_wait, clock)
+            if won is None:
+                continue
+            return Submission(queue, live.job_set_id, won, client_id, decided.generation, True)
+        log(
+            f"Submitted Armada job(s) {', '.join(job_ids)} to queue {queue!r}, job set "
+            f"{job_set_id!r} (client id {client_id})"
+        )
+        return Submission(queue, job_set_id, list(job_ids), client_id, decided.generation, False)
+    raise LifecycleError(
+        f"the server refused {_REFUSALS} times to start a generation of {identity.name} beside "
+        "jobs of the task that were still stopping; not submitting"
     )
-    return Submission(queue, job_set_id, list(job_ids), client_id, decided.generation, False)
+
+
+#: How often a submission refused for jobs that are still stopping is tried again.
+_REFUSALS = 3
+
+
+def _live_generation(error: AlreadyExists) -> LiveGeneration | None:
+    """The live generation a refused submission names (None: refused for another reason)."""
+    for key, value in error.trailing_metadata:
+        if key == LIVE_GENERATION_METADATA and isinstance(value, bytes):
+            return LiveGeneration.decode(value)
+    return None
+
+
+def _after_refusal(
+    queue: str,
+    identity: TaskIdentity,
+    live: LiveGeneration,
+    log: Log,
+    cancel_wait: float,
+    clock: Callable[[], float],
+) -> Generator[Step, Any, list[str] | None]:
+    """The server refused the submission for the task's live generation `live` (another
+    submitter of the task won the race, or jobs still stopping): the jobs to reattach to
+    when some of them run or wait to, else None once the stopping ones are gone."""
+    details = yield ops.get_job_details(list(live.job_ids), expand_job_run=True)
+    if any(j in details and details[j].state not in TERMINAL for j in live.job_ids):
+        log(
+            f"Another submission of this task started its jobs first: reattaching to Armada "
+            f"job(s) {', '.join(live.job_ids)} (attempt {live.attempt}, generation "
+            f"{live.generation}, job set {live.job_set_id!r})"
+        )
+        return list(live.job_ids)
+    stopping = [
+        FoundJob(j, live.job_set_id, details[j].state, live.attempt, 0, True)
+        for j in live.job_ids
+        if j in details
+    ]
+    yield from _cancel_and_wait(queue, identity, (), stopping, log, cancel_wait, clock)
+    return None
 
 
 def _found(
@@ -223,7 +279,8 @@ def _cancel_and_wait(
                 )
             log(
                 f"Armada job(s) {', '.join(ending)} ended, but their pods were not confirmed "
-                f"gone within {cancel_wait:.0f} s; submitting attempt {identity.attempt}"
+                f"gone within {cancel_wait:.0f} s; trying to submit attempt {identity.attempt} "
+                "(the server refuses while they still hold their nodes)"
             )
             return
         if ending and not live and not told:

@@ -20,6 +20,7 @@ from armada_server.eventhub import EventHub
 from armada_server.guarded import Request, Response, RpcContext
 from armada_server.metrics import Metrics
 from armada_server.storage.base import Transactions
+from armada_server.storage.cycle_reports import CycleReports
 from armada_server.storage.events import EventLog
 from armada_server.storage.job_reads import JobReads
 from armada_server.storage.nodes import Nodes
@@ -68,6 +69,8 @@ class Context:
     transactions: Transactions
     # Asks the scheduling loop for a cycle now (new work arrived).
     wake_scheduler: Callable[[], None] = lambda: None
+    # The kept scheduling cycles and jobs' reason histories (the scheduling reports).
+    cycle_reports: CycleReports | None = None
 
     async def authorize(self, queue: str, verb: str) -> None:
         """PERMISSION_DENIED unless the caller may `verb` on `queue` (NOT_FOUND if missing)."""
@@ -98,7 +101,7 @@ def rpc(
         try:
             return await method(self, request, context)
         except ApiError as e:
-            await context.abort(e.code, bounded(str(e)))
+            await context.abort(e.code, bounded(str(e)), trailing_metadata=e.trailing_metadata)
         except SubmissionError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bounded(str(e)))
 

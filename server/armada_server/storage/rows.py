@@ -19,6 +19,7 @@ from sqlalchemy import ColumnElement, Connection, select
 from armada_core.api import submit_pb2
 from armada_core.jobs import ContainerResult, Job, JobState, Run, RunState, gang_of
 from armada_core.jobs import annotations as ann
+from armada_core.jobs.tasks import task_of
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import fetch
 
@@ -196,6 +197,7 @@ def job_row(job: Job) -> dict[str, Any]:
         "job_set": job.job_set,
         "client_id": job.spec.client_id or None,
         "external_job_uri": job.spec.annotations.get(ann.EXTERNAL_JOB_URI) or None,
+        "task": task_of(job.spec.annotations),
         "state": int(job.state),
         "priority": job.priority,
         "priority_class": job.priority_class,

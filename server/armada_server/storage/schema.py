@@ -96,6 +96,11 @@ jobs = Table(
     # Compare-and-set version: every transition writes version + 1 where it is still the
     # version it read (migration 0004).
     Column("version", Integer, nullable=False, default=0, server_default="0"),
+    # The task the job works for: its armadaproject.io/task annotation, as the task lifecycle
+    # stamps it (NULL: none). Fixed at submission. A queue keeps one live generation per task
+    # (storage/task_generations.py); jobs of a task are found by queue and task through
+    # ix_jobs_queue_task (migration 0010).
+    Column("task", String(512)),
     Index("ix_jobs_queue_job_set", "queue", "job_set"),
     Index("ix_jobs_state_queue", "state", "queue"),
     Index(
@@ -145,6 +150,26 @@ jobs = Table(
         sqlite_where=text("gang_id IS NOT NULL"),
         postgresql_where=text("gang_id IS NOT NULL"),
     ),
+    # Every job of a task in a queue, whatever its state (jobs with a task only).
+    Index(
+        "ix_jobs_queue_task",
+        "queue",
+        "task",
+        sqlite_where=text("task IS NOT NULL"),
+        postgresql_where=text("task IS NOT NULL"),
+    ),
+)
+
+# One row per task and queue that was ever submitted to: a submission of the task's jobs locks
+# it (an upsert) before it looks for the task's live jobs, so two submissions of one task take
+# turns even on PostgreSQL's READ COMMITTED, and the second sees the first's jobs
+# (storage/task_generations.py).
+task_locks = Table(
+    "task_locks",
+    metadata,
+    Column("queue", String(63), primary_key=True),
+    Column("task", String(512), primary_key=True),
+    Column("locked_at", DateTime(timezone=True), nullable=False),
 )
 
 # Executors and the nodes they last reported (executor.Node messages, length-delimited).

@@ -5,7 +5,8 @@ A cancel may leave a gang that waits to be placed short of members: it is cut to
 left, or failed when it can never be placed whole.
 
 A cordoned queue takes no new jobs: submitting one is refused (a repeated client_id still
-returns the job it names), and the caller may refuse the new jobs too (`Admit`), all in the
+returns the job it names), a task with a live generation takes no second one
+(`task_generations`), and the caller may refuse the new jobs too (`Admit`), all in the
 transaction that would store them.
 """
 
@@ -37,6 +38,7 @@ from armada_server.storage.gangs import role_minimums
 from armada_server.storage.guard import retried
 from armada_server.storage.retries import start_gang_generation
 from armada_server.storage.rows import chunks, job_row, load_jobs
+from armada_server.storage.task_generations import refuse_second_generation
 
 NON_TERMINAL = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_JOB_STATES)
 #: Called with the jobs a submission is about to store (each with its item's index in the
@@ -74,8 +76,9 @@ class Submissions:
         admit: Admit | None = None,
     ) -> list[str]:
         """Store validated items as jobs (all or none); a known client_id returns its job.
-        Refused when the queue is missing, or cordoned and some item is a new job, or when
-        `admit` refuses the new jobs."""
+        Refused when the queue is missing, or cordoned and some item is a new job, when a
+        new job's task has a live generation other than the job's (LiveGenerationExists), or
+        when `admit` refuses the new jobs."""
         for attempt in range(2):
             try:
                 return self._submit(queue, job_set, items, owner, groups, admit)
@@ -134,6 +137,7 @@ class Submissions:
                 return ids
             if found.cordoned:
                 raise queue_cordoned(queue)
+            refuse_second_generation(self._tx, conn, queue, specs, now)
             if admit is not None:
                 admit(specs)
             job_rows: list[dict[str, object]] = []

@@ -55,7 +55,10 @@ class CallContext:
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return self._metadata
 
-    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
+    async def abort(
+        self, code: grpc.StatusCode, details: str = "", trailing_metadata: object = ()
+    ) -> None:
+        """HTTP answers with the code and message (the message says what the metadata does)."""
         raise CallError(code, details)
 
     def peer(self) -> str:
