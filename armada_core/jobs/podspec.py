@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 from armada_core.api.k8s import core_v1_pb2, meta_v1_pb2
 from armada_core.jobs import names
 from armada_core.jobs.errors import SubmissionError
-from armada_core.jobs.text import shorten
+from armada_core.jobs.text import key_in_path, shorten
 
 # Any C0 or C1 control character, and DEL; free text (a command line, a variable's value, an
 # annotation) may hold tabs and line breaks.
@@ -124,7 +124,7 @@ def _check_map(path: str, value: Any, entry: Descriptor, free: bool) -> None:
         raise PodSpecError(path, "not valid UTF-8") from None
     for key, element in items:
         if isinstance(key, str):
-            check_string(f"{path}[{shorten(key, 60)[1:-1]}]", key, free=False)
+            check_string(f"{path}[{key_in_path(key)}]", key, free=False)
         elif isinstance(key, bytes):
             raise PodSpecError(f"{path}[{shorten(key, 60)}]", "key not valid UTF-8")
         where = f"{path}[{key}]"
@@ -161,7 +161,7 @@ def check_label_key(path: str, key: str, *, annotation: bool = False) -> None:
         length = len(key.rpartition("/")[2])
         rule = f"its name is {length} characters, above 63" if length > 63 else names.KEY_RULE
         raise PodSpecError(
-            f"{path}[{shorten(key, 60)[1:-1]}]",
+            f"{path}[{key_in_path(key)}]",
             f"is not a valid key ({rule})",
         )
 

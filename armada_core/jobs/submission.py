@@ -24,7 +24,7 @@ from armada_core.jobs import names, podspec
 from armada_core.jobs.errors import SubmissionError
 from armada_core.jobs.gangs import GangAnnotationError, GangSpec, gang_of
 from armada_core.jobs.grace import DEFAULT_GRACE_PERIOD_SECONDS, MINIMUM_GRACE_PERIOD_SECONDS
-from armada_core.jobs.text import shorten
+from armada_core.jobs.text import key_in_path, shorten
 from armada_core.scheduling.model import MAX_EXPONENT, Resources, parse_quantity
 
 # Matched whole (fullmatch): "$" alone would accept a trailing newline ("default\n").
@@ -276,7 +276,7 @@ def largest_field(message: Message, path: str) -> tuple[str, int]:
             sizes = [
                 (
                     _size(k) + _size(v),
-                    f"{name}[{shorten(k, 60)[1:-1] if isinstance(k, str) else k}]",
+                    f"{name}[{key_in_path(k) if isinstance(k, str) else k}]",
                     v,
                 )
                 for k, v in value.items()
@@ -324,7 +324,7 @@ def _check_annotations(path: str, annotations: Mapping[str, str]) -> None:
             return
         key = max(sorted(sizes), key=sizes.__getitem__)  # sorted: ties name the same key
         raise SubmissionError(
-            f"{path}[{shorten(key, 60)[1:-1]}]",
+            f"{path}[{key_in_path(key)}]",
             f"the annotations hold {total} bytes, above the limit of {MAX_ANNOTATIONS_BYTES} "
             f"(256 KiB); this one holds {sizes[key]}",
         )

@@ -40,3 +40,10 @@ def shorten(value: object, limit: int = 100) -> str:
         return repr(value[:limit]) + ELLIPSIS + f" ({len(value)} characters)"
     text = repr(value)
     return text if len(text) <= limit + 2 else text[:limit] + ELLIPSIS
+
+
+def key_in_path(key: str, limit: int = 60) -> str:
+    """A map key as a field path shows it (`annotations[KEY]`): escaped like repr, without
+    quotes, and cut to `limit` characters with an ellipsis, so a path stays one short word."""
+    text = repr(key[: limit + 1])[1:-1]
+    return text[:limit] + ELLIPSIS if len(text) > limit else text

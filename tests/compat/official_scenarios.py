@@ -115,6 +115,40 @@ def pod_spec(
     )
 
 
+def kubernetes_refusals(client: ArmadaClient, queue: str, job_set: str) -> dict[str, Any]:
+    """What a Kubernetes API server refuses, submitted as the official client builds it."""
+    spaced = pod_spec(cpu=" 1")
+    gpus = pod_spec()
+    gpus.containers[0].resources.requests["nvidia.com/gpu"].string = "1"
+    gpus.containers[0].resources.limits["nvidia.com/gpu"].string = "2"
+    billion = pod_spec()
+    billion.containers[0].resources.limits["nvidia.com/gpu"].string = "1000000000"
+    bad_volume = pod_spec()
+    bad_volume.volumes[0].name = "Bad_Name"
+    bad_volume.containers[0].volumeMounts[0].name = "Bad_Name"
+    cases: dict[str, tuple[core_v1.PodSpec, dict[str, str]]] = {
+        "spaced_cpu": (spaced, {}),
+        "gpu_request_below_limit": (gpus, {}),
+        "billion_gpus": (billion, {}),
+        "bad_volume_name": (bad_volume, {}),
+        "bad_gang_label": (
+            pod_spec(),
+            {GANG: "g3", GANG_CARDINALITY: "1", GANG_LABEL: "bad label!"},
+        ),
+        "huge_annotation_key": (pod_spec(), {"k" * (10 * 1024 * 1024): "v"}),
+    }
+    return {
+        name: outcome(
+            lambda spec=spec, annotations=annotations: client.submit_jobs(
+                queue,
+                job_set,
+                [client.create_job_request_item(pod_spec=spec, annotations=annotations)],
+            )
+        )
+        for name, (spec, annotations) in cases.items()
+    }
+
+
 def job_summary(job) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """What the official client reads back from a `submitted` event's job."""
     pod = job.pod_specs[0]
@@ -376,6 +410,7 @@ def jobs_scenario(client: ArmadaClient, queue: str, job_set: str) -> dict[str, A
             [client.create_job_request_item(pod_spec=pod_spec(priority_class="gold"))],
         )
     )
+    out["kubernetes_refusals"] = kubernetes_refusals(client, queue, job_set)
     out["submit_missing_queue"] = outcome(
         lambda: client.submit_jobs(
             f"{queue}-ghost", job_set, [client.create_job_request_item(pod_spec=pod_spec())]

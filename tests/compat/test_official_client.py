@@ -156,6 +156,7 @@ def check_jobs(j: dict[str, Any], stored_events: int | None) -> None:
         "gold",
     )
     error(j["submit_missing_queue"], "NOT_FOUND", f"{QUEUE}-ghost")
+    check_kubernetes_refusals(j["kubernetes_refusals"])
 
     # Queries while the jobs are queued.
     assert j["status"] == {**dict.fromkeys(ids, "QUEUED"), UNKNOWN_ID: "UNKNOWN"}
@@ -229,6 +230,30 @@ def check_jobs(j: dict[str, Any], stored_events: int | None) -> None:
         assert submitted[member]["annotations"] == GANG
         assert submitted[member]["requests"] == {"cpu": "2", "memory": "2Gi"}
     assert submitted[by_field]["annotations"] == {"armadaproject.io/externalJobUri": f"{URI}-field"}
+
+
+def check_kubernetes_refusals(refusals: dict[str, Any]) -> None:
+    """What a Kubernetes API server refuses is refused, naming the field first."""
+    item = "job_request_items[0]"
+    container = f"{item}.pod_specs[0].containers[0]"
+    expected = {
+        "spaced_cpu": (f"{container}.resources.requests[cpu]: ", "spaces"),
+        "gpu_request_below_limit": (
+            f"{container}.resources.requests[nvidia.com/gpu]: ",
+            "cannot be overcommitted",
+        ),
+        "billion_gpus": (f"{container}.resources.limits[nvidia.com/gpu]: ", "maximum"),
+        "bad_volume_name": (f"{item}.pod_specs[0].volumes[0].name: ", "Bad_Name"),
+        "bad_gang_label": (
+            f"{item}.annotations[armadaproject.io/gangNodeUniformityLabel]: ",
+            "bad label!",
+        ),
+        "huge_annotation_key": (f"{item}.annotations[kkkk", "10485760 characters"),
+    }
+    assert set(refusals) == set(expected)
+    for name, (field, fragment) in expected.items():
+        error(refusals[name], "INVALID_ARGUMENT", fragment)
+        assert refusals[name]["details"].startswith(field), (name, refusals[name]["details"])
 
 
 def check_watch(watch: dict[str, Any], ids: list[str], stored_events: int | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from armada_core.jobs.text import TRUNCATED, clean_text, shorten
+from armada_core.jobs.text import TRUNCATED, clean_text, key_in_path, shorten
 
 
 def test_control_characters_go_tab_and_newline_stay() -> None:
@@ -42,3 +42,10 @@ def test_shorten_names_a_value_without_echoing_all_of_it() -> None:
     assert shorten("abc") == "'abc'"
     long = shorten("y" * 10_000_000)
     assert len(long) < 150 and "10000000 characters" in long
+
+
+def test_a_key_in_a_field_path_is_one_short_escaped_word() -> None:
+    assert key_in_path("example.com/team") == "example.com/team"
+    assert key_in_path("zone\x00") == "zone\\x00"
+    assert key_in_path("k" * 10_000_000) == "k" * 60 + "..."
+    assert key_in_path("\x01" * 100) == "\\x01" * 15 + "..."

@@ -210,6 +210,51 @@ EXAMPLES: list[Mutation] = [
         lambda i: i.labels.__setitem__("app", "a\nb"),
         "job_request_items[0].labels[app]",
     ),
+    # What a Kubernetes API server refuses.
+    *(
+        (f"{name} ' 1'", set_quantity("requests", name, " 1"), f"{C}.resources.requests[{name}]")
+        for name in ("cpu", "memory", "nvidia.com/gpu", "ephemeral-storage")
+    ),
+    (
+        "GPU request 1, limit 2",
+        lambda i: (
+            set_quantity("requests", "nvidia.com/gpu", "1")(i),
+            main(i).resources.limits["nvidia.com/gpu"].__setattr__("string", "2"),
+        ),
+        f"{C}.resources.requests[nvidia.com/gpu]",
+    ),
+    ("a billion GPUs", set_quantity("limits", "nvidia.com/gpu", "1e9"), f"{C}.resources."),
+    (
+        "a billion GPUs for the pod",
+        lambda i: spec(i).resources.limits["nvidia.com/gpu"].__setattr__("string", "1e9"),
+        f"{P}.resources",
+    ),
+    (
+        "gang uniformity label 'bad label!'",
+        lambda i: i.annotations.update(
+            {
+                ann.GANG_ID: "g",
+                ann.GANG_CARDINALITY: "1",
+                ann.GANG_NODE_UNIFORMITY_LABEL: "bad label!",
+            }
+        ),
+        f"job_request_items[0].annotations[{ann.GANG_NODE_UNIFORMITY_LABEL}]",
+    ),
+    (
+        "volume Bad_Name",
+        lambda i: spec(i).volumes.append(
+            core.Volume(
+                name="Bad_Name",
+                volumeSource=core.VolumeSource(emptyDir=core.EmptyDirVolumeSource()),
+            )
+        ),
+        f"{P}.volumes[0].name",
+    ),
+    (
+        "10 MB annotation key",
+        lambda i: i.annotations.__setitem__("k" * MB10, "v"),
+        "job_request_items[0].annotations[kkkk",
+    ),
 ]
 
 
