@@ -277,6 +277,16 @@ def rev_0010(conn: Connection, old: Old, when: datetime) -> None:
     insert(conn, "task_locks", [{"queue": QUEUE, "task": "new-task", "locked_at": when}])
 
 
+REPORT = '{"cycle": 7, "queues": {}}'
+
+
+def rev_0011(conn: Connection, old: Old, when: datetime) -> None:
+    insert(
+        conn, "scheduling_cycles", [{"id": 7, "started_at": when, "seconds": 0.5, "report": REPORT}]
+    )
+    insert(conn, "job_reasons", [{"job_id": old.ids["task-new"], "cycle": 7, "reason": "waits"}])
+
+
 WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0001": rev_0001,
     "0002": rev_0002,
@@ -288,6 +298,7 @@ WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0008": rev_0008,
     "0009": rev_0009,
     "0010": rev_0010,
+    "0011": rev_0011,
 }
 
 
@@ -421,3 +432,13 @@ def test_old_tasks_keep_one_live_generation(upgraded: tuple[Storage, Old]) -> No
         with pytest.raises(LiveGenerationExists) as e:
             storage.submissions.submit(QUEUE, JOB_SET, [item(pod, annotations=stamps)], owner="new")
         assert e.value.live.job_ids == (old.ids[name],)
+
+
+def test_kept_reports_read_back_and_go_on(upgraded: tuple[Storage, Old]) -> None:
+    """Cycles and reasons kept before an upgrade read back, and the cycles' numbers go on
+    from them."""
+    storage, old = upgraded
+    [cycle] = storage.cycle_reports.cycles(5)
+    assert (cycle.cycle, cycle.seconds, cycle.report) == (7, 0.5, REPORT)
+    assert storage.cycle_reports.history(old.ids["task-new"]) == [(7, "waits")]
+    assert storage.cycle_reports.next_cycle() == 8

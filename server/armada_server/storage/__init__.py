@@ -12,7 +12,8 @@ the metrics are handed the parts they use. A job's path through them, top-down:
                                         retries.py decides retries, gangs.py restarts gangs
 
 beside queues.Queues and queues.RetryPolicies, events.EventLog, job_reads.JobReads,
-places.Places, nodes.Nodes and carryover.SchedulerCarryover. Every part opens its
+places.Places, nodes.Nodes, carryover.SchedulerCarryover and cycle_reports.CycleReports (what
+the scheduling reports read). Every part opens its
 transactions through the one base.Transactions; a step of a larger transaction takes the
 caller's connection, so one RPC or one scheduling cycle commits exactly once.
 """
@@ -28,6 +29,7 @@ from sqlalchemy import Engine
 from armada_core.retry import RetrySettings
 from armada_server.storage.base import JobSetKey, Transactions, utcnow
 from armada_server.storage.carryover import SchedulerCarryover
+from armada_server.storage.cycle_reports import CycleReports
 from armada_server.storage.database import open_database
 from armada_server.storage.events import EventLog
 from armada_server.storage.job_reads import JobReads
@@ -71,6 +73,7 @@ class Storage:
         self.places = Places(tx)
         self.nodes = Nodes(tx)
         self.carryover = SchedulerCarryover(tx)
+        self.cycle_reports = CycleReports(tx)
         self.leases = Leases(tx, Retries(retry_settings or RetrySettings()), self.isolated_failures)
         self.scheduling_reads = SchedulingReads(tx)
         self.scheduling_writes = SchedulingWrites(tx, self.leases)

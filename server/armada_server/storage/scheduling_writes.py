@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection, Update, update
 
 from armada_core.jobs import Failure, Job, JobState, lifecycle
 from armada_core.scheduling.model import Reasons
 from armada_server.storage import schema as t
 from armada_server.storage.base import UPDATE_RUNS, Change, Transactions, clean_reason
 from armada_server.storage.bulk import executemany
+from armada_server.storage.cycle_reports import record_reason_changes
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
 from armada_server.storage.leases import Leases
@@ -58,6 +59,7 @@ class SchedulingWrites:
         preempt_reasons: Mapping[str, str] | None = None,
         charges: Mapping[str, int] | None = None,
         now: datetime | None = None,
+        cycle: int | None = None,
     ) -> int:
         """Write one cycle's decisions: leases (job -> executor, node, pool), preemption
         requests, failures, and why the rest stayed queued. Returns the leases made.
@@ -75,7 +77,10 @@ class SchedulingWrites:
         A decision applies only to a job still as the snapshot saw it (`seen`: the row
         version of a queued job, the run id of a running one); the others changed meanwhile
         (cancelled, reprioritised, ended) and are skipped, a gang's members all together
-        (`gangs`: job -> its gang's key), so a gang is never leased in part."""
+        (`gangs`: job -> its gang's key), so a gang is never leased in part.
+
+        `cycle` numbers the cycle for the reports: each job whose reason changes gets a row
+        in its reason history (storage/cycle_reports.py); None records none."""
         now = now or self._tx.clock()
         with gc_paused(), self._tx.write() as (conn, touched):
             jobs = jobs_by_id(conn, [*scheduled, *preempted, *failed])
@@ -87,7 +92,9 @@ class SchedulingWrites:
             executemany(conn, UPDATE_RUNS, writes.charged)
             executemany(conn, UPDATE_RUNS, writes.made_room)
             executemany(conn, UPDATE_RUNS, writes.why_runs)
-            _record_reasons(conn, scheduled, reasons)
+            changes = _record_reasons(conn, scheduled, reasons, history=cycle is not None)
+            if cycle is not None:
+                record_reason_changes(conn, cycle, changes)
         return leased
 
     def fail_jobs(self, failures: Mapping[str, str], *, now: datetime | None = None) -> int:
@@ -196,19 +203,26 @@ def _fail_unschedulable(
 
 
 def _record_reasons(
-    conn: Connection, scheduled: Mapping[str, Placement], reasons: Mapping[str, str]
-) -> None:
+    conn: Connection,
+    scheduled: Mapping[str, Placement],
+    reasons: Mapping[str, str],
+    *,
+    history: bool,
+) -> list[tuple[str, str]]:
     """Why each job the cycle left queued stayed so; none for the jobs it placed. Only rows
-    whose reason changes are written."""
+    whose reason changes are written; with `history`, returns those changes (job, new
+    reason), read back from the same UPDATEs."""
+    changes: list[tuple[str, str]] = []
     for chunk in chunks(list(scheduled), 500):
-        conn.execute(
+        cleared = (
             update(t.jobs)
             .where(t.jobs.c.id.in_(chunk), t.jobs.c.scheduling_reason != "")
             .values(scheduling_reason="")
         )
+        _changed(conn, cleared, "", changes, history)
     for reason, group in _group(reasons).items():
         for i in range(0, len(group), 500):
-            conn.execute(
+            given = (
                 update(t.jobs)
                 .where(
                     t.jobs.c.id.in_(group[i : i + 500]),
@@ -216,6 +230,18 @@ def _record_reasons(
                 )
                 .values(scheduling_reason=reason)
             )
+            _changed(conn, given, reason, changes, history)
+    return changes
+
+
+def _changed(
+    conn: Connection, stmt: Update, reason: str, changes: list[tuple[str, str]], history: bool
+) -> None:
+    """Run `stmt`; with `history`, add the ids it changed, with `reason`, to `changes`."""
+    if not history:
+        conn.execute(stmt)
+        return
+    changes.extend((str(job_id), reason) for (job_id,) in conn.execute(stmt.returning(t.jobs.c.id)))
 
 
 def _new_run_ids(count: int) -> Iterator[str]:

@@ -207,6 +207,29 @@ scheduler_carryover = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
+# One row per scheduling cycle the reports read (migration 0011): its number, when it began,
+# how long it took and its figures as JSON (reporting/cycle.py). The leader keeps the
+# last `report_cycles` of them (storage/cycle_reports.py).
+scheduling_cycles = Table(
+    "scheduling_cycles",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("report", Text, nullable=False),
+)
+
+# A job's reasons for waiting, one row per change: the cycle it changed in and the new reason
+# ("" once placed). Rows older than the kept cycles go, but for a queued job's reason then.
+job_reasons = Table(
+    "job_reasons",
+    metadata,
+    Column("job_id", String(26), primary_key=True),
+    Column("cycle", BigInteger, primary_key=True, autoincrement=False),
+    Column("reason", Text, nullable=False),
+    Index("ix_job_reasons_cycle", "cycle"),
+)
+
 runs = Table(
     "runs",
     metadata,
