@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .model import CPU, DEFAULT_RESOURCE_ORDER, Snapshot
+from .model import CPU, DEFAULT_RESOURCE_ORDER, QueueFigures, Snapshot
 
 #: Redistribution of unusable fair share stops once less than this is left (upstream's 1%).
 ADJUST_TOLERANCE = 0.01
@@ -126,6 +126,33 @@ def usage_offsets(
     return {
         name: max(decayed_usage.get(name, 0.0) - current_costs[name], 0.0) * beta
         for name in current_costs
+    }
+
+
+def queue_figures(
+    weights: Mapping[str, float],
+    shares: Mapping[str, float],
+    demands: Mapping[str, float],
+    decayed_usage: Mapping[str, float],
+    offsets: Mapping[str, float],
+) -> dict[str, QueueFigures]:
+    """The figures of the active queues (those in ``weights``) that a cycle reports: both
+    implementations hand in what they weighed the queues with."""
+    if not weights:
+        return {}
+    plain = fair_shares(weights)
+    adjusted = adjusted_fair_shares(weights, demands)
+    return {
+        name: QueueFigures(
+            weight=weights[name],
+            fair_share=plain[name],
+            adjusted_fair_share=adjusted[name],
+            share=shares[name],
+            demand=demands[name],
+            decayed_usage=decayed_usage.get(name, 0.0),
+            usage_offset=offsets.get(name, 0.0),
+        )
+        for name in sorted(weights)
     }
 
 

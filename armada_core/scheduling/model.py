@@ -538,6 +538,27 @@ class Reasons(Mapping[str, str]):
         return f"Reasons({self._by_job()!r})"
 
 
+@dataclass(frozen=True, slots=True)
+class QueueFigures:
+    """Where an active queue stood as the cycle weighed it (``fairness.queue_figures``):
+    the figures reports show are these, not a second computation beside the cycle."""
+
+    #: 1 / priority factor.
+    weight: float
+    #: Its weight over the active queues' total weight.
+    fair_share: float
+    #: Fair share capped at demand, what it cannot use handed to the others by weight.
+    adjusted_fair_share: float
+    #: DRF cost of what it held when the cycle began (its actual share).
+    share: float
+    #: DRF cost of what it held plus what it had queued.
+    demand: float
+    #: Decayed usage carried from earlier cycles (0 without ``usage_half_life``).
+    decayed_usage: float
+    #: Cost its past usage added to its progressive-filling key this cycle.
+    usage_offset: float
+
+
 @dataclass(slots=True)
 class SchedulingResult:
     #: Queued jobs to start, with their node.
@@ -559,6 +580,8 @@ class SchedulingResult:
     #: Scheduled jobs charged to their queue's excess-flow budget, with the charge (thousandths
     #: of a resource-minute); the caller gives it back as ``Job.excess_flow`` while they run.
     excess_flow: dict[str, int] = field(default_factory=dict)
+    #: How the cycle weighed each active queue (queues with queued or running jobs).
+    queue_figures: dict[str, QueueFigures] = field(default_factory=dict)
 
     def decisions(self) -> tuple[Any, ...]:
         """Everything two implementations must agree on, in comparable form."""
@@ -570,4 +593,5 @@ class SchedulingResult:
             dict(sorted(self.queue_costs.items())),
             dict(sorted(self.rate_consumed.items())),
             dict(sorted(self.excess_flow.items())),
+            dict(sorted(self.queue_figures.items())),
         )

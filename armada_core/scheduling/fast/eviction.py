@@ -11,6 +11,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..fairness import queue_figures, usage_offsets
 from .free_space import INF, BoolArray, IntArray, scatter_add
 from .order import running_order_or_id
 from .state import (
@@ -47,7 +48,18 @@ def nothing_moves(state: CycleState) -> bool:
     costs = sum_requests(jobs.queue[acc], shape[acc], len(names), requests).tolist()
     for k, name in enumerate(names):
         state.result.queue_costs[name] = state.costs.cost(costs[k])
+    _steady_figures(state, sorted({names[q] for q in jobs.queue[acc].tolist()}))
     return True
+
+
+def _steady_figures(state: CycleState, active: list[str]) -> None:
+    """The queues' figures of a steady state: nothing queued, so demand is what each holds."""
+    by_name, config = state.queues.by_name, state.snapshot.config
+    weights = {name: by_name[name].weight for name in active}
+    shares = {name: state.result.queue_costs[name] for name in active}
+    usage = {name: by_name[name].decayed_usage for name in active}
+    offsets = usage_offsets(usage, shares, state.snapshot.usage_elapsed, config.usage_half_life)
+    state.result.queue_figures = queue_figures(weights, shares, shares, usage, offsets)
 
 
 def _over_class_cap(state: CycleState, acc: IntArray) -> bool:

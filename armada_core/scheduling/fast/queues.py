@@ -18,6 +18,7 @@ from ..fairness import (
     infinite_lifetime,
     overshoot_limits,
     protected_queues,
+    queue_figures,
     usage_offsets,
 )
 from .free_space import BoolArray, FloatArray, IntArray
@@ -46,12 +47,9 @@ def weigh_queues(state: CycleState) -> BoolArray:
         name: costs.cost(demand[q].tolist()) for q, name in zip(active_q, names, strict=True)
     }
     protected = protected_queues(shares, weights, demands, config.protected_fraction)
-    offsets = usage_offsets(
-        {name: queues.by_name[name].decayed_usage for name in names},
-        shares,
-        state.snapshot.usage_elapsed,
-        config.usage_half_life,
-    )
+    usage = {name: queues.by_name[name].decayed_usage for name in names}
+    offsets = usage_offsets(usage, shares, state.snapshot.usage_elapsed, config.usage_half_life)
+    state.result.queue_figures = queue_figures(weights, shares, demands, usage, offsets)
     queues.weight = [weights.get(n, 1.0) for n in queues.names]
     queues.usage_offset = [offsets.get(n, 0.0) for n in queues.names]
     queues.usage = start.tolist()

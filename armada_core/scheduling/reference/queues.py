@@ -5,7 +5,13 @@ and, for victims, the fraction of fair share.
 
 from __future__ import annotations
 
-from ..fairness import fair_shares, overshoot_limits, protected_queues, usage_offsets
+from ..fairness import (
+    fair_shares,
+    overshoot_limits,
+    protected_queues,
+    queue_figures,
+    usage_offsets,
+)
 from ..model import Job
 from .state import CycleState, add
 
@@ -25,12 +31,9 @@ def weigh_queues(state: CycleState, running: list[Job], queued: list[Job]) -> se
     shares = {q: state.costs.cost(start[q]) for q in active}
     demands = {q: state.costs.cost(demand[q]) for q in active}
     cfg = state.snapshot.config
-    state.offsets = usage_offsets(
-        {q: state.queues[q].decayed_usage for q in active},
-        shares,
-        state.snapshot.usage_elapsed,
-        cfg.usage_half_life,
-    )
+    usage = {q: state.queues[q].decayed_usage for q in active}
+    state.offsets = usage_offsets(usage, shares, state.snapshot.usage_elapsed, cfg.usage_half_life)
+    state.result.queue_figures = queue_figures(state.weights, shares, demands, usage, state.offsets)
     state.fair = fair_shares(state.weights) if active else {}
     if cfg.non_preemptible_overshoot is not None and active:
         state.infinite_limit = overshoot_limits(state.weights, cfg.non_preemptible_overshoot)
