@@ -266,6 +266,10 @@ class Job:
     #: gang and that role's minimum; a role's maximum is the members submitted with it.
     gang_role: str | None = None
     gang_role_min: int | None = None
+    #: Most hops allowed between any two members of the member's role (SEMANTICS.md,
+    #: "Topology per sub-group"); None: the gang's ``gang_max_hops``, which in a pod group
+    #: bounds each role, not the group as a whole. Members of a role agree on it.
+    gang_role_max_hops: int | None = None
     #: Roles of the member's group (name, minimum) that the caller knows of beyond those its
     #: members in the snapshot carry: a role whose members all ended still counts as below
     #: its minimum. The caller keeps them (the server in the leader's memory).
@@ -553,6 +557,8 @@ class QueueFigures:
     share: float
     #: DRF cost of what it held plus what it had queued.
     demand: float
+    #: What it held when the cycle began, per resource (the cycle's dimensions).
+    held: Mapping[str, int]
     #: Decayed usage carried from earlier cycles (0 without ``usage_half_life``).
     decayed_usage: float
     #: Cost its past usage added to its progressive-filling key this cycle.
@@ -582,6 +588,8 @@ class SchedulingResult:
     excess_flow: dict[str, int] = field(default_factory=dict)
     #: How the cycle weighed each active queue (queues with queued or running jobs).
     queue_figures: dict[str, QueueFigures] = field(default_factory=dict)
+    #: The capacity the cycle's costs are shares of, per resource (its cost model's totals).
+    capacity: dict[str, int] = field(default_factory=dict)
 
     def decisions(self) -> tuple[Any, ...]:
         """Everything two implementations must agree on, in comparable form."""
@@ -594,4 +602,5 @@ class SchedulingResult:
             dict(sorted(self.rate_consumed.items())),
             dict(sorted(self.excess_flow.items())),
             dict(sorted(self.queue_figures.items())),
+            dict(sorted(self.capacity.items())),
         )

@@ -67,7 +67,17 @@ def gang_uniformity_failed(label: str) -> str:
 def gang_hops(size: int, max_hops: int, label: str | None) -> str:
     """A gang whose maximum hops no domain it may use can meet: ``label`` is the widest
     level within them (None: no level is that narrow)."""
-    wanted = f"gang of {size} needs members within {max_hops} hops"
+    return _hops_unmet(f"gang of {size} needs members within {max_hops} hops", label)
+
+
+def role_hops(gang_id: str, role: str, size: int, max_hops: int, label: str | None) -> str:
+    """A pod group whose role's minimum (``size`` members) no domain within the role's
+    maximum hops holds: ``label`` is the widest level within them."""
+    wanted = f"gang {gang_id}: role {role} needs {size} members within {max_hops} hops"
+    return _hops_unmet(wanted, label)
+
+
+def _hops_unmet(wanted: str, label: str | None) -> str:
     if label is None:
         return f"{wanted}; no topology level is that narrow"
     if label == "kubernetes.io/hostname":

@@ -28,6 +28,12 @@ def role_of(job: Job) -> str:
     return job.gang_role if job.gang_role is not None else NO_ROLE
 
 
+def role_max_hops(job: Job) -> int | None:
+    """A role's limit: its own (``gang_role_max_hops``), else the group's ``gang_max_hops``,
+    which in a pod group bounds each role (SEMANTICS.md, "Topology per sub-group")."""
+    return job.gang_role_max_hops if job.gang_role_max_hops is not None else job.gang_max_hops
+
+
 def has_roles(jobs: Sequence[Job]) -> bool:
     """Whether any gang member names a role (then the role rules apply to its group)."""
     return any(j.gang_role is not None and j.gang_id is not None for j in jobs)
@@ -168,22 +174,23 @@ def plan(
             # to run (as ``arrange``), the first of the first role by name.
             elastic.discard(by_role[min(by_role)][0].id)
         out.elastic |= elastic
-        if waiting:
-            allowed = _allowed(run, nodes, node_index, levels, node_labels)
-            out.late.update(dict.fromkeys((j.id for j in waiting), allowed))
+        for j in waiting:
+            out.late[j.id] = _allowed(run, j, nodes, node_index, levels, node_labels)
     return out
 
 
 def _allowed(
     run: Sequence[Job],
+    late: Job,
     nodes: Sequence[Node],
     node_index: Mapping[str, int],
     levels: Sequence[str],
     node_labels: topology.NodeLabels,
 ) -> frozenset[int] | None:
     """Where a late member of a running group may go: nodes with the running members'
-    value of the uniformity label, and with a maximum of hops, the domain of the widest level
-    within it that holds every running member. None: anywhere."""
+    value of the uniformity label, and with a maximum of hops for its role, the domain of
+    the widest level within it that holds every running member of its role (any domain of
+    that level when none runs). None: anywhere."""
     label = run[0].gang_uniformity_label
     where = [node_index[j.node] for j in run if j.node is not None]
     allowed: set[int] | None = None
@@ -193,16 +200,18 @@ def _allowed(
         allowed = {
             k for k, n in enumerate(nodes) if value is not None and n.labels.get(label) == value
         }
-    max_hops = run[0].gang_max_hops
+    max_hops = role_max_hops(late)
     if levels and max_hops is not None:
         topo = topology.gang_topology(node_labels, levels, label, max_hops)
         if topo.constrained:
+            role = role_of(late)
+            mine = [node_index[j.node] for j in run if j.node is not None and role_of(j) == role]
             domain: set[int] = set()
             if topo.levels:
-                widest = topo.levels[-1]
-                for members in widest.members:
-                    if all(i in members for i in where):
-                        domain = set(members)
-                        break
+                for members in topo.levels[-1].members:
+                    if all(i in members for i in mine):
+                        domain |= set(members)
+                        if mine:
+                            break
             allowed = domain if allowed is None else allowed & domain
     return None if allowed is None else frozenset(allowed)

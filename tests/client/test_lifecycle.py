@@ -173,6 +173,34 @@ async def test_the_asyncio_driver_decides_the_same(
     assert states(client, replaced.job_ids) == ["QUEUED"]
 
 
+def test_a_refused_submission_reattaches_to_the_live_generation(
+    client: ArmadaClient, q: str
+) -> None:
+    """Two attempts that both found nothing live: the server keeps the first one's jobs and
+    refuses the second, which reattaches to them (here the first is in a job set outside the
+    second's lineage, so the second's own look finds nothing, as in a race)."""
+    first = submit_or_reattach(client, q, "a", TASK, gang)
+    lines: list[str] = []
+    second = submit_or_reattach(client, q, "b", RETRY, gang, log=lines.append)
+    assert second.reattached and sorted(second.job_ids) == sorted(first.job_ids)
+    assert second.job_set_id == "a"
+    assert states(client, first.job_ids) == ["QUEUED"] * 3
+    assert any("reattaching to Armada job(s)" in line for line in lines), lines
+
+
+async def test_the_asyncio_driver_reattaches_when_refused(
+    aclient: AsyncArmadaClient, client: ArmadaClient, q: str
+) -> None:
+    first = await asubmit_or_reattach(aclient, q, "a", TASK, one)
+    second = await asubmit_or_reattach(aclient, q, "b", RETRY, one)
+    assert second.reattached and second.job_ids == first.job_ids
+    assert second.job_set_id == "a"
+    # once the live job ended, the other attempt submits its own
+    client.cancel_jobs(q, "a", first.job_ids)
+    third = await asubmit_or_reattach(aclient, q, "b", RETRY, one)
+    assert not third.reattached and states(client, third.job_ids) == ["QUEUED"]
+
+
 def test_an_earlier_attempt_that_will_not_end_blocks_the_new_one(
     client: ArmadaClient, q: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

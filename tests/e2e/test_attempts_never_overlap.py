@@ -21,6 +21,7 @@ from armada_core.client.lifecycle import TaskIdentity, submit_or_reattach
 from armada_server.app import EmbeddedServer
 from armada_server.config import NodeGroup, ServerConfig
 
+from ..server.test_task_generations import check_races, one
 from .processes import Process, kill_leftovers, wait_until
 from .topology import Topology, in_pool, read_records, recorded_spec
 
@@ -138,6 +139,45 @@ def test_a_retry_waits_for_the_earlier_attempts_processes(
     )
     assert not alive(pid2)
     assert not third.reattached
+
+
+def test_a_retry_refused_for_a_stopping_job_waits_for_its_process(
+    client: ArmadaClient, tmp_path: Path
+) -> None:
+    """The earlier attempt's job is in a job set the retry does not look in, cancelled, its
+    process still alive: the server refuses the retry's jobs while the run holds its node, and
+    the lifecycle waits for the process to be gone before it submits."""
+    first = submit_or_reattach(client, "q", "old", FIRST, stubborn(tmp_path / "pid1"))
+    pid = started(tmp_path / "pid1")
+    client.cancel_jobs("q", "old", first.job_ids)
+    lines: list[str] = []
+    retry = submit_or_reattach(
+        client, "q", "new", RETRY, stubborn(tmp_path / "pid2"), log=lines.append
+    )
+    assert not alive(pid)
+    assert not retry.reattached and retry.job_set_id == "new"
+    assert any("Waiting for the pods of Armada job" in line for line in lines), lines
+    started(tmp_path / "pid2")
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+def test_two_attempts_released_at_once_on_two_replicas_leave_one_generation(
+    processes: Callable[..., Process], tmp_path: Path, postgres_server
+) -> None:  # type: ignore[no-untyped-def]
+    """Two submitters of one task released together, each through its own replica of one
+    PostgreSQL database, round after round: one live generation each round."""
+    topology = Topology(processes, tmp_path, postgres_server.new_database())
+    clients: list[ArmadaClient] = []
+    try:
+        clients = [topology.client(topology.add_replica(name)) for name in ("a", "b")]
+        clients[0].create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        check_races(clients, one, 1)
+    finally:
+        for c in clients:
+            c.close()
+        topology.close()
 
 
 @pytest.mark.slow

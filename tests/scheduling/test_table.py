@@ -330,7 +330,9 @@ def _role_scenarios() -> list[Scenario]:
             ],
         ),
         Scenario(
-            "role group: topology keeps late members within the group's maximum hops",
+            # The maximum bounds each role: the workers (the larger role, placed first) and
+            # their late members stay in one rack although rack r2 has room.
+            "role group: topology keeps late members within their role's maximum hops",
             [
                 tnode("n0", "b1", "r1", cpu=2, mem=8),
                 tnode("n1", "b1", "r1", cpu=2, mem=8),
@@ -340,9 +342,9 @@ def _role_scenarios() -> list[Scenario]:
                 Round(
                     [replace(m, gang_max_hops=2) for m in g5],
                     sched={
-                        "g-coord0": "n0",
                         "g-worker0": "n0",
-                        "g-worker1": "n1",
+                        "g-worker1": "n0",
+                        "g-coord0": "n1",
                         "g-worker2": "n1",
                     },
                     reasons={"g-worker3": elastic, "g-worker4": elastic},
@@ -412,6 +414,144 @@ SCENARIOS: list[Scenario] = [
         ],
         [
             Round(
+def _subgroup_scenarios() -> list[Scenario]:
+    """Topology per sub-group (SEMANTICS.md, "Topology per sub-group"): a pod group's roles
+    each as close as they fit, within their maximum hops, then the group as a whole."""
+    racks = [
+        tnode("a", "b1", "r1"),
+        tnode("b", "b1", "r1"),
+        tnode("c", "b1", "r2"),
+        tnode("d", "b1", "r2"),
+    ]
+    whole_nodes = (("coord", 1, 1), ("worker", 2, 2))
+    g = pod_group("g", roles=whole_nodes, cpu=4)
+    placed = {"g-worker0": "a", "g-worker1": "b", "g-coord0": "c"}
+    three = pod_group("g", roles=(("coord", 1, 1), ("worker", 3, 3)), cpu=4)
+    return [
+        Scenario(
+            # No rack holds the group; in the block the two workers share rack r1 (2 hops)
+            # and the coordinator goes beside them, instead of the coordinator and one
+            # worker in a rack and the other worker 4 hops away.
+            "sub-groups: the workers share a rack, the coordinator beside them",
+            racks,
+            [Round(g, sched=placed), Round([], sched=set(), pre=set())],
+            config=TOPO,
+        ),
+        Scenario(
+            # gangMaxHops on a pod group bounds each role: no rack holds the three, but
+            # each role fits in one.
+            "sub-groups: the group's maximum hops bound each role",
+            racks,
+            [Round([replace(m, gang_max_hops=2) for m in g], sched=placed)],
+            config=TOPO,
+        ),
+        Scenario(
+            "sub-groups: a role's own maximum hops",
+            racks,
+            [
+                Round(
+                    [replace(m, gang_role_max_hops=2) if m.gang_role == "worker" else m for m in g],
+                    sched=placed,
+                )
+            ],
+            config=TOPO,
+        ),
+        Scenario(
+            # A role's own maximum replaces the group's: the workers may spread over the
+            # block, the coordinator alone is 0 hops anyway.
+            "sub-groups: a role's maximum replaces the group's",
+            racks,
+            [
+                Round(
+                    [
+                        replace(m, gang_max_hops=0, gang_role_max_hops=4)
+                        if m.gang_role == "worker"
+                        else replace(m, gang_max_hops=0)
+                        for m in three
+                    ],
+                    sched={"g-worker0": "a", "g-worker1": "b", "g-worker2": "c", "g-coord0": "d"},
+                )
+            ],
+            config=TOPO,
+        ),
+        Scenario(
+            "sub-groups: a role's maximum no domain meets keeps the group queued",
+            racks,
+            [
+                Round(
+                    [
+                        replace(m, gang_role_max_hops=2) if m.gang_role == "worker" else m
+                        for m in three
+                    ]
+                    + [job("s", "B", cpu=4)],
+                    sched={"s": "a"},
+                    reasons={
+                        m.id: "gang g: role worker needs 3 members within 2 hops (one rack); "
+                        "no rack has room"
+                        for m in three
+                    },
+                ),
+                Round([], sched=set(), pre=set(), reasons={"g-coord0": "role worker needs 3"}),
+            ],
+            config=TOPO,
+            queues=ABC,
+        ),
+        Scenario(
+            "sub-groups: a role's maximum narrower than any level",
+            racks,
+            [
+                Round(
+                    [replace(m, gang_role_max_hops=1) if m.gang_role == "worker" else m for m in g],
+                    sched=set(),
+                    reasons={
+                        "g-worker0": "gang g: role worker needs 2 members within 1 hops; "
+                        "no topology level is that narrow"
+                    },
+                )
+            ],
+            config=TOPO,
+        ),
+        Scenario(
+            # With the hostname level two 2-CPU workers share a node (0 hops); the
+            # coordinator takes the other node of their rack rather than another rack.
+            "sub-groups: each role as close as it fits, then the group",
+            [
+                node("a", labels={"rack": "r1"}),
+                node("b", labels={"rack": "r1"}),
+                node("c", labels={"rack": "r2"}),
+            ],
+            [
+                Round(
+                    pod_group("g", roles=whole_nodes, cpu=2),
+                    sched={"g-worker0": "a", "g-worker1": "a", "g-coord0": "b"},
+                )
+            ],
+            config=TOPO_NODES,
+        ),
+        Scenario(
+            # Zone x has one node per rack: the workers can share a rack only in zone y.
+            "sub-groups: a uniformity label and a role's maximum together",
+            [
+                tnode("a", "b1", "r1", labels={"zone": "x"}),
+                tnode("b", "b1", "r1", labels={"zone": "y"}),
+                tnode("c", "b1", "r2", labels={"zone": "x"}),
+                tnode("d", "b1", "r2", labels={"zone": "y"}),
+                tnode("e", "b1", "r1", labels={"zone": "y"}),
+            ],
+            [
+                Round(
+                    [
+                        replace(m, gang_uniformity_label="zone", gang_max_hops=2)
+                        for m in pod_group("g", roles=(("coord", 1, 1), ("worker", 2, 2)), cpu=4)
+                    ],
+                    sched={"g-worker0": "b", "g-worker1": "e", "g-coord0": "d"},
+                )
+            ],
+            config=TOPO,
+        ),
+    ]
+
+
                 running([job("r1", "B", cpu=4, pc="np")], "n1")
                 + running([job("r2", "B", cpu=4, pc="np")], "n2")
                 + [
@@ -1906,3 +2046,4 @@ def test_implementations_agree(scenario: Scenario) -> None:
     ref = run_scenario(scenario, IMPLEMENTATIONS["reference"])
     fast = run_scenario(scenario, IMPLEMENTATIONS["fast"])
     assert [r.decisions() for r in ref] == [f.decisions() for f in fast]
+    *_subgroup_scenarios(),

@@ -55,7 +55,7 @@ def topology_gang(state: CycleState, q: int, item: Item, charges: dict[int, int]
     members = item.members
     want = len(members)
     max_hops = state.jobs.records[members[0]].gang_max_hops
-    domains = _topology_domains(state, item.uniformity_label, max_hops)
+    domains = topology_domains(state, item.uniformity_label, max_hops)
     identical = identical_shape(state, item)
     s, shape = identical if identical is not None else (-1, None)
     simulated = (
@@ -169,9 +169,7 @@ def _try_domain(
     return found
 
 
-def _topology_domains(
-    state: CycleState, label: str | None, max_hops: int | None
-) -> TopologyDomains:
+def topology_domains(state: CycleState, label: str | None, max_hops: int | None) -> TopologyDomains:
     """The gang's levels (``topology.gang_topology``), each level's domain per node (-1:
     none) and each domain's node rows; built once per cycle for each label and maximum."""
     key = (label, max_hops)

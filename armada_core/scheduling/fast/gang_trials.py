@@ -183,13 +183,20 @@ class SavedTrial:
     new_by_queue: list[int]
     infinite_allocation: list[list[int]] | None
     heap_stale: bool
+    #: The journal of the tentative work this one is part of (None: none), and how much it
+    #: held when this one began: trials nest (a pod group's roles are tried inside each
+    #: domain tried for the group).
+    outer: Journal | None
+    scheduled_mark: int
+    preempted_mark: int
 
 
 def begin_trial(state: CycleState) -> SavedTrial:
     """Start tentative work: a copy of everything placing changes, and a journal for the
-    result's entries."""
+    result's entries (the enclosing trial's, when there is one)."""
     queues, limits, placing = state.queues, state.limits, state.placing
-    placing.journal = Journal()
+    outer = placing.journal
+    journal = placing.journal = outer if outer is not None else Journal()
     infinite = limits.infinite_allocation
     return SavedTrial(
         space_epoch=placing.new_space_epoch(),
@@ -202,12 +209,15 @@ def begin_trial(state: CycleState) -> SavedTrial:
         new_by_queue=list(limits.new_by_queue),
         infinite_allocation=None if infinite is None else [list(a) for a in infinite],
         heap_stale=placing.heap_stale,
+        outer=outer,
+        scheduled_mark=len(journal.scheduled),
+        preempted_mark=len(journal.preempted),
     )
 
 
-def end_trial(state: CycleState) -> None:
-    """Keep tentative work."""
-    state.placing.journal = None
+def end_trial(state: CycleState, saved: SavedTrial | None = None) -> None:
+    """Keep tentative work (as part of the enclosing trial's, if any)."""
+    state.placing.journal = None if saved is None else saved.outer
 
 
 def rollback(state: CycleState, saved: SavedTrial) -> None:
@@ -226,9 +236,11 @@ def rollback(state: CycleState, saved: SavedTrial) -> None:
     placing.heap_stale = saved.heap_stale
     journal = placing.journal
     if journal is not None:
-        for job_id in reversed(journal.scheduled):
+        for job_id in reversed(journal.scheduled[saved.scheduled_mark :]):
             del state.result.scheduled[job_id]
-        for row in reversed(journal.preempted):
+        for row in reversed(journal.preempted[saved.preempted_mark :]):
             placing.preempted.discard(row)
-    placing.journal = None
+        del journal.scheduled[saved.scheduled_mark :]
+        del journal.preempted[saved.preempted_mark :]
+    placing.journal = saved.outer
     placing.space_epoch = saved.space_epoch

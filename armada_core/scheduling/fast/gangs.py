@@ -1,6 +1,7 @@
 """Placing queued gangs (SEMANTICS.md, Placing): all or nothing down to the gang's minimum
 cardinality, on one value of the uniformity label when it has one, in one topology domain
-when levels are configured (``gang_topology``).
+when levels are configured (``gang_topology``; a pod group's roles each in one,
+``role_topology``).
 
 A gang of identical members that cannot displace anything is placed by simulation, without
 touching the state until it is known to fit. Any other gang is placed member by member like
@@ -33,6 +34,7 @@ from .gang_trials import (
 from .limits import class_limit, cycle_limit, gang_charges, gang_limit, take_charges
 from .nodes import place_job
 from .outcomes import leave_queued
+from .role_topology import role_group
 from .state import CycleState, Item, Rank, Shape
 from .victims import urgency_possible
 
@@ -58,10 +60,12 @@ def queued_gang(state: CycleState, q: int, item: Item) -> None:
         else:
             take_charges(state, q, members, charges)
         return
-    if topology.applies(state.config.topology_levels, len(members)) and topology_gang(
-        state, q, item, charges
-    ):
-        return
+    if topology.applies(state.config.topology_levels, len(members)):
+        if item.core:
+            role_group(state, q, item, charges)
+            return
+        if topology_gang(state, q, item, charges):
+            return
     _plain_gang(state, q, item, charges)
 
 

@@ -1,7 +1,7 @@
 """Placing queued gangs (SEMANTICS.md, "Placing"): all or nothing (down to
 ``gang_min_cardinality``), on one value of ``gang_uniformity_label`` if they name one, in
-one topology domain when levels are configured (``gang_topology``). A single job is a gang
-of one.
+one topology domain when levels are configured (``gang_topology``; a pod group's roles each
+in one, ``role_topology``). A single job is a gang of one.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from .gang_topology import place_topology_gang
 from .gang_trials import free_left, try_gang
 from .limits import budget_charges, charge_placed, first_limit
 from .nodes import Rank, no_room, place
+from .role_topology import place_role_group
 from .state import CycleState, Item
 
 #: How a label value's trial compares: -members placed, worst stage, free left, value.
@@ -51,7 +52,10 @@ def schedule_queued(state: CycleState, item: Item) -> None:
         minimum = core
     label = members[0].gang_uniformity_label
     if topology.applies(state.snapshot.config.topology_levels, len(members)):
-        placed = place_topology_gang(state, members, minimum, label, core)
+        if core:
+            placed = place_role_group(state, members, core, label)
+        else:
+            placed = place_topology_gang(state, members, minimum, label)
     elif label is None:
         placed = place_gang(state, members, minimum, core)
     else:
