@@ -1,5 +1,7 @@
 """Submit-or-reattach: the jobs this attempt of a task waits on, found by the task's external job
-URI in its lineage's job sets (see the package docstring)."""
+URI in its lineage's job sets (see the package docstring). Looking and submitting are two
+calls, so the server has the last word: it refuses a second live generation of the task, and
+the attempt that loses reattaches to the live jobs it names (armada_core.jobs.tasks)."""
 
 from __future__ import annotations
 
