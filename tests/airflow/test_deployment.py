@@ -4,7 +4,8 @@
 `airflow triggerer` on a PostgreSQL metadata database, a DAGs folder with a deferrable
 `ArmadaOperator` task, and the Armada side as separate processes too: an `armada-server
 --executor none` on a SQLite file and an `armada-executor --kind local` running the jobs; all
-driven through Airflow's REST API. The deployment starts once for the module (Airflow's
+driven through Airflow's REST API; beside them `armada reap`, the reconciler of tasks that
+ended while no triggerer ran. The deployment starts once for the module (Airflow's
 components take a while to start) and each test triggers its own DAG run.
 
 Every test counts the task's jobs on the Armada server by the task's external job URI: no
@@ -76,6 +77,9 @@ NODES = "2x2x2Gi"
 EXECUTION_API_RETRY = "Starting call to 'airflow.sdk.api.client.Client.request'"
 HEARTBEAT = re.compile(r"method=PUT path=/execution/task-instances/\S+/heartbeat .*status_code=204")
 EXECUTOR_ID = "armada-executor"
+#: Seconds between the reaper's rounds (20 by default); it cancels on the second round that
+#: finds a task over, after the trigger's own on_kill had its chance.
+REAP_INTERVAL = 2
 
 #: The DAGs the deployment runs: DAG_ID's task defers, BLOCKING_DAG_ID's waits in its worker.
 #: The job runs until the file conf["release"] exists, so a test decides when it ends. With
@@ -191,15 +195,39 @@ class Deployment:
     dag_of: dict[str, str] = field(default_factory=dict)  # each run's DAG
 
     def start(self, name: str) -> Process:
-        """`airflow <name>`, or armada-server or armada-executor (again, after a crash)."""
+        """`airflow <name>`, armada-server or armada-executor (again, after a crash), or the
+        reaper (`armada reap`, which finds Airflow's API through AIRFLOW__API__BASE_URL)."""
         if name.startswith("armada-"):
             return self.armada_side.start(name)
         argv = [str(BIN / "airflow"), name]
+        if name == "reaper":
+            argv = [str(BIN / "armada"), "--url", self.armada_side.address, "reap"]
+            argv += ["--interval", str(REAP_INTERVAL), "--status-file", str(self.reaper_status)]
         if name == "api-server":
             argv += ["--port", self.env["AIRFLOW__API__PORT"], "--workers", "1"]
         log_name = f"{name}.{len(list(self.root.glob(f'{name}.*.log')))}"
         self.components[name] = component(log_name, argv, self.env, self.root)
         return self.components[name]
+
+    @property
+    def reaper_status(self) -> Path:
+        return self.root / "reaper.json"
+
+    def reaper_counters(self) -> dict[str, Any]:
+        """The reaper's counters (none before its first round)."""
+        with contextlib.suppress(FileNotFoundError):
+            counters: dict[str, Any] = json.loads(self.reaper_status.read_text())
+            return counters
+        return {"rounds": 0, "cancelled": 0, "unreachable": 0}
+
+    def mark(self, run_id: str, state: str) -> None:
+        """Mark the task `state` (failed, success) as a user does in the UI."""
+        marked = self.api.patch(
+            f"/api/v2/dags/{self.dag_of[run_id]}/dagRuns/{run_id}/taskInstances/{TASK_ID}",
+            json={"new_state": state},
+        )
+        marked.raise_for_status()
+        assert self.task(run_id)["state"] == state
 
     # REST API
 
@@ -418,7 +446,7 @@ def deployment(
             httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30)
         )
         deployment = Deployment(root, env, api, armada, components, armada_side)
-        for name in ("api-server", "scheduler", "dag-processor", "triggerer"):
+        for name in ("api-server", "scheduler", "dag-processor", "triggerer", "reaper"):
             deployment.start(name)
 
         deployment.until(deployment.api_ready, "the API server", timeout=180)
@@ -687,3 +715,78 @@ def test_the_dag_processor_killed_while_the_job_runs(
     assert deployment.live(run_id) == [job_id]
     release.touch()
     deployment.succeeded_on(run_id, job_id)
+
+
+# --- the reaper: tasks ended behind the operator's back ---------------------------------------
+
+
+def reaped_as(deployment: Deployment, run_id: str, job_id: str, state: str) -> None:
+    """Until the reaper cancelled the job, with the reason naming the task's state."""
+    deployment.until(
+        lambda: deployment.jobs(run_id)[job_id].state == submit_pb2.CANCELLED,
+        "the job cancelled by the reaper",
+        timeout=60,
+    )
+    task = f"{deployment.dag_of[run_id]}/{run_id}/{TASK_ID}/-1"
+    assert deployment.jobs(run_id)[job_id].cancel_reason == f"airflow task {task} is {state}"
+
+
+@pytest.mark.parametrize("state", ["failed", "success"])
+def test_a_deferred_task_marked_while_no_triggerer_runs(
+    deployment: Deployment, tmp_path: Path, state: str
+) -> None:
+    """With no triggerer, marking a deferred task calls no on_kill: the reaper sees the task
+    ended and cancels its job; another deferred task's job, running, is left alone however
+    many rounds pass."""
+    release = tmp_path / "release"
+    marked = deployment.trigger(release=str(release))
+    running = deployment.trigger(release=str(release))
+    marked_job = deployment.running_job(marked)
+    running_job = deployment.running_job(running)
+    deployment.followed(marked, marked_job)
+    deployment.followed(running, running_job)
+    deployment.components["triggerer"].kill(tree=True)
+    try:
+        deployment.mark(marked, state)
+        reaped_as(deployment, marked, marked_job, state)
+        rounds = deployment.reaper_counters()["rounds"]
+        deployment.until(
+            lambda: deployment.reaper_counters()["rounds"] >= rounds + 3, "three more rounds"
+        )
+        assert deployment.task_in(running, "deferred", try_number=1)
+        assert deployment.live(running) == [running_job]
+    finally:
+        deployment.start("triggerer")
+    release.touch()
+    deployment.succeeded_on(running, running_job)
+    assert list(deployment.jobs(marked)) == [marked_job]
+
+
+def test_an_unreachable_airflow_has_nothing_cancelled(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    """The reaper stopped, the task marked failed while no triggerer runs, the API server
+    killed, the reaper started again: it cannot ask Airflow, says so (a line, its counter),
+    and cancels nothing; once the API server is back, it cancels the job."""
+    run_id = deployment.trigger(release=str(tmp_path / "release"))
+    job_id = deployment.running_job(run_id)
+    deployment.followed(run_id, job_id)
+    deployment.components["reaper"].kill()
+    deployment.components["triggerer"].kill(tree=True)
+    try:
+        deployment.mark(run_id, "failed")
+        deployment.components["api-server"].kill(tree=True)
+        deployment.reaper_status.unlink(missing_ok=True)  # the new reaper counts from 0
+        reaper = deployment.start("reaper")
+        deployment.until(
+            lambda: deployment.reaper_counters()["unreachable"] >= 3,
+            "three rounds that could not ask Airflow",
+        )
+        assert "airflow cannot be reached" in reaper.output()
+        assert deployment.live(run_id) == [job_id]
+        assert deployment.reaper_counters()["cancelled"] == 0
+    finally:
+        deployment.start("api-server")
+        deployment.until(deployment.api_ready, "the API server back", timeout=180)
+        deployment.start("triggerer")
+    reaped_as(deployment, run_id, job_id, "failed")
