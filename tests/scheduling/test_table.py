@@ -363,57 +363,6 @@ def _role_scenarios() -> list[Scenario]:
     ]
 
 
-SCENARIOS: list[Scenario] = [
-    # --- basic placement and node constraints -----------------------------------------------
-    Scenario("fits", [node("n0")], [Round([job("a0")], sched={"a0": "n0"}, pre=set())]),
-    Scenario(
-        "too large",
-        [node("n0")],
-        [Round([job("a0", cpu=5)], sched=set(), reasons={"a0": "even when the node is empty"})],
-    ),
-    Scenario(
-        "best fit prefers the fuller node",
-        [node("n0"), node("n1")],
-        [Round([*running([job("r0", "B", cpu=2, pc="np")], "n1"), job("a0")], sched={"a0": "n1"})],
-    ),
-    Scenario(
-        "best fit tie goes to the first node id",
-        [node("n1"), node("n0")],
-        [Round([job("a0")], sched={"a0": "n0"})],
-    ),
-    Scenario(
-        "best fit compares memory after cpu",
-        [node("n0"), node("n1")],
-        [
-            Round(
-                running([job("r0", "B", cpu=1, mem=8, pc="np")], "n0")
-                + running([job("r1", "B", cpu=1, mem=2, pc="np")], "n1")
-                + [job("a0")],
-                sched={"a0": "n0"},
-            )
-        ],
-    ),
-    Scenario(
-        "fill and overflow",
-        [node("n0"), node("n1")],
-        [
-            Round(
-                jobs("a", 9),
-                sched={f"a{i}" for i in range(8)},
-                reasons={"a8": "0 of 2 matching nodes have 1 cpu, 1Gi memory free"},
-            )
-        ],
-    ),
-    Scenario(
-        "a job without room counts its matching nodes and names its request",
-        [
-            node("n0", labels={"zone": "a"}),
-            node("n1", labels={"zone": "b"}),
-            node("n2", labels={"zone": "b"}),
-            node("n3", labels={"zone": "b"}, cordoned=True),
-        ],
-        [
-            Round(
 def _subgroup_scenarios() -> list[Scenario]:
     """Topology per sub-group (SEMANTICS.md, "Topology per sub-group"): a pod group's roles
     each as close as they fit, within their maximum hops, then the group as a whole."""
@@ -552,6 +501,57 @@ def _subgroup_scenarios() -> list[Scenario]:
     ]
 
 
+SCENARIOS: list[Scenario] = [
+    # --- basic placement and node constraints -----------------------------------------------
+    Scenario("fits", [node("n0")], [Round([job("a0")], sched={"a0": "n0"}, pre=set())]),
+    Scenario(
+        "too large",
+        [node("n0")],
+        [Round([job("a0", cpu=5)], sched=set(), reasons={"a0": "even when the node is empty"})],
+    ),
+    Scenario(
+        "best fit prefers the fuller node",
+        [node("n0"), node("n1")],
+        [Round([*running([job("r0", "B", cpu=2, pc="np")], "n1"), job("a0")], sched={"a0": "n1"})],
+    ),
+    Scenario(
+        "best fit tie goes to the first node id",
+        [node("n1"), node("n0")],
+        [Round([job("a0")], sched={"a0": "n0"})],
+    ),
+    Scenario(
+        "best fit compares memory after cpu",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                running([job("r0", "B", cpu=1, mem=8, pc="np")], "n0")
+                + running([job("r1", "B", cpu=1, mem=2, pc="np")], "n1")
+                + [job("a0")],
+                sched={"a0": "n0"},
+            )
+        ],
+    ),
+    Scenario(
+        "fill and overflow",
+        [node("n0"), node("n1")],
+        [
+            Round(
+                jobs("a", 9),
+                sched={f"a{i}" for i in range(8)},
+                reasons={"a8": "0 of 2 matching nodes have 1 cpu, 1Gi memory free"},
+            )
+        ],
+    ),
+    Scenario(
+        "a job without room counts its matching nodes and names its request",
+        [
+            node("n0", labels={"zone": "a"}),
+            node("n1", labels={"zone": "b"}),
+            node("n2", labels={"zone": "b"}),
+            node("n3", labels={"zone": "b"}, cordoned=True),
+        ],
+        [
+            Round(
                 running([job("r1", "B", cpu=4, pc="np")], "n1")
                 + running([job("r2", "B", cpu=4, pc="np")], "n2")
                 + [
@@ -2027,6 +2027,7 @@ def _subgroup_scenarios() -> list[Scenario]:
         ],
     ),
     *_role_scenarios(),
+    *_subgroup_scenarios(),
 ]
 
 
@@ -2046,4 +2047,3 @@ def test_implementations_agree(scenario: Scenario) -> None:
     ref = run_scenario(scenario, IMPLEMENTATIONS["reference"])
     fast = run_scenario(scenario, IMPLEMENTATIONS["fast"])
     assert [r.decisions() for r in ref] == [f.decisions() for f in fast]
-    *_subgroup_scenarios(),
