@@ -130,14 +130,16 @@ def usage_offsets(
 
 
 def queue_figures(
+    costs: CostModel,
     weights: Mapping[str, float],
-    shares: Mapping[str, float],
+    held: Mapping[str, Sequence[int]],
     demands: Mapping[str, float],
     decayed_usage: Mapping[str, float],
     offsets: Mapping[str, float],
 ) -> dict[str, QueueFigures]:
     """The figures of the active queues (those in ``weights``) that a cycle reports: both
-    implementations hand in what they weighed the queues with."""
+    implementations hand in what they weighed the queues with (``held``: what each held as
+    the cycle began, in ``costs``' dimensions)."""
     if not weights:
         return {}
     plain = fair_shares(weights)
@@ -147,8 +149,9 @@ def queue_figures(
             weight=weights[name],
             fair_share=plain[name],
             adjusted_fair_share=adjusted[name],
-            share=shares[name],
+            share=costs.cost(held[name]),
             demand=demands[name],
+            held={d: int(v) for d, v in zip(costs.dims, held[name], strict=True) if v},
             decayed_usage=decayed_usage.get(name, 0.0),
             usage_offset=offsets.get(name, 0.0),
         )

@@ -48,18 +48,21 @@ def nothing_moves(state: CycleState) -> bool:
     costs = sum_requests(jobs.queue[acc], shape[acc], len(names), requests).tolist()
     for k, name in enumerate(names):
         state.result.queue_costs[name] = state.costs.cost(costs[k])
-    _steady_figures(state, sorted({names[q] for q in jobs.queue[acc].tolist()}))
+    active = {names[q]: costs[q] for q in jobs.queue[acc].tolist()}
+    _steady_figures(state, dict(sorted(active.items())))
     return True
 
 
-def _steady_figures(state: CycleState, active: list[str]) -> None:
+def _steady_figures(state: CycleState, held: dict[str, list[int]]) -> None:
     """The queues' figures of a steady state: nothing queued, so demand is what each holds."""
     by_name, config = state.queues.by_name, state.snapshot.config
-    weights = {name: by_name[name].weight for name in active}
-    shares = {name: state.result.queue_costs[name] for name in active}
-    usage = {name: by_name[name].decayed_usage for name in active}
+    weights = {name: by_name[name].weight for name in held}
+    shares = {name: state.result.queue_costs[name] for name in held}
+    usage = {name: by_name[name].decayed_usage for name in held}
     offsets = usage_offsets(usage, shares, state.snapshot.usage_elapsed, config.usage_half_life)
-    state.result.queue_figures = queue_figures(weights, shares, shares, usage, offsets)
+    costs = state.costs
+    state.result.queue_figures = queue_figures(costs, weights, held, shares, usage, offsets)
+    state.result.capacity = dict(zip(costs.dims, costs.totals, strict=True))
 
 
 def _over_class_cap(state: CycleState, acc: IntArray) -> bool:

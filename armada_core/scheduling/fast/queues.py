@@ -49,7 +49,9 @@ def weigh_queues(state: CycleState) -> BoolArray:
     protected = protected_queues(shares, weights, demands, config.protected_fraction)
     usage = {name: queues.by_name[name].decayed_usage for name in names}
     offsets = usage_offsets(usage, shares, state.snapshot.usage_elapsed, config.usage_half_life)
-    state.result.queue_figures = queue_figures(weights, shares, demands, usage, offsets)
+    held_by = {name: start[q].tolist() for q, name in zip(active_q, names, strict=True)}
+    state.result.queue_figures = queue_figures(costs, weights, held_by, demands, usage, offsets)
+    state.result.capacity = dict(zip(costs.dims, costs.totals, strict=True))
     queues.weight = [weights.get(n, 1.0) for n in queues.names]
     queues.usage_offset = [offsets.get(n, 0.0) for n in queues.names]
     queues.usage = start.tolist()

@@ -33,7 +33,11 @@ def weigh_queues(state: CycleState, running: list[Job], queued: list[Job]) -> se
     cfg = state.snapshot.config
     usage = {q: state.queues[q].decayed_usage for q in active}
     state.offsets = usage_offsets(usage, shares, state.snapshot.usage_elapsed, cfg.usage_half_life)
-    state.result.queue_figures = queue_figures(state.weights, shares, demands, usage, state.offsets)
+    costs = state.costs
+    state.result.queue_figures = queue_figures(
+        costs, state.weights, start, demands, usage, state.offsets
+    )
+    state.result.capacity = dict(zip(costs.dims, costs.totals, strict=True))
     state.fair = fair_shares(state.weights) if active else {}
     if cfg.non_preemptible_overshoot is not None and active:
         state.infinite_limit = overshoot_limits(state.weights, cfg.non_preemptible_overshoot)
