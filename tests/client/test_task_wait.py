@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from armada_core.api import event_pb2, job_pb2
+from armada_core.api import binoculars_pb2, event_pb2, job_pb2
 from armada_core.api import submit_pb2 as pb
 from armada_core.client import (
     ArmadaClient,
@@ -26,6 +26,7 @@ from armada_core.client import (
     WaitTimeout,
     WatchOptions,
     error_for,
+    gang_items,
     job_item,
     queue,
 )
@@ -46,7 +47,8 @@ from armada_core.client.lifecycle import (
     wait_async,
     wait_steps,
 )
-from armada_core.client.tracking import JobResult, JobTracker
+from armada_core.client.tracking import TERMINAL, JobResult, JobTracker
+from armada_core.retry import load_policy
 from armada_server.app import EmbeddedServer
 from armada_server.config import NodeGroup, ServerConfig
 
@@ -179,7 +181,111 @@ def test_log_tail_follows_each_run(
         if tail.runs != before:
             noted.append(again)
     assert tail.runs == followed and noted == new_runs
-    assert tail.cursor.jobs() == list(followed)
+    # every run that started is followed, a replaced one too (it has ended)
+    runs = list(dict.fromkeys(run for state, run in seen if run and state not in _NOT_STARTED))
+    assert tail.unread() == runs
+    assert tail.ended == set(runs[:-1]) | {r for state, r in seen if r and state in TERMINAL}
+
+
+_NOT_STARTED = (pb.QUEUED, pb.LEASED, pb.PENDING)
+
+
+class Reads:
+    """Answers a LogTail's read calls from each run's lines (a run id -> lines, or an error to
+    raise once), and records each call's run id and since_time."""
+
+    def __init__(self, lines: dict[str, list[str] | list[Any]]) -> None:
+        self.lines = lines
+        self.calls: list[tuple[str, str, str]] = []
+
+    def drive(self, steps: Any) -> None:
+        answer: Any = None
+        try:
+            step = steps.send(None)
+            while True:
+                if not isinstance(step, ops.Call):
+                    step = steps.send(None)  # a Pause
+                    continue
+                request = step.request
+                self.calls.append((request.job_id, request.run_id, request.since_time))
+                queued = self.lines[request.run_id or request.job_id]
+                if queued and isinstance(queued[0], Exception):
+                    step = steps.throw(queued.pop(0))
+                    continue
+                answer = [
+                    binoculars_pb2.LogLine(timestamp=f"2026-01-01T00:00:0{i}Z", line=text)
+                    for i, text in enumerate(queued)
+                    if f"2026-01-01T00:00:0{i}Z" > request.since_time
+                ]
+                step = steps.send(answer)
+        except StopIteration:
+            pass
+
+
+def test_a_run_replaced_before_it_was_read_is_read_to_its_end_by_its_id() -> None:
+    got: list[tuple[str, str]] = []
+    tail = LogTail(lambda job, line: got.append((job, line)))
+    tail.note(JobResult("a", state=pb.RUNNING, run_id="r1"))
+    tail.note(JobResult("a", state=pb.QUEUED, run_id="r1"))  # retried by the server
+    tail.note(JobResult("a", state=pb.RUNNING, run_id="r2"))
+    reads = Reads({"r1": ["first 1", "first 2"], "r2": ["second"]})
+    reads.drive(tail.reads())
+    assert got == [("a", "first 1"), ("a", "first 2"), ("a", "second")]
+    assert [(job, run) for job, run, _ in reads.calls] == [("", "r1"), ("", "r2")]
+    # r1 ended before that read: it is done; r2 still runs and is read again from its last line
+    reads.lines["r2"].append("more")
+    reads.drive(tail.finish([JobResult("a", state=pb.SUCCEEDED, run_id="r2")], {}))
+    assert got[3:] == [("a", "more")] and tail.unread() == []
+    assert reads.calls[2] == ("", "r2", "2026-01-01T00:00:00Z")
+
+
+def test_runs_only_the_details_show_are_read_at_the_end() -> None:
+    """The events showed the job's end only (e.g. while the stream was down): its runs are
+    found in its details, each read to its end; a run that never started is not read."""
+    got: list[str] = []
+    tail = LogTail(lambda job, line: got.append(line))
+    details = {
+        "a": job_pb2.JobDetails(
+            job_id="a",
+            latest_run_id="r2",
+            job_runs=[
+                job_pb2.JobRunDetails(run_id="r0", state=job_pb2.RUNS_STATE_LEASE_RETURNED),
+                job_pb2.JobRunDetails(run_id="r1", state=job_pb2.RUN_STATE_FAILED),
+                job_pb2.JobRunDetails(run_id="r2", state=job_pb2.RUN_STATE_SUCCEEDED),
+            ],
+        )
+    }
+    reads = Reads({"r1": ["one"], "r2": ["two"]})
+    reads.drive(tail.finish([JobResult("a", state=pb.SUCCEEDED)], details))
+    assert got == ["one", "two"] and tail.runs == {"a": "r2"}
+
+
+def test_the_last_read_is_tried_again_when_the_server_cannot_answer() -> None:
+    got: list[str] = []
+    warnings: list[str] = []
+    tail = LogTail(lambda job, line: got.append(line), warnings.append)
+    unavailable = error_for(grpc.StatusCode.UNAVAILABLE, "busy", "Logs")
+    reads = Reads({"r1": [unavailable, unavailable, "line"]})
+    reads.drive(tail.finish([JobResult("a", state=pb.SUCCEEDED, run_id="r1")], {}))
+    assert got == ["line"] and warnings == [] and len(reads.calls) == 3
+    # a server that never answers: the run's lines are said to be missing, not lost silently
+    tail = LogTail(lambda job, line: got.append(line), warnings.append)
+    reads = Reads({"r1": [unavailable] * 5})
+    reads.drive(tail.finish([JobResult("a", state=pb.SUCCEEDED, run_id="r1")], {}, pause=0))
+    assert warnings == [
+        "could not read the last log lines of Armada job a (run r1): the server did not answer"
+    ]
+
+
+def test_a_server_without_run_reads_is_read_by_job_id() -> None:
+    """Upstream Armada refuses a read by run id (job_id empty): the job's latest run is read
+    by job id instead."""
+    got: list[str] = []
+    tail = LogTail(lambda job, line: got.append(line))
+    refused = error_for(grpc.StatusCode.INVALID_ARGUMENT, "job_id: must not be empty", "Logs")
+    reads = Reads({"r1": [refused], "a": ["line"]})
+    reads.drive(tail.finish([JobResult("a", state=pb.SUCCEEDED, run_id="r1")], {}, pause=0))
+    assert got == ["line"] and [(j, r) for j, r, _ in reads.calls] == [("", "r1"), ("a", "")]
 
 
 def _details(**states: int) -> dict[str, job_pb2.JobDetails]:
@@ -557,6 +663,77 @@ def test_the_jobs_log_lines_reach_the_task_log_once_each(
     assert [j["state"] for j in payload["jobs"]] == ["SUCCEEDED", "FAILED"]
     assert payload["jobs"][1]["exit_codes"] == {"main": 3}
     assert payload["duration_seconds"] is not None
+
+
+#: How many times each of the jobs that end at once runs: enough to meet a read that races
+#: the end of a run.
+ROUNDS = 5
+
+
+@pytest.mark.parametrize("name", ["sync", "async"])
+def test_every_line_of_jobs_that_end_at_once_reaches_the_task_log_once(
+    running_server: EmbeddedServer, name: str
+) -> None:
+    """A job and a gang of three whose containers write a line and exit at once, round after
+    round: each member's line is copied once, however the end and the reads interleave."""
+    flavour = Flavour(name, running_server.address)
+    with ArmadaClient(running_server.address) as admin:
+        for round_ in range(ROUNDS):
+            for size in (1, 3):
+                job_set = f"at-once-{name}-{round_}-{size}"
+                spec = _script("echo line of $ARMADA_JOB_ID")
+                items = [job_item(spec)] if size == 1 else gang_items(spec, replicas=3)
+                ids = admin.submit_jobs("q", job_set, items)
+                lines: list[tuple[str, str]] = []
+                flavour.wait(
+                    "q",
+                    job_set,
+                    ids,
+                    on_line=lambda job, line, lines=lines: lines.append((job, line)),
+                    settings=_settings(log_interval=0.05),
+                )
+                assert sorted(lines) == sorted((j, f"line of {j}") for j in ids), job_set
+
+
+RETRY_EXIT_3 = """
+kind: RetryPolicy
+metadata: {name: retry-exit-3}
+spec:
+  retryLimit: 1
+  rules:
+    - action: Retry
+      onExitCodes: {operator: In, values: [3]}
+"""
+
+
+@pytest.mark.parametrize("name", ["sync", "async"])
+def test_a_run_the_server_retried_keeps_its_lines(
+    running_server: EmbeddedServer, tmp_path: Path, name: str
+) -> None:
+    """The first run writes a line and fails at once, the server runs the job again: the
+    first run is read to its end by its own id although the second replaced it before any
+    read (the wait reads only at the end here)."""
+    marker = tmp_path / "first-run"
+    script = (
+        f"if [ -e {marker} ]; then echo second run; else touch {marker}; echo first run; exit 3; fi"
+    )
+    with ArmadaClient(running_server.address) as admin:
+        if "retry-exit-3" not in [p.name for p in admin.get_retry_policies()]:
+            admin.create_retry_policy(load_policy(RETRY_EXIT_3))
+        ids = admin.submit_jobs(
+            "q", f"retried-{name}", [job_item(_script(script), retry_policy="retry-exit-3")]
+        )
+    lines: list[str] = []
+    end = Flavour(name, running_server.address).wait(
+        "q",
+        f"retried-{name}",
+        ids,
+        on_line=lambda job, line: lines.append(line),
+        settings=_settings(log_interval=3600),
+    )
+    [result] = end.results.values()
+    assert result.state == pb.SUCCEEDED and len(result.retryable_failures) == 1
+    assert lines == ["first run", "second run"]
 
 
 def test_the_default_log_lines_are_labelled(running_server: EmbeddedServer) -> None:

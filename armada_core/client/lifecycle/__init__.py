@@ -19,13 +19,15 @@ its lineage names, without any state of its own:
 The logic is written once as a generator of calls (`armada_core.client.operations.Call`) and
 pauses, driven by the blocking client (`submit_or_reattach`, `wait`) or the asyncio one
 (`asubmit_or_reattach`, `wait_async`). Modules: `identity` (who a job works for),
-`submission` (submit-or-reattach), `waiting` (the one wait), `result` (the payload), `steps`
+`submission` (submit-or-reattach), `waiting` (the one wait), `run_logs` (the runs whose log
+lines it copies), `result` (the payload), `steps`
 (the drivers), `reaping` (the reconciler that cancels the jobs of tasks their orchestrator
 ended behind the integration's back) and `airflow_states` (its Airflow adapter).
 """
 
 from .identity import ATTEMPT_ANNOTATION, GENERATION_ANNOTATION, TASK_ANNOTATION, TaskIdentity
 from .result import result_payload
+from .run_logs import LogTail
 from .steps import LifecycleError
 from .submission import (
     FoundJob,
@@ -39,7 +41,6 @@ from .submission import (
 from .waiting import (
     AskCancel,
     JobsVanished,
-    LogTail,
     News,
     Progress,
     StatusCheck,

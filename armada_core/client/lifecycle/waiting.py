@@ -19,11 +19,11 @@ from armada_core.retry import OutcomeReport, map_outcome
 
 from .. import operations as ops
 from ..errors import TRANSIENT_CODES, ArmadaError, WaitTimeout
-from ..logs import LogCursor
 from ..streams import StopSignal
-from ..tracking import TERMINAL, JobResult, state_name
+from ..tracking import JobResult, state_name
 from ..watching import Notice, WatchOptions
 from .result import result_payload
+from .run_logs import LogTail
 from .steps import LifecycleError, Log, Step, _adrive, _drive, _ignore
 
 _WAITING = frozenset(
@@ -214,38 +214,6 @@ def notice_line(notice: Notice) -> tuple[bool, str] | None:
     if notice.kind in ("silent", "ended"):
         return None
     return notice.kind in ("reconnecting", "polling"), f"Armada event stream: {notice.message}"
-
-
-class LogTail:
-    """Which run of each job the task log follows (pure but for its reads): a job from the
-    start of its first run once that run has started, a new run (a server-side retry) from
-    its own start. Each line goes to `on_line` once (`LogCursor`)."""
-
-    def __init__(self, on_line: LineHandler, on_warning: Log | None = None) -> None:
-        self.runs: dict[str, str] = {}
-        self.cursor = LogCursor((), on_line, on_warning)
-
-    def note(self, result: JobResult) -> bool:
-        """Follow the job once a run of it has started; True when a new run replaces one
-        followed before."""
-        started = result.state == submit_pb2.RUNNING or result.state in TERMINAL
-        if not result.run_id or not started or self.runs.get(result.job_id) == result.run_id:
-            return False
-        again = result.job_id in self.runs
-        self.runs[result.job_id] = result.run_id
-        self.cursor.restart(result.job_id)
-        return again
-
-    def reads(self) -> Generator[Step, Any, None]:
-        """Read every followed job's new lines (a job whose log cannot be read is given up
-        with one warning; a transient failure is tried again next time)."""
-        for job_id in self.cursor.jobs():
-            try:
-                lines = yield ops.logs(job_id, since_time=self.cursor.since[job_id])
-            except ArmadaError as e:
-                self.cursor.failed(job_id, e)
-                continue
-            self.cursor.take(job_id, lines)
 
 
 class StatusCheck:
@@ -442,14 +410,12 @@ def wait_steps(
                 next_cancel = _NEVER
             else:
                 next_cancel = clock() + settings.cancel_check_interval
-    if tail is not None:  # one last read: what the jobs wrote before they ended
-        for result in results.values():
-            tail.note(result)
-        yield from tail.reads()
     try:
         details = yield ops.get_job_details(ids, expand_job_run=True)
     except ArmadaError:
         details = {}
+    if tail is not None:  # every run to its end: what the jobs wrote last, runs unseen
+        yield from tail.finish(results.values(), details)
     return TaskEnd(queue, job_set_id, ids, {j: results[j] for j in ids}, dict(details), cancelled)
 
 
