@@ -7,8 +7,10 @@ import contextlib
 import logging
 import secrets
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,7 @@ from armada_server.services.queues import QueueService
 from armada_server.services.retry_policies import RetryPolicyService
 from armada_server.services.submit import SubmitService
 from armada_server.storage import Storage
+from armada_server.storage.base import utcnow
 from armada_server.storage.database import default_data_dir, default_database_url, open_database
 from armada_server.storage.notify import Listener
 from armada_server.web import WebServer
@@ -107,8 +110,20 @@ GRPC_OPTIONS = [
 class ArmadaServer:
     """One server process: call `start()` inside a running event loop, `stop()` to finish."""
 
-    def __init__(self, config: ServerConfig, config_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        config_file: Path | None = None,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        cycles: bool = True,
+    ) -> None:
         self.config = config
+        # What time it is, for storage and the scheduler (the what-if simulator's comparison
+        # hands in a virtual clock); with `cycles` False no cycle runs by itself: the caller
+        # runs `scheduler.cycle()` at the instants it chooses.
+        self.clock = clock
+        self.cycles = cycles
         # The file `config` was read from: its `scheduling:` block is reloaded when it
         # changes (checked every config_reload_interval seconds) or on `reload_config()`.
         self.config_file = config_file
@@ -291,7 +306,9 @@ class ArmadaServer:
         loop = asyncio.get_running_loop()
         engine = await loop.run_in_executor(self._pool, open_database, self.database_url)
         hub = EventHub(loop)
-        storage = Storage(engine, on_commit=hub.notify, retry_settings=self.config.retry)
+        storage = Storage(
+            engine, clock=self.clock, on_commit=hub.notify, retry_settings=self.config.retry
+        )
         self.storage = storage
         self.metrics = Metrics(storage.job_reads, storage.isolated_failures)
         if engine.dialect.name == "postgresql":
@@ -306,6 +323,7 @@ class ArmadaServer:
             writes=storage.scheduling_writes,
             carryover=storage.carryover,
             isolated_failures=storage.isolated_failures,
+            clock=self.clock,
         )
         auth = self._auth()
         ctx = Context(
@@ -331,7 +349,8 @@ class ArmadaServer:
         self._add_port(server)
         await server.start()
         self._server = server
-        self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
+        if self.cycles:
+            self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
         if self.config_file is not None and self.config.config_reload_interval:
             self._tasks.append(
                 asyncio.create_task(self._watch_config(self.config.config_reload_interval))
@@ -428,11 +447,13 @@ class EmbeddedServer:
         config: ServerConfig | None = None,
         *,
         config_file: Path | None = None,
+        clock: Callable[[], datetime] = utcnow,
+        cycles: bool = True,
         **overrides: Any,
     ) -> None:
         base = config or ServerConfig(port=0, http_port=0, executor="none")
         self.config = replace(base, **overrides).validate()
-        self.server = ArmadaServer(self.config, config_file)
+        self.server = ArmadaServer(self.config, config_file, clock=clock, cycles=cycles)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="armada-server", daemon=True

@@ -34,8 +34,9 @@ def update(
     returned: executor_pb2.RunUpdate.Returned | None = None,
     stopped: executor_pb2.RunUpdate.Stopped | None = None,
     ingress_info: executor_pb2.RunUpdate.IngressInfo | None = None,
+    at: datetime | None = None,
 ) -> executor_pb2.RunUpdate:
-    """A run's news, stamped now: one of the kinds (pending, running, ...)."""
+    """A run's news, stamped `at` (default now): one of the kinds (pending, running, ...)."""
     message = executor_pb2.RunUpdate(
         run_id=run_id,
         job_id=job_id,
@@ -47,7 +48,7 @@ def update(
         stopped=stopped,
         ingress_info=ingress_info,
     )
-    message.time.FromDatetime(datetime.now(UTC))
+    message.time.FromDatetime(at or datetime.now(UTC))
     return message
 
 

@@ -5,6 +5,9 @@ For tests, demos and whole-system benchmarks. A run lasts the seconds given in t
 succeeds, or fails as `armadaproject.io/simulatedFailure` says: `exit:<code>` or a condition
 (`OOMKilled`, `Evicted`, `DeadlineExceeded`).
 
+Time is real unless the backend is handed a `clock` and a `sleep` (the what-if simulator's
+virtual clock): its runs then last virtual seconds and their news is stamped virtual times.
+
 It keeps nothing across restarts: a restarted simulated executor holds no runs, so the server
 fails the runs it had as `pod_missing` and retries them. Like every executor it never starts a
 run on a node without room for it (room.py): such a lease waits, reported pending.
@@ -13,11 +16,13 @@ run on a node without room for it (room.py): such a lease waits, reported pendin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 
 from armada_core.api import executor_pb2
 from armada_core.jobs.annotations import PREFIX
-from armada_server.executors.backend import Report, update
+from armada_server.executors.backend import Report
+from armada_server.executors.backend import update as stamped
 from armada_server.executors.capabilities import SIMULATED, Capabilities
 from armada_server.executors.logs import LogLine, LogQuery
 from armada_server.executors.room import Room, lease_requests
@@ -52,12 +57,23 @@ def _failure(spec: str, container: str) -> executor_pb2.RunUpdate.Failed:
     )
 
 
+def _real_time() -> datetime:
+    return datetime.now(UTC)
+
+
 class SimulatedBackend:
     def __init__(
-        self, nodes: Sequence[executor_pb2.Node], *, default_duration: float = 1.0
+        self,
+        nodes: Sequence[executor_pb2.Node],
+        *,
+        default_duration: float = 1.0,
+        clock: Callable[[], datetime] = _real_time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._nodes = list(nodes)
         self.default_duration = default_duration
+        self._clock = clock
+        self._sleep = sleep
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._reports: dict[str, tuple[str, Report]] = {}
         self._waiting: dict[str, tuple[executor_pb2.Lease, Report]] = {}
@@ -91,7 +107,12 @@ class SimulatedBackend:
         self._waiting[run] = (lease, report)
         if not self._room.offer(run, lease.node, lease_requests(lease), go):
             report(
-                update(run, lease.job.id, pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run))
+                stamped(
+                    run,
+                    lease.job.id,
+                    at=self._clock(),
+                    pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run),
+                )
             )
 
     async def _run(self, lease: executor_pb2.Lease, report: Report) -> None:
@@ -99,18 +120,23 @@ class SimulatedBackend:
         duration = float(job.annotations.get(DURATION, self.default_duration))
         try:
             report(
-                update(
+                stamped(
                     lease.run_id,
                     job.id,
+                    at=self._clock(),
                     running=executor_pb2.RunUpdate.Running(
                         node=lease.node, kubernetes_id=lease.run_id
                     ),
                 )
             )
-            await asyncio.sleep(duration)
+            await self._sleep(duration)
         except asyncio.CancelledError:
             self._runs.pop(lease.run_id, None)
-            report(update(lease.run_id, job.id, stopped=executor_pb2.RunUpdate.Stopped()))
+            report(
+                stamped(
+                    lease.run_id, job.id, at=self._clock(), stopped=executor_pb2.RunUpdate.Stopped()
+                )
+            )
             self._room.release(lease.run_id)
             raise
         self._runs.pop(lease.run_id, None)
@@ -118,14 +144,27 @@ class SimulatedBackend:
         failure = job.annotations.get(FAILURE)
         if failure:
             container = job.pod_specs[0].containers[0].name if job.pod_specs else "main"
-            report(update(lease.run_id, job.id, failed=_failure(failure, container)))
+            report(
+                stamped(lease.run_id, job.id, at=self._clock(), failed=_failure(failure, container))
+            )
         else:
-            report(update(lease.run_id, job.id, succeeded=executor_pb2.RunUpdate.Succeeded()))
+            report(
+                stamped(
+                    lease.run_id,
+                    job.id,
+                    at=self._clock(),
+                    succeeded=executor_pb2.RunUpdate.Succeeded(),
+                )
+            )
 
     def stop(self, run_id: str, *, preempt: bool) -> None:
         if self._room.withdraw(run_id):
             lease, report = self._waiting.pop(run_id)
-            report(update(run_id, lease.job.id, stopped=executor_pb2.RunUpdate.Stopped()))
+            report(
+                stamped(
+                    run_id, lease.job.id, at=self._clock(), stopped=executor_pb2.RunUpdate.Stopped()
+                )
+            )
             return
         task = self._runs.get(run_id)
         if task is not None:

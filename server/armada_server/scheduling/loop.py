@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Engine
 
@@ -24,6 +24,7 @@ from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.snapshot import Placement, build_snapshot
+from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.leases import Leases
@@ -117,7 +118,8 @@ class SchedulingLoop:
     """The leader's scheduling cycles. It reads and writes storage through the parts it is
     given: lease expiry (`leases`), the cycle's read (`reads`) and writes (`writes`), and
     what cycles carry to the next (`carryover`); `isolated_failures` counts jobs failed
-    alone (a metric). `engine` is the database whose leadership it takes."""
+    alone (a metric). `engine` is the database whose leadership it takes. `clock` says what
+    time it is (real time; the what-if simulator hands it a virtual clock)."""
 
     def __init__(
         self,
@@ -130,8 +132,10 @@ class SchedulingLoop:
         writes: SchedulingWrites,
         carryover: SchedulerCarryover,
         isolated_failures: Counter[str],
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.config = config
+        self.clock = clock
         self.metrics = metrics
         self.leases = leases
         self.reads = reads
@@ -199,7 +203,7 @@ class SchedulingLoop:
         if carried is None:
             return 0
         started = time.perf_counter()
-        now = datetime.now(UTC)
+        now = self.clock()
         config = self.config  # replaced whole when the file is reloaded
         self.leases.expire_leases(timeout=config.lease_timeout, now=now)
         if not self.reads.live_executors(executor_timeout=config.lease_timeout, now=now):
