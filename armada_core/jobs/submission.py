@@ -351,7 +351,8 @@ def _check_exposure(item: submit_pb2.JobSubmitRequestItem, path: str) -> None:
 
 def _check_gang_values(path: str, annotations: Mapping[str, str]) -> None:
     """Gang sizes are plain decimal numbers of at most MAX_GANG_CARDINALITY (`1e20` is not);
-    gangMaxHops a plain decimal number of at most MAX_GANG_HOPS; the uniformity label a
+    gangMaxHops and gangRoleMaxHops plain decimal numbers of at most MAX_GANG_HOPS; the
+    uniformity label a
     label key (the scheduler matches it against node labels)."""
     label = annotations.get(ann.GANG_NODE_UNIFORMITY_LABEL)
     if label and not names.is_label_key(label):
@@ -366,13 +367,14 @@ def _check_gang_values(path: str, annotations: Mapping[str, str]) -> None:
                 f"{path}[{key}]",
                 f"must be a whole number between 1 and {MAX_GANG_CARDINALITY}, got {shorten(raw)}",
             )
-    raw = annotations.get(ann.GANG_MAX_HOPS)
-    if raw and (not _DIGITS.fullmatch(raw) or int(raw) > MAX_GANG_HOPS):
-        raise SubmissionError(
-            f"{path}[{ann.GANG_MAX_HOPS}]",
-            f"must be a whole number of network hops between 0 (one node) "
-            f"and {MAX_GANG_HOPS}, got {shorten(raw)}",
-        )
+    for key in (ann.GANG_MAX_HOPS, ann.GANG_ROLE_MAX_HOPS):
+        raw = annotations.get(key)
+        if raw and (not _DIGITS.fullmatch(raw) or int(raw) > MAX_GANG_HOPS):
+            raise SubmissionError(
+                f"{path}[{key}]",
+                f"must be a whole number of network hops between 0 (one node) "
+                f"and {MAX_GANG_HOPS}, got {shorten(raw)}",
+            )
 
 
 def _check_options(path: str, annotations: Mapping[str, str]) -> None:
@@ -491,11 +493,14 @@ def _validate_container(
         lim = parsed["limits"].get(name)
         if lim is not None and req > lim:
             raise SubmissionError(f"{path}.resources.requests[{name}]", "is greater than its limit")
-        if lim is not None and req != lim and not podspec.overcommit_allowed(name):
+        if req != lim and not podspec.overcommit_allowed(name):
             raise SubmissionError(
                 f"{path}.resources.requests[{name}]",
                 f"{c.resources.requests[name].string!r} must equal its limit of "
-                f"{c.resources.limits[name].string!r} ({name} cannot be overcommitted)",
+                f"{c.resources.limits[name].string!r} ({name} cannot be overcommitted)"
+                if lim is not None
+                else f"{name} cannot be overcommitted: set its limit too, equal to the "
+                "request (or the limit alone)",
             )
     return effective
 
@@ -529,13 +534,27 @@ def _quantity(path: str, name: str, text: str) -> int:
     return value
 
 
+def _check_role_hops(
+    i: int, gang: GangSpec, seen: dict[tuple[str, str], tuple[int, int | None]]
+) -> None:
+    """Members of a role agree on its maximum hops (``seen``: the first member's, per role)."""
+    at, hops = seen.setdefault((gang.id, gang.role), (i, gang.role_max_hops))
+    if hops != gang.role_max_hops:
+        raise SubmissionError(
+            f"job_request_items[{i}].annotations[{ann.GANG_ROLE_MAX_HOPS}]",
+            f"{gang.role_max_hops!r} differs from job_request_items[{at}] ({hops!r}) for "
+            f"role {gang.role!r} of gang {gang.id!r}",
+        )
+
+
 def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
     """Members of one gang in one request must agree on everything that defines the gang,
     and in a pod group (roles) every member has a role, and members of a role agree on its
-    minimum."""
+    minimum and its maximum hops."""
     first: dict[str, tuple[int, GangSpec, str]] = {}
     members: dict[str, int] = {}
     roles: dict[tuple[str, str], tuple[int, int | None, int]] = {}
+    role_hops: dict[tuple[str, str], tuple[int, int | None]] = {}
     for i, item in enumerate(items):
         gang = gang_of(item.annotations)
         if gang is None:
@@ -551,6 +570,7 @@ def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
                     f"({minimum!r}) for role {gang.role!r} of gang {gang.id!r}",
                 )
             roles[(gang.id, gang.role)] = (at, minimum, count + 1)
+            _check_role_hops(i, gang, role_hops)
         if gang.id not in first:
             first[gang.id] = (i, gang, pc)
             continue

@@ -475,6 +475,12 @@ KUBERNETES_RULES = [
         "cannot be overcommitted",
     ),
     (
+        "gpu request without a limit",
+        item(quantities({"nvidia.com/gpu": "1"})),
+        f"{R}.requests[nvidia.com/gpu]",
+        "set its limit too",
+    ),
+    (
         "hugepages request below limit",
         item(quantities({"hugepages-2Mi": "2Mi"}, {"hugepages-2Mi": "4Mi"})),
         f"{R}.requests[hugepages-2Mi]",
@@ -642,7 +648,6 @@ def test_a_billion_gpus_are_refused_wherever_asked() -> None:
     [
         item(quantities({"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "2"})),
         item(quantities({}, {"nvidia.com/gpu": "2"})),  # the limit stands for the request
-        item(quantities({"nvidia.com/gpu": "1"})),
         item(quantities({"cpu": "500m", "memory": "1Gi"}, {"cpu": "2", "memory": "2Gi"})),
         item(quantities({"hugepages-2Mi": "4Mi"}, {"hugepages-2Mi": "4Mi"})),
         item(quantities({"kubernetes.io/batch-slots": "1"}, {"kubernetes.io/batch-slots": "2"})),
@@ -658,7 +663,6 @@ def test_a_billion_gpus_are_refused_wherever_asked() -> None:
     ids=[
         "gpu request equals limit",
         "gpu limit alone",
-        "gpu request alone",
         "cpu and memory overcommitted",
         "hugepages request equals limit",
         "kubernetes.io resource overcommitted",
