@@ -298,6 +298,24 @@ def queue_crud(client: ArmadaClient, prefix: str) -> dict[str, Any]:
     return out
 
 
+def task_generations(client: ArmadaClient, queue: str, job_set: str) -> dict[str, Any]:
+    """Two attempts of one task (the annotations the task lifecycle stamps): the second is
+    refused while the first's job is live, as an error the official client raises."""
+
+    def attempt(number: str) -> Any:
+        stamps = {
+            "armadaproject.io/task": "compat/task",
+            "armadaproject.io/task-attempt": number,
+            "armadaproject.io/task-generation": "0",
+        }
+        item = client.create_job_request_item(
+            pod_spec=pod_spec(), namespace="default", annotations=stamps
+        )
+        return outcome(lambda: client.submit_jobs(queue, job_set, [item]))
+
+    return {"first": attempt("1"), "second": attempt("2")}
+
+
 def jobs_scenario(client: ArmadaClient, queue: str, job_set: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     uri = f"airflow://compat/{job_set}/task/1"
@@ -416,6 +434,7 @@ def jobs_scenario(client: ArmadaClient, queue: str, job_set: str) -> dict[str, A
             f"{queue}-ghost", job_set, [client.create_job_request_item(pod_spec=pod_spec())]
         )
     )
+    out["task_generations"] = task_generations(client, queue, f"{job_set}-task")
 
     out["status"] = state_names(client.get_job_status([*ids, UNKNOWN_ID]))
     out["details"] = as_dict(client.get_job_details(ids))

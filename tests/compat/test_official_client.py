@@ -156,6 +156,8 @@ def check_jobs(j: dict[str, Any], stored_events: int | None) -> None:
         "gold",
     )
     error(j["submit_missing_queue"], "NOT_FOUND", f"{QUEUE}-ghost")
+    [live] = j["task_generations"]["first"]["job_response_items"]
+    error(j["task_generations"]["second"], "ALREADY_EXISTS", live["job_id"], "compat/task")
     check_kubernetes_refusals(j["kubernetes_refusals"])
 
     # Queries while the jobs are queued.
