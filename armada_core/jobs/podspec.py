@@ -194,6 +194,8 @@ def check_scheduling(spec: core_v1_pb2.PodSpec, path: str) -> None:
     if spec.HasField("affinity"):
         _check_affinity(spec.affinity, f"{path}.affinity")
     _one_of(f"{path}.dnsPolicy", spec.dnsPolicy, DNS_POLICIES)
+    if spec.dnsPolicy == "None" and not spec.HasField("dnsConfig"):
+        raise PodSpecError(f"{path}.dnsConfig", "is required when dnsPolicy is None")
     _one_of(f"{path}.preemptionPolicy", spec.preemptionPolicy, PREEMPTION_POLICIES)
 
 
@@ -420,6 +422,28 @@ def check_pod_fields(spec: core_v1_pb2.PodSpec, path: str) -> None:
         raise PodSpecError(
             f"{path}.overhead", "is set by Kubernetes from the pod's RuntimeClass, not by a job"
         )
+
+
+# User and group ids, as Kubernetes bounds them.
+MAX_ID = 2**31 - 1
+
+
+def check_security_ids(spec: core_v1_pb2.PodSpec, path: str) -> None:
+    """User and group ids of the pod's and its containers' security contexts: 0 to 2^31-1."""
+    contexts: list[tuple[str, Message]] = [(f"{path}.securityContext", spec.securityContext)]
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(getattr(spec, kind)):
+            contexts.append((f"{path}.{kind}[{i}].securityContext", c.securityContext))
+    for where, context in contexts:
+        for field, value in context.ListFields():
+            if field.name in _ID_FIELDS:
+                for i, v in enumerate(value if field.is_repeated else [value]):
+                    at = f"{where}.{field.name}" + (f"[{i}]" if field.is_repeated else "")
+                    if not 0 <= v <= MAX_ID:
+                        raise PodSpecError(at, f"must be between 0 and {MAX_ID}, got {v}")
+
+
+_ID_FIELDS = frozenset({"runAsUser", "runAsGroup", "fsGroup", "supplementalGroups"})
 
 
 def check_volumes(spec: core_v1_pb2.PodSpec, path: str) -> None:

@@ -55,6 +55,8 @@ MAX_GANG_CARDINALITY = 10_000
 # hundreds of levels.
 MAX_GANG_HOPS = 1000
 MAX_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
+# Kubernetes' bound on a pod's activeDeadlineSeconds.
+MAX_ACTIVE_DEADLINE_SECONDS = 2**31 - 1
 
 __all__ = ["SubmissionError"]
 
@@ -430,6 +432,11 @@ def _validate_pod_spec(spec: core.PodSpec, path: str, config: SubmissionConfig) 
     if spec.HasField("activeDeadlineSeconds"):
         if spec.activeDeadlineSeconds <= 0:
             raise SubmissionError(f"{path}.activeDeadlineSeconds", "must be positive")
+        if spec.activeDeadlineSeconds > MAX_ACTIVE_DEADLINE_SECONDS:
+            raise SubmissionError(
+                f"{path}.activeDeadlineSeconds",
+                f"must be at most {MAX_ACTIVE_DEADLINE_SECONDS}, got {spec.activeDeadlineSeconds}",
+            )
     elif config.default_active_deadline_seconds is not None:
         spec.activeDeadlineSeconds = config.default_active_deadline_seconds
     if not spec.containers:
@@ -437,6 +444,7 @@ def _validate_pod_spec(spec: core.PodSpec, path: str, config: SubmissionConfig) 
     podspec.check_scheduling(spec, path)
     podspec.check_pod_fields(spec, path)
     podspec.check_volumes(spec, path)
+    podspec.check_security_ids(spec, path)
     seen: set[str] = set()
     effective = {
         kind: [

@@ -602,6 +602,36 @@ KUBERNETES_RULES = [
     ),
     ("node name", item(pod(nodeName="node_1")), f"{P}.nodeName", "not a DNS subdomain"),
     (
+        "deadline above 2^31-1 s",
+        item(pod(activeDeadlineSeconds=2**31)),
+        f"{P}.activeDeadlineSeconds",
+        "at most 2147483647",
+    ),
+    (
+        "dnsPolicy None without dnsConfig",
+        item(pod(dnsPolicy="None")),
+        f"{P}.dnsConfig",
+        "required when dnsPolicy is None",
+    ),
+    (
+        "negative pod user id",
+        item(pod(securityContext={"runAsUser": -1})),
+        f"{P}.securityContext.runAsUser",
+        "between 0 and 2147483647",
+    ),
+    (
+        "supplemental group above 2^31-1",
+        item(pod(securityContext={"supplementalGroups": [5, 2**31]})),
+        f"{P}.securityContext.supplementalGroups[1]",
+        "",
+    ),
+    (
+        "container group id above 2^31-1",
+        item(pod(main={"securityContext": {"runAsGroup": 2**32}})),
+        f"{C}.securityContext.runAsGroup",
+        "",
+    ),
+    (
         "container name Main",
         item(pod(main={"name": "Main"})),
         f"{C}.name",
@@ -659,6 +689,13 @@ def test_a_billion_gpus_are_refused_wherever_asked() -> None:
         item(pod(main={"env": [{"name": "MY VAR.1-x", "value": "printable ASCII"}]})),
         item(mounts({"name": "data", "mountPath": "/d", "subPath": "a/b..c"})),
         item(pod(hostname="worker-0", subdomain="jobs", serviceAccountName="batch.robot")),
+        item(
+            pod(
+                dnsPolicy="None",
+                dnsConfig={"nameservers": ["10.0.0.1"]},
+                securityContext={"runAsUser": 0, "fsGroup": 2**31 - 1},
+            )
+        ),
     ],
     ids=[
         "gpu request equals limit",
@@ -671,6 +708,7 @@ def test_a_billion_gpus_are_refused_wherever_asked() -> None:
         "env name with a space and a dot",
         "sub-path with dots in a name",
         "host name, subdomain, service account",
+        "dnsConfig and ids at their bounds",
     ],
 )
 def test_what_kubernetes_accepts_is_accepted(job: Any) -> None:
