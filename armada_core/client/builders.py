@@ -157,12 +157,14 @@ class Role:
     """One role of an elastic pod group: `maximum` members run `pod_spec`, of which at least
     `minimum` must be placed for the group to start (and to keep running); the members above
     the minimum run when there is room and are preempted first. `maximum` defaults to
-    `minimum`, a fixed-size role."""
+    `minimum`, a fixed-size role. `max_hops` bounds the network hops between any two of the
+    role's members (gangRoleMaxHops); None: the group's `max_hops`, which bounds each role."""
 
     name: str
     pod_spec: PodSpecLike
     minimum: int = 1
     maximum: int | None = None
+    max_hops: int | None = None
 
     @property
     def size(self) -> int:
@@ -171,9 +173,9 @@ class Role:
 
     @classmethod
     def parse(cls, value: Role | Mapping[str, Any], path: str = "role") -> Role:
-        """A Role from itself or from a mapping with `name`, `minimum`, `maximum` and
-        `podSpec` (or `pod_spec`): the form of job files, Airflow templates and orchestrator
-        configuration, so all of them read roles the same way."""
+        """A Role from itself or from a mapping with `name`, `minimum`, `maximum`, `maxHops`
+        (or `max_hops`) and `podSpec` (or `pod_spec`): the form of job files, Airflow
+        templates and orchestrator configuration, so all of them read roles the same way."""
         if isinstance(value, Role):
             return value
         if not isinstance(value, Mapping):
@@ -183,10 +185,11 @@ class Role:
             name = _ROLE_FIELDS.get(str(key))
             if name is None:
                 raise SpecError(
-                    f"{path}.{key}", "unknown field (expected name, minimum, maximum, podSpec)"
+                    f"{path}.{key}",
+                    "unknown field (expected name, minimum, maximum, maxHops, podSpec)",
                 )
             if name in fields:
-                raise SpecError(f"{path}.{key}", "podSpec is given twice")
+                raise SpecError(f"{path}.{key}", f"{key} is given twice (under two names)")
             fields[name] = item
         for required in ("name", "pod_spec"):
             if fields.get(required) is None:
@@ -202,6 +205,7 @@ class Role:
             "minimum": self.minimum,
             "maximum": self.size,
             "pod_spec": self.pod_spec,
+            **({} if self.max_hops is None else {"max_hops": self.max_hops}),
         }
 
 
@@ -209,6 +213,8 @@ _ROLE_FIELDS = {
     "name": "name",
     "minimum": "minimum",
     "maximum": "maximum",
+    "maxHops": "max_hops",
+    "max_hops": "max_hops",
     "podSpec": "pod_spec",
     "pod_spec": "pod_spec",
 }
@@ -239,7 +245,8 @@ def pod_group_items(
     takes the whole group down. Roles may be `Role`s or mappings (`Role.parse`).
 
     Members come role by role in the given order; ids, node uniformity, hops and the other
-    keyword arguments are as for `gang_items`.
+    keyword arguments are as for `gang_items`, except that `max_hops` bounds the hops within
+    each role (a role's own `max_hops` replaces it), not the group as a whole.
     """
     if isinstance(roles, (str, bytes, Mapping)) or not isinstance(roles, Sequence):
         raise SpecError("roles", "expected a list of roles")
@@ -268,6 +275,11 @@ def pod_group_items(
             )
         spec = pod_spec(role.pod_spec, f"{path}.pod_spec")
         extra = {ann.GANG_ROLE: role.name, ann.GANG_ROLE_MINIMUM: str(minimum)}
+        if role.max_hops is not None:
+            hops = _count(role.max_hops, f"{path}.max_hops")
+            if hops < 0:
+                raise SpecError(f"{path}.max_hops", f"must be 0 (one node) or more, got {hops}")
+            extra[ann.GANG_ROLE_MAX_HOPS] = str(hops)
         members += [_Member(spec, extra, f"{path}.")] * maximum
     if ann.GANG_MINIMUM_CARDINALITY in (job.get("annotations") or {}):
         raise SpecError(

@@ -18,6 +18,9 @@ GANG_MAX_HOPS = PREFIX + "gangMaxHops"
 # role's minimum; a role's maximum is the number of members submitted with that role.
 GANG_ROLE = PREFIX + "gangRole"
 GANG_ROLE_MINIMUM = PREFIX + "gangRoleMinimum"
+# Most network hops between any two members of the member's role; without it a pod group's
+# gangMaxHops bounds each role.
+GANG_ROLE_MAX_HOPS = PREFIX + "gangRoleMaxHops"
 
 # The task lifecycle's stamps (armada_core.client.lifecycle): the orchestrator's task, the same
 # for all its attempts; the attempt; the generation within the attempt. The server keeps one

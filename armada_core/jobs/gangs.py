@@ -20,7 +20,9 @@ class GangSpec:
 
     `role` and `role_minimum` make the gang an elastic pod group (seed 002 `Subset`): every
     role's minimum is placed at once, members above it as capacity allows; a role's maximum
-    is the number of members submitted with it. Empty role: not a pod group.
+    is the number of members submitted with it. Empty role: not a pod group. In a pod group
+    `max_hops` bounds each role (seed 004's sub-groups), and `role_max_hops` replaces it for
+    the member's role.
     """
 
     id: str
@@ -30,6 +32,7 @@ class GangSpec:
     max_hops: int | None = None
     role: str = ""
     role_minimum: int | None = None
+    role_max_hops: int | None = None
 
 
 class GangAnnotationError(ValueError):
@@ -49,6 +52,7 @@ def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
         ann.GANG_MAX_HOPS,
         ann.GANG_ROLE,
         ann.GANG_ROLE_MINIMUM,
+        ann.GANG_ROLE_MAX_HOPS,
     )
     if not gang_id:
         stray = [k for k in keys if k in annotations]
@@ -65,14 +69,18 @@ def gang_of(annotations: Mapping[str, str]) -> GangSpec | None:
             f"{ann.GANG_CARDINALITY} ({cardinality})"
         )
     role, role_minimum = _role(annotations, cardinality)
+    role_max_hops = _hops(annotations, ann.GANG_ROLE_MAX_HOPS)
+    if role_max_hops is not None and not role:
+        raise GangAnnotationError(f"{ann.GANG_ROLE_MAX_HOPS} is set but {ann.GANG_ROLE} is not")
     return GangSpec(
         gang_id,
         cardinality,
         minimum,
         annotations.get(ann.GANG_NODE_UNIFORMITY_LABEL, ""),
-        _hops(annotations),
+        _hops(annotations, ann.GANG_MAX_HOPS),
         role,
         role_minimum,
+        role_max_hops,
     )
 
 
@@ -102,21 +110,20 @@ def _role(annotations: Mapping[str, str], cardinality: int) -> tuple[str, int | 
     return role, minimum
 
 
-def _hops(annotations: Mapping[str, str]) -> int | None:
-    """gangMaxHops: a whole number, 0 (one node) or more; absent or empty: no maximum."""
-    raw = annotations.get(ann.GANG_MAX_HOPS)
+def _hops(annotations: Mapping[str, str], key: str) -> int | None:
+    """gangMaxHops or gangRoleMaxHops: a whole number, 0 (one node) or more; absent or
+    empty: no maximum."""
+    raw = annotations.get(key)
     if raw is None or raw == "":
         return None
     try:
         value = int(raw)
     except ValueError:
         raise GangAnnotationError(
-            f"{ann.GANG_MAX_HOPS} must be a whole number of hops (0 or more), got {raw!r}"
+            f"{key} must be a whole number of hops (0 or more), got {raw!r}"
         ) from None
     if value < 0:
-        raise GangAnnotationError(
-            f"{ann.GANG_MAX_HOPS} must be a whole number of hops (0 or more), got {raw!r}"
-        )
+        raise GangAnnotationError(f"{key} must be a whole number of hops (0 or more), got {raw!r}")
     return value
 
 

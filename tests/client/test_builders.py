@@ -304,6 +304,22 @@ def test_role_mapping_round_trip() -> None:
     role = Role("w", pod(), minimum=2, maximum=4)
     assert Role.parse(role.as_dict()) == role
     assert Role.parse(role) is role
+    bounded = Role("w", pod(), minimum=2, maximum=4, max_hops=2)
+    assert Role.parse(bounded.as_dict()) == bounded
+
+
+def test_role_max_hops_bound_the_role() -> None:
+    """A role's max_hops (maxHops in a mapping) is its members' gangRoleMaxHops; a role
+    without one carries none (the group's max_hops then bounds it)."""
+    items = pod_group_items(
+        [
+            Role("coordinator", pod()),
+            {"name": "worker", "minimum": 2, "podSpec": pod(), "maxHops": "2"},
+        ],
+        max_hops=4,
+    )
+    assert [i.annotations.get(ann.GANG_ROLE_MAX_HOPS) for i in items] == [None, "2", "2"]
+    assert {i.annotations[ann.GANG_MAX_HOPS] for i in items} == {"4"}
 
 
 @pytest.mark.parametrize(
@@ -338,6 +354,13 @@ def test_role_mapping_round_trip() -> None:
             "roles[1].pod_spec.containers[0].bogus",
         ),
         ([Role("w", pod())], {"max_hops": -1}, "max_hops: must be 0 (one node) or more"),
+        ([Role("w", pod(), max_hops=-1)], {}, "roles[0].max_hops: must be 0 (one node) or more"),
+        ([{"name": "w", "podSpec": pod(), "maxHops": "x"}], {}, "roles[0].max_hops: expected"),
+        (
+            [{"name": "w", "podSpec": pod(), "maxHops": 1, "max_hops": 2}],
+            {},
+            "roles[0].max_hops: max_hops is given twice",
+        ),
         (
             [Role("w", pod())],
             {"annotations": {ann.GANG_ROLE: "other"}},

@@ -36,6 +36,17 @@ CASES = [
         },
         GangSpec("g", 5, 5, "", role="worker", role_minimum=2),
     ),
+    (
+        {
+            ann.GANG_ID: "g",
+            ann.GANG_CARDINALITY: "5",
+            ann.GANG_MAX_HOPS: "4",
+            ann.GANG_ROLE: "worker",
+            ann.GANG_ROLE_MINIMUM: "2",
+            ann.GANG_ROLE_MAX_HOPS: "2",
+        },
+        GangSpec("g", 5, 5, "", max_hops=4, role="worker", role_minimum=2, role_max_hops=2),
+    ),
 ]
 
 
@@ -76,6 +87,15 @@ def test_gang_of(annotations, expected) -> None:
             ann.GANG_ROLE: "w",
             ann.GANG_ROLE_MINIMUM: "1",
             ann.GANG_MINIMUM_CARDINALITY: "1",
+        },
+        {ann.GANG_ROLE_MAX_HOPS: "2"},
+        {ann.GANG_ID: "g", ann.GANG_CARDINALITY: "2", ann.GANG_ROLE_MAX_HOPS: "2"},
+        {
+            ann.GANG_ID: "g",
+            ann.GANG_CARDINALITY: "2",
+            ann.GANG_ROLE: "w",
+            ann.GANG_ROLE_MINIMUM: "1",
+            ann.GANG_ROLE_MAX_HOPS: "-1",
         },
     ],
 )

@@ -309,6 +309,41 @@ REJECTIONS = [
         "armadaproject.io/gangRoleMinimum must be a positive integer, got 'x'",
     ),
     (
+        "role max hops not a number",
+        request(item(annotations={**gang(), **role("w", 1), ann.GANG_ROLE_MAX_HOPS: "near"})),
+        "armadaproject.io/gangRoleMaxHops must be a whole number of hops (0 or more), got 'near'",
+    ),
+    (
+        "negative role max hops",
+        request(item(annotations={**gang(), **role("w", 1), ann.GANG_ROLE_MAX_HOPS: "-2"})),
+        "armadaproject.io/gangRoleMaxHops must be a whole number of hops (0 or more), got '-2'",
+    ),
+    (
+        "huge role max hops",
+        request(item(annotations={**gang(), **role("w", 1), ann.GANG_ROLE_MAX_HOPS: "100000"})),
+        "annotations[armadaproject.io/gangRoleMaxHops]: must be a whole number of network hops "
+        "between 0 (one node) and 1000, got '100000'",
+    ),
+    (
+        "role max hops without a role",
+        request(item(annotations={**gang(), ann.GANG_ROLE_MAX_HOPS: "2"})),
+        "armadaproject.io/gangRoleMaxHops is set but armadaproject.io/gangRole is not",
+    ),
+    (
+        "role max hops without gang",
+        request(item(annotations={ann.GANG_ROLE_MAX_HOPS: "2"})),
+        "armadaproject.io/gangRoleMaxHops is set but armadaproject.io/gangId is not",
+    ),
+    (
+        "members of a role disagree on its max hops",
+        request(
+            item(annotations={**gang(cardinality=2), **role("w", 1), ann.GANG_ROLE_MAX_HOPS: "2"}),
+            item(annotations={**gang(cardinality=2), **role("w", 1)}),
+        ),
+        "job_request_items[1].annotations[armadaproject.io/gangRoleMaxHops]: None differs from "
+        "job_request_items[0] (2) for role 'w' of gang 'g'",
+    ),
+    (
         "members of a role disagree on its minimum",
         request(
             item(annotations={**gang(cardinality=3), **role("w", 1)}),

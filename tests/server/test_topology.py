@@ -61,3 +61,35 @@ def test_gang_max_hops_holds_a_gang_back_that_no_rack_holds(tmp_path: Path) -> N
         leases = ex.wait_leases(3)
         assert leased_jobs(ex) == set(placed)
         assert {lease.node for lease in leases} == {"e1-n0", "e1-n2", "e1-n3"}
+
+
+def role_member(gang_id: str, role: str, minimum: int, size: int, role_max_hops: int | None = None):
+    """A member of a pod group of ``size`` members, needing a whole node."""
+    annotations = {
+        ann.GANG_ID: gang_id,
+        ann.GANG_CARDINALITY: str(size),
+        ann.GANG_ROLE: role,
+        ann.GANG_ROLE_MINIMUM: str(minimum),
+    }
+    if role_max_hops is not None:
+        annotations[ann.GANG_ROLE_MAX_HOPS] = str(role_max_hops)
+    return item({"containers": [container(cpu="4", memory="4Gi")]}, annotations=annotations)
+
+
+def test_a_role_keeps_within_its_own_maximum_hops(tmp_path: Path, database_url: str) -> None:
+    """gangRoleMaxHops reaches the scheduler: the two workers share rack r1 (n0, n3) and the
+    coordinator goes beside them in block b1 (n2); no rack holds three workers."""
+    with serving(tmp_path, LEVELS, database_url=database_url) as (_, api, _path):
+        ex = Executor(api.channel, nodes=4, cpu="4", memory="8Gi")
+        fat_tree(ex)
+        short = [role_member("short", "worker", 3, 3, role_max_hops=2) for _ in range(3)]
+        waiting = submit(api, "b", *short)
+        wait_reasons(api, waiting, reasons.role_hops("short", "worker", 3, 2, "topology/rack"))
+        ids = submit(
+            api,
+            "a",
+            role_member("pg", "coordinator", 1, 3),
+            *[role_member("pg", "worker", 2, 3, role_max_hops=2) for _ in range(2)],
+        )
+        leases = {lease.job.id: lease.node for lease in ex.wait_leases(3)}
+        assert leases == {ids[0]: "e1-n2", ids[1]: "e1-n0", ids[2]: "e1-n3"}

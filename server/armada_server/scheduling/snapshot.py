@@ -82,6 +82,7 @@ def _static(spec: submit_pb2.Job) -> tuple[dict[str, Any], GangSpec | None]:
         "gang_max_hops": gang.max_hops if gang else None,
         "gang_role": (gang.role or None) if gang else None,
         "gang_role_min": gang.role_minimum if gang else None,
+        "gang_role_max_hops": gang.role_max_hops if gang else None,
         "lifetime": float(lifetime) if lifetime else None,
     }, gang
 
