@@ -80,6 +80,26 @@ def test_a_gang_runs_together(armada: ArmadaClient, queue: str) -> None:
     assert {a["armadaproject.io/gangCardinality"] for a in annotations} == {"2"}
 
 
+def test_every_line_of_a_gang_that_ends_at_once_reaches_the_task_log(
+    armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    job = make_job(
+        armada, queue, pod("echo line of $ARMADA_JOB_ID"), replicas=3, job_set_id="gang-logs"
+    )
+
+    @flow
+    def pipeline() -> dict[str, Any]:
+        return execute_armada_job(job)
+
+    with caplog.at_level("INFO"):
+        result = pipeline()
+    ids = result["job_ids"]
+    assert len(ids) == 3
+    assert sorted(m for m in caplog.messages if "line of" in m) == sorted(
+        f"[{j}] line of {j}" for j in ids
+    )
+
+
 def test_an_elastic_pod_group_runs_every_role(
     armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -140,6 +160,21 @@ def test_a_pod_group_takes_roles_instead_of_a_pod_spec() -> None:
         r"role's maximum 2",
     ):
         job.items("cid")
+
+
+def test_a_role_carries_its_own_maximum_hops() -> None:
+    """ArmadaRole.max_hops is the role's gangRoleMaxHops; a role without one carries none."""
+    job = ArmadaJob(
+        queue="q",
+        roles=[
+            ArmadaRole(name="coordinator", pod_spec=pod("true")),
+            ArmadaRole(name="worker", pod_spec=pod("true"), minimum=2, max_hops=2),
+        ],
+    )
+    hops = [i.annotations.get("armadaproject.io/gangRoleMaxHops") for i in job.items("cid")]
+    assert hops == [None, "2", "2"]
+    with pytest.raises(ValueError, match="max_hops"):
+        ArmadaRole(name="w", pod_spec=pod("true"), max_hops=-1)
 
 
 def test_a_user_error_is_not_retried(armada: ArmadaClient, queue: str) -> None:

@@ -75,6 +75,12 @@ class ArmadaRole(BaseModel):
     pod_spec: dict[str, Any] | str = Field(description="The role's Kubernetes PodSpec.")
     minimum: int = Field(default=1, description="Members that must run for the group to run.")
     maximum: int | None = Field(default=None, description="Members submitted; default the minimum.")
+    max_hops: int | None = Field(
+        default=None,
+        ge=0,
+        description="Most network hops between any two of the role's members "
+        "(armadaproject.io/gangRoleMaxHops; needs the server's topology_levels).",
+    )
 
 
 class ArmadaJob(JobBlock):
