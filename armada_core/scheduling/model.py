@@ -444,7 +444,8 @@ class SchedulingConfig:
             "doc": "Node labels naming the levels of the network's topology, widest first "
             "(e.g. `topology/block`, `topology/rack`; `kubernetes.io/hostname` may come last "
             "for the node itself). Gangs are placed in the narrowest domain that holds them, "
-            "within their `gangMaxHops`. Labels unique. Empty: no topology."
+            "within their `gangMaxHops` (a pod group's roles each, within their own limit). "
+            "Labels unique. Empty: no topology."
         },
     )
     # Infinite lifetime: a class that is not preemptible and no ``lifetime``.
