@@ -231,6 +231,44 @@ def test_cancel_stops_the_run(api: Stubs, queue: str) -> None:
     assert state(api, job) == submit_pb2.CANCELLED
 
 
+def test_a_cancel_acknowledged_before_a_runs_failure_wins_and_not_after(
+    api: Stubs, queue: str
+) -> None:
+    """What decides how a cancelled Prefect flow run's job ends: a failure the executor reports
+    after the cancel was acknowledged changes nothing (CANCELLED, no failed event); a failure
+    reported before any cancel was asked for stays a failure, and the cancel that follows
+    finds the job ended. No event is rewritten either way."""
+    ex = Executor(api.channel)
+    ex.sync()
+    cancelled_first, failed_first = submit(api, low(), low())
+    leases = {lease.job.id: lease for lease in ex.wait_leases(2)}
+    ex.sync(
+        *(
+            ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node))
+            for lease in leases.values()
+        )
+    )
+    exited = executor_pb2.RunUpdate.Failed(
+        reason="Error", containers=[executor_pb2.ContainerResult(name="main", exit_code=1)]
+    )
+
+    def cancel(job_id: str) -> list[str]:
+        request = submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=[job_id])
+        return list(api.submit.CancelJobs(request).cancelled_ids)
+
+    assert cancel(cancelled_first) == [cancelled_first]
+    ex.sync(ex.update(leases[cancelled_first], failed=exited))
+    ex.sync(ex.update(leases[failed_first], failed=exited))
+    assert cancel(failed_first) == []
+
+    assert state(api, cancelled_first) == submit_pb2.CANCELLED
+    assert "failed" not in kinds(api, cancelled_first)
+    assert kinds(api, cancelled_first)[-2:] == ["cancelling", "cancelled"]
+    assert state(api, failed_first) == submit_pb2.FAILED
+    assert kinds(api, failed_first)[-1] == "failed"
+    assert not {"cancelling", "cancelled"} & set(kinds(api, failed_first))
+
+
 def test_urgent_job_preempts_a_preemptible_one(api: Stubs, queue: str) -> None:
     ex = Executor(api.channel, nodes=1, cpu="2")
     ex.sync()
