@@ -43,6 +43,7 @@ from .nodes import node_cordon, node_list
 from .output import CommandError, Handler, UsageError, as_dict, print_structured
 from .progress import describe, summary
 from .reap import add_reap_command
+from .reports import add_report_commands
 from .resources import dump_queues, load_queues
 
 #: `add_subparsers`' result: where commands (or a group's actions) are added.
@@ -371,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_logs_command(commands)
     _add_node_commands(commands)
     add_reap_command(commands)
+    add_report_commands(commands)
     return parser
 
 

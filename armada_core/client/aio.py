@@ -24,6 +24,7 @@ from .builders import check_items
 from .connection import ConnectionConfig, client_config
 from .errors import ArmadaError, from_rpc_error
 from .job_wait import EventHandler, JobWait
+from .reports import AsyncReportCalls
 from .tracking import JobResult
 from .watching import Following, NoticeHandler, SilentStream, WatchOptions, job_set_request
 
@@ -32,7 +33,7 @@ __all__ = ["AsyncArmadaClient", "EventHandler"]
 R = TypeVar("R")
 
 
-class AsyncArmadaClient:
+class AsyncArmadaClient(AsyncReportCalls):
     """An asyncio client for an Armada server (ours or upstream).
 
         async with AsyncArmadaClient("localhost:50051") as client:

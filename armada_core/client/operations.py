@@ -6,6 +6,7 @@ what comes back to the caller is defined once here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -23,6 +24,8 @@ from armada_core.api import (
     job_pb2_grpc,
     nodes_pb2,
     nodes_pb2_grpc,
+    scheduler_reporting_pb2,
+    scheduler_reporting_pb2_grpc,
     submit_pb2,
     submit_pb2_grpc,
 )
@@ -63,6 +66,7 @@ def service_stubs(
         "Event": event_pb2_grpc.EventStub(channel),
         "Jobs": job_pb2_grpc.JobsStub(channel),
         "Nodes": nodes_pb2_grpc.NodesStub(channel),
+        "SchedulerReporting": scheduler_reporting_pb2_grpc.SchedulerReportingStub(channel),
         "Binoculars": binoculars_pb2_grpc.BinocularsStub(logs_channel),
     }
 
@@ -386,6 +390,42 @@ def get_nodes(executor: str = "") -> Call[list[nodes_pb2.NodeStatus]]:
         nodes_pb2.NodeListRequest(executor=executor),
         lambda r: list(r.nodes),
     )
+
+
+@dataclass(frozen=True)
+class Report:
+    """A scheduler report (SchedulerReporting): the text for people, as upstream sends it,
+    and the same as data (our extension; empty from an upstream server)."""
+
+    text: str
+    data: dict[str, Any]
+
+
+def _report(
+    response: scheduler_reporting_pb2.SchedulingReport
+    | scheduler_reporting_pb2.QueueReport
+    | scheduler_reporting_pb2.JobReport,
+) -> Report:
+    return Report(response.report, json.loads(response.json) if response.json else {})
+
+
+def scheduling_report(pool: str = "", cycles: int = 0) -> Call[Report]:
+    """The latest scheduling cycles (`cycles`, 0: the server's default), one pool's counts
+    only with `pool`."""
+    request = scheduler_reporting_pb2.SchedulingReportRequest(pool=pool, cycles=cycles)
+    return Call("SchedulerReporting", "GetSchedulingReport", request, _report)
+
+
+def queue_report(queue: str) -> Call[Report]:
+    """A queue's standing, its waiting jobs by reason and what holds it back."""
+    request = scheduler_reporting_pb2.QueueReportRequest(queue_name=queue)
+    return Call("SchedulerReporting", "GetQueueReport", request, _report)
+
+
+def job_report(job_id: str) -> Call[Report]:
+    """A job's reasons over the cycles, its place in line, the nodes closest to holding it."""
+    request = scheduler_reporting_pb2.JobReportRequest(job_id=job_id)
+    return Call("SchedulerReporting", "GetJobReport", request, _report)
 
 
 def get_live_task_jobs(queue: str = "", orchestrator: str = "") -> Call[list[job_pb2.LiveTaskJob]]:

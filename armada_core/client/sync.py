@@ -21,6 +21,7 @@ from .builders import check_items
 from .connection import ConnectionConfig, client_config
 from .errors import ArmadaError, from_rpc_error
 from .job_wait import EventHandler, JobWait
+from .reports import ReportCalls
 from .streams import JobSetStream, StopSignal, relay
 from .tracking import JobResult
 from .watching import (
@@ -36,7 +37,7 @@ __all__ = ["ArmadaClient", "EventHandler", "StopSignal"]
 R = TypeVar("R")
 
 
-class ArmadaClient:
+class ArmadaClient(ReportCalls):
     """A blocking client for an Armada server (ours or upstream), thread-safe.
 
         with ArmadaClient("localhost:50051") as client:

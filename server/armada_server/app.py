@@ -29,6 +29,8 @@ from armada_core.api import (
     job_pb2_grpc,
     nodes_pb2,
     nodes_pb2_grpc,
+    scheduler_reporting_pb2,
+    scheduler_reporting_pb2_grpc,
     submit_pb2,
     submit_pb2_grpc,
 )
@@ -63,6 +65,7 @@ from armada_server.services.executor_api import ExecutorApiService
 from armada_server.services.jobs import JobsService
 from armada_server.services.nodes import NodesService
 from armada_server.services.queues import QueueService
+from armada_server.services.reporting import ReportingService
 from armada_server.services.retry_policies import RetryPolicyService
 from armada_server.services.submit import SubmitService
 from armada_server.storage import Storage
@@ -80,6 +83,7 @@ SERVICES = {
     "api.Event": event_pb2,
     "api.Jobs": job_pb2,
     "api.Nodes": nodes_pb2,
+    "schedulerobjects.SchedulerReporting": scheduler_reporting_pb2,
     "executor.ExecutorApi": executor_pb2,
     "binoculars.Binoculars": binoculars_pb2,
 }
@@ -324,6 +328,7 @@ class ArmadaServer:
             carryover=storage.carryover,
             isolated_failures=storage.isolated_failures,
             clock=self.clock,
+            reports=storage.cycle_reports,
         )
         auth = self._auth()
         ctx = Context(
@@ -343,6 +348,7 @@ class ArmadaServer:
             scheduling_reads=storage.scheduling_reads,
             transactions=storage.transactions,
             wake_scheduler=self.scheduler.poke,
+            cycle_reports=storage.cycle_reports,
         )
         self.context = ctx
         server = await self._grpc_server(ctx, auth, self.scheduler)
@@ -376,6 +382,9 @@ class ArmadaServer:
         event_pb2_grpc.add_EventServicer_to_server(EventService(ctx), server)
         job_pb2_grpc.add_JobsServicer_to_server(JobsService(ctx), server)
         nodes_pb2_grpc.add_NodesServicer_to_server(NodesService(ctx), server)
+        scheduler_reporting_pb2_grpc.add_SchedulerReportingServicer_to_server(
+            ReportingService(ctx), server
+        )
         binoculars_pb2_grpc.add_BinocularsServicer_to_server(
             BinocularsService(ctx, self.executor_channels), server
         )

@@ -392,6 +392,9 @@ class ServerConfig:
     # Accept jobs that fit no node the executors report, even an empty one (refused by
     # default, as upstream does): for clusters that add nodes when jobs wait.
     accept_jobs_that_fit_no_node: bool = False
+    # Scheduling cycles the reports keep (docs/reports.md): older cycles, and the reasons
+    # jobs waited for in them, are deleted by the leader as it goes.
+    report_cycles: int = 100
 
     def submission(self) -> SubmissionConfig:
         return SubmissionConfig(
@@ -416,6 +419,10 @@ class ServerConfig:
                 "accept_jobs_that_fit_no_node: must be true or false, got "
                 f"{self.accept_jobs_that_fit_no_node!r}"
             )
+        if isinstance(self.report_cycles, bool) or not isinstance(self.report_cycles, int):
+            raise ConfigError(f"report_cycles: must be a whole number, got {self.report_cycles!r}")
+        if self.report_cycles < 1:
+            raise ConfigError(f"report_cycles: must be at least 1, got {self.report_cycles}")
         names = [p.name for p in self.priority_classes]
         if not names:
             raise ConfigError("priority_classes: at least one is needed")

@@ -1,29 +1,26 @@
-"""Fair share per queue, from what the scheduler reads: the web UI's chart samples it, and
-GetJobDetails tells a waiting job where its queue stands.
+"""Fair share per queue as the latest scheduling cycle weighed it: the web UI's chart samples
+it, and GetJobDetails tells a waiting job where its queue stands.
 
-Each sample reads the scheduler's state (queues, executors' nodes, queued and running jobs)
-and computes, as the scheduler does with armada_core.scheduling.fairness: each queue's weight
-(1 / priority factor), fair share among the active queues (those with queued or running
-jobs), adjusted fair share (fair share capped at demand, the rest handed to the others), and
-its actual share: per resource (requests of running jobs / capacity of schedulable nodes) and
-the dominant one, which is what the scheduler compares.
+A sample is the latest kept cycle's own figures (reporting/cycle.py, from the cycle's
+SchedulingResult): each queue's weight (1 / priority factor), fair share among the active
+queues (those with queued or running jobs), adjusted fair share (fair share capped at demand,
+the rest handed to the others), its actual share (the cost of what it held, the dominant
+resource's share, which is what the scheduler compares) and per resource what it held over the
+capacity the cycle counted. Nothing is computed again beside the cycle.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from typing import Any
 
-from armada_core.api import submit_pb2
-from armada_core.scheduling import Resources
-from armada_core.scheduling.fairness import CostModel, adjusted_fair_shares, fair_shares
-from armada_core.scheduling.model import DEFAULT_RESOURCE_ORDER
-from armada_server.config import ServerConfig
+from armada_server.storage.cycle_reports import CycleReports
 from armada_server.storage.places import ordinal
-from armada_server.storage.scheduling_reads import QueuedJob, RunningJob, SchedulingReads
+from armada_server.storage.queues import Queues
 
 
 @dataclass(frozen=True)
@@ -48,116 +45,36 @@ class Sample:
     queues: Mapping[str, QueueShare]
 
 
-class Shapes:
-    """Parsed resource lists by their text: few distinct shapes, parsing is the cost."""
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple[tuple[str, str], ...], Resources] = {}
-        self._by_spec: dict[bytes, Resources] = {}
-
-    def __call__(self, values: Mapping[str, str]) -> Resources:
-        key = tuple(sorted(values.items()))
-        found = self._cache.get(key)
-        if found is None:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            try:
-                found = Resources.from_k8s(dict(key))
-            except (ValueError, ArithmeticError):
-                found = Resources()
-            self._cache[key] = found
-        return found
-
-    def of_job(self, job: QueuedJob | RunningJob) -> Resources:
-        """A job's requests; jobs whose specs differ only in their ids are parsed once."""
-        key = job.spec_key
-        if key is None:
-            return self(_requests(job.spec))
-        found = self._by_spec.get(key)
-        if found is None:
-            if len(self._by_spec) > 10_000:
-                self._by_spec.clear()
-            found = self._by_spec[key] = self(_requests(job.spec))
-        return found
-
-
-def _requests(spec: submit_pb2.Job) -> Mapping[str, str]:
-    return {k: v.string for k, v in spec.scheduling_resource_requirements.requests.items()}
-
-
-def compute(
-    reads: SchedulingReads,
-    config: ServerConfig,
-    shapes: Shapes | None = None,
-    now: datetime | None = None,
-) -> Sample:
-    """One sample. Blocking: reads the database."""
-    shapes = shapes or Shapes()
-    now = now or datetime.now(UTC)
-    state = reads.scheduling_state(executor_timeout=config.lease_timeout, now=now)
-    capacity: dict[str, int] = {}
-    live_nodes: set[str] = set()
-    for executor in state.executors:
-        for node in executor.nodes:
-            live_nodes.add(f"{executor.id}/{node.name}")
-            if node.unschedulable:
-                continue
-            for name, amount in shapes(dict(node.allocatable)).items():
-                capacity[name] = capacity.get(name, 0) + amount
-    names = {q.name for q in state.queues}
-    alloc: dict[str, dict[str, int]] = {q: {} for q in names}
-    demand: dict[str, dict[str, int]] = {q: {} for q in names}
-    running = dict.fromkeys(names, 0)
-    queued = dict.fromkeys(names, 0)
-    for job in state.running:
-        if job.queue not in names or job.node not in live_nodes:
-            continue
-        running[job.queue] += 1
-        for name, amount in shapes.of_job(job).items():
-            alloc[job.queue][name] = alloc[job.queue].get(name, 0) + amount
-            demand[job.queue][name] = demand[job.queue].get(name, 0) + amount
-    for waiting in state.queued:
-        if waiting.queue not in names:
-            continue
-        queued[waiting.queue] += 1
-        for name, amount in shapes.of_job(waiting).items():
-            demand[waiting.queue][name] = demand[waiting.queue].get(name, 0) + amount
-    known = [n for n in DEFAULT_RESOURCE_ORDER if n in capacity]
-    dims = tuple(known + sorted(set(capacity) - set(known)))
-    costs = CostModel.build(dims, [capacity[d] for d in dims], {})
-
-    def cost(values: Mapping[str, int]) -> float:
-        return costs.cost([values.get(d, 0) for d in dims])
-
-    by_name = {q.name: q for q in state.queues}
-    weights = {q: 1.0 / (by_name[q].priority_factor or 1.0) for q in names}
-    active = sorted(q for q in names if running[q] or queued[q])
-    plain = fair_shares({q: weights[q] for q in active}) if active else {}
-    adjusted = (
-        adjusted_fair_shares({q: weights[q] for q in active}, {q: cost(demand[q]) for q in active})
-        if active
-        else {}
-    )
-    queues = {}
-    for q in sorted(names):
-        queues[q] = QueueShare(
-            name=q,
-            weight=weights[q],
-            cordoned=by_name[q].cordoned,
-            active=q in plain,
-            fair_share=plain.get(q, 0.0),
-            adjusted_fair_share=adjusted.get(q, 0.0),
-            share=cost(alloc[q]),
-            demand=cost(demand[q]),
-            shares={d: alloc[q].get(d, 0) / capacity[d] for d in dims if capacity[d]},
-            running=running[q],
-            queued=queued[q],
+def compute(cycles: CycleReports, queues: Queues) -> Sample:
+    """One sample: the latest kept cycle's figures for every queue (zeros for a queue the
+    cycle did not weigh). Blocking: reads the database (two small reads)."""
+    kept = cycles.cycles(1)
+    record: dict[str, Any] = json.loads(kept[0].report) if kept else {}
+    when = kept[0].started_at.timestamp() if kept else time.time()
+    capacity: dict[str, int] = record.get("capacity", {})
+    weighed: dict[str, dict[str, Any]] = record.get("queues", {})
+    out = {}
+    for q in queues.list_queues():
+        f = weighed.get(q.name, {})
+        held: dict[str, int] = f.get("held", {})
+        out[q.name] = QueueShare(
+            name=q.name,
+            weight=f.get("weight", 1.0 / (q.priority_factor or 1.0)),
+            cordoned=q.cordoned,
+            active="fairShare" in f,
+            fair_share=f.get("fairShare", 0.0),
+            adjusted_fair_share=f.get("adjustedFairShare", 0.0),
+            share=f.get("share", 0.0),
+            demand=f.get("demand", 0.0),
+            shares={d: held.get(d, 0) / c for d, c in capacity.items() if c},
+            running=f.get("running", 0),
+            queued=f.get("queued", 0),
         )
-    return Sample(now.timestamp(), capacity, queues)
+    return Sample(when, capacity, dict(sorted(out.items())))
 
 
-# A sample reads every queued and running job: with a million queued it takes seconds, and the
-# sampler must not take the server's time from submissions and scheduling.
+# A sample reads the latest cycle's row; the pause still keeps a slow database's reads from
+# taking the server's time from submissions and scheduling.
 MAX_BUSY_FRACTION = 0.1
 
 
@@ -174,16 +91,15 @@ class RecentShares:
 
     def __init__(
         self,
-        reads: SchedulingReads,
-        config: ServerConfig,
+        cycles: CycleReports,
+        queues: Queues,
         max_age: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.reads = reads
-        self.config = config
+        self.cycles = cycles
+        self.queues = queues
         self.max_age = max_age
         self._clock = clock
-        self._shapes = Shapes()
         self._lock = threading.Lock()
         self._sample: Sample | None = None
         self._until = 0.0
@@ -194,7 +110,7 @@ class RecentShares:
         with self._lock:
             started = self._clock()
             if self._sample is None or started >= self._until:
-                self._sample = compute(self.reads, self.config, self._shapes)
+                self._sample = compute(self.cycles, self.queues)
                 done = self._clock()
                 self._until = done + pause(self.max_age, done - started)
             return self._sample

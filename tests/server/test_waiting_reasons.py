@@ -73,7 +73,7 @@ def test_fair_shares_are_read_once_per_few_seconds(monkeypatch: pytest.MonkeyPat
     now = [100.0]
     reads: list[float] = []
 
-    def compute(store, config, shapes):  # type: ignore[no-untyped-def]
+    def compute(cycles, queues):  # type: ignore[no-untyped-def]
         reads.append(now[0])
         now[0] += 0.01  # reading takes 10ms
         return shares.Sample(now[0], {}, {})

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import Engine
@@ -20,12 +20,14 @@ from armada_core.scheduling.fairness import decay_usage
 from armada_core.waiting import wait_event
 from armada_server.config import ServerConfig
 from armada_server.metrics import Metrics
+from armada_server.reporting.cycle import cycle_record, dumps
 from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.snapshot import Placement, build_snapshot
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
+from armada_server.storage.cycle_reports import CycleReports
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.leases import Leases
 from armada_server.storage.scheduling_reads import SchedulingReads, SchedulingState
@@ -112,6 +114,7 @@ class _Decisions:
     placements: dict[str, Placement]
     result: s.SchedulingResult
     broken: dict[str, str]  # jobs the scheduler cannot read -> why
+    preempting: dict[str, str] = field(default_factory=dict)  # made_room_for, once written
 
 
 class SchedulingLoop:
@@ -133,9 +136,12 @@ class SchedulingLoop:
         carryover: SchedulerCarryover,
         isolated_failures: Counter[str],
         clock: Callable[[], datetime] = utcnow,
+        reports: CycleReports | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
+        # Where each cycle's figures and jobs' reason changes are kept (None: not kept).
+        self.reports = reports
         self.metrics = metrics
         self.leases = leases
         self.reads = reads
@@ -213,11 +219,35 @@ class SchedulingLoop:
             if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
                 return 0  # nothing to place, or nowhere to place it
             decisions = self._decide(config, state, carried, now)
-        leased = self._write(state, decisions, now)
+        number = self.reports.next_cycle() if self.reports is not None else None
+        leased = self._write(state, decisions, now, number)
         self._keep(carried)
         self.cycles += 1
-        self.metrics.cycle_seconds.observe(time.perf_counter() - started)
+        took = time.perf_counter() - started
+        self.metrics.cycle_seconds.observe(took)
+        if number is not None:
+            self._report(number, now, took, decisions)
         return leased
+
+    def _report(self, number: int, now: datetime, took: float, decisions: _Decisions) -> None:
+        """Keep the cycle's figures for the reports; a failure to keep them is logged, and
+        scheduling goes on."""
+        assert self.reports is not None
+        try:
+            record = cycle_record(
+                cycle=number,
+                started_at=now,
+                seconds=took,
+                snapshot=decisions.snapshot,
+                placements=decisions.placements,
+                result=decisions.result,
+                preempting=decisions.preempting,
+            )
+            self.reports.write_cycle(
+                number, now, took, dumps(record), keep=self.config.report_cycles
+            )
+        except Exception:
+            log.exception("scheduling cycle %d: its report was not kept", number)
 
     def _decide(
         self, config: ServerConfig, state: SchedulingState, carried: Carryover, now: datetime
@@ -251,8 +281,11 @@ class SchedulingLoop:
         )
         return _Decisions(snapshot, placements, result, broken)
 
-    def _write(self, state: SchedulingState, decisions: _Decisions, now: datetime) -> int:
-        """Write the cycle's decisions, in slices; returns the leases made."""
+    def _write(
+        self, state: SchedulingState, decisions: _Decisions, now: datetime, number: int | None
+    ) -> int:
+        """Write the cycle's decisions, in slices; returns the leases made. `number` is the
+        cycle's number in the reports (None: no reports)."""
         snapshot, placements, result = decisions.snapshot, decisions.placements, decisions.result
         if decisions.broken:
             # Jobs the scheduler cannot read fail alone; everyone else is scheduled.
@@ -269,7 +302,7 @@ class SchedulingLoop:
         }
         gangs = {j.id: (j.queue, j.gang_id) for j in snapshot.jobs if j.gang_id is not None}
         seen = _seen(state, scheduled.keys() | result.failed.keys(), result.preempted)
-        preempting = made_room_for(snapshot, result)
+        preempting = decisions.preempting = made_room_for(snapshot, result)
         leased = 0
         for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
             # The first transaction also holds the preemptions the leases may rely on.
@@ -285,6 +318,7 @@ class SchedulingLoop:
                 preempt_reasons=result.preempt_reasons if first else None,
                 charges=result.excess_flow,
                 now=now,
+                cycle=number,
             )
             leased += done
             if done and self.on_leased is not None:

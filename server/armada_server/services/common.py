@@ -65,12 +65,12 @@ class Context:
     nodes: Nodes
     executors: ExecutorSync
     scheduling_reads: SchedulingReads
+    # The kept scheduling cycles and jobs' reason histories (the scheduling reports).
+    cycle_reports: CycleReports
     # The database and its commit hook (capability checks, the web UI's live feed).
     transactions: Transactions
     # Asks the scheduling loop for a cycle now (new work arrived).
     wake_scheduler: Callable[[], None] = lambda: None
-    # The kept scheduling cycles and jobs' reason histories (the scheduling reports).
-    cycle_reports: CycleReports | None = None
 
     async def authorize(self, queue: str, verb: str) -> None:
         """PERMISSION_DENIED unless the caller may `verb` on `queue` (NOT_FOUND if missing)."""

@@ -81,7 +81,7 @@ class JobsService(job_pb2_grpc.JobsServicer):
         self.ctx = ctx
         # Where the queue of a waiting job stands, said after the scheduler's reason: read
         # when asked (the stored reason changes only with the scheduler's), a few seconds old.
-        self.shares = RecentShares(ctx.scheduling_reads, ctx.config)
+        self.shares = RecentShares(ctx.cycle_reports, ctx.queues)
 
     async def _shares(self) -> Sample | None:
         try:

@@ -15,6 +15,7 @@ from armada_server.services.common import Context
 from armada_server.services.events import EventService
 from armada_server.services.jobs import JobsService
 from armada_server.services.queues import QueueService
+from armada_server.services.reporting import ReportingService
 from armada_server.services.submit import SubmitService
 from armada_server.web.live import ChangeFeed
 from armada_server.web.shares import ShareSampler
@@ -29,6 +30,7 @@ class Services:
     jobs: JobsService
     events: EventService
     binoculars: BinocularsService
+    reporting: ReportingService
 
     @classmethod
     def build(cls, ctx: Context, channels: ExecutorChannels) -> Services:
@@ -39,6 +41,7 @@ class Services:
             JobsService(ctx),
             EventService(ctx),
             BinocularsService(ctx, channels),
+            ReportingService(ctx),
         )
 
 

@@ -28,6 +28,7 @@ from armada_core.client.jobfile import parse_job_request
 from armada_core.client.k8s_convert import SpecError, to_message
 from armada_core.jobs import Job
 from armada_server.errors import ApiError, InvalidArgument
+from armada_server.reporting.compose import DEFAULT_CYCLES, MAX_CYCLES
 from armada_server.services.events import HEARTBEAT_METADATA, check_job_set, parse_message_id
 from armada_server.services.jobs import job_error, storable
 from armada_server.storage.nodes import NodeInfo
@@ -513,6 +514,28 @@ async def list_job_sets(request: Request) -> Response:
     )
 
 
+# --- scheduling reports ----------------------------------------------------------------------
+
+
+@endpoint
+async def scheduling_report(request: Request) -> Response:
+    reporting = web_of(request).services.reporting
+    cycles = _int(request, "cycles", DEFAULT_CYCLES, 1, MAX_CYCLES)
+    return JSONResponse(await reporting.scheduling_report(_one(request, "pool"), cycles))
+
+
+@endpoint
+async def queue_report(request: Request) -> Response:
+    reporting = web_of(request).services.reporting
+    return JSONResponse(await reporting.queue_report(request.path_params["name"]))
+
+
+@endpoint
+async def job_report(request: Request) -> Response:
+    reporting = web_of(request).services.reporting
+    return JSONResponse(await reporting.job_report(request.path_params["id"]))
+
+
 # --- job-set events as server-sent events ----------------------------------------------------
 
 
@@ -576,7 +599,9 @@ routes = [
     resource("/api/v1/queues/{name}", get=get_queue, put=update_queue, delete=delete_queue),
     resource("/api/v1/queues/{name}/cordon", post=cordon_queue),
     resource("/api/v1/queues/{name}/uncordon", post=uncordon_queue),
+    resource("/api/v1/queues/{name}/report", get=queue_report),
     resource("/api/v1/shares", get=shares),
+    resource("/api/v1/reports/scheduling", get=scheduling_report),
     resource("/api/v1/nodes", get=list_nodes),
     resource("/api/v1/nodes/cordon", post=cordon_node),
     resource("/api/v1/nodes/uncordon", post=uncordon_node),
@@ -587,6 +612,7 @@ routes = [
     resource("/api/v1/jobs/preempt", post=preempt_jobs),
     resource("/api/v1/jobs/{id}", get=get_job),
     resource("/api/v1/jobs/{id}/logs", get=job_logs),
+    resource("/api/v1/jobs/{id}/report", get=job_report),
     resource("/api/v1/jobsets", get=list_job_sets),
     resource("/api/v1/jobsets/cancel", post=cancel_job_set),
     resource("/api/v1/events", get=job_set_events),

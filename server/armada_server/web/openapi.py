@@ -629,6 +629,106 @@ def _job_set_paths() -> dict[str, Any]:
     }
 
 
+NINT = {"type": "integer", "nullable": True}
+_CYCLE = _obj(
+    {
+        "cycle": INT,
+        "started": STR,
+        "seconds": NUM,
+        "considered": _map(INT),
+        "scheduled": INT,
+        "preempted": INT,
+        "failed": INT,
+        "pools": _map(_map(INT)),
+        "preemptions": _map(INT),
+        "waiting": _map(INT),
+        "limits": _obj({}, extra=True),
+        "queues": _map(_obj({}, extra=True)),
+    },
+    ("cycle", "started", "seconds", "scheduled", "preempted", "queues"),
+    extra=True,
+)
+SCHEMAS["SchedulingReport"] = _obj(
+    {"pool": STR, "cycles": _array(_CYCLE), "limits": STR_MAP}, ("pool", "cycles", "limits")
+)
+SCHEMAS["QueueReport"] = _obj(
+    {
+        "queue": STR,
+        "cycle": NINT,
+        "standing": {"type": "object", "nullable": True, "additionalProperties": True},
+        "waiting": _array(
+            _obj(
+                {
+                    "reason": STR,
+                    "count": INT,
+                    "oldestJobId": STR,
+                    "oldestSubmitted": STR,
+                    "limit": NSTR,
+                    "needs": STR,
+                }
+            )
+        ),
+        "heldBy": STR,
+        "needs": STR,
+    },
+    ("queue", "cycle", "standing", "waiting", "heldBy", "needs"),
+)
+SCHEMAS["JobReport"] = _obj(
+    {
+        "jobId": STR,
+        "queue": STR,
+        "jobSet": STR,
+        "state": STR,
+        "reason": STR,
+        "limit": NSTR,
+        "needs": STR,
+        "history": _array(_obj({"fromCycle": INT, "cycles": NINT, "reason": STR})),
+        "placeInLine": NINT,
+        "nearestNodes": _array(_obj({"executor": STR, "pool": STR, "node": STR, "lacks": STR_MAP})),
+    },
+    ("jobId", "queue", "state", "history", "placeInLine", "nearestNodes"),
+)
+
+
+def _report_paths() -> dict[str, Any]:
+    """The scheduling reports (SchedulerReporting over HTTP; docs/reports.md)."""
+    return {
+        "/api/v1/reports/scheduling": {
+            "get": _op(
+                "getSchedulingReport",
+                "The latest scheduling cycles: what they decided and why, the limits that "
+                "bound, each queue's fair share, adjusted fair share, actual share, decayed "
+                "usage and demand (only queues the caller may watch)",
+                _json(_ref("SchedulingReport"), "the report"),
+                errors=("400", "401"),
+                params=[
+                    _q("pool", STR, "only this pool's counts"),
+                    _q("cycles", {"type": "integer", "minimum": 1, "maximum": 1000}, "how many"),
+                ],
+                tag="reports",
+            ),
+        },
+        "/api/v1/queues/{name}/report": {
+            "get": _op(
+                "getQueueReport",
+                "A queue's standing, its waiting jobs by reason, what holds it back",
+                _json(_ref("QueueReport"), "the report"),
+                params=[QUEUE_NAME],
+                tag="reports",
+            ),
+        },
+        "/api/v1/jobs/{id}/report": {
+            "get": _op(
+                "getJobReport",
+                "A job's reasons over the cycles, its place in line, the nearest nodes",
+                _json(_ref("JobReport"), "the report"),
+                params=[JOB_ID],
+                tag="reports",
+            ),
+        },
+    }
+
+
 @cache
 def document() -> dict[str, Any]:
     """The whole document, built once: the gateway serves it as it is."""
@@ -644,5 +744,6 @@ def document() -> dict[str, Any]:
             **_job_paths(),
             **_job_action_paths(),
             **_job_set_paths(),
+            **_report_paths(),
         },
     }

@@ -222,6 +222,8 @@ async def queue_page(request: Request) -> Response:
     )
     counts = (await web.ctx.run(queries.queue_counts, web.ctx.job_reads)).get(name, {})
     sample = await _sample(web)
+    watch = web.may(queue, "watch")
+    report = await web.services.reporting.queue_report(name) if watch else None
     return render(
         request,
         "queue.html",
@@ -237,6 +239,7 @@ async def queue_page(request: Request) -> Response:
         is_admin=web.is_admin(),
         may_cancel=web.may(queue, "cancel"),
         states=list(JobState),
+        report=report,
     )
 
 
@@ -353,6 +356,7 @@ async def job_page(request: Request) -> Response:
             queries.gang_members, web.ctx.job_reads, job.queue, job.job_set, job.gang.id
         )
     containers = [c.name for c in job.pod_spec.containers]
+    report = await web.services.reporting.job_report(job.id) if may_watch else None
     spec_yaml = yaml.safe_dump(to_json(job.spec), sort_keys=False, width=100)
     return render(
         request,
@@ -364,6 +368,7 @@ async def job_page(request: Request) -> Response:
         gang=gang,
         containers=containers,
         spec_yaml=spec_yaml,
+        report=report,
         may_watch=may_watch,
         may_cancel=web.may(queue, "cancel"),
         may_reprioritize=web.may(queue, "reprioritize"),

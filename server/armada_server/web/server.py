@@ -126,7 +126,7 @@ class WebServer:
             self.ctx,
             Services.build(self.ctx, self.channels),
             feed,
-            ShareSampler(self.ctx.scheduling_reads, self.ctx.config),
+            ShareSampler(self.ctx.cycle_reports, self.ctx.queues),
             self.auth.enabled,
         )
         self.app = build_app(self.web, Authenticator(self.auth) if self.auth.enabled else None)

@@ -1,5 +1,5 @@
-"""Fair share per queue sampled for the last hour's chart (armada_server.shares computes a
-sample)."""
+"""Fair share per queue sampled for the last hour's chart (armada_server.shares reads a
+sample: the latest scheduling cycle's figures)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import time
 from collections import deque
 from concurrent.futures import Executor
 
-from armada_server.config import ServerConfig
-from armada_server.shares import Sample, Shapes, compute, pause
-from armada_server.storage.scheduling_reads import SchedulingReads
+from armada_server.shares import Sample, compute, pause
+from armada_server.storage.cycle_reports import CycleReports
+from armada_server.storage.queues import Queues
 
 log = logging.getLogger("armada_server.web")
 
@@ -25,16 +25,15 @@ class ShareSampler:
 
     def __init__(
         self,
-        reads: SchedulingReads,
-        config: ServerConfig,
+        cycles: CycleReports,
+        queues: Queues,
         period: float = PERIOD,
         window: float = WINDOW,
     ) -> None:
-        self.reads = reads
-        self.config = config
+        self.cycles = cycles
+        self.queues = queues
         self.period = period
         self.samples: deque[Sample] = deque(maxlen=max(2, int(window / period) + 1))
-        self._shapes = Shapes()
         self._wake = asyncio.Event()
 
     @property
@@ -43,7 +42,7 @@ class ShareSampler:
 
     def sample(self) -> Sample:
         """Take a sample now and keep it. Blocking."""
-        found = compute(self.reads, self.config, self._shapes)
+        found = compute(self.cycles, self.queues)
         self.samples.append(found)
         return found
 
