@@ -87,6 +87,8 @@ query {
   }
 }
 """
+#: Seconds between the reaper sensor's ticks (20 by default).
+REAP_INTERVAL = 2
 ARMADA_SETTINGS = {"scheduling_period": 0.2, "executor_sync_interval": 0.2, "lease_timeout": 60}
 
 
@@ -312,6 +314,7 @@ def deployed(home: Path, address: str, queue: str) -> Iterator[Deployment]:
         "ARMADA_ADDRESS": address,
         "ARMADA_QUEUE": queue,
         "ARMADA_TEST_MARKERS": str(home / "markers"),
+        "ARMADA_REAP_INTERVAL": str(REAP_INTERVAL),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     running = Deployment(home=home, logs=home, env=env, web_port=web_port, grpc_port=grpc_port)
@@ -746,3 +749,53 @@ def test_killing_the_armada_executor_or_server_loses_and_duplicates_nothing(
     assert started.read_text().split() == [f"armada-{job_id}-0"]
     assert deployment.children(run_id) == []
     wait_for(lambda: not pod_running(job_id), 30, "the job's pod to be gone")
+
+
+# --- the reaper sensor: runs ended behind their steps' back ----------------------------------
+
+MARK_CANCELED = """
+mutation ($runId: String!) {
+  terminateRun(runId: $runId, terminatePolicy: MARK_AS_CANCELED_IMMEDIATELY) { __typename }
+}
+"""
+DELETE = """
+mutation ($runId: String!) { deletePipelineRun(runId: $runId) { __typename } }
+"""
+
+
+@pytest.mark.parametrize("how", ["marked canceled", "deleted"])
+def test_a_run_ended_behind_its_steps_back_has_its_job_cancelled(
+    deployment: Deployment, admin: ArmadaClient, deployment_queue: str, how: str
+) -> None:
+    """A run marked canceled without terminating it (the UI's force termination), or deleted,
+    while its step waits on its job: nobody tells the step. The reaper sensor cancels the job,
+    naming the run's state; another run's job, whose run is STARTED, runs on to its end."""
+    run_id, other = deployment.launch(), deployment.launch()
+    jobs, other_jobs = (
+        StepJobs(admin, deployment_queue, run_id),
+        StepJobs(admin, deployment_queue, other),
+    )
+    with releasing(deployment, run_id), releasing(deployment, other):
+        job_id = running_job(jobs, run_id)
+        other_job = running_job(other_jobs, other)
+        mutation, state = (
+            (MARK_CANCELED, "CANCELED")
+            if how == "marked canceled"
+            else (
+                DELETE,
+                "deleted",
+            )
+        )
+        deployment.graphql._execute(mutation, {"runId": run_id})
+        wait_for(
+            lambda: admin.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED,
+            90,
+            "the reaper sensor to cancel the job",
+        )
+        reason = admin.get_job_details([job_id])[job_id].cancel_reason
+        assert reason == f"dagster run {run_id} is {state}"
+        assert other_jobs.in_run(other) == {other_job: submit_pb2.RUNNING}
+        assert deployment.status(other) == DagsterRunStatus.STARTED
+        release(deployment, other)
+        assert deployment.wait_finished(other) == DagsterRunStatus.SUCCESS
+    assert admin.get_job_status([other_job])[other_job] == submit_pb2.SUCCEEDED

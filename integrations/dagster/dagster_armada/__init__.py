@@ -15,6 +15,7 @@ from .job import (
 from .launcher import ArmadaRunLauncher, run_task_identity
 from .outcome import ArmadaJobDisappeared, failure_metadata, raise_for_outcome
 from .pipes import PipesArmadaClient, PipesArmadaLogsMessageReader
+from .reaping import armada_reaper_sensor
 from .resource import ArmadaResource
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "StepIdentity",
     "armada_asset",
     "armada_op",
+    "armada_reaper_sensor",
     "container_pod_spec",
     "execute_armada_job",
     "failure_metadata",

@@ -4,7 +4,8 @@ runs an Armada job that waits until the test releases it.
 The job writes its pod's hostname to `<markers>/<root run id>/started` when it starts and
 ends once `<markers>/<root run id>/release` exists, so every run of one lineage (a run and
 its retries) waits on the same release. Settings come from the environment the test starts
-the code server with: ARMADA_ADDRESS, ARMADA_QUEUE, ARMADA_TEST_MARKERS.
+the code server with: ARMADA_ADDRESS, ARMADA_QUEUE, ARMADA_TEST_MARKERS, and
+ARMADA_REAP_INTERVAL (seconds between the reaper sensor's ticks).
 """
 
 import os
@@ -12,7 +13,7 @@ from typing import Any
 
 from dagster import Definitions, OpExecutionContext, job
 
-from dagster_armada import ArmadaResource, armada_op, container_pod_spec
+from dagster_armada import ArmadaResource, armada_op, armada_reaper_sensor, container_pod_spec
 
 STEP = "wait_for_release"
 STATUS_CHECK_INTERVAL = 5  # how often a waiting step asks whether the server knows its job
@@ -38,6 +39,11 @@ def release_job() -> None:
 
 defs = Definitions(
     jobs=[release_job],
+    sensors=[
+        armada_reaper_sensor(
+            minimum_interval_seconds=int(os.environ.get("ARMADA_REAP_INTERVAL", "20"))
+        )
+    ],
     resources={
         "armada": ArmadaResource(
             address=os.environ.get("ARMADA_ADDRESS", "localhost:50051"),
