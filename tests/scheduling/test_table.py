@@ -93,6 +93,57 @@ def _requeued(members, cardinality: int):
     return [replace(m, node=None, start_time=None, gang_cardinality=cardinality) for m in members]
 
 
+def _needless_preemption_scenarios() -> list[Scenario]:
+    """Seed 000, "avoid preemption": nothing is preempted that the cycle's decisions do not
+    need (upstream's "gang preemption" case)."""
+    nodes = [node("n0", cpu=32, mem=64), node("n1", cpu=32, mem=64)]
+    gang_c = gang("c", 32, "C")
+    urgent = jobs("u", 17, "A", pc="high")
+    return [
+        Scenario(
+            # A's first urgent job strands C's evicted gang (it cannot go back whole): the
+            # gang is preempted at once and its space is free, so A's other urgent jobs take
+            # it instead of displacing A's own evicted jobs on n0.
+            "urgent jobs preempt a whole gang and nothing else",
+            nodes,
+            [
+                Round(jobs("a", 16, "A") + jobs("b", 16, "B"), counts={"A": 16, "B": 16}),
+                Round(gang_c, sched={m.id: "n1" for m in gang_c}, pre=set()),
+                Round(
+                    urgent,
+                    sched={u.id: "n1" for u in urgent},
+                    pre={m.id for m in gang_c},
+                    counts={"A": 33, "B": 16},
+                ),
+                Round([], sched=set(), pre=set()),
+            ],
+            queues=ABC,
+            config=ALWAYS_EVICT,
+            classes=LOW_HIGH,
+        ),
+        Scenario(
+            # Upstream's layout: A and B each on half of a node, the gang on the other
+            # halves of both.
+            "urgent jobs preempt a whole gang split over two nodes and nothing else",
+            nodes,
+            [
+                Round(
+                    running(jobs("a", 16, "A"), "n0")
+                    + running(jobs("b", 16, "B"), "n1")
+                    + running(gang_c[:16], "n0")
+                    + running(gang_c[16:], "n1")
+                    + urgent,
+                    pre={m.id for m in gang_c},
+                    counts={"A": 33, "B": 16},
+                ),
+            ],
+            queues=ABC,
+            config=ALWAYS_EVICT,
+            classes=LOW_HIGH,
+        ),
+    ]
+
+
 def _role_scenarios() -> list[Scenario]:
     """Elastic pod groups (SEMANTICS.md, "Elastic pod groups")."""
     g = pod_group("g")
@@ -2026,6 +2077,7 @@ SCENARIOS: list[Scenario] = [
             Round([], finish={"a0", "a1"}, sched={"a4", "a5"}, pre=set()),
         ],
     ),
+    *_needless_preemption_scenarios(),
     *_role_scenarios(),
     *_subgroup_scenarios(),
 ]

@@ -19,6 +19,7 @@ from .limits import take_charges
 from .nodes import place_job, static_constraints
 from .outcomes import leave_queued, record_placed
 from .state import CycleState, GangShapeKey, Item, Journal, Rank, Shape
+from .victims import evicted_settled
 
 #: Identical members placed: (node, how many), in placing order.
 Placement = list[tuple[int, int]]
@@ -223,9 +224,9 @@ def end_trial(state: CycleState, saved: SavedTrial | None = None) -> None:
 def rollback(state: CycleState, saved: SavedTrial) -> None:
     """Undo tentative work: the free space is again what it was at ``begin_trial``, and so
     are the answers remembered then (``Placing.space_epoch``)."""
-    queues, limits, placing = state.queues, state.limits, state.placing
+    queues, limits, placing, evictions = state.queues, state.limits, state.placing, state.evictions
     state.nodes.space.restore(saved.space)
-    state.evictions.held_version += 1
+    evictions.held_version += 1
     queues.allocation = saved.allocation
     queues.allocation_by_class = saved.allocation_by_class
     queues.usage = saved.usage
@@ -240,6 +241,10 @@ def rollback(state: CycleState, saved: SavedTrial) -> None:
             del state.result.scheduled[job_id]
         for row in reversed(journal.preempted[saved.preempted_mark :]):
             placing.preempted.discard(row)
+        # Evicted jobs that gave way in the trial wait to go back again.
+        undone = [r for r in journal.preempted[saved.preempted_mark :] if evictions.evicted[r]]
+        if undone:
+            evicted_settled(state, np.array(undone, dtype=np.int64), +1)
         del journal.scheduled[saved.scheduled_mark :]
         del journal.preempted[saved.preempted_mark :]
     placing.journal = saved.outer

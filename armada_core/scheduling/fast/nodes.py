@@ -18,7 +18,7 @@ from .limits import budget_plan, run_limits, take_charges
 from .outcomes import leave_queued, record_placed
 from .queues import RepeatedRequest, consecutive_wins
 from .state import CycleState, HeapEntry, Rank, Shape
-from .victims import by_victims, preempt_for, urgency_node
+from .victims import by_victims, evicted_give_way, preempt_for, urgency_node
 
 #: Runs at least this long are placed with one vectorised fill.
 _BULK = 256
@@ -219,6 +219,7 @@ def _place_over_evicted(state: CycleState, shape: Shape, want: int, placed: list
             n = by_victims(state, shape, candidates, level, evicted=True)
             if n is None:
                 continue
+            evicted_give_way(state, shape, n, level)
             space.place(n, shape.request, INF)
             placed.append(n)
             return True
@@ -318,6 +319,8 @@ def place_job(state: CycleState, q: int, i: int, allowed: BoolArray | None) -> R
     if level is not None:
         preempt_for(state, shape, n, level)
         state.placing.heap_stale = True
+    elif rank[0] == 1 and rank[1] < shape.class_priority:
+        evicted_give_way(state, shape, n, rank[1])
     state.nodes.space.place(n, shape.request, INF)
     record_placed(state, q, shape, np.array([i]), [n])
     return rank

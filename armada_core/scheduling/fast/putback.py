@@ -14,7 +14,7 @@ from .free_space import IntArray, scatter_add
 from .limits import class_limit
 from .queues import change_usage, charge_class, consecutive_wins, queue_keys
 from .state import CycleState, HeapEntry, Item
-from .victims import victim_group
+from .victims import evicted_settled
 
 #: Evicted jobs looked at per step, so that a step costs O(1) amortised.
 _WINDOW = 4096
@@ -78,6 +78,11 @@ def _spans(state: CycleState, window: int) -> tuple[list[Span], BarrierKey | Non
             continue
         cut = min(int(order.evicted_end[q][p0]), p0 + window)
         rows = sequence[p0:cut]
+        gone = np.flatnonzero(state.evictions.settled[rows])
+        if len(gone):
+            # Jobs that gave way earlier are already preempted: the first is the barrier.
+            cut = p0 + int(gone[0])
+            rows = rows[: int(gone[0])]
         cum = None
         if len(rows):
             cum = np.cumsum(requests[jobs.shape[rows]], axis=0)
@@ -131,6 +136,13 @@ def evicted_run(
     jobs, order, facts = state.jobs, state.order, state.shapes.facts
     end = min(int(order.run_end[q][pos]), pos + _WINDOW)
     rows = order.sequence[q][pos:end]
+    gone = np.flatnonzero(state.evictions.settled[rows])
+    if len(gone):
+        # A job that gave way earlier is already preempted: its turn changes nothing.
+        if gone[0] == 0:
+            evicted_one(state, q, int(rows[0]))
+            return 1
+        rows = rows[: int(gone[0])]
     shapes = jobs.shape[rows]
     classes = state.classes
     if any(classes[facts[s].class_name].max_fraction_per_queue for s in set(shapes.tolist())):
@@ -172,7 +184,13 @@ def evicted_item(state: CycleState, q: int, item: Item) -> None:
 
 
 def evicted_members(state: CycleState, q: int, members: list[int], item: Item | None) -> None:
-    """All members back on their nodes, or all preempted (an extra also when its core was)."""
+    """All members back on their nodes, or all preempted (an extra also when its core was).
+    Members that gave way to a job of a higher class earlier in the cycle are preempted
+    already."""
+    if state.evictions.settled[members[0]]:
+        if item is not None:
+            item.failed = True
+        return
     if _fits_back(state, q, members, item):
         _put_back(state, q, members)
         return
@@ -218,30 +236,3 @@ def _put_back(state: CycleState, q: int, members: list[int]) -> None:
             a + b for a, b in zip(queues.allocation[q], shape.request_tuple, strict=True)
         ]
         charge_class(state, q, shape.class_name, shape.request_tuple)
-
-
-def evicted_settled(state: CycleState, rows: IntArray) -> None:
-    """Evicted jobs placed back or preempted: no longer victims of displacement."""
-    jobs, evictions = state.jobs, state.evictions
-    evictions.settled[rows] = True
-    by_priority = evictions.evicted_victims
-    if not by_priority:
-        return
-    requests = state.shapes.requests
-    if len(rows) == 1:
-        i = int(rows[0])
-        groups = by_priority.get(int(jobs.class_priority[i]))
-        if groups is not None:
-            group = int(victim_group(state, rows)[0])
-            groups[group][int(jobs.node[i])] -= requests[jobs.shape[i]]
-        return
-    priorities = jobs.class_priority[rows]
-    for priority in np.unique(priorities).tolist():
-        groups = by_priority.get(int(priority))
-        if groups is None:
-            continue
-        sel = rows[priorities == priority]
-        group_of = victim_group(state, sel)
-        for g in np.unique(group_of).tolist():
-            mine = sel[group_of == g]
-            scatter_add(groups[g], jobs.node[mine], requests[jobs.shape[mine]], -1)

@@ -283,6 +283,8 @@ class Evictions:
     displaceable: IntArray = field(init=False)
     #: Displaceable jobs per node, built at the first urgency preemption.
     displaceable_by_node: dict[int, list[int]] | None = None
+    #: Evicted jobs per node, built when one first gives way to a job of a higher class.
+    evicted_by_node: dict[int, list[int]] | None = None
     #: Evicted jobs placed back or preempted, so no longer victims.
     settled: BoolArray = field(init=False)
     #: Per class priority, per victim group (``victims.victim_group``): evicted jobs not

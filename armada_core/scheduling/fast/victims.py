@@ -1,5 +1,6 @@
 """Placing with displacement (SEMANTICS.md, stages 2 and 3): choosing a node by the victims
-it needs, and urgency preemption of a minimal set of victims.
+it needs, and preemption of a minimal set of them (held jobs by urgency, evicted jobs of a
+lower class in stage 2).
 
 Victims are taken by class priority (a held gang: its hold priority), then their queue's
 fraction of fair share, highest first, then queue name, then the most recently ordered job.
@@ -10,12 +11,13 @@ groups of their own, taken first (``victim_group``).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from functools import partial
 from operator import itemgetter
 
 import numpy as np
 
-from .free_space import IntArray
+from .free_space import FloatArray, IntArray, scatter_add
 from .order import running_order
 from .queues import change_usage, charge_class, fair_share_fraction
 from .state import CycleState, Shape, sum_requests
@@ -136,12 +138,39 @@ def _held_per_group(state: CycleState, rows: IntArray, nn: int) -> dict[int, Int
 
 
 def preempt_for(state: CycleState, shape: Shape, n: int, level: float) -> None:
-    """Urgency preemption on node ``n``: victims in order until the job fits, then every
-    victim but the last, latest first, put back if the job still fits without it."""
-    victims = _victims_on(state, n, level)
-    space, preempted, unit_of = state.nodes.space, state.placing.preempted, state.evictions.unit_of
-    req = shape.request
+    """Urgency preemption on node ``n``: a minimal set of the held jobs that give way."""
+    space, preempted = state.nodes.space, state.placing.preempted
     room = space.capacity[n] - space.held[n]
+    victims = _victims_on(state, n, level)
+    for unit in _minimal_set(state, shape.request, n, room, victims, preempted.__contains__):
+        for member in unit:
+            _preempt(state, member)
+    state.placing.new_space_epoch()
+
+
+def evicted_give_way(state: CycleState, shape: Shape, n: int, level: float) -> None:
+    """Stage 2 below the job's class on node ``n``: a minimal set of the evicted jobs that
+    give way is preempted at once, each with its whole gang, so their space is free."""
+    space, settled = state.nodes.space, state.evictions.settled
+    room = space.capacity[n] - space.held[n] - space.evicted_total[n]
+    victims = _evicted_on(state, n, level)
+    for unit in _minimal_set(state, shape.request, n, room, victims, settled.__getitem__):
+        for member in unit:
+            _drop_evicted(state, member)
+
+
+def _minimal_set(
+    state: CycleState,
+    req: IntArray,
+    n: int,
+    room: IntArray,
+    victims: list[int],
+    gone: Callable[[int], bool],
+) -> list[list[int]]:
+    """Victims' gangs in order until the job fits in ``room``, then every one but the last,
+    latest first, put back if the job still fits without it. ``gone``: a member already
+    preempted (or settled)."""
+    unit_of = state.evictions.unit_of
     taken: list[list[int]] = []
     seen: set[int] = set()
     for v in victims:
@@ -152,7 +181,7 @@ def preempt_for(state: CycleState, shape: Shape, n: int, level: float) -> None:
         # A victim's whole gang goes, but for members already taken (an elastic member gives
         # way alone, before its group).
         whole = unit_of.get(v, [v])
-        unit = [m for m in whole if m not in seen and m not in preempted]
+        unit = [m for m in whole if m not in seen and not gone(m)]
         seen.update(unit)
         room = room + _unit_on_node(state, unit, n)
         if len(whole) > 1:
@@ -169,24 +198,42 @@ def preempt_for(state: CycleState, shape: Shape, n: int, level: float) -> None:
         if (back >= req).all():
             room = back
             keep[k] = False
-    for unit, kept in zip(taken, keep, strict=True):
-        if kept:
-            for member in unit:
-                _preempt(state, member)
-    state.placing.new_space_epoch()
+    return [unit for unit, kept in zip(taken, keep, strict=True) if kept]
 
 
 def _victims_on(state: CycleState, n: int, level: float) -> list[int]:
-    """Jobs on node ``n`` that give way at ``level``, in victim order."""
+    """Held jobs on node ``n`` that give way at ``level``, in victim order."""
     jobs, evictions, preempted = state.jobs, state.evictions, state.placing.preempted
     if evictions.displaceable_by_node is None:
         evictions.displaceable_by_node = defaultdict(list)
         for i in evictions.displaceable.tolist():
             evictions.displaceable_by_node[int(jobs.node[i])].append(i)
-    hold, queue, elastic, names = evictions.hold, jobs.queue, jobs.elastic, state.queues.names
+    hold = evictions.hold
     victims = [
         i for i in evictions.displaceable_by_node[n] if hold[i] <= level and i not in preempted
     ]
+    return _in_victim_order(state, victims, hold)
+
+
+def _evicted_on(state: CycleState, n: int, level: float) -> list[int]:
+    """Evicted jobs on node ``n`` not yet back, of class priority <= ``level``, in victim
+    order."""
+    jobs, evictions = state.jobs, state.evictions
+    if evictions.evicted_by_node is None:
+        evictions.evicted_by_node = defaultdict(list)
+        for i in np.flatnonzero(evictions.evicted).tolist():
+            evictions.evicted_by_node[int(jobs.node[i])].append(i)
+    priority, settled = jobs.class_priority, evictions.settled
+    victims = [i for i in evictions.evicted_by_node[n] if priority[i] <= level and not settled[i]]
+    return _in_victim_order(state, victims, priority)
+
+
+def _in_victim_order(
+    state: CycleState, victims: list[int], priority: FloatArray | IntArray
+) -> list[int]:
+    """Victims by (class or hold ``priority``, elastic first, queue furthest above its fair
+    share, queue name), the most recently ordered first within each."""
+    queue, elastic, names = state.jobs.queue, state.jobs.elastic, state.queues.names
     victims.sort(key=partial(running_order, state), reverse=True)
     fractions: dict[int, float] = {}
     for i in victims:
@@ -195,13 +242,56 @@ def _victims_on(state: CycleState, n: int, level: float) -> list[int]:
             fractions[q] = fair_share_fraction(state, q)
     victims.sort(
         key=lambda i: (
-            hold[i],
+            priority[i],
             0 if elastic is not None and elastic[i] else 1,
             -fractions[int(queue[i])],
             names[int(queue[i])],
         )
     )
     return victims
+
+
+def _drop_evicted(state: CycleState, member: int) -> None:
+    """An evicted job gives way: it will not go back, its space is free, its queue's usage
+    no longer counts it."""
+    jobs, placing = state.jobs, state.placing
+    s = jobs.shape[member]
+    state.nodes.space.drop_evicted(
+        int(jobs.node[member]), state.shapes.requests[s], int(jobs.class_priority[member])
+    )
+    evicted_settled(state, np.array([member]))
+    change_usage(state, int(jobs.queue[member]), state.shapes.facts[s].request_tuple, -1)
+    placing.preempted.add(member)
+    if placing.journal is not None:
+        placing.journal.preempted.append(member)
+
+
+def evicted_settled(state: CycleState, rows: IntArray, sign: int = -1) -> None:
+    """Evicted jobs placed back or preempted: no longer victims of displacement (``sign``
+    +1: tentative work undone, they are again)."""
+    jobs, evictions = state.jobs, state.evictions
+    evictions.settled[rows] = sign < 0
+    by_priority = evictions.evicted_victims
+    if not by_priority:
+        return
+    requests = state.shapes.requests
+    if len(rows) == 1:
+        i = int(rows[0])
+        groups = by_priority.get(int(jobs.class_priority[i]))
+        if groups is not None:
+            group = int(victim_group(state, rows)[0])
+            groups[group][int(jobs.node[i])] += sign * requests[jobs.shape[i]]
+        return
+    priorities = jobs.class_priority[rows]
+    for priority in np.unique(priorities).tolist():
+        groups = by_priority.get(int(priority))
+        if groups is None:
+            continue
+        sel = rows[priorities == priority]
+        group_of = victim_group(state, sel)
+        for g in np.unique(group_of).tolist():
+            mine = sel[group_of == g]
+            scatter_add(groups[g], jobs.node[mine], requests[jobs.shape[mine]], sign)
 
 
 def _preempt(state: CycleState, member: int) -> None:

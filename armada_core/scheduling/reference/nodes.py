@@ -4,8 +4,9 @@ Among the nodes the job's static constraints admit, the job goes at the first st
 fits: (1) no displacement; (2) fair share: evicted jobs of class priority <= L give way, for
 L ascending; (3) urgency: held jobs of priority <= L < own class priority give way, for L
 ascending. Where jobs of a lower class give way (stage 2 below the job's class, stage 3) the
-node is chosen by its victims (``victims.py``); elsewhere by best fit: the least free
-resources (in dimension order), then node order.
+node is chosen by its victims and a minimal set of them is preempted at once
+(``victims.py``); elsewhere by best fit: the least free resources (in dimension order), then
+node order.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .. import reasons
 from ..constraints import node_admits
 from ..model import Job
 from .state import INF, CycleState, NodeState, add, fits
-from .victims import by_victims, preempt_for
+from .victims import by_victims, evicted_give_way, preempt_for
 
 #: How deep a placement went: (stage - 1, level), (0, 0.0) without displacement. A gang
 #: placed across label values compares its worst.
@@ -30,6 +31,9 @@ class Choice(NamedTuple):
     rank: Rank
     #: The level urgency preempts up to on the node (stage 3), else None.
     urgency_level: float | None
+    #: The level up to which evicted jobs of a lower class give way on the node (stage 2
+    #: below the job's class), else None.
+    evicted_level: float | None = None
 
 
 def place(state: CycleState, job: Job, allowed: set[int] | None) -> Rank | str:
@@ -41,6 +45,8 @@ def place(state: CycleState, job: Job, allowed: set[int] | None) -> Rank | str:
     vec = state.vec(job)
     if chosen.urgency_level is not None:
         preempt_for(state, chosen.node, vec, chosen.urgency_level)
+    elif chosen.evicted_level is not None:
+        evicted_give_way(state, chosen.node, vec, chosen.evicted_level)
     chosen.node.held[job.id] = (vec, INF)
     state.account(job, vec, +1)
     state.result.scheduled[job.id] = chosen.node.node.id
@@ -69,10 +75,10 @@ def select_node(state: CycleState, job: Job, allowed: set[int] | None) -> Choice
     for level in sorted({pcp for ns in state.nodes for _, pcp in ns.evicted.values()}):
         if level < own:
             found = by_victims(state, candidates, vec, level, evicted=True)
-        else:
-            found = best_fit(
-                candidates, vec, partial(NodeState.free_evicted_giving_way, level=level)
-            )
+            if found is not None:
+                return Choice(found, (1, float(level)), None, float(level))
+            continue
+        found = best_fit(candidates, vec, partial(NodeState.free_evicted_giving_way, level=level))
         if found is not None:
             return Choice(found, (1, float(level)), None)
     for hold in sorted({h for ns in state.nodes for _, h in ns.held.values() if h < own}):

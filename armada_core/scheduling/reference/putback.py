@@ -13,7 +13,11 @@ from .state import INF, CycleState, Item, NodeState, fits
 def return_evicted(state: CycleState, item: Item) -> None:
     """Every member back on its own node, all or nothing, if the node's capacity minus
     everything now holding space fits it and the queue's class cap allows; otherwise the
-    members are preempted (an extra member too, once its core failed)."""
+    members are preempted (an extra member too, once its core failed). Members that gave
+    way to a job of a higher class earlier in the cycle are preempted already."""
+    if any(j.id not in state.node_of(j).evicted for j in item.members):
+        item.failed = True
+        return
     ok = not (item.parent is not None and item.parent.failed)
     if ok and class_limit(state, item) is not None:
         ok = False

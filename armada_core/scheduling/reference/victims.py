@@ -5,7 +5,8 @@ Seed 000: "preempt jobs of as low PC priority as possible; for jobs of equal PC 
 preempt jobs from queues allocated the largest fraction of fair share possible". Victims
 are taken by class priority (a held gang: its hold priority), then their queue's fraction
 of fair share, highest first, then queue name, then the most recently ordered job. A node
-is chosen by the victims it needs; urgency then preempts a minimal set on it.
+is chosen by the victims it needs; a minimal set of them is then preempted on it, held
+jobs by urgency (stage 3) and evicted jobs of a lower class (stage 2) alike.
 """
 
 from __future__ import annotations
@@ -79,10 +80,34 @@ def by_victims(
 def preempt_for(state: CycleState, ns: NodeState, vec: list[int], level: float) -> None:
     """Urgency preemption of a minimal set: victims' gangs are taken in order until the job
     fits, then any one a later, larger victim made unnecessary is put back (latest first)."""
-    room = ns.free_held_giving_way(-INF)
+    for unit in minimal_set(state, ns, vec, level, evicted=False):
+        for member in unit:
+            held = state.node_of(member).held.pop(member.id)
+            state.account(member, held[0], -1)
+            state.result.preempted.add(member.id)
+
+
+def evicted_give_way(state: CycleState, ns: NodeState, vec: list[int], level: float) -> None:
+    """Stage 2 below the job's class: the evicted jobs that give way are decided at once, a
+    minimal set as urgency takes, and preempted with their whole gangs, so their space is
+    free for what follows (a gang losing one member never goes back)."""
+    for unit in minimal_set(state, ns, vec, level, evicted=True):
+        for member in unit:
+            del state.node_of(member).evicted[member.id]
+            state.result.preempted.add(member.id)
+
+
+def minimal_set(
+    state: CycleState, ns: NodeState, vec: list[int], level: float, evicted: bool
+) -> list[list[Job]]:
+    """The victims' gangs to take on the node for a job of request ``vec``: in victim order
+    until the job fits, then any one a later, larger victim made unnecessary is put back
+    (latest first). Evicted victims (stage 2) are counted from the free room, held ones
+    (stage 3) from the capacity minus everything holding space."""
+    room = ns.free() if evicted else ns.free_held_giving_way(-INF)
     taken: list[list[Job]] = []
     seen: set[str] = set()
-    for _, jid, _ in victims_on(state, ns, level, evicted=False):
+    for _, jid, _ in victims_on(state, ns, level, evicted):
         if fits(room, vec):
             break
         if jid in seen:
@@ -90,7 +115,7 @@ def preempt_for(state: CycleState, ns: NodeState, vec: list[int], level: float) 
         # Its whole gang, but for members already taken (an elastic member gives way alone,
         # before its group).
         whole = state.gang_of[jid]
-        unit = [m for m in whole if m.id not in seen and m.id in state.node_of(m).held]
+        unit = [m for m in whole if m.id not in seen and present(state, m, evicted)]
         seen.update(m.id for m in unit)
         room = add(room, on_node(state, unit, ns))
         if len(whole) > 1:
@@ -107,11 +132,13 @@ def preempt_for(state: CycleState, ns: NodeState, vec: list[int], level: float) 
         if fits(back, vec):
             room = back
             keep[k] = False
-    for unit in (u for u, kept in zip(taken, keep, strict=True) if kept):
-        for member in unit:
-            held = state.node_of(member).held.pop(member.id)
-            state.account(member, held[0], -1)
-            state.result.preempted.add(member.id)
+    return [unit for unit, kept in zip(taken, keep, strict=True) if kept]
+
+
+def present(state: CycleState, job: Job, evicted: bool) -> bool:
+    """Whether the running job still holds its node (held), or waits to go back (evicted)."""
+    ns = state.node_of(job)
+    return job.id in (ns.evicted if evicted else ns.held)
 
 
 def on_node(state: CycleState, unit: list[Job], ns: NodeState) -> list[int]:
