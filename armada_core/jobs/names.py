@@ -45,4 +45,5 @@ def is_label_key(key: str) -> bool:
 
 def is_annotation_key(key: str) -> bool:
     """Kubernetes checks annotation keys in lower case: `Example.COM/Note` is a valid key."""
-    return QUALIFIED_NAME.fullmatch(key.lower()) is not None
+    match = QUALIFIED_NAME.fullmatch
+    return match(key) is not None or match(key.lower()) is not None

@@ -316,10 +316,14 @@ def _check_annotations(path: str, annotations: Mapping[str, str]) -> None:
     """Kubernetes' rules: qualified-name keys (in lower case), at most 256 KiB of keys and
     values together, counted in bytes as UTF-8."""
     key_ok, bad_text = names.is_annotation_key, podspec.CONTROL_IN_FREE_TEXT.search
+    characters = 0
     for key, value in annotations.items():  # the common case, fast
         if not key_ok(key) or bad_text(value):
             break
+        characters += len(key) + len(value)
     else:
+        if characters * 4 <= MAX_ANNOTATIONS_BYTES:  # UTF-8: at most 4 bytes a character
+            return
         sizes = {k: len(k.encode()) + len(v.encode()) for k, v in annotations.items()}
         total = sum(sizes.values())
         if total <= MAX_ANNOTATIONS_BYTES:
