@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .model import CPU, DEFAULT_RESOURCE_ORDER, QueueFigures, Snapshot
+from .model import CPU, DEFAULT_RESOURCE_ORDER, Queue, QueueFigures, Snapshot
 
 #: Redistribution of unusable fair share stops once less than this is left (upstream's 1%).
 ADJUST_TOLERANCE = 0.01
@@ -163,6 +163,17 @@ def decay_usage(previous: float, current_cost: float, elapsed: float, half_life:
     """Next decayed usage: converges to the current cost, never below it."""
     beta = 0.5 ** (elapsed / half_life) if half_life > 0 else 0.0
     return current_cost + max(previous - current_cost, 0.0) * beta
+
+
+def lifetime_weights(
+    active: Mapping[str, float], queues: Iterable[Queue], all_queues: bool
+) -> dict[str, float]:
+    """The weights whose fair shares the two lifetime limits measure queues against: the
+    active queues' (``active``), or with ``all_queues`` every queue's, as seed 004 defines
+    fair share ("N is the total number of queues"), so that a queue alone meets them too."""
+    if not all_queues:
+        return dict(active)
+    return {q.name: q.weight for q in queues}
 
 
 def overshoot_limits(weights: Mapping[str, float], overshoot: float) -> dict[str, float]:

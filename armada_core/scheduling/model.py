@@ -473,6 +473,19 @@ class SchedulingConfig:
             "at least 0; `cpu` 1 and every other resource 0 unless given."
         },
     )
+    # SEMANTICS.md, "Lifetimes": which fair share the two limits above measure against.
+    lifetime_limits_count_all_queues: bool = field(
+        default=False,
+        metadata={
+            "doc": "Which fair share `non_preemptible_overshoot` and `excess_flow_budget` "
+            "measure a queue against. `false`: its weight over the weights of the queues with "
+            "queued or running jobs, as upstream Armada does, so a queue alone in the cluster "
+            "meets neither limit. `true`: its weight over the weights of every queue, seed "
+            "004's fair share, so a queue alone holds at most its share plus the overshoot "
+            "with jobs that are never preempted, and spends its budget above its share with "
+            "jobs of finite lifetime."
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,6 +216,11 @@ def _whole(low: int) -> ValueCheck:
     return check
 
 
+def _boolean(key: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: must be true or false, got {value!r}")
+
+
 def _class_caps(key: str, caps: object) -> None:
     if not isinstance(caps, Mapping):
         raise ConfigError(
@@ -344,6 +349,7 @@ VALUE_CHECKS: dict[str, ValueCheck] = {
     "non_preemptible_overshoot": _optional(_number),
     "excess_flow_budget": _optional(_number),
     "excess_flow_weights": partial(_fractions, high=None),
+    "lifetime_limits_count_all_queues": _boolean,
     "resource_names": _optional(_resource_names),
     "topology_levels": _topology_levels,
 }

@@ -144,6 +144,66 @@ def _needless_preemption_scenarios() -> list[Scenario]:
     ]
 
 
+def _lifetime_fair_share_scenarios() -> list[Scenario]:
+    """Which fair share the lifetime limits read (``lifetime_limits_count_all_queues``): A is
+    the only active queue; B exists but has no jobs."""
+    overshoot = SchedulingConfig(non_preemptible_overshoot=0.2)
+    budget = SchedulingConfig(excess_flow_budget=15.0)
+    infinite = [*jobs("i", 6, "A", pc="np"), job("f0", "A", pc="np", lifetime=600.0)]
+    finite = [*jobs("f", 6, "A", pc="np", lifetime=600.0), job("p0", "A")]
+    return [
+        Scenario(
+            # Among active queues A's fair share is the whole cluster: no limit bites.
+            "non-preemptible overshoot: a queue alone is not limited among active queues",
+            [node("n0", cpu=8, mem=64)],
+            [Round(infinite, sched={j.id for j in infinite})],
+            config=overshoot,
+        ),
+        Scenario(
+            # Over all queues A's fair share is 0.5, though B has no jobs: its jobs of
+            # infinite lifetime may cost 0.6, four CPUs of eight; the finite f0 passes. They
+            # stay held back while A is alone.
+            "non-preemptible overshoot: a queue alone is limited over all queues",
+            [node("n0", cpu=8, mem=64)],
+            [
+                Round(
+                    infinite,
+                    sched={"i0", "i1", "i2", "i3", "f0"},
+                    reasons={
+                        "i4": why.NON_PREEMPTIBLE_OVERSHOOT,
+                        "i5": why.NON_PREEMPTIBLE_OVERSHOOT,
+                    },
+                ),
+                Round([], sched=set(), pre=set(), reasons={"i4": why.NON_PREEMPTIBLE_OVERSHOOT}),
+            ],
+            config=replace(overshoot, lifetime_limits_count_all_queues=True),
+        ),
+        Scenario(
+            "excess-flow budget: a queue alone spends none among active queues",
+            [node("n0", cpu=8, mem=64)],
+            [Round(finite, sched={j.id for j in finite}, excess_flow={})],
+            config=budget,
+        ),
+        Scenario(
+            # Over all queues A is above its fair share (half the cluster) from its fifth
+            # job: that one takes 10 of the 15 resource-minutes, the sixth does not fit; the
+            # preemptible p0 takes nothing. The budget comes back when f4 leaves.
+            "excess-flow budget: a queue alone spends it above its share over all queues",
+            [node("n0", cpu=8, mem=64)],
+            [
+                Round(
+                    finite,
+                    sched={"f0", "f1", "f2", "f3", "f4", "p0"},
+                    excess_flow={"f4": 10_000},
+                    reasons={"f5": why.EXCESS_FLOW_BUDGET},
+                ),
+                Round([], finish={"f4"}, sched={"f5"}, pre=set(), excess_flow={"f5": 10_000}),
+            ],
+            config=replace(budget, lifetime_limits_count_all_queues=True),
+        ),
+    ]
+
+
 def _role_scenarios() -> list[Scenario]:
     """Elastic pod groups (SEMANTICS.md, "Elastic pod groups")."""
     g = pod_group("g")
@@ -2078,6 +2138,7 @@ SCENARIOS: list[Scenario] = [
         ],
     ),
     *_needless_preemption_scenarios(),
+    *_lifetime_fair_share_scenarios(),
     *_role_scenarios(),
     *_subgroup_scenarios(),
 ]

@@ -67,6 +67,7 @@ def test_the_yaml_keys_are_the_scheduling_config_fields_and_the_class_caps() -> 
             "non_preemptible_overshoot",
             "excess_flow_budget",
             "excess_flow_weights",
+            "lifetime_limits_count_all_queues",
         ]
     )
 
@@ -98,6 +99,10 @@ def test_the_model_is_the_settings_without_the_class_caps() -> None:
         ({"excess_flow_budget": -1}, "scheduling.excess_flow_budget: must be at least 0"),
         ({"topology_levels": "r"}, "topology_levels: must be a list of node labels, widest"),
         ({"resource_names": ["cpu", "cpu"]}, "resource_names: names must be unique"),
+        (
+            {"lifetime_limits_count_all_queues": 1},
+            "scheduling.lifetime_limits_count_all_queues: must be true or false, got 1",
+        ),
     ],
 )
 def test_each_option_is_checked_by_its_rule(block: dict[str, object], error: str) -> None:

@@ -465,6 +465,31 @@ def test_non_preemptible_overshoot_caps_a_queues_jobs_of_infinite_lifetime(tmp_p
         assert len(ex.held) == 4
 
 
+def test_lifetime_limits_count_all_queues_limits_a_queue_alone(
+    tmp_path: Path, database_url: str
+) -> None:
+    # Queue b exists but has no jobs. Counting every queue, a's fair share is half the node
+    # even alone: with an overshoot of 0 two of its four jobs that are never preempted wait.
+    block = "  non_preemptible_overshoot: 0\n  lifetime_limits_count_all_queues: true\n"
+    with serving(tmp_path, block, database_url=database_url) as (_, api, path):
+        ex = Executor(api.channel, nodes=1, cpu="4", memory="16Gi")
+        ex.sync()
+        ids = contest(api, ex, {"a": [job(pc="high") for _ in range(4)]})
+        ex.wait_leases(2)
+        waiting = [j for j in ids["a"] if j not in leased_jobs(ex)]
+        assert len(waiting) == 2
+        wait_reasons(api, waiting, reasons.NON_PREEMPTIBLE_OVERSHOOT)
+        ex.sync()
+        assert len(ex.held) == 2
+
+        # Reloaded with the default (active queues only): a alone has the whole node.
+        path.write_text(
+            config_text(tmp_path, "  non_preemptible_overshoot: 0\n", database_url=database_url)
+        )
+        ex.wait_leases(4)
+        assert leased_jobs(ex) == set(ids["a"])
+
+
 def charges(server: EmbeddedServer) -> dict[str, int]:
     """What running jobs hold of their queues' excess-flow budgets, as the scheduler reads it
     from storage (thousandths of a resource-minute)."""
@@ -637,6 +662,10 @@ def test_excess_flow_weights_price_resources_in_cpus(tmp_path: Path) -> None:
             "  excess_flow_weights: 2\n",
             "scheduling.excess_flow_weights: must be a mapping of resource names to numbers",
         ),
+        (
+            "  lifetime_limits_count_all_queues: yes please\n",
+            "scheduling.lifetime_limits_count_all_queues: must be true or false, got 'yes please'",
+        ),
         ("  colour: blue\n", "scheduling.colour: unknown setting"),
         ("  - protected_fraction\n", "scheduling: must be a mapping"),
     ],
@@ -680,6 +709,7 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
   non_preemptible_overshoot: 0.2
   excess-flow-budget: 600
   excess_flow_weights: {nvidia.com/gpu: 8, memory: 0.25}
+  lifetime-limits-count-all-queues: true
 """,
         )
     )
@@ -701,6 +731,7 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
         non_preemptible_overshoot=0.2,
         excess_flow_budget=600,
         excess_flow_weights={"nvidia.com/gpu": 8, "memory": 0.25},
+        lifetime_limits_count_all_queues=True,
     )
     model = settings.model()
     assert (
@@ -723,6 +754,7 @@ def test_every_option_reaches_the_scheduler(tmp_path: Path) -> None:
         model.excess_flow_budget,
         dict(model.excess_flow_weights),
     ) == (0.2, 600.0, {"nvidia.com/gpu": 8.0, "memory": 0.25})
+    assert model.lifetime_limits_count_all_queues is True
     assert build(tmp_path / "server.yaml").config_reload_interval == 0.1
 
 

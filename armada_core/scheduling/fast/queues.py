@@ -16,6 +16,7 @@ from ..fairness import (
     budget_units,
     fair_shares,
     infinite_lifetime,
+    lifetime_weights,
     overshoot_limits,
     protected_queues,
     queue_figures,
@@ -55,11 +56,14 @@ def weigh_queues(state: CycleState) -> BoolArray:
     queues.weight = [weights.get(n, 1.0) for n in queues.names]
     queues.usage_offset = [offsets.get(n, 0.0) for n in queues.names]
     queues.usage = start.tolist()
-    fair = fair_shares(weights) if weights else {}
+    lifetime = lifetime_weights(
+        weights, queues.by_name.values(), config.lifetime_limits_count_all_queues
+    )
+    fair = fair_shares(lifetime) if lifetime else {}
     queues.fair_share = [fair.get(n, 0.0) for n in queues.names]
     overshoot = config.non_preemptible_overshoot
     if overshoot is not None:
-        overshoot_of = overshoot_limits(weights, overshoot) if weights else {}
+        overshoot_of = overshoot_limits(lifetime, overshoot) if lifetime else {}
         limits.infinite_limit = [overshoot_of.get(n, 0.0) for n in queues.names]
     limits.budget = budget_units(config.excess_flow_budget)
     limits.budget_used = [0] * nq

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..fairness import (
     fair_shares,
+    lifetime_weights,
     overshoot_limits,
     protected_queues,
     queue_figures,
@@ -38,9 +39,12 @@ def weigh_queues(state: CycleState, running: list[Job], queued: list[Job]) -> se
         costs, state.weights, start, demands, usage, state.offsets
     )
     state.result.capacity = dict(zip(costs.dims, costs.totals, strict=True))
-    state.fair = fair_shares(state.weights) if active else {}
-    if cfg.non_preemptible_overshoot is not None and active:
-        state.infinite_limit = overshoot_limits(state.weights, cfg.non_preemptible_overshoot)
+    weights = lifetime_weights(
+        state.weights, state.queues.values(), cfg.lifetime_limits_count_all_queues
+    )
+    state.fair = fair_shares(weights) if weights else {}
+    if cfg.non_preemptible_overshoot is not None and weights:
+        state.infinite_limit = overshoot_limits(weights, cfg.non_preemptible_overshoot)
     state.budget_used = {q: 0 for q in active}
     for job in accounted:
         state.budget_used[job.queue] += job.excess_flow
