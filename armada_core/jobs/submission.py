@@ -352,7 +352,7 @@ def _check_exposure(item: submit_pb2.JobSubmitRequestItem, path: str) -> None:
                     )
     for i, config in enumerate(item.ingress):
         for key in config.annotations:
-            podspec.check_label_key(f"{path}.ingress[{i}].annotations", key)
+            podspec.check_label_key(f"{path}.ingress[{i}].annotations", key, annotation=True)
 
 
 def _check_gang_values(path: str, annotations: Mapping[str, str]) -> None:

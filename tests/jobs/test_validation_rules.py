@@ -682,6 +682,7 @@ def test_a_billion_gpus_are_refused_wherever_asked() -> None:
         item(quantities({"hugepages-2Mi": "4Mi"}, {"hugepages-2Mi": "4Mi"})),
         item(quantities({"kubernetes.io/batch-slots": "1"}, {"kubernetes.io/batch-slots": "2"})),
         item(pod(), annotations={"Example.COM/Note": "checked in lower case, as Kubernetes does"}),
+        item(pod(), ingress=[{"ports": [8080], "annotations": {"Example.COM/Note": "also"}}]),
         item(
             pod(),
             annotations={ann.GANG_ID: "g", ann.GANG_CARDINALITY: "1", GANG_LABEL: "a.io/rack"},
@@ -704,6 +705,7 @@ def test_a_billion_gpus_are_refused_wherever_asked() -> None:
         "hugepages request equals limit",
         "kubernetes.io resource overcommitted",
         "upper-case annotation key",
+        "upper-case ingress annotation key",
         "gang uniformity label with a prefix",
         "env name with a space and a dot",
         "sub-path with dots in a name",
