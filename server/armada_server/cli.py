@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="armada-server",
         description="Standalone server speaking Armada's public gRPC API. With no arguments: "
-        "gRPC on localhost:50051, SQLite in the user's data directory.",
+        "gRPC on localhost:50051, SQLite in the user's data directory. "
+        "'armada-server simulate --help': the what-if simulator.",
     )
     p.add_argument("--version", action="version", version=f"armada-server {__version__}")
     p.add_argument("--config", type=Path, help="YAML file with any of the settings below")
@@ -181,6 +182,11 @@ def refuse_remote_only_executor(name: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["simulate"]:  # the what-if simulator: armada-server simulate --help
+        from armada_server.simulation.command import main as simulate
+
+        return simulate(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -1,0 +1,55 @@
+"""Virtual time for a simulation.
+
+The scheduling loop and storage read the time through a `clock` callable, and the simulated
+executor waits through a `sleep` coroutine; handing them `VirtualClock.now` and
+`VirtualClock.sleep` runs the server's own code on time that moves only when the driver says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from datetime import UTC, datetime, timedelta
+
+#: Where virtual time starts: a fixed instant, so that two runs of a workload are identical.
+EPOCH = datetime(2026, 1, 5, 0, 0, 0, tzinfo=UTC)
+
+
+class VirtualClock:
+    """Seconds since `start`; sleepers wake, in deadline order, when `advance` passes them."""
+
+    def __init__(self, start: datetime = EPOCH) -> None:
+        self.start = start
+        self.elapsed = 0.0
+        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._sequence = 0
+
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=self.elapsed)
+
+    async def sleep(self, seconds: float) -> None:
+        """Return once virtual time has moved `seconds` on (a cancelled sleep just ends)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sequence += 1
+        heapq.heappush(self._timers, (self.elapsed + max(0.0, seconds), self._sequence, future))
+        await future
+
+    def next_deadline(self) -> float | None:
+        """When the earliest sleeper wakes (None: nobody sleeps)."""
+        while self._timers and self._timers[0][2].done():
+            heapq.heappop(self._timers)  # cancelled
+        return self._timers[0][0] if self._timers else None
+
+    def advance(self, to: float) -> int:
+        """Move to `to` seconds (never back) and wake every sleeper due by then; returns how
+        many woke."""
+        if to < self.elapsed:
+            raise ValueError(f"virtual time cannot go back from {self.elapsed} to {to}")
+        self.elapsed = to
+        woke = 0
+        while self._timers and self._timers[0][0] <= to:
+            _, _, future = heapq.heappop(self._timers)
+            if not future.done():
+                future.set_result(None)
+                woke += 1
+        return woke

@@ -1,0 +1,49 @@
+"""One simulation: a workload under one server configuration, on the server's own storage
+(a private SQLite file) and scheduling loop, on virtual time."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from armada_server.config import ServerConfig
+from armada_server.executors.nodes import virtual_nodes
+from armada_server.simulation.clock import VirtualClock
+from armada_server.simulation.driver import EXECUTOR, Driver
+from armada_server.simulation.ports import InProcess
+from armada_server.simulation.recording import Recording
+from armada_server.simulation.workload import Workload, WorkloadError
+
+
+def simulation_config(config: ServerConfig) -> ServerConfig:
+    """The configuration as the simulation runs it: the server's own options, with the
+    simulated executor connecting from outside (the driver) and nothing of the host's (no
+    ports, no data directory)."""
+    return replace(config, executor="none", port=0, http_port=None, database_url=None)
+
+
+def simulate(workload: Workload, config: ServerConfig, *, every_cycle: bool = False) -> Recording:
+    """Run `workload` under `config`; the nodes are the workload's, else the config's."""
+    groups = workload.nodes or config.nodes
+    if not groups:
+        raise WorkloadError(
+            "nodes: neither the workload nor the configuration gives any (add nodes: to either)"
+        )
+    config = simulation_config(config)
+    clock = VirtualClock()
+    with tempfile.TemporaryDirectory(prefix="armada-simulate-") as tmp:
+        port = InProcess(config, Path(tmp) / "simulation.db", clock.now)
+        try:
+            driver = Driver(
+                workload,
+                config,
+                port,
+                clock,
+                virtual_nodes(groups, EXECUTOR),
+                every_cycle=every_cycle,
+            )
+            return asyncio.run(driver.run())
+        finally:
+            port.close()
