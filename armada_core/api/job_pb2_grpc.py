@@ -64,11 +64,6 @@ class JobsStub:
                 request_serializer=armada__core_dot_api_dot_job__pb2.GetActiveQueuesRequest.SerializeToString,
                 response_deserializer=armada__core_dot_api_dot_job__pb2.GetActiveQueuesResponse.FromString,
                 _registered_method=True)
-        self.GetLiveTaskJobs = channel.unary_unary(
-                '/api.Jobs/GetLiveTaskJobs',
-                request_serializer=armada__core_dot_api_dot_job__pb2.LiveTaskJobsRequest.SerializeToString,
-                response_deserializer=armada__core_dot_api_dot_job__pb2.LiveTaskJobsResponse.FromString,
-                _registered_method=True)
 
 
 class JobsServicer:
@@ -110,13 +105,6 @@ class JobsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetLiveTaskJobs(self, request, context):
-        """Extension: live jobs of orchestrator tasks (see LiveTaskJobsRequest).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
 
 def add_JobsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -149,11 +137,6 @@ def add_JobsServicer_to_server(servicer, server):
                     servicer.GetActiveQueues,
                     request_deserializer=armada__core_dot_api_dot_job__pb2.GetActiveQueuesRequest.FromString,
                     response_serializer=armada__core_dot_api_dot_job__pb2.GetActiveQueuesResponse.SerializeToString,
-            ),
-            'GetLiveTaskJobs': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetLiveTaskJobs,
-                    request_deserializer=armada__core_dot_api_dot_job__pb2.LiveTaskJobsRequest.FromString,
-                    response_serializer=armada__core_dot_api_dot_job__pb2.LiveTaskJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -318,33 +301,6 @@ class Jobs:
             '/api.Jobs/GetActiveQueues',
             armada__core_dot_api_dot_job__pb2.GetActiveQueuesRequest.SerializeToString,
             armada__core_dot_api_dot_job__pb2.GetActiveQueuesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetLiveTaskJobs(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/api.Jobs/GetLiveTaskJobs',
-            armada__core_dot_api_dot_job__pb2.LiveTaskJobsRequest.SerializeToString,
-            armada__core_dot_api_dot_job__pb2.LiveTaskJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -37,8 +37,6 @@ class JobsStub:
     GetJobErrors: _grpc.UnaryUnaryMultiCallable[_job_pb2.JobErrorsRequest, _job_pb2.JobErrorsResponse]
     GetJobRunDetails: _grpc.UnaryUnaryMultiCallable[_job_pb2.JobRunDetailsRequest, _job_pb2.JobRunDetailsResponse]
     GetActiveQueues: _grpc.UnaryUnaryMultiCallable[_job_pb2.GetActiveQueuesRequest, _job_pb2.GetActiveQueuesResponse]
-    GetLiveTaskJobs: _grpc.UnaryUnaryMultiCallable[_job_pb2.LiveTaskJobsRequest, _job_pb2.LiveTaskJobsResponse]
-    """Extension: live jobs of orchestrator tasks (see LiveTaskJobsRequest)."""
 
 @_typing.type_check_only
 class JobsAsyncStub(JobsStub):
@@ -49,8 +47,6 @@ class JobsAsyncStub(JobsStub):
     GetJobErrors: _aio.UnaryUnaryMultiCallable[_job_pb2.JobErrorsRequest, _job_pb2.JobErrorsResponse]  # type: ignore[assignment]
     GetJobRunDetails: _aio.UnaryUnaryMultiCallable[_job_pb2.JobRunDetailsRequest, _job_pb2.JobRunDetailsResponse]  # type: ignore[assignment]
     GetActiveQueues: _aio.UnaryUnaryMultiCallable[_job_pb2.GetActiveQueuesRequest, _job_pb2.GetActiveQueuesResponse]  # type: ignore[assignment]
-    GetLiveTaskJobs: _aio.UnaryUnaryMultiCallable[_job_pb2.LiveTaskJobsRequest, _job_pb2.LiveTaskJobsResponse]  # type: ignore[assignment]
-    """Extension: live jobs of orchestrator tasks (see LiveTaskJobsRequest)."""
 
 class JobsServicer:
     def GetJobStatus(
@@ -88,12 +84,5 @@ class JobsServicer:
         request: _job_pb2.GetActiveQueuesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_job_pb2.GetActiveQueuesResponse, _abc.Awaitable[_job_pb2.GetActiveQueuesResponse]]: ...
-
-    def GetLiveTaskJobs(
-        self,
-        request: _job_pb2.LiveTaskJobsRequest,
-        context: _ServicerContext,
-    ) -> _typing.Union[_job_pb2.LiveTaskJobsResponse, _abc.Awaitable[_job_pb2.LiveTaskJobsResponse]]:
-        """Extension: live jobs of orchestrator tasks (see LiveTaskJobsRequest)."""
 
 def add_JobsServicer_to_server(servicer: JobsServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from armada_core.api import binoculars_pb2, event_pb2, job_pb2, nodes_pb2, submit_pb2
+from armada_core.api import binoculars_pb2, event_pb2, job_pb2, nodes_pb2, submit_pb2, tasks_pb2
 from armada_core.retry import RetryPolicy
 
 from . import operations as ops
@@ -244,10 +244,10 @@ class AsyncArmadaClient(AsyncReportCalls):
 
     async def get_live_task_jobs(
         self, queue: str = "", orchestrator: str = ""
-    ) -> list[job_pb2.LiveTaskJob]:
+    ) -> list[tasks_pb2.LiveTaskJob]:
         """Live jobs of orchestrator tasks (external job URI `<orchestrator>://...`) in
         `queue` or every queue the caller may watch, with their annotations (our extension
-        `api.Jobs.GetLiveTaskJobs`; an upstream server answers Unimplemented)."""
+        service `api.TaskJobs`; an upstream server answers Unimplemented)."""
         return await self._run(ops.get_live_task_jobs(queue, orchestrator))
 
     # --- logs -------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ from armada_core.api import (
     scheduler_reporting_pb2_grpc,
     submit_pb2,
     submit_pb2_grpc,
+    tasks_pb2,
+    tasks_pb2_grpc,
 )
 from armada_core.api.k8s import core_v1_pb2
 from armada_core.retry import RetryPolicy, policy_to_proto
@@ -66,6 +68,7 @@ def service_stubs(
         "Event": event_pb2_grpc.EventStub(channel),
         "Jobs": job_pb2_grpc.JobsStub(channel),
         "Nodes": nodes_pb2_grpc.NodesStub(channel),
+        "TaskJobs": tasks_pb2_grpc.TaskJobsStub(channel),
         "SchedulerReporting": scheduler_reporting_pb2_grpc.SchedulerReportingStub(channel),
         "Binoculars": binoculars_pb2_grpc.BinocularsStub(logs_channel),
     }
@@ -428,13 +431,15 @@ def job_report(job_id: str) -> Call[Report]:
     return Call("SchedulerReporting", "GetJobReport", request, _report)
 
 
-def get_live_task_jobs(queue: str = "", orchestrator: str = "") -> Call[list[job_pb2.LiveTaskJob]]:
+def get_live_task_jobs(
+    queue: str = "", orchestrator: str = ""
+) -> Call[list[tasks_pb2.LiveTaskJob]]:
     """Live jobs of orchestrator tasks in `queue` ("": every queue the caller may watch), by
-    job id (our extension `api.Jobs.GetLiveTaskJobs`)."""
+    job id (our extension service `api.TaskJobs`)."""
     return Call(
-        "Jobs",
+        "TaskJobs",
         "GetLiveTaskJobs",
-        job_pb2.LiveTaskJobsRequest(queue=queue, orchestrator=orchestrator),
+        tasks_pb2.LiveTaskJobsRequest(queue=queue, orchestrator=orchestrator),
         lambda r: list(r.jobs),
     )
 

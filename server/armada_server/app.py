@@ -33,6 +33,8 @@ from armada_core.api import (
     scheduler_reporting_pb2_grpc,
     submit_pb2,
     submit_pb2_grpc,
+    tasks_pb2,
+    tasks_pb2_grpc,
 )
 from armada_server.auth import (
     AuthConfig,
@@ -68,6 +70,7 @@ from armada_server.services.queues import QueueService
 from armada_server.services.reporting import ReportingService
 from armada_server.services.retry_policies import RetryPolicyService
 from armada_server.services.submit import SubmitService
+from armada_server.services.task_jobs import TaskJobsService
 from armada_server.storage import Storage
 from armada_server.storage.base import utcnow
 from armada_server.storage.database import default_data_dir, default_database_url, open_database
@@ -83,6 +86,7 @@ SERVICES = {
     "api.Event": event_pb2,
     "api.Jobs": job_pb2,
     "api.Nodes": nodes_pb2,
+    "api.TaskJobs": tasks_pb2,
     "schedulerobjects.SchedulerReporting": scheduler_reporting_pb2,
     "executor.ExecutorApi": executor_pb2,
     "binoculars.Binoculars": binoculars_pb2,
@@ -314,7 +318,7 @@ class ArmadaServer:
             engine, clock=self.clock, on_commit=hub.notify, retry_settings=self.config.retry
         )
         self.storage = storage
-        self.metrics = Metrics(storage.job_reads, storage.isolated_failures)
+        self.metrics = Metrics(storage.job_reads, storage.isolated_failures, nodes=storage.nodes)
         if engine.dialect.name == "postgresql":
             self._listener = Listener(engine, hub.notify)
             await loop.run_in_executor(self._pool, self._listener.start)
@@ -328,7 +332,7 @@ class ArmadaServer:
             carryover=storage.carryover,
             isolated_failures=storage.isolated_failures,
             clock=self.clock,
-            reports=storage.cycle_reports,
+            reports=storage.cycle_reports if self.config.report_cycles else None,
         )
         auth = self._auth()
         ctx = Context(
@@ -382,6 +386,7 @@ class ArmadaServer:
         event_pb2_grpc.add_EventServicer_to_server(EventService(ctx), server)
         job_pb2_grpc.add_JobsServicer_to_server(JobsService(ctx), server)
         nodes_pb2_grpc.add_NodesServicer_to_server(NodesService(ctx), server)
+        tasks_pb2_grpc.add_TaskJobsServicer_to_server(TaskJobsService(ctx), server)
         scheduler_reporting_pb2_grpc.add_SchedulerReportingServicer_to_server(
             ReportingService(ctx), server
         )

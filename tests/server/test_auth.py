@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from google.protobuf import empty_pb2
 
-from armada_core.api import event_pb2, job_pb2, submit_pb2
+from armada_core.api import event_pb2, job_pb2, submit_pb2, tasks_pb2, tasks_pb2_grpc
 from armada_server.app import EmbeddedServer
 from armada_server.auth import AuthConfig
 from armada_server.config import ServerConfig
@@ -257,8 +257,8 @@ def calls(api: Stubs) -> dict[str, tuple[Callable[[list], object], str]]:
             "anyone",
         ),
         "GetLiveTaskJobs": (
-            lambda md: api.jobs.GetLiveTaskJobs(
-                job_pb2.LiveTaskJobsRequest(queue="q"), metadata=md
+            lambda md: tasks_pb2_grpc.TaskJobsStub(api.channel).GetLiveTaskJobs(
+                tasks_pb2.LiveTaskJobsRequest(queue="q"), metadata=md
             ),
             "watch",
         ),

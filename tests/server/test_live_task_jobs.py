@@ -1,4 +1,4 @@
-"""api.Jobs.GetLiveTaskJobs, the extension the task reconciler lists jobs through: live jobs
+"""api.TaskJobs.GetLiveTaskJobs, the extension the task reconciler lists jobs through: live jobs
 with an orchestrator's external job URI, their annotations, and only queues the caller may
 watch."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from armada_core.api import job_pb2, job_pb2_grpc, submit_pb2, submit_pb2_grpc
+from armada_core.api import submit_pb2, submit_pb2_grpc, tasks_pb2, tasks_pb2_grpc
 from armada_server.app import EmbeddedServer
 from armada_server.auth import AuthConfig
 from armada_server.config import ServerConfig
@@ -29,8 +29,9 @@ def submit(api: Stubs, uri: str, *, queue: str = "q", **annotations: str) -> str
     return answer.job_id
 
 
-def live(api: Stubs, **request: str) -> dict[str, job_pb2.LiveTaskJob]:
-    answer = api.jobs.GetLiveTaskJobs(job_pb2.LiveTaskJobsRequest(**request))
+def live(api: Stubs, **request: str) -> dict[str, tasks_pb2.LiveTaskJob]:
+    stub = tasks_pb2_grpc.TaskJobsStub(api.channel)
+    answer = stub.GetLiveTaskJobs(tasks_pb2.LiveTaskJobsRequest(**request))
     return {j.job_id: j for j in answer.jobs}
 
 
@@ -106,7 +107,7 @@ def test_every_queue_means_the_queues_the_caller_may_watch(auth_server: Embedded
     channel = grpc.insecure_channel(auth_server.address)
     queues = submit_pb2_grpc.QueueServiceStub(channel)
     submit = submit_pb2_grpc.SubmitStub(channel)
-    jobs = job_pb2_grpc.JobsStub(channel)
+    jobs = tasks_pb2_grpc.TaskJobsStub(channel)
     watch = submit_pb2.Queue.Permissions(
         subjects=[submit_pb2.Queue.Permissions.Subject(kind="User", name="bob")], verbs=["watch"]
     )
@@ -121,7 +122,7 @@ def test_every_queue_means_the_queues_the_caller_may_watch(auth_server: Embedded
 
     def listed(who: list[tuple[str, str]]) -> set[str]:
         answer = jobs.GetLiveTaskJobs(
-            job_pb2.LiveTaskJobsRequest(orchestrator="dagster"), metadata=who
+            tasks_pb2.LiveTaskJobsRequest(orchestrator="dagster"), metadata=who
         )
         return {j.job_id for j in answer.jobs}
 

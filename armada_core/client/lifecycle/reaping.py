@@ -6,7 +6,7 @@ timeout). When the orchestrator ends a task behind its back (an Airflow task mar
 while no triggerer runs its trigger, a Prefect flow run forced to a final state while its
 worker is dead, a Dagster run deleted), nobody is told and the jobs would run on. The reaper
 lists the live jobs that carry a task identity (`identity.py`'s annotations, through the
-server's `GetLiveTaskJobs`), asks the orchestrator about each task attempt through an
+server's `api.TaskJobs` extension service), asks the orchestrator about each task attempt through an
 adapter of that orchestrator (`TaskStates`), and cancels the jobs of attempts that ended, with
 a reason that names the task's state.
 
@@ -25,10 +25,11 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Protocol
 
-from armada_core.api import job_pb2
+from armada_core.api import tasks_pb2
 
 from .identity import ATTEMPT_ANNOTATION, GENERATION_ANNOTATION, TASK_ANNOTATION
 
@@ -63,7 +64,7 @@ class TaskJob:
         return (self.task, self.attempt)
 
     @classmethod
-    def from_proto(cls, job: job_pb2.LiveTaskJob) -> TaskJob | None:
+    def from_proto(cls, job: tasks_pb2.LiveTaskJob) -> TaskJob | None:
         """None for a job without the lifecycle's annotations (submitted by other means)."""
         orchestrator, sep, _ = job.external_job_uri.partition("://")
         annotations = dict(job.annotations)
@@ -103,6 +104,21 @@ class TaskState:
     subject: str
     state: str = ""
     attempt: str | None = None
+
+
+#: How long a run's final state must have stood before its jobs count as orphans: the run's own
+#: process (a Prefect flow run's, a Dagster run worker's) reports its end, then exits, and its
+#: job ends with it.
+SETTLE_SECONDS = 15.0
+
+
+def settled(ended_at: datetime | None, now: datetime | None = None) -> bool:
+    """Whether a final state reached at `ended_at` (aware) has stood `SETTLE_SECONDS`; an end
+    of unknown time has."""
+    if ended_at is None:
+        return True
+    now = now or datetime.now(UTC)
+    return (now - ended_at).total_seconds() >= SETTLE_SECONDS
 
 
 def running(subject: str, state: str = "running", attempt: str | None = None) -> TaskState:
@@ -218,7 +234,7 @@ def _batches(decided: list[tuple[TaskJob, str]]) -> dict[tuple[str, str, str], l
     return out
 
 
-def _listed(found: Iterable[job_pb2.LiveTaskJob], orchestrator: str) -> list[TaskJob]:
+def _listed(found: Iterable[tasks_pb2.LiveTaskJob], orchestrator: str) -> list[TaskJob]:
     jobs = (TaskJob.from_proto(j) for j in found)
     return [j for j in jobs if j is not None and j.orchestrator == orchestrator]
 

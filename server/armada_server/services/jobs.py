@@ -10,7 +10,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from armada_core.api import job_pb2, job_pb2_grpc, submit_pb2
 from armada_core.jobs import Job, JobState, Run
-from armada_server.auth import current_principal
 from armada_server.errors import InvalidArgument
 from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc
@@ -214,37 +213,3 @@ class JobsService(job_pb2_grpc.JobsServicer):
                 pool: job_pb2.ActiveQueues(queues=queues) for pool, queues in active.items()
             }
         )
-
-    @rpc
-    async def GetLiveTaskJobs(
-        self, request: job_pb2.LiveTaskJobsRequest, context: RpcContext
-    ) -> job_pb2.LiveTaskJobsResponse:
-        """Extension: the live jobs of orchestrator tasks in the queues the caller may watch."""
-        if "\x00" in request.queue + request.orchestrator:
-            raise InvalidArgument("queue and orchestrator must not contain NUL characters")
-        if request.orchestrator and not request.orchestrator.replace("-", "").isalnum():
-            raise InvalidArgument(
-                f"orchestrator: {request.orchestrator!r} is not a name of letters, digits and -"
-            )
-        if request.queue:
-            await self.ctx.authorize(request.queue, "watch")
-            queues = [request.queue]
-        else:
-            who = current_principal()
-            every = await self.ctx.run(self.ctx.queues.list_queues)
-            queues = [q.name for q in every if self.ctx.authorizer.may(who, q, "watch")]
-        prefix = f"{request.orchestrator}://" if request.orchestrator else ""
-        rows = await self.ctx.run(self.ctx.job_reads.live_task_jobs, queues, prefix)
-        out = job_pb2.LiveTaskJobsResponse()
-        for job_id, queue, job_set, state, uri, spec in rows:
-            if not uri:
-                continue
-            out.jobs.add(
-                job_id=job_id,
-                queue=queue,
-                jobset=job_set,
-                state=_state(state),
-                external_job_uri=uri,
-                annotations=submit_pb2.Job.FromString(spec).annotations,
-            )
-        return out
