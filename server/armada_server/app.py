@@ -318,7 +318,7 @@ class ArmadaServer:
             engine, clock=self.clock, on_commit=hub.notify, retry_settings=self.config.retry
         )
         self.storage = storage
-        self.metrics = Metrics(storage.job_reads, storage.isolated_failures, nodes=storage.nodes)
+        self.metrics = Metrics(storage.job_reads, storage.isolated_failures)
         if engine.dialect.name == "postgresql":
             self._listener = Listener(engine, hub.notify)
             await loop.run_in_executor(self._pool, self._listener.start)
@@ -332,7 +332,7 @@ class ArmadaServer:
             carryover=storage.carryover,
             isolated_failures=storage.isolated_failures,
             clock=self.clock,
-            reports=storage.cycle_reports if self.config.report_cycles else None,
+            reports=storage.cycle_reports,
         )
         auth = self._auth()
         ctx = Context(
