@@ -108,7 +108,8 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             return False
 
     try:
-        wait_until(healthy, 120, "the Prefect server")
+        # Migrating a new database took up to two minutes on a loaded two-core machine.
+        wait_until(healthy, 300, "the Prefect server")
         with temporary_settings(updates={PREFECT_API_URL: url}):
             yield url
     finally:
@@ -455,6 +456,74 @@ def test_a_flow_run_left_pending_by_a_dead_worker_runs_once(pool: Pool, tmp_path
     owner = submitter(ended)
     assert owner in alive
     assert pool.takeovers(flow_run.id) == {name: int(name == owner) for name in pool.workers}
+
+
+# --- a cancelled flow run's own job ----------------------------------------------------------
+
+
+def task_job_deployment(pool: Pool, job_set_id: str, marker: Path, task_checks: float) -> uuid.UUID:
+    """A deployment of `worker_flows.runs_a_task_job` on the pool: its task runs a job that
+    writes `marker` and sleeps, and checks every `task_checks` s whether the flow run is
+    cancelling."""
+    with api() as client:
+        flow_id = client.create_flow_from_name("runs-a-task-job")
+        return client.create_deployment(
+            flow_id,
+            f"armada-e2e-{job_set_id}",
+            work_pool_name=pool.name,
+            entrypoint="worker_flows.py:runs_a_task_job",
+            pull_steps=[
+                {"prefect.deployments.steps.set_working_directory": {"directory": str(HERE)}}
+            ],
+            parameters={
+                "address": pool.armada.config.address,
+                "queue": pool.queue,
+                "job_set_id": job_set_id,
+                "marker": str(marker),
+                "check_seconds": task_checks,
+            },
+            job_variables={
+                "credentials": {"address": pool.armada.config.address},
+                "queue": pool.queue,
+                "cpu": "500m",
+                "memory": "512Mi",
+            },
+        )
+
+
+@pytest.mark.timeout(600)  # two processes start Prefect: the flow run's and its worker's
+@pytest.mark.parametrize("first", ["the worker's cancel", "the flow process's exit"])
+def test_a_cancelled_flow_runs_job_ends_cancelled_whichever_reaches_the_server_first(
+    pool: Pool, tmp_path: Path, first: str
+) -> None:
+    """A flow run whose task job runs is cancelled. Either the worker's watch notices first
+    and cancels the flow run's job (the process then ends on the termination signal), or the
+    task in the flow process notices first, cancels its job and hands back Cancelled, and the
+    process ends by itself: it cancels its own job before, so that its exit is never a
+    failure. Each order is forced by the other side checking only once an hour."""
+    pool.ensure_workers(1)
+    worker_checks, task_checks = (0.2, 3600.0) if first == "the worker's cancel" else (3600.0, 0.2)
+    job_set_id = f"task-{uuid.uuid4().hex[:8]}"
+    marker = tmp_path / "task-job-runs"
+    deployment = task_job_deployment(pool, job_set_id, marker, task_checks)
+    with api() as client:
+        created = client.create_flow_run_from_deployment(
+            deployment, job_variables={"cancellation_check_seconds": worker_checks}
+        )
+    flow_run, job_id = pool.running(created.id)
+    wait_until(marker.exists, 120, "the task's job running")
+    pool.cancel(flow_run.id)
+
+    ended = pool.final(flow_run.id, 120)
+    assert one_job(pool, ended, StateType.CANCELLED, wait=30) == (job_id, submit_pb2.CANCELLED)
+    [task_job] = jobs_in(pool.armada, pool.queue, job_set_id)
+    assert pool.armada.get_job_status([task_job]) == {task_job: submit_pb2.CANCELLED}
+    # Who cancelled the flow run's job: its worker, or the flow process before it ended.
+    assert sum(pool.cancellations(job_id).values()) == int(first == "the worker's cancel")
+    process_log = "\n".join(line.line for line in pool.armada.logs(job_id))
+    assert (f"Cancelling Armada job {job_id} of flow run" in process_log) == (
+        first == "the flow process's exit"
+    )
 
 
 # --- real Armada processes --------------------------------------------------------------------

@@ -56,3 +56,33 @@ def submits_a_job(address: str, queue: str, marker: str) -> dict:
         },
     )
     return execute_armada_job(job)
+
+
+@flow
+def runs_a_task_job(
+    address: str, queue: str, job_set_id: str, marker: str, check_seconds: float
+) -> dict:
+    """Runs a task job that writes `marker` and sleeps (the cancellation tests cancel the
+    flow run meanwhile); the task checks every `check_seconds` whether the flow run is
+    cancelling."""
+    job = ArmadaJob(
+        credentials=ArmadaCredentials(address=address),
+        queue=queue,
+        job_set_id=job_set_id,
+        log_interval_seconds=0.2,
+        cancellation_check_seconds=check_seconds,
+        pod_spec={
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "command": ["sh", "-c", f"touch {marker}; sleep 120"],
+                    "resources": {
+                        "requests": {"cpu": "500m", "memory": "256Mi"},
+                        "limits": {"cpu": "500m", "memory": "256Mi"},
+                    },
+                }
+            ]
+        },
+    )
+    return execute_armada_job(job)

@@ -37,11 +37,12 @@ from armada_core.client.lifecycle import (
     asubmit_or_reattach,
     wait_async,
 )
-from armada_core.retry import OutcomeReport
+from armada_core.retry import Outcome, OutcomeReport
 
 from ._identity import current_identity, explicit_identity
 from .credentials import ArmadaCredentials
 from .exceptions import ArmadaJobError, error_for
+from .own_job import cancel_own_job
 
 LoggerLike = logging.Logger | logging.LoggerAdapter
 #: The result of a job or gang: `armada_core.client.lifecycle.result_payload`.
@@ -306,6 +307,9 @@ class ArmadaJobRun(JobRun[Payload]):
         self.results, self.report, self.payload = end.results, end.report, end.payload()
         if self.job.create_artifacts:
             await self.record_artifacts()
+        if end.cancelled or self.report.outcome is Outcome.CANCELLED:
+            # The flow run's process may end on this: its own job is cancelled first.
+            await cancel_own_job(self.job.credentials, self._logger)
         error = error_for(self.report, self.results)
         if error is not None:
             raise error
