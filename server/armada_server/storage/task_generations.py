@@ -2,12 +2,13 @@
 
 Two attempts of one task that reach submission at the same instant both find nothing live and
 both submit; only the server can tell them apart. A submission of jobs with a task
-(armada_core.jobs.tasks) first locks the task's row in `task_locks` (an upsert, in task order,
-so two submitters of overlapping tasks never deadlock), then looks for the task's live jobs
-with a new statement: on PostgreSQL's READ COMMITTED that statement sees whatever the previous
-holder of the lock committed; SQLite has one writer at a time. Live jobs of another attempt or
-generation refuse the submission (ALREADY_EXISTS) naming them; jobs of the same attempt and
-generation (the other members of a gang submitted in parts) are the same generation.
+(armada_core.jobs.tasks) first locks the task's row in `task_locks` (an upsert per task, in
+task order, so two submitters of overlapping tasks never deadlock), then looks for the task's
+live jobs with a new statement: on PostgreSQL's READ COMMITTED that statement sees whatever the
+previous holder of the lock committed; SQLite has one writer at a time. Live jobs of another
+attempt or generation refuse the submission (ALREADY_EXISTS) naming them; jobs of the same
+attempt and generation (the other members of a gang submitted in parts) are the same
+generation.
 
 Liveness is read, not kept: a job is live while it has not ended, or while a run the server
 ended still holds its node (`runs.releases_at` in the future, not a lease that expired: the
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, or_, select
+from sqlalchemy import Connection, Insert, or_, select
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import TERMINAL_STATES, RunState
@@ -38,6 +39,7 @@ from armada_core.jobs.tasks import (
 from armada_server.errors import AlreadyExists, InvalidArgument
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
+from armada_server.storage.bulk import executemany
 from armada_server.storage.rows import chunks
 
 Specs = Sequence[tuple[int, submit_pb2.Job]]
@@ -62,20 +64,31 @@ def refuse_second_generation(
     if not mine:
         return
     tasks = sorted(mine)
-    for chunk in chunks(tasks, 500):
-        stmt = tx.insert(t.task_locks).values(
-            [{"queue": queue, "task": task, "locked_at": now} for task in chunk]
-        )
-        conn.execute(
-            stmt.on_conflict_do_update(
-                index_elements=[t.task_locks.c.queue, t.task_locks.c.task],
-                set_={"locked_at": stmt.excluded.locked_at},
-            )
-        )
+    executemany(
+        conn,
+        _lock_statement(tx),
+        [{"queue": queue, "task": task, "locked_at": now} for task in tasks],
+    )
     for task, jobs in sorted(_live_jobs(conn, queue, tasks, now).items()):
         rivals = [j for j in jobs if j[3] != mine[task]]
         if rivals:
             raise LiveGenerationExists(_answer(task, rivals))
+
+
+# The upsert that locks a task's row, per dialect: one statement object, whose compiled form
+# bulk.executemany caches (compiling a multi-row INSERT per request cost more than the rest).
+_LOCKS: dict[str, Insert] = {}
+
+
+def _lock_statement(tx: Transactions) -> Insert:
+    found = _LOCKS.get(tx.dialect)
+    if found is None:
+        stmt = tx.insert(t.task_locks)
+        found = _LOCKS[tx.dialect] = stmt.on_conflict_do_update(
+            index_elements=[t.task_locks.c.queue, t.task_locks.c.task],
+            set_={"locked_at": stmt.excluded.locked_at},
+        )
+    return found
 
 
 def _generations(specs: Specs) -> dict[str, tuple[str, str]]:
