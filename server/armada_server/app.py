@@ -318,7 +318,7 @@ class ArmadaServer:
             engine, clock=self.clock, on_commit=hub.notify, retry_settings=self.config.retry
         )
         self.storage = storage
-        self.metrics = Metrics(storage.job_reads, storage.isolated_failures)
+        self.metrics = Metrics(storage.job_reads, storage.isolated_failures, nodes=storage.nodes)
         if engine.dialect.name == "postgresql":
             self._listener = Listener(engine, hub.notify)
             await loop.run_in_executor(self._pool, self._listener.start)

@@ -1,42 +1,61 @@
 """Prometheus metrics, served at /metrics by the HTTP app beside the gRPC port (web/).
 
-Job counts are read from the database when scraped, so they are right on every replica; the
-counters and histograms count what this process did.
+Two kinds of series (docs/metrics.md says how each sums over replicas): what the database
+holds (metrics_db.py: job counts, ended jobs, the latest cycle's shares, nodes, executors),
+the same on every replica; and what this process did (submissions, preemptions it decided
+or was asked for, cycle times, watch lag, whether it leads, its database pool), summed
+over replicas.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import threading
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+from sqlalchemy import Engine
 
-from armada_core.jobs import JobState
+from armada_core import scheduling as s
+from armada_server.metrics_db import DatabaseSeries
 from armada_server.storage.job_reads import JobReads
+from armada_server.storage.nodes import Nodes
 
-_COUNTED = {
-    JobState.QUEUED: "queued",
-    JobState.LEASED: "leased",
-    JobState.PENDING: "pending",
-    JobState.RUNNING: "running",
-}
+#: Why a job was preempted, as armada_preemptions_total's `kind` label says it.
+PREEMPTION_KINDS = ("urgency", "fair_share", "manual", "group_below_minimum")
 
 
-class _JobCounts(Collector):
-    def __init__(self, jobs: JobReads) -> None:
-        self.jobs = jobs
-
-    def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(
-            "armada_jobs", "Jobs by queue and state (not finished)", labels=["queue", "state"]
-        )
-        for (queue, state), count in sorted(self.jobs.count_jobs_by_queue_and_state().items()):
-            if state in _COUNTED:
-                family.add_metric([queue, _COUNTED[state]], count)
-        yield family
+def preemption_kinds(
+    snapshot: s.Snapshot, result: s.SchedulingResult, preempting: Mapping[str, str]
+) -> Tally[tuple[str, str]]:
+    """(queue, kind) -> jobs the cycle preempted: a pod group's member with a role below its
+    minimum (the scheduler's own reason), room for a job of a higher priority class
+    (urgency), else fair share (room for another queue's job, or nothing placed)."""
+    if not result.preempted:
+        return Tally()
+    wanted = result.preempted | set(preempting.values())
+    jobs = {j.id: j for j in snapshot.jobs if j.id in wanted}
+    urgency = {c.name: c.priority for c in snapshot.priority_classes}
+    out: Tally[tuple[str, str]] = Tally()
+    for job_id in result.preempted:
+        victim = jobs.get(job_id)
+        if victim is None:
+            continue
+        placed = jobs.get(preempting.get(job_id, ""))
+        if job_id in result.preempt_reasons:
+            kind = "group_below_minimum"
+        elif placed is not None and urgency.get(placed.priority_class, 0) > urgency.get(
+            victim.priority_class, 0
+        ):
+            kind = "urgency"
+        else:
+            kind = "fair_share"
+        out[(victim.queue, kind)] += 1
+    return out
 
 
 class _IsolatedFailures(Collector):
@@ -50,16 +69,73 @@ class _IsolatedFailures(Collector):
             "and executor syncs went on for everyone else",
             labels=["stage"],
         )
-        for stage, count in sorted(self.counts.items()):
+        for stage, count in sorted({"scheduling": 0, **self.counts}.items()):
             family.add_metric([stage], count)
         yield family
 
 
+class _Preemptions(Collector):
+    """Preemptions this process decided (the leader's cycles) or was asked for (manual),
+    every queue it has seen at 0 for every kind."""
+
+    def __init__(self, queues: Callable[[], list[str]]) -> None:
+        self.counts: Tally[tuple[str, str]] = Tally()
+        self.queues = queues
+        self._lock = threading.Lock()
+
+    def add(self, counts: Mapping[tuple[str, str], int]) -> None:
+        with self._lock:
+            self.counts.update(counts)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "armada_preemptions",
+            "Jobs preempted, by queue and kind, counted by the replica that decided or "
+            "took the request (sum over replicas)",
+            labels=["queue", "kind"],
+        )
+        with self._lock:
+            for queue in sorted(set(self.queues()) | {q for q, _ in self.counts}):
+                for kind in PREEMPTION_KINDS:
+                    family.add_metric([queue, kind], self.counts[(queue, kind)])
+        yield family
+
+
+class _DatabasePool(Collector):
+    """This process's connections to the database: in use, idle, and the pool's size."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        pool = self.engine.pool
+        family = GaugeMetricFamily(
+            "armada_database_connections",
+            "This replica's database connections: in_use, idle, and size (the pool's limit "
+            "before overflow; 0 for a pool without one)",
+            labels=["state"],
+        )
+        for state, method in (("in_use", "checkedout"), ("idle", "checkedin"), ("size", "size")):
+            read = getattr(pool, method, None)
+            family.add_metric([state], float(read()) if callable(read) else 0.0)
+        yield family
+
+
 class Metrics:
-    def __init__(self, jobs: JobReads, isolated_failures: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        jobs: JobReads,
+        isolated_failures: Mapping[str, int],
+        *,
+        nodes: Nodes | None = None,
+    ) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(_JobCounts(jobs))
+        self.database = DatabaseSeries(jobs, nodes)
+        self.registry.register(self.database)
         self.registry.register(_IsolatedFailures(isolated_failures))
+        self.registry.register(_DatabasePool(jobs.engine))
+        self.preemptions = _Preemptions(self.database.queue_names)
+        self.registry.register(self.preemptions)
         self.jobs_submitted = Counter(
             "armada_jobs_submitted",
             "Jobs accepted through SubmitJobs",
@@ -68,7 +144,8 @@ class Metrics:
         )
         self.event_lag = Histogram(
             "armada_event_stream_lag_seconds",
-            "Time from an event's creation to its delivery on a watch stream",
+            "Time from a live event's creation to its delivery on a watch stream (events "
+            "stored before the watch began are history, not lag, and are not observed)",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60),
             registry=self.registry,
         )
@@ -78,8 +155,21 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self.leader = Gauge(
+            "armada_scheduler_leader",
+            "1 while this replica leads the scheduling cycles, else 0",
+            registry=self.registry,
+        )
         # The HTTP port /metrics is served on, once the server listens (None: not served).
         self.port: int | None = None
+
+    def count_preemptions(self, counts: Mapping[tuple[str, str], int]) -> None:
+        self.preemptions.add(counts)
+
+    def count_manual_preemptions(self, queue: str, results: Iterable[str]) -> None:
+        """A preemption request's results (job id -> error, "" when asked for)."""
+        asked = sum(1 for error in results if not error)
+        self.preemptions.add({(queue, "manual"): asked})
 
     def exposition(self, accept: str | None) -> tuple[bytes, str]:
         """The scrape's body and content type for an Accept header. Blocking: it reads job

@@ -19,7 +19,7 @@ from armada_core import scheduling as s
 from armada_core.scheduling.fairness import decay_usage
 from armada_core.waiting import wait_event
 from armada_server.config import ServerConfig
-from armada_server.metrics import Metrics
+from armada_server.metrics import Metrics, preemption_kinds
 from armada_server.reporting.cycle import cycle_record, dumps
 from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
@@ -165,7 +165,9 @@ class SchedulingLoop:
     def _lead(self) -> Carryover | None:
         """What this replica carries as leader (read from the database when it comes to
         lead); None when another replica leads."""
-        if not self.leadership.is_leader():
+        leads = self.leadership.is_leader()
+        self.metrics.leader.set(1 if leads else 0)
+        if not leads:
             self.carried = None  # whoever leads meanwhile carries on: read it back later
             return None
         if self.carried is None:
@@ -221,6 +223,9 @@ class SchedulingLoop:
             decisions = self._decide(config, state, carried, now)
         number = self.reports.next_cycle() if self.reports is not None else None
         leased = self._write(state, decisions, now, number)
+        self.metrics.count_preemptions(
+            preemption_kinds(decisions.snapshot, decisions.result, decisions.preempting)
+        )
         self._keep(carried)
         self.cycles += 1
         took = time.perf_counter() - started

@@ -106,6 +106,8 @@ class EventService(event_pb2_grpc.EventServicer):
         heartbeats = any(k == HEARTBEAT_METADATA for k, _ in (context.invocation_metadata() or ()))
         with self.ctx.hub.subscribe((queue, job_set)) as woken:
             end = await self.ctx.run(store.last_seq, queue, job_set)
+            # Events stored before the watch began are history: only the live tail is lag.
+            live_after = end or 0
             if end is None and error_if_missing:
                 raise NotFound(f"job set {job_set!r} in queue {queue!r} has no events")
             while True:
@@ -117,7 +119,7 @@ class EventService(event_pb2_grpc.EventServicer):
                 for stored in batch:
                     message = event_pb2.EventMessage.FromString(stored.payload)
                     yield event_pb2.EventStreamMessage(id=str(stored.seq), message=message)
-                    if watch:
+                    if watch and stored.seq > live_after:
                         kind = message.WhichOneof("events")
                         assert kind is not None  # every stored message carries an event
                         body = getattr(message, kind)

@@ -170,7 +170,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
         self, request: submit_pb2.QueuePreemptRequest, context: RpcContext
     ) -> empty_pb2.Empty:
         await self.ctx.authorize(request.name, "preempt")
-        await self.ctx.run(
+        results = await self.ctx.run(
             self.ctx.submissions.request_preemption,
             request.name,
             "",
@@ -179,6 +179,7 @@ class QueueService(submit_pb2_grpc.QueueServiceServicer):
             requestor=principal_of(context).name,
             priority_classes=list(request.priorityClasses),
         )
+        self.ctx.metrics.count_manual_preemptions(request.name, results.values())
         return empty_pb2.Empty()
 
     @rpc

@@ -232,6 +232,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
             reason=request.reason,
             requestor=principal_of(context).name,
         )
+        self.ctx.metrics.count_manual_preemptions(request.queue, results.values())
         return submit_pb2.PreemptionResult(preemption_results=results)
 
     @rpc

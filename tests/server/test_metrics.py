@@ -1,0 +1,174 @@
+"""/metrics after a known story, on a real server with its simulated executor, on each
+database backend: the numbers of jobs that ended by outcome, preemptions by kind, the queues'
+shares, the nodes, the leader; and the watch lag that counts only the live tail."""
+
+from __future__ import annotations
+
+import itertools
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from armada_core.api import submit_pb2
+from armada_core.client import ArmadaClient, job_item
+from armada_server.app import EmbeddedServer
+from armada_server.config import NodeGroup, ServerConfig
+from armada_server.executors.simulated import DURATION, FAILURE
+
+from .test_preemption_events import CLASSES, in_state, wait_until
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(server: EmbeddedServer) -> Samples:
+    """Every sample of the server's /metrics, by name and labels."""
+    port = server.server.metrics.port if server.server.metrics else None
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    key = (name, frozenset(labels.items()))
+    assert key in samples, f"{name}{labels} is not exported"
+    return samples[key]
+
+
+@pytest.fixture
+def running(database_url: str) -> Iterator[tuple[EmbeddedServer, ArmadaClient]]:
+    """One simulated node of 2 CPUs and 4Gi in pool 'default'."""
+    config = ServerConfig(
+        port=0,
+        http_port=0,
+        executor="simulated",
+        database_url=database_url,
+        nodes=(NodeGroup(1, "2", "4Gi"),),
+        priority_classes=CLASSES,
+        default_priority_class="low",
+        scheduling_period=0.1,
+        executor_sync_interval=0.2,
+    )
+    with EmbeddedServer(config) as server, ArmadaClient(server.address) as armada:
+        assert server.server.metrics is not None
+        # Every scrape reads ended jobs and node loads afresh (not once every 30 and 10 s).
+        server.server.metrics.database.ended.every = 0
+        server.server.metrics.database.loads.every = 0
+        for name in ("batch", "urgent", "idle"):
+            armada.create_queue(submit_pb2.Queue(name=name, priority_factor=1))
+        yield server, armada
+
+
+def job(
+    priority_class: str = "low", cpu: str = "2", seconds: str = "600", fail: str = ""
+) -> submit_pb2.JobSubmitRequestItem:
+    annotations = {DURATION: seconds} | ({FAILURE: fail} if fail else {})
+    return job_item(
+        {
+            "containers": [
+                {
+                    "name": "main",
+                    "command": ["sleep", seconds],
+                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                }
+            ]
+        },
+        priority_class=priority_class,
+        annotations=annotations,
+    )
+
+
+def test_the_exposition_after_a_known_story(
+    running: tuple[EmbeddedServer, ArmadaClient],
+) -> None:
+    server, armada = running
+    # 3 succeed, 1 fails.
+    done = armada.submit_jobs("batch", "quick", [job(cpu="0.5", seconds="0")] * 3)
+    [failed] = armada.submit_jobs("batch", "quick", [job(cpu="0.5", seconds="0", fail="main")])
+    for job_id in done:
+        wait_until(in_state(armada, job_id, submit_pb2.SUCCEEDED), "a quick job to succeed")
+    wait_until(in_state(armada, failed, submit_pb2.FAILED), "the failing job to fail")
+    # 2 are cancelled while they run.
+    cancelled = armada.submit_jobs("batch", "cancel", [job(cpu="1")] * 2)
+    for job_id in cancelled:
+        wait_until(in_state(armada, job_id, submit_pb2.RUNNING), "a job to run")
+    assert sorted(armada.cancel_jobs("batch", "cancel", cancelled)) == sorted(cancelled)
+    # 1 is preempted by urgency: the urgent queue's job of a higher class takes its node.
+    [victim] = armada.submit_jobs("batch", "fill", [job()])
+    wait_until(in_state(armada, victim, submit_pb2.RUNNING), "the low job to run")
+    [urgent] = armada.submit_jobs("urgent", "now", [job("high")])
+    wait_until(in_state(armada, victim, submit_pb2.PREEMPTED), "the urgency preemption")
+    wait_until(in_state(armada, urgent, submit_pb2.RUNNING), "the urgent job to run")
+    while_urgent_runs = scrape(server)
+    # 1 is preempted by hand.
+    assert armada.preempt_jobs("urgent", "now", [urgent]) == {urgent: ""}
+    wait_until(in_state(armada, urgent, submit_pb2.PREEMPTED), "the manual preemption")
+    for job_id in cancelled:
+        wait_until(in_state(armada, job_id, submit_pb2.CANCELLED), "a cancel to end its job")
+
+    samples = scrape(server)
+    ended = "armada_jobs_ended_total"
+    assert value(samples, ended, queue="batch", outcome="succeeded") == 3
+    assert value(samples, ended, queue="batch", outcome="failed") == 1
+    assert value(samples, ended, queue="batch", outcome="cancelled") == 2
+    assert value(samples, ended, queue="batch", outcome="preempted") == 1
+    assert value(samples, ended, queue="urgent", outcome="preempted") == 1
+    assert value(samples, ended, queue="idle", outcome="succeeded") == 0  # 0, not missing
+    kinds = "armada_preemptions_total"
+    assert value(samples, kinds, queue="batch", kind="urgency") == 1
+    assert value(samples, kinds, queue="urgent", kind="manual") == 1
+    for queue, kind in itertools.product(
+        ("batch", "urgent", "idle"), ("fair_share", "group_below_minimum")
+    ):
+        assert value(samples, kinds, queue=queue, kind=kind) == 0
+    assert value(samples, kinds, queue="batch", kind="manual") == 0
+    for state in ("queued", "leased", "pending", "running"):
+        assert value(samples, "armada_jobs", queue="batch", state=state) == 0
+    assert value(samples, "armada_jobs_submitted_total", queue="batch") == 7
+    assert value(samples, "armada_scheduler_leader") == 1
+    # The node: 2 CPUs and 4Gi in pool default, nothing held once every job ended.
+    assert value(samples, "armada_nodes", pool="default", state="all") == 1
+    assert value(samples, "armada_nodes", pool="default", state="cordoned") == 0
+    assert value(samples, "armada_node_capacity", pool="default", resource="cpu") == 2
+    assert value(samples, "armada_node_capacity", pool="default", resource="memory") == 4 << 30
+    assert value(samples, "armada_node_allocated", pool="default", resource="cpu") == 0
+    assert value(samples, "armada_database_connections", state="size") >= 1
+    assert value(samples, "armada_database_connections", state="in_use") >= 0
+
+    # The latest kept cycle is the one that placed the urgent job: two active queues.
+    fair = "armada_queue_fair_share"
+    assert value(while_urgent_runs, "armada_node_allocated", pool="default", resource="cpu") == 2
+    assert value(while_urgent_runs, fair, queue="urgent", pool="default") == 0.5
+    assert value(while_urgent_runs, fair, queue="idle", pool="default") == 0
+    assert value(while_urgent_runs, "armada_queue_demand", queue="urgent", pool="default") == 1
+    assert value(while_urgent_runs, "armada_queue_actual_share", queue="batch", pool="default") == 1
+
+
+def test_replaying_an_old_job_set_adds_no_lag(
+    running: tuple[EmbeddedServer, ArmadaClient],
+) -> None:
+    server, armada = running
+    [old] = armada.submit_jobs("batch", "old", [job(cpu="0.5", seconds="0")])
+    wait_until(in_state(armada, old, submit_pb2.SUCCEEDED), "the old job to succeed")
+    history = len(list(armada.get_job_set_events("batch", "old")))
+    assert history >= 5  # submitted, queued, leased, ..., succeeded
+
+    def observed() -> float:
+        return value(scrape(server), "armada_event_stream_lag_seconds_count")
+
+    stream = armada.get_job_set_events("batch", "old", watch=True, timeout=30)
+    for _ in range(history):  # the whole history, replayed
+        next(stream)
+    assert observed() == 0
+    [new] = armada.submit_jobs("batch", "old", [job(cpu="0.5", seconds="0")])
+    live = 0
+    for message in stream:  # the live tail: each of its events is observed
+        live += 1
+        if message.message.WhichOneof("events") == "succeeded":
+            break
+    wait_until(lambda: observed() == live, "the live events' lag to be observed")
+    assert new
