@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
         if args.compare is not None:
             configs.append((args.compare, build(args.compare)))
         runs = [
-            run_one(workload, config, str(path) if path else "defaults", args.every_cycle)
+            run_one(workload, config, path.name if path else "defaults", args.every_cycle)
             for path, config in configs
         ]
     except (WorkloadError, ConfigError, HistoryError) as e:

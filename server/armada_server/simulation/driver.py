@@ -112,9 +112,9 @@ class Driver:
         arrivals_left = self.next_arrival < len(self.workload.arrivals)
         deadline = self.clock.next_deadline()
         running = len(self.running) or self.updates or deadline is not None
-        if not (arrivals_left or running):
-            if not len(self.waiting) or self.quiet_steps >= STALL_STEPS:
-                return None
+        stalled = not len(self.waiting) or self.quiet_steps >= STALL_STEPS
+        if not (arrivals_left or running) and stalled:
+            return None
         if self.every_cycle or len(self.waiting) or self.updates:
             return self.step + 1
         due = [e for e in (deadline,) if e is not None]

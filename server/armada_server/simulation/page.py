@@ -43,6 +43,7 @@ def chart(
         f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{HEIGHT - PAD}" class="axis"/>',
         f'<text x="{PAD - 4}" y="{PAD + 4}" class="tick" text-anchor="end">{top * 100:.0f}%</text>',
         f'<text x="{PAD - 4}" y="{HEIGHT - PAD}" class="tick" text-anchor="end">0</text>',
+        f'<text x="{PAD}" y="{HEIGHT - PAD + 14}" class="tick">0 h</text>',
         f'<text x="{WIDTH - PAD}" y="{HEIGHT - PAD + 14}" class="tick" text-anchor="end">'
         f"{_hours(times[-1])}</text>",
     ]
@@ -70,6 +71,36 @@ def _share_chart(fig: Mapping[str, Any]) -> str:
         lines.append((name, q["share"], colour, False))
         lines.append((name + " fair share", q["fair_share"], colour, True))
     return chart("Share of the cluster (dashed: fair share)", fig["times"], lines)
+
+
+def wait_chart(fig: Mapping[str, Any]) -> str:
+    """Each queue's waits as bars: p50, p95 and max, on one scale."""
+    queues = fig["queues"]
+    longest = max((q["wait_seconds"]["max"] or 0.0 for q in queues.values()), default=0.0) or 1.0
+    row, label_w = 16, 90
+    height = PAD + row * 3 * len(queues) + 8 * len(queues)
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" aria-label="Waits">',
+        '<text x="4" y="16" class="title">Waiting time before the first run '
+        f"(p50, p95, max; scale {_hours(longest)})</text>",
+    ]
+    y = PAD
+    for i, (name, q) in enumerate(queues.items()):
+        colour = COLOURS[i % len(COLOURS)]
+        parts.append(f'<text x="4" y="{y + 12}" class="tick">{escape(name)}</text>')
+        for key, opacity in (("p50", 1.0), ("p95", 0.65), ("max", 0.35)):
+            value = q["wait_seconds"][key] or 0.0
+            width = (WIDTH - label_w - 90) * value / longest
+            parts.append(
+                f'<rect x="{label_w}" y="{y}" width="{width:.1f}" height="{row - 3}" '
+                f'fill="{colour}" fill-opacity="{opacity}"/>'
+                f'<text x="{label_w + width + 4:.1f}" y="{y + 11}" class="tick">{key} '
+                f"{_hours(value) if value >= 60 else f'{value:.0f} s'}</text>"
+            )
+            y += row
+        y += 8
+    parts.append("</svg>")
+    return "".join(parts)
 
 
 def _queue_table(fig: Mapping[str, Any]) -> str:
@@ -107,7 +138,7 @@ def run_section(label: str, fig: Mapping[str, Any]) -> str:
         f"<p>Fairness error: mean {error['mean']:.1%}, max {error['max']:.1%}. "
         f"{fig['decisions']['leased']} leases, {fig['decisions']['preempted']} preemptions "
         f"over {_hours(fig['simulated_seconds'])}.</p>"
-        f"{_queue_table(fig)}</section>"
+        f"{wait_chart(fig)}{_queue_table(fig)}</section>"
     )
 
 

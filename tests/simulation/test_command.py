@@ -1,0 +1,127 @@
+"""`armada-server simulate`: workloads from YAML and generators, refused with the field named
+when wrong; the JSON and a self-contained HTML page, for one configuration or two."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from armada_server.cli import main
+from armada_server.simulation.generators import generate
+from armada_server.simulation.workload import WorkloadError, parse_workload
+
+SMALL = """
+queues: [{name: a}, {name: b, priority_factor: 2}]
+nodes: [2x4x8Gi]
+jobs:
+  - {queue: a, count: 6, every: 10, runtime: 2m, cpu: "2", memory: 1Gi}
+  - {queue: b, at: 1m, count: 4, runtime: 90s, cpu: "1"}
+  - {queue: b, at: 3m, gang: {cardinality: 2}, runtime: 1m}
+"""
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"queues": [{"name": "a"}], "jobs": [{"queue": "a"}]}, "jobs[0].runtime: is required"),
+        (
+            {"queues": [{"name": "a"}], "jobs": [{"queue": "a", "runtime": 1, "cpus": 2}]},
+            "jobs[0].cpus: unknown field",
+        ),
+        (
+            {"queues": [{"name": "a"}], "jobs": [{"queue": "x", "runtime": 1}]},
+            "queue 'x' is not in queues",
+        ),
+        (
+            {"queues": [{"name": "a"}], "jobs": [{"queue": "a", "runtime": "soon"}]},
+            "jobs[0].runtime: expected a duration",
+        ),
+        ({"queues": [], "jobs": []}, "queues: expected a non-empty list"),
+        (
+            {"queues": [{"name": "a", "priority_factor": 0}], "jobs": []},
+            "queues[0].priority_factor: must be positive",
+        ),
+        (
+            {
+                "queues": [{"name": "a"}],
+                "jobs": [{"queue": "a", "runtime": 1, "gang": {"cardinality": 2}, "roles": []}],
+            },
+            "jobs[0]: give gang or roles, not both",
+        ),
+        (
+            {"queues": [{"name": "a"}], "nodes": ["2x4"], "jobs": [{"queue": "a", "runtime": 1}]},
+            "nodes[0]",
+        ),
+    ],
+)
+def test_a_wrong_workload_is_refused_naming_the_field(document: object, message: str) -> None:
+    with pytest.raises(WorkloadError) as refused:
+        parse_workload(document)
+    assert message in str(refused.value)
+
+
+def test_generators_are_named_and_seeded() -> None:
+    one = generate("steady,nodes=10,jobs=200,hours=1", seed=4)
+    assert one == generate("steady,nodes=10,jobs=200,hours=1", seed=4)
+    assert one.arrivals != generate("steady,nodes=10,jobs=200,hours=1", seed=5).arrivals
+    assert one.nodes[0].count == 10 and len(one.queues) == 10
+    with pytest.raises(WorkloadError, match="expected one of steady, latecomer"):
+        generate("busy")
+    with pytest.raises(WorkloadError, match="'size=3' is not KEY=VALUE with KEY one of"):
+        generate("steady,size=3")
+
+
+def test_one_workload_under_two_configurations(tmp_path: Path) -> None:
+    (tmp_path / "w.yaml").write_text(SMALL)
+    (tmp_path / "plain.yaml").write_text("scheduling_period: 5\n")
+    (tmp_path / "decayed.yaml").write_text(
+        "scheduling_period: 5\nscheduling: {usage_half_life: 600}\n"
+    )
+    out, page = tmp_path / "out.json", tmp_path / "out.html"
+    code = main(
+        [
+            "simulate",
+            "--workload",
+            str(tmp_path / "w.yaml"),
+            "--config",
+            str(tmp_path / "plain.yaml"),
+            "--compare",
+            str(tmp_path / "decayed.yaml"),
+            "--json",
+            str(out),
+            "--html",
+            str(page),
+        ]
+    )
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert [r["label"] for r in result["runs"]] == ["plain.yaml", "decayed.yaml"]
+    for run in result["runs"]:
+        fig = run["figures"]
+        assert fig["queues"]["a"]["jobs_run"] == 6 and fig["queues"]["b"]["jobs_run"] == 6
+        assert fig["queues"]["b"]["wait_seconds"]["max"] is not None
+        assert set(fig["utilisation"]) == {"cpu", "memory"}
+        assert 0 < fig["utilisation"]["cpu"]["mean"] <= 1
+        times = fig["times"]
+        assert (
+            len(fig["queues"]["a"]["share"]) == len(fig["fairness_error"]["series"]) == len(times)
+        )
+    html = page.read_text()
+    # Self-contained: the plots are inline SVG, nothing is fetched and nothing runs.
+    assert html.count("<svg") == 2 * 4
+    assert "<script" not in html and not re.search(r"""(src|href)=["']?https?:""", html)
+    assert "plain.yaml" in html and "decayed.yaml" in html
+
+
+def test_the_command_says_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "w.yaml").write_text("queues: [{name: a}]\njobs: [{queue: a}]\n")
+    out = str(tmp_path / "o.json")
+    assert main(["simulate", "--workload", str(tmp_path / "w.yaml"), "--json", out]) == 2
+    assert "jobs[0].runtime: is required" in capsys.readouterr().err
+    assert main(["simulate", "--workload", "gen:steady"]) == 2
+    assert "give --json FILE, --html FILE or both" in capsys.readouterr().err
+    assert main(["simulate", "--workload", "gen:steady,load=-1", "--json", out]) == 2
+    assert "load must be positive" in capsys.readouterr().err
