@@ -268,8 +268,8 @@ def random_world(seed: int, knobs: Knobs | None = None) -> Snapshot:
 def with_roles(snap: Snapshot, rng: random.Random, knobs: Knobs) -> Snapshot:
     """Sometimes elastic pod groups: roles with a minimum and members of their own shape,
     queued whole, or partly running (some roles at or above their minimum, some below it),
-    with a uniformity label or a maximum of hops. A separate generator, so that worlds
-    without role groups stay as they were."""
+    with a uniformity label or a maximum of hops, for the group or a role of its own. A
+    separate generator, so that worlds without role groups stay as they were."""
     if rng.random() >= knobs.extras.get("roles", 0.35):
         return snap
     names = [q.name for q in snap.queues]
@@ -294,6 +294,11 @@ def with_roles(snap: Snapshot, rng: random.Random, knobs: Knobs) -> Snapshot:
             base = random_job(rng, "x", names, pcs, knobs)
             roles.append((f"role{r}", count, minimum, base))
         total = sum(c for _, c, _, _ in roles)
+        # A role's own maximum, from a generator of its own (the worlds stay as they were).
+        own = random.Random(f"{gid}-{len(jobs)}-{total}")
+        role_hops = {
+            name: own.choice([None, None, 0, 2, 4]) if levels else None for name, *_ in roles
+        }
         known = tuple((name, m) for name, _, m, _ in roles) if rng.random() < 0.3 else ()
         # Members that succeeded in earlier cycles (they keep their role's minimum).
         done = (
@@ -314,6 +319,7 @@ def with_roles(snap: Snapshot, rng: random.Random, knobs: Knobs) -> Snapshot:
                 gang_max_hops=hops,
                 gang_role=name,
                 gang_role_min=minimum,
+                gang_role_max_hops=role_hops[name],
                 gang_roles=known,
                 gang_succeeded=done,
                 submit_time=float(rng.randint(0, 50)),

@@ -296,10 +296,49 @@ def _topology_world(seed: int):
                     gang_max_hops=hops,
                 )
             )
+    jobs += _topology_pod_groups(random.Random(seed ^ 0x5B6), names)
     config = SchedulingConfig(
         protected_fraction=rng.choice([None, 1.0, float("inf")]), topology_levels=levels
     )
     return Snapshot(queues, PRIORITY_CLASSES, tuple(nodes), tuple(jobs), config, now=10.0)
+
+
+def _topology_pod_groups(rng: random.Random, names: list[str]) -> list:
+    """Queued pod groups for the topology worlds (a generator of their own, so the gangs
+    stay as they were): roles of one to three members, a maximum of hops for the group, for
+    a role of its own, both or neither (SEMANTICS.md, "Topology per sub-group")."""
+    from armada_core.scheduling import Job, Resources
+
+    out = []
+    for g in range(rng.randint(0, 2)):
+        roles = [(f"role{r}", rng.randint(1, 3)) for r in range(rng.randint(1, 3))]
+        total = sum(n for _, n in roles)
+        queue = rng.choice(names)
+        pc = rng.choice(["low", "mid", "high"])
+        label = rng.choice([None, None, "zone"])
+        hops = rng.choice([None, None, 0, 2, 4])
+        for role, count in roles:
+            minimum = rng.randint(1, count)
+            own = rng.choice([None, None, 0, 2, 4])
+            cpu = rng.choice([1000, 2000, 4000])
+            out += [
+                Job(
+                    f"p{g}-{role}-{k}",
+                    queue,
+                    pc,
+                    Resources(cpu=cpu, memory=1),
+                    submit_time=float(g),
+                    gang_id=f"p{g}",
+                    gang_cardinality=total,
+                    gang_uniformity_label=label,
+                    gang_max_hops=hops,
+                    gang_role=role,
+                    gang_role_min=minimum,
+                    gang_role_max_hops=own,
+                )
+                for k in range(count)
+            ]
+    return out
 
 
 @_settings(400)
