@@ -15,7 +15,7 @@ TrialKey = tuple[int, Rank, int, list[int], topology.DomainKey]
 
 
 def place_topology_gang(
-    state: CycleState, members: list[Job], minimum: int, label: str | None, core: int = 0
+    state: CycleState, members: list[Job], minimum: int, label: str | None
 ) -> set[str]:
     """Every domain of a level is tried (split by the uniformity label's value when the
     gang names one); the winner has the most members placed, then the lowest worst stage,
@@ -34,7 +34,7 @@ def place_topology_gang(
         for key, indices in zip(level.keys, level.members, strict=True):
             allowed = set(indices)
             saved = state.save()
-            attempt = try_gang(state, members, minimum, allowed, core)
+            attempt = try_gang(state, members, minimum, allowed)
             if isinstance(attempt, str):
                 if level.label is None and label is None:
                     cluster_reason = attempt
@@ -57,7 +57,7 @@ def place_topology_gang(
         for j in members:
             state.result.unscheduled[j.id] = why
         return set()
-    attempt = try_gang(state, members, minimum, best, core)
+    attempt = try_gang(state, members, minimum, best)
     assert not isinstance(attempt, str)
-    fail_unplaced(state, members, attempt[0], core)
+    fail_unplaced(state, members, attempt[0])
     return attempt[0]
