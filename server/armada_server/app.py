@@ -160,6 +160,7 @@ class ArmadaServer:
         self.storage: Storage | None = None
         self.metrics: Metrics | None = None
         self._listener: Listener | None = None
+        self.hub: EventHub | None = None
         self.scheduler: SchedulingLoop | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.executors: dict[str, Backend] = {}
@@ -318,6 +319,8 @@ class ArmadaServer:
             engine, clock=self.clock, on_commit=hub.notify, retry_settings=self.config.retry
         )
         self.storage = storage
+        hub.open(storage.events)
+        self.hub = hub
         self.metrics = Metrics(storage.job_reads, storage.isolated_failures, nodes=storage.nodes)
         if engine.dialect.name == "postgresql":
             self._listener = Listener(engine, hub.notify)
@@ -443,6 +446,8 @@ class ArmadaServer:
             self.scheduler.close()
         if self._listener is not None:
             self._listener.stop()
+        if self.hub is not None:
+            self.hub.close()
         self._pool.shutdown(wait=True)
         if self.storage is not None:
             self.storage.engine.dispose()

@@ -1,7 +1,8 @@
 """Event: stream a job set's log from any message id, and keep streaming while watching.
 
 Message ids are the job set's sequence numbers as decimal strings. New events reach watchers
-as soon as they commit (the event hub wakes them); there is no polling delay.
+as soon as the event hub has read them, which it does once for all watchers right after each
+commit (see eventhub.py); there is no polling delay.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from armada_core.api import event_pb2, event_pb2_grpc, health_pb2
 from armada_core.client.watching import HEARTBEAT_METADATA as HEARTBEAT_REQUEST
 from armada_core.waiting import wait_event
 from armada_server.errors import InvalidArgument, NotFound
+from armada_server.eventhub import Delivery, delivery
 from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc, streaming_rpc
 
@@ -103,32 +105,49 @@ class EventService(event_pb2_grpc.EventServicer):
         context: RpcContext,
     ) -> AsyncIterator[event_pb2.EventStreamMessage]:
         store = self.ctx.events
-        heartbeats = any(k == HEARTBEAT_METADATA for k, _ in (context.invocation_metadata() or ()))
-        with self.ctx.hub.subscribe((queue, job_set)) as woken:
+        if not watch:
             end = await self.ctx.run(store.last_seq, queue, job_set)
-            # Events stored before the watch began are history: only the live tail is lag.
-            live_after = end or 0
             if end is None and error_if_missing:
                 raise NotFound(f"job set {job_set!r} in queue {queue!r} has no events")
+            while end is not None and after < end:
+                batch = await self._read_log(queue, job_set, after)
+                for seq, message in batch:
+                    if seq > end:
+                        return
+                    yield message
+                    after = seq
+                if len(batch) < BATCH:
+                    return
+            return
+        heartbeats = any(k == HEARTBEAT_METADATA for k, _ in (context.invocation_metadata() or ()))
+        with self.ctx.hub.subscribe((queue, job_set)) as watcher:
+            end = await self.ctx.run(store.last_seq, queue, job_set)
+            if end is None and error_if_missing:
+                raise NotFound(f"job set {job_set!r} in queue {queue!r} has no events")
+            # Events stored before the watch began are history: only the live tail is lag.
+            live_after = end or 0
+            lag = self.ctx.metrics.event_lag
             while True:
-                woken.clear()
-                batch = await self.ctx.run(store.events_after, queue, job_set, after, BATCH)
-                if not watch:
-                    batch = [e for e in batch if end is not None and e.seq <= end]
-                lag = self.ctx.metrics.event_lag
-                for stored in batch:
-                    message = event_pb2.EventMessage.FromString(stored.payload)
-                    yield event_pb2.EventStreamMessage(id=str(stored.seq), message=message)
-                    if watch and stored.seq > live_after:
-                        kind = message.WhichOneof("events")
+                watcher.woken.clear()
+                # From the hub's memory when it reaches back to `after` (one read of the log
+                # serves every watcher), else from the log itself: history, or a watcher that
+                # fell more than the hub keeps behind.
+                kept = watcher.since(after, BATCH)
+                batch = await self._read_log(queue, job_set, after) if kept is None else kept
+                for seq, message in batch:
+                    yield message
+                    if seq > live_after:
+                        kind = message.message.WhichOneof("events")
                         assert kind is not None  # every stored message carries an event
-                        body = getattr(message, kind)
+                        body = getattr(message.message, kind)
                         lag.observe(max(0.0, time.time() - body.created.ToNanoseconds() / 1e9))
-                    after = stored.seq
+                    after = seq
                 if len(batch) == BATCH:
                     continue
-                if not watch:
-                    return
-                woke = await wait_event(woken, self.ctx.config.heartbeat_seconds)
+                woke = await wait_event(watcher.woken, self.ctx.config.heartbeat_seconds)
                 if not woke and heartbeats:
                     yield event_pb2.EventStreamMessage(id=str(after))
+
+    async def _read_log(self, queue: str, job_set: str, after: int) -> list[Delivery]:
+        stored = await self.ctx.run(self.ctx.events.events_after, queue, job_set, after, BATCH)
+        return [delivery(e) for e in stored]

@@ -1,7 +1,9 @@
 """Cross-replica wake-ups: PostgreSQL LISTEN/NOTIFY on the job sets that got events.
 
 Every transaction that appends events also NOTIFYs (delivered at commit, never for a rolled
-back transaction); each server replica LISTENs on one connection and wakes its own watchers.
+back transaction); each server replica LISTENs on one connection and wakes its own watchers
+as each notification arrives. Notifications sent while the connection was down are lost, so
+on every (re)connection it wakes the watchers of every job set (`wake(None)`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def notify(conn: Connection, keys: Iterable[tuple[str, str]]) -> None:
 class Listener:
     """A thread LISTENing for other replicas' events; reconnects when the connection drops."""
 
-    def __init__(self, engine: Engine, wake: Callable[[set[tuple[str, str]]], None]) -> None:
+    def __init__(self, engine: Engine, wake: Callable[[set[tuple[str, str]] | None], None]) -> None:
         self._dsn = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._wake = wake
         self._stop = threading.Event()
@@ -52,14 +54,14 @@ class Listener:
             try:
                 with psycopg.connect(self._dsn, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    self._wake(None)
                     self.ready.set()
                     while not self._stop.is_set():
-                        keys = set()
+                        # Each notification as it arrives: the generator itself only ends
+                        # after `timeout` without one, which is when the stop flag is checked.
                         for note in conn.notifies(timeout=0.5):
                             queue, _, job_set = note.payload.partition(_SEP)
-                            keys.add((queue, job_set))
-                        if keys:
-                            self._wake(keys)
+                            self._wake({(queue, job_set)})
             except psycopg.Error as e:
                 log.warning("event listener lost its database connection (%s); retrying", e)
                 self._stop.wait(1.0)

@@ -1,0 +1,252 @@
+"""Event fan-out: one read of the log per batch of new events serves every watcher, on SQLite
+and PostgreSQL; watchers resume from any message id; a slow watcher holds up nobody."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable
+
+import grpc
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from armada_core.api import event_pb2, event_pb2_grpc, submit_pb2, submit_pb2_grpc
+from armada_server.app import EmbeddedServer
+from armada_server.eventhub import EventHub, Feed, delivery
+from armada_server.storage import open_storage
+from armada_server.storage.events import StoredEvent
+
+from ..jobs.factories import item
+
+
+def event(queue: str, job_set: str, job_id: str) -> event_pb2.EventMessage:
+    created = Timestamp(seconds=1_800_000_000)
+    return event_pb2.EventMessage(
+        submitted=event_pb2.JobSubmittedEvent(
+            queue=queue, job_set_id=job_set, job_id=job_id, created=created
+        )
+    )
+
+
+def job_ids(deliveries: Iterable[tuple[int, event_pb2.EventStreamMessage]]) -> list[str]:
+    return [m.message.submitted.job_id for _, m in deliveries]
+
+
+async def settle(hub: EventHub) -> None:
+    """Until the hub has read everything it was told of."""
+    for _ in range(10_000):
+        await asyncio.sleep(0.001)
+        if not hub.reading():
+            return
+    raise AssertionError("the hub never finished reading")
+
+
+async def hub_reads_per_commit(database_url: str, sets: list[str], watchers: int) -> None:
+    """`watchers` watchers spread over `sets`; two commits, each appending to every set."""
+    loop = asyncio.get_running_loop()
+    hub = EventHub(loop, sweep_seconds=3600)
+    storage = open_storage(database_url, on_commit=hub.notify)
+    hub.open(storage.events)
+    tx = storage.transactions
+    try:
+        with tx.write() as (conn, touched):  # history from before the watchers
+            tx.append(conn, touched, [event("q", s, f"old-{s}") for s in sets])
+        subscriptions = [hub.subscribe(("q", sets[i % len(sets)])) for i in range(watchers)]
+        held = [s.__enter__() for s in subscriptions]
+        await settle(hub)
+        for round in range(2):
+            before = hub.reads
+            with tx.write() as (conn, touched):
+                tx.append(
+                    conn, touched, [event("q", s, f"{round}-{s}-{k}") for s in sets for k in (0, 1)]
+                )
+            await settle(hub)
+            assert hub.reads == before + 1  # one read, whatever the number of watchers
+        for i, watcher in enumerate(held):
+            s = sets[i % len(sets)]
+            assert watcher.since(0, 100) is None  # memory starts after the history
+            got = watcher.since(1, 100)
+            assert got is not None
+            assert [seq for seq, _ in got] == [2, 3, 4, 5]
+            assert job_ids(got) == [f"0-{s}-0", f"0-{s}-1", f"1-{s}-0", f"1-{s}-1"]
+            assert job_ids(watcher.since(3, 100) or []) == [f"1-{s}-0", f"1-{s}-1"]  # mid-batch
+        for subscription in subscriptions:
+            subscription.__exit__(None, None, None)
+    finally:
+        hub.close()
+        storage.engine.dispose()
+
+
+def test_one_read_serves_watchers_over_many_sets(database_url: str) -> None:
+    asyncio.run(hub_reads_per_commit(database_url, [f"set-{i}" for i in range(1000)], 1000))
+
+
+def test_one_read_serves_many_watchers_of_one_set(database_url: str) -> None:
+    asyncio.run(hub_reads_per_commit(database_url, ["one"], 1000))
+
+
+def test_reads_over_many_sets_return_a_prefix_of_each_and_say_when_cut(database_url: str) -> None:
+    storage = open_storage(database_url)
+    tx = storage.transactions
+    with tx.write() as (conn, touched):
+        tx.append(
+            conn, touched, [event("q", s, f"{s}-{k}") for s in ("a", "b", "c") for k in range(3)]
+        )
+    cursors = [(("q", "a"), 1), (("q", "b"), 0), (("q", "c"), 0), (("q", "none"), 0)]
+    whole = storage.events.events_after_many(cursors, limit=100)
+    assert {k: [e.seq for e in v.events] for k, v in whole.items()} == {
+        ("q", "a"): [2, 3],
+        ("q", "b"): [1, 2, 3],
+        ("q", "c"): [1, 2, 3],
+        ("q", "none"): [],
+    }
+    assert not any(v.more for v in whole.values())
+    cut = storage.events.events_after_many(cursors, limit=4)
+    assert [e.seq for e in cut[("q", "a")].events] == [2, 3]
+    assert [e.seq for e in cut[("q", "b")].events] == [1, 2]
+    assert cut[("q", "c")].events == [] and all(v.more for v in cut.values())
+    assert storage.events.last_seqs([("q", "a"), ("q", "none")]) == {
+        ("q", "a"): 3,
+        ("q", "none"): 0,
+    }
+    storage.engine.dispose()
+
+
+def test_a_feed_keeps_the_newest_events_and_sends_older_ids_to_the_log() -> None:
+    feed = Feed(keep=10)
+    feed.start(5)
+    stored = [
+        StoredEvent(seq, event("q", "s", f"j{seq}").SerializeToString()) for seq in range(6, 36)
+    ]
+    for start in range(0, 30, 3):
+        feed.add([delivery(e) for e in stored[start : start + 3]])
+    assert feed.tail == 35 and len(feed.events) <= 20
+    assert feed.since(feed.base - 1, 100) is None  # too far behind: read the log
+    assert job_ids(feed.since(33, 100) or []) == ["j34", "j35"]
+    assert job_ids(feed.since(feed.base, 2) or []) == [f"j{feed.base + 1}", f"j{feed.base + 2}"]
+    assert feed.since(35, 100) == []
+
+
+# --- over gRPC ------------------------------------------------------------------------------
+
+
+def submit(address: str, job_set: str, count: int = 1) -> None:
+    with grpc.insecure_channel(address) as channel:
+        submit_pb2_grpc.SubmitStub(channel).SubmitJobs(
+            submit_pb2.JobSubmitRequest(
+                queue="q", job_set_id=job_set, job_request_items=[item() for _ in range(count)]
+            ),
+            timeout=120,
+        )
+
+
+async def watch_all(
+    address: str, wanted: dict[str, int], after: dict[str, str], submitter: threading.Thread
+) -> dict[str, list[list[int]]]:
+    """Every watcher (a job set per watcher, `after` its from_message_id) until it has seen
+    `wanted[job set]` as its last id; the message ids each watcher received."""
+    channel = grpc.aio.insecure_channel(address)
+    stub = event_pb2_grpc.EventStub(channel)
+    started = asyncio.Event()
+    subscribed = 0
+
+    async def one(key: str) -> list[int]:
+        nonlocal subscribed
+        job_set = key.split("#")[0]
+        stream = stub.GetJobSetEvents(
+            event_pb2.JobSetRequest(
+                queue="q", id=job_set, watch=True, from_message_id=after.get(key, "")
+            ),
+            timeout=120,
+        )
+        subscribed += 1
+        if subscribed == len(keys):
+            started.set()
+        ids = []
+        async for message in stream:
+            ids.append(int(message.id))
+            if ids[-1] >= wanted[job_set]:
+                stream.cancel()
+                break
+        return ids
+
+    keys = list(after)
+    tasks = [asyncio.create_task(one(k)) for k in keys]
+    await started.wait()
+    await asyncio.sleep(0.5)  # the streams reach the server; a late one still reads the log
+    submitter.start()
+    results = await asyncio.gather(*tasks)
+    submitter.join()
+    await channel.close()
+    by_set: dict[str, list[list[int]]] = {}
+    for key, ids in zip(keys, results, strict=True):
+        by_set.setdefault(key.split("#")[0], []).append(ids)
+    return by_set
+
+
+@pytest.fixture
+def two_servers(database_url: str):  # type: ignore[no-untyped-def]
+    """Two replicas on PostgreSQL; on SQLite, one server standing for both."""
+    with EmbeddedServer(database_url=database_url, heartbeat_seconds=120) as a:
+        with grpc.insecure_channel(a.address) as channel:
+            submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(submit_pb2.Queue(name="q"))
+        if database_url.startswith("sqlite"):
+            yield a, a
+            return
+        with EmbeddedServer(database_url=database_url, heartbeat_seconds=120) as b:
+            yield a, b
+
+
+def test_many_watchers_get_every_event_once_in_order(two_servers) -> None:  # type: ignore[no-untyped-def]
+    """40 watchers of one set and 40 watchers of 40 sets, on replica B, while replica A (on
+    PostgreSQL another server of the same database) appends events in batches."""
+    a, b = two_servers
+    sets = [f"s{i}" for i in range(40)]
+    after = {f"one#{w}": "" for w in range(40)} | {s: "" for s in sets}
+
+    def appends() -> None:
+        for _ in range(3):
+            submit(a.address, "one", 5)
+            for s in sets:
+                submit(a.address, s, 2)
+
+    by_set = asyncio.run(
+        watch_all(
+            b.address,
+            {"one": 30} | dict.fromkeys(sets, 12),
+            after,
+            threading.Thread(target=appends),
+        )
+    )
+    assert by_set["one"] == [list(range(1, 31))] * 40
+    for s in sets:
+        assert by_set[s] == [list(range(1, 13))]
+
+
+def test_watchers_resume_from_an_id_in_the_middle_of_a_batch(two_servers) -> None:  # type: ignore[no-untyped-def]
+    """A batch of 20 events (10 jobs, one commit); watchers resume from ids inside it, both
+    from the log (the batch is history) and from the hub's memory (read for a watcher that
+    was there when it was appended), then get what follows."""
+    a, b = two_servers
+    submit(a.address, "history", 10)  # ids 1-20, one commit
+    after = {"history#7": "7", "history#0": "", "live#first": "", "live#13": "13", "live#20": "20"}
+
+    def appends() -> None:
+        submit(a.address, "live", 10)  # ids 1-20 of "live", read by the hub for live#first
+        submit(a.address, "history", 1)  # 21, 22
+        submit(a.address, "live", 1)  # 21, 22
+
+    by_set = asyncio.run(
+        watch_all(b.address, {"history": 22, "live": 22}, after, threading.Thread(target=appends))
+    )
+    history_from_7, history_all = by_set["history"]
+    assert history_from_7 == list(range(8, 23)) and history_all == list(range(1, 23))
+    live_first, live_13, live_20 = by_set["live"]
+    assert live_first == list(range(1, 23))
+    assert live_13 == list(range(14, 23)) and live_20 == [21, 22]
+    with grpc.insecure_channel(b.address) as channel:
+        stored = event_pb2_grpc.EventStub(channel).GetJobSetEvents(
+            event_pb2.JobSetRequest(queue="q", id="live", from_message_id="13"), timeout=60
+        )
+        assert [int(m.id) for m in stored] == list(range(14, 23))
