@@ -30,7 +30,8 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness():
+    # Migrating a new database took over a minute on a loaded two-core machine.
+    with prefect_test_harness(server_startup_timeout=300):
         yield str(PREFECT_API_URL.value())
     if old is None:
         os.environ.pop("PREFECT_HOME", None)

@@ -80,6 +80,26 @@ def test_a_gang_runs_together(armada: ArmadaClient, queue: str) -> None:
     assert {a["armadaproject.io/gangCardinality"] for a in annotations} == {"2"}
 
 
+def test_every_line_of_a_gang_that_ends_at_once_reaches_the_task_log(
+    armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    job = make_job(
+        armada, queue, pod("echo line of $ARMADA_JOB_ID"), replicas=3, job_set_id="gang-logs"
+    )
+
+    @flow
+    def pipeline() -> dict[str, Any]:
+        return execute_armada_job(job)
+
+    with caplog.at_level("INFO"):
+        result = pipeline()
+    ids = result["job_ids"]
+    assert len(ids) == 3
+    assert sorted(m for m in caplog.messages if "line of" in m) == sorted(
+        f"[{j}] line of {j}" for j in ids
+    )
+
+
 def test_an_elastic_pod_group_runs_every_role(
     armada: ArmadaClient, queue: str, caplog: pytest.LogCaptureFixture
 ) -> None:
