@@ -335,7 +335,7 @@ class ArmadaServer:
             carryover=storage.carryover,
             isolated_failures=storage.isolated_failures,
             clock=self.clock,
-            reports=storage.cycle_reports,
+            reports=storage.cycle_reports if self.config.report_cycles else None,
         )
         auth = self._auth()
         ctx = Context(

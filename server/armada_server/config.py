@@ -399,7 +399,7 @@ class ServerConfig:
     # default, as upstream does): for clusters that add nodes when jobs wait.
     accept_jobs_that_fit_no_node: bool = False
     # Scheduling cycles the reports keep (docs/reports.md): older cycles, and the reasons
-    # jobs waited for in them, are deleted by the leader as it goes.
+    # jobs waited for in them, are deleted by the leader as it goes. 0: no reports are kept.
     report_cycles: int = 100
 
     def submission(self) -> SubmissionConfig:
@@ -427,8 +427,8 @@ class ServerConfig:
             )
         if isinstance(self.report_cycles, bool) or not isinstance(self.report_cycles, int):
             raise ConfigError(f"report_cycles: must be a whole number, got {self.report_cycles!r}")
-        if self.report_cycles < 1:
-            raise ConfigError(f"report_cycles: must be at least 1, got {self.report_cycles}")
+        if self.report_cycles < 0:
+            raise ConfigError(f"report_cycles: must be at least 0, got {self.report_cycles}")
         names = [p.name for p in self.priority_classes]
         if not names:
             raise ConfigError("priority_classes: at least one is needed")

@@ -270,3 +270,50 @@ class _AsAdmin:
 
     def Sync(self, request: executor_pb2.SyncRequest) -> executor_pb2.SyncResponse:
         return self.stub.Sync(request, metadata=basic("alice"))
+
+
+def test_no_reports_are_kept_with_report_cycles_0(database_url: str) -> None:
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="none",
+        database_url=database_url,
+        scheduling_period=0.05,
+        priority_classes=CLASSES,
+        default_priority_class="low",
+        report_cycles=0,
+    )
+    with EmbeddedServer(config) as running, grpc.insecure_channel(running.address) as channel:
+        submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(submit_pb2.Queue(name="q"))
+        ex = Executor(channel, nodes=1, cpu="4", memory="8Gi")
+        ex.sync()
+        jobs = submit_pb2_grpc.SubmitStub(channel).SubmitJobs(
+            submit_pb2.JobSubmitRequest(queue="q", job_set_id="s", job_request_items=[high()] * 5)
+        )
+        ex.wait_leases(4)  # the fifth waits for room, as the cycles go on
+        waiting = next(i.job_id for i in jobs.job_response_items if not ex_has(ex, i.job_id))
+        store = running.server.storage
+        assert store is not None
+        until(lambda: store.job_reads.scheduling_reasons([waiting]), "no reason was given")
+        stub = scheduler_reporting_pb2_grpc.SchedulerReportingStub(channel)
+        said = stub.GetSchedulingReport(pb.SchedulingReportRequest())
+        assert said.report == "no scheduling cycle kept yet\n"
+        assert (
+            json.loads(stub.GetJobReport(pb.JobReportRequest(job_id=waiting)).json)["history"] == []
+        )
+        assert store.cycle_reports.next_cycle() == 1
+
+
+def ex_has(ex: Executor, job_id: str) -> bool:
+    return any(lease.job.id == job_id for lease in ex.held.values())
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(-1, "report_cycles: must be at least 0, got -1"), ("many", "must be a whole number")],
+)
+def test_report_cycles_is_checked(value: object, error: str) -> None:
+    from armada_server.config import ConfigError
+
+    with pytest.raises(ConfigError, match=error):
+        ServerConfig(report_cycles=value).validate()  # type: ignore[arg-type]
