@@ -753,40 +753,39 @@ def test_killing_the_armada_executor_or_server_loses_and_duplicates_nothing(
 
 # --- the reaper sensor: runs ended behind their steps' back ----------------------------------
 
-MARK_CANCELED = """
-mutation ($runId: String!) {
-  terminateRun(runId: $runId, terminatePolicy: MARK_AS_CANCELED_IMMEDIATELY) { __typename }
-}
-"""
 DELETE = """
 mutation ($runId: String!) { deletePipelineRun(runId: $runId) { __typename } }
 """
 
 
-@pytest.mark.parametrize("how", ["marked canceled", "deleted"])
+@pytest.mark.parametrize("how", ["marked failed", "deleted"])
 def test_a_run_ended_behind_its_steps_back_has_its_job_cancelled(
     deployment: Deployment, admin: ArmadaClient, deployment_queue: str, how: str
 ) -> None:
-    """A run marked canceled without terminating it (the UI's force termination), or deleted,
-    while its step waits on its job: nobody tells the step. The reaper sensor cancels the job,
+    """A run marked failed in the instance while its run worker goes on (as run monitoring
+    does when it takes the worker for dead; no run retry), or deleted through GraphQL, while
+    its step waits on its job: nobody tells the step. The reaper sensor cancels the job,
     naming the run's state; another run's job, whose run is STARTED, runs on to its end."""
-    run_id, other = deployment.launch(), deployment.launch()
+    run_id = deployment.graphql.submit_job_execution(
+        JOB, repository_location_name=LOCATION, tags={"dagster/max_retries": "0"}
+    )
+    other = deployment.launch()
     jobs, other_jobs = (
         StepJobs(admin, deployment_queue, run_id),
         StepJobs(admin, deployment_queue, other),
     )
     with releasing(deployment, run_id), releasing(deployment, other):
-        job_id = running_job(jobs, run_id)
-        other_job = running_job(other_jobs, other)
-        mutation, state = (
-            (MARK_CANCELED, "CANCELED")
-            if how == "marked canceled"
-            else (
-                DELETE,
-                "deleted",
-            )
-        )
-        deployment.graphql._execute(mutation, {"runId": run_id})
+        # (two runs at once: their step processes may take minutes on a loaded machine)
+        job_id = running_job(jobs, run_id, timeout=300)
+        other_job = running_job(other_jobs, other, timeout=300)
+        if how == "marked failed":
+            run = deployment.instance.get_run_by_id(run_id)
+            assert run is not None
+            deployment.instance.report_run_failed(run, "marked failed by hand")
+            state = "FAILURE"
+        else:
+            deployment.graphql._execute(DELETE, {"runId": run_id})
+            state = "deleted"
         wait_for(
             lambda: admin.get_job_status([job_id])[job_id] == submit_pb2.CANCELLED,
             90,
@@ -799,3 +798,4 @@ def test_a_run_ended_behind_its_steps_back_has_its_job_cancelled(
         release(deployment, other)
         assert deployment.wait_finished(other) == DagsterRunStatus.SUCCESS
     assert admin.get_job_status([other_job])[other_job] == submit_pb2.SUCCEEDED
+    assert deployment.children(run_id) == []

@@ -2,8 +2,8 @@
 `armada_reaper_sensor` cancels the live Armada jobs of runs that ended, or were deleted, behind
 the integration's back.
 
-A run marked failed from the UI, deleted, or whose run worker died without a retry tells no
-step: its jobs would run on. Each tick, the sensor lists the live jobs of Dagster tasks in the
+A run marked failed while its run worker goes on, deleted, or whose run worker died without a
+retry tells no step: its jobs would run on. Each tick, the sensor lists the live jobs of Dagster tasks in the
 resource's queue and reads their runs (a job's attempt names its run: `<run id>/<retry>` for a
 step's job, the run id for `ArmadaRunLauncher`'s) from the instance the daemon runs it with. A
 run that ended (SUCCESS, FAILURE, CANCELED) at least `SETTLE_SECONDS` ago, or that the
