@@ -4,8 +4,9 @@
 
 Starts a server (local executor) in a temporary directory, submits the demo's gang
 (examples/standalone/gang.yaml) and a few more jobs through the REST gateway (two queues, one
-job failing, one running long), and saves the queues, job set and job pages as PNGs taken
-by headless Chromium.
+job failing, one running long, a backlog that waits), and saves the queues, job set and job
+pages and the scheduling reports of a queue and of a waiting job as PNGs taken by headless
+Chromium (`--only queue-report job-report` takes some of them).
 """
 
 from __future__ import annotations
@@ -65,9 +66,13 @@ def shoot(browser, url: str, path: Path, css_ready: str) -> None:  # type: ignor
     print(f"{path}: {path.stat().st_size // 1024} KiB", file=sys.stderr)
 
 
+SHOTS = ["queues", "jobset", "job", "queue-report", "job-report"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    parser.add_argument("--only", nargs="+", choices=SHOTS, default=SHOTS, metavar="SHOT")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="armada-shots-"))
@@ -105,16 +110,31 @@ def main() -> int:
             "requests": {"cpu": "1500m", "memory": "1Gi"},
             "limits": {"cpu": "1500m", "memory": "1Gi"},
         }
-        http.submit("demo", "backlog", big, big, big)  # more than fits: some wait
+        backlog = http.submit("demo", "backlog", big, big, big)  # more than fits: some wait
+        waiting = eventually(
+            lambda: next(
+                (j for j in backlog if http.get(f"/api/v1/jobs/{j}/report")["history"]), None
+            ),
+            timeout=60,
+            what="a waiting job's reasons",
+        )
+        time.sleep(3)  # a few cycles of waiting
         eventually(
             lambda: len(server.server.http.sampler.samples) > 10, timeout=60, what="share samples"
         )
         profile = tempfile.mkdtemp(prefix="armada-chromium-")
         browser = driver(profile)
         try:
-            shoot(browser, f"{base}/queues", args.out / "queues.png", "#live-status.live-on")
-            shoot(browser, f"{base}/jobsets/demo/gang-demo", args.out / "jobset.png", "#jobs-table")
-            shoot(browser, f"{base}/jobs/{broken}", args.out / "job.png", "#timeline")
+            pages = {
+                "queues": (f"{base}/queues", "#live-status.live-on"),
+                "jobset": (f"{base}/jobsets/demo/gang-demo", "#jobs-table"),
+                "job": (f"{base}/jobs/{broken}", "#timeline"),
+                "queue-report": (f"{base}/queues/demo", "#queue-report"),
+                "job-report": (f"{base}/jobs/{waiting}", "#job-report"),
+            }
+            for name in args.only:
+                url, ready = pages[name]
+                shoot(browser, url, args.out / f"{name}.png", ready)
         finally:
             browser.quit()
             shutil.rmtree(profile, ignore_errors=True)
