@@ -76,12 +76,17 @@ class Feed:
 class Watcher:
     """One stream's hold on a feed: `woken` is set whenever the feed gets new events."""
 
-    def __init__(self, feed: Feed) -> None:
+    def __init__(self, hub: EventHub, feed: Feed) -> None:
+        self.hub = hub
         self.feed = feed
         self.woken = asyncio.Event()
 
     def since(self, after: int, limit: int) -> list[Delivery] | None:
-        return self.feed.since(after, limit)
+        """As Feed.since; a None counts in the hub's `behind`."""
+        found = self.feed.since(after, limit)
+        if found is None and self.feed.tail is not None:
+            self.hub.behind += 1
+        return found
 
 
 class EventHub:
@@ -89,11 +94,11 @@ class EventHub:
         self,
         loop: asyncio.AbstractEventLoop,
         *,
-        keep: int = KEEP,
+        keep: int | None = None,
         sweep_seconds: float = SWEEP_SECONDS,
     ) -> None:
         self._loop = loop
-        self._keep = keep
+        self._keep = KEEP if keep is None else keep
         self._sweep_seconds = sweep_seconds
         self._log: EventLog | None = None
         self._feeds: dict[JobSetKey, Feed] = {}
@@ -102,7 +107,10 @@ class EventHub:
         self._sweeper: asyncio.Task[None] | None = None
         # Its own thread: reads never queue behind the RPCs' storage work.
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="armada-events")
-        self.reads = 0  # reads of the log made for watchers, for tests and benchmarks
+        # For tests and benchmarks: the hub's reads of the log, and the times a watcher asked
+        # for events older than the hub keeps (and read the log itself).
+        self.reads = 0
+        self.behind = 0
 
     def open(self, events: EventLog) -> None:
         """Start reading `events` for watchers (on the hub's loop)."""
@@ -134,7 +142,7 @@ class EventHub:
             feed = self._feeds[key] = Feed(self._keep)
             self._dirty.add(key)
             self._kick()
-        watcher = Watcher(feed)
+        watcher = Watcher(self, feed)
         feed.waiters.add(watcher.woken)
         try:
             yield watcher

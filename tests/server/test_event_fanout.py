@@ -12,6 +12,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from armada_core.api import event_pb2, event_pb2_grpc, submit_pb2, submit_pb2_grpc
+from armada_server import eventhub
 from armada_server.app import EmbeddedServer
 from armada_server.eventhub import EventHub, Feed, delivery
 from armada_server.storage import open_storage
@@ -131,11 +132,13 @@ def test_a_feed_keeps_the_newest_events_and_sends_older_ids_to_the_log() -> None
 # --- over gRPC ------------------------------------------------------------------------------
 
 
-def submit(address: str, job_set: str, count: int = 1) -> None:
+def submit(address: str, job_set: str, count: int = 1, **fields: object) -> None:
     with grpc.insecure_channel(address) as channel:
         submit_pb2_grpc.SubmitStub(channel).SubmitJobs(
             submit_pb2.JobSubmitRequest(
-                queue="q", job_set_id=job_set, job_request_items=[item() for _ in range(count)]
+                queue="q",
+                job_set_id=job_set,
+                job_request_items=[item(**fields) for _ in range(count)],
             ),
             timeout=120,
         )
@@ -250,3 +253,60 @@ def test_watchers_resume_from_an_id_in_the_middle_of_a_batch(two_servers) -> Non
             event_pb2.JobSetRequest(queue="q", id="live", from_message_id="13"), timeout=60
         )
         assert [int(m.id) for m in stored] == list(range(14, 23))
+
+
+def read_until(stream, last: int, into: list[int]) -> None:  # type: ignore[no-untyped-def]
+    for message in stream:
+        into.append(int(message.id))
+        if into[-1] >= last:
+            return
+
+
+def test_a_slow_watcher_holds_up_nobody_and_loses_nothing(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watcher that stops reading while its set gets far more than gRPC buffers and the hub
+    keeps (20 events here; large events fill gRPC's buffers) delays no watcher of its set or of
+    another; when it reads again it gets every event once, in order, those the hub no longer
+    keeps from the log."""
+    monkeypatch.setattr(eventhub, "KEEP", 20)
+    big = {"note": "x" * 100_000}  # every event carries its job, annotations and all
+    batches, per_batch = 20, 20
+    total = 1 + 2 * batches * per_batch
+    with EmbeddedServer(database_url=database_url, heartbeat_seconds=120) as server:
+        hub = server.server.hub
+        assert hub is not None
+        with grpc.insecure_channel(server.address) as channel:
+            submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(submit_pb2.Queue(name="q"))
+        submit(server.address, "busy")
+        channels = [grpc.insecure_channel(server.address) for _ in range(3)]
+        try:
+            slow, fast, other = (
+                event_pb2_grpc.EventStub(c).GetJobSetEvents(
+                    event_pb2.JobSetRequest(queue="q", id=job_set, watch=True), timeout=300
+                )
+                for c, job_set in zip(channels, ["busy", "busy", "quiet"], strict=True)
+            )
+            slow_ids = [int(next(slow).id)]  # then it stops reading
+            fast_ids: list[int] = []
+            other_ids: list[int] = []
+            readers = [
+                threading.Thread(target=read_until, args=(fast, total, fast_ids)),
+                threading.Thread(target=read_until, args=(other, 2, other_ids)),
+            ]
+            for reader in readers:
+                reader.start()
+            for _ in range(batches):
+                submit(server.address, "busy", per_batch, annotations=big)
+            submit(server.address, "quiet")
+            for reader in readers:
+                reader.join(240)
+            assert fast_ids == list(range(1, total + 1))
+            assert other_ids == [1, 2]
+            behind = hub.behind
+            read_until(slow, total, slow_ids)
+            assert slow_ids == list(range(1, total + 1))
+            assert hub.behind > behind  # it did fall behind what the hub keeps
+        finally:
+            for c in channels:
+                c.close()
