@@ -5,10 +5,14 @@ since the first queue's decayed usage still counts."""
 
 from __future__ import annotations
 
+import pytest
+
 from armada_server.config import SchedulingSettings, ServerConfig
 from armada_server.simulation.generators import generate
 from armada_server.simulation.recording import Recording
 from armada_server.simulation.run import simulate
+
+pytestmark = pytest.mark.slow  # simulations of hours, through real storage
 
 ARRIVAL = 2 * 3600.0
 

@@ -30,6 +30,8 @@ from armada_server.simulation.ports import OverGrpc
 from armada_server.simulation.workload import parse_workload
 from armada_server.storage import schema as t
 
+pytestmark = pytest.mark.slow  # simulations of hours, through real storage
+
 
 def basic(user: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{user}-pw".encode()).decode()

@@ -21,6 +21,8 @@ from armada_server.simulation.recording import Recording
 from armada_server.simulation.run import simulation_config
 from armada_server.simulation.workload import Workload, parse_workload
 
+pytestmark = pytest.mark.slow  # simulations of hours, through real storage
+
 CLASSES = (
     PriorityClassConfig("low", 0, preemptible=True),
     PriorityClassConfig("high", 10, preemptible=False),

@@ -11,6 +11,8 @@ import pytest
 from armada_server.app import EmbeddedServer
 from armada_server.cli import main
 
+pytestmark = pytest.mark.slow  # simulations of hours, through real storage
+
 WORKLOAD = """
 queues: [{name: a}]
 nodes: [1x4x8Gi]

@@ -7,7 +7,9 @@ the figures an operator compares before changing a setting (report.py, page.py).
     clock.py        virtual time: what the loop, storage and executor read instead of the clock
     ports.py        the server the simulation drives: its storage in-process (fast), or a
                     running server over gRPC (the comparison that shows they decide alike)
+    jobs.py         an arrival as the submission items a client would send
     driver.py       the steps: arrivals, runs ending, executor syncs, one cycle per period
+    run.py          one simulation: a workload under one configuration
     recording.py    what each step saw; report.py turns it into figures, page.py into HTML
     command.py      `armada-server simulate`
 """
