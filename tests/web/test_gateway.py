@@ -350,3 +350,54 @@ def test_nodes_are_listed_cordoned_and_uncordoned(http: Http) -> None:
     error = http.post("/api/v1/nodes/cordon", {"node": "ghost"}, expect=404)["error"]
     assert error["code"] == "NOT_FOUND" and "ghost" in error["message"]
     assert http.post("/api/v1/nodes/cordon", {}, expect=400)["error"]["code"] == "INVALID_ARGUMENT"
+
+
+def test_job_groups_count_what_the_list_lists(http: Http) -> None:
+    http.post("/api/v1/queues", {"name": "grouped"}, expect=201)
+    done = http.submit("grouped", "a", *[job("true") for _ in range(3)])
+    stopped = http.submit("grouped", "b", job("sleep 60"), job("sleep 60"))
+    for job_id in done:
+        http.wait_state(job_id, "SUCCEEDED")
+    for job_id in stopped:
+        http.wait_state(job_id, "RUNNING")
+    http.post("/api/v1/jobs/cancel", {"queue": "grouped", "jobSetId": "b", "jobIds": stopped[:1]})
+    http.wait_state(stopped[0], "CANCELLED")
+    rows = http.get("/api/v1/jobs?queue=grouped&limit=500")["jobs"]
+    nodes = {}
+    for row in rows:
+        runs = http.get(f"/api/v1/jobs/{row['id']}")["runs"]
+        nodes[row["id"]] = runs[-1]["node"] if runs else ""
+
+    def groups(by: str, query: str = "queue=grouped") -> dict[str, int]:
+        answer = http.get(f"/api/v1/jobs/groups?groupBy={by}&{query}")
+        assert answer["groupBy"] == by and answer["more"] is False
+        counts = [g["count"] for g in answer["groups"]]
+        assert counts == sorted(counts, reverse=True)  # largest first
+        return {g["value"]: g["count"] for g in answer["groups"]}
+
+    def expected(key: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in rows:
+            value = nodes[row["id"]] if key == "node" else row[key]
+            out[value] = out.get(value, 0) + 1
+        return out
+
+    assert groups("state") == {"SUCCEEDED": 3, "CANCELLED": 1, "RUNNING": 1} == expected("state")
+    assert groups("jobSet") == {"a": 3, "b": 2}
+    assert groups("reason") == expected("reason")
+    assert groups("priorityClass") == expected("priorityClass")
+    assert groups("node") == expected("node") and "" not in groups("node")
+    assert groups("queue", "state=cancelled&state=running")["grouped"] == 2  # every queue
+    assert groups("queue", "queue=grouped&state=succeeded&state=cancelled") == {"grouped": 4}
+    answer = http.get("/api/v1/jobs/groups?groupBy=jobSet&queue=grouped&state=running")
+    assert answer["groups"] == [{"value": "b", "count": 1, "queue": "grouped"}]
+    for query, field in (
+        ("groupBy=owner", "groupBy"),
+        ("groupBy=", "groupBy"),
+        ("groupBy=state&annotation=k", "groupBy"),
+        ("groupBy=state&state=nonsense", "state"),
+        ("groupBy=state&jobSet=a", "jobSet"),
+    ):
+        error = http.get(f"/api/v1/jobs/groups?{query}", expect=400)["error"]
+        assert error["code"] == "INVALID_ARGUMENT" and error["message"].startswith(field), error
+    http.post("/api/v1/jobsets/cancel", {"queue": "grouped", "jobSetId": "b"})

@@ -265,6 +265,25 @@ async def list_jobs(request: Request) -> Response:
     )
 
 
+@endpoint
+async def job_groups(request: Request) -> Response:
+    """The filtered jobs counted per queue, job set, state, reason, node or priority class."""
+    web = web_of(request)
+    where, _, _ = job_filter(request.query_params)
+    by = _one(request.query_params, "groupBy")
+    groups, more = await web.ctx.run(queries.group_counts, web.ctx.job_reads, where, by)
+    return JSONResponse(
+        {
+            "groupBy": by,
+            "groups": [
+                {"value": g.value, "count": g.count, **({"queue": g.queue} if g.queue else {})}
+                for g in groups
+            ],
+            "more": more,
+        }
+    )
+
+
 def job_filter(params: QueryParams) -> tuple[queries.JobFilter, int, str | None]:
     """The list's filter, size and cursor from a query string (the API's and the pages')."""
     order = _one(params, "order", "desc")
@@ -607,6 +626,7 @@ routes = [
     resource("/api/v1/nodes/uncordon", post=uncordon_node),
     resource("/api/v1/jobs", get=list_jobs, post=submit_jobs),
     resource("/api/v1/jobs/status", get=job_status),
+    resource("/api/v1/jobs/groups", get=job_groups),
     resource("/api/v1/jobs/cancel", post=cancel_jobs),
     resource("/api/v1/jobs/reprioritize", post=reprioritize_jobs),
     resource("/api/v1/jobs/preempt", post=preempt_jobs),

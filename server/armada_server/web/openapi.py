@@ -11,6 +11,7 @@ from typing import Any
 
 from armada_core.jobs import JobState
 from armada_server import __version__
+from armada_server.web.queries import GROUPS
 
 STATES = [s.name for s in JobState]
 JOB_SET_STATES = ["QUEUED", "LEASED", "PENDING", "RUNNING"]
@@ -126,6 +127,14 @@ SCHEMAS: dict[str, Any] = {
     ),
     "JobList": _obj(
         {"jobs": _array(_ref("JobRow")), "next": NSTR, "prev": NSTR}, ("jobs", "next", "prev")
+    ),
+    "JobGroups": _obj(
+        {
+            "groupBy": STR,
+            "groups": _array(_obj({"value": STR, "count": INT, "queue": STR}, ("value", "count"))),
+            "more": BOOL,
+        },
+        ("groupBy", "groups", "more"),
     ),
     "JobStates": _obj({"jobStates": _map({"type": "string", "enum": STATES})}, ("jobStates",)),
     "Container": _obj(
@@ -368,6 +377,21 @@ def _components() -> dict[str, Any]:
     }
 
 
+def _job_filters() -> list[dict[str, Any]]:
+    """The filters the job list and its group counts share."""
+    return [
+        _q("queue", STR),
+        _q("jobSet", STR, "needs queue"),
+        _q(
+            "state",
+            _array({"type": "string", "enum": [*LIST_STATES, ""]}),
+            "any of these states (empty: any state)",
+            style="form",
+            explode=True,
+        ),
+    ]
+
+
 def _queue_paths() -> dict[str, Any]:
     """The queues, their cordons and the fair-share samples."""
     return {
@@ -494,15 +518,7 @@ def _job_paths() -> dict[str, Any]:
                 _json(_ref("JobList"), "one page"),
                 errors=("400", "401"),
                 params=[
-                    _q("queue", STR),
-                    _q("jobSet", STR, "needs queue"),
-                    _q(
-                        "state",
-                        _array({"type": "string", "enum": [*LIST_STATES, ""]}),
-                        "any of these states (empty: any state)",
-                        style="form",
-                        explode=True,
-                    ),
+                    *_job_filters(),
                     _q("annotation", STR, "key or key=value"),
                     _q(
                         "sort",
@@ -514,6 +530,23 @@ def _job_paths() -> dict[str, Any]:
                     _q("order", {"type": "string", "enum": ["asc", "desc"]}),
                     _q("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
                     _q("cursor", STR, "`next` or `prev` of the previous page"),
+                ],
+            ),
+        },
+        "/api/v1/jobs/groups": {
+            "get": _op(
+                "groupJobs",
+                "The filtered jobs counted per value of groupBy, largest groups first",
+                _json(_ref("JobGroups"), "the groups"),
+                errors=("400", "401"),
+                params=[
+                    _q(
+                        "groupBy",
+                        {"type": "string", "enum": list(GROUPS)},
+                        "a job's node is that of its latest run",
+                        required=True,
+                    ),
+                    *_job_filters(),
                 ],
             ),
         },

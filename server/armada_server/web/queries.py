@@ -24,6 +24,7 @@ from sqlalchemy import (
     Row,
     UnaryExpression,
     and_,
+    case,
     func,
     or_,
     select,
@@ -407,3 +408,85 @@ def queue_counts(store: JobReads) -> dict[str, dict[JobState, int]]:
     for (queue, state), n in store.count_jobs_by_queue_and_state().items():
         out[queue][state] = n
     return out
+
+
+# What the job list groups by: the query string's name, and the label the page shows.
+GROUPS = {
+    "queue": "queue",
+    "jobSet": "job set",
+    "state": "state",
+    "reason": "reason",
+    "node": "node",
+    "priorityClass": "priority class",
+}
+MAX_GROUPS = 500
+
+
+@dataclass(frozen=True)
+class Group:
+    value: str  # the state's name for state; "" for no reason or no node
+    count: int
+    queue: str = ""  # a job set's queue (job sets are named within their queue)
+
+
+def _reason_column() -> ColumnElement[Any]:
+    """The reason a list row shows (see _row), as SQL so that GROUP BY can count it."""
+    failed = [int(JobState.FAILED), int(JobState.REJECTED)]
+    return case(
+        (t.jobs.c.state.in_(failed), t.jobs.c.failure_reason),
+        (t.jobs.c.state == int(JobState.CANCELLED), t.jobs.c.cancel_reason),
+        else_=t.jobs.c.scheduling_reason,
+    )
+
+
+def group_counts(store: JobReads, where: JobFilter, by: str) -> tuple[list[Group], bool]:
+    """The jobs matching the filter counted per value of `by`, largest groups first (at most
+    MAX_GROUPS; the flag says there were more), counted by the database's GROUP BY.
+    A job's node is that of its latest run (none: never placed). Blocking."""
+    where = where.check()
+    if by not in GROUPS:
+        raise InvalidArgument(f"groupBy: {by!r} is not one of {', '.join(GROUPS)}")
+    if where.annotation:
+        raise InvalidArgument(
+            "groupBy: annotations live in the job's spec and cannot be counted by the database; "
+            "group without the annotation filter"
+        )
+    keys: list[ColumnElement[Any]]
+    source: Any = t.jobs
+    if by == "jobSet":
+        keys = [t.jobs.c.job_set, t.jobs.c.queue]
+    elif by == "reason":
+        keys = [_reason_column()]
+    elif by == "node":
+        other = t.runs.alias("other_runs")
+        latest = (
+            select(func.max(other.c.run_index))
+            .where(other.c.job_id == t.jobs.c.id)
+            .scalar_subquery()
+        )
+        source = t.jobs.outerjoin(
+            t.runs, and_(t.runs.c.job_id == t.jobs.c.id, t.runs.c.run_index == latest)
+        )
+        keys = [func.coalesce(t.runs.c.node, "")]
+    else:
+        column = {"queue": t.jobs.c.queue, "state": t.jobs.c.state}.get(by)
+        keys = [t.jobs.c.priority_class if column is None else column]
+    count = func.count().label("n")
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            select(*keys, count)
+            .select_from(source)
+            .where(and_(true(), *_filters(where)))
+            .group_by(*keys)
+            .order_by(count.desc(), *keys)
+            .limit(MAX_GROUPS + 1)
+        ).all()
+    groups = [
+        Group(
+            JobState(r[0]).name if by == "state" else (r[0] or ""),
+            r[-1],
+            r[1] if by == "jobSet" else "",
+        )
+        for r in found[:MAX_GROUPS]
+    ]
+    return groups, len(found) > MAX_GROUPS
