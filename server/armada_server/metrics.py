@@ -76,7 +76,8 @@ class _IsolatedFailures(Collector):
 
 class _Preemptions(Collector):
     """Preemptions this process decided (the leader's cycles) or was asked for (manual),
-    every queue it has seen at 0 for every kind."""
+    every queue the same scrape found in the database at 0 for every kind (the registry
+    collects the database's series first)."""
 
     def __init__(self, queues: Callable[[], list[str]]) -> None:
         self.counts: Tally[tuple[str, str]] = Tally()
@@ -134,7 +135,7 @@ class Metrics:
         self.registry.register(self.database)
         self.registry.register(_IsolatedFailures(isolated_failures))
         self.registry.register(_DatabasePool(jobs.engine))
-        self.preemptions = _Preemptions(self.database.queue_names)
+        self.preemptions = _Preemptions(lambda: self.database.known_queues)
         self.registry.register(self.preemptions)
         self.jobs_submitted = Counter(
             "armada_jobs_submitted",

@@ -4,8 +4,8 @@ leads and however often it changed (docs/metrics.md: aggregate them with max, no
 Every series that names a queue, pool or outcome lists every queue, pool and outcome the
 database knows, at 0 where nothing is counted, so a dashboard's line drops to 0 instead of
 vanishing. Reads are bounded: live jobs through the (state, queue) index on every scrape,
-ended jobs once every `ended_refresh` seconds, a cycle's figures only when a new cycle was
-kept, node loads once every `load_refresh` seconds.
+the jobs that ended since the last read once every `ended_refresh` seconds (EndedJobs), a
+cycle's figures only when a new cycle was kept, node loads once every `load_refresh` seconds.
 """
 
 from __future__ import annotations
@@ -13,20 +13,22 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter as Tally
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, func, select
 
 from armada_core.jobs import JobState
 from armada_core.scheduling.model import parse_quantity
 from armada_server.storage import schema as t
+from armada_server.storage.base import utcnow
 from armada_server.storage.job_reads import JobReads
 from armada_server.storage.nodes import NodeLoad, Nodes
 
@@ -43,6 +45,8 @@ ENDED = {
     JobState.PREEMPTED: "preempted",
     JobState.REJECTED: "rejected",
 }
+#: How long after a job ended its end is taken as committed (see EndedJobs).
+SETTLE = timedelta(seconds=10)
 #: The cycle's per-queue figures (reporting/cycle.py's camelCase keys) and their series.
 SHARES = {
     "fairShare": ("armada_queue_fair_share", "The queue's fair share in the latest cycle"),
@@ -73,6 +77,44 @@ class _Cached:
             return self.value
 
 
+class EndedJobs:
+    """Jobs that ended, by queue and outcome, as a running total: a job is added once, when
+    it ended at least SETTLE before the read (the first read counts every such job, later
+    reads only those that ended since), so a read costs the jobs that ended since the last
+    one (through ix_jobs_finished where it exists), and jobs the retention deletes later stay
+    counted. Jobs that ended within SETTLE are counted afresh on every read: a transition
+    commits a moment after it is stamped."""
+
+    def __init__(self, engine: Engine, clock: Callable[[], datetime] = utcnow) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.total: Tally[tuple[str, JobState]] = Tally()
+        self.until: datetime | None = None
+
+    def read(self) -> dict[tuple[str, JobState], int]:
+        until = self.clock() - SETTLE
+        with self.engine.connect() as conn:
+            self.total.update(self._count(conn, self.until, until))
+            self.until = until
+            recent = self._count(conn, until, None)
+        return {key: self.total[key] + recent[key] for key in self.total.keys() | recent.keys()}
+
+    @staticmethod
+    def _count(
+        conn: Connection, after: datetime | None, upto: datetime | None
+    ) -> Tally[tuple[str, JobState]]:
+        j = t.jobs.c
+        where: list[ColumnElement[bool]] = [j.state.in_([int(s) for s in ENDED])]
+        if after is not None:
+            where.append(j.last_transition_at > after)
+        if upto is not None:
+            where.append(j.last_transition_at <= upto)
+        rows: Sequence[tuple[str, int, int]] = conn.execute(
+            select(j.queue, j.state, func.count()).where(*where).group_by(j.state, j.queue)
+        ).all()
+        return Tally({(str(q), JobState(s)): int(n) for q, s, n in rows})
+
+
 class DatabaseSeries(Collector):
     """Job counts, queue shares of the latest kept cycle, nodes and executors."""
 
@@ -81,18 +123,21 @@ class DatabaseSeries(Collector):
         jobs: JobReads,
         nodes: Nodes | None = None,
         *,
-        ended_refresh: float = 30.0,
+        ended_refresh: float = 15.0,
         load_refresh: float = 10.0,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.jobs = jobs
         self.engine: Engine = jobs.engine
         self.nodes = nodes
-        self.ended = _Cached(ended_refresh, self._count_ended)
+        self.ended = _Cached(ended_refresh, EndedJobs(self.engine, clock).read)
         self.loads = _Cached(load_refresh, self._node_loads)
         self._cycle: tuple[int, dict[str, Any]] = (0, {})
+        # The queues the latest scrape found (the series this process counts list them too).
+        self.known_queues: list[str] = []
 
     def collect(self) -> Iterator[Metric]:
-        queues = self.queue_names()
+        queues = self.known_queues = self.queue_names()
         yield from self._job_counts(queues)
         yield from self._shares(queues)
         if self.nodes is not None:
@@ -112,9 +157,6 @@ class DatabaseSeries(Collector):
             ).all()
         return {(str(q), JobState(s)): int(n) for q, s, n in rows}
 
-    def _count_ended(self) -> dict[tuple[str, JobState], int]:
-        return self._count_states(ENDED)
-
     def _job_counts(self, queues: list[str]) -> Iterator[Metric]:
         live = self._count_states(LIVE)
         gauge = GaugeMetricFamily(
@@ -123,8 +165,8 @@ class DatabaseSeries(Collector):
         ended: dict[tuple[str, JobState], int] = self.ended.get()
         counter = CounterMetricFamily(
             "armada_jobs_ended",
-            "Jobs that ended, by queue and outcome (read from the database, refreshed at "
-            "most every ended_refresh seconds)",
+            "Jobs that ended, by queue and outcome (read from the database: the same on "
+            "every replica)",
             labels=["queue", "outcome"],
         )
         names = sorted(set(queues) | {q for q, _ in live} | {q for q, _ in ended})

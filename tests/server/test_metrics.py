@@ -103,18 +103,34 @@ def test_the_exposition_after_a_known_story(
     [urgent] = armada.submit_jobs("urgent", "now", [job("high")])
     wait_until(in_state(armada, victim, submit_pb2.PREEMPTED), "the urgency preemption")
     wait_until(in_state(armada, urgent, submit_pb2.RUNNING), "the urgent job to run")
-    while_urgent_runs = scrape(server)
-    # 1 is preempted by hand.
+    # A batch job waits behind it, so cycles go on and weigh both queues.
+    [waiter] = armada.submit_jobs("batch", "wait", [job()])
+    actual = "armada_queue_actual_share"
+    urgent_share: list[Samples] = []
+
+    def weighed_both() -> bool:
+        found = scrape(server)
+        both = value(found, actual, queue="urgent", pool="default") == 1
+        both = both and value(found, "armada_queue_demand", queue="batch", pool="default") == 1
+        if both:
+            urgent_share.append(found)
+        return both
+
+    wait_until(weighed_both, "a cycle that found the urgent job holding the node, batch waiting")
+    [while_urgent_runs] = urgent_share
+    # 1 is preempted by hand; the waiting job then runs, and is cancelled.
     assert armada.preempt_jobs("urgent", "now", [urgent]) == {urgent: ""}
     wait_until(in_state(armada, urgent, submit_pb2.PREEMPTED), "the manual preemption")
-    for job_id in cancelled:
+    wait_until(in_state(armada, waiter, submit_pb2.RUNNING), "the waiting job to run")
+    assert armada.cancel_jobs("batch", "wait", [waiter]) == [waiter]
+    for job_id in [*cancelled, waiter]:
         wait_until(in_state(armada, job_id, submit_pb2.CANCELLED), "a cancel to end its job")
 
     samples = scrape(server)
     ended = "armada_jobs_ended_total"
     assert value(samples, ended, queue="batch", outcome="succeeded") == 3
     assert value(samples, ended, queue="batch", outcome="failed") == 1
-    assert value(samples, ended, queue="batch", outcome="cancelled") == 2
+    assert value(samples, ended, queue="batch", outcome="cancelled") == 3
     assert value(samples, ended, queue="batch", outcome="preempted") == 1
     assert value(samples, ended, queue="urgent", outcome="preempted") == 1
     assert value(samples, ended, queue="idle", outcome="succeeded") == 0  # 0, not missing
@@ -128,24 +144,26 @@ def test_the_exposition_after_a_known_story(
     assert value(samples, kinds, queue="batch", kind="manual") == 0
     for state in ("queued", "leased", "pending", "running"):
         assert value(samples, "armada_jobs", queue="batch", state=state) == 0
-    assert value(samples, "armada_jobs_submitted_total", queue="batch") == 7
+    assert value(samples, "armada_jobs_submitted_total", queue="batch") == 8
     assert value(samples, "armada_scheduler_leader") == 1
     # The node: 2 CPUs and 4Gi in pool default, nothing held once every job ended.
     assert value(samples, "armada_nodes", pool="default", state="all") == 1
     assert value(samples, "armada_nodes", pool="default", state="cordoned") == 0
     assert value(samples, "armada_node_capacity", pool="default", resource="cpu") == 2
     assert value(samples, "armada_node_capacity", pool="default", resource="memory") == 4 << 30
-    assert value(samples, "armada_node_allocated", pool="default", resource="cpu") == 0
     assert value(samples, "armada_database_connections", state="size") >= 1
     assert value(samples, "armada_database_connections", state="in_use") >= 0
 
-    # The latest kept cycle is the one that placed the urgent job: two active queues.
-    fair = "armada_queue_fair_share"
+    # A cycle while the urgent job held the node and a batch job waited: both active.
+    fair, adjusted = "armada_queue_fair_share", "armada_queue_adjusted_fair_share"
     assert value(while_urgent_runs, "armada_node_allocated", pool="default", resource="cpu") == 2
-    assert value(while_urgent_runs, fair, queue="urgent", pool="default") == 0.5
-    assert value(while_urgent_runs, fair, queue="idle", pool="default") == 0
+    for queue in ("urgent", "batch"):
+        assert value(while_urgent_runs, fair, queue=queue, pool="default") == 0.5
+        assert value(while_urgent_runs, adjusted, queue=queue, pool="default") == 0.5
+    assert value(while_urgent_runs, actual, queue="batch", pool="default") == 0
     assert value(while_urgent_runs, "armada_queue_demand", queue="urgent", pool="default") == 1
-    assert value(while_urgent_runs, "armada_queue_actual_share", queue="batch", pool="default") == 1
+    for series in (fair, adjusted, actual, "armada_queue_demand"):
+        assert value(while_urgent_runs, series, queue="idle", pool="default") == 0
 
 
 def test_replaying_an_old_job_set_adds_no_lag(
@@ -172,3 +190,52 @@ def test_replaying_an_old_job_set_adds_no_lag(
             break
     wait_until(lambda: observed() == live, "the live events' lag to be observed")
     assert new
+
+
+def test_jobs_ended_stay_counted_when_their_rows_are_deleted(database_url: str) -> None:
+    """The running total adds each ended job once, so the retention deleting old jobs takes
+    nothing away, and a job that ends later is added."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import delete, insert
+
+    from armada_core.jobs import JobState
+    from armada_server.metrics_db import SETTLE, EndedJobs
+    from armada_server.storage import schema as t
+    from armada_server.storage.database import open_database
+
+    engine = open_database(database_url)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    now = [start + timedelta(hours=1)]
+
+    def end(job_id: str, state: JobState, at: datetime) -> None:
+        row = {
+            "id": job_id,
+            "queue": "q",
+            "job_set": "s",
+            "state": int(state),
+            "priority": 0.0,
+            "priority_class": "default",
+            "submitted_at": start,
+            "last_transition_at": at,
+            "spec": b"",
+        }
+        with engine.begin() as conn:
+            conn.execute(insert(t.jobs).values(**row))
+
+    try:
+        end("a", JobState.SUCCEEDED, start)
+        end("b", JobState.FAILED, start)
+        end("c", JobState.SUCCEEDED, now[0] - SETTLE / 2)  # within SETTLE: counted afresh
+        ended = EndedJobs(engine, clock=lambda: now[0])
+        first = ended.read()
+        assert first[("q", JobState.SUCCEEDED)] == 2 and first[("q", JobState.FAILED)] == 1
+        with engine.begin() as conn:  # the retention deletes the old jobs
+            conn.execute(delete(t.jobs).where(t.jobs.c.id.in_(["a", "b"])))
+        now[0] += timedelta(minutes=1)
+        end("d", JobState.SUCCEEDED, now[0] - timedelta(seconds=30))
+        later = ended.read()
+        assert later[("q", JobState.SUCCEEDED)] == 3 and later[("q", JobState.FAILED)] == 1
+        assert ended.read() == later  # nothing counted twice
+    finally:
+        engine.dispose()
