@@ -269,3 +269,35 @@ def test_cordon_and_uncordon_a_node_from_the_ui(browser, base_url: str, http: Ht
     wait(browser).until(ec.element_to_be_clickable((By.ID, "confirm-ok"))).click()
     wait(browser).until(ec.element_to_be_clickable((By.CSS_SELECTOR, f"{row} .cordon-node")))
     http.wait_state(job_id, "SUCCEEDED")
+
+
+def test_jobs_page_groups_with_counts(browser, base_url: str, http: Http) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    http.post("/api/v1/queues", {"name": "grouping"}, expect=201)
+    ones = http.submit("grouping", "one", *[job("true") for _ in range(3)])
+    twos = http.submit("grouping", "two", job("true"))
+    for job_id in (*ones, *twos):
+        http.wait_state(job_id, "SUCCEEDED")
+    browser.get(f"{base_url}/jobs?queue=grouping")
+    Select(browser.find_element(By.ID, "group-by")).select_by_visible_text("job set")
+    browser.find_element(By.ID, "apply-filters").click()
+    wait(browser).until(lambda d: "groupBy=jobSet" in d.current_url)
+    rows = wait(browser).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#groups-table tr[data-group]")
+    )
+    counts = [
+        (r.get_attribute("data-group"), r.find_element(By.CSS_SELECTOR, ".group-count").text)
+        for r in rows
+    ]
+    assert counts == [("one", "3"), ("two", "1")]  # largest first
+    browser.find_element(By.LINK_TEXT, "two").click()  # the group's jobs
+    wait(browser).until(lambda d: "jobSet=two" in d.current_url)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-job-id]")
+    assert [r.get_attribute("data-job-id") for r in rows] == twos
+    assert not browser.find_elements(By.ID, "groups-table")
+    browser.get(f"{base_url}/jobs?queue=grouping&groupBy=state")
+    cell = wait(browser).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, '#groups-table tr[data-group="SUCCEEDED"] td.num')
+    )
+    assert cell.text == "4"

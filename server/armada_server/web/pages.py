@@ -320,6 +320,10 @@ async def jobs_page(request: Request) -> Response:
         queries.list_jobs, web.ctx.job_reads, where, limit=limit, cursor=cursor
     )
     queues = [q.name for q in await _queues(web)]
+    by = request.query_params.get("groupBy", "")
+    groups = None
+    if by:
+        groups = await web.ctx.run(queries.group_counts, web.ctx.job_reads, where, by)
     return render(
         request,
         "jobs.html",
@@ -329,6 +333,9 @@ async def jobs_page(request: Request) -> Response:
         params=_params(request),
         queues=queues,
         states=queries.STATE_NAMES,
+        group_by=by,
+        group_names=queries.GROUPS,
+        groups=groups,
     )
 
 
