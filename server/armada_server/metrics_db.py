@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import ColumnElement, Connection, Engine, func, select
+from sqlalchemy import Engine, case, func, inspect, select, text
 
 from armada_core.jobs import JobState
 from armada_core.scheduling.model import parse_quantity
@@ -47,6 +47,8 @@ ENDED = {
 }
 #: How long after a job ended its end is taken as committed (see EndedJobs).
 SETTLE = timedelta(seconds=10)
+#: The retention's index of ended jobs by when they ended (migration 0012).
+FINISHED_INDEX = "ix_jobs_finished"
 #: The cycle's per-queue figures (reporting/cycle.py's camelCase keys) and their series.
 SHARES = {
     "fairShare": ("armada_queue_fair_share", "The queue's fair share in the latest cycle"),
@@ -78,41 +80,50 @@ class _Cached:
 
 
 class EndedJobs:
-    """Jobs that ended, by queue and outcome, as a running total: a job is added once, when
-    it ended at least SETTLE before the read (the first read counts every such job, later
-    reads only those that ended since), so a read costs the jobs that ended since the last
-    one (through ix_jobs_finished where it exists), and jobs the retention deletes later stay
-    counted. Jobs that ended within SETTLE are counted afresh on every read: a transition
-    commits a moment after it is stamped."""
+    """Jobs that ended, by queue and outcome. Where the retention may delete ended jobs (its
+    index ix_jobs_finished exists), a running total: a job is added once it ended at least
+    SETTLE before the read (the first read counts every such job, later reads only those
+    that ended since, through that index), so jobs deleted later stay counted; jobs that
+    ended within SETTLE are counted afresh on every read, as a transition commits a moment
+    after it is stamped. Without it nothing deletes jobs, and a read counts them through
+    ix_jobs_state_queue alone."""
 
     def __init__(self, engine: Engine, clock: Callable[[], datetime] = utcnow) -> None:
         self.engine = engine
         self.clock = clock
         self.total: Tally[tuple[str, JobState]] = Tally()
         self.until: datetime | None = None
+        self.running_total: bool | None = None  # known at the first read
 
     def read(self) -> dict[tuple[str, JobState], int]:
-        until = self.clock() - SETTLE
-        with self.engine.connect() as conn:
-            self.total.update(self._count(conn, self.until, until))
-            self.until = until
-            recent = self._count(conn, until, None)
-        return {key: self.total[key] + recent[key] for key in self.total.keys() | recent.keys()}
-
-    @staticmethod
-    def _count(
-        conn: Connection, after: datetime | None, upto: datetime | None
-    ) -> Tally[tuple[str, JobState]]:
+        if self.running_total is None:
+            indexes = inspect(self.engine).get_indexes("jobs")
+            self.running_total = any(i["name"] == FINISHED_INDEX for i in indexes)
         j = t.jobs.c
-        where: list[ColumnElement[bool]] = [j.state.in_([int(s) for s in ENDED])]
-        if after is not None:
-            where.append(j.last_transition_at > after)
-        if upto is not None:
-            where.append(j.last_transition_at <= upto)
-        rows: Sequence[tuple[str, int, int]] = conn.execute(
-            select(j.queue, j.state, func.count()).where(*where).group_by(j.state, j.queue)
-        ).all()
-        return Tally({(str(q), JobState(s)): int(n) for q, s, n in rows})
+        ended = text(f"jobs.state IN ({', '.join(str(int(s)) for s in sorted(ENDED))})")
+        if not self.running_total:
+            query = select(j.queue, j.state, func.count()).where(ended)
+            with self.engine.connect() as conn:
+                plain: Sequence[tuple[str, int, int]] = conn.execute(
+                    query.group_by(j.state, j.queue)
+                ).all()
+            return {(str(q), JobState(s)): int(n) for q, s, n in plain}
+        until = self.clock() - SETTLE
+        settled = func.sum(case((j.last_transition_at <= until, 1), else_=0))
+        query = select(j.queue, j.state, settled, func.count()).where(ended)
+        if self.until is not None:
+            query = query.where(j.last_transition_at > self.until)
+        with self.engine.connect() as conn:
+            rows: Sequence[tuple[str, int, int | None, int]] = conn.execute(
+                query.group_by(j.state, j.queue)
+            ).all()
+        self.until = until
+        recent: Tally[tuple[str, JobState]] = Tally()
+        for queue, state, old, count in rows:
+            key = (str(queue), JobState(state))
+            self.total[key] += int(old or 0)
+            recent[key] = int(count) - int(old or 0)
+        return {key: self.total[key] + recent[key] for key in self.total.keys() | recent.keys()}
 
 
 class DatabaseSeries(Collector):
