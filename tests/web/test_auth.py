@@ -130,3 +130,16 @@ def test_browser_signs_in_with_basic_auth(browser, base: str, secured) -> None: 
     assert "signed in as admin" in browser.find_element(By.CLASS_NAME, "who").text
     # The page's own requests (live updates) are authenticated too.
     wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, "#live-status.live-on")))
+
+
+def test_nodes_page_names_only_jobs_the_caller_may_watch(base: str) -> None:
+    admin, owner, viewer = Http(base, ADMIN), Http(base, OWNER), Http(base, VIEWER)
+    admin.post("/api/v1/queues", {"name": "private", "userOwners": ["olga"]}, expect=201)
+    [job_id] = owner.submit("private", "s", job("sleep 30"))
+    owner.wait_state(job_id, "RUNNING")
+    status, _, page = owner.request("GET", "/nodes")
+    assert status == 200 and job_id.encode() in page
+    status, _, page = viewer.request("GET", "/nodes")
+    assert status == 200 and job_id.encode() not in page
+    assert b"in queues you may not watch" in page
+    owner.post("/api/v1/jobs/cancel", {"queue": "private", "jobSetId": "s", "jobIds": [job_id]})

@@ -11,7 +11,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from armada_core.api import event_pb2, event_pb2_grpc
 
-from .helpers import Http, eventually, job
+from .helpers import Http, eventually, job, pod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 WAIT = 90  # seconds: the machine is small and shared
@@ -301,3 +301,33 @@ def test_jobs_page_groups_with_counts(browser, base_url: str, http: Http) -> Non
         lambda d: d.find_element(By.CSS_SELECTOR, '#groups-table tr[data-group="SUCCEEDED"] td.num')
     )
     assert cell.text == "4"
+
+
+def test_nodes_page_shows_used_and_free_and_the_jobs_on_each_node(
+    browser, base_url: str, http: Http
+) -> None:
+    http.post("/api/v1/queues", {"name": "onnode"}, expect=201)
+    [job_id] = http.submit("onnode", "held", {"podSpec": pod("sleep 60", cpu="500m")})
+    http.wait_state(job_id, "RUNNING")
+    browser.get(f"{base_url}/nodes")
+    row = 'tr[data-node="local/local-0"]'
+    link = wait(browser).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, f'{row} .node-jobs a[href="/jobs/{job_id}"]')
+    )
+    cpu = browser.find_element(By.CSS_SELECTOR, f'{row} .resource[data-resource="cpu"]')
+    used = cpu.find_element(By.CSS_SELECTOR, ".used").text
+    total = cpu.find_element(By.CSS_SELECTOR, ".total").text
+    free = cpu.find_element(By.CSS_SELECTOR, ".free").text
+    assert all(text.endswith(" CPU") for text in (used, total, free)), (used, total, free)
+
+    def millicores(text: str) -> float:
+        number = text.removesuffix(" CPU")
+        return float(number[:-1]) if number.endswith("m") else float(number) * 1000
+
+    assert millicores(used) >= 500  # this job's request, and any other job running there
+    assert millicores(free) == millicores(total) - millicores(used)
+    memory = browser.find_element(By.CSS_SELECTOR, f'{row} .resource[data-resource="memory"]')
+    assert memory.find_element(By.CSS_SELECTOR, ".total").text.endswith("iB")
+    link.click()
+    wait(browser).until(lambda d: d.current_url.endswith(f"/jobs/{job_id}"))
+    http.post("/api/v1/jobs/cancel", {"queue": "onnode", "jobSetId": "held", "jobIds": [job_id]})

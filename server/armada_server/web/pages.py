@@ -29,7 +29,8 @@ from armada_server.auth import current_principal
 from armada_server.errors import ApiError, InvalidArgument
 from armada_server.services.jobs import job_error
 from armada_server.shares import Sample
-from armada_server.web import queries
+from armada_server.storage.nodes import NodeInfo, NodeLoad
+from armada_server.web import queries, units
 from armada_server.web.calls import CallError, call, stream
 from armada_server.web.context import Handler, Web, web_of
 from armada_server.web.gateway import job_filter, load_job
@@ -395,7 +396,51 @@ async def nodes_page(request: Request) -> Response:
         for n in nodes
         if (now - n.last_seen).total_seconds() <= web.ctx.config.lease_timeout
     }
-    return render(request, "nodes.html", nodes=nodes, live=live, is_admin=web.is_admin())
+    loads = await web.ctx.run(web.ctx.nodes.node_loads)
+    on_nodes = await web.ctx.run(queries.jobs_on_nodes, web.ctx.job_reads)
+    watched = {q.name for q in await _queues(web) if web.may(q, "watch")}
+    rows = [
+        _node_row(
+            n, loads.get((n.executor, n.name)), on_nodes.get((n.executor, n.name), []), watched
+        )
+        for n in nodes
+    ]
+    return render(request, "nodes.html", rows=rows, live=live, is_admin=web.is_admin())
+
+
+NODE_JOBS = 20  # jobs named per node; the rest are counted
+
+
+def _node_row(
+    node: NodeInfo, load: NodeLoad | None, jobs: list[queries.NodeJob], watched: set[str]
+) -> dict[str, Any]:
+    """A node's capacity, what its runs request and what is left, in units people read, and
+    the jobs on it that the caller may watch (the others are only counted)."""
+    used = load.requests if load else {}
+    resources: list[dict[str, Any]] = []
+    for name, text in sorted(node.node.allocatable.items()):
+        total = units.parsed(name, text)
+        if total is None:
+            resources.append({"name": name, "total": text, "used": "", "free": "", "pct": None})
+            continue
+        taken = used.get(name, 0)
+        resources.append(
+            {
+                "name": name,
+                "total": units.readable(name, total),
+                "used": units.readable(name, taken),
+                "free": units.readable(name, max(0, total - taken)),
+                "pct": min(1.0, taken / total) if total else None,
+            }
+        )
+    visible = [j for j in jobs if j.queue in watched]
+    return {
+        "node": node,
+        "resources": resources,
+        "jobs": visible[:NODE_JOBS],
+        "more": len(visible) - len(visible[:NODE_JOBS]),
+        "hidden": len(jobs) - len(visible),
+    }
 
 
 def _summary(body: dict[str, Any]) -> str:

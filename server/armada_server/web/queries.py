@@ -35,6 +35,7 @@ from armada_core.api import event_pb2, submit_pb2
 from armada_core.jobs import JobState
 from armada_server.errors import InvalidArgument
 from armada_server.storage import schema as t
+from armada_server.storage.base import ACTIVE_RUN_STATES
 from armada_server.storage.job_reads import JobReads
 from armada_server.storage.rows import when
 
@@ -490,3 +491,39 @@ def group_counts(store: JobReads, where: JobFilter, by: str) -> tuple[list[Group
         for r in found[:MAX_GROUPS]
     ]
     return groups, len(found) > MAX_GROUPS
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    id: str
+    queue: str
+    job_set: str
+    state: JobState
+
+
+_ON_NODE = (JobState.LEASED, JobState.PENDING, JobState.RUNNING)
+
+
+def jobs_on_nodes(store: JobReads) -> dict[tuple[str, str], list[NodeJob]]:
+    """(executor, node) -> the jobs running there (leased, pending or running), oldest first.
+    Read from the jobs table's state index: as many rows as jobs running, however many
+    have ended. Blocking."""
+    states = [int(s) for s in _ON_NODE]
+    out: dict[tuple[str, str], list[NodeJob]] = defaultdict(list)
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            select(
+                t.runs.c.cluster_id,
+                t.runs.c.node,
+                t.jobs.c.id,
+                t.jobs.c.queue,
+                t.jobs.c.job_set,
+                t.jobs.c.state,
+            )
+            .select_from(t.jobs.join(t.runs, t.runs.c.job_id == t.jobs.c.id))
+            .where(t.jobs.c.state.in_(states), t.runs.c.state.in_(ACTIVE_RUN_STATES))
+            .order_by(t.jobs.c.id)
+        ).all()
+    for r in found:
+        out[(r.cluster_id, r.node)].append(NodeJob(r.id, r.queue, r.job_set, JobState(r.state)))
+    return out
