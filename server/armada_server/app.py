@@ -59,6 +59,7 @@ from armada_server.executors.control import ControlServer, join_address
 from armada_server.executors.kinds import ExecutorSetup, server_kind
 from armada_server.executors.local.runner import node_allocatable
 from armada_server.metrics import Metrics
+from armada_server.pruning import Pruner
 from armada_server.scheduling.loop import SchedulingLoop
 from armada_server.services.binoculars import BinocularsService, ExecutorChannels
 from armada_server.services.common import Context
@@ -162,6 +163,7 @@ class ArmadaServer:
         self._listener: Listener | None = None
         self.hub: EventHub | None = None
         self.scheduler: SchedulingLoop | None = None
+        self.pruner: Pruner | None = None  # ended jobs pruned after the retention
         self._tasks: list[asyncio.Task[None]] = []
         self.executors: dict[str, Backend] = {}
         self.agent: ExecutorAgent | None = None
@@ -364,6 +366,8 @@ class ArmadaServer:
         self._server = server
         if self.cycles:
             self._tasks.append(asyncio.create_task(self.scheduler.run(self._pool)))
+            self.pruner = Pruner(storage.retention, lambda: self.config, self.clock)
+            self._tasks.append(asyncio.create_task(self.pruner.run(self._pool)))
         if self.config_file is not None and self.config.config_reload_interval:
             self._tasks.append(
                 asyncio.create_task(self._watch_config(self.config.config_reload_interval))

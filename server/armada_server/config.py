@@ -19,6 +19,7 @@ from armada_core.scheduling.model import SchedulingConfig, parse_quantity
 from armada_core.scheduling.topology import HOSTNAME
 from armada_server.auth import AuthConfig
 from armada_server.executors.kinds import EXECUTOR_KINDS, NO_EXECUTOR
+from armada_server.storage.retention import retention_seconds
 
 EXECUTORS = (*EXECUTOR_KINDS, NO_EXECUTOR)
 
@@ -401,6 +402,12 @@ class ServerConfig:
     # Scheduling cycles the reports keep (docs/reports.md): older cycles, and the reasons
     # jobs waited for in them, are deleted by the leader as it goes. 0: no reports are kept.
     report_cycles: int = 100
+    # Jobs that ended this long ago are deleted with their runs and events (docs/server.md,
+    # "Retention"): seconds, or a number with a unit (s, m, h, d, w); 0 or "forever" keeps
+    # everything. Pruned prune_batch jobs per transaction, prune_pause seconds apart.
+    retention: str | float = "7d"
+    prune_batch: int = 500
+    prune_pause: float = 0.1
 
     def submission(self) -> SubmissionConfig:
         return SubmissionConfig(
@@ -429,6 +436,7 @@ class ServerConfig:
             raise ConfigError(f"report_cycles: must be a whole number, got {self.report_cycles!r}")
         if self.report_cycles < 0:
             raise ConfigError(f"report_cycles: must be at least 0, got {self.report_cycles}")
+        _check_retention_of(self)
         names = [p.name for p in self.priority_classes]
         if not names:
             raise ConfigError("priority_classes: at least one is needed")
@@ -452,6 +460,18 @@ class ServerConfig:
 
 
 _NODES = re.compile(r"^(\d+)x([0-9.]+m?)x([0-9.]+[A-Za-z]*)(?:x(\d+))?$")
+
+
+def _check_retention_of(config: ServerConfig) -> None:
+    try:
+        retention_seconds(config.retention)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if isinstance(config.prune_batch, bool) or not isinstance(config.prune_batch, int):
+        raise ConfigError(f"prune_batch: must be a whole number, got {config.prune_batch!r}")
+    if config.prune_batch < 1:
+        raise ConfigError(f"prune_batch: must be at least 1, got {config.prune_batch}")
+    _number("prune_pause", config.prune_pause)
 
 
 def parse_nodes(text: str, key: str = "--nodes") -> NodeGroup:

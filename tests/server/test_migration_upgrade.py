@@ -287,6 +287,11 @@ def rev_0011(conn: Connection, old: Old, when: datetime) -> None:
     insert(conn, "job_reasons", [{"job_id": old.ids["task-new"], "cycle": 7, "reason": "waits"}])
 
 
+def rev_0012(conn: Connection, old: Old, when: datetime) -> None:
+    succeed = then(leased, running, lambda j, w: lifecycle.succeed(j, now=w))
+    job(conn, old, "ended-0012", when, succeed)
+
+
 WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0001": rev_0001,
     "0002": rev_0002,
@@ -299,6 +304,7 @@ WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0009": rev_0009,
     "0010": rev_0010,
     "0011": rev_0011,
+    "0012": rev_0012,
 }
 
 
@@ -442,3 +448,21 @@ def test_kept_reports_read_back_and_go_on(upgraded: tuple[Storage, Old]) -> None
     assert (cycle.cycle, cycle.seconds, cycle.report) == (7, 0.5, REPORT)
     assert storage.cycle_reports.history(old.ids["task-new"]) == [(7, "waits")]
     assert storage.cycle_reports.next_cycle() == 8
+
+
+def test_jobs_ended_before_the_upgrade_are_pruned_with_their_runs_and_events(
+    upgraded: tuple[Storage, Old],
+) -> None:
+    """The retention finds the old ended jobs through the indexes 0012 added; a cancelled
+    run still keeping its node (releases_at after the cut-off) keeps its job."""
+    storage, old = upgraded
+    ended = {name for name, state in old.states.items() if state.terminal} - {"stopping"}
+    assert {"succeeded", "ended-0012"} <= ended
+    pruned = storage.retention.prune(NOW, batch=2)
+    assert pruned.jobs == len(ended) and pruned.runs == len(ended)
+    for name, job_id in old.ids.items():
+        found = storage.job_reads.jobs([job_id])
+        assert (found == []) == (name in ended), name
+    with storage.transactions.read() as conn:
+        job_ids = conn.execute(select(reflected(conn, "events").c.job_id)).scalars().all()
+    assert set(job_ids) == {old.ids[n] for n in old.ids if n not in ended}

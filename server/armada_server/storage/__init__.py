@@ -12,8 +12,8 @@ the metrics are handed the parts they use. A job's path through them, top-down:
                                         retries.py decides retries, gangs.py restarts gangs
 
 beside queues.Queues and queues.RetryPolicies, events.EventLog, job_reads.JobReads,
-places.Places, nodes.Nodes, carryover.SchedulerCarryover and cycle_reports.CycleReports (what
-the scheduling reports read). Every part opens its
+places.Places, nodes.Nodes, carryover.SchedulerCarryover, cycle_reports.CycleReports (what
+the scheduling reports read) and retention.Retention (ended jobs pruned). Every part opens its
 transactions through the one base.Transactions; a step of a larger transaction takes the
 caller's connection, so one RPC or one scheduling cycle commits exactly once.
 """
@@ -37,6 +37,7 @@ from armada_server.storage.leases import Leases
 from armada_server.storage.nodes import Nodes
 from armada_server.storage.places import Places
 from armada_server.storage.queues import Queues, RetryPolicies
+from armada_server.storage.retention import Retention
 from armada_server.storage.retries import Retries
 from armada_server.storage.scheduling_reads import SchedulingReads
 from armada_server.storage.scheduling_writes import SchedulingWrites
@@ -74,6 +75,7 @@ class Storage:
         self.nodes = Nodes(tx)
         self.carryover = SchedulerCarryover(tx)
         self.cycle_reports = CycleReports(tx)
+        self.retention = Retention(tx)
         self.leases = Leases(tx, Retries(retry_settings or RetrySettings()), self.isolated_failures)
         self.scheduling_reads = SchedulingReads(tx)
         self.scheduling_writes = SchedulingWrites(tx, self.leases)

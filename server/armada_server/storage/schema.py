@@ -27,6 +27,10 @@ from sqlalchemy import (
 
 metadata = MetaData()
 
+# The states a job ends in (SUCCEEDED, FAILED, PREEMPTED, CANCELLED, REJECTED), as partial
+# indexes and the retention's queries spell them.
+TERMINAL_STATES = "state IN (3, 4, 8, 9, 10)"
+
 queues = Table(
     "queues",
     metadata,
@@ -63,6 +67,8 @@ events = Table(
     Column("job_id", String(26), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("payload", LargeBinary, nullable=False),  # api.EventMessage
+    # A job's events, for pruning them with the job (storage/retention.py, migration 0012).
+    Index("ix_events_job_id", "job_id"),
 )
 
 jobs = Table(
@@ -149,6 +155,14 @@ jobs = Table(
         "queue",
         sqlite_where=text("gang_id IS NOT NULL"),
         postgresql_where=text("gang_id IS NOT NULL"),
+    ),
+    # Ended jobs by when they ended: what the retention prunes (storage/retention.py,
+    # migration 0012). Partial, so jobs that have not ended never write it.
+    Index(
+        "ix_jobs_finished",
+        "last_transition_at",
+        sqlite_where=text(TERMINAL_STATES),
+        postgresql_where=text(TERMINAL_STATES),
     ),
     # Every job of a task in a queue, whatever its state (jobs with a task only).
     Index(
