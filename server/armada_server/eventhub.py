@@ -30,7 +30,7 @@ JobSetKey = tuple[str, str]
 Delivery = tuple[int, event_pb2.EventStreamMessage]
 KEEP = 4096  # events kept per watched job set
 READ_LIMIT = 10_000  # events per statement of one read
-SWEEP_SECONDS = 5.0  # every watched set is read this often even without a notification
+SWEEP_SECONDS = 30.0  # every watched set is read this often even without a notification
 
 
 def delivery(stored: StoredEvent) -> Delivery:
