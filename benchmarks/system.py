@@ -112,6 +112,10 @@ class Process:
         self._log.close()
 
 
+#: Extra armada-server arguments for every server started (--server-config FILE).
+SERVER_ARGS: list[str] = []
+
+
 def start_server(workdir: Path, name: str, *args: str) -> tuple[Process, str, int]:
     http_port = free_port()
     server = Process(
@@ -125,6 +129,7 @@ def start_server(workdir: Path, name: str, *args: str) -> tuple[Process, str, in
             "--database-url",
             f"sqlite:///{workdir / (name + '.db')}",
             *args,
+            *SERVER_ARGS,
         ],
         workdir,
     )
@@ -450,7 +455,14 @@ def main() -> int:
         type=Path,
         help="instead of measuring, profile the server's work in-process; .prof files go here",
     )
+    p.add_argument(
+        "--server-config",
+        type=Path,
+        help="a config file for every armada-server started (e.g. report_cycles: 0)",
+    )
     args = p.parse_args()
+    if args.server_config:
+        SERVER_ARGS.extend(["--config", str(args.server_config.resolve())])
     nodes = args.nodes or (1_000 if args.quick else 10_000)
     jobs = args.jobs or (10_000 if args.quick else 100_000)
     rounds = 20 if args.quick else 100
@@ -475,7 +487,8 @@ def main() -> int:
             )
             log(f"{results[-1]['jobs_started_per_second']} jobs started per second")
     info = machine()
-    out = [{**r, "machine": info, "quick": args.quick} for r in results]
+    config = args.server_config.read_text() if args.server_config else ""
+    out = [{**r, "machine": info, "quick": args.quick, "server_config": config} for r in results]
     args.json.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
     return 0

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from armada_core import scheduling as s
@@ -43,6 +44,9 @@ def _preemption_kind(
     return URGENCY if higher else FAIR_SHARE
 
 
+_QUEUE = attrgetter("queue")
+
+
 @dataclass
 class _Tally:
     """The cycle's jobs counted per queue and pool, in one pass over the snapshot."""
@@ -58,18 +62,22 @@ class _Tally:
     def count_jobs(
         self, snapshot: s.Snapshot, placements: Mapping[str, Placement], decided: set[str]
     ) -> None:
+        """Jobs per queue (queued, running) and running jobs per pool. The passes over every
+        job are C-level counts and one comprehension; per-job Python work is for running and
+        decided jobs only, which the cluster's size bounds, not the backlog's."""
         for p in placements.values():
             pool = self.pools.setdefault(p.pool, {"nodes": 0, "scheduled": 0, "preempted": 0})
             pool["nodes"] += 1
-        for job in snapshot.jobs:
-            if job.node is None:
-                self.queued[job.queue] += 1
-            else:
-                self.running[job.queue] += 1
-                if (at := placements.get(job.node)) is not None:
-                    self.by_pool.setdefault(job.queue, Counter())[(at.pool, "running")] += 1
-            if job.id in decided:
-                self.decided[job.id] = job
+        jobs = snapshot.jobs
+        placed = [j for j in jobs if j.node is not None]
+        self.running = Counter(map(_QUEUE, placed))
+        self.queued = Counter(map(_QUEUE, jobs))
+        self.queued.subtract(self.running)
+        for job in placed:
+            if (at := placements.get(job.node or "")) is not None:
+                self.by_pool.setdefault(job.queue, Counter())[(at.pool, "running")] += 1
+        if decided:
+            self.decided = {j.id: j for j in jobs if j.id in decided}
 
     def add(self, job: s.Job, what: str, where: Placement | None) -> None:
         """One decision of the cycle: the job `what` ("scheduled", "preempted") `where`."""
