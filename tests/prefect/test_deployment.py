@@ -33,7 +33,7 @@ from prefect.client.orchestration import SyncPrefectClient, get_client
 from prefect.client.schemas.actions import WorkPoolCreate
 from prefect.client.schemas.objects import FlowRun, StateType, WorkerStatus
 from prefect.settings import PREFECT_API_URL, temporary_settings
-from prefect.states import Cancelling, Pending
+from prefect.states import Cancelled, Cancelling, Pending
 
 from armada_core.api import job_pb2, submit_pb2
 from armada_core.client import TERMINAL, ArmadaClient
@@ -674,3 +674,39 @@ def test_a_server_killed_while_the_job_runs_loses_and_duplicates_nothing(
     # The job's output written after the restart still reached the worker's log.
     after = pool.output(worker).rsplit(lost, 1)[1]
     assert f"Flow run {flow_run.name!r} - Finished in state Completed()" in after
+
+
+# --- the reaper: flow runs ended behind the workers' back -----------------------------------
+
+
+def test_a_flow_run_forced_to_an_end_while_its_worker_is_dead(pool: Pool, tmp_path: Path) -> None:
+    """Every worker is SIGKILLed and one flow run forced to Cancelled through the API: no
+    worker watches it, and no takeover reads a finished flow run. A new worker's reaper
+    cancels its job, naming the state; the other flow run, still Running, keeps its job,
+    which its new watcher follows to the end."""
+    pool.ensure_workers(1)
+    forced, forced_job = pool.running(pool.flow_run(tmp_path / "never").id)
+    running, running_job = pool.running(pool.flow_run(tmp_path / "go").id)
+    for name in pool.alive():
+        pool.kill(name)
+    with api() as client:
+        client.set_flow_run_state(forced.id, Cancelled(), force=True)
+    assert pool.jobs(forced.id) == {forced_job: submit_pb2.RUNNING}
+
+    [new] = pool.ensure_workers(1)
+    wait_until(
+        lambda: pool.jobs(forced.id)[forced_job] == submit_pb2.CANCELLED,
+        90,
+        "the reaper to cancel the forced flow run's job",
+    )
+    details = pool.armada.get_job_details([forced_job])[forced_job]
+    assert details.cancel_reason == f"prefect flow run {forced.id} is Cancelled"
+    assert f"Cancelled prefect job(s) {forced_job}" in pool.output(new)
+    assert pool.jobs(running.id) == {running_job: submit_pb2.RUNNING}
+    assert pool.read(running.id).state.is_running()
+
+    (tmp_path / "go").touch()
+    assert one_job(pool, pool.final(running.id), StateType.COMPLETED, wait=30) == (
+        running_job,
+        submit_pb2.SUCCEEDED,
+    )

@@ -14,7 +14,8 @@ interval), each worker reads the pool's online workers and its unfinished flow r
 an Armada infrastructure id, and watches those it owns that nobody in its process watches
 (see `flow_run_owner`). Stopping or killing a worker leaves its jobs running; the flow runs'
 new owner follows them to their end, cancels them when their flow runs are cancelled, and
-reports the flow runs' states as the submitting worker would have.
+reports the flow runs' states as the submitting worker would have. Each round also runs the
+reaper (`reaping.py`): the jobs of flow runs that ended behind the workers' back are cancelled.
 
     prefect work-pool create my-armada-pool --type armada
     prefect worker start --pool my-armada-pool --type armada
@@ -64,6 +65,7 @@ from armada_core.retry import Outcome, map_outcome
 from ._identity import flow_run_identity
 from .credentials import ArmadaCredentials
 from .jobs import await_task
+from .reaping import WorkerReaper
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -305,6 +307,8 @@ class ArmadaWorker(
         #: Flow runs without an infrastructure id whose job was looked for and not found.
         self._nothing_to_watch: set[UUID] = set()
         self._takeover_scope: anyio.CancelScope | None = None
+        #: Cancels the jobs of flow runs that ended behind the workers' back (`reaping`).
+        self.reaper = WorkerReaper(self)
 
     async def setup(self) -> None:
         await super().setup()
@@ -474,6 +478,7 @@ class ArmadaWorker(
                     self._logger.warning(
                         "Could not check the pool's flow runs for watches to take over: %s", e
                     )
+                await self.reaper.round()
                 await anyio.sleep(self.takeover_interval_seconds)
 
     async def _unfinished_flow_runs(self) -> list[FlowRun]:
