@@ -143,3 +143,36 @@ def test_nodes_page_names_only_jobs_the_caller_may_watch(base: str) -> None:
     assert status == 200 and job_id.encode() not in page
     assert b"in queues you may not watch" in page
     owner.post("/api/v1/jobs/cancel", {"queue": "private", "jobSetId": "s", "jobIds": [job_id]})
+
+
+def test_bulk_actions_reach_only_queues_the_caller_may_act_in(base: str) -> None:
+    admin, owner, viewer = Http(base, ADMIN), Http(base, OWNER), Http(base, VIEWER)
+    admin.post("/api/v1/queues", {"name": "olgas", "userOwners": ["olga"]}, expect=201)
+    admin.post("/api/v1/queues", {"name": "theirs"}, expect=201)
+    mine = owner.submit("olgas", "s", job("sleep 60"), job("sleep 60"))
+    theirs = admin.submit("theirs", "s", *[job("sleep 60") for _ in range(3)])
+    every = admin.post("/api/v1/bulk/cancel", {"dryRun": True})
+    assert every["excluded"] == 0 and every["count"] >= 5
+    # Naming a queue the caller may not act in is refused; without a queue it is left out.
+    error = viewer.post("/api/v1/bulk/cancel", {"queue": "olgas"}, expect=403)["error"]
+    assert error["code"] == "PERMISSION_DENIED" and "olgas" in error["message"]
+    viewer.post("/api/v1/bulk/reprioritize", {"queue": "theirs", "newPriority": 1}, expect=403)
+    assert viewer.post("/api/v1/bulk/cancel", {"dryRun": True}) == {
+        "count": 0,
+        "excluded": every["count"],
+    }
+    assert owner.post("/api/v1/bulk/cancel", {"queue": "olgas", "dryRun": True}) == {
+        "count": 2,
+        "excluded": 0,
+    }
+    owner.post("/api/v1/bulk/cancel", {"queue": "theirs", "dryRun": True}, expect=403)
+    counted = owner.post("/api/v1/bulk/cancel", {"dryRun": True})
+    assert counted["count"] + counted["excluded"] == every["count"]
+    assert counted["excluded"] >= 3  # theirs
+    done = owner.post("/api/v1/bulk/cancel", {})
+    assert set(mine) <= set(done["jobIds"]) and not set(theirs) & set(done["jobIds"])
+    assert {admin.state(j) for j in mine} == {"CANCELLED"}
+    assert admin.get(f"/api/v1/jobs/{mine[0]}")["cancelUser"] == "olga"
+    assert "CANCELLED" not in {admin.state(j) for j in theirs}
+    admin.post("/api/v1/bulk/cancel", {"queue": "theirs"})
+    assert {admin.state(j) for j in theirs} == {"CANCELLED"}

@@ -401,3 +401,47 @@ def test_job_groups_count_what_the_list_lists(http: Http) -> None:
         error = http.get(f"/api/v1/jobs/groups?{query}", expect=400)["error"]
         assert error["code"] == "INVALID_ARGUMENT" and error["message"].startswith(field), error
     http.post("/api/v1/jobsets/cancel", {"queue": "grouped", "jobSetId": "b"})
+
+
+def test_bulk_cancel_and_reprioritize_every_live_job_a_filter_matches(http: Http) -> None:
+    http.post("/api/v1/queues", {"name": "bulk"}, expect=201)
+    [done] = http.submit("bulk", "done", job("true"))
+    http.wait_state(done, "SUCCEEDED")
+    a = http.submit("bulk", "a", *[job("sleep 60") for _ in range(3)])
+    b = http.submit("bulk", "b", job("sleep 60"), job("sleep 60"))
+    assert http.post("/api/v1/bulk/cancel", {"queue": "bulk", "dryRun": True}) == {
+        "count": 5,  # the live ones: the finished job is not counted
+        "excluded": 0,
+    }
+    answer = http.post("/api/v1/bulk/cancel", {"queue": "bulk", "jobSet": "a", "reason": "bye"})
+    assert answer["count"] == 3 and sorted(answer["jobIds"]) == sorted(a)
+    for job_id in a:
+        assert http.state(job_id) == "CANCELLED"
+        assert http.get(f"/api/v1/jobs/{job_id}")["cancelReason"] == "bye"
+    answer = http.post("/api/v1/bulk/reprioritize", {"queue": "bulk", "newPriority": 7})
+    assert answer["count"] == 2 and sorted(answer["jobIds"]) == sorted(b)
+    assert {http.get(f"/api/v1/jobs/{j}")["priority"] for j in b} == {7}
+    assert http.get(f"/api/v1/jobs/{done}")["priority"] != 7  # ended jobs are left alone
+    assert http.post("/api/v1/bulk/cancel", {"queue": "bulk", "state": ["succeeded"]}) == {
+        "count": 0,
+        "excluded": 0,
+        "jobIds": [],
+    }
+    for body, field in (
+        ({"queue": "bulk", "jobs": []}, "jobs"),
+        ({"jobSet": "a"}, "jobSet"),
+        ({"queue": "bulk", "state": ["nonsense"]}, "state"),
+        ({"queue": "bulk", "state": "queued"}, "state"),
+        ({"queue": "bulk", "dryRun": "yes"}, "dryRun"),
+        ({"queue": 3}, "queue"),
+    ):
+        error = http.post("/api/v1/bulk/cancel", body, expect=400)["error"]
+        assert error["code"] == "INVALID_ARGUMENT" and error["message"].startswith(field), error
+    for priority in (-1, "high", None, True):
+        body = {"queue": "bulk", "newPriority": priority}
+        error = http.post("/api/v1/bulk/reprioritize", body, expect=400)["error"]
+        assert error["message"].startswith("newPriority"), error
+    missing = http.post("/api/v1/bulk/cancel", {"queue": "nowhere"}, expect=404)
+    assert missing["error"]["code"] == "NOT_FOUND"
+    http.post("/api/v1/bulk/cancel", {"queue": "bulk"})
+    assert {http.state(j) for j in b} == {"CANCELLED"}

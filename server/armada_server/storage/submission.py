@@ -162,7 +162,6 @@ class Submissions:
         requestor: str = "",
     ) -> list[str]:
         """Cancel the job set's jobs (or the given ones) in `states`; returns cancelled ids."""
-        now = self._tx.clock()
         where = and_(
             t.jobs.c.queue == queue,
             t.jobs.c.job_set == job_set,
@@ -170,6 +169,19 @@ class Submissions:
         )
         if job_ids is not None:
             where = and_(where, t.jobs.c.id.in_(list(job_ids)))
+        return self._cancel(where, reason=reason, requestor=requestor)
+
+    @retried
+    def cancel_matching(
+        self, where: ColumnElement[bool], *, reason: str, requestor: str
+    ) -> list[str]:
+        """Cancel every live job the condition matches, across job sets and queues, in one
+        transaction (the web UI's bulk cancel of a list filter); returns cancelled ids."""
+        live = t.jobs.c.state.in_([int(s) for s in NON_TERMINAL])
+        return self._cancel(and_(where, live), reason=reason, requestor=requestor)
+
+    def _cancel(self, where: ColumnElement[bool], *, reason: str, requestor: str) -> list[str]:
+        now = self._tx.clock()
         with self._tx.write() as (conn, touched):
             changes: list[Change] = []
             for job in load_jobs(conn, where):
@@ -218,10 +230,28 @@ class Submissions:
         requestor: str,
     ) -> dict[str, str]:
         """New priority for non-terminal jobs; returns job id -> error ("" when done)."""
-        now = self._tx.clock()
         where = and_(t.jobs.c.queue == queue, t.jobs.c.job_set == job_set)
         if job_ids:
             where = and_(where, t.jobs.c.id.in_(list(job_ids)))
+        results = self._reprioritize(where, priority, requestor=requestor)
+        for job_id in job_ids or ():
+            results.setdefault(job_id, "job not found in this queue and job set")
+        return results
+
+    @retried
+    def reprioritize_matching(
+        self, where: ColumnElement[bool], priority: float, *, requestor: str
+    ) -> list[str]:
+        """New priority for every live job the condition matches, in one transaction (the
+        web UI's bulk reprioritize of a list filter); returns the ids changed."""
+        live = t.jobs.c.state.in_([int(s) for s in NON_TERMINAL])
+        results = self._reprioritize(and_(where, live), priority, requestor=requestor)
+        return [job_id for job_id, error in results.items() if not error]
+
+    def _reprioritize(
+        self, where: ColumnElement[bool], priority: float, *, requestor: str
+    ) -> dict[str, str]:
+        now = self._tx.clock()
         results: dict[str, str] = {}
         with self._tx.write() as (conn, touched):
             changes: list[Change] = []
@@ -236,8 +266,6 @@ class Submissions:
                 changes.append((job, after, events))
                 results[job.id] = ""
             self._tx.save_many(conn, touched, changes)
-        for job_id in job_ids or ():
-            results.setdefault(job_id, "job not found in this queue and job set")
         return results
 
     @retried

@@ -527,3 +527,33 @@ def jobs_on_nodes(store: JobReads) -> dict[tuple[str, str], list[NodeJob]]:
     for r in found:
         out[(r.cluster_id, r.node)].append(NodeJob(r.id, r.queue, r.job_set, JobState(r.state)))
     return out
+
+
+LIVE = (JobState.SUBMITTED, JobState.QUEUED, *_ON_NODE)
+
+
+def live_condition(where: JobFilter, queues: Sequence[str]) -> ColumnElement[bool]:
+    """The live jobs (not yet ended) of the filter in the given queues: what a bulk action
+    of the list acts on."""
+    live = [s for s in (where.states or LIVE) if s in LIVE]
+    return and_(
+        true(),
+        *_filters(JobFilter(where.queue, where.job_set)),
+        t.jobs.c.state.in_([int(s) for s in live]),
+        t.jobs.c.queue.in_(list(queues)),
+    )
+
+
+def live_counts(store: JobReads, where: JobFilter) -> dict[str, int]:
+    """Queue -> how many of its live jobs the filter matches (GROUP BY queue). Blocking."""
+    live = [int(s) for s in (where.states or LIVE) if s in LIVE]
+    with store.engine.connect() as conn:
+        found: Sequence[tuple[str, int]] = conn.execute(
+            select(t.jobs.c.queue, func.count())
+            .where(
+                and_(true(), *_filters(JobFilter(where.queue, where.job_set))),
+                t.jobs.c.state.in_(live),
+            )
+            .group_by(t.jobs.c.queue)
+        ).all()
+    return {queue: n for queue, n in found}

@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 from armada_server.auth import AuthConfig, Authenticator
 from armada_server.services.binoculars import ExecutorChannels
 from armada_server.services.common import Context
-from armada_server.web import gateway, history, pages, simulations
+from armada_server.web import bulk, gateway, history, pages, simulations
 from armada_server.web.auth import AuthMiddleware
 from armada_server.web.context import Services, Web
 from armada_server.web.live import ChangeFeed
@@ -66,6 +66,7 @@ def build_app(web: Web, authenticator: Authenticator | None) -> Starlette:
         routes=[
             *pages.routes,
             *gateway.routes,
+            *bulk.routes,
             *history.routes,
             *simulations.routes,
             Route("/metrics", metrics, methods=["GET"]),
