@@ -3,13 +3,14 @@
 the integration's back.
 
 A run marked failed while its run worker goes on, deleted, or whose run worker died without a
-retry tells no step: its jobs would run on. Each tick, the sensor lists the live jobs of Dagster tasks in the
-resource's queue and reads their runs (a job's attempt names its run: `<run id>/<retry>` for a
-step's job, the run id for `ArmadaRunLauncher`'s) from the instance the daemon runs it with. A
-run that ended (SUCCESS, FAILURE, CANCELED) at least `SETTLE_SECONDS` ago, or that the
-instance no longer has, has its jobs cancelled on the next tick that finds it so. The cursor
-keeps what awaits that confirmation and the counters; the tick's skip message says what it did
-and, when the run storage could not be read, that nothing was cancelled.
+retry tells no step: its jobs would run on. Each tick, the sensor lists the live jobs of
+Dagster tasks in the resource's queue and reads their runs (a job's attempt names its run:
+`<run id>/<retry>` for a step's job, the run id for `ArmadaRunLauncher`'s) from the instance
+the daemon runs it with. A run that ended (SUCCESS, FAILURE, CANCELED) at least
+`SETTLE_SECONDS` ago, or that the instance no longer has, has its jobs cancelled on the next
+tick that finds it so. The cursor keeps what awaits that confirmation and the counters; the
+tick's skip message says what it did and, when the run storage could not be read, that
+nothing was cancelled.
 """
 
 from __future__ import annotations
