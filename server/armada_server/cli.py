@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="armada-server",
         description="Standalone server speaking Armada's public gRPC API. With no arguments: "
         "gRPC on localhost:50051, SQLite in the user's data directory. "
-        "'armada-server simulate --help': the what-if simulator.",
+        "'armada-server simulate --help': the what-if simulator; "
+        "'armada-server prune --help': delete ended jobs now.",
     )
     p.add_argument("--version", action="version", version=f"armada-server {__version__}")
     p.add_argument("--config", type=Path, help="YAML file with any of the settings below")
@@ -187,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         from armada_server.simulation.command import main as simulate
 
         return simulate(argv[1:])
+    if argv[:1] == ["prune"]:  # ended jobs deleted now: armada-server prune --help
+        from armada_server.prune_command import main as prune
+
+        return prune(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -406,8 +406,8 @@ class ServerConfig:
     # "Retention"): seconds, or a number with a unit (s, m, h, d, w); 0 or "forever" keeps
     # everything. Pruned prune_batch jobs per transaction, prune_pause seconds apart.
     retention: str | float = "7d"
-    prune_batch: int = 500
-    prune_pause: float = 0.1
+    prune_batch: int = 200
+    prune_pause: float = 0.2
 
     def submission(self) -> SubmissionConfig:
         return SubmissionConfig(

@@ -8,6 +8,7 @@ left after it. Scheduling cycles, executors and watchers go on while pruning run
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from armada_core.api import event_pb2, event_pb2_grpc, executor_pb2, submit_pb2
 from armada_core.jobs import JobState
 from armada_core.jobs import annotations as ann
 from armada_server.app import EmbeddedServer
+from armada_server.cli import main
 from armada_server.config import ConfigError, ServerConfig, build
 from armada_server.pruning import Pruner
 from armada_server.scheduling.loop import _seen
@@ -379,3 +381,19 @@ def _until_cancelled(
     except grpc.RpcError as e:
         if e.code() != grpc.StatusCode.CANCELLED:
             raise
+
+
+def test_the_prune_command_prunes_what_ended_before_older_than(
+    store: Storage, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = submit(store, "old", 3)  # ended at T0, days before the command runs
+    store.submissions.cancel("q", "old", ids)
+    days = (utcnow() - T0).days
+    assert main(["prune", "--older-than", f"{days + 1}d", "--database-url", database_url]) == 0
+    assert json.loads(capsys.readouterr().out)["pruned"]["jobs"] == 0
+    assert kept(store, ids)["jobs"] == 3
+    assert main(["prune", "--older-than", f"{days - 1}d", "--database-url", database_url]) == 0
+    assert json.loads(capsys.readouterr().out)["pruned"]["jobs"] == 3
+    assert kept(store, ids) == GONE
+    assert main(["prune", "--older-than", "soon", "--database-url", database_url]) == 2
+    assert "--older-than: expected a duration such as 7d" in capsys.readouterr().err
