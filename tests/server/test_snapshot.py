@@ -3,6 +3,7 @@ node avoidance of retries that cannot strand a job."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -12,7 +13,12 @@ from armada_core.api import executor_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
 from armada_server.config import PriorityClassConfig
 from armada_server.scheduling.snapshot import build_snapshot
-from armada_server.storage.scheduling_reads import ExecutorNodes, QueuedJob, SchedulingState
+from armada_server.storage.scheduling_reads import (
+    ExecutorNodes,
+    QueuedJob,
+    RunningJob,
+    SchedulingState,
+)
 
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
 CLASSES = (PriorityClassConfig("default", 0, preemptible=False),)
@@ -133,3 +139,29 @@ def test_jobs_an_executor_cannot_honour_wait_rather_than_run_there() -> None:
 def test_a_retry_avoids_its_node_unless_it_is_the_only_one(nodes, avoid, pool, expected) -> None:
     executors = [ExecutorNodes(f"e-{p}", p, [node(n) for n in names]) for p, names in nodes.items()]
     assert placements(executors, [queued("j", avoid=avoid, pool=pool)]) == {"j": expected}
+
+
+def test_views_kept_from_the_previous_cycle_equal_views_built_afresh() -> None:
+    """A job that moved (queued -> running, reprioritised, now avoiding a node) is taken from
+    the previous cycle's view, not converted again: it must be the view a new leader, with
+    no cache, builds from the same rows, its shape included."""
+    executors = [ExecutorNodes("e", "default", [node("n1"), node("n2")])]
+    queues = [submit_pb2.Queue(name="q", priority_factor=1)]
+    a, b = queued("a"), queued("b")
+    cache: dict[tuple[object, ...], s.Job] = {}
+    first = SchedulingState(queues=queues, executors=executors, queued=[a, b], running=[])
+    build_snapshot(first, CLASSES, NOW, cache=cache)
+    later = datetime(2026, 11, 24, 0, 5, tzinfo=UTC)
+    running = RunningJob(
+        id="a", queue="q", priority=3, submitted_at=NOW, raw=a.raw, node="e/n1", started_at=later
+    )
+    moved = dataclasses.replace(b, priority=7, avoid_node="e/n2")
+    second = SchedulingState(queues=queues, executors=executors, queued=[moved], running=[running])
+    kept, _ = build_snapshot(second, CLASSES, NOW, cache=cache)
+    afresh, _ = build_snapshot(second, CLASSES, NOW)
+    assert kept.jobs == afresh.jobs
+    assert [j.shape_id for j in kept.jobs] == [j.shape_id for j in afresh.jobs]
+    assert {j.id: (j.node, j.avoid_node, j.priority) for j in kept.jobs} == {
+        "a": ("e/n1", None, 3),
+        "b": (None, "e/n2", 7),
+    }

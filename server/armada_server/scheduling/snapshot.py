@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from armada_core import scheduling as s
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import GangSpec, gang_of
+from armada_core.scheduling.model import intern_shape, shape_key
 from armada_server.config import PriorityClassConfig
 from armada_server.executors.capabilities import unhonoured
 from armada_server.storage.scheduling_reads import (
@@ -316,7 +318,7 @@ class _Views:
             before = self.previous.get(j.id)
             if before is not None and before.gang_id is None and kw.get("gang_cardinality") is None:
                 started = kw.get("started_at")
-                found = dataclasses.replace(
+                found = _moved(
                     before,
                     priority=int(kw["priority"]),
                     submit_time=kw["submitted_at"].timestamp(),
@@ -333,6 +335,22 @@ class _Views:
         """Keep this cycle's views for the next (and forget the rest)."""
         self.cache.clear()
         self.cache.update(self.used)
+
+
+_JOB_FIELDS = tuple(s.Job.__slots__)
+_job_values = operator.attrgetter(*_JOB_FIELDS)
+
+
+def _moved(before: s.Job, **changes: Any) -> s.Job:
+    """`before` with `changes`, as dataclasses.replace makes it at under half the cost (a
+    cycle after 80,000 leases moves 80,000 jobs): the fields are copied, not validated
+    again, and the shape is interned again only when a field of it changed."""
+    after: s.Job = object.__new__(s.Job)
+    for name, value in zip(_JOB_FIELDS, _job_values(before), strict=True):
+        object.__setattr__(after, name, changes.get(name, value))
+    if after.avoid_node != before.avoid_node:
+        object.__setattr__(after, "shape_id", intern_shape(shape_key(after)))
+    return after
 
 
 def _nodes(
