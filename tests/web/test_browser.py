@@ -331,3 +331,23 @@ def test_nodes_page_shows_used_and_free_and_the_jobs_on_each_node(
     link.click()
     wait(browser).until(lambda d: d.current_url.endswith(f"/jobs/{job_id}"))
     http.post("/api/v1/jobs/cancel", {"queue": "onnode", "jobSetId": "held", "jobIds": [job_id]})
+
+
+def test_bulk_cancel_from_the_jobs_list_says_how_many(browser, base_url: str, http: Http) -> None:
+    http.post("/api/v1/queues", {"name": "sweep"}, expect=201)
+    [done] = http.submit("sweep", "old", job("true"))
+    http.wait_state(done, "SUCCEEDED")
+    live_ids = http.submit("sweep", "new", *[job("sleep 120") for _ in range(3)])
+    browser.get(f"{base_url}/jobs?queue=sweep")
+    click(browser, "#bulk-cancel")
+    message = wait(browser).until(ec.visibility_of_element_located((By.ID, "confirm-message")))
+    assert message.text == "Cancel 3 live job(s) matching this filter?"
+    browser.find_element(By.ID, "confirm-no").click()  # keeping them: nothing happens
+    assert "CANCELLED" not in {http.state(j) for j in live_ids}
+    click(browser, "#bulk-cancel")
+    wait(browser).until(ec.element_to_be_clickable((By.ID, "confirm-ok"))).click()
+    wait(browser).until(lambda d: "3 job(s)" in d.find_element(By.ID, "flash").text)
+    assert {http.state(j) for j in live_ids} == {"CANCELLED"}
+    assert http.state(done) == "SUCCEEDED"
+    click(browser, "#bulk-cancel")  # nothing left to cancel: said, not asked
+    wait(browser).until(lambda d: "no job you may change" in d.find_element(By.ID, "flash").text)

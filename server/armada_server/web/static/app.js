@@ -67,6 +67,7 @@
 
   // --- actions: confirm in a dialog, then call the REST gateway ---------------------------
   function describe(label, data) {
+    if (Array.isArray(data.jobIds)) return `${label}: ${data.count} job(s)`;
     if (Array.isArray(data.cancelledIds)) {
       return `${label}: cancelled ${data.cancelledIds.length} job(s)`;
     }
@@ -97,11 +98,11 @@
     refresh();
   }
 
-  function ask(button) {
+  function ask(button, message) {
     const dialog = $("confirm");
     const input = $("confirm-input");
     const prompt = button.dataset.prompt;
-    $("confirm-message").textContent = button.dataset.confirm;
+    $("confirm-message").textContent = message || button.dataset.confirm;
     $("confirm-input-label").hidden = !prompt;
     $("confirm-input-name").textContent = prompt || "";
     input.value = "";
@@ -122,11 +123,37 @@
     if (prompt) input.focus();
   }
 
+  // A bulk action asks the server first how many jobs it would change for this caller.
+  async function askBulk(button) {
+    const label = button.textContent.trim();
+    let response;
+    try {
+      const body = {...JSON.parse(button.dataset.body), dryRun: true};
+      response = await fetch(url(button.dataset.url), {method: "POST", body: JSON.stringify(body),
+                                                       headers: {"Content-Type": "application/json"}});
+    } catch (e) {
+      flash(`${label}: ${e}`, "error");
+      return;
+    }
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      flash(`${label}: ${data.error ? data.error.message : "HTTP " + response.status}`, "error");
+      return;
+    }
+    if (!data.count) {
+      flash(`${label}: no job you may change matches this filter`, "ok");
+      return;
+    }
+    const left = data.excluded ? ` (${data.excluded} more in queues you may not change are left out)` : "";
+    ask(button, `${button.dataset.confirm.replace("{count}", data.count)}${left}`);
+  }
+
   document.addEventListener("click", (event) => {
     const button = event.target.closest("button.action");
     if (!button) return;
     event.preventDefault();
-    ask(button);
+    if (button.classList.contains("bulk")) askBulk(button);
+    else ask(button);
   });
 
   // --- logs: the latest run's lines, followed while the job runs ---------------------------
