@@ -214,7 +214,7 @@ CLASSES = (PriorityClass("low", 0, True),)
 
 @pytest.mark.parametrize("impl", [reference_schedule, fast_schedule])
 def test_degenerate_snapshots(impl) -> None:
-    assert impl(Snapshot((), CLASSES, (), ())).decisions() == ({}, [], {}, {}, {}, {}, {})
+    assert impl(Snapshot((), CLASSES, (), ())).decisions() == ({}, [], {}, {}, {}, {}, {}, {}, {})
     lonely = Snapshot((Queue("q"),), CLASSES, (), (Job("j", "q", "low", Resources(cpu=1)),))
     result = impl(lonely)
     assert result.unscheduled == {"j": why.NO_MATCHING_NODE}
