@@ -362,6 +362,10 @@ DEFAULT_PRIORITY_CLASSES = (
 )
 
 
+#: The largest message the gRPC port receives (app.GRPC_OPTIONS).
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "127.0.0.1"
@@ -399,6 +403,12 @@ class ServerConfig:
     # Accept jobs that fit no node the executors report, even an empty one (refused by
     # default, as upstream does): for clusters that add nodes when jobs wait.
     accept_jobs_that_fit_no_node: bool = False
+    # Submission limits (docs/configuration.md, "Submission limits"), each refused with
+    # RESOURCE_EXHAUSTED naming it: jobs waiting to be scheduled (submitted or queued) per
+    # queue, and the items and serialised bytes of one SubmitJobs request. None: no limit.
+    max_queued_jobs_per_queue: int | None = 1_000_000
+    max_request_items: int | None = 10_000
+    max_request_bytes: int | None = 64 * 1024 * 1024
     # Scheduling cycles the reports keep (docs/reports.md): older cycles, and the reasons
     # jobs waited for in them, are deleted by the leader as it goes. 0: no reports are kept.
     report_cycles: int = 100
@@ -437,6 +447,7 @@ class ServerConfig:
         if self.report_cycles < 0:
             raise ConfigError(f"report_cycles: must be at least 0, got {self.report_cycles}")
         _check_retention_of(self)
+        _check_submission_limits_of(self)
         names = [p.name for p in self.priority_classes]
         if not names:
             raise ConfigError("priority_classes: at least one is needed")
@@ -460,6 +471,22 @@ class ServerConfig:
 
 
 _NODES = re.compile(r"^(\d+)x([0-9.]+m?)x([0-9.]+[A-Za-z]*)(?:x(\d+))?$")
+
+
+def _check_submission_limits_of(config: ServerConfig) -> None:
+    for name in ("max_queued_jobs_per_queue", "max_request_items", "max_request_bytes"):
+        value = getattr(config, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: must be a whole number or null, got {value!r}")
+        if value < 1:
+            raise ConfigError(f"{name}: must be at least 1 (null: no limit), got {value}")
+    if config.max_request_bytes is not None and config.max_request_bytes > MAX_MESSAGE_BYTES:
+        raise ConfigError(
+            f"max_request_bytes: must be at most {MAX_MESSAGE_BYTES} (the largest message "
+            f"the gRPC port takes), got {config.max_request_bytes}"
+        )
 
 
 def _check_retention_of(config: ServerConfig) -> None:

@@ -39,3 +39,7 @@ class PermissionDenied(ApiError):
 
 class Unavailable(ApiError):
     code = grpc.StatusCode.UNAVAILABLE
+
+
+class ResourceExhausted(ApiError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -13,7 +13,7 @@ from armada_core.jobs import SubmissionConfig, validate_request
 from armada_core.jobs.submission import MAX_JOB_SET_ID, check_text
 from armada_server.auth import Principal
 from armada_server.config import ServerConfig
-from armada_server.errors import InvalidArgument, NotFound
+from armada_server.errors import InvalidArgument, NotFound, ResourceExhausted
 from armada_server.executors.kinds import server_kind
 from armada_server.guarded import RpcContext
 from armada_server.services.capabilities import CapabilityIndex, ExecutorCapabilities
@@ -76,6 +76,23 @@ def invalid_text(message: Message, path: str = "") -> str | None:
     return None
 
 
+def refuse_oversized(request: submit_pb2.JobSubmitRequest, config: ServerConfig) -> None:
+    """Refuse a request over the server's per-request limits, naming the limit: a client
+    splits it into smaller ones."""
+    items = len(request.job_request_items)
+    if config.max_request_items is not None and items > config.max_request_items:
+        raise ResourceExhausted(
+            f"job_request_items: {items} items are more than the server's max_request_items "
+            f"limit of {config.max_request_items}; submit them in smaller requests"
+        )
+    size = request.ByteSize()
+    if config.max_request_bytes is not None and size > config.max_request_bytes:
+        raise ResourceExhausted(
+            f"the request is {size} bytes, more than the server's max_request_bytes limit of "
+            f"{config.max_request_bytes}; submit its jobs in smaller requests"
+        )
+
+
 def builtin_capabilities(config: ServerConfig) -> ExecutorCapabilities | None:
     """What the server's own executor honours, known before its first sync."""
     kind = server_kind(config.executor)
@@ -111,6 +128,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     async def SubmitJobs(
         self, request: submit_pb2.JobSubmitRequest, context: RpcContext
     ) -> submit_pb2.JobSubmitResponse:
+        refuse_oversized(request, self.ctx.config)
         # Off the event loop: a large request takes a while to check, and watchers wait.
         items = await self.ctx.run(self._validate, request)
         try:
@@ -147,6 +165,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
             owner=who.name,
             groups=who.groups,
             admit=admit,
+            max_queued=self.ctx.config.max_queued_jobs_per_queue,
         )
         return ids, notes
 

@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Connection, and_, select
+from sqlalchemy import ColumnElement, Connection, and_, func, select
 from sqlalchemy.exc import IntegrityError
 
 from armada_core.api import submit_pb2
@@ -30,7 +30,7 @@ from armada_core.jobs import (
     new_job_id,
 )
 from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
-from armada_server.errors import FailedPrecondition, NotFound
+from armada_server.errors import FailedPrecondition, NotFound, ResourceExhausted
 from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_JOB_STATES, Change, Transactions
 from armada_server.storage.bulk import insert_rows
@@ -41,6 +41,8 @@ from armada_server.storage.rows import chunks, job_row, load_jobs
 from armada_server.storage.task_generations import refuse_second_generation
 
 NON_TERMINAL = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_JOB_STATES)
+#: Jobs waiting to be scheduled, as the per-queue limit counts them.
+WAITING = (int(JobState.SUBMITTED), int(JobState.QUEUED))
 #: Called with the jobs a submission is about to store (each with its item's index in the
 #: request); raises to refuse the request.
 Admit = Callable[[Sequence[tuple[int, submit_pb2.Job]]], None]
@@ -74,14 +76,16 @@ class Submissions:
         owner: str,
         groups: tuple[str, ...] = (),
         admit: Admit | None = None,
+        max_queued: int | None = None,
     ) -> list[str]:
         """Store validated items as jobs (all or none); a known client_id returns its job.
-        Refused when the queue is missing, or cordoned and some item is a new job, when a
-        new job's task has a live generation other than the job's (LiveGenerationExists), or
-        when `admit` refuses the new jobs."""
+        Refused when the queue is missing, or cordoned and some item is a new job, when the
+        new jobs would take the queue's waiting jobs over `max_queued`, when a new job's task
+        has a live generation other than the job's (LiveGenerationExists), or when `admit`
+        refuses the new jobs."""
         for attempt in range(2):
             try:
-                return self._submit(queue, job_set, items, owner, groups, admit)
+                return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
             except IntegrityError:
                 if attempt:  # a concurrent submit took one of our client ids: look again
                     raise
@@ -95,12 +99,15 @@ class Submissions:
         owner: str,
         groups: tuple[str, ...],
         admit: Admit | None,
+        max_queued: int | None,
     ) -> list[str]:
         now = self._tx.clock()
         with self._tx.write() as (conn, touched):
-            found = conn.execute(
-                select(t.queues.c.cordoned).where(t.queues.c.name == queue)
-            ).first()
+            # Locked while a limit counts the queue's jobs: two submissions cannot both pass it.
+            cordoned = select(t.queues.c.cordoned).where(t.queues.c.name == queue)
+            if max_queued is not None:
+                cordoned = cordoned.with_for_update()
+            found = conn.execute(cordoned).first()
             if found is None:
                 raise queue_not_found(queue)
             client_ids = {i.client_id for i in items if i.client_id}
@@ -137,6 +144,8 @@ class Submissions:
                 return ids
             if found.cordoned:
                 raise queue_cordoned(queue)
+            if max_queued is not None:
+                _refuse_over_limit(conn, queue, len(specs), max_queued)
             refuse_second_generation(self._tx, conn, queue, specs, now)
             if admit is not None:
                 admit(specs)
@@ -306,6 +315,22 @@ class Submissions:
             missed = [j for j in job_ids or () if j not in results]
             results.update(_not_preemptible(conn, queue, job_set, missed))
         return results
+
+
+def _refuse_over_limit(conn: Connection, queue: str, new: int, limit: int) -> None:
+    """Refuse `new` jobs that would take the queue's waiting jobs (submitted or queued) over
+    `limit`. The count reads the (state, queue) index and stops past what the limit allows."""
+    allowed = max(limit - new, 0)
+    waiting = select(t.jobs.c.id).where(t.jobs.c.state.in_(WAITING), t.jobs.c.queue == queue)
+    counted = select(func.count()).select_from(waiting.limit(allowed + 1).subquery())
+    count: int = conn.execute(counted).scalar_one()
+    if count + new > limit:
+        have = f"at least {count}" if count > allowed else f"{count}"  # counted up to allowed+1
+        raise ResourceExhausted(
+            f"queue {queue!r} has {have} jobs waiting to be scheduled; this request's {new} "
+            f"new jobs would take it over the server's max_queued_jobs_per_queue limit of "
+            f"{limit}: wait for jobs to start or end, or cancel some"
+        )
 
 
 def _not_preemptible(

@@ -1,0 +1,142 @@
+"""Where a submitted job's time goes: SubmitJobs' server-side steps, measured in CPU time.
+
+Run: ``python benchmarks/submit_profile.py [--batches N] [--profile DIR] [--json OUT]``.
+
+An embedded server (no scheduling cycles, executor "none") takes the same requests as
+benchmarks/server.py's submit_throughput (batches of 1,000 items, each with its own
+client_id), but each step of its SubmitJobs is called in turn on this thread and timed in
+this thread's CPU seconds, so a loaded machine changes the figures little: decoding the
+request's bytes, validation (with the executors' capabilities), storing (client-id lookup,
+the task check, building rows, the INSERTs, the events, the commit) and the response. With
+``--profile DIR`` each database's store step also goes through cProfile (DIR/<db>.prof and
+a text summary DIR/<db>.txt). PostgreSQL's own work runs in its server process and is not
+counted: the figures are the armada server's CPU per job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from armada_core.api import submit_pb2  # noqa: E402
+from armada_server.app import EmbeddedServer  # noqa: E402
+from armada_server.auth import Principal  # noqa: E402
+from armada_server.services.queues import QueueService  # noqa: E402
+from armada_server.services.submit import SubmitService  # noqa: E402
+from benchmarks.common import log, machine  # noqa: E402
+from benchmarks.server import BATCH, batch_bytes  # noqa: E402
+
+STEPS = ("decode", "validate", "store", "respond")
+
+
+class Laps:
+    """Adds this thread's CPU seconds since the last lap to a step's total."""
+
+    def __init__(self, totals: dict[str, float], *, counted: bool) -> None:
+        self.totals, self.counted, self.last = totals, counted, time.thread_time()
+
+    def __call__(self, step: str) -> None:
+        now = time.thread_time()
+        if self.counted:
+            self.totals[step] += now - self.last
+        self.last = now
+
+
+def _respond(ids: list[str], notes: list[str]) -> bytes:
+    items = [submit_pb2.JobSubmitResponseItem(job_id=i) for i in ids]
+    return submit_pb2.JobSubmitResponse(job_response_items=items, notes=notes).SerializeToString()
+
+
+def profile_submission(
+    database_url: str, backend: str, batches: int, profile_dir: Path | None
+) -> dict[str, Any]:
+    """CPU seconds per 1,000-job request for each step of SubmitJobs, on one database."""
+    log(f"submit_profile[{backend}]: {batches} batches of {BATCH}")
+    with EmbeddedServer(database_url=database_url, cycles=False) as server:
+        ctx = server.server.context
+        assert ctx is not None
+        ctx.queues.create_queue(submit_pb2.Queue(name="bench", priority_factor=1))
+        service = SubmitService(ctx, QueueService(ctx))
+        who = Principal(name="bench", groups=())
+        requests = [batch_bytes("bench", f"set-{b}", f"c{b}") for b in range(batches + 1)]
+        totals = dict.fromkeys(STEPS, 0.0)
+        profiler = cProfile.Profile() if profile_dir else None
+        for number, data in enumerate(requests):
+            warmup = number == 0  # first request: caches and compiled statements
+            lap = Laps(totals, counted=not warmup)
+
+            request = submit_pb2.JobSubmitRequest.FromString(data)
+            lap("decode")
+            items = service._validate(request)
+            lap("validate")
+            if profiler and not warmup:
+                profiler.enable()
+            ids, notes = service._store(request, items, who)
+            if profiler and not warmup:
+                profiler.disable()
+            lap("store")
+            _respond(ids, notes)
+            lap("respond")
+    if profiler and profile_dir:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        profiler.dump_stats(str(profile_dir / f"{backend}.prof"))
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
+        (profile_dir / f"{backend}.txt").write_text(text.getvalue())
+    per_request = {k: round(v / batches * 1000, 1) for k, v in totals.items()}
+    cpu = sum(totals.values())
+    result = {
+        "measurement": "submit_profile",
+        "backend": backend,
+        "jobs": batches * BATCH,
+        "cpu_ms_per_1000_jobs": per_request,
+        "cpu_ms_per_1000_jobs_total": round(cpu / batches * 1000, 1),
+        "jobs_per_cpu_second": round(batches * BATCH / cpu, 1) if cpu else None,
+    }
+    log(f"  {per_request} -> {result['jobs_per_cpu_second']} jobs per CPU second")
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, default=10, help="requests of 1,000 jobs")
+    parser.add_argument("--profile", type=Path, help="write cProfile output of the store here")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="armada-submit-profile-"))
+    results = [
+        profile_submission(f"sqlite:///{work / 'profile.db'}", "sqlite", args.batches, args.profile)
+    ]
+    if not args.no_postgres:
+        from tests.postgres import PostgresServer
+
+        postgres = PostgresServer()
+        try:
+            url = postgres.new_database()
+            results.append(profile_submission(url, "postgresql", args.batches, args.profile))
+        finally:
+            postgres.stop()
+    about = machine()
+    for r in results:
+        r["machine"] = about
+    text = json.dumps(results, indent=2)
+    if args.json:
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

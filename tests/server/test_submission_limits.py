@@ -1,0 +1,109 @@
+"""Submission limits: jobs waiting per queue, and one request's items and bytes. Each is
+refused with RESOURCE_EXHAUSTED naming the limit and its value, and stores nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from armada_core.api import submit_pb2, submit_pb2_grpc
+from armada_core.api.k8s import core_v1_pb2 as core
+from armada_core.api.k8s import resource_pb2
+from armada_server.app import EmbeddedServer
+from armada_server.config import ConfigError, ServerConfig
+
+
+def item(client_id: str = "") -> submit_pb2.JobSubmitRequestItem:
+    cpu = {"cpu": resource_pb2.Quantity(string="1"), "memory": resource_pb2.Quantity(string="1Gi")}
+    container = core.Container(
+        name="main",
+        image="busybox",
+        command=["true"],
+        resources=core.ResourceRequirements(requests=cpu, limits=cpu),
+    )
+    return submit_pb2.JobSubmitRequestItem(
+        priority=1,
+        namespace="default",
+        client_id=client_id,
+        pod_specs=[core.PodSpec(containers=[container], restartPolicy="Never")],
+    )
+
+
+@pytest.fixture
+def submit(database_url: str) -> Iterator[submit_pb2_grpc.SubmitStub]:
+    config = ServerConfig(
+        port=0,
+        http_port=None,
+        executor="none",
+        database_url=database_url,
+        max_queued_jobs_per_queue=5,
+        max_request_items=4,
+        max_request_bytes=4096,
+    )
+    with EmbeddedServer(config, cycles=False) as server:
+        channel = grpc.insecure_channel(server.address)
+        submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(
+            submit_pb2.Queue(name="q", priority_factor=1)
+        )
+        submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(
+            submit_pb2.Queue(name="other", priority_factor=1)
+        )
+        yield submit_pb2_grpc.SubmitStub(channel)
+        channel.close()
+
+
+def send(
+    stub: submit_pb2_grpc.SubmitStub, items: list[submit_pb2.JobSubmitRequestItem], queue: str = "q"
+) -> list[str]:
+    request = submit_pb2.JobSubmitRequest(queue=queue, job_set_id="s", job_request_items=items)
+    return [r.job_id for r in stub.SubmitJobs(request).job_response_items]
+
+
+def refused(stub: submit_pb2_grpc.SubmitStub, items: list[submit_pb2.JobSubmitRequestItem]) -> str:
+    with pytest.raises(grpc.RpcError) as raised:
+        send(stub, items)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    return str(raised.value.details())
+
+
+def test_queue_limit_refuses_the_request_that_would_pass_it_and_stores_none_of_it(
+    submit: submit_pb2_grpc.SubmitStub,
+) -> None:
+    first = send(submit, [item(f"a{k}") for k in range(3)])
+    message = refused(submit, [item(f"b{k}") for k in range(3)])
+    assert "max_queued_jobs_per_queue limit of 5" in message
+    assert "'q'" in message and "3 new jobs" in message
+    # Nothing of the refused request was stored: two more still fit, exactly to the limit.
+    send(submit, [item("c0"), item("c1")])
+    # Repeated client ids are not new jobs: they return their jobs at the limit.
+    assert send(submit, [item("a0"), item("a1"), item("a2")]) == first
+    assert "at least 5 jobs waiting" in refused(submit, [item("d0")])
+    # The limit is per queue.
+    assert len(send(submit, [item("e0"), item("e1"), item("e2")], queue="other")) == 3
+
+
+def test_request_item_and_byte_limits_name_the_limit(
+    submit: submit_pb2_grpc.SubmitStub,
+) -> None:
+    message = refused(submit, [item() for _ in range(5)])
+    assert message.startswith("job_request_items: 5 items")
+    assert "max_request_items limit of 4" in message
+    big = item()
+    big.annotations["note"] = "x" * 5000
+    assert "max_request_bytes limit of 4096" in refused(submit, [big])
+    assert len(send(submit, [item() for _ in range(4)])) == 4
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "error"),
+    [
+        ("max_queued_jobs_per_queue", 0, "max_queued_jobs_per_queue: must be at least 1"),
+        ("max_request_items", "many", "max_request_items: must be a whole number or null"),
+        ("max_request_bytes", 1 << 30, "max_request_bytes: must be at most 268435456"),
+    ],
+)
+def test_limits_are_checked_at_start(setting: str, value: object, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        ServerConfig(**{setting: value}).validate()  # type: ignore[arg-type]
