@@ -186,6 +186,26 @@ SCHEMAS: dict[str, Any] = {
         ("queue", "jobSetId"),
     ),
     "CancelResponse": _obj({"cancelledIds": STRINGS}, ("cancelledIds",)),
+    "BulkCancelRequest": _obj(
+        {
+            "queue": STR,
+            "jobSet": STR,
+            "state": _array({"type": "string", "enum": LIST_STATES}),
+            "reason": STR,
+            "dryRun": BOOL,
+        }
+    ),
+    "BulkReprioritizeRequest": _obj(
+        {
+            "queue": STR,
+            "jobSet": STR,
+            "state": _array({"type": "string", "enum": LIST_STATES}),
+            "newPriority": {"type": "number", "minimum": 0},
+            "dryRun": BOOL,
+        },
+        ("newPriority",),
+    ),
+    "BulkResult": _obj({"count": INT, "excluded": INT, "jobIds": STRINGS}, ("count", "excluded")),
     "ReprioritizeRequest": _obj(
         {"queue": STR, "jobSetId": STR, "jobIds": STRINGS, "newPriority": NUM},
         ("queue", "jobSetId", "newPriority"),
@@ -588,6 +608,24 @@ def _job_paths() -> dict[str, Any]:
 def _job_action_paths() -> dict[str, Any]:
     """Cancelling, reprioritising and preempting a job set's jobs."""
     return {
+        "/api/v1/bulk/cancel": {
+            "post": _op(
+                "bulkCancel",
+                "Cancel every live job the filter matches in queues the caller may cancel in "
+                "(one transaction, at most 10,000; dryRun: only count them)",
+                _json(_ref("BulkResult"), "how many (and which) jobs, and how many left out"),
+                body="BulkCancelRequest",
+            ),
+        },
+        "/api/v1/bulk/reprioritize": {
+            "post": _op(
+                "bulkReprioritize",
+                "Give every live job the filter matches, in queues the caller may reprioritize "
+                "in, a new priority (one transaction, at most 10,000; dryRun: only count them)",
+                _json(_ref("BulkResult"), "how many (and which) jobs, and how many left out"),
+                body="BulkReprioritizeRequest",
+            ),
+        },
         "/api/v1/jobs/cancel": {
             "post": _op(
                 "cancelJobs",
