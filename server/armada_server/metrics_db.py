@@ -88,8 +88,9 @@ class EndedJobs:
     after it is stamped. Without it nothing deletes jobs, and a read counts them through
     ix_jobs_state_queue alone."""
 
-    def __init__(self, engine: Engine, clock: Callable[[], datetime] = utcnow) -> None:
-        self.engine = engine
+    def __init__(self, jobs: JobReads, clock: Callable[[], datetime] = utcnow) -> None:
+        self.jobs = jobs
+        self.engine = jobs.engine
         self.clock = clock
         self.total: Tally[tuple[str, JobState]] = Tally()
         self.until: datetime | None = None
@@ -99,15 +100,11 @@ class EndedJobs:
         if self.running_total is None:
             indexes = inspect(self.engine).get_indexes("jobs")
             self.running_total = any(i["name"] == FINISHED_INDEX for i in indexes)
+        if not self.running_total:  # every state through the covering index, kept ended
+            counts = self.jobs.count_jobs_by_queue_and_state()
+            return {key: n for key, n in counts.items() if key[1] in ENDED}
         j = t.jobs.c
         ended = text(f"jobs.state IN ({', '.join(str(int(s)) for s in sorted(ENDED))})")
-        if not self.running_total:
-            query = select(j.queue, j.state, func.count()).where(ended)
-            with self.engine.connect() as conn:
-                plain: Sequence[tuple[str, int, int]] = conn.execute(
-                    query.group_by(j.state, j.queue)
-                ).all()
-            return {(str(q), JobState(s)): int(n) for q, s, n in plain}
         until = self.clock() - SETTLE
         settled = func.sum(case((j.last_transition_at <= until, 1), else_=0))
         query = select(j.queue, j.state, settled, func.count()).where(ended)
@@ -141,7 +138,7 @@ class DatabaseSeries(Collector):
         self.jobs = jobs
         self.engine: Engine = jobs.engine
         self.nodes = nodes
-        self.ended = _Cached(ended_refresh, EndedJobs(self.engine, clock).read)
+        self.ended = _Cached(ended_refresh, EndedJobs(jobs, clock).read)
         self.loads = _Cached(load_refresh, self._node_loads)
         self._cycle: tuple[int, dict[str, Any]] = (0, {})
         # The queues the latest scrape found (the series this process counts list them too).

@@ -202,7 +202,9 @@ def test_jobs_ended_stay_counted_when_their_rows_are_deleted(database_url: str) 
     from armada_core.jobs import JobState
     from armada_server.metrics_db import FINISHED_INDEX, SETTLE, EndedJobs
     from armada_server.storage import schema as t
+    from armada_server.storage.base import Transactions
     from armada_server.storage.database import open_database
+    from armada_server.storage.job_reads import JobReads
 
     engine = open_database(database_url)
     with engine.begin() as conn:  # the retention's index (migration 0012), as it defines it
@@ -232,7 +234,7 @@ def test_jobs_ended_stay_counted_when_their_rows_are_deleted(database_url: str) 
         end("a", JobState.SUCCEEDED, start)
         end("b", JobState.FAILED, start)
         end("c", JobState.SUCCEEDED, now[0] - SETTLE / 2)  # within SETTLE: counted afresh
-        ended = EndedJobs(engine, clock=lambda: now[0])
+        ended = EndedJobs(JobReads(Transactions(engine)), clock=lambda: now[0])
         first = ended.read()
         assert ended.running_total
         assert first[("q", JobState.SUCCEEDED)] == 2 and first[("q", JobState.FAILED)] == 1
