@@ -445,3 +445,23 @@ def test_bulk_cancel_and_reprioritize_every_live_job_a_filter_matches(http: Http
     assert missing["error"]["code"] == "NOT_FOUND"
     http.post("/api/v1/bulk/cancel", {"queue": "bulk"})
     assert {http.state(j) for j in b} == {"CANCELLED"}
+
+
+def test_job_list_rows_carry_client_id_annotations_and_pod_group_role(http: Http) -> None:
+    http.post("/api/v1/queues", {"name": "columns"}, expect=201)
+    group = {
+        "armadaproject.io/gangId": "g",
+        "armadaproject.io/gangCardinality": "1",
+        "armadaproject.io/gangRole": "driver",
+        "armadaproject.io/gangRoleMinimum": "1",
+        "team": "ml",
+    }
+    [member] = http.submit("columns", "s", job("true", clientId="c-7", annotations=group))
+    [plain] = http.submit("columns", "s", job("true"))
+    rows = {r["id"]: r for r in http.get("/api/v1/jobs?queue=columns")["jobs"]}
+    assert rows[member]["clientId"] == "c-7" and rows[member]["gangRole"] == "driver"
+    assert rows[member]["annotations"]["team"] == "ml"
+    assert (rows[plain]["clientId"], rows[plain]["gangRole"]) == ("", "")
+    # The annotation filter's rows carry them too.
+    [row] = http.get("/api/v1/jobs?queue=columns&annotation=team%3Dml")["jobs"]
+    assert row["id"] == member and row["gangRole"] == "driver"

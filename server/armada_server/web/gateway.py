@@ -313,6 +313,9 @@ def job_row_json(row: queries.JobRow) -> dict[str, Any]:
         "submitted": iso(row.submitted_at),
         "lastTransition": iso(row.last_transition_at),
         "reason": row.reason,
+        "clientId": row.client_id,
+        "annotations": row.annotations or {},
+        "gangRole": row.role,
     }
 
 

@@ -13,7 +13,7 @@ import base64
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from sqlalchemy import (
 
 from armada_core.api import event_pb2, submit_pb2
 from armada_core.jobs import JobState
+from armada_core.jobs.annotations import GANG_ROLE
 from armada_server.errors import InvalidArgument
 from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_RUN_STATES
@@ -69,6 +70,12 @@ class JobRow:
     last_transition_at: datetime
     reason: str  # why it is not scheduled yet, or why it failed / was cancelled
     annotations: dict[str, str] | None = None
+    client_id: str = ""
+
+    @property
+    def role(self) -> str:
+        """The job's role in its pod group ("" for none)."""
+        return (self.annotations or {}).get(GANG_ROLE, "")
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,7 @@ _ROW_COLUMNS = (
     t.jobs.c.scheduling_reason,
     t.jobs.c.failure_reason,
     t.jobs.c.cancel_reason,
+    t.jobs.c.client_id,
 )
 
 
@@ -208,6 +216,8 @@ def list_jobs(
     more = more or scanned_out
     if direction == "before":
         rows.reverse()
+    if not where.annotation:
+        rows = _with_annotations(store, rows)
     if not rows and not scanned_out:
         return JobPage([], None, None)
     if direction == "after":
@@ -220,6 +230,24 @@ def list_jobs(
         next_cursor = _cursor_at("after", column, rows[-1]) if (has_next and rows) else None
     prev_cursor = _cursor_at("before", column, rows[0]) if (has_prev and rows) else None
     return JobPage(rows, next_cursor, prev_cursor, scanned_out)
+
+
+def _with_annotations(store: JobReads, rows: list[JobRow]) -> list[JobRow]:
+    """The page's rows with their annotations, read from their specs by id (one page's
+    worth, never the whole filter's)."""
+    if not rows:
+        return rows
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            select(t.jobs.c.id, t.jobs.c.spec).where(t.jobs.c.id.in_([r.id for r in rows]))
+        ).all()
+    specs: dict[str, bytes] = {f.id: f.spec for f in found}
+    return [
+        replace(r, annotations=dict(submit_pb2.Job.FromString(specs[r.id]).annotations))
+        if r.id in specs
+        else r
+        for r in rows
+    ]
 
 
 def _filters(where: JobFilter) -> list[ColumnElement[bool]]:
@@ -315,6 +343,7 @@ def _row(r: Any, annotations: dict[str, str] | None = None) -> JobRow:
         when(r.last_transition_at),
         reason or "",
         annotations,
+        r.client_id or "",
     )
 
 
