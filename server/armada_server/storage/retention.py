@@ -125,14 +125,15 @@ class Retention:
 
 
 # The oldest jobs that ended before the cut-off, but for gangs with a member that has not
-# ended or ended since, and jobs with a run still keeping its node (releases_at). SQLite is
-# told to walk ix_jobs_finished (in order: no sort of every ended job for one batch).
+# ended or ended since (a NULL gang_id matches no member), and jobs with a run still keeping
+# its node (releases_at). SQLite is told to walk ix_jobs_finished (in order: no sort of every
+# ended job for one batch); PostgreSQL does so by its statistics (autovacuum's analyze).
 _PRUNABLE = f"""
 SELECT j.id, j.queue, j.job_set, j.task FROM jobs AS j {{hint}}
 WHERE j.{t.TERMINAL_STATES} AND j.last_transition_at < :cutoff
-AND (j.gang_id IS NULL OR NOT EXISTS (
+AND NOT EXISTS (
     SELECT 1 FROM jobs AS g WHERE g.gang_id = j.gang_id AND g.queue = j.queue
-    AND (NOT (g.{t.TERMINAL_STATES}) OR g.last_transition_at >= :cutoff)))
+    AND (NOT (g.{t.TERMINAL_STATES}) OR g.last_transition_at >= :cutoff))
 AND NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.job_id = j.id AND r.releases_at >= :cutoff)
 ORDER BY j.last_transition_at LIMIT :batch
 """
