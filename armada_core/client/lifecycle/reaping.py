@@ -112,13 +112,15 @@ class TaskState:
 SETTLE_SECONDS = 15.0
 
 
-def settled(ended_at: datetime | None, now: datetime | None = None) -> bool:
-    """Whether a final state reached at `ended_at` (aware) has stood `SETTLE_SECONDS`; an end
-    of unknown time has."""
+def settled(
+    ended_at: datetime | None, now: datetime | None = None, *, wait: float = SETTLE_SECONDS
+) -> bool:
+    """Whether a final state reached at `ended_at` (aware) has stood `wait` seconds
+    (`SETTLE_SECONDS` unless told); an end of unknown time has."""
     if ended_at is None:
         return True
     now = now or datetime.now(UTC)
-    return (now - ended_at).total_seconds() >= SETTLE_SECONDS
+    return (now - ended_at).total_seconds() >= wait
 
 
 def running(subject: str, state: str = "running", attempt: str | None = None) -> TaskState:

@@ -49,6 +49,7 @@ from armada_core.client.lifecycle import (
 from armada_core.client.reattach import LIVE_STATES
 from armada_core.retry import OutcomeReport
 
+from .instance_id import INSTANCE_ANNOTATION, instance_digest
 from .outcome import raise_for_outcome
 from .resource import ArmadaResource, LogDestination
 
@@ -90,6 +91,8 @@ class StepIdentity:
     retry_policy: RetryPolicy | None = None
     root_run_id: str = ""
     earlier_runs: tuple[tuple[str, str], ...] = ()
+    #: The submitting instance's `instance_digest` ("" when unknown: the job is not stamped).
+    instance: str = ""
     task: TaskIdentity = field(default_factory=lambda: TaskIdentity(ORCHESTRATOR, "", ""))
 
     def __post_init__(self) -> None:
@@ -202,6 +205,7 @@ def step_identity(
         retry_policy=policy,
         root_run_id=root,
         earlier_runs=earlier,
+        instance=instance_digest(op_context.instance),
         task=task,
     )
 
@@ -265,6 +269,7 @@ def build_items(
         RUN_ID_ANNOTATION: identity.run_id,
         STEP_KEY_ANNOTATION: identity.step_key,
         RETRY_ANNOTATION: str(identity.retry_number),
+        **({INSTANCE_ANNOTATION: identity.instance} if identity.instance else {}),
         **(job.pop("annotations", None) or {}),
     }
     job.setdefault("namespace", armada.namespace)

@@ -46,6 +46,7 @@ from armada_core.api import submit_pb2
 from armada_core.client import ArmadaError, job_item
 from armada_core.client.lifecycle import TaskIdentity, submit_or_reattach
 
+from .instance_id import INSTANCE_ANNOTATION, instance_digest
 from .job import ORCHESTRATOR, RUN_ID_ANNOTATION, container_pod_spec
 from .resource import ArmadaResource
 
@@ -218,7 +219,11 @@ class ArmadaRunLauncher(RunLauncher, ConfigurableClass):
                     namespace=self.armada.namespace,
                     priority_class=self.armada.priority_class,
                     labels=self.labels,
-                    annotations={**self.annotations, RUN_ID_ANNOTATION: run.run_id},
+                    annotations={
+                        **self.annotations,
+                        RUN_ID_ANNOTATION: run.run_id,
+                        INSTANCE_ANNOTATION: instance_digest(self._instance),
+                    },
                 )
             ]
 
