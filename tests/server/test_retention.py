@@ -371,6 +371,12 @@ def test_cycles_executors_and_watchers_go_on_while_pruning_runs(
         kinds = [m.message.WhichOneof("events") for m in watched if job_of(m) == job]
         assert kinds == ["submitted", "queued", "leased", "running"], kinds
     assert count(storage, t.events, t.events.c.job_set == "live") == len(watched)
+    pruner = server.server.pruner  # the server's own rounds run beside all this
+    assert pruner is not None
+    deadline = time.monotonic() + 30
+    while pruner.rounds < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pruner.rounds >= 1
 
 
 def _until_cancelled(
