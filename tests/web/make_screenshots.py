@@ -5,8 +5,9 @@
 Starts a server (local executor) in a temporary directory, submits the demo's gang
 (examples/standalone/gang.yaml) and a few more jobs through the REST gateway (two queues, one
 job failing, one running long, a backlog that waits), and saves the queues, job set and job
-pages and the scheduling reports of a queue and of a waiting job as PNGs taken by headless
-Chromium (`--only queue-report job-report` takes some of them).
+pages, the scheduling reports of a queue and of a waiting job, the jobs list grouped by state
+and the nodes page as PNGs taken by headless Chromium (`--only nodes job-report` takes some of
+them).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def shoot(browser, url: str, path: Path, css_ready: str) -> None:  # type: ignor
     print(f"{path}: {path.stat().st_size // 1024} KiB", file=sys.stderr)
 
 
-SHOTS = ["queues", "jobset", "job", "queue-report", "job-report"]
+SHOTS = ["queues", "jobset", "job", "queue-report", "job-report", "jobs-grouped", "nodes"]
 
 
 def main() -> int:
@@ -131,6 +132,8 @@ def main() -> int:
                 "job": (f"{base}/jobs/{broken}", "#timeline"),
                 "queue-report": (f"{base}/queues/demo", "#queue-report"),
                 "job-report": (f"{base}/jobs/{waiting}", "#job-report"),
+                "jobs-grouped": (f"{base}/jobs?groupBy=state", "#groups-table"),
+                "nodes": (f"{base}/nodes", "#nodes-table"),
             }
             for name in args.only:
                 url, ready = pages[name]

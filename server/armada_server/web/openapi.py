@@ -556,23 +556,6 @@ def _job_paths() -> dict[str, Any]:
                 ],
             ),
         },
-        "/api/v1/jobs/groups": {
-            "get": _op(
-                "groupJobs",
-                "The filtered jobs counted per value of groupBy, largest groups first",
-                _json(_ref("JobGroups"), "the groups"),
-                errors=("400", "401"),
-                params=[
-                    _q(
-                        "groupBy",
-                        {"type": "string", "enum": list(GROUPS)},
-                        "a job's node is that of its latest run",
-                        required=True,
-                    ),
-                    *_job_filters(),
-                ],
-            ),
-        },
         "/api/v1/jobs/status": {
             "get": _op(
                 "getJobStatus",
@@ -603,6 +586,29 @@ def _job_paths() -> dict[str, Any]:
                     _q("tailLines", {"type": "integer", "minimum": 0, "maximum": 1000000}),
                 ],
                 errors=("400", "401", "403", "404", "503"),
+            ),
+        },
+    }
+
+
+def _job_group_paths() -> dict[str, Any]:
+    """The job list's group counts."""
+    return {
+        "/api/v1/jobs/groups": {
+            "get": _op(
+                "groupJobs",
+                "The filtered jobs counted per value of groupBy, largest groups first",
+                _json(_ref("JobGroups"), "the groups"),
+                errors=("400", "401"),
+                params=[
+                    _q(
+                        "groupBy",
+                        {"type": "string", "enum": list(GROUPS)},
+                        "a job's node is that of its latest run",
+                        required=True,
+                    ),
+                    *_job_filters(),
+                ],
             ),
         },
     }
@@ -816,6 +822,7 @@ def document() -> dict[str, Any]:
             **_queue_paths(),
             **_node_paths(),
             **_job_paths(),
+            **_job_group_paths(),
             **_job_action_paths(),
             **_job_set_paths(),
             **_report_paths(),
