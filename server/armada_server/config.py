@@ -407,7 +407,7 @@ class ServerConfig:
     # RESOURCE_EXHAUSTED naming it: jobs waiting to be scheduled (submitted or queued) per
     # queue, and the items and serialised bytes of one SubmitJobs request. None: no limit.
     max_queued_jobs_per_queue: int | None = 1_000_000
-    max_request_items: int | None = 10_000
+    max_request_items: int | None = 100_000
     max_request_bytes: int | None = 64 * 1024 * 1024
     # Scheduling cycles the reports keep (docs/reports.md): older cycles, and the reasons
     # jobs waited for in them, are deleted by the leader as it goes. 0: no reports are kept.
