@@ -434,6 +434,14 @@ def jobs_scenario(client: ArmadaClient, queue: str, job_set: str) -> dict[str, A
             f"{queue}-ghost", job_set, [client.create_job_request_item(pod_spec=pod_spec())]
         )
     )
+    # The test's server takes at most 5 items a request: the limit's error, as this client sees it.
+    out["submit_too_many"] = outcome(
+        lambda: client.submit_jobs(
+            queue,
+            job_set,
+            [client.create_job_request_item(pod_spec=pod_spec()) for _ in range(6)],
+        )
+    )
     out["task_generations"] = task_generations(client, queue, f"{job_set}-task")
 
     out["status"] = state_names(client.get_job_status([*ids, UNKNOWN_ID]))

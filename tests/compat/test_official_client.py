@@ -63,7 +63,11 @@ def error(answer: Any, code: str, *fragments: str) -> None:
 
 def test_official_client_scenario(database_url: str, official_python: Path) -> None:
     with EmbeddedServer(
-        database_url=database_url, port=0, executor="none", scheduling_period=3600
+        database_url=database_url,
+        port=0,
+        executor="none",
+        scheduling_period=3600,
+        max_request_items=5,
     ) as server:
         observed = run_official(official_python, server.address)
         store = server.server.storage
@@ -123,6 +127,7 @@ def check_queues(q: dict[str, Any]) -> None:
 def check_jobs(j: dict[str, Any], stored_events: int | None) -> None:
     ids = j["ids"]
     single1, single2, gang1, gang2, gang3, by_field = ids
+    error(j["submit_too_many"], "RESOURCE_EXHAUSTED", "6 items", "max_request_items limit of 5")
     assert len(set(ids)) == 6
     assert len(j["submit"]["job_response_items"]) == 4
     # A known client_id answers with the original job, in the request's order.
