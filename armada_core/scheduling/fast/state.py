@@ -318,10 +318,10 @@ class Gangs:
     failures: dict[GangShapeKey, tuple[int, str | None]] = field(default_factory=dict)
     #: (Uniformity label, maximum hops) -> the gang's topology domains (built on first use).
     topologies: dict[tuple[str | None, int | None], TopologyDomains] = field(default_factory=dict)
-
-
     #: Node id -> row, for the nodes pod group members were placed on (built on first use).
     node_rows: dict[str, int] = field(default_factory=dict)
+
+
 @dataclass(slots=True, eq=False)
 class QueueOrder:
     """Each queue's items in the order it offers them (``order.order_queues``), and how far
