@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import insert, select
+from sqlalchemy.exc import DataError, IntegrityError
 
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import insert_rows
@@ -79,6 +80,28 @@ def test_nothing_is_written_for_an_unknown_column(database_url: str) -> None:
     engine = open_database(database_url)
     with engine.begin() as conn, pytest.raises(ValueError, match="no column named colour"):
         insert_rows(conn, t.jobs, [job_row("x"), job_row("y", colour="blue")])
+    with engine.begin() as conn:
+        assert conn.execute(select(t.jobs.c.id)).all() == []
+    engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("second", "error"),
+    [
+        (job_row("x"), IntegrityError),  # a duplicate key: a concurrent submit took it
+        (job_row("y", priority_class="p" * 300), DataError),  # longer than the column
+    ],
+)
+def test_refused_rows_raise_sqlalchemy_errors_and_write_nothing(
+    database_url: str, second: dict, error: type[Exception]
+) -> None:
+    """The errors callers handle (a retry on IntegrityError, INVALID_ARGUMENT on DataError)
+    are SQLAlchemy's, whichever statement the rows go in by (COPY on PostgreSQL)."""
+    engine = open_database(database_url)
+    if engine.dialect.name == "sqlite" and error is DataError:
+        pytest.skip("SQLite does not enforce text lengths")
+    with pytest.raises(error), engine.begin() as conn:
+        insert_rows(conn, t.jobs, [job_row("x"), second])
     with engine.begin() as conn:
         assert conn.execute(select(t.jobs.c.id)).all() == []
     engine.dispose()

@@ -13,7 +13,8 @@ driver's executemany per row; the other statements take SQLAlchemy's own path th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
@@ -63,25 +64,31 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]
 
 def _copy(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
     """COPY the rows (each with every column) into `table` on PostgreSQL. The driver's errors
-    come back as SQLAlchemy's, as an INSERT's would (a duplicate key is an IntegrityError,
-    a value too long a DataError)."""
-    import psycopg  # only where the database is PostgreSQL
-
+    come back as SQLAlchemy's (`_as_sqlalchemy_errors`)."""
     names = tuple(rows[0])
     values = itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
     columns = ", ".join(f'"{n}"' for n in names)
     sql = f'COPY "{table.name}" ({columns}) FROM STDIN'
     cursor = _cursor(conn)
     try:
-        with cursor.copy(sql) as copy:
+        with _as_sqlalchemy_errors(conn, sql), cursor.copy(sql) as copy:
             for row in rows:
                 copy.write_row(values(row))
-    except psycopg.IntegrityError as e:
-        raise IntegrityError(sql, None, e) from None
-    except psycopg.DataError as e:
-        raise DataError(sql, None, e) from None
     finally:
         cursor.close()
+
+
+@contextmanager
+def _as_sqlalchemy_errors(conn: Connection, sql: str) -> Iterator[None]:
+    """The driver's refusals as SQLAlchemy raises them for its own statements, which is what
+    callers handle (a retry on IntegrityError, INVALID_ARGUMENT on DataError)."""
+    driver = conn.dialect.loaded_dbapi
+    try:
+        yield
+    except driver.IntegrityError as e:
+        raise IntegrityError(sql, None, e) from None
+    except driver.DataError as e:
+        raise DataError(sql, None, e) from None
 
 
 # (statement's id, its rows' keys) -> its SQL, its parameters' names, the dated ones.
@@ -148,7 +155,8 @@ def executemany(conn: Connection, stmt: Insert | Update, rows: Sequence[dict[str
         params = [values(r) for r in rows]
     cursor = _cursor(conn)
     try:
-        cursor.executemany(sql, params)
+        with _as_sqlalchemy_errors(conn, sql):
+            cursor.executemany(sql, params)
         return cursor.rowcount
     finally:
         cursor.close()
