@@ -98,6 +98,20 @@ def test_tail_of_a_large_file_reads_from_the_end(tmp_path: Path) -> None:
     assert read_logs(path, since=since) == everything[-9:]
 
 
+def test_a_record_still_being_written_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "half.log"
+    writer = LogWriter(path)
+    writer.write("stdout", b"first\n")
+    writer.write("stdout", b"second line\n")
+    writer.close()
+    whole = path.read_bytes()
+    path.write_bytes(whole[: whole.rindex(b"second") + 3])  # the writer is mid-record
+    assert [line.text for line in read_logs(path)] == ["first"]
+    assert [line.text for line in read_logs(path, tail=5)] == ["first"]
+    path.write_bytes(whole)  # the record is complete: it reads whole, once
+    assert [line.text for line in read_logs(path)] == ["first", "second line"]
+
+
 def test_timestamps_are_rfc3339_utc() -> None:
     when = datetime(2024, 5, 1, 12, 30, 5, 123456, tzinfo=UTC)
     assert format_timestamp(when) == "2024-05-01T12:30:05.123456Z"

@@ -132,8 +132,10 @@ def _parse(data: bytes, *, whole: bool) -> list[LogLine]:
 
     When it does not, the first (possibly cut) record is dropped, and so are each stream's
     records before its first complete line, which may be the tail of a line begun earlier.
+    What follows the last newline is a record still being written, so it waits for the next
+    read: read now, a follower would take it as whole and start after it, losing its rest.
     """
-    records = data.split(b"\n")
+    records = data.split(b"\n")[:-1]
     if not whole:
         records = records[1:]
     lines: list[LogLine] = []
