@@ -22,40 +22,16 @@ from sqlalchemy import Engine
 
 from armada_core import scheduling as s
 from armada_server.metrics_db import DatabaseSeries
+from armada_server.scheduling.preemption_kind import PREEMPTION_KINDS
 from armada_server.storage.job_reads import JobReads
 from armada_server.storage.nodes import Nodes
 
-#: Why a job was preempted, as armada_preemptions_total's `kind` label says it.
-PREEMPTION_KINDS = ("urgency", "fair_share", "manual", "group_below_minimum")
 
-
-def preemption_kinds(
-    snapshot: s.Snapshot, result: s.SchedulingResult, preempting: Mapping[str, str]
-) -> Tally[tuple[str, str]]:
-    """(queue, kind) -> jobs the cycle preempted: a pod group's member with a role below its
-    minimum (the scheduler's own reason), room for a job of a higher priority class
-    (urgency), else fair share (room for another queue's job, or nothing placed)."""
-    if not result.preempted:
-        return Tally()
-    wanted = result.preempted | set(preempting.values())
-    jobs = {j.id: j for j in snapshot.jobs if j.id in wanted}
-    urgency = {c.name: c.priority for c in snapshot.priority_classes}
-    out: Tally[tuple[str, str]] = Tally()
-    for job_id in result.preempted:
-        victim = jobs.get(job_id)
-        if victim is None:
-            continue
-        placed = jobs.get(preempting.get(job_id, ""))
-        if job_id in result.preempt_reasons:
-            kind = "group_below_minimum"
-        elif placed is not None and urgency.get(placed.priority_class, 0) > urgency.get(
-            victim.priority_class, 0
-        ):
-            kind = "urgency"
-        else:
-            kind = "fair_share"
-        out[(victim.queue, kind)] += 1
-    return out
+def preemption_kinds(snapshot: s.Snapshot, kinds: Mapping[str, str]) -> Tally[tuple[str, str]]:
+    """(queue, kind) -> jobs the cycle preempted, from each preempted job's kind
+    (scheduling/preemption_kind.py), the one its run keeps."""
+    queues = {j.id: j.queue for j in snapshot.jobs if j.id in kinds}
+    return Tally((queues[job_id], kind) for job_id, kind in kinds.items())
 
 
 class _IsolatedFailures(Collector):

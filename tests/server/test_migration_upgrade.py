@@ -292,6 +292,17 @@ def rev_0012(conn: Connection, old: Old, when: datetime) -> None:
     job(conn, old, "ended-0012", when, succeed)
 
 
+def rev_0013(conn: Connection, old: Old, when: datetime) -> None:
+    urgency = then(
+        leased,
+        running,
+        lambda j, w: lifecycle.request_preempt(j, requestor="scheduler", reason="room", now=w),
+        lambda j, w: lifecycle.preempt(j, reason="room", now=w, requestor="scheduler"),
+    )
+    columns = {"preempting_job_id": old.ids["queued"], "preemption_kind": "urgency"}
+    job(conn, old, "urgency", when, urgency, run_columns=columns)
+
+
 WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0001": rev_0001,
     "0002": rev_0002,
@@ -305,6 +316,7 @@ WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0010": rev_0010,
     "0011": rev_0011,
     "0012": rev_0012,
+    "0013": rev_0013,
 }
 
 
@@ -438,6 +450,15 @@ def test_old_tasks_keep_one_live_generation(upgraded: tuple[Storage, Old]) -> No
         with pytest.raises(LiveGenerationExists) as e:
             storage.submissions.submit(QUEUE, JOB_SET, [item(pod, annotations=stamps)], owner="new")
         assert e.value.live.job_ids == (old.ids[name],)
+
+
+def test_preemptions_read_back_with_their_kind(upgraded: tuple[Storage, Old]) -> None:
+    """A preemption asked for before 0013 has no kind; one after keeps it beside its job."""
+    storage, old = upgraded
+    assert storage.job_reads.run_preemptions(old.ids["preempting"]) == {}
+    assert storage.job_reads.run_preemptions(old.ids["urgency"]) == {
+        old.runs["urgency"]: ("urgency", old.ids["queued"])
+    }
 
 
 def test_kept_reports_read_back_and_go_on(upgraded: tuple[Storage, Old]) -> None:

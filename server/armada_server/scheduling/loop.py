@@ -24,6 +24,7 @@ from armada_server.reporting.cycle import cycle_record, dumps
 from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
+from armada_server.scheduling.preemption_kind import preemption_kind_of
 from armada_server.scheduling.snapshot import Placement, build_snapshot
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
@@ -115,6 +116,7 @@ class _Decisions:
     result: s.SchedulingResult
     broken: dict[str, str]  # jobs the scheduler cannot read -> why
     preempting: dict[str, str] = field(default_factory=dict)  # made_room_for, once written
+    kinds: dict[str, str] = field(default_factory=dict)  # preemption_kind_of, once written
 
 
 class SchedulingLoop:
@@ -223,9 +225,7 @@ class SchedulingLoop:
             decisions = self._decide(config, state, carried, now)
         number = self.reports.next_cycle() if self.reports is not None else None
         leased = self._write(state, decisions, now, number)
-        self.metrics.count_preemptions(
-            preemption_kinds(decisions.snapshot, decisions.result, decisions.preempting)
-        )
+        self.metrics.count_preemptions(preemption_kinds(decisions.snapshot, decisions.kinds))
         self._keep(carried)
         self.cycles += 1
         took = time.perf_counter() - started
@@ -308,6 +308,7 @@ class SchedulingLoop:
         gangs = {j.id: (j.queue, j.gang_id) for j in snapshot.jobs if j.gang_id is not None}
         seen = _seen(state, scheduled.keys() | result.failed.keys(), result.preempted)
         preempting = decisions.preempting = made_room_for(snapshot, result)
+        kinds = decisions.kinds = preemption_kind_of(snapshot, result, preempting)
         leased = 0
         for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
             # The first transaction also holds the preemptions the leases may rely on.
@@ -320,6 +321,7 @@ class SchedulingLoop:
                 seen=seen,
                 gangs=gangs,
                 preempting=preempting if first else None,
+                kinds=kinds if first else None,
                 preempt_reasons=result.preempt_reasons if first else None,
                 charges=result.excess_flow,
                 now=now,

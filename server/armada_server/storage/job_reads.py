@@ -118,6 +118,17 @@ class JobReads:
                 ]
         return out
 
+    def run_preemptions(self, job_id: str) -> dict[str, tuple[str, str]]:
+        """The job's runs a preemption was asked for: run id -> (its kind, the job it made
+        room for, "" when none), for the web UI's job page."""
+        with self._tx.read() as conn:
+            rows = conn.execute(
+                select(t.runs.c.id, t.runs.c.preemption_kind, t.runs.c.preempting_job_id).where(
+                    t.runs.c.job_id == job_id, t.runs.c.preemption_kind.is_not(None)
+                )
+            ).all()
+        return {r.id: (r.preemption_kind, r.preempting_job_id or "") for r in rows}
+
     def stopping_runs(self, run_ids: Sequence[str]) -> set[str]:
         """Of `run_ids`, the runs the server ended (cancelled, restarted with their gang)
         whose processes may still be terminating: their executor has not confirmed the end

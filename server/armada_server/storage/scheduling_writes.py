@@ -34,8 +34,19 @@ class _Writes:
 
     changes: list[Change] = field(default_factory=list)
     charged: list[dict[str, Any]] = field(default_factory=list)  # run -> excess-flow charge
-    made_room: list[dict[str, Any]] = field(default_factory=list)  # run -> job placed instead
+    # run -> the job placed instead, and why it was preempted (preemption_kind.py)
+    made_room: list[dict[str, Any]] = field(default_factory=list)
     why_runs: list[dict[str, Any]] = field(default_factory=list)  # run -> why preempted
+
+
+@dataclass(frozen=True)
+class _Preemptions:
+    """What a cycle says of its preempted jobs: the job each made room for, the scheduler's
+    reason where it has one, and the kind of preemption."""
+
+    preempting: Mapping[str, str]
+    reasons: Mapping[str, str]
+    kinds: Mapping[str, str]
 
 
 class SchedulingWrites:
@@ -57,6 +68,7 @@ class SchedulingWrites:
         gangs: Mapping[str, tuple[str, str | None]] | None = None,
         preempting: Mapping[str, str] | None = None,
         preempt_reasons: Mapping[str, str] | None = None,
+        kinds: Mapping[str, str] | None = None,
         charges: Mapping[str, int] | None = None,
         now: datetime | None = None,
         cycle: int | None = None,
@@ -69,6 +81,8 @@ class SchedulingWrites:
 
         `preempting` names, for a preempted job, the job the cycle made room for: it is kept
         on the preempted run, and the preempted event names it once the run has stopped.
+        `kinds` says why each preempted job goes (scheduling/preemption_kind.py); the run
+        keeps it beside the job it made room for, for the web UI.
         `preempt_reasons` says why a preempted job goes when the scheduler knows more than
         that it was preempted (a pod group whose role fell below its minimum): the
         preempting event carries it, and it is kept as the run's reason so that the
@@ -86,7 +100,8 @@ class SchedulingWrites:
             jobs = jobs_by_id(conn, [*scheduled, *preempted, *failed])
             writes = _Writes()
             leased = _lease(jobs, seen, scheduled, gangs, charges, writes, now)
-            _preempt(jobs, seen, preempted, preempting, preempt_reasons, writes, now)
+            why = _Preemptions(preempting or {}, preempt_reasons or {}, kinds or {})
+            _preempt(jobs, seen, preempted, why, writes, now)
             _fail_unschedulable(jobs, seen, failed, writes, now)
             self._tx.save_many(conn, touched, writes.changes)
             executemany(conn, UPDATE_RUNS, writes.charged)
@@ -151,8 +166,7 @@ def _preempt(
     jobs: Mapping[str, Job],
     seen: Mapping[str, int | str],
     preempted: Iterable[str],
-    preempting: Mapping[str, str] | None,
-    preempt_reasons: Mapping[str, str] | None,
+    preemptions: _Preemptions,
     writes: _Writes,
     now: datetime,
 ) -> None:
@@ -162,7 +176,7 @@ def _preempt(
         run = job.active_run if job is not None else None
         if job is None or run is None or run.id != seen.get(job_id) or job.preempt_requested:
             continue
-        why = (preempt_reasons or {}).get(job_id)
+        why = preemptions.reasons.get(job_id)
         after, events = lifecycle.request_preempt(
             job,
             requestor="scheduler",
@@ -170,8 +184,11 @@ def _preempt(
             now=now,
         )
         writes.changes.append((job, after, events))
-        if preempting and (placed := preempting.get(job_id)):
-            writes.made_room.append({"_id": run.id, "preempting_job_id": placed})
+        placed, kind = preemptions.preempting.get(job_id), preemptions.kinds.get(job_id)
+        if placed or kind:
+            writes.made_room.append(
+                {"_id": run.id, "preempting_job_id": placed, "preemption_kind": kind}
+            )
         if why:
             writes.why_runs.append({"_id": run.id, "reason": clean_reason(why)})
 

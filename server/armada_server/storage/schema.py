@@ -244,6 +244,11 @@ job_reasons = Table(
     Index("ix_job_reasons_cycle", "cycle"),
 )
 
+#: runs.preemption_kind's values, armada_preemptions_total's `kind` label: a scheduling
+#: cycle's kinds (scheduling/preemption_kind.py says which is which) and a user's (manual).
+PREEMPTION_KINDS = ("urgency", "fair_share", "manual", "group_below_minimum")
+MANUAL_PREEMPTION = "manual"
+
 runs = Table(
     "runs",
     metadata,
@@ -272,6 +277,9 @@ runs = Table(
     # that cycle); the preempted event names it once the run has stopped. NULL: none (a
     # manual preemption, or a preemption that placed nothing on the node).
     Column("preempting_job_id", String(26)),
+    # Why the run was preempted, once a preemption was asked for (PREEMPTION_KINDS). NULL:
+    # no preemption asked for, or one asked for before this column.
+    Column("preemption_kind", String(32)),
     # What the run holds of its queue's excess-flow budget (thousandths of a resource-minute),
     # from the cycle that leased it; given back as the run ends. NULL: nothing.
     Column("excess_flow", BigInteger),

@@ -32,8 +32,8 @@ from armada_core.jobs import (
 from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
 from armada_server.errors import FailedPrecondition, NotFound, ResourceExhausted
 from armada_server.storage import schema as t
-from armada_server.storage.base import ACTIVE_JOB_STATES, Change, Transactions
-from armada_server.storage.bulk import insert_rows
+from armada_server.storage.base import ACTIVE_JOB_STATES, UPDATE_RUNS, Change, Transactions
+from armada_server.storage.bulk import executemany, insert_rows
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.guard import retried
 from armada_server.storage.retries import start_gang_generation
@@ -302,6 +302,7 @@ class Submissions:
         results: dict[str, str] = {}
         with self._tx.write() as (conn, touched):
             changes: list[Change] = []
+            manual: list[dict[str, str]] = []  # the runs it ends, with their preemption's kind
             for job in load_jobs(conn, where):
                 if job.preempt_requested:
                     results[job.id] = ""
@@ -310,8 +311,11 @@ class Submissions:
                     job, requestor=requestor, reason=reason, now=now
                 )
                 changes.append((job, after, events))
+                if (run := job.active_run) is not None:
+                    manual.append({"_id": run.id, "preemption_kind": t.MANUAL_PREEMPTION})
                 results[job.id] = ""
             self._tx.save_many(conn, touched, changes)
+            executemany(conn, UPDATE_RUNS, manual)
             missed = [j for j in job_ids or () if j not in results]
             results.update(_not_preemptible(conn, queue, job_set, missed))
         return results

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,8 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from armada_core.api import submit_pb2
-from armada_core.jobs import JobState
+from armada_core.api import event_pb2, submit_pb2
+from armada_core.jobs import Job, JobState
 from armada_server import __version__
 from armada_server.auth import current_principal
 from armada_server.errors import ApiError, InvalidArgument
@@ -347,10 +348,12 @@ async def job_page(request: Request) -> Response:
     queue = await call(web.services.queues.GetQueue, submit_pb2.QueueGetRequest(name=job.queue))
     may_watch = web.may(queue, "watch")
     events = []
+    messages = []
     if may_watch:
-        for seq, message in await web.ctx.run(
+        messages = await web.ctx.run(
             queries.job_events, web.ctx.job_reads, job.queue, job.job_set, job.id
-        ):
+        )
+        for seq, message in messages:
             kind = message.WhichOneof("events")
             assert kind is not None  # every stored message carries an event
             body = to_json(getattr(message, kind))
@@ -363,6 +366,7 @@ async def job_page(request: Request) -> Response:
         gang = await web.ctx.run(
             queries.gang_members, web.ctx.job_reads, job.queue, job.job_set, job.gang.id
         )
+    preempted = await web.ctx.run(web.ctx.job_reads.run_preemptions, job.id) if job.runs else {}
     containers = [c.name for c in job.pod_spec.containers]
     report = await web.services.reporting.job_report(job.id) if may_watch else None
     spec_yaml = yaml.safe_dump(to_json(job.spec), sort_keys=False, width=100)
@@ -377,6 +381,7 @@ async def job_page(request: Request) -> Response:
         containers=containers,
         spec_yaml=spec_yaml,
         report=report,
+        preemptions=_preemptions(job, preempted, messages),
         may_watch=may_watch,
         may_cancel=web.may(queue, "cancel"),
         may_reprioritize=web.may(queue, "reprioritize"),
@@ -384,6 +389,37 @@ async def job_page(request: Request) -> Response:
         active=job.state in ACTIVE or job.state is JobState.SUBMITTED,
         running=job.state in (JobState.LEASED, JobState.PENDING, JobState.RUNNING),
     )
+
+
+def _preemptions(
+    job: Job,
+    preempted: Mapping[str, tuple[str, str]],
+    messages: Sequence[tuple[int, event_pb2.EventMessage]],
+) -> list[dict[str, str]]:
+    """Why each of the job's runs was preempted: its kind, the job it made room for, and for
+    a manual preemption who asked (the preempting event after the run's lease names them;
+    unknown without the events, which only watchers read)."""
+    asked_by: dict[str, str] = {}
+    run_id = ""
+    for _, message in messages:
+        which = message.WhichOneof("events")
+        if which == "leased":
+            run_id = message.leased.run_id
+        elif which == "preempting" and run_id:
+            asked_by.setdefault(run_id, message.preempting.requestor)
+    out = []
+    for run in job.runs:
+        if run.id in preempted:
+            kind, preempting = preempted[run.id]
+            out.append(
+                {
+                    "run": str(run.index),
+                    "kind": kind.replace("_", " "),
+                    "preempting": preempting,
+                    "by": asked_by.get(run.id, ""),
+                }
+            )
+    return out
 
 
 @page
