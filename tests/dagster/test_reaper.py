@@ -6,6 +6,7 @@ deployment's marked-canceled, deleted and retried runs are in test_deployment.py
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -111,6 +112,19 @@ def test_an_unreadable_run_storage_cancels_nothing(
     assert admin.get_job_status([job_id])[job_id] in LIVE_STATES
     assert json.loads(cursor or "{}")["counters"]["unreachable"] == 3
     admin.cancel_jobs(queue, f"dagster-{run_id}", [job_id])
+
+
+def test_an_unreachable_armada_skips_the_tick_and_keeps_the_cursor(
+    instance: DagsterInstance,
+) -> None:
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+    away = ArmadaResource(address=address, queue="q", request_timeout=5.0)
+    cursor = json.dumps({"pending": {"job-1": "dagster run r is FAILURE"}, "counters": {}})
+    said, left = tick(instance, away, cursor)
+    assert said.startswith("Armada unreachable")
+    assert left in ("", cursor)  # nothing decided: the next tick starts where this one did
 
 
 def task_job(run_id: str, instance: str | None) -> TaskJob:

@@ -40,6 +40,7 @@ from dagster._core.storage.tags import (
     WILL_RETRY_TAG,
 )
 
+from armada_core.client.errors import Unavailable
 from armada_core.client.lifecycle.reaping import (
     DEFAULT_INTERVAL,
     Counters,
@@ -210,15 +211,20 @@ def armada_reaper_sensor(
     def _reaper(context: SensorEvaluationContext) -> SkipReason:
         armada: ArmadaResource = getattr(context.resources, resource_key)
         pending, counters = _load(context.cursor)
-        with armada.get_client() as client:
-            reaper = Reaper(
-                client,
-                DagsterRunStates(context.instance),
-                queue=armada.queue if queue is None else queue,
-                pending=pending,
-            )
-            reaper.counters = counters
-            done = reaper.reap_once()
+        try:
+            with armada.get_client() as client:
+                reaper = Reaper(
+                    client,
+                    DagsterRunStates(context.instance),
+                    queue=armada.queue if queue is None else queue,
+                    pending=pending,
+                )
+                reaper.counters = counters
+                done = reaper.reap_once()
+        except Unavailable as e:
+            # Armada itself is away (restarting): nothing is decided, the cursor stays.
+            context.log.warning(f"Armada unreachable, nothing reaped this tick: {e}")
+            return SkipReason(f"Armada unreachable: {e}")
         context.update_cursor(
             json.dumps({"pending": reaper.pending, "counters": counters.as_dict()})
         )
