@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, select, update
+from sqlalchemy.exc import DBAPIError
 
 from armada_core.jobs import Failure, Job, lifecycle
 from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
@@ -102,6 +103,8 @@ class Leases:
             except IllegalTransition as e:
                 log.info("job %s: no %s: %s", job.id, subcategory, e)
                 continue
+            except DBAPIError:
+                raise  # the database aborted the transaction: all of it is tried again
             except Exception as e:  # one job must not stop every cycle's lease expiry
                 after, events = self.isolate(
                     job, subcategory, f"its {subcategory} could not be processed", e, now

@@ -182,6 +182,8 @@ class ExecutorSync:
             except IllegalTransition as e:
                 log.info("ignoring %s for run %s: %s", kind, u.run_id, e)
                 continue
+            except DBAPIError:
+                raise  # the database aborted the transaction: all of it is tried again
             except Exception as e:  # one job's report must not stop the executor
                 after, more = self._leases.isolate(
                     job,
