@@ -21,6 +21,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="armada-prefect-example-") as tmp:
         root = Path(tmp)
         os.environ.setdefault("PREFECT_HOME", str(root / "prefect"))
+        # No analytics: its session row is one more writer on the throwaway server's SQLite.
+        os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
         config = ServerConfig(
             port=0,
             http_port=None,
