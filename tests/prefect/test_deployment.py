@@ -693,7 +693,7 @@ def test_a_flow_run_forced_to_an_end_while_its_worker_is_dead(pool: Pool, tmp_pa
         client.set_flow_run_state(forced.id, Cancelled(), force=True)
     assert pool.jobs(forced.id) == {forced_job: submit_pb2.RUNNING}
 
-    [new] = pool.ensure_workers(1)
+    pool.ensure_workers(1)
     wait_until(
         lambda: pool.jobs(forced.id)[forced_job] == submit_pb2.CANCELLED,
         90,
