@@ -128,6 +128,10 @@ class EventHub:
         """Whether a read is due or under way (for tests and benchmarks)."""
         return bool(self._dirty) or (self._reader is not None and not self._reader.done())
 
+    def watchers(self) -> int:
+        """Open subscriptions (for tests and benchmarks)."""
+        return sum(len(feed.waiters) for feed in list(self._feeds.values()))
+
     def notify(self, keys: Iterable[JobSetKey] | None) -> None:
         """Thread-safe: these job sets (None: every set) got new events."""
         marked = None if keys is None else list(keys)

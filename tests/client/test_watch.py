@@ -48,7 +48,7 @@ def watchers(servers: Servers) -> int:
     """Open event streams on the server (its event hub's subscribers)."""
     assert servers.current is not None
     hub = servers.current.server.storage.transactions.on_commit.__self__  # type: ignore[union-attr]
-    return sum(len(w) for w in hub._waiters.values())
+    return hub.watchers()
 
 
 def ids_of(messages: list[event_pb2.EventStreamMessage]) -> list[int]:
