@@ -23,12 +23,14 @@ def basic(user: str, password: str) -> str:
 ADMIN = basic("admin", "admin-pw")
 OWNER = basic("olga", "olga-pw")
 VIEWER = basic("vic", "vic-pw")
+WATCHER = basic("wendy", "wendy-pw")
 AUTH = AuthConfig(
     enabled=True,
     basic_users={
         "admin": BasicUser("admin-pw"),
         "olga": BasicUser("olga-pw"),
         "vic": BasicUser("vic-pw"),
+        "wendy": BasicUser("wendy-pw"),
     },
     tokens=(StaticToken("ci-token", "ci"),),
     admins=("admin",),
@@ -176,3 +178,82 @@ def test_bulk_actions_reach_only_queues_the_caller_may_act_in(base: str) -> None
     assert "CANCELLED" not in {admin.state(j) for j in theirs}
     admin.post("/api/v1/bulk/cancel", {"queue": "theirs"})
     assert {admin.state(j) for j in theirs} == {"CANCELLED"}
+
+
+def _all_pages(http: Http, query: str) -> list[str]:
+    """Every job id of a list, one job a page, following the `next` cursors."""
+    ids: list[str] = []
+    cursor = ""
+    for _ in range(50):
+        page = http.get(f"/api/v1/jobs?limit=1&{query}{cursor}")
+        ids += [row["id"] for row in page["jobs"]]
+        if page["next"] is None:
+            return ids
+        cursor = f"&cursor={page['next']}"
+    raise AssertionError(f"more than 50 pages: {ids}")
+
+
+def test_job_lists_show_only_queues_the_caller_may_watch(base: str) -> None:
+    admin, watcher = Http(base, ADMIN), Http(base, WATCHER)
+    may_watch = [{"subjects": [{"kind": "User", "name": "wendy"}], "verbs": ["watch"]}]
+    admin.post("/api/v1/queues", {"name": "seen", "permissions": may_watch}, expect=201)
+    admin.post("/api/v1/queues", {"name": "unseen"}, expect=201)
+    # Interleaved by id, so the watcher's pages skip the other queue's jobs between theirs.
+    seen = admin.submit("seen", "a", job())
+    unseen = admin.submit("unseen", "b", job(), job())
+    seen += admin.submit("seen", "a", job())
+    unseen += admin.submit("unseen", "b", job())
+
+    # The API list and its paging: only the watched queue's jobs, newest first.
+    rows = watcher.get("/api/v1/jobs?limit=500")["jobs"]
+    assert [r["id"] for r in rows] == seen[::-1] and {r["queue"] for r in rows} == {"seen"}
+    assert _all_pages(watcher, "order=asc") == seen
+    assert _all_pages(watcher, "") == seen[::-1]
+    assert [r["id"] for r in watcher.get("/api/v1/jobs?queue=seen")["jobs"]] == seen[::-1]
+    # Naming a queue the caller may not watch is refused, as its events are.
+    for path in ("/api/v1/jobs?queue=unseen", "/api/v1/jobs/groups?groupBy=state&queue=unseen"):
+        error = watcher.get(path, expect=403)["error"]
+        assert error["code"] == "PERMISSION_DENIED" and "unseen" in error["message"], path
+    watcher.get("/api/v1/jobs?queue=nosuch", expect=404)
+
+    # Group counts count only the watched queue's jobs.
+    groups = watcher.get("/api/v1/jobs/groups?groupBy=queue")
+    assert groups["groups"] == [{"value": "seen", "count": 2}] and not groups["more"]
+    by_set = watcher.get("/api/v1/jobs/groups?groupBy=jobSet")["groups"]
+    assert by_set == [{"value": "a", "count": 2, "queue": "seen"}]
+    by_state = watcher.get("/api/v1/jobs/groups?groupBy=state")["groups"]
+    assert sum(g["count"] for g in by_state) == 2
+
+    # The HTML list, its groups and its queue menu; a job set's page lists only watched jobs.
+    status, _, page = watcher.request("GET", "/jobs?limit=500")
+    assert status == 200 and all(j.encode() in page for j in seen)
+    assert not any(j.encode() in page for j in unseen)
+    assert b"<option >seen</option>" in page and b">unseen</option>" not in page
+    _, _, page = watcher.request("GET", "/jobs?groupBy=queue")
+    assert b'data-group="seen"' in page and b'data-group="unseen"' not in page
+    status, _, page = watcher.request("GET", "/jobs?queue=unseen")
+    assert status == 403 and b"PERMISSION_DENIED" in page
+    status, _, page = watcher.request("GET", "/jobsets/unseen/b")
+    assert status == 200 and b'id="jobs-hidden"' in page
+    assert not any(j.encode() in page for j in unseen)
+    _, _, page = watcher.request("GET", "/jobsets/seen/a")
+    assert all(j.encode() in page for j in seen)
+    exported = watcher.get("/api/v1/history?since=3600")["jobs"]
+    assert sorted(j["id"] for j in exported) == sorted(seen)
+
+    # Watching is not acting: bulk actions still go by cancel and reprioritize.
+    watcher.post("/api/v1/bulk/cancel", {"queue": "seen", "dryRun": True}, expect=403)
+    assert watcher.post("/api/v1/bulk/cancel", {"dryRun": True})["count"] == 0
+
+    # An administrator sees both queues, in the list, its pages and its counts.
+    rows = admin.get("/api/v1/jobs?limit=500")["jobs"]
+    assert set(seen + unseen) <= {r["id"] for r in rows}
+    assert [r["id"] for r in admin.get("/api/v1/jobs?queue=unseen")["jobs"]] == unseen[::-1]
+    counts = {
+        g["value"]: g["count"] for g in admin.get("/api/v1/jobs/groups?groupBy=queue")["groups"]
+    }
+    assert counts["seen"] == 2 and counts["unseen"] == 3
+    status, _, page = admin.request("GET", "/jobs?limit=500")
+    assert all(j.encode() in page for j in seen + unseen)
+    _, _, page = admin.request("GET", "/jobsets/unseen/b")
+    assert all(j.encode() in page for j in unseen) and b'id="jobs-hidden"' not in page

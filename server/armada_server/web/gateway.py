@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -257,6 +258,7 @@ async def submit_jobs(request: Request) -> Response:
 async def list_jobs(request: Request) -> Response:
     web = web_of(request)
     where, limit, cursor = job_filter(request.query_params)
+    where = await watched(web, where)
     page = await web.ctx.run(
         queries.list_jobs, web.ctx.job_reads, where, limit=limit, cursor=cursor
     )
@@ -270,6 +272,7 @@ async def job_groups(request: Request) -> Response:
     """The filtered jobs counted per queue, job set, state, reason, node or priority class."""
     web = web_of(request)
     where, _, _ = job_filter(request.query_params)
+    where = await watched(web, where)
     by = _one(request.query_params, "groupBy")
     groups, more = await web.ctx.run(queries.group_counts, web.ctx.job_reads, where, by)
     return JSONResponse(
@@ -299,6 +302,20 @@ def job_filter(params: QueryParams) -> tuple[queries.JobFilter, int, str | None]
     ).check()
     limit = _int(params, "limit", 50, 1, queries.MAX_PAGE)
     return where, limit, _one(params, "cursor") or None
+
+
+async def watched(web: Web, where: queries.JobFilter) -> queries.JobFilter:
+    """The filter kept to the queues the caller may watch: job lists and their counts show
+    only those queues' jobs. Naming a queue the caller may not watch is refused
+    (PERMISSION_DENIED; NOT_FOUND if there is no such queue), as its job sets' events are.
+    Administrators, and everyone when authentication is off, see every queue."""
+    if web.is_admin():
+        return where
+    if where.queue:
+        await web.ctx.authorize(where.queue, "watch")
+        return where
+    every = await web.ctx.run(web.ctx.queues.list_queues)
+    return replace(where, queues=frozenset(q.name for q in every if web.may(q, "watch")))
 
 
 def job_row_json(row: queries.JobRow) -> dict[str, Any]:

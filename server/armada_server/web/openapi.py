@@ -537,9 +537,10 @@ def _job_paths() -> dict[str, Any]:
             ),
             "get": _op(
                 "listJobs",
-                "Jobs, filtered and sorted, a page at a time",
+                "Jobs of the queues the caller may watch, filtered and sorted, a page at a time "
+                "(a queue filter naming a queue the caller may not watch: 403)",
                 _json(_ref("JobList"), "one page"),
-                errors=("400", "401"),
+                errors=("400", "401", "403", "404"),
                 params=[
                     *_job_filters(),
                     _q("annotation", STR, "key or key=value"),
@@ -597,9 +598,11 @@ def _job_group_paths() -> dict[str, Any]:
         "/api/v1/jobs/groups": {
             "get": _op(
                 "groupJobs",
-                "The filtered jobs counted per value of groupBy, largest groups first",
+                "The filtered jobs of the queues the caller may watch counted per value of "
+                "groupBy, largest groups first (a queue filter naming a queue the caller may "
+                "not watch: 403)",
                 _json(_ref("JobGroups"), "the groups"),
-                errors=("400", "401"),
+                errors=("400", "401", "403", "404"),
                 params=[
                     _q(
                         "groupBy",

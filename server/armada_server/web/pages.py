@@ -34,7 +34,7 @@ from armada_server.storage.nodes import NodeInfo, NodeLoad
 from armada_server.web import queries, units
 from armada_server.web.calls import CallError, call, stream
 from armada_server.web.context import Handler, Web, web_of
-from armada_server.web.gateway import job_filter, load_job
+from armada_server.web.gateway import job_filter, load_job, watched
 from armada_server.web.jsonpb import to_json
 from armada_server.web.live import SSE_HEADERS
 from armada_server.web.shares import WINDOW
@@ -269,9 +269,13 @@ async def job_set_page(request: Request) -> Response:
             ]
         )
     )
-    jobs = await web.ctx.run(
-        queries.list_jobs, web.ctx.job_reads, where, limit=limit, cursor=cursor
-    )
+    # Its jobs are listed to those who may watch the queue, as in the jobs list.
+    may_watch = web.may(queue, "watch")
+    jobs = None
+    if may_watch:
+        jobs = await web.ctx.run(
+            queries.list_jobs, web.ctx.job_reads, where, limit=limit, cursor=cursor
+        )
     return render(
         request,
         "jobset.html",
@@ -283,6 +287,7 @@ async def job_set_page(request: Request) -> Response:
         where=where,
         limit=limit,
         params=_params(request, ("queue", "jobSet")),
+        may_watch=may_watch,
         may_cancel=web.may(queue, "cancel"),
         may_reprioritize=web.may(queue, "reprioritize"),
         active=sum(counts.get(s, 0) for s in (*ACTIVE, JobState.SUBMITTED)),
@@ -318,10 +323,11 @@ templates.env.globals.update(query_string=query_string)
 async def jobs_page(request: Request) -> Response:
     web = web_of(request)
     where, limit, cursor = job_filter(request.query_params)
+    where = await watched(web, where)
     jobs = await web.ctx.run(
         queries.list_jobs, web.ctx.job_reads, where, limit=limit, cursor=cursor
     )
-    queues = [q.name for q in await _queues(web)]
+    queues = [q.name for q in await _queues(web) if web.may(q, "watch")]
     by = request.query_params.get("groupBy", "")
     groups = None
     if by:

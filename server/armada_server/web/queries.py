@@ -4,7 +4,9 @@ Job lists use keyset pagination: rows come in the order of an indexed column wit
 (a ULID: ids sort by submission time) as tie-breaker, and a page's cursor is its last row's
 (value, id), so page 10,000 costs what page 1 does. Queue, job set and state filters use the
 jobs table's indexes; the annotation filter (annotations live in the stored spec) scans
-within the other filters' result, at most SCAN_LIMIT rows per page.
+within the other filters' result, at most SCAN_LIMIT rows per page. A filter's `queues` (the
+queues the caller may watch) is one more condition of the same query, so pages, cursors and
+counts cover only those queues' jobs.
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ class JobFilter:
     annotation: str = ""  # "key" or "key=value"
     sort: str = "submitted"
     descending: bool = True
+    # Only these queues' jobs (the queues the caller may watch); None: every queue.
+    queues: frozenset[str] | None = None
 
     def check(self) -> JobFilter:
         if self.sort not in SORTS:
@@ -251,8 +255,11 @@ def _with_annotations(store: JobReads, rows: list[JobRow]) -> list[JobRow]:
 
 
 def _filters(where: JobFilter) -> list[ColumnElement[bool]]:
-    """The conditions of the queue, job set and state filters (the jobs table's indexes)."""
+    """The conditions of the queue, job set and state filters (the jobs table's indexes), and
+    of the queues the caller may watch."""
     cond: list[ColumnElement[bool]] = []
+    if where.queues is not None:
+        cond.append(t.jobs.c.queue.in_(sorted(where.queues)))
     if where.queue:
         cond.append(t.jobs.c.queue == where.queue)
     if where.job_set:
