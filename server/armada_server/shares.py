@@ -1,5 +1,6 @@
 """Fair share per queue as the latest scheduling cycle weighed it: the web UI's chart samples
-it, and GetJobDetails tells a waiting job where its queue stands.
+it, and GetJobDetails tells a waiting job where its queue stands (and, after that, its place
+in the queue's line, read from storage when asked).
 
 A sample is the latest kept cycle's own figures (reporting/cycle.py, from the cycle's
 SchedulingResult): each queue's weight (1 / priority factor), fair share among the active
@@ -127,13 +128,10 @@ def place_in_fair_share(sample: Sample, queue: str) -> str:
     return f"queue {queue} at {ratio:.1f}x its fair share"
 
 
-def place_in_line(sample: Sample, queue: str, place: int) -> str:
-    """A waiting job's place in its queue's line (storage/places.py: a gang counts once) and
-    how many jobs the queue has queued: "3rd in line of 120 queued". The place is read when
-    asked; the count is the sample's (a few seconds old), never less than the place. Said
-    after the queue's standing, so that clients which take everything from "; queue " on as
-    read when asked (armada_core.client.lifecycle) do not take a moving place for a new
-    reason from the scheduler."""
-    found = sample.queues.get(queue)
-    queued = max(found.queued if found is not None else 0, place)
-    return f"{ordinal(place)} in line of {queued} queued"
+def place_in_line(place: int, length: int) -> str:
+    """A waiting job's place in its queue's line and how long the line is, both read when
+    asked in one snapshot (storage/places.py: a gang counts once): "3rd in line of 120
+    queued". Said after the queue's standing, so that clients which take everything from
+    "; queue " on as read when asked (armada_core.client.lifecycle) do not take a moving
+    place for a new reason from the scheduler."""
+    return f"{ordinal(place)} in line of {length} queued"

@@ -43,13 +43,14 @@ def test_reports(local: EmbeddedServer, capsys: pytest.CaptureFixture[str], tmp_
         wait_until(lambda: waited_cycles() >= 2, "the second job to wait two cycles")
 
     job = json.loads(armada.ok("report", "job", waiting, "-o", "json"))
-    assert job["state"] == "QUEUED" and job["placeInLine"] == 1
+    assert job["state"] == "QUEUED" and (job["placeInLine"], job["lineLength"]) == (1, 1)
     assert [s["reason"] for s in job["history"]] == [NO_ROOM]
     assert job["nearestNodes"] == [
         {"executor": "local", "pool": "default", "node": "local-0", "lacks": {"cpu": "2"}}
     ]
     text = armada.ok("report", "job", waiting)
     assert text.startswith(f"job {waiting} (queue q): QUEUED\nwaited because {NO_ROOM} for ")
+    assert "\nplace in its queue's line: 1 of 1\n" in text
     assert "node local-0 (local, pool default) lacks 2 cpu" in text
     as_yaml = yaml.safe_load(armada.ok("report", "job", waiting, "-o", "yaml"))
     assert list(as_yaml) == list(job) and as_yaml["nearestNodes"] == job["nearestNodes"]

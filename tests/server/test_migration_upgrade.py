@@ -397,8 +397,10 @@ def test_the_scheduler_reads_the_old_state(upgraded: tuple[Storage, Old]) -> Non
     [executor] = state.executors
     assert executor.unsupported == ("hostNetwork",)
     assert {n.name: n.unschedulable for n in executor.nodes} == {"n1": False, "n2": True}
-    places = storage.places.queue_places([ids[n] for n in waiting], {CLASS: 1000})
-    assert places == {ids[n]: p for n, p in zip(waiting, [1, 2, 3, 4, 4, 5, 6, 7], strict=True)}
+    lines = storage.places.queue_places([ids[n] for n in waiting], {CLASS: 1000})
+    places = [1, 2, 3, 4, 4, 5, 6, 7]
+    assert lines.places == {ids[n]: p for n, p in zip(waiting, places, strict=True)}
+    assert lines.lengths == {QUEUE: 7}
     cordons = [(n.executor, n.name, n.cordoned_by) for n in storage.nodes.nodes_with_cordons()]
     assert cordons == [("e1", "n1", ""), ("e1", "n2", "op")]
     assert storage.nodes.executor_control("e1") == ExecutorControl("e1:1", "secret")

@@ -1,8 +1,9 @@
 """A waiting job's place in its queue's line, as GetJobDetails says it after the queue's
-standing: "...; queue q at 0.0x its fair share; 3rd in line of 10 queued".
+standing: "...; queue q at 0.0x its fair share; 3rd in line of 9 queued".
 
 The line is the scheduler's order within a queue (class priority, job priority, submit time,
-id; a gang at its first member's place, counted once). The first test checks it against the
+id; a gang at its first member's place, counted once); its length, said with the place, is
+counted the same way and read with it. The first test checks it against the
 scheduler itself: the test speaks the executor protocol (as test_scheduling_loop.py does) and
 adds one node at a time with room for exactly one item, so the scheduler leases the head of
 the line each time, and that must be the job that was said to be 1st.
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 
 from armada_core.api import executor_pb2, job_pb2, submit_pb2
 from armada_core.jobs import annotations as ann
@@ -77,17 +78,29 @@ def all_details(api: Stubs, ids: list[str]) -> dict[str, job_pb2.JobDetails]:
     return dict(api.jobs.GetJobDetails(job_pb2.JobDetailsRequest(job_ids=ids)).job_details)
 
 
-def places_of(api: Stubs, ids: list[str]) -> dict[str, int]:
-    """The place each job is said to have (one GetJobDetails call for all): jobs with none
-    are left out."""
+def lines_of(api: Stubs, ids: list[str]) -> dict[str, tuple[int, int]]:
+    """The place each job is said to have and the length of the line said with it (one
+    GetJobDetails call for all): jobs with no place are left out."""
     out = {}
     for job_id, d in all_details(api, ids).items():
         found = PLACE.search(d.scheduling_reason)
         if found:
             assert d.state == submit_pb2.QUEUED
-            assert int(found[3]) >= int(found[1])
-            out[job_id] = int(found[1])
+            assert found[2] == ordinal(int(found[1]))[-2:]
+            out[job_id] = (int(found[1]), int(found[3]))
     return out
+
+
+def places_of(api: Stubs, ids: list[str]) -> dict[str, int]:
+    """The place each job is said to have: jobs with none are left out."""
+    return {job_id: place for job_id, (place, _) in lines_of(api, ids).items()}
+
+
+def in_line(places: dict[str, int]) -> dict[str, tuple[int, int]]:
+    """Places with the length of their line, when every job of the line has one of them: the
+    last place."""
+    last = max(places.values(), default=0)
+    return {k: (v, last) for k, v in places.items()}
 
 
 def wait_for(check, what: str, timeout: float = 15.0):  # type: ignore[no-untyped-def]
@@ -156,12 +169,11 @@ def test_places_follow_the_order_the_scheduler_takes_the_line_in(
     # high: priority 1 (e, then i submitted later), then 5 (b); mid: d before the gang (one
     # place for both); low and batch mixed: priority 0 by submit time (a, c, h), then f.
     expected = {"e": 1, "i": 2, "b": 3, "d": 4, "g1": 5, "g2": 5, "a": 6, "c": 7, "h": 8, "f": 9}
-    said = {by_id[k]: v for k, v in places_of(api, everyone).items()}
-    assert said == expected
+    said = {by_id[k]: v for k, v in lines_of(api, everyone).items()}
+    assert said == in_line(expected)
     first = all_details(api, [ids["e"]])[ids["e"]].scheduling_reason
-    # The count is the latest cycle's (shares.place_in_line), which may precede some submissions.
-    counted = re.search(r"; queue q at 0\.0x its fair share; 1st in line of (\d+) queued$", first)
-    assert counted is not None and 1 <= int(counted.group(1)) <= 10, first
+    # Ten jobs queued, the gang's two counted once.
+    assert first.endswith("; queue q at 0.0x its fair share; 1st in line of 9 queued"), first
 
     # A job ahead cancelled: everyone behind it moves up.
     api.submit.CancelJobs(
@@ -169,7 +181,7 @@ def test_places_follow_the_order_the_scheduler_takes_the_line_in(
     )
     wait_for(lambda: ids["b"] not in places_of(api, everyone), "the cancelled job has no place")
     expected = {k: v - (v > 3) for k, v in expected.items() if k != "b"}
-    assert {by_id[k]: v for k, v in places_of(api, everyone).items()} == expected
+    assert {by_id[k]: v for k, v in lines_of(api, everyone).items()} == in_line(expected)
 
     # Room for one item at a time: the scheduler takes the one said to be 1st, and the
     # rest move up by one (the gang's two members together).
@@ -178,11 +190,10 @@ def test_places_follow_the_order_the_scheduler_takes_the_line_in(
         add_node(ex)
         wait_for(lambda head=head: head <= leased(ex), f"{head} leased")
         expected = {k: v - 1 for k, v in expected.items() if v > 1}
-        # Leased jobs have no place; the others moved up.
+        # Leased jobs have no place; the others moved up, in a line one shorter.
+        lines = in_line(expected)
         wait_for(
-            lambda want=expected: (
-                {by_id[k]: v for k, v in places_of(api, everyone).items()} == want
-            ),
+            lambda want=lines: {by_id[k]: v for k, v in lines_of(api, everyone).items()} == want,
             f"places after {head} left the line",
         )
     assert len(ex.held) == 9 + 1  # and the job holding the first node
@@ -237,13 +248,10 @@ def test_one_call_gives_every_job_of_several_queues_its_place(
         expected = {j: place[first[gang_of[j]] if gang_of[j] else j] for j in members}
         assert {j: said[j] for j in members} == expected, q
         assert len(line) == 6 * 41
-    # The count of queued jobs is each queue's, as the latest cycle counted it.
-    counts = {
-        int(m.group(1))
-        for j in everyone
-        if (m := re.search(r"in line of (\d+) queued$", found[j].scheduling_reason))
-    }
-    assert counts and all(1 <= c <= 6 * 43 for c in counts), counts
+    # Each queue's line holds 6 * 41 items: 6 * 43 jobs, each gang of three counted once.
+    for j in everyone:
+        text = found[j].scheduling_reason
+        assert text.endswith(f"; {ordinal(said[j])} in line of {6 * 41} queued"), text
 
 
 def test_a_cordoned_queue_has_no_line(api: Stubs, queue: str, server: EmbeddedServer) -> None:
@@ -281,31 +289,33 @@ def test_ordinals() -> None:
 
 def test_counting_reads_the_queued_indexes_alone(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """SQLite uses a partial index only when the query names its condition as written: each
-    piece of a range is a search of ix_jobs_queued_order bounded by priority, and a gang's
-    earlier members a search of ix_jobs_queued_gangs, neither reading a job row."""
+    piece of a range is a search of ix_jobs_queued_order bounded by priority, the line's
+    length a search of it per class, and a gang's earlier members a search of
+    ix_jobs_queued_gangs, none reading a job row."""
     url = f"sqlite:///{tmp_path / 'armada.db'}"
     open_database(url).dispose()
     engine = create_engine(url)
     now = datetime.now(UTC)
     statements = places._statements((("high", 10), ("low", 0)))
-    for statement, params in [
+
+    def explain(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        return f"EXPLAIN QUERY PLAN {statement}", parameters
+
+    event.listen(engine, "before_cursor_execute", explain, retval=True)
+    counts = [
         *statements.range((0, now, "a"), (0, now, "b")),
         *statements.range((0, now, "a"), (2, now, "b")),
-    ]:
-        compiled = statement.compile(dialect=engine.dialect)
+    ]
+    for statement, params in [*counts, (statements.length, {"names": ["high", "low"]})]:
         values = {"now": now, "queue": "q", "name": "low", **params}
         with engine.connect() as conn:
-            plan = " ".join(
-                str(r[-1])
-                for r in conn.exec_driver_sql(
-                    f"EXPLAIN QUERY PLAN {compiled}",
-                    tuple(compiled.construct_params(values)[k] for k in compiled.positiontup or ()),
-                )
-            )
+            plan = " ".join(str(r[-1]) for r in conn.execute(statement, values))
         assert (
             "SEARCH r USING COVERING INDEX ix_jobs_queued_order (queue=? AND "
-            "priority_class=? AND priority" in plan
+            "priority_class=?" in plan
         ), plan
+        if statement is not statements.length:
+            assert "priority_class=? AND priority" in plan, plan
         assert (
             "SEARCH o USING COVERING INDEX ix_jobs_queued_gangs (queue=? AND gang_id=?)" in plan
         ), plan

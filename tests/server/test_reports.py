@@ -86,7 +86,7 @@ def test_reports_say_what_the_cycles_did_and_why_a_job_waits(
     said = job_report(api, waiting)
     [span] = said["history"]
     assert span["reason"] == NO_ROOM
-    assert said["state"] == "QUEUED" and said["placeInLine"] == 1
+    assert said["state"] == "QUEUED" and (said["placeInLine"], said["lineLength"]) == (1, 1)
     assert said["needs"].startswith("room on a matching node")
     # Both nodes match and each lacks the 4 CPUs the running jobs hold.
     assert [n["lacks"] for n in said["nearestNodes"]] == [{"cpu": "4"}, {"cpu": "4"}]

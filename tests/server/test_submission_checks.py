@@ -10,7 +10,6 @@ loopback gRPC to a real server on each database backend.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -320,10 +319,11 @@ def test_the_server_can_accept_them_and_leave_them_out_of_the_line(accepting: St
         ex.sync()
         time.sleep(0.05)
     # The job that fits no node has the scheduler's reason and no place in line; the one
-    # that waits for room is 2nd (the other huge one, in its turn, is before it).
+    # that waits for room is 3rd, in a line of three (both huge ones, in their turn, are
+    # before it).
     said = details(api, huge).scheduling_reason
     assert said.startswith(reasons.TOO_LARGE + "; queue q at ") and "in line" not in said
-    assert re.search(r"; 3rd in line of \d+ queued$", details(api, small).scheduling_reason)
+    assert details(api, small).scheduling_reason.endswith("; 3rd in line of 3 queued")
     assert running.job_id
 
 

@@ -65,12 +65,12 @@ def test_reports_over_http_and_on_the_pages(server: EmbeddedServer) -> None:
         what="a reason kept for the waiting job",
     )
     assert [s["reason"] for s in report["history"]] == [NO_ROOM]
-    assert report["placeInLine"] == 1 and report["state"] == "QUEUED"
+    assert (report["placeInLine"], report["lineLength"], report["state"]) == (1, 1, "QUEUED")
     # The same report as SchedulerReporting's (the cycles counted move on between reads).
     with grpc.insecure_channel(server.address) as channel:
         stub = scheduler_reporting_pb2_grpc.SchedulerReportingStub(channel)
         over_grpc = json.loads(stub.GetJobReport(pb.JobReportRequest(job_id=waiting)).json)
-    for key in ("jobId", "queue", "reason", "needs", "placeInLine", "nearestNodes"):
+    for key in ("jobId", "queue", "reason", "needs", "placeInLine", "lineLength", "nearestNodes"):
         assert report[key] == over_grpc[key], key
 
     queue = http.get("/api/v1/queues/r/report")
@@ -113,4 +113,4 @@ def test_reports_over_http_and_on_the_pages(server: EmbeddedServer) -> None:
     _, _, page = http.request("GET", f"/jobs/{waiting}")
     text = page.decode()
     assert 'id="reason-history"' in text and f"waited because {NO_ROOM}" in text
-    assert '<b id="place-in-line">1</b>' in text
+    assert '<b id="place-in-line">1</b> of 1' in text

@@ -103,8 +103,8 @@ class Reports:
         }
 
     def job(self, who: Principal, job_id: str) -> dict[str, Any]:
-        """A job's reasons, one span per change, its place in line and the nodes that came
-        closest to holding it."""
+        """A job's reasons, one span per change, its place in line (and the line's length,
+        read with it) and the nodes that came closest to holding it."""
         if not job_id:
             raise InvalidArgument("job_id is required")
         found = self.job_reads.jobs([job_id])
@@ -115,9 +115,11 @@ class Reports:
         latest = self.cycles.cycles(1)
         last_cycle = latest[0].cycle if latest else None
         queued = job.state == JobState.QUEUED
-        place = None
+        place = length = None
         if queued:
-            place = self.places.queue_places([job.id], self.class_priorities).get(job.id)
+            lines = self.places.queue_places([job.id], self.class_priorities)
+            place = lines.places.get(job.id)
+            length = lines.lengths.get(job.queue)
         reason = self.job_reads.scheduling_reasons([job.id]).get(job.id, "")
         return {
             "jobId": job.id,
@@ -129,6 +131,7 @@ class Reports:
             "needs": needs(reason) if queued else "",
             "history": spans(self.cycles.history(job.id), last_cycle if queued else None),
             "placeInLine": place,
+            "lineLength": length,
             "nearestNodes": nearest_nodes(job, self.nodes) if queued else [],
         }
 

@@ -117,7 +117,9 @@ def job(report: Mapping[str, Any]) -> str:
     if report["needs"]:
         lines.append(f"it needs: {report['needs']}")
     if report["placeInLine"] is not None:
-        lines.append(f"place in its queue's line: {report['placeInLine']}")
+        lines.append(
+            f"place in its queue's line: {report['placeInLine']} of {report['lineLength']}"
+        )
     for n in report["nearestNodes"]:
         lacks = ", ".join(f"{v} {k}" for k, v in n["lacks"].items()) or "nothing (it has room)"
         lines.append(f"node {n['node']} ({n['executor']}, pool {n['pool']}) lacks {lacks}")

@@ -14,6 +14,7 @@ from armada_server.errors import InvalidArgument
 from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc
 from armada_server.shares import RecentShares, Sample, place_in_fair_share, place_in_line
+from armada_server.storage.places import Lines
 
 log = logging.getLogger("armada_server")
 
@@ -89,14 +90,15 @@ class JobsService(job_pb2_grpc.JobsServicer):
             log.exception("fair shares unavailable; job details say the scheduler's reason only")
             return None
 
-    async def _places(self, job_ids: list[str]) -> dict[str, int]:
-        """Waiting jobs' places in their queues' lines, read now (they move every cycle)."""
+    async def _places(self, job_ids: list[str]) -> Lines:
+        """Waiting jobs' places in their queues' lines and the lines' lengths, read now
+        (they move every cycle)."""
         classes = {c.name: c.priority for c in self.ctx.config.priority_classes}
         try:
             return await self.ctx.run(self.ctx.places.queue_places, job_ids, classes)
         except Exception:
             log.exception("places in line unavailable; job details leave them out")
-            return {}
+            return Lines({}, {})
 
     @rpc
     async def GetJobStatus(
@@ -139,11 +141,12 @@ class JobsService(job_pb2_grpc.JobsServicer):
         sample = await self._shares() if waiting else None
         if sample is None:
             return reasons
-        places = await self._places([j.id for j in waiting])
+        lines = await self._places([j.id for j in waiting])
         for job in waiting:
             reasons[job.id] += f"; {place_in_fair_share(sample, job.queue)}"
-            if job.id in places:
-                reasons[job.id] += f"; {place_in_line(sample, job.queue, places[job.id])}"
+            if job.id in lines.places:
+                place = lines.places[job.id]
+                reasons[job.id] += f"; {place_in_line(place, lines.lengths[job.queue])}"
         return reasons
 
     @rpc

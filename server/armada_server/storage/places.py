@@ -17,7 +17,10 @@ The count is read when asked, from the partial indexes
 ix_jobs_queued_order and ix_jobs_queued_gangs (queued jobs only, migration 0006) alone, and
 in one pass per queue whatever the number of jobs asked about: the jobs asked of one queue
 cut its line into consecutive ranges, each counted once, so a call costs what the line holds
-up to the deepest job asked, not that times the number of jobs.
+up to the deepest job asked, not that times the number of jobs. The length of each such
+queue's line (counted by the same rules) is read with the places, in the same snapshot, by
+one more count over the same indexes: a place is never past its line's end, and both say
+the same moment. That count reads the whole line, whatever place is asked about.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -95,19 +99,26 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+@dataclass(frozen=True)
+class Lines:
+    """Places in line read in one snapshot: each job's place (1 = next) and, for every queue
+    one of them stands in, how many the line holds (a gang counted once, as in a place)."""
+
+    places: dict[str, int]
+    lengths: dict[str, int]
+
+
 class Places:
     """Places in line of queued jobs."""
 
     def __init__(self, transactions: Transactions) -> None:
         self._tx = transactions
 
-    def queue_places(
-        self, job_ids: Sequence[str], class_priorities: Mapping[str, int]
-    ) -> dict[str, int]:
+    def queue_places(self, job_ids: Sequence[str], class_priorities: Mapping[str, int]) -> Lines:
         """Each job's place (1 = next) in its queue's line, for those of `job_ids` in a line:
         queued, of a class in `class_priorities` (name -> priority, the server's classes), not
-        waiting out a retry delay, in a queue that is not cordoned. Blocking: reads the
-        database, in one snapshot."""
+        waiting out a retry delay, in a queue that is not cordoned; and the length of those
+        queues' lines. Blocking: reads the database, in one snapshot."""
         now = self._tx.clock()
         with self._tx.read(snapshot=True) as conn:
             if conn.dialect.name == "postgresql":
@@ -121,11 +132,9 @@ def _ready(table: FromClause, now: datetime | BindParameter[Any]) -> ColumnEleme
     return or_(table.c.retry_after.is_(None), table.c.retry_after <= now)
 
 
-def _places(
-    conn: Connection, job_ids: list[str], classes: dict[str, int], now: datetime
-) -> dict[str, int]:
+def _places(conn: Connection, job_ids: list[str], classes: dict[str, int], now: datetime) -> Lines:
     if not job_ids or not classes:
-        return {}
+        return Lines({}, {})
     j = t.jobs
     asked: list[tuple[str, str, str | None, Key]] = []
     for chunk in chunks(job_ids, 500):
@@ -192,9 +201,20 @@ def _places(
     for job_id, key in anchor.items():
         anchors[queue_of[job_id]].add(key)
     ahead: dict[tuple[str, Key], int] = {}
+    lengths: dict[str, int] = {}
     for queue, keys in anchors.items():
         ahead.update({(queue, k): n for k, n in _ahead(conn, queue, keys, classes, now).items()})
-    return {job_id: ahead[(queue_of[job_id], key)] + 1 for job_id, key in anchor.items()}
+        lengths[queue] = _length(conn, queue, classes, now)
+    places = {job_id: ahead[(queue_of[job_id], key)] + 1 for job_id, key in anchor.items()}
+    return Lines(places, lengths)
+
+
+def _length(conn: Connection, queue: str, classes: dict[str, int], now: datetime) -> int:
+    """How many gangs `queue`'s line holds: one count over every class's index entries."""
+    statement = _statements(tuple(sorted(classes.items()))).length
+    return int(
+        conn.execute(statement, {"queue": queue, "names": sorted(classes), "now": now}).scalar_one()
+    )
 
 
 def _group(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
@@ -322,6 +342,12 @@ class _Statements:
                 self._between[(has_low, has_end)] = (
                     select(func.count()).select_from(r).where(*between)
                 )
+        # The whole line: each class's entries, in one search of the index per class.
+        self.length = (
+            select(func.count())
+            .select_from(r)
+            .where(*line, r.c.priority_class.in_(bindparam("names", expanding=True)))
+        )
         # Entries whose priority has a fractional part, between two integers.
         self.band = select(r.c.submitted_at, r.c.id).where(
             *line,

@@ -767,9 +767,10 @@ SCHEMAS["JobReport"] = _obj(
         "needs": STR,
         "history": _array(_obj({"fromCycle": INT, "cycles": NINT, "reason": STR})),
         "placeInLine": NINT,
+        "lineLength": NINT,
         "nearestNodes": _array(_obj({"executor": STR, "pool": STR, "node": STR, "lacks": STR_MAP})),
     },
-    ("jobId", "queue", "state", "history", "placeInLine", "nearestNodes"),
+    ("jobId", "queue", "state", "history", "placeInLine", "lineLength", "nearestNodes"),
 )
 
 
