@@ -235,6 +235,26 @@ def test_retry_runs_get_their_own_pod_names() -> None:
     assert [r.index for r in job.runs] == [0, 1]
 
 
+def test_leasing_a_queued_job_by_its_ids_is_leasing_the_job() -> None:
+    """lease_queued (storage's bulk lease, without the Job) makes the event, fields and run
+    that lease makes of the Job: here a retried job, waiting out its backoff, whose failed
+    run had been asked to stop."""
+    queued, _ = run_path(
+        leased,
+        lambda j: lifecycle.request_preempt(j, requestor="u", reason="room", now=at(2)),
+        lambda j: lifecycle.fail(j, OOM, retry=True, now=at(3), retry_after=at(13)),
+    )
+    assert queued.retry_after is not None and queued.preempt_requested
+    place = {"run_id": new_run_id(), "cluster_id": "c1", "node": "n2", "pool": "p"}
+    after, [event] = lifecycle.lease(queued, **place, now=at(14.5))
+    bulk_event, fields, run = lifecycle.lease_queued(
+        queued.id, "set", "q", run_index=len(queued.runs), **place, now=at(14.5)
+    )
+    assert bulk_event == event
+    assert replace(queued, runs=(*queued.runs, run), **fields) == after
+    assert run.index == 1 and after.state == JobState.LEASED and not after.preempt_requested
+
+
 ILLEGAL = [
     ("run before lease", [], lambda j: lifecycle.mark_running(j, now=at(1))),
     ("lease twice", [leased], lambda j: leased(j)),
