@@ -7,7 +7,10 @@ storage and opens its transactions through it. A step that is part of a larger t
 RPC or one scheduling cycle still commits exactly once.
 
 Job changes go through armada_core.jobs.lifecycle, and `save_many` writes them with their
-events in the same transaction: the event log and the tables never disagree.
+events in the same transaction: the event log and the tables never disagree. A cycle's
+leases, the one transition made by the tens of thousands, are built without loading their
+jobs (`lifecycle.lease_queued`) and written in bulk by scheduling_writes.py, their events
+appended here with the cycle's others.
 """
 
 from __future__ import annotations
@@ -173,8 +176,8 @@ class Transactions:
         *,
         confirmed: Collection[str] = (),
     ) -> None:
-        """The one way a transition is written: the changed jobs (each only where its row
-        still has the version it was read at, else Conflict), their latest runs, then the
+        """How transitions of loaded jobs are written: the changed jobs (each only where its
+        row still has the version it was read at, else Conflict), their latest runs, then the
         events (in `changes` order unless `events` gives them), as one executemany per
         table: a statement per row costs about a millisecond in SQLAlchemy, which a
         scheduling cycle or a sync of thousands of runs cannot afford.

@@ -10,33 +10,51 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Update, update
+from sqlalchemy import Connection, Update, func, select, update
 
 from armada_core.jobs import Failure, Job, JobState, lifecycle
+from armada_core.jobs.lifecycle import EventMessage
 from armada_core.scheduling.model import Reasons
 from armada_server.storage import schema as t
-from armada_server.storage.base import UPDATE_RUNS, Change, Transactions, clean_reason
-from armada_server.storage.bulk import executemany
+from armada_server.storage.base import (
+    UPDATE_RUNS,
+    Change,
+    Transactions,
+    clean_reason,
+)
+from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.cycle_reports import record_reason_changes
 from armada_server.storage.gcpause import gc_paused
-from armada_server.storage.guard import retried
+from armada_server.storage.guard import Conflict, retried
 from armada_server.storage.leases import Leases
-from armada_server.storage.rows import chunks, jobs_by_id
+from armada_server.storage.rows import chunks, jobs_by_id, run_row
 
 log = logging.getLogger("armada_server")
 
 Placement = tuple[str, str, str]  # (executor, node, pool)
+QUEUED = int(JobState.QUEUED)
 
 
 @dataclass
 class _Writes:
-    """What one cycle's decisions write: job transitions, and columns of the runs."""
+    """What one cycle's preemptions and failures write: job transitions, and columns of the
+    runs."""
 
     changes: list[Change] = field(default_factory=list)
-    charged: list[dict[str, Any]] = field(default_factory=list)  # run -> excess-flow charge
     # run -> the job placed instead, and why it was preempted (preemption_kind.py)
     made_room: list[dict[str, Any]] = field(default_factory=list)
     why_runs: list[dict[str, Any]] = field(default_factory=list)  # run -> why preempted
+
+
+@dataclass
+class _Leases:
+    """What one cycle's leases write: the leased jobs' changed columns (guarded by the
+    version each was read at), their new runs, and the leases' events."""
+
+    # (version read, fields set) -> the jobs read at that version and given those fields
+    jobs: dict[tuple[int, tuple[tuple[str, Any], ...]], list[str]] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    events: list[EventMessage] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -97,20 +115,23 @@ class SchedulingWrites:
         in its reason history (storage/cycle_reports.py); None records none."""
         now = now or self._tx.clock()
         with gc_paused(), self._tx.write() as (conn, touched):
-            jobs = jobs_by_id(conn, [*scheduled, *preempted, *failed])
+            leases = _lease(conn, seen, scheduled, gangs, charges, now)
+            jobs = jobs_by_id(conn, [*preempted, *failed])
             writes = _Writes()
-            leased = _lease(jobs, seen, scheduled, gangs, charges, writes, now)
             why = _Preemptions(preempting or {}, preempt_reasons or {}, kinds or {})
             _preempt(jobs, seen, preempted, why, writes, now)
             _fail_unschedulable(jobs, seen, failed, writes, now)
-            self._tx.save_many(conn, touched, writes.changes)
-            executemany(conn, UPDATE_RUNS, writes.charged)
+            _update_leased(conn, leases.jobs)
+            insert_rows(conn, t.runs, leases.runs)
+            # One append for the leases' events and the others', in that order.
+            others = [e for _, _, events in writes.changes for e in events]
+            self._tx.save_many(conn, touched, writes.changes, [*leases.events, *others])
             executemany(conn, UPDATE_RUNS, writes.made_room)
             executemany(conn, UPDATE_RUNS, writes.why_runs)
             changes = _record_reasons(conn, scheduled, reasons, history=cycle is not None)
             if cycle is not None:
                 record_reason_changes(conn, cycle, changes)
-        return leased
+        return len(leases.events)
 
     def fail_jobs(self, failures: Mapping[str, str], *, now: datetime | None = None) -> int:
         """Fail queued jobs that cannot be scheduled at all (e.g. a spec the scheduler cannot
@@ -132,34 +153,90 @@ def _unchanged(jobs: Mapping[str, Job], seen: Mapping[str, int | str], job_id: s
 
 
 def _lease(
-    jobs: Mapping[str, Job],
+    conn: Connection,
     seen: Mapping[str, int | str],
     scheduled: Mapping[str, Placement],
     gangs: Mapping[str, tuple[str, str | None]] | None,
     charges: Mapping[str, int] | None,
-    writes: _Writes,
     now: datetime,
-) -> int:
-    """Lease the scheduled jobs still as the snapshot saw them, gangs whole or not at all;
-    returns the leases made."""
-    changed = [j for j in scheduled if _unchanged(jobs, seen, j) is None]
+) -> _Leases:
+    """The leases of the scheduled jobs still queued as the snapshot saw them, gangs whole or
+    not at all. A lease is the same few columns, a new run and one event for every job: the
+    state machine's `lease_queued` builds them, as `lifecycle.lease` would, from what
+    `_queued` reads, without loading and decoding each job."""
+    queued = _queued(conn, scheduled)
+    changed = [j for j in scheduled if (q := queued.get(j)) is None or q[0] != seen.get(j)]
     skipped_gangs = {gangs[j] for j in changed if gangs and j in gangs}
     if changed:
         log.info("%d leases not made: their jobs changed since the snapshot", len(changed))
-    leased = 0
+    leases = _Leases()
     run_ids = _new_run_ids(len(scheduled))
     for job_id, (executor, node, pool) in scheduled.items():
-        job = _unchanged(jobs, seen, job_id)
-        if job is None or (gangs and gangs.get(job_id) in skipped_gangs):
+        found = queued.get(job_id)
+        if found is None or found[0] != seen.get(job_id):
             continue
-        after, events = lifecycle.lease(
-            job, run_id=next(run_ids), cluster_id=executor, node=node, pool=pool, now=now
+        if gangs and gangs.get(job_id) in skipped_gangs:
+            continue
+        version, queue, job_set, runs = found
+        event, fields, run = lifecycle.lease_queued(
+            job_id,
+            job_set,
+            queue,
+            run_index=runs,
+            run_id=next(run_ids),
+            cluster_id=executor,
+            node=node,
+            pool=pool,
+            now=now,
         )
-        writes.changes.append((job, after, events))
-        leased += 1
-        if charges and (charge := charges.get(job_id)):
-            writes.charged.append({"_id": after.runs[-1].id, "excess_flow": charge})
-    return leased
+        leases.jobs.setdefault((version, tuple(fields.items())), []).append(job_id)
+        row = run_row(job_id, run)
+        row["excess_flow"] = (charges.get(job_id) if charges else None) or None
+        leases.runs.append(row)
+        leases.events.append(event)
+    return leases
+
+
+def _update_leased(
+    conn: Connection, jobs: Mapping[tuple[int, tuple[tuple[str, Any], ...]], list[str]]
+) -> None:
+    """Write the leased jobs' rows: a statement per chunk of jobs read at one version and
+    given the same fields (a cycle's leases differ only in their versions), each row only
+    where it still has that version; raises Conflict if any has another by now."""
+    expected = written = 0
+    for (version, fields), job_ids in jobs.items():
+        values = {k: int(v) if isinstance(v, JobState) else v for k, v in fields}
+        for chunk in chunks(job_ids, 1000):
+            stmt = (
+                update(t.jobs)
+                .where(t.jobs.c.id.in_(chunk), t.jobs.c.version == version)
+                .values(version=version + 1, **values)
+            )
+            written += conn.execute(stmt).rowcount
+            expected += len(chunk)
+    if written != expected:
+        raise Conflict(f"{expected - written} of {expected} jobs changed since they were read")
+
+
+# A job's count of runs: the index of the run its lease starts.
+_RUN_COUNT = (
+    select(func.count())
+    .select_from(t.runs)
+    .where(t.runs.c.job_id == t.jobs.c.id)
+    .correlate(t.jobs)
+    .scalar_subquery()
+)
+
+
+def _queued(conn: Connection, job_ids: Iterable[str]) -> dict[str, tuple[int, str, str, int]]:
+    """Of `job_ids`, the jobs that are queued: the version, queue, job set and count of runs
+    of each, which is all a lease needs of a job."""
+    queued: dict[str, tuple[int, str, str, int]] = {}
+    for chunk in chunks(list(job_ids), 2000):
+        stmt = select(t.jobs.c.id, t.jobs.c.version, t.jobs.c.queue, t.jobs.c.job_set, _RUN_COUNT)
+        for r in fetch(conn, stmt.where(t.jobs.c.id.in_(chunk), t.jobs.c.state == QUEUED)):
+            queued[r[0]] = (r[1], r[2], r[3], r[4])
+    return queued
 
 
 def _preempt(
