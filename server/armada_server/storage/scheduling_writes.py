@@ -16,12 +16,7 @@ from armada_core.jobs import Failure, Job, JobState, lifecycle
 from armada_core.jobs.lifecycle import EventMessage
 from armada_core.scheduling.model import Reasons
 from armada_server.storage import schema as t
-from armada_server.storage.base import (
-    UPDATE_RUNS,
-    Change,
-    Transactions,
-    clean_reason,
-)
+from armada_server.storage.base import UPDATE_RUNS, Change, Transactions, clean_reason
 from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.cycle_reports import record_reason_changes
 from armada_server.storage.gcpause import gc_paused
@@ -165,17 +160,16 @@ def _lease(
     state machine's `lease_queued` builds them, as `lifecycle.lease` would, from what
     `_queued` reads, without loading and decoding each job."""
     queued = _queued(conn, scheduled)
-    changed = [j for j in scheduled if (q := queued.get(j)) is None or q[0] != seen.get(j)]
+    unchanged = {j: q for j, q in queued.items() if q[0] == seen.get(j)}
+    changed = [j for j in scheduled if j not in unchanged]
     skipped_gangs = {gangs[j] for j in changed if gangs and j in gangs}
     if changed:
         log.info("%d leases not made: their jobs changed since the snapshot", len(changed))
     leases = _Leases()
     run_ids = _new_run_ids(len(scheduled))
     for job_id, (executor, node, pool) in scheduled.items():
-        found = queued.get(job_id)
-        if found is None or found[0] != seen.get(job_id):
-            continue
-        if gangs and gangs.get(job_id) in skipped_gangs:
+        found = unchanged.get(job_id)
+        if found is None or (gangs and gangs.get(job_id) in skipped_gangs):
             continue
         version, queue, job_set, runs = found
         event, fields, run = lifecycle.lease_queued(
