@@ -41,7 +41,9 @@ def main() -> int:
             sys.path.insert(0, str(Path(__file__).parent))
             from flow import pipeline
 
-            with prefect_test_harness():
+            # A throwaway Prefect server: its first start migrates a new database, which
+            # takes longer than the harness's default 30 s on a busy machine.
+            with prefect_test_harness(server_startup_timeout=120):
                 state = pipeline(address=server.address, return_state=True)
                 print(f"flow run ended {state.type.value}: {state.message}")
                 if state.is_completed():
