@@ -420,10 +420,9 @@ def _leased_event(
     now: datetime,
 ) -> EventMessage:
     """The event of a job's lease on a node of an executor's cluster."""
-    # The body as a dict, which protobuf's constructors take for a message field (its stubs
-    # do not say so): built in place rather than built and then copied in.
+    # The body as a dict: built in place rather than built and then copied in.
     return EventMessage(
-        leased={  # type: ignore[arg-type]
+        leased={  # type: ignore[arg-type]  # protobuf takes a dict for a message field
             **_header(job_id, job_set_id, queue, now),
             "cluster_id": cluster_id,
             "pool": pool,
