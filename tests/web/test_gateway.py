@@ -319,13 +319,17 @@ def test_fair_share_from_running_jobs_and_capacity(tmp_path) -> None:  # type: i
             "0 of 1 matching node has 4 cpu, 1Gi memory free; queue small at "
         ), reason
         assert reason.endswith("its fair share; 1st in line of 1 queued"), reason
+        # The same text as GetJobDetails: read both until a new sample of the shares (the
+        # waiting job's demand moves the queue's standing) falls between none of the reads.
         with grpc.insecure_channel(server.address) as channel:
-            said = (
-                job_pb2_grpc.JobsStub(channel)
-                .GetJobDetails(job_pb2.JobDetailsRequest(job_ids=[waiting]))
-                .job_details[waiting]
-            )
-        assert said.scheduling_reason == reason
+            details = job_pb2_grpc.JobsStub(channel).GetJobDetails
+
+            def both() -> tuple[str, str] | None:
+                rest = http.get(f"/api/v1/jobs/{waiting}")["schedulingReason"]
+                said = details(job_pb2.JobDetailsRequest(job_ids=[waiting])).job_details[waiting]
+                return (rest, said.scheduling_reason) if rest == said.scheduling_reason else None
+
+            eventually(both, timeout=60, what="the same reason over REST and gRPC")
     finally:
         server.stop()
 
