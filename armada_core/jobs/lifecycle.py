@@ -88,12 +88,12 @@ def _dt(ts: Timestamp) -> datetime:
     return when
 
 
-_Frozen = TypeVar("_Frozen", Job, Run)
+_Frozen = TypeVar("_Frozen", Job, Run, "LiveRun")
 
 
 def _replace(obj: _Frozen, **changes: object) -> _Frozen:
-    """dataclasses.replace for the frozen, validation-free Job and Run, without calling
-    __init__: a transition per job in a batch of tens of thousands made it show."""
+    """dataclasses.replace for the frozen, validation-free Job, Run and LiveRun, without
+    calling __init__: a transition per job in a batch of tens of thousands made it show."""
     new = object.__new__(type(obj))
     new.__dict__.update(obj.__dict__)
     new.__dict__.update(changes)
@@ -111,13 +111,20 @@ def _header(job_id: str, job_set_id: str, queue: str, now: datetime) -> dict[str
 
 
 def _pod(job: Job, run: Run) -> dict[str, Any]:
+    return _pod_of(job.id, job.spec.namespace, run.id, run.index, run.cluster_id, run.kubernetes_id)
+
+
+def _pod_of(
+    job_id: str, namespace: str, run_id: str, run_index: int, cluster_id: str, kubernetes_id: str
+) -> dict[str, Any]:
+    """What an event of a run says of its pod."""
     return {
-        "cluster_id": run.cluster_id,
-        "kubernetes_id": run.kubernetes_id,
+        "cluster_id": cluster_id,
+        "kubernetes_id": kubernetes_id,
         "pod_number": 0,
-        "pod_name": pod_name(job.id, run.index),
-        "pod_namespace": job.spec.namespace,
-        "run_id": run.id,
+        "pod_name": pod_name(job_id, run_index),
+        "pod_namespace": namespace,
+        "run_id": run_id,
     }
 
 
@@ -173,9 +180,13 @@ def rebuild_job_set(events: Iterable[EventMessage]) -> dict[str, Job]:
 
 
 def _require(job: Job, kind: str, *states: JobState) -> None:
-    if job.state not in states:
+    _require_state(job.id, job.state, kind, *states)
+
+
+def _require_state(job_id: str, state: JobState, kind: str, *states: JobState) -> None:
+    if state not in states:
         allowed = ", ".join(s.name for s in states)
-        raise IllegalTransition(f"job {job.id} is {job.state.name}: {kind} needs one of {allowed}")
+        raise IllegalTransition(f"job {job_id} is {state.name}: {kind} needs one of {allowed}")
 
 
 def _run_of(job: Job, kind: str, run_id: str, *, active: bool = True) -> Run:
@@ -220,26 +231,34 @@ def _on_lease_expired(job: Job, e: event_pb2.JobLeaseExpiredEvent, when: datetim
 def _on_pending(job: Job, e: event_pb2.JobPendingEvent, when: datetime) -> Job:
     _require(job, "pending", JobState.LEASED)
     run = _run_of(job, "pending", e.run_id)
-    run = _replace(
-        run,
-        state=RunState.PENDING,
-        pending_at=when,
-        kubernetes_id=e.kubernetes_id or run.kubernetes_id,
-    )
-    return _with_run(job, run, state=JobState.PENDING, last_transition_at=when)
+    fields, changes = _pending_effects(e.kubernetes_id or run.kubernetes_id, when)
+    return _with_run(job, _replace(run, **changes), **fields)
 
 
 def _on_running(job: Job, e: event_pb2.JobRunningEvent, when: datetime) -> Job:
     _require(job, "running", JobState.LEASED, JobState.PENDING)
     run = _run_of(job, "running", e.run_id)
-    run = _replace(
-        run,
-        state=RunState.RUNNING,
-        started_at=when,
-        node=e.node_name or run.node,
-        kubernetes_id=e.kubernetes_id or run.kubernetes_id,
+    fields, changes = _running_effects(
+        e.node_name or run.node, e.kubernetes_id or run.kubernetes_id, when
     )
-    return _with_run(job, run, state=JobState.RUNNING, last_transition_at=when)
+    return _with_run(job, _replace(run, **changes), **fields)
+
+
+def _pending_effects(kubernetes_id: str, when: datetime) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a run's pod being pending at `when` does: the job's fields it sets, and the
+    run's."""
+    job = {"state": JobState.PENDING, "last_transition_at": when}
+    return job, {"state": RunState.PENDING, "pending_at": when, "kubernetes_id": kubernetes_id}
+
+
+def _running_effects(
+    node: str, kubernetes_id: str, when: datetime
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a run's pod running on `node` from `when` does: the job's fields it sets, and
+    the run's."""
+    job = {"state": JobState.RUNNING, "last_transition_at": when}
+    run = {"state": RunState.RUNNING, "started_at": when, "node": node}
+    return job, {**run, "kubernetes_id": kubernetes_id}
 
 
 def _on_succeeded(job: Job, e: event_pb2.JobSucceededEvent, when: datetime) -> Job:
@@ -512,31 +531,89 @@ def return_lease(job: Job, *, reason: str, run_attempted: bool, now: datetime) -
 def mark_pending(job: Job, *, now: datetime, kubernetes_id: str = "") -> Transition:
     run = _run_of(job, "pending", "")
     run = _replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
-    return _do(
-        job,
-        [
-            EventMessage(
-                pending=event_pb2.JobPendingEvent(
-                    **_base(job, now), **_pod(job, run), pool=run.pool
-                )
-            )
-        ],
-    )
+    return _do(job, [_pending_event(_base(job, now), _pod(job, run), run.pool)])
 
 
 def mark_running(job: Job, *, now: datetime, node: str = "", kubernetes_id: str = "") -> Transition:
     run = _run_of(job, "running", "")
     run = _replace(run, kubernetes_id=kubernetes_id or run.kubernetes_id)
-    return _do(
-        job,
-        [
-            EventMessage(
-                running=event_pb2.JobRunningEvent(
-                    **_base(job, now), **_pod(job, run), node_name=node or run.node, pool=run.pool
-                )
-            )
-        ],
+    return _do(job, [_running_event(_base(job, now), _pod(job, run), node or run.node, run.pool)])
+
+
+def _pending_event(header: dict[str, Any], pod: dict[str, Any], pool: str) -> EventMessage:
+    """The event of a run's pod waiting to start (the body as a dict: see _leased_event)."""
+    body = {**header, **pod, "pool": pool}
+    return EventMessage(pending=body)  # type: ignore[arg-type]  # a dict for a message field
+
+
+def _running_event(
+    header: dict[str, Any], pod: dict[str, Any], node: str, pool: str
+) -> EventMessage:
+    """The event of a run's pod running on `node`."""
+    body = {**header, **pod, "node_name": node, "pool": pool}
+    return EventMessage(running=body)  # type: ignore[arg-type]  # a dict for a message field
+
+
+# Executors report their runs pending and running by the tens of thousands per sync. Storage
+# applies the plain ones without a Job each (it reads what a `LiveRun` holds): `report_live`
+# checks the transition as applying the event would, builds the same event as `mark_pending`
+# or `mark_running`, and derives the changes through the same `_pending_effects` and
+# `_running_effects` as applying that event does.
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveRun:
+    """What reporting a job's latest run pending or running reads and changes of the job
+    and of that run."""
+
+    job_id: str
+    job_set_id: str
+    queue: str
+    namespace: str
+    state: JobState
+    run_id: str
+    run_index: int
+    cluster_id: str
+    node: str
+    pool: str
+    run_state: RunState
+    kubernetes_id: str
+
+
+def report_live(
+    live: LiveRun, kind: str, *, now: datetime, node: str = "", kubernetes_id: str = ""
+) -> tuple[EventMessage, LiveRun, dict[str, Any], dict[str, Any]]:
+    """`mark_pending` (`kind` "pending") or `mark_running` ("running") of the job and latest
+    run `live` describes: the event, `live` after it, the job's fields it sets and the run's
+    (IllegalTransition, changing nothing, where those would raise it)."""
+    if not live.run_state.active:
+        raise IllegalTransition(
+            f"run {live.run_id} of job {live.job_id} is {live.run_state.name}: no {kind}"
+        )
+    kubernetes_id = kubernetes_id or live.kubernetes_id
+    header = _header(live.job_id, live.job_set_id, live.queue, now)
+    pod = _pod_of(
+        live.job_id, live.namespace, live.run_id, live.run_index, live.cluster_id, kubernetes_id
     )
+    when = _dt(_ts(now))
+    if kind == "pending":
+        _require_state(live.job_id, live.state, kind, JobState.LEASED)
+        event = _pending_event(header, pod, live.pool)
+        fields, changes = _pending_effects(kubernetes_id, when)
+    elif kind == "running":
+        _require_state(live.job_id, live.state, kind, JobState.LEASED, JobState.PENDING)
+        event = _running_event(header, pod, node or live.node, live.pool)
+        fields, changes = _running_effects(node or live.node, kubernetes_id, when)
+    else:
+        raise ValueError(f"report_live: {kind!r} is neither pending nor running")
+    after = _replace(
+        live,
+        state=fields["state"],
+        run_state=changes["state"],
+        node=changes.get("node", live.node),
+        kubernetes_id=kubernetes_id,
+    )
+    return event, after, fields, changes
 
 
 def succeed(job: Job, *, now: datetime) -> Transition:

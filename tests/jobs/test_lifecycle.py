@@ -255,6 +255,48 @@ def test_leasing_a_queued_job_by_its_ids_is_leasing_the_job() -> None:
     assert run.index == 1 and after.state == JobState.LEASED and not after.preempt_requested
 
 
+def live(job: Job) -> lifecycle.LiveRun:
+    run = job.runs[-1]
+    return lifecycle.LiveRun(
+        job.id, job.job_set, job.queue, job.spec.namespace, job.state, run.id, run.index,
+        run.cluster_id, run.node, run.pool, run.state, run.kubernetes_id,
+    )  # fmt: skip
+
+
+def test_reporting_a_live_run_is_marking_the_job() -> None:
+    """report_live (storage's bulk path of a sync, without the Job) makes the event and
+    changes that mark_pending then mark_running make of the Job, and refuses what they
+    refuse: here a retried job's second run, pending with one pod id, running with
+    another on a node the lease did not name."""
+    first, _ = run_path(
+        leased, lambda j: lifecycle.fail(j, OOM, retry=True, now=at(2)), lambda j: leased(j, 3)
+    )
+    state, job, changes = live(first), first, {}
+    steps = (
+        ("pending", at(4), {"kubernetes_id": "pod-a"}, lifecycle.mark_pending),
+        ("running", at(5.5), {"kubernetes_id": "pod-b", "node": "n7"}, lifecycle.mark_running),
+    )
+    for kind, when, reported, mark in steps:
+        job, [event] = mark(job, now=when, **reported)
+        bulk_event, state, fields, run_changes = lifecycle.report_live(
+            state, kind, now=when, **reported
+        )
+        assert bulk_event == event
+        changes.update(run_changes)
+        assert (
+            replace(first, runs=(*first.runs[:-1], replace(first.runs[-1], **changes)), **fields)
+            == job
+        )
+        assert state == live(job)
+    assert job.runs[-1].index == 1 and job.runs[-1].node == "n7"
+    with pytest.raises(IllegalTransition):
+        lifecycle.mark_pending(job, now=at(6))
+    with pytest.raises(IllegalTransition):
+        lifecycle.report_live(state, "pending", now=at(6))
+    with pytest.raises(IllegalTransition):
+        lifecycle.report_live(state, "running", now=at(6))
+
+
 ILLEGAL = [
     ("run before lease", [], lambda j: lifecycle.mark_running(j, now=at(1))),
     ("lease twice", [leased], lambda j: leased(j)),
