@@ -42,7 +42,7 @@ def apply_report(
     the report does not apply to the job as it is). `catalogue` is needed for the
     DECIDED_UPDATES only."""
     kind = u.WhichOneof("update")
-    when = _from_timestamp(u.time) if u.HasField("time") else now
+    when = from_timestamp(u.time) if u.HasField("time") else now
     if kind == "pending":
         return lifecycle.mark_pending(job, now=when, kubernetes_id=u.pending.kubernetes_id)
     if kind == "running":
@@ -157,7 +157,7 @@ def _node(job: Job) -> str:
     return run.node
 
 
-def _from_timestamp(ts: Timestamp) -> datetime:
+def from_timestamp(ts: Timestamp) -> datetime:
     """Timestamp.ToDatetime(tzinfo=UTC), without its per-call overhead (one per update)."""
     return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
 

@@ -1,7 +1,8 @@
 """Executors syncing: their nodes and reports in, their work out, one transaction per sync.
 
 A sync records the executor's nodes (renewing its leases), applies its reports of runs in
-order (`reports.apply_report`), restarts gangs a retried member belongs to, frees the nodes
+order (the plain pending and running ones in bulk, `live_reports`; the rest through
+`reports.apply_report`), restarts gangs a retried member belongs to, frees the nodes
 of runs the executor let go of, and answers with the leases to start and the runs to stop.
 Runs the executor no longer has, and leases too large to send, end here (`leases.Leases`).
 """
@@ -28,6 +29,7 @@ from armada_server.storage.gangs import restart_gangs
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
 from armada_server.storage.leases import Leases
+from armada_server.storage.live_reports import LiveReports, apply_live, write_live
 from armada_server.storage.nodes import encode_nodes
 from armada_server.storage.reports import DECIDED_UPDATES, ENDED_UPDATES, apply_report
 from armada_server.storage.retries import Catalogue
@@ -110,7 +112,9 @@ class ExecutorSync:
         executor = request.executor_id
         with gc_paused(), self._tx.write() as (conn, touched):
             self._record_executor(conn, request, nodes, now)
-            changes, events, confirmed = self._apply_reports(conn, executor, updates, now)
+            live = apply_live(conn, executor, updates, now)
+            write_live(conn, live)
+            changes, events, confirmed = self._apply_reports(conn, executor, updates, live, now)
             restarts, more = restart_gangs(conn, changes, now)
             self._tx.save_many(
                 conn, touched, changes + restarts, events + more, confirmed=confirmed
@@ -155,18 +159,23 @@ class ExecutorSync:
         conn: Connection,
         executor: str,
         updates: Sequence[executor_pb2.RunUpdate],
+        live: LiveReports,
         now: datetime,
     ) -> tuple[list[Change], list[EventMessage], set[str]]:
-        """The changes the executor's reports make, their events in report order, and the
-        runs the executor says ended. Every job the updates name is read at once; updates
-        apply in order to the job as the previous ones left it (running and succeeded may
-        arrive in one sync)."""
+        """The changes the executor's reports make, their events in report order (those of
+        `live`, applied in bulk, in their places), and the runs the executor says ended.
+        Every other job the updates name is read at once; updates apply in order to the job
+        as the previous ones left it (running and succeeded may arrive in one sync)."""
         catalogue: Catalogue | None = None
-        jobs = jobs_by_id(conn, {u.job_id for u in updates})
+        bulk = live.job_ids
+        jobs = jobs_by_id(conn, {u.job_id for u in updates if u.job_id not in bulk})
         before: dict[str, Job] = {}
         events: list[EventMessage] = []
         confirmed: set[str] = set()  # runs whose executor says they ended
-        for u in updates:
+        for i, u in enumerate(updates):
+            if (event := live.events.get(i)) is not None:
+                events.append(event)
+                continue
             kind = u.WhichOneof("update")
             job = jobs.get(u.job_id)
             run = job.latest_run if job is not None else None

@@ -1,0 +1,189 @@
+"""An executor's plain reports of its runs pending and running, applied in bulk.
+
+Most of a sync's reports move a leased run to pending or running, tens of thousands per
+sync. Loading each job whole (every column, every run, as a Job), transitioning it and
+saving every column was most of applying them. For a job whose every report in the sync
+is pending or running, of its latest run, active on this executor, with no cancellation or
+preemption asked for, this reads only what `lifecycle.LiveRun` holds, decides through
+`lifecycle.report_live` (the same checks, event and changes as `mark_pending` and
+`mark_running`) and writes the jobs' and runs' changed columns with one statement per
+table. Every other job, and a job whose reports the state machine refuses, stays on the
+sync's path of loaded jobs; a gang's member does when the sync reports anything else,
+which may restart its gang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, exists, select, update
+from sqlalchemy.orm import aliased
+
+from armada_core.api import executor_pb2, submit_pb2
+from armada_core.jobs import JobState, RunState, lifecycle
+from armada_core.jobs.lifecycle import EventMessage, IllegalTransition, LiveRun
+from armada_server.storage import schema as t
+from armada_server.storage.base import UPDATE_RUNS
+from armada_server.storage.bulk import executemany, fetch
+from armada_server.storage.guard import Conflict
+from armada_server.storage.reports import from_timestamp
+from armada_server.storage.rows import chunks
+
+LIVE_UPDATES = frozenset({"pending", "running"})
+_JOB_STATES = {int(s): s for s in JobState}
+_RUN_STATES = {int(s): s for s in RunState}
+
+
+@dataclass
+class LiveReports:
+    """The reports applied in bulk: each one's event by its place in the sync's reports, and
+    the rows they change."""
+
+    events: dict[int, EventMessage] = field(default_factory=dict)
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # guarded by version
+    runs: dict[tuple[str, ...], list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def job_ids(self) -> set[str]:
+        """The jobs whose reports were applied here."""
+        return {row["_id"] for row in self.jobs}
+
+
+def apply_live(
+    conn: Connection,
+    executor: str,
+    updates: Sequence[executor_pb2.RunUpdate],
+    now: datetime,
+) -> LiveReports:
+    """The reports of `updates` applied in bulk (see the module's docstring); the rest are
+    left to the caller. A gang's member stays with the rest when the sync also reports
+    anything else, which may restart its gang."""
+    by_job: dict[str, list[int]] = {}  # job -> the places of its reports
+    others: set[str] = set()  # jobs reported otherwise too
+    for i, u in enumerate(updates):
+        if u.WhichOneof("update") in LIVE_UPDATES:
+            by_job.setdefault(u.job_id, []).append(i)
+        else:
+            others.add(u.job_id)
+    candidates = [j for j in by_job if j not in others]
+    found = _read(conn, executor, candidates, with_gangs=not others)
+    done = LiveReports()
+    for job_id, (live, version) in found.items():
+        mine = by_job[job_id]
+        if any(updates[i].run_id != live.run_id for i in mine):
+            continue
+        try:
+            applied = _apply(live, [updates[i] for i in mine], now)
+        except IllegalTransition:
+            continue  # the loaded path says why it ignores it
+        events, fields, changes = applied
+        done.events.update(zip(mine, events, strict=True))
+        done.jobs.append(
+            {
+                "_id": job_id,
+                "_version": version,
+                "version": version + 1,
+                "state": int(fields["state"]),
+                "last_transition_at": fields["last_transition_at"],
+            }
+        )
+        row = {k: int(v) if isinstance(v, RunState) else v for k, v in changes.items()}
+        done.runs.setdefault(tuple(row), []).append({**row, "_id": live.run_id})
+    return done
+
+
+def _apply(
+    live: LiveRun, reports: Sequence[executor_pb2.RunUpdate], now: datetime
+) -> tuple[list[EventMessage], dict[str, Any], dict[str, Any]]:
+    """One job's reports, in order: their events, and the job's and run's changes."""
+    events: list[EventMessage] = []
+    fields: dict[str, Any] = {}
+    changes: dict[str, Any] = {}
+    for u in reports:
+        kind = u.WhichOneof("update")
+        when = from_timestamp(u.time) if u.HasField("time") else now
+        if kind == "pending":
+            event, live, f, c = lifecycle.report_live(
+                live, kind, now=when, kubernetes_id=u.pending.kubernetes_id
+            )
+        else:
+            event, live, f, c = lifecycle.report_live(
+                live,
+                "running",
+                now=when,
+                node=u.running.node,
+                kubernetes_id=u.running.kubernetes_id,
+            )
+        events.append(event)
+        fields.update(f)
+        changes.update(c)
+    return events, fields, changes
+
+
+def write_live(conn: Connection, done: LiveReports) -> None:
+    """Write the jobs' and runs' rows the bulk reports change; each job only where its row
+    still has the version it was read at, else Conflict."""
+    written = executemany(conn, _UPDATE_JOBS, done.jobs)
+    if written != len(done.jobs):
+        raise Conflict(
+            f"{len(done.jobs) - written} of {len(done.jobs)} jobs changed since they were read"
+        )
+    for rows in done.runs.values():
+        executemany(conn, UPDATE_RUNS, rows)
+
+
+_UPDATE_JOBS = update(t.jobs).where(
+    t.jobs.c.id == bindparam("_id"), t.jobs.c.version == bindparam("_version")
+)
+_later = aliased(t.runs)
+# A run no later run of its job follows.
+_LATEST = ~exists().where(
+    and_(_later.c.job_id == t.runs.c.job_id, _later.c.run_index > t.runs.c.run_index)
+)
+_LIVE_JOB_STATES = (int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING))
+
+
+def _read(
+    conn: Connection, executor: str, job_ids: Sequence[str], *, with_gangs: bool
+) -> Mapping[str, tuple[LiveRun, int]]:
+    """Of `job_ids`, the active jobs with no cancellation or preemption asked for (nor a
+    gang, unless `with_gangs`) whose latest run is on `executor`: each as a LiveRun, with the
+    version it was read at."""
+    found: dict[str, tuple[LiveRun, int]] = {}
+    j, r = t.jobs.c, t.runs.c
+    columns = (j.id, j.job_set, j.queue, j.spec, j.state, j.version)
+    run_columns = (r.id, r.run_index, r.cluster_id, r.node, r.pool, r.state, r.kubernetes_id)
+    for chunk in chunks(job_ids, 2000):
+        conditions = [
+            j.id.in_(chunk),
+            j.state.in_(_LIVE_JOB_STATES),
+            ~j.cancel_requested,
+            ~j.preempt_requested,
+            r.cluster_id == executor,
+            _LATEST,
+        ]
+        if not with_gangs:
+            conditions.append(j.gang_id.is_(None))
+        stmt = select(*columns, *run_columns).join(t.runs, r.job_id == j.id).where(*conditions)
+        for row in fetch(conn, stmt):
+            job_id, job_set, queue, spec, state, version = row[:6]
+            run_id, index, cluster, node, pool, run_state, kubernetes_id = row[6:]
+            live = LiveRun(
+                job_id,
+                job_set,
+                queue,
+                submit_pb2.Job.FromString(spec).namespace,
+                _JOB_STATES[state],
+                run_id,
+                index,
+                cluster,
+                node,
+                pool,
+                _RUN_STATES[run_state],
+                kubernetes_id,
+            )
+            found[job_id] = (live, version)
+    return found
