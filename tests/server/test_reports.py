@@ -38,7 +38,9 @@ NO_ROOM = "0 of 2 matching nodes have 4 cpu, 1Gi memory free"
 
 
 @pytest.fixture
-def server(database_url: str) -> Iterator[EmbeddedServer]:
+def server(database_url: str, request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
+    """A server keeping the last 4 cycles' reports, or as many as the test's indirect
+    parameter says."""
     config = ServerConfig(
         port=0,
         http_port=None,
@@ -48,7 +50,7 @@ def server(database_url: str) -> Iterator[EmbeddedServer]:
         lease_timeout=30.0,
         priority_classes=CLASSES,
         default_priority_class="low",
-        report_cycles=4,
+        report_cycles=getattr(request, "param", 4),
     )
     with EmbeddedServer(config) as running:
         yield running
@@ -72,6 +74,9 @@ def job_report(api: Stubs, job_id: str) -> dict[str, Any]:
     return report
 
 
+# Enough cycles kept that the job's reasons outlive the test's reads: with 4, the reason it
+# waited for went within 4 cycles of its placement, sometimes before a read saw both.
+@pytest.mark.parametrize("server", [1000], indirect=True)
 def test_reports_say_what_the_cycles_did_and_why_a_job_waits(
     api: Stubs, queue: str, server: EmbeddedServer
 ) -> None:
