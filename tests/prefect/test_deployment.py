@@ -141,9 +141,12 @@ class Pool:
                 )
             )
             flow_id = client.create_flow_from_name("waits")
+            # Named after the pool: Prefect upserts a deployment by flow and name, so a second
+            # pool's deployment of the same name would take this one over (its work pool and
+            # Armada server) and this pool's flow runs would run on the other's.
             self.deployment_id = client.create_deployment(
                 flow_id,
-                "armada-e2e",
+                f"armada-e2e-{self.name}",
                 work_pool_name=self.name,
                 entrypoint="worker_flows.py:waits",
                 pull_steps=[
@@ -691,12 +694,11 @@ def test_a_flow_run_forced_to_an_end_while_its_worker_is_dead(pool: Pool, tmp_pa
         pool.kill(name)
     with api() as client:
         client.set_flow_run_state(forced.id, Cancelled(), force=True)
-    # Read by id: the story is about the job the flow run recorded, whatever its job set holds.
-    assert pool.armada.get_job_status([forced_job]) == {forced_job: submit_pb2.RUNNING}
+    assert pool.jobs(forced.id) == {forced_job: submit_pb2.RUNNING}
 
     pool.ensure_workers(1)
     wait_until(
-        lambda: pool.armada.get_job_status([forced_job])[forced_job] == submit_pb2.CANCELLED,
+        lambda: pool.jobs(forced.id)[forced_job] == submit_pb2.CANCELLED,
         90,
         "the reaper to cancel the forced flow run's job",
     )
