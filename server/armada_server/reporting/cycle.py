@@ -45,6 +45,7 @@ def _preemption_kind(
 
 
 _QUEUE = attrgetter("queue")
+_QUEUE_NODE = attrgetter("queue", "node")
 
 
 @dataclass
@@ -73,9 +74,11 @@ class _Tally:
         self.running = Counter(map(_QUEUE, placed))
         self.queued = Counter(map(_QUEUE, jobs))
         self.queued.subtract(self.running)
-        for job in placed:
-            if (at := placements.get(job.node or "")) is not None:
-                self.by_pool.setdefault(job.queue, Counter())[(at.pool, "running")] += 1
+        # Per (queue, node) first, at C level: the loop below goes over the distinct pairs,
+        # a few per node, not over every running job.
+        for (queue, node), count in Counter(map(_QUEUE_NODE, placed)).items():
+            if (at := placements.get(node)) is not None:
+                self.by_pool.setdefault(queue, Counter())[(at.pool, "running")] += count
         if decided:
             self.decided = {j.id: j for j in jobs if j.id in decided}
 
