@@ -311,13 +311,23 @@ def test_nodes_page_shows_used_and_free_and_the_jobs_on_each_node(
     http.wait_state(job_id, "RUNNING")
     browser.get(f"{base_url}/nodes")
     row = 'tr[data-node="local/local-0"]'
-    link = wait(browser).until(
-        lambda d: d.find_element(By.CSS_SELECTOR, f'{row} .node-jobs a[href="/jobs/{job_id}"]')
-    )
-    cpu = browser.find_element(By.CSS_SELECTOR, f'{row} .resource[data-resource="cpu"]')
-    used = cpu.find_element(By.CSS_SELECTOR, ".used").text
-    total = cpu.find_element(By.CSS_SELECTOR, ".total").text
-    free = cpu.find_element(By.CSS_SELECTOR, ".free").text
+    link = f'{row} .node-jobs a[href="/jobs/{job_id}"]'
+    wait(browser).until(lambda d: d.find_element(By.CSS_SELECTOR, link))
+
+    # The page re-renders as its data refreshes: each read finds its elements afresh.
+    def resource_texts(resource: str) -> tuple[str, str, str]:
+        def read(driver):  # type: ignore[no-untyped-def]
+            cell = driver.find_element(
+                By.CSS_SELECTOR, f'{row} .resource[data-resource="{resource}"]'
+            )
+            return tuple(
+                cell.find_element(By.CSS_SELECTOR, c).text for c in (".used", ".total", ".free")
+            )
+
+        texts: tuple[str, str, str] = wait(browser).until(read)
+        return texts
+
+    used, total, free = resource_texts("cpu")
     assert all(text.endswith(" CPU") for text in (used, total, free)), (used, total, free)
 
     def millicores(text: str) -> float:
@@ -326,9 +336,8 @@ def test_nodes_page_shows_used_and_free_and_the_jobs_on_each_node(
 
     assert millicores(used) >= 500  # this job's request, and any other job running there
     assert millicores(free) == millicores(total) - millicores(used)
-    memory = browser.find_element(By.CSS_SELECTOR, f'{row} .resource[data-resource="memory"]')
-    assert memory.find_element(By.CSS_SELECTOR, ".total").text.endswith("iB")
-    link.click()
+    assert resource_texts("memory")[1].endswith("iB")
+    click(browser, link)
     wait(browser).until(lambda d: d.current_url.endswith(f"/jobs/{job_id}"))
     http.post("/api/v1/jobs/cancel", {"queue": "onnode", "jobSetId": "held", "jobIds": [job_id]})
 
