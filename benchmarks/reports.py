@@ -32,7 +32,9 @@ from armada_core.jobs import annotations as ann  # noqa: E402
 from benchmarks.common import log, machine  # noqa: E402
 
 
-def one_round(workdir: Path, jobs: int, keep: int) -> dict[str, float]:
+def one_round(
+    workdir: Path, jobs: int, keep: int, node_count: int | None = None
+) -> dict[str, float]:
     """Seconds of the first and the next cycle with `report_cycles` = `keep`, on the clock
     and of this process's CPU (`*_cpu`: what other work on the machine barely moves)."""
     from armada_server.config import NodeGroup, ServerConfig
@@ -61,7 +63,8 @@ def one_round(workdir: Path, jobs: int, keep: int) -> dict[str, float]:
             storage.submissions.submit(
                 queue, f"s{i}", [item] * min(5_000, jobs // 2 - i), owner="b"
             )
-    nodes = virtual_nodes([NodeGroup(jobs * 8 // 10 // 8, "8", "64Gi")], "sim")
+    count = node_count if node_count is not None else jobs * 8 // 10 // 8
+    nodes = virtual_nodes([NodeGroup(count, "8", "64Gi")], "sim")
     storage.executors.executor_sync(
         executor_pb2.SyncRequest(executor_id="sim", pool="default", nodes=nodes)
     )
@@ -109,14 +112,16 @@ def main() -> int:
     p.add_argument("--json", type=Path, required=True, help="write the results here")
     p.add_argument("--quick", action="store_true", help="10,000 jobs, 3 rounds each")
     p.add_argument("--jobs", type=int, help="queued jobs (default 50,000; quick 10,000)")
+    p.add_argument("--nodes", type=int, help="nodes of 8 CPUs (default: room for 80%% of the jobs)")
+    p.add_argument("--rounds", type=int, help="rounds of each setting (default 5; quick 3)")
     args = p.parse_args()
     jobs = args.jobs or (10_000 if args.quick else 50_000)
-    rounds = 3 if args.quick else 5
+    rounds = args.rounds or (3 if args.quick else 5)
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
     with tempfile.TemporaryDirectory(prefix="armada-bench-reports-") as tmp:
         for i in range(rounds):
             for mode, keep in (("off", 0), ("on", 100)):
-                runs[mode].append(one_round(Path(tmp), jobs, keep))
+                runs[mode].append(one_round(Path(tmp), jobs, keep, args.nodes))
                 log(f"round {i + 1}, reports {mode}: {runs[mode][-1]}")
     figures = ("first", "next", "first_cpu", "next_cpu")
     medians = {
@@ -126,6 +131,7 @@ def main() -> int:
     out: dict[str, Any] = {
         "name": "report_cost",
         "queued_jobs": jobs,
+        "nodes": args.nodes,
         "rounds": rounds,
         "cycle_seconds": runs,
         "median_cycle_seconds": medians,
