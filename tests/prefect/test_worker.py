@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,10 +19,12 @@ from prefect.workers.base import BaseWorker
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient
 from prefect_armada import ArmadaWorker
+from prefect_armada import worker as worker_module
 from prefect_armada.worker import (
     ArmadaWorkerJobConfiguration,
     flow_run_owner,
     parse_infrastructure_id,
+    unfinished_flow_runs,
 )
 
 from . import worker_flows
@@ -182,6 +185,33 @@ async def test_a_flow_run_that_crashed_on_the_preemption_signal_learns_why(
     assert ended.state is not None and ended.state.is_crashed(), ended.state
     assert "infrastructure" in (ended.state.message or "")
     assert "preempted" in (ended.state.message or "")
+
+
+async def test_a_takeover_round_does_not_watch_again_a_flow_run_whose_watch_ended_meanwhile(
+    armada: ArmadaClient, queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A takeover round reads the pool's unfinished flow runs, and while it reads, the watch
+    of one of them ends (its end reported): the round's list is stale for it and must not
+    start a second watch (a second takeover of a flow run that has ended)."""
+    pool = f"armada-{uuid.uuid4().hex[:6]}"
+    marker = tmp_path / "go"
+    async with ArmadaWorker(work_pool_name=pool, takeover_interval_seconds=600) as worker:
+        flow_run = await start_flow_run(armada, queue, worker_flows.waits, pool, marker=str(marker))
+        await worker.get_and_submit_flow_runs()
+        await until_running(armada, flow_run.id)
+
+        async def listed_before_the_watch_ended(*args: Any) -> list[FlowRun]:
+            unfinished = await unfinished_flow_runs(*args)
+            assert flow_run.id in {f.id for f in unfinished}
+            marker.touch()
+            while flow_run.id in worker._watches:
+                await asyncio.sleep(0.05)
+            return unfinished
+
+        monkeypatch.setattr(worker_module, "unfinished_flow_runs", listed_before_the_watch_ended)
+        assert await worker.take_over_flow_runs() == []
+        ended = await final_state(flow_run.id)
+    assert ended.state is not None and ended.state.is_completed(), ended.state
 
 
 async def test_cancelling_a_started_flow_run_cancels_its_job(

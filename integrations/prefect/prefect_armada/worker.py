@@ -30,6 +30,7 @@ import hashlib
 import os
 import shlex
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -70,6 +71,7 @@ from .reaping import WorkerReaper
 if TYPE_CHECKING:
     from uuid import UUID
 
+    from prefect.client.orchestration import PrefectClient
     from prefect.client.schemas.objects import Flow as APIFlow
     from prefect.client.schemas.objects import FlowRun, WorkPool
     from prefect.client.schemas.responses import DeploymentResponse
@@ -279,6 +281,41 @@ class ArmadaWorkerVariables(BaseVariables):
     )
 
 
+class _WatchEnds:
+    """When this worker's watches ended. A takeover round reads the pool's unfinished flow
+    runs, and a watch that ends meanwhile has reported its flow run's end: the round's list
+    is stale for that flow run and must not start a second watch of it."""
+
+    def __init__(self) -> None:
+        self._at: dict[UUID, float] = {}
+
+    def add(self, flow_run_id: UUID) -> None:
+        self._at[flow_run_id] = time.monotonic()
+
+    def since(self, moment: float) -> set[UUID]:
+        """The flow runs whose watch ended at or after `moment`; earlier ends are forgotten
+        (a list read after them shows their flow runs' ends)."""
+        self._at = {f: at for f, at in self._at.items() if at >= moment}
+        return set(self._at)
+
+
+async def unfinished_flow_runs(client: PrefectClient, work_pool_name: str) -> list[FlowRun]:
+    """The work pool's flow runs that have not ended, every page."""
+    flow_runs: list[FlowRun] = []
+    while True:
+        page = await client.read_flow_runs(
+            work_pool_filter=WorkPoolFilter(name=WorkPoolFilterName(any_=[work_pool_name])),
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=list(UNFINISHED)))
+            ),
+            limit=200,
+            offset=len(flow_runs),
+        )
+        flow_runs += page
+        if len(page) < 200:
+            return flow_runs
+
+
 class ArmadaWorkerResult(BaseWorkerResult):
     """The end of a flow run's Armada job."""
 
@@ -304,6 +341,7 @@ class ArmadaWorker(
             takeover_interval_seconds or self.heartbeat_interval_seconds
         )
         self._watches: dict[UUID, _Watch] = {}
+        self._watch_ends = _WatchEnds()
         #: Flow runs without an infrastructure id whose job was looked for and not found.
         self._nothing_to_watch: set[UUID] = set()
         self._takeover_scope: anyio.CancelScope | None = None
@@ -355,8 +393,7 @@ class ArmadaWorker(
                 task_status.started(pid)
             result = await self._watch(flow_run, configuration, pid, watch)
         finally:
-            if self._watches.get(flow_run.id) is watch:
-                del self._watches[flow_run.id]
+            self._end_watch(flow_run.id, watch)
         # Handed over to another worker: it reports the flow run's end.
         return result or ArmadaWorkerResult(identifier=pid, status_code=0)
 
@@ -467,6 +504,11 @@ class ArmadaWorker(
             status_code=status_code or (1 if report.outcome is Outcome.USER_ERROR else -1),
         )
 
+    def _end_watch(self, flow_run_id: UUID, watch: _Watch) -> None:
+        if self._watches.get(flow_run_id) is watch:
+            del self._watches[flow_run_id]
+            self._watch_ends.add(flow_run_id)
+
     # --- taking over ------------------------------------------------------------------------
 
     async def _takeover_loop(self, scope: anyio.CancelScope) -> None:
@@ -480,23 +522,6 @@ class ArmadaWorker(
                     )
                 await self.reaper.round()
                 await anyio.sleep(self.takeover_interval_seconds)
-
-    async def _unfinished_flow_runs(self) -> list[FlowRun]:
-        flow_runs: list[FlowRun] = []
-        while True:
-            page = await self.client.read_flow_runs(
-                work_pool_filter=WorkPoolFilter(
-                    name=WorkPoolFilterName(any_=[self._work_pool_name])
-                ),
-                flow_run_filter=FlowRunFilter(
-                    state=FlowRunFilterState(type=FlowRunFilterStateType(any_=list(UNFINISHED)))
-                ),
-                limit=200,
-                offset=len(flow_runs),
-            )
-            flow_runs += page
-            if len(page) < 200:
-                return flow_runs
 
     async def take_over_flow_runs(self) -> list[UUID]:
         """One round of the takeover: start watching the pool's unfinished flow runs that
@@ -517,7 +542,12 @@ class ArmadaWorker(
         now = max(w.last_heartbeat_time for w in workers if w.last_heartbeat_time)
         grace = datetime.timedelta(seconds=3 * self.takeover_interval_seconds)
         taken: list[UUID] = []
-        for flow_run in await self._unfinished_flow_runs():
+        listed_at = time.monotonic()
+        unfinished = await unfinished_flow_runs(self.client, self._work_pool_name)
+        ended = self._watch_ends.since(listed_at)  # their ends are reported: the list is stale
+        for flow_run in unfinished:
+            if flow_run.id in ended:
+                continue
             recorded = flow_run.labels.get(WORKER_LABEL)
             if flow_run.infrastructure_pid:
                 try:
@@ -590,8 +620,7 @@ class ArmadaWorker(
                 "Worker %r could not take over the watch of flow run %s", self.name, flow_run.id
             )
         finally:
-            if self._watches.get(flow_run.id) is watch:
-                del self._watches[flow_run.id]
+            self._end_watch(flow_run.id, watch)
 
     async def _find_job(
         self, flow_run: FlowRun, configuration: ArmadaWorkerJobConfiguration
