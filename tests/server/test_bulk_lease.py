@@ -197,7 +197,7 @@ def lease_job_by_job(
         executemany(conn, UPDATE_RUNS, charged)
         executemany(conn, UPDATE_RUNS, writes.made_room)
         executemany(conn, UPDATE_RUNS, writes.why_runs)
-        _record_reasons(conn, scheduled, reasons, history=False)
+        _record_reasons(conn, scheduled, reasons, {}, None)
         return sum(1 for _, after, _ in writes.changes if after.state == JobState.LEASED)
 
 

@@ -160,6 +160,10 @@ def running(job: Job, when: datetime) -> tuple[Job, list[EventMessage]]:
     return lifecycle.mark_running(job, now=when, node="n1", kubernetes_id="pod")
 
 
+def succeeded(job: Job, when: datetime) -> tuple[Job, list[EventMessage]]:
+    return lifecycle.succeed(job, now=when)
+
+
 def new_run_id() -> str:
     return str(uuid.uuid4())
 
@@ -285,6 +289,14 @@ def rev_0011(conn: Connection, old: Old, when: datetime) -> None:
         conn, "scheduling_cycles", [{"id": 7, "started_at": when, "seconds": 0.5, "report": REPORT}]
     )
     insert(conn, "job_reasons", [{"job_id": old.ids["task-new"], "cycle": 7, "reason": "waits"}])
+    # A job placed after waiting: its last row is its reason in force, "" (moved by 0014).
+    job(conn, old, "waited", when, then(leased, running, succeeded))
+    rows = [(3, "no room"), (6, "")]
+    insert(
+        conn,
+        "job_reasons",
+        [{"job_id": old.ids["waited"], "cycle": c, "reason": r} for c, r in rows],
+    )
 
 
 def rev_0012(conn: Connection, old: Old, when: datetime) -> None:
@@ -303,6 +315,14 @@ def rev_0013(conn: Connection, old: Old, when: datetime) -> None:
     job(conn, old, "urgency", when, urgency, run_columns=columns)
 
 
+def rev_0014(conn: Connection, old: Old, when: datetime) -> None:
+    columns = {"scheduling_reason": "later", "reason_cycle": 6}
+    job(conn, old, "reason-0014", when, then(leased, running, succeeded), job_columns=columns)
+    insert(
+        conn, "job_reasons", [{"job_id": old.ids["reason-0014"], "cycle": 5, "reason": "earlier"}]
+    )
+
+
 WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0001": rev_0001,
     "0002": rev_0002,
@@ -317,6 +337,7 @@ WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0011": rev_0011,
     "0012": rev_0012,
     "0013": rev_0013,
+    "0014": rev_0014,
 }
 
 
@@ -470,6 +491,15 @@ def test_kept_reports_read_back_and_go_on(upgraded: tuple[Storage, Old]) -> None
     [cycle] = storage.cycle_reports.cycles(5)
     assert (cycle.cycle, cycle.seconds, cycle.report) == (7, 0.5, REPORT)
     assert storage.cycle_reports.history(old.ids["task-new"]) == [(7, "waits")]
+    assert storage.cycle_reports.history(old.ids["waited"]) == [(3, "no room"), (6, "")]
+    assert storage.cycle_reports.history(old.ids["reason-0014"]) == [(5, "earlier"), (6, "later")]
+    with storage.transactions.read() as conn:
+        reasons = reflected(conn, "job_reasons")
+        kept = conn.execute(select(reasons.c.job_id, reasons.c.cycle)).all()
+    # the reasons in force went onto their jobs' rows (0014): only the earlier ones are rows
+    assert sorted(kept) == sorted(
+        [(old.ids["task-new"], 7), (old.ids["waited"], 3), (old.ids["reason-0014"], 5)]
+    )
     assert storage.cycle_reports.next_cycle() == 8
 
 

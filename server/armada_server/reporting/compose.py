@@ -120,7 +120,7 @@ class Reports:
             lines = self.places.queue_places([job.id], self.class_priorities)
             place = lines.places.get(job.id)
             length = lines.lengths.get(job.queue)
-        reason = self.job_reads.scheduling_reasons([job.id]).get(job.id, "")
+        reason, history = self.cycles.reasons(job.id)
         return {
             "jobId": job.id,
             "queue": job.queue,
@@ -129,7 +129,7 @@ class Reports:
             "reason": reason,
             "limit": limit_of(reason) if reason else None,
             "needs": needs(reason) if queued else "",
-            "history": spans(self.cycles.history(job.id), last_cycle if queued else None),
+            "history": spans(history, last_cycle if queued else None),
             "placeInLine": place,
             "lineLength": length,
             "nearestNodes": nearest_nodes(job, self.nodes) if queued else [],

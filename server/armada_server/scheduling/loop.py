@@ -25,7 +25,7 @@ from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.preemption_kind import preemption_kind_of
-from armada_server.scheduling.snapshot import Placement, build_snapshot
+from armada_server.scheduling.snapshot import Made, Placement, build_snapshot
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
 from armada_server.storage.cycle_reports import CycleReports
@@ -157,7 +157,7 @@ class SchedulingLoop:
         # then syncs at once instead of at its next interval.
         self.on_leased: Callable[[], None] | None = None
         # The snapshot's converted jobs, reused by the next cycle.
-        self._jobs: dict[tuple[object, ...], s.Job] = {}
+        self._jobs: dict[str, Made] = {}
         # What cycles carry to the next (each queue's decayed usage, the rate limits' token
         # buckets), kept in the database for whoever leads next (carryover.py): read when
         # this replica comes to lead, None while it does not.
@@ -171,6 +171,7 @@ class SchedulingLoop:
         self.metrics.leader.set(1 if leads else 0)
         if not leads:
             self.carried = None  # whoever leads meanwhile carries on: read it back later
+            self._jobs.clear()  # and what this replica made of the jobs is let go
             return None
         if self.carried is None:
             self._kept = self.carryover.read() or "{}"
@@ -309,6 +310,7 @@ class SchedulingLoop:
         seen = _seen(state, scheduled.keys() | result.failed.keys(), result.preempted)
         preempting = decisions.preempting = made_room_for(snapshot, result)
         kinds = decisions.kinds = preemption_kind_of(snapshot, result, preempting)
+        read = {j.id: j for j in state.queued}  # their reasons: only changes are written
         leased = 0
         for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
             # The first transaction also holds the preemptions the leases may rely on.
@@ -326,6 +328,7 @@ class SchedulingLoop:
                 charges=result.excess_flow,
                 now=now,
                 cycle=number,
+                reasons_read=read,
             )
             leased += done
             if done and self.on_leased is not None:

@@ -289,36 +289,67 @@ def _with_succeeded(
     return out
 
 
+# What the snapshot made of a job, by id: whether it was queued or running, what the view
+# depends on that can change, and the view.
+Made = tuple[type, tuple[object, ...], s.Job]
+
+
 class _Views:
     """The scheduler's view of each stored job, reusing the previous cycle's (`cache`).
 
     A job still queued (or running) as it was is not converted again; a job that only moved
     (queued -> running, started) keeps everything its spec decides. Specs never change after
-    submission, so the key is what the database may change. A job whose conversion raises
-    is left out, with the reason in `broken`."""
+    submission, so what is compared is what the database may change. A job whose conversion
+    raises is left out, with the reason in `broken`."""
 
-    def __init__(self, cache: dict[tuple[object, ...], s.Job], broken: dict[str, str]) -> None:
+    def __init__(self, cache: dict[str, Made], broken: dict[str, str]) -> None:
         self.cache = cache
         self.broken = broken
-        self.used: dict[tuple[object, ...], s.Job] = {}
-        # The previous view of each job, by id.
-        self.previous = {key[1]: found for key, found in cache.items()}
+        self.used: dict[str, Made] = {}
 
-    def job(self, j: QueuedJob | RunningJob, **kw: Any) -> s.Job | None:
+    def queued(self, j: QueuedJob, avoid_node: str | None) -> s.Job | None:
+        key = (j.priority, j.submitted_at, avoid_node, j.gang_cardinality)
+        kept = self._kept(j, key)
+        if kept is not None:
+            return kept
+        return self._make(
+            j,
+            key,
+            priority=j.priority,
+            submitted_at=j.submitted_at,
+            avoid_node=avoid_node,
+            gang_cardinality=j.gang_cardinality,
+        )
+
+    def running(self, j: RunningJob) -> s.Job | None:
+        key = (j.priority, j.submitted_at, j.node, j.started_at)
+        kept = self._kept(j, key)
+        if kept is not None:
+            return kept
+        return self._make(
+            j,
+            key,
+            priority=j.priority,
+            submitted_at=j.submitted_at,
+            node=j.node,
+            started_at=j.started_at,
+        )
+
+    def _kept(self, j: QueuedJob | RunningJob, key: tuple[object, ...]) -> s.Job | None:
+        """The previous cycle's view of `j`, if it was made from the same fields."""
+        made = self.cache.get(j.id)
+        if made is not None and made[0] is type(j) and made[1] == key:
+            self.used[j.id] = made
+            return made[2]
+        return None
+
+    def _make(self, j: QueuedJob | RunningJob, key: tuple[object, ...], **kw: Any) -> s.Job | None:
+        made = self.cache.get(j.id)
         try:
-            return self.view(j, **kw)
-        except Exception as e:  # an error in one job's spec is that job's alone
-            self.broken[j.id] = f"the scheduler cannot read the job: {type(e).__name__}: {e}"
-            return None
-
-    def view(self, j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
-        key = (type(j), j.id, *kw.values())  # a queued and a running view never collide
-        found = self.cache.get(key)
-        if found is None:
-            before = self.previous.get(j.id)
+            before = made[2] if made is not None else None
             if before is not None and before.gang_id is None and kw.get("gang_cardinality") is None:
                 started = kw.get("started_at")
-                found = _moved(
+                view = _moved(
                     before,
                     priority=int(kw["priority"]),
                     submit_time=kw["submitted_at"].timestamp(),
@@ -327,9 +358,12 @@ class _Views:
                     start_time=started.timestamp() if started else None,
                 )
             else:
-                found = _convert(j, **kw)
-        self.used[key] = found
-        return found
+                view = _convert(j, **kw)
+        except Exception as e:  # an error in one job's spec is that job's alone
+            self.broken[j.id] = f"the scheduler cannot read the job: {type(e).__name__}: {e}"
+            return None
+        self.used[j.id] = (type(j), key, view)
+        return view
 
     def keep(self) -> None:
         """Keep this cycle's views for the next (and forget the rest)."""
@@ -406,17 +440,7 @@ def _jobs(
 ) -> list[s.Job]:
     """The running jobs on known nodes (with what they hold of their queue's excess-flow
     budget), then the queued ones (kept off executors that cannot honour them)."""
-    running = [
-        views.job(
-            j,
-            priority=j.priority,
-            submitted_at=j.submitted_at,
-            node=j.node,
-            started_at=j.started_at,
-        )
-        for j in state.running
-        if j.node in placements
-    ]
+    running = [views.running(j) for j in state.running if j.node in placements]
     charges = {j.id: j.excess_flow for j in state.running if j.excess_flow}
     if charges:
         running = [
@@ -426,16 +450,7 @@ def _jobs(
             for r in running
         ]
     avoidable = _avoidable(nodes)
-    queued = [
-        views.job(
-            j,
-            priority=j.priority,
-            submitted_at=j.submitted_at,
-            avoid_node=j.avoid_node and avoidable(j),
-            gang_cardinality=j.gang_cardinality,
-        )
-        for j in state.queued
-    ]
+    queued = [views.queued(j, j.avoid_node and avoidable(j)) for j in state.queued]
     return [j for j in running if j is not None] + _honoured(
         [
             (source, view)
@@ -451,7 +466,7 @@ def build_snapshot(
     classes: Sequence[PriorityClassConfig],
     now: datetime,
     config: s.SchedulingConfig | None = None,
-    cache: dict[tuple[object, ...], s.Job] | None = None,
+    cache: dict[str, Made] | None = None,
     broken: dict[str, str] | None = None,
     class_caps: Mapping[str, Mapping[str, float]] | None = None,
     usage: Mapping[str, float] | None = None,

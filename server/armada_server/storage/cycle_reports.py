@@ -1,10 +1,13 @@
 """What the scheduling reports read: the cycles the leader kept (their figures as the cycle
-wrote them) and each job's reasons for waiting, one row per change (`CycleReports`).
+wrote them) and each job's reasons for waiting (`CycleReports`).
 
-Both are bounded: the leader keeps the last `keep` cycles and deletes the reasons recorded
-before the oldest of them, but for the one a still queued job waits for (its history then
-starts with the reason in force when the kept cycles begin). Rows live in the database, so
-whoever leads next, and every replica, reads the same reports.
+A job's reason in force and the cycle it began in are on the job's row; job_reasons keeps
+the reasons before it, a row each, written when the reason changes. A backlog's first
+reasons, one per queued job, thus cost no rows, and a cycle where nothing changes writes
+nothing. Both are bounded: the leader keeps the last `keep` cycles and deletes the earlier
+reasons that ended before the oldest of them (a still queued job's history then starts with
+the reason in force when the kept cycles begin). Rows live in the database, so whoever leads
+next, and every replica, reads the same reports.
 """
 
 from __future__ import annotations
@@ -14,12 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, and_, delete, exists, func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 
 from armada_core.jobs import JobState
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
-from armada_server.storage.bulk import insert_rows
 from armada_server.storage.guard import retried
 
 
@@ -43,13 +46,18 @@ class WaitingGroup:
     oldest_submitted_at: datetime
 
 
-def record_reason_changes(conn: Connection, cycle: int, changes: Sequence[tuple[str, str]]) -> None:
-    """Add (job id, new reason) rows for `cycle`, in the caller's transaction: the caller
-    passes only jobs whose reason changed (scheduling_writes.py)."""
-    if changes:
-        insert_rows(
-            conn, t.job_reasons, [{"job_id": j, "cycle": cycle, "reason": r} for j, r in changes]
-        )
+def archive_reasons(
+    conn: Connection,
+    insert: postgresql.Insert | sqlite.Insert,
+    rows: Sequence[tuple[str, int, str]],
+) -> None:
+    """Keep (job id, the cycle it began in, reason) rows of reasons that a job's new reason
+    replaces, in the caller's transaction, with `insert` (Transactions.insert of job_reasons).
+    A row already kept is left as it is: a cycle number used twice (a leader that died before
+    keeping its cycle) must not fail the cycle that writes it again."""
+    if rows:
+        values = [{"job_id": j, "cycle": c, "reason": r} for j, c, r in rows]
+        conn.execute(insert.on_conflict_do_nothing(), values)
 
 
 class CycleReports:
@@ -94,12 +102,24 @@ class CycleReports:
 
     def history(self, job_id: str) -> list[tuple[int, str]]:
         """A job's reason changes, oldest first: (cycle, new reason; "" once placed)."""
-        c = t.job_reasons.c
-        with self._tx.read() as conn:
+        return self.reasons(job_id)[1]
+
+    def reasons(self, job_id: str) -> tuple[str, list[tuple[int, str]]]:
+        """A job's reason in force and its reason changes, read together."""
+        c, j = t.job_reasons.c, t.jobs.c
+        with self._tx.read(snapshot=True) as conn:
             rows = conn.execute(
                 select(c.cycle, c.reason).where(c.job_id == job_id).order_by(c.cycle)
             ).all()
-        return [(int(r.cycle), str(r.reason)) for r in rows]
+            now = conn.execute(
+                select(j.reason_cycle, j.scheduling_reason).where(j.id == job_id)
+            ).one_or_none()
+        changes = [(int(r.cycle), str(r.reason)) for r in rows]
+        if now is None:
+            return "", changes
+        if now.reason_cycle is not None:
+            changes.append((int(now.reason_cycle), str(now.scheduling_reason)))
+        return str(now.scheduling_reason), changes
 
     def waiting(self, queue: str) -> list[WaitingGroup]:
         """A queue's queued jobs grouped by the reason the latest cycle gave them, largest
@@ -126,12 +146,14 @@ class CycleReports:
 
 
 def _prune_reasons(conn: Connection, oldest: int) -> None:
-    """Delete reasons recorded before cycle `oldest`, but for the latest such reason of a
-    job still queued (the reason it waits for as the kept cycles begin)."""
-    r = t.job_reasons
+    """Delete the earlier reasons that ended before cycle `oldest` (a later one, or the
+    job's reason in force, began by then), and every earlier reason of a job no longer
+    queued, but for a queued job's reason in force as cycle `oldest` began."""
+    r, j = t.job_reasons, t.jobs
     later = aliased(r)
     superseded = exists().where(
         later.c.job_id == r.c.job_id, later.c.cycle > r.c.cycle, later.c.cycle <= oldest
     )
-    still_queued = exists().where(t.jobs.c.id == r.c.job_id, t.jobs.c.state == int(JobState.QUEUED))
-    conn.execute(delete(r).where(r.c.cycle < oldest, superseded | ~still_queued))
+    replaced = exists().where(j.c.id == r.c.job_id, j.c.reason_cycle <= oldest)
+    still_queued = exists().where(j.c.id == r.c.job_id, j.c.state == int(JobState.QUEUED))
+    conn.execute(delete(r).where(r.c.cycle < oldest, superseded | replaced | ~still_queued))

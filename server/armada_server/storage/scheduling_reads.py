@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
@@ -73,6 +74,10 @@ class QueuedJob(_LazySpec):
     # A retried gang's generation may be smaller than the gang (see gangs.restart_gangs).
     gang_cardinality: int | None = None
     version: int = 0  # the row's version: a lease applies only while it is unchanged
+    # Why the last cycle left it queued, and the cycle that reason began in (None: no cycle
+    # with reports on gave it): the cycle writes only the reasons that change.
+    reason: str = ""
+    reason_cycle: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,10 @@ _JOB_COLUMNS = (
 )
 # Pod groups are found by a byte search in their specs (no parsing): a spec naming a role.
 _ROLE_KEY = ann.GANG_ROLE.encode()
+# Jobs are read in no order and sorted by id here: the database sorted whole rows, specs
+# included (on SQLite a temporary B-tree, about a third of the read at 200,000 queued); the
+# rows come nearly in id order, so this sort is a merge of runs.
+_BY_ID = attrgetter("id")
 
 
 class SchedulingReads:
@@ -185,14 +194,20 @@ def _queued_jobs(conn: Connection, now: datetime, groups: set[GangKey]) -> list[
     # queued and running job, each cycle.
     new = object.__new__
     queued = []
-    for job_id, queue, priority, submitted, spec, version, avoid, gang_id in fetch(
+    texts: dict[str, str] = {}  # a backlog has a handful of reasons: one string each
+    for job_id, queue, priority, submitted, spec, version, avoid, gang_id, reason, since in fetch(
         conn,
-        select(*_JOB_COLUMNS, t.jobs.c.version, t.jobs.c.avoid_node, t.jobs.c.gang_id)
-        .where(
+        select(
+            *_JOB_COLUMNS,
+            t.jobs.c.version,
+            t.jobs.c.avoid_node,
+            t.jobs.c.gang_id,
+            t.jobs.c.scheduling_reason,
+            t.jobs.c.reason_cycle,
+        ).where(
             t.jobs.c.state == int(JobState.QUEUED),
             or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now),
-        )
-        .order_by(t.jobs.c.id),
+        ),
     ):
         job = new(QueuedJob)
         job.__dict__.update(
@@ -204,10 +219,13 @@ def _queued_jobs(conn: Connection, now: datetime, groups: set[GangKey]) -> list[
             avoid_node=avoid,
             gang_cardinality=generations.get(job_id),
             version=version,
+            reason=texts.setdefault(reason, reason),
+            reason_cycle=since,
         )
         queued.append(job)
         if job_id in generations and _ROLE_KEY in spec:
             groups.add((queue, gang_id))
+    queued.sort(key=_BY_ID)
     return queued
 
 
@@ -247,8 +265,7 @@ def _running_jobs(conn: Connection, groups: set[GangKey]) -> list[RunningJob]:
         )
         .where(
             t.jobs.c.state.in_([int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING)])
-        )
-        .order_by(t.jobs.c.id),
+        ),
     ):
         if gang_id is not None and _ROLE_KEY in spec:
             groups.add((queue, gang_id))
@@ -271,6 +288,7 @@ def _running_jobs(conn: Connection, groups: set[GangKey]) -> list[RunningJob]:
             excess_flow=excess_flow or 0,
         )
         running.append(job)
+    running.sort(key=_BY_ID)
     return running
 
 

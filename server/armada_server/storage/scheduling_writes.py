@@ -8,9 +8,9 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import Connection, Update, func, select, update
+from sqlalchemy import Connection, func, select, update
 
 from armada_core.jobs import Failure, Job, JobState, lifecycle
 from armada_core.jobs.lifecycle import EventMessage
@@ -18,7 +18,7 @@ from armada_core.scheduling.model import Reasons
 from armada_server.storage import schema as t
 from armada_server.storage.base import UPDATE_RUNS, Change, Transactions, clean_reason
 from armada_server.storage.bulk import executemany, fetch, insert_rows
-from armada_server.storage.cycle_reports import record_reason_changes
+from armada_server.storage.cycle_reports import archive_reasons
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import Conflict, retried
 from armada_server.storage.leases import Leases
@@ -85,6 +85,7 @@ class SchedulingWrites:
         charges: Mapping[str, int] | None = None,
         now: datetime | None = None,
         cycle: int | None = None,
+        reasons_read: Mapping[str, ReasonRead] | None = None,
     ) -> int:
         """Write one cycle's decisions: leases (job -> executor, node, pool), preemption
         requests, failures, and why the rest stayed queued. Returns the leases made.
@@ -106,8 +107,10 @@ class SchedulingWrites:
         (cancelled, reprioritised, ended) and are skipped, a gang's members all together
         (`gangs`: job -> its gang's key), so a gang is never leased in part.
 
-        `cycle` numbers the cycle for the reports: each job whose reason changes gets a row
-        in its reason history (storage/cycle_reports.py); None records none."""
+        `cycle` numbers the cycle for the reports: a job whose reason changes keeps the
+        reason it had in its reason history (storage/cycle_reports.py); None records none.
+        `reasons_read` is what the cycle's snapshot read of its queued jobs' reasons: only
+        the reasons that change are written."""
         now = now or self._tx.clock()
         with gc_paused(), self._tx.write() as (conn, touched):
             leases = _lease(conn, seen, scheduled, gangs, charges, now)
@@ -123,9 +126,8 @@ class SchedulingWrites:
             self._tx.save_many(conn, touched, writes.changes, [*leases.events, *others])
             executemany(conn, UPDATE_RUNS, writes.made_room)
             executemany(conn, UPDATE_RUNS, writes.why_runs)
-            changes = _record_reasons(conn, scheduled, reasons, history=cycle is not None)
-            if cycle is not None:
-                record_reason_changes(conn, cycle, changes)
+            replaced = _record_reasons(conn, scheduled, reasons, reasons_read or {}, cycle)
+            archive_reasons(conn, self._tx.insert(t.job_reasons), replaced)
         return len(leases.events)
 
     def fail_jobs(self, failures: Mapping[str, str], *, now: datetime | None = None) -> int:
@@ -290,46 +292,84 @@ def _fail_unschedulable(
         writes.changes.append((job, after, events))
 
 
+class ReasonRead(Protocol):
+    """What a cycle's snapshot read of a queued job's reason (scheduling_reads.QueuedJob)."""
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def reason_cycle(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class _Read:
+    reason: str
+    reason_cycle: int | None
+
+
 def _record_reasons(
     conn: Connection,
     scheduled: Mapping[str, Placement],
     reasons: Mapping[str, str],
-    *,
-    history: bool,
-) -> list[tuple[str, str]]:
-    """Why each job the cycle left queued stayed so; none for the jobs it placed. Only rows
-    whose reason changes are written; with `history`, returns those changes (job, new
-    reason), read back from the same UPDATEs."""
-    changes: list[tuple[str, str]] = []
-    for chunk in chunks(list(scheduled), 500):
-        cleared = (
-            update(t.jobs)
-            .where(t.jobs.c.id.in_(chunk), t.jobs.c.scheduling_reason != "")
-            .values(scheduling_reason="")
-        )
-        _changed(conn, cleared, "", changes, history)
-    for reason, group in _group(reasons).items():
-        for i in range(0, len(group), 500):
-            given = (
-                update(t.jobs)
-                .where(
-                    t.jobs.c.id.in_(group[i : i + 500]),
-                    t.jobs.c.scheduling_reason != reason,
-                )
-                .values(scheduling_reason=reason)
-            )
-            _changed(conn, given, reason, changes, history)
-    return changes
+    read: Mapping[str, ReasonRead],
+    cycle: int | None,
+) -> list[tuple[str, int, str]]:
+    """Why each job the cycle left queued stayed so; "" for the jobs it placed. Only the jobs
+    whose reason changes from what the snapshot `read` are written (jobs it did not read are
+    read here), each with the cycle its new reason began in; with `cycle` (reports on), the
+    reason it replaces, if a cycle gave it, is returned for job_reasons."""
+    wanted = {"": list(scheduled), **_group(reasons)}
+    replaced: list[tuple[str, int, str]] = []
+    unread: dict[str, list[str]] = {}
+    for reason, ids in wanted.items():
+        _write_reason(conn, reason, ids, read, cycle, replaced, unread)
+    if unread:
+        found = _reasons_of(conn, [j for ids in unread.values() for j in ids])
+        for reason, ids in unread.items():
+            _write_reason(conn, reason, ids, found, cycle, replaced, None)
+    return replaced
 
 
-def _changed(
-    conn: Connection, stmt: Update, reason: str, changes: list[tuple[str, str]], history: bool
+def _write_reason(
+    conn: Connection,
+    reason: str,
+    job_ids: list[str],
+    read: Mapping[str, ReasonRead],
+    cycle: int | None,
+    replaced: list[tuple[str, int, str]],
+    unread: dict[str, list[str]] | None,
 ) -> None:
-    """Run `stmt`; with `history`, add the ids it changed, with `reason`, to `changes`."""
-    if not history:
-        conn.execute(stmt)
-        return
-    changes.extend((str(job_id), reason) for (job_id,) in conn.execute(stmt.returning(t.jobs.c.id)))
+    """Give `reason` to those of `job_ids` that had another; adds the reasons replaced to
+    `replaced` (with `cycle`), and the jobs `read` lacks to `unread` (None: skip them)."""
+    changed = []
+    for job_id in job_ids:
+        before = read.get(job_id)
+        if before is None:
+            if unread is not None:
+                unread.setdefault(reason, []).append(job_id)
+        elif before.reason != reason:
+            changed.append(job_id)
+            began = before.reason_cycle
+            if cycle is not None and began is not None and began < cycle:
+                replaced.append((job_id, began, before.reason))
+    for chunk in chunks(changed, 500):
+        conn.execute(
+            update(t.jobs)
+            .where(t.jobs.c.id.in_(chunk), t.jobs.c.scheduling_reason != reason)
+            .values(scheduling_reason=reason, reason_cycle=cycle)
+        )
+
+
+def _reasons_of(conn: Connection, job_ids: list[str]) -> dict[str, ReasonRead]:
+    """The reasons in force of jobs a snapshot did not read."""
+    j = t.jobs.c
+    out: dict[str, ReasonRead] = {}
+    for chunk in chunks(job_ids, 500):
+        query = select(j.id, j.scheduling_reason, j.reason_cycle).where(j.id.in_(chunk))
+        for row in conn.execute(query):
+            out[str(row.id)] = _Read(str(row.scheduling_reason), row.reason_cycle)
+    return out
 
 
 def _new_run_ids(count: int) -> Iterator[str]:

@@ -95,6 +95,9 @@ jobs = Table(
     Column("spec", LargeBinary, nullable=False),  # api.Job as submitted
     # Why the scheduler left the job queued in its latest cycle ("" once placed).
     Column("scheduling_reason", Text, nullable=False, default="", server_default=""),
+    # The cycle that reason began in (NULL: no cycle with reports on gave it); the reasons
+    # before it are rows of job_reasons (storage/cycle_reports.py, migration 0014).
+    Column("reason_cycle", BigInteger),
     # armada_core.retry.RetryHistory as JSON: what the job's retries have used so far.
     Column("retry_history", Text, nullable=False, default="{}", server_default="{}"),
     # Node the next run must avoid (anti-affinity of a retry policy).
@@ -233,8 +236,10 @@ scheduling_cycles = Table(
     Column("report", Text, nullable=False),
 )
 
-# A job's reasons for waiting, one row per change: the cycle it changed in and the new reason
-# ("" once placed). Rows older than the kept cycles go, but for a queued job's reason then.
+# A job's earlier reasons for waiting, one row per reason it had: the cycle it began in and
+# the reason ("" once placed). The reason in force is on the job's row (scheduling_reason,
+# reason_cycle), so a job's first reason, the one every job of a backlog gets, costs no row.
+# Rows older than the kept cycles go, but for a queued job's reason then.
 job_reasons = Table(
     "job_reasons",
     metadata,
