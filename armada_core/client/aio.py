@@ -70,13 +70,14 @@ class AsyncArmadaClient(AsyncReportCalls):
 
     async def _run(self, call: ops.Call[R], timeout: float | None = None) -> R:
         method = getattr(self._stubs[call.service], call.method)
+        rpc = method(
+            call.request,
+            timeout=timeout or self.config.timeout,
+            metadata=self._metadata,
+            wait_for_ready=self.config.wait_for_ready,
+        )
         try:
-            response = await method(
-                call.request,
-                timeout=timeout or self.config.timeout,
-                metadata=self._metadata,
-                wait_for_ready=self.config.wait_for_ready,
-            )
+            response = await _keeping_cancel_message(rpc)
         except grpc.RpcError as e:
             raise from_rpc_error(e, call.name) from None
         return call.unpack(response)
@@ -422,3 +423,17 @@ class AsyncArmadaClient(AsyncReportCalls):
                     await self.get_job_details(missing, expand_job_run=True),
                     await self.get_job_errors(missing),
                 )
+
+
+async def _keeping_cancel_message(rpc: Any) -> Any:
+    """Await a unary call so that cancelling the awaiting task raises the CancelledError it was
+    cancelled with. grpc.aio raises a fresh one without the message, and callers tell apart
+    why they were cancelled by it (Airflow's triggerer kills a job only on its user-action
+    message). The call is cancelled all the same."""
+    answer = asyncio.ensure_future(rpc)
+    answer.add_done_callback(lambda done: done.cancelled() or done.exception())
+    try:
+        return await asyncio.shield(answer)
+    except asyncio.CancelledError:
+        rpc.cancel()
+        raise

@@ -57,9 +57,9 @@ async def until_running(client: ArmadaClient, job_id: str) -> None:
 
 
 async def until_followed(capfd: pytest.CaptureFixture[str], job_ids: list[str]) -> None:
-    """Until the trigger has seen every job running: its event stream is then quiet, and a
-    cancellation meets a read waiting for the next message. (One that meets a read just
-    completing is lost on Python 3.11: `asyncio.wait_for` in the client's event stream.)"""
+    """Until the trigger has seen every job running. A cancellation then lands anywhere in its
+    wait: a read of the event stream, a log or status call (each keeps the message Airflow
+    reads, `test_a_cancelled_call_raises_the_cancellation_it_was_given`)."""
     out = ""
     for _ in range(600):
         out += capfd.readouterr().out

@@ -316,6 +316,34 @@ async def test_cancelling_the_waiting_task_closes_the_stream(servers: Servers) -
         assert (await c.get_job_status([job]))[job] == submit_pb2.QUEUED
 
 
+async def test_a_cancelled_call_raises_the_cancellation_it_was_given(servers: Servers) -> None:
+    """Callers read why they were cancelled from the CancelledError (Airflow's triggerer
+    cancels the jobs only on a user action's message). A unary call in flight (here one
+    waiting for a server that is down) and a wait on the event stream both keep it."""
+    address = servers.address
+    async with AsyncArmadaClient(servers.address, timeout=5) as c:
+        await c.create_queue(queue("q"))
+        [job] = await c.submit_jobs("q", "s", [job_item(pod())])
+        waiting = asyncio.create_task(c.wait_for_jobs("q", "s", [job]))
+        for _ in range(500):
+            if watchers(servers) == 1:
+                break
+            await asyncio.sleep(0.01)
+        waiting.cancel("user action")
+        with pytest.raises(asyncio.CancelledError) as stream_cancelled:
+            await waiting
+        assert stream_cancelled.value.args == ("user action",)
+    servers.stop()
+    async with AsyncArmadaClient(address, timeout=30, wait_for_ready=True) as c:
+        calling = asyncio.create_task(c.get_job_status([job]))
+        await asyncio.sleep(0.3)
+        assert not calling.done()
+        calling.cancel("user action")
+        with pytest.raises(asyncio.CancelledError) as call_cancelled:
+            await calling
+        assert call_cancelled.value.args == ("user action",)
+
+
 def test_follow_gives_up_after_max_failures(servers: Servers) -> None:
     address = servers.address
     servers.stop()

@@ -524,12 +524,19 @@ class _AsyncEvents:
 
     async def answer(self, step: Watch) -> News:
         items: list[tuple[str, Any]] = []
-        try:
-            # Not asyncio.wait_for: on Python 3.11 it can drop a cancellation of this task.
-            async with asyncio.timeout(step.seconds):
-                items.append(await self._news.get())
-        except TimeoutError:
-            pass
+        if self._news.empty():
+            # Waited for without cancelling this task (not asyncio.timeout or wait_for): a
+            # timeout that fires as the task is cancelled would replace the CancelledError it
+            # was given, and callers read why they were cancelled from it (Airflow's triggerer
+            # kills the jobs only on a user action's message). A cancelled get loses no item.
+            getter = asyncio.ensure_future(self._news.get())
+            try:
+                await asyncio.wait({getter}, timeout=step.seconds)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if getter.done() and not getter.cancelled():
+                items.append(getter.result())
         while not self._news.empty():
             items.append(self._news.get_nowait())
         news = _collect(items)
