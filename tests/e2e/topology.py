@@ -336,7 +336,7 @@ class History:
         """The job's state according to its events."""
         state = "UNKNOWN"
         for e in self.events:
-            if e.kind == "queued":
+            if e.kind in ("queued", "lease_returned"):  # a returned lease queues it again
                 state = "QUEUED"
             elif e.kind in ("leased", "pending", "running"):
                 state = e.kind.upper()

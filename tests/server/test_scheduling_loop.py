@@ -76,6 +76,13 @@ class Executor:
         assert len(self.held) >= count, f"only {len(self.held)} of {count} leases arrived"
         return list(self.held.values())
 
+    def run_leases(self, count: int) -> dict[str, executor_pb2.Lease]:
+        """Wait for `count` leases and report each running: the leases by job id."""
+        leases = {lease.job.id: lease for lease in self.wait_leases(count)}
+        for lease in leases.values():
+            self.sync(self.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+        return leases
+
     def lease_of(self, job_id: str) -> executor_pb2.Lease:
         return next(lease for lease in self.held.values() if lease.job.id == job_id)
 
@@ -413,9 +420,7 @@ def test_a_gang_is_retried_as_a_whole(api: Stubs) -> None:
     ex.sync()
     gang = {ann.GANG_ID: "retry-me", ann.GANG_CARDINALITY: "2"}
     a, b = submit(api, low(annotations=gang), low(annotations=gang))
-    first = {lease.job.id: lease for lease in ex.wait_leases(2)}
-    for lease in first.values():
-        ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+    first = ex.run_leases(2)
     # Member a fails in a way its policy retries: b, still running, is stopped and both are
     # placed again together (a new generation of the gang).
     ex.sync(
@@ -456,9 +461,7 @@ def test_a_retried_gang_does_not_wait_for_a_member_that_succeeded(api: Stubs) ->
     ex.sync()
     gang = {ann.GANG_ID: "trainers", ann.GANG_CARDINALITY: "3"}
     a, b, c = submit(api, *[low(annotations=gang) for _ in range(3)])
-    first = {lease.job.id: lease for lease in ex.wait_leases(3)}
-    for lease in first.values():
-        ex.sync(ex.update(lease, running=executor_pb2.RunUpdate.Running(node=lease.node)))
+    first = ex.run_leases(3)
     # b finishes; then a fails in a way its policy retries. c is restarted with a, and the
     # new generation is {a, c}: b is not run again, and not waited for.
     ex.sync(ex.update(first[b], succeeded=executor_pb2.RunUpdate.Succeeded()))
@@ -587,3 +590,46 @@ def test_bulk_pauses_the_collector_until_the_last_batch_ends(monkeypatch) -> Non
             pass
         assert collected == [1] and not gc.isenabled()
     assert gc.isenabled()
+
+
+def retried_beside_a_preemption(api: Stubs) -> tuple[Executor, str, str, executor_pb2.Lease]:
+    """A gang of two running (a, b); b's preemption is asked for, then the executor gives
+    a's lease back (it lost contact and fenced it): a is queued for a retry while b's
+    preemption is still under way. Returns the executor, a, b and b's lease."""
+    api.queues.CreateQueue(submit_pb2.Queue(name="q"))
+    ex = Executor(api.channel)
+    ex.sync()
+    gang = {ann.GANG_ID: "pair", ann.GANG_CARDINALITY: "2"}
+    a, b = submit(api, low(annotations=gang), low(annotations=gang))
+    first = ex.run_leases(2)
+    api.submit.PreemptJobs(submit_pb2.JobPreemptRequest(queue="q", job_set_id="s", job_ids=[b]))
+    ex.sync(
+        ex.update(
+            first[a],
+            returned=executor_pb2.RunUpdate.Returned(reason="fenced", run_attempted=True),
+        )
+    )
+    assert state(api, a) == submit_pb2.QUEUED
+    return ex, a, b, first[b]
+
+
+def test_a_retried_gang_does_not_wait_for_a_member_whose_preemption_ended_it(api: Stubs) -> None:
+    """A member being preempted is left to finish its preemption when a sibling is retried;
+    when that preemption ends the member for good, the retried generation goes on without
+    it (before, it waited for it for ever: "gang incomplete: 1 of 2 members queued")."""
+    ex, a, b, preempted = retried_beside_a_preemption(api)
+    ex.sync(ex.update(preempted, stopped=executor_pb2.RunUpdate.Stopped()))
+    wait_state(api, b, submit_pb2.PREEMPTED, ex)
+    [again] = ex.wait_leases(1)
+    assert (again.job.id, again.run_index) == (a, 1)
+
+
+def test_cancelling_the_member_a_retried_gang_waits_for_ends_the_gang(api: Stubs) -> None:
+    """As above, but the member being preempted is cancelled instead: the member queued for
+    the retry can no longer be placed whole, so it fails and says why."""
+    ex, a, b, _ = retried_beside_a_preemption(api)
+    api.submit.CancelJobs(submit_pb2.JobCancelRequest(queue="q", job_set_id="s", job_ids=[b]))
+    wait_state(api, a, submit_pb2.FAILED, ex)
+    stream = api.events.GetJobSetEvents(event_pb2.JobSetRequest(queue="q", id="s"))
+    [failed] = [m.message.failed for m in stream if m.message.failed.job_id == a]
+    assert f"gang member {b} was cancelled" in failed.reason

@@ -16,7 +16,7 @@ from armada_core.jobs import Failure, Job, JobState, lifecycle
 from armada_core.jobs.lifecycle import EventMessage
 from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_JOB_STATES, Change
-from armada_server.storage.retries import start_gang_generation
+from armada_server.storage.retries import gang_cardinalities, start_gang_generation
 from armada_server.storage.rows import load_jobs
 
 
@@ -63,7 +63,8 @@ def restart_gangs(
     still running is stopped and queued again with it. Members already being preempted
     are left to finish that; members that ended stay ended, so the new generation is
     the members still to run and its cardinality is their number (a sibling that
-    already succeeded is not waited for: it will never be queued again).
+    already succeeded is not waited for: it will never be queued again). A member left
+    to finish its preemption that the preemption ends for good leaves the generation.
 
     A pod group (members with roles) is retried whole only when it is broken: the
     members that keep running leave a role below its minimum, or none keeps running.
@@ -74,14 +75,16 @@ def restart_gangs(
     `changes` (the transaction's changes so far) is updated in place for members it
     holds; the other members' changes are returned, with the events of all of them."""
     retried: dict[tuple[str, str], list[Job]] = {}
+    ended: set[tuple[str, str]] = set()
     for before, after, _ in changes:
-        if (
-            before.state in ACTIVE_JOB_STATES
-            and after.state == JobState.QUEUED
-            and (g := after.gang) is not None
-            and g.cardinality > 1
-        ):
+        if (g := after.gang) is None or g.cardinality <= 1:
+            continue
+        if before.state in ACTIVE_JOB_STATES and after.state == JobState.QUEUED:
             retried.setdefault((after.queue, g.id), []).append(after)
+        elif before.preempt_requested and after.terminal and not before.terminal:
+            ended.add((after.queue, g.id))  # perhaps a member a generation waits for
+    for gang in sorted(ended - retried.keys()):
+        _shrink_generation(conn, changes, *gang)
     if not retried:
         return [], []
     index = {after.id: i for i, (_, after, _) in enumerate(changes)}
@@ -137,3 +140,20 @@ def _stop_others(
             changes[index[current.id]] = (before, after, old)
         else:
             out.append((before, after, []))
+
+
+def _shrink_generation(conn: Connection, changes: list[Change], queue: str, gang_id: str) -> None:
+    """A member of a retried generation ended (its preemption, left to finish when the
+    generation formed, ended it for good): the members left, when they all wait to be
+    placed, are the generation; waiting for the one that ended would be for ever."""
+    current = {after.id: after for _, after, _ in changes}
+    members = [
+        current.get(stored.id, stored)
+        for stored in load_jobs(conn, and_(t.jobs.c.queue == queue, t.jobs.c.gang_id == gang_id))
+    ]
+    left = [j.id for j in members if not j.terminal]
+    if not left or any(j.state != JobState.QUEUED for j in members if not j.terminal):
+        return
+    recorded = gang_cardinalities(conn, t.jobs.c.id.in_(left))
+    if any(cardinality != len(left) for cardinality in recorded.values()):
+        start_gang_generation(conn, left)

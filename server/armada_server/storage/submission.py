@@ -375,13 +375,15 @@ def _cut_gangs(conn: Connection, cancelled: Sequence[Change], now: datetime) -> 
     placed when the members left reach its minimum cardinality (an elastic gang), or
     for a pod group, when every role keeps at least its minimum: its cardinality is
     the members submitted, so the gang's minimum would cut it at its first cancel.
-    Gangs already running are left as they are (a pod group whose role falls below its
-    minimum is preempted by the scheduler, then starts again whole or fails)."""
+    The cancelled member may have been running: a member left to finish its preemption
+    when its siblings were queued again for a retry (gangs.restart_gangs). Gangs already
+    running are left as they are (a pod group whose role falls below its minimum is
+    preempted by the scheduler, then starts again whole or fails)."""
     gone = {after.id for _, after, _ in cancelled}
     gangs = {
         (after.queue, g.id): (g, after.id)
         for before, after, _ in cancelled
-        if before.state == JobState.QUEUED and (g := after.gang) is not None and g.cardinality > 1
+        if not before.terminal and (g := after.gang) is not None and g.cardinality > 1
     }
     out: list[Change] = []
     for (queue, gang_id), (gang, member) in sorted(gangs.items()):
