@@ -318,6 +318,26 @@ def _uniform_problem(
     )
 
 
+def _views(specs: Sequence[tuple[int, submit_pb2.Job]]) -> list[tuple[int, s.Job]]:
+    """The scheduler's view of each spec, converted once per distinct spec: the items of a
+    request mostly differ only in their ids and client ids, which the view does not read
+    (nor does `judge` read the view's id)."""
+    views: dict[bytes, s.Job] = {}
+    out = []
+    for index, spec in specs:
+        job_id, client_id = spec.id, spec.client_id
+        spec.id = spec.client_id = ""
+        try:
+            key = spec.SerializeToString(deterministic=True)
+        finally:
+            spec.id, spec.client_id = job_id, client_id
+        view = views.get(key)
+        if view is None:
+            view = views[key] = spec_view(spec)
+        out.append((index, view))
+    return out
+
+
 class NodeFit:
     """The live executors' nodes by type, cached for `refresh` seconds (read again before a
     job is refused or said unchecked, so a node that just joined is never missed), and the
@@ -362,7 +382,7 @@ class NodeFit:
         """Notes for the response about `specs` (the new jobs of a request, with their items'
         indexes). Raises InvalidArgument naming the first job that fits no node, unless
         `accept`: then each (with the jobs like it) gets a note."""
-        jobs = [(index, spec_view(spec)) for index, spec in specs]
+        jobs = _views(specs)
         verdict = judge(self.cluster(), jobs)
         if not verdict.settled:  # perhaps a node (or an executor) joined since the last read
             verdict = judge(self.cluster(fresh=True), jobs)
