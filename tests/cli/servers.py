@@ -44,10 +44,17 @@ def job_file(
     *commands: str,
     cpu: str = "1",
     priority_class: str = "",
+    simulated_seconds: float | None = None,
 ) -> str:
     """A job file with one job per shell command (the server's default priority class
-    unless one is given)."""
+    unless one is given). The simulated executor ignores the command: a run there lasts
+    `simulated_seconds` (its default: one second)."""
     jobs = []
+    annotations = (
+        f"    annotations: {{armadaproject.io/simulatedDuration: '{simulated_seconds}'}}\n"
+        if simulated_seconds is not None
+        else ""
+    )
     for command in commands:
         jobs.append(
             "  - podSpec:\n"
@@ -58,7 +65,7 @@ def job_file(
             f"          command: [sh, -c, {command!r}]\n"
             f"          resources:\n"
             f"            requests: {{cpu: '{cpu}', memory: 256Mi}}\n"
-            f"            limits: {{cpu: '{cpu}', memory: 256Mi}}\n"
+            f"            limits: {{cpu: '{cpu}', memory: 256Mi}}\n" + annotations
         )
     return f"queue: {queue}\njobSetId: {job_set}\njobs:\n" + "".join(jobs)
 

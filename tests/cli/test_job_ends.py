@@ -88,13 +88,17 @@ def preempted_by_the_scheduler(
     for a high-priority one: both ids."""
     armada.ok("queue", "create", "batch")
     armada.ok("queue", "create", "urgent")
-    [victim] = submit(armada, tmp_path, job_file("batch", "fill", "sleep 600", cpu="2"))
+    [victim] = submit(
+        armada, tmp_path, job_file("batch", "fill", "sleep 600", cpu="2", simulated_seconds=600)
+    )
     with ArmadaClient(server.address) as c:
         wait_until(in_state(c, victim, submit_pb2.RUNNING), "the low job to run")
         [urgent] = submit(
             armada,
             tmp_path,
-            job_file("urgent", "now", "sleep 600", cpu="2", priority_class="high"),
+            job_file(
+                "urgent", "now", "sleep 600", cpu="2", priority_class="high", simulated_seconds=600
+            ),
         )
         wait_until(in_state(c, victim, submit_pb2.PREEMPTED), "the low job's preemption")
     return victim, urgent
@@ -103,7 +107,7 @@ def preempted_by_the_scheduler(
 def preempted_on_request(armada: Armada, server: EmbeddedServer, tmp_path: Path) -> str:
     """A job (queue q, job set s) preempted by `armada preempt --reason maintenance`."""
     armada.ok("queue", "create", "q")
-    [job] = submit(armada, tmp_path, job_file("q", "s", "sleep 600"))
+    [job] = submit(armada, tmp_path, job_file("q", "s", "sleep 600", simulated_seconds=600))
     with ArmadaClient(server.address) as c:
         wait_until(in_state(c, job, submit_pb2.RUNNING), "the job to run")
         armada.ok("preempt", "q", "s", job, "--reason", "maintenance")

@@ -222,7 +222,10 @@ def test_an_executor_killed_and_restarted_adopts_its_runs_and_each_job_runs_once
 def test_pods_of_an_executor_dead_past_the_lease_timeout_die_before_their_jobs_are_retried(
     processes: Callable[..., Process], tmp_path: Path
 ) -> None:
-    lease_timeout = 6  # its pods fence themselves after 3 s without a sync
+    # Its pods fence themselves after half of it without a sync. Long enough that the
+    # executor taking over never misses that window on a loaded machine (at 6 s one of its
+    # own runs once fenced itself and expired).
+    lease_timeout = 12
     database = f"sqlite:///{tmp_path / 'armada.db'}"
     _, address = start_server(
         processes,

@@ -351,7 +351,9 @@ async def test_the_watch_recovers_from_an_expired_resource_version(cluster: Clus
     with cluster.fake.cluster.lock:  # the watch never sees this change, only a 410
         cluster.kubelet.run(NS, name(pod))
         cluster.fake.cluster.compact()
-    await cluster.wait_state(job, "RUNNING")
+    # The relisting waits out a watch period and the executor's next sync: on a loaded
+    # machine that has taken over 10 s.
+    await cluster.wait_state(job, "RUNNING", timeout=30)
     cluster.kubelet.succeed(NS, name(pod))
     await cluster.wait_state(job, "SUCCEEDED", timeout=15)
     assert ex.backend.watcher.relists >= 1

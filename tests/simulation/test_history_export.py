@@ -21,7 +21,7 @@ from sqlalchemy import delete
 from armada_core.api import submit_pb2, submit_pb2_grpc
 from armada_server.app import EmbeddedServer
 from armada_server.auth import AuthConfig, BasicUser
-from armada_server.config import ServerConfig
+from armada_server.config import ServerConfig, TaintConfig
 from armada_server.executors.nodes import virtual_nodes
 from armada_server.simulation.clock import VirtualClock
 from armada_server.simulation.driver import EXECUTOR, Driver
@@ -45,7 +45,11 @@ AUTH = AuthConfig(
 # alpha runs at the start; beta two hours later.
 WORKLOAD = {
     "queues": [{"name": "alpha"}, {"name": "beta", "priority_factor": 2}],
-    "nodes": ["2x4x8Gi"],
+    # The tainted node takes no job (none tolerates it), but is part of the cluster exported.
+    "nodes": [
+        "2x4x8Gi",
+        {"count": 1, "cpu": "4", "memory": "8Gi", "taints": [{"key": "dedicated", "value": "a"}]},
+    ],
     "jobs": [
         {"queue": "alpha", "count": 5, "every": 10, "runtime": 100, "cpu": "1"},
         {"queue": "beta", "at": "2h", "count": 3, "runtime": 50, "cpu": "2", "job_set": "b"},
@@ -139,7 +143,11 @@ def test_runtimes_and_submission_times_are_the_real_ones(
         (a.queue, a.at, a.runtime) for a in original.arrivals
     ]
     assert {q.name: q.priority_factor for q in replay.queues} == {"alpha": 1.0, "beta": 2.0}
-    assert [(g.count, g.cpu, g.memory) for g in replay.nodes] == [(2, "4", "8Gi")]
+    assert [(g.count, g.cpu, g.memory, g.taints) for g in replay.nodes] == [
+        (2, "4", "8Gi", ()),
+        (1, "4", "8Gi", (TaintConfig("dedicated", "a", "NoSchedule"),)),
+    ]
+    assert replay.nodes == original.nodes
     # The command's path: over HTTP with credentials.
     fetched = fetch_history(url, 86400, token="admin:admin-pw")
     assert len(fetched.arrivals) == 8

@@ -11,10 +11,11 @@ import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import astuple
 from datetime import datetime
 from typing import Any
 
-from armada_server.config import NodeGroup
+from armada_server.config import NodeGroup, TaintConfig
 from armada_server.executors.nodes import GPU
 from armada_server.simulation.workload import Arrival, Gang, QueueSpec, RoleSpec, Workload
 
@@ -47,16 +48,22 @@ def _get(url: str, token: str | None) -> dict[str, Any]:
 
 def _node_groups(nodes: Sequence[Mapping[str, Any]]) -> tuple[NodeGroup, ...]:
     """Identical nodes as one group each (names and hostnames aside)."""
-    shapes: Counter[tuple[str, str, int, tuple[tuple[str, str], ...]]] = Counter()
+    Shape = tuple[str, str, int, tuple[tuple[str, str], ...], tuple[TaintConfig, ...]]
+    shapes: Counter[Shape] = Counter()
     for node in nodes:
         alloc = node.get("allocatable", {})
         labels = tuple(sorted((k, v) for k, v in node.get("labels", {}).items() if k != HOSTNAME))
-        shapes[
-            (alloc.get("cpu", "0"), alloc.get("memory", "0"), int(alloc.get(GPU, 0)), labels)
-        ] += 1
+        taints = tuple(
+            TaintConfig(t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
+            for t in node.get("taints", [])
+        )
+        cpu, memory, gpus = alloc.get("cpu", "0"), alloc.get("memory", "0"), int(alloc.get(GPU, 0))
+        shapes[(cpu, memory, gpus, labels, taints)] += 1
     return tuple(
-        NodeGroup(count, cpu, memory, gpus, dict(labels))
-        for (cpu, memory, gpus, labels), count in sorted(shapes.items())
+        NodeGroup(count, cpu, memory, gpus, dict(labels), taints)
+        for (cpu, memory, gpus, labels, taints), count in sorted(
+            shapes.items(), key=lambda kv: (kv[0][:4], [astuple(t) for t in kv[0][4]])
+        )
     )
 
 

@@ -111,6 +111,9 @@ async def history(request: Request) -> Response:
                     "name": n.node.name,
                     "allocatable": dict(n.node.allocatable),
                     "labels": dict(n.node.labels),
+                    "taints": [
+                        {"key": t.key, "value": t.value, "effect": t.effect} for t in n.node.taints
+                    ],
                 }
                 for n in nodes
             ],
