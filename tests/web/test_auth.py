@@ -4,8 +4,10 @@ permissions decide what each user may do, over HTTP as over gRPC."""
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -257,3 +259,63 @@ def test_job_lists_show_only_queues_the_caller_may_watch(base: str) -> None:
     assert all(j.encode() in page for j in seen + unseen)
     _, _, page = admin.request("GET", "/jobsets/unseen/b")
     assert all(j.encode() in page for j in unseen) and b'id="jobs-hidden"' not in page
+
+
+class LiveFeed:
+    """A browser's /ui/live stream: server-sent events read as they arrive."""
+
+    def __init__(self, base: str, credentials: str) -> None:
+        host, port = base.removeprefix("http://").split(":")
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        self.conn.request("GET", "/ui/live", headers={"Authorization": credentials})
+        self.response = self.conn.getresponse()
+        assert self.response.status == 200
+        assert self.next_event()[0] == "hello"
+
+    def next_event(self) -> tuple[str, Any]:
+        kind, data = "", ""
+        while True:
+            line = self.response.readline().decode().rstrip("\n")
+            if line.startswith("event: "):
+                kind = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                data += line.removeprefix("data: ")
+            elif not line and kind:
+                return kind, json.loads(data)
+
+    def changes_until(self, *queues: str) -> list[Any]:
+        """Every `change` event until each of `queues` has been named."""
+        seen, missing = [], set(queues)
+        while missing:
+            kind, data = self.next_event()
+            if kind == "change":
+                seen.append(data)
+                missing -= set(queues) if data == "*" else {q for q, _ in data}
+        return seen
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def test_the_live_feed_names_only_job_sets_of_queues_the_caller_may_watch(base: str) -> None:
+    admin = Http(base, ADMIN)
+    may_watch = [{"subjects": [{"kind": "User", "name": "wendy"}], "verbs": ["watch"]}]
+    admin.post("/api/v1/queues", {"name": "live-seen", "permissions": may_watch}, expect=201)
+    admin.post("/api/v1/queues", {"name": "live-unseen"}, expect=201)
+    watcher, everything = LiveFeed(base, WATCHER), LiveFeed(base, ADMIN)
+    try:
+        admin.submit("live-unseen", "hidden", job())
+        admin.submit("live-seen", "shown", job())
+        changes = watcher.changes_until("live-seen")
+        assert all(data != "*" for data in changes)
+        named = {tuple(key) for data in changes for key in data}
+        assert ("live-seen", "shown") in named
+        assert not [key for key in named if key[0] != "live-seen"], named
+        # An administrator hears of both.
+        admin_changes = everything.changes_until("live-seen", "live-unseen")
+        assert all(data != "*" for data in admin_changes)
+        admin_named = {tuple(key) for data in admin_changes for key in data}
+        assert {("live-seen", "shown"), ("live-unseen", "hidden")} <= admin_named
+    finally:
+        watcher.close()
+        everything.close()

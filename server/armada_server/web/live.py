@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from armada_server.storage.base import Transactions
 
 JobSetKey = tuple[str, str]
+#: Of changed job sets, those the subscriber may know of (its queue permissions).
+Visible = Callable[[set[JobSetKey]], Awaitable[set[JobSetKey]]]
 KEEP = 2000  # changes remembered for subscribers that fall behind
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -73,9 +75,13 @@ class ChangeFeed:
                 changed.update(keys)
         return changed
 
-    async def follow(self, *, debounce: float = 0.3, keepalive: float = 15.0) -> AsyncIterator[str]:
+    async def follow(
+        self, visible: Visible | None = None, *, debounce: float = 0.3, keepalive: float = 15.0
+    ) -> AsyncIterator[str]:
         """Server-sent events: `change` with the changed job sets as ["queue", "set"] pairs
-        (or "*" for all), at most one per `debounce` seconds; a comment on idle streams."""
+        (or "*" for all), at most one per `debounce` seconds; a comment on idle streams.
+        With `visible`, only the job sets it keeps are named, and a change to none of them
+        is not sent."""
         waiter = asyncio.Event()
         self._waiters.add(waiter)
         seen = self.version
@@ -92,6 +98,10 @@ class ChangeFeed:
                 waiter.clear()
                 changed = self.since(seen)
                 seen = self.version
+                if changed is not None and visible is not None:
+                    changed = await visible(changed)
+                    if not changed:
+                        continue
                 yield sse("*" if changed is None else sorted(changed), event="change")
         finally:
             self._waiters.discard(waiter)

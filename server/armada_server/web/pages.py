@@ -36,7 +36,7 @@ from armada_server.web.calls import CallError, call, stream
 from armada_server.web.context import Handler, Web, web_of
 from armada_server.web.gateway import job_filter, load_job, watched
 from armada_server.web.jsonpb import to_json
-from armada_server.web.live import SSE_HEADERS
+from armada_server.web.live import SSE_HEADERS, JobSetKey
 from armada_server.web.shares import WINDOW
 
 HERE = Path(__file__).parent
@@ -497,9 +497,25 @@ def _summary(body: dict[str, Any]) -> str:
 
 
 async def live(request: Request) -> Response:
-    """Server-sent `change` events naming the job sets that changed (see live.py)."""
+    """Server-sent `change` events naming the job sets that changed (see live.py): only
+    those of queues the caller may watch, as every other list shows."""
     web = web_of(request)
-    return StreamingResponse(web.feed.follow(), media_type="text/event-stream", headers=SSE_HEADERS)
+    who = current_principal()  # the stream outlives the request's context
+    authorizer = web.ctx.authorizer
+
+    async def watchable(changed: set[JobSetKey]) -> set[JobSetKey]:
+        if authorizer.is_admin(who):
+            return changed
+        queues = {q.name: q for q in await _queues(web)}
+        return {
+            key
+            for key in changed
+            if (queue := queues.get(key[0])) is not None and authorizer.may(who, queue, "watch")
+        }
+
+    return StreamingResponse(
+        web.feed.follow(watchable), media_type="text/event-stream", headers=SSE_HEADERS
+    )
 
 
 routes = [
