@@ -16,6 +16,8 @@ from typing import Any
 import grpc
 
 DEFAULT_ADDRESS = "localhost:50051"
+#: The largest gRPC message sent or received, by the client and by the server.
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,8 @@ class ConnectionConfig:
 
     def channel_options(self) -> list[tuple[str, Any]]:
         opts: list[tuple[str, Any]] = [
-            ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-            ("grpc.max_send_message_length", 256 * 1024 * 1024),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ]
         if self.keepalive_time is not None:
             opts += [

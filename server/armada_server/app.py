@@ -36,6 +36,7 @@ from armada_core.api import (
     tasks_pb2,
     tasks_pb2_grpc,
 )
+from armada_core.client.connection import MAX_MESSAGE_BYTES
 from armada_server.auth import (
     AuthConfig,
     Authenticator,
@@ -111,8 +112,8 @@ GRPC_OPTIONS = [
     ("grpc.keepalive_timeout_ms", 20_000),
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 ]
 
 

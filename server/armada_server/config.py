@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from armada_core.client.connection import MAX_MESSAGE_BYTES
 from armada_core.jobs import SubmissionConfig
 from armada_core.jobs.podspec import QUALIFIED_NAME
 from armada_core.retry import RetryConfigError, RetrySettings, settings_from_mapping
@@ -360,10 +361,6 @@ DEFAULT_PRIORITY_CLASSES = (
     PriorityClassConfig("armada-default", 1000, preemptible=False),
     PriorityClassConfig("armada-preemptible", 1000, preemptible=True),
 )
-
-
-#: The largest message the gRPC port receives (app.GRPC_OPTIONS).
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)

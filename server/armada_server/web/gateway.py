@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from armada_core.api import binoculars_pb2, event_pb2, job_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
+from armada_core.client.connection import MAX_MESSAGE_BYTES
 from armada_core.client.jobfile import parse_job_request
 from armada_core.client.k8s_convert import SpecError, to_message
 from armada_core.jobs import Job
@@ -40,7 +41,7 @@ from armada_server.web.jsonpb import iso, to_json
 from armada_server.web.live import SSE_HEADERS, sse
 from armada_server.web.openapi import document
 
-MAX_BODY = 256 * 1024 * 1024  # as the gRPC port's largest message
+MAX_BODY = MAX_MESSAGE_BYTES  # as the gRPC port's largest message
 
 
 M = TypeVar("M", bound=Message)
