@@ -22,6 +22,13 @@ settings unless said otherwise) and, for throughput, `armada-executor`:
   executor until the cluster was full, and the last ``running`` event's timestamp as the
   executor reported it. Per-cycle figures come from the server's
   `armada_scheduling_cycle_seconds` metric.
+- ``backlog`` (only with ``--only backlog``: long): mixed_10k's jobs, 1,000,000 (quick:
+  50,000; ``--backlog N``), submitted from 4 client threads and drained on mixed_10k's 10,000
+  simulated nodes, on SQLite and PostgreSQL (``--no-postgres``: SQLite only). Reports the
+  submit rate, the time to the first lease, jobs started per second, the time to drain, the
+  mean scheduling cycle (and at a full backlog), the server's RSS, the database's size drained,
+  pruned and vacuumed, and queued / running / ended over time, drawn in OUT.html beside the
+  JSON (see benchmarks/backlog.py).
 
 ``--profile DIR`` profiles the server's side of the throughput run instead, in this process
 (the server does this work on worker threads, which cProfile of a server process would not
@@ -37,6 +44,7 @@ in the process's CPU seconds (which a loaded machine changes far less).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import queue
 import re
@@ -58,6 +66,7 @@ sys.path.insert(0, str(ROOT))
 from armada_core.api import submit_pb2  # noqa: E402
 from armada_core.client import ArmadaClient, job_item  # noqa: E402
 from armada_core.jobs import annotations as ann  # noqa: E402
+from benchmarks import backlog  # noqa: E402
 from benchmarks.common import LISTENING, log, machine, percentile  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -102,7 +111,10 @@ class Process:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.05)
-        raise RuntimeError(f"{self.name} did not print {pattern.pattern!r}; see {self.log_path}")
+        tail = self.log_path.read_text(errors="replace").strip().splitlines()[-5:]
+        raise RuntimeError(
+            f"{self.name} did not print {pattern.pattern!r}; its output ended: " + "\n".join(tail)
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -119,7 +131,9 @@ class Process:
 SERVER_ARGS: list[str] = []
 
 
-def start_server(workdir: Path, name: str, *args: str) -> tuple[Process, str, int]:
+def start_server(
+    workdir: Path, name: str, *args: str, database_url: str | None = None
+) -> tuple[Process, str, int]:
     http_port = free_port()
     server = Process(
         name,
@@ -130,7 +144,7 @@ def start_server(workdir: Path, name: str, *args: str) -> tuple[Process, str, in
             "--http-port",
             str(http_port),
             "--database-url",
-            f"sqlite:///{workdir / (name + '.db')}",
+            database_url or f"sqlite:///{workdir / (name + '.db')}",
             *args,
             *SERVER_ARGS,
         ],
@@ -341,6 +355,129 @@ def throughput_simulated(
     }
 
 
+# --- a backlog end to end -------------------------------------------------------------------
+
+
+def backlog_run(
+    workdir: Path, label: str, database_url: str, jobs: int, timeout: float
+) -> dict[str, Any]:
+    """mixed_10k's `jobs` submitted through the API, then run to completion on its 10,000
+    simulated nodes (benchmarks/backlog.py); the database's size drained and pruned."""
+    queues, requests = backlog.workload(jobs)
+    config = workdir / "backlog.yaml"
+    config.write_text(backlog.SERVER_CONFIG)
+    server, address, http_port = start_server(
+        workdir,
+        f"backlog-{label}",
+        "--executor",
+        "none",
+        "--config",
+        str(config),
+        database_url=database_url,
+    )
+    executor = None
+    try:
+        log(f"backlog[{label}]: submitting {sum(len(r[2]) for r in requests):,} jobs")
+        submitted = backlog.submit_all(address, queues, requests)
+        total = submitted["jobs"]
+        executor = Process(
+            f"backlog-{label}-executor",
+            [
+                str(BIN / "armada-executor"),
+                "--server",
+                address,
+                "--id",
+                "sim",
+                "--kind",
+                "simulated",
+                *backlog.node_args(),
+            ],
+            workdir,
+        )
+        samples: list[tuple[float, float, float, float]] = []
+        cycles: list[tuple[float, float, float]] = []  # (queued, count, sum) per sample
+        for at, queued, running, ended, values in backlog.sample_until_drained(
+            metrics, http_port, total, timeout
+        ):
+            samples.append((at, queued, running, ended))
+            cycles.append(
+                (
+                    queued,
+                    values.get("armada_scheduling_cycle_seconds_count", 0),
+                    values.get("armada_scheduling_cycle_seconds_sum", 0),
+                )
+            )
+        memory = backlog.rss_kib(server.proc.pid)
+        drained_size = backlog.database_size(database_url)
+        executor.stop()
+        executor = None
+    finally:
+        if executor is not None:
+            executor.stop()
+        server.stop()
+    pruned = backlog.prune_ended(BIN, database_url)
+    pruned_size = backlog.database_size(database_url)
+    backlog.vacuum(database_url)
+    vacuumed_size = backlog.database_size(database_url)
+    return {
+        "name": "backlog",
+        "database": label,
+        "submit": submitted,
+        **_backlog_rates(samples, total),
+        "mean_cycle_seconds_at_full_backlog": _mean_cycle(cycles, 0.9 * total),
+        "mean_cycle_seconds": _mean_cycle(cycles, 0),
+        "server_memory": memory,
+        "database_size": {
+            "drained": drained_size,
+            "pruned": pruned_size,
+            "pruned_and_vacuumed": vacuumed_size,
+        },
+        "prune": pruned,
+        "over_time": samples[:: max(1, len(samples) // 400)] + samples[-1:],
+    }
+
+
+def _backlog_rates(samples: list[tuple[float, float, float, float]], total: int) -> dict[str, Any]:
+    """Time to the first lease and to the drain, and jobs started per second (every job
+    leased once: from the first lease until nothing is queued), at the samples' grain."""
+    first = next((at for at, _, running, ended in samples if running + ended > 0), None)
+    all_started = next((at for at, queued, _, _ in samples if queued == 0), None)
+    end, _, running, ended = samples[-1]
+    window = (all_started - first) if first is not None and all_started is not None else None
+    return {
+        "seconds_to_first_lease": first,
+        "seconds_to_all_started": all_started,
+        "jobs_started_per_second": round(total / window) if window else None,
+        "seconds_to_drain": end if running == 0 and ended >= total else None,
+        "drained": running == 0 and ended >= total,
+    }
+
+
+def _mean_cycle(cycles: list[tuple[float, float, float]], queued_at_least: float) -> float | None:
+    """The mean scheduling cycle over the cycles that began with at least `queued_at_least`
+    queued (the cycles between two samples begin after the first of them)."""
+    count = seconds = 0.0
+    for (queued, c0, s0), (_, c1, s1) in itertools.pairwise(cycles):
+        if queued >= queued_at_least and c1 > c0:
+            count, seconds = count + c1 - c0, seconds + s1 - s0
+    return round(seconds / count, 3) if count else None
+
+
+def backlog_runs(workdir: Path, jobs: int, timeout: float, postgres: bool) -> list[dict[str, Any]]:
+    """The backlog on SQLite, then on PostgreSQL (a server the run starts, as the tests
+    do); the plot of both beside the JSON is written by main."""
+    results = [backlog_run(workdir, "sqlite", f"sqlite:///{workdir / 'backlog.db'}", jobs, timeout)]
+    if postgres:
+        from tests.postgres import PostgresServer
+
+        server = PostgresServer()
+        try:
+            results.append(backlog_run(workdir, "postgresql", server.new_database(), jobs, timeout))
+        finally:
+            server.stop()
+    return results
+
+
 # --- where the server's time goes -----------------------------------------------------------
 
 
@@ -464,7 +601,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", type=Path, required=True, help="write the results here")
     p.add_argument("--quick", action="store_true", help="smaller sizes, a few minutes")
-    p.add_argument("--only", choices=("latency", "throughput"), help="one measurement")
+    p.add_argument("--only", choices=("latency", "throughput", "backlog"), help="one measurement")
+    p.add_argument(
+        "--backlog",
+        type=int,
+        help="backlog: mixed_10k jobs to submit and drain (default 1,000,000; quick 50,000)",
+    )
+    p.add_argument("--no-postgres", action="store_true", help="backlog: SQLite only")
     p.add_argument("--nodes", type=int, help="simulated nodes (default 10,000, quick too)")
     p.add_argument("--jobs", type=int, help="queued jobs (default 100,000; quick 25,000)")
     p.add_argument("--cpus", type=int, help="CPUs per simulated node (default 8; quick 2)")
@@ -515,6 +658,20 @@ def main() -> int:
                 )
             )
             log(f"{results[-1]['jobs_started_per_second']} jobs started per second")
+        if only == "backlog":  # long: only when asked for
+            size = args.backlog or (50_000 if args.quick else 1_000_000)
+            runs = backlog_runs(workdir, size, max(600, size / 200), not args.no_postgres)
+            results += runs
+            plot = args.json.with_suffix(".html")
+            plot.write_text(
+                backlog.samples_page(
+                    f"A backlog of {runs[0]['submit']['jobs']:,} jobs on 10,000 simulated nodes",
+                    "mixed_10k's mix, submitted from 4 client threads, drained by "
+                    "armada-executor --kind simulated",
+                    [(r["database"], r) for r in runs],
+                )
+            )
+            log(f"plot: {plot}")
     info = machine()
     config = args.server_config.read_text() if args.server_config else ""
     out = [{**r, "machine": info, "quick": args.quick, "server_config": config} for r in results]
