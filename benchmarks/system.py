@@ -24,7 +24,7 @@ settings unless said otherwise) and, for throughput, `armada-executor`:
   `armada_scheduling_cycle_seconds` metric.
 - ``backlog`` (only with ``--only backlog``: long): mixed_10k's jobs, 1,000,000 (quick:
   50,000; ``--backlog N``), submitted from 4 client threads and drained on mixed_10k's 10,000
-  simulated nodes, on SQLite and PostgreSQL (``--no-postgres``: SQLite only). Reports the
+  simulated nodes, on SQLite and PostgreSQL (``--databases sqlite``: SQLite only). Reports the
   submit rate, the time to the first lease, jobs started per second, the time to drain, the
   mean scheduling cycle (and at a full backlog), the server's RSS, the database's size drained,
   pruned and vacuumed, and queued / running / ended over time, drawn in OUT.html beside the
@@ -56,6 +56,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -463,18 +464,27 @@ def _mean_cycle(cycles: list[tuple[float, float, float]], queued_at_least: float
     return round(seconds / count, 3) if count else None
 
 
-def backlog_runs(workdir: Path, jobs: int, timeout: float, postgres: bool) -> list[dict[str, Any]]:
-    """The backlog on SQLite, then on PostgreSQL (a server the run starts, as the tests
-    do); the plot of both beside the JSON is written by main."""
-    results = [backlog_run(workdir, "sqlite", f"sqlite:///{workdir / 'backlog.db'}", jobs, timeout)]
-    if postgres:
-        from tests.postgres import PostgresServer
+def backlog_runs(
+    workdir: Path, jobs: int, timeout: float, databases: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The backlog on each database (PostgreSQL: a server the run starts, as the tests do);
+    the plot of them all beside the JSON is written by main."""
+    results = []
+    for database in databases:
+        if database == "sqlite":
+            url = f"sqlite:///{workdir / 'backlog.db'}"
+            results.append(backlog_run(workdir, database, url, jobs, timeout))
+        elif database == "postgresql":
+            from tests.postgres import PostgresServer
 
-        server = PostgresServer()
-        try:
-            results.append(backlog_run(workdir, "postgresql", server.new_database(), jobs, timeout))
-        finally:
-            server.stop()
+            server = PostgresServer()
+            try:
+                url = server.new_database()
+                results.append(backlog_run(workdir, database, url, jobs, timeout))
+            finally:
+                server.stop()
+        else:
+            raise SystemExit(f"--databases: {database!r} is neither sqlite nor postgresql")
     return results
 
 
@@ -607,7 +617,11 @@ def main() -> int:
         type=int,
         help="backlog: mixed_10k jobs to submit and drain (default 1,000,000; quick 50,000)",
     )
-    p.add_argument("--no-postgres", action="store_true", help="backlog: SQLite only")
+    p.add_argument(
+        "--databases",
+        default="sqlite,postgresql",
+        help="backlog: the databases to run it on, in order (default sqlite,postgresql)",
+    )
     p.add_argument("--nodes", type=int, help="simulated nodes (default 10,000, quick too)")
     p.add_argument("--jobs", type=int, help="queued jobs (default 100,000; quick 25,000)")
     p.add_argument("--cpus", type=int, help="CPUs per simulated node (default 8; quick 2)")
@@ -660,7 +674,8 @@ def main() -> int:
             log(f"{results[-1]['jobs_started_per_second']} jobs started per second")
         if only == "backlog":  # long: only when asked for
             size = args.backlog or (50_000 if args.quick else 1_000_000)
-            runs = backlog_runs(workdir, size, max(600, size / 200), not args.no_postgres)
+            databases = args.databases.split(",")
+            runs = backlog_runs(workdir, size, max(600, size / 200), databases)
             results += runs
             plot = args.json.with_suffix(".html")
             plot.write_text(
