@@ -264,10 +264,11 @@ def samples_page(title: str, about: str, runs: Sequence[tuple[str, dict[str, Any
 
 
 def _summary(result: dict[str, Any]) -> str:
+    rate = result["jobs_started_per_second"]
+    started = f"{rate:,} started/s" if rate else "every job started within one sample"
     return (
         f"{result['submit']['jobs']:,} jobs submitted at {result['submit']['jobs_per_second']:,}"
-        f"/s; first lease after {result['seconds_to_first_lease']} s; "
-        f"{result['jobs_started_per_second']:,} started/s; drained in "
+        f"/s; first lease after {result['seconds_to_first_lease']} s; {started}; drained in "
         f"{result['seconds_to_drain']} s"
     )
 

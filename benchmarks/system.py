@@ -155,6 +155,12 @@ def start_server(
     return server, f"{match.group(1)}:{match.group(2)}", http_port
 
 
+def start_simulated_executor(workdir: Path, name: str, address: str, nodes: list[str]) -> Process:
+    """`armada-executor --kind simulated` (id "sim") with `nodes` (its --nodes arguments)."""
+    argv = [str(BIN / "armada-executor"), "--server", address, "--id", "sim"]
+    return Process(name, [*argv, "--kind", "simulated", *nodes], workdir)
+
+
 def metrics(http_port: int) -> dict[str, float]:
     """The server's Prometheus metrics, `name{labels}` -> value."""
     with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=60) as r:
@@ -273,20 +279,8 @@ def throughput_simulated(
             time.sleep(5)  # let the server settle (a cycle without nodes does nothing)
 
             executor_started = time.time()
-            executor = Process(
-                "executor-sim",
-                [
-                    str(BIN / "armada-executor"),
-                    "--server",
-                    address,
-                    "--id",
-                    "sim",
-                    "--kind",
-                    "simulated",
-                    "--nodes",
-                    f"{nodes}x{cpus}x{4 * cpus}Gi",
-                ],
-                workdir,
+            executor = start_simulated_executor(
+                workdir, "executor-sim", address, ["--nodes", f"{nodes}x{cpus}x{4 * cpus}Gi"]
             )
             want = min(capacity, jobs)
             deadline = time.monotonic() + timeout
@@ -381,19 +375,8 @@ def backlog_run(
         log(f"backlog[{label}]: submitting {sum(len(r[2]) for r in requests):,} jobs")
         submitted = backlog.submit_all(address, queues, requests)
         total = submitted["jobs"]
-        executor = Process(
-            f"backlog-{label}-executor",
-            [
-                str(BIN / "armada-executor"),
-                "--server",
-                address,
-                "--id",
-                "sim",
-                "--kind",
-                "simulated",
-                *backlog.node_args(),
-            ],
-            workdir,
+        executor = start_simulated_executor(
+            workdir, f"backlog-{label}-executor", address, backlog.node_args()
         )
         samples: list[tuple[float, float, float, float]] = []
         cycles: list[tuple[float, float, float]] = []  # (queued, count, sum) per sample
