@@ -14,14 +14,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, delete, insert, select
 
 from armada_core.api import event_pb2, executor_pb2, submit_pb2
 from armada_core.jobs import JobState, lifecycle
 from armada_core.jobs import annotations as ann
 from armada_core.retry.settings import RetrySettings
 from armada_server.executors.backend import update
-from armada_server.storage import Storage
+from armada_server.storage import Storage, changes
 from armada_server.storage import schema as t
 from armada_server.storage.base import UPDATE_RUNS
 from armada_server.storage.bulk import executemany
@@ -202,16 +202,20 @@ def lease_job_by_job(
 
 
 def copy(source: Engine, target: Engine) -> None:
-    """Every row of `source`'s tables into the same tables of `target` (new, empty)."""
+    """Every row of `source`'s tables into the same tables of `target` (new: only the rows
+    its migrations wrote, which are replaced)."""
     with source.connect() as read, target.begin() as write:
         for table in t.metadata.sorted_tables:
             rows = [dict(r._mapping) for r in read.execute(select(table))]
+            write.execute(delete(table))
             if rows:
                 write.execute(insert(table), rows)
 
 
 def stored(engine: Engine, new_ids: Mapping[str, str] | None = None) -> dict[str, list[Any]]:
-    """The tables a lease writes, in key order; run ids renamed by `new_ids`, events decoded."""
+    """The tables a lease writes, in key order; run ids renamed by `new_ids`, events decoded,
+    jobs without their change numbers (which number a transaction stamps differs by
+    database: see changed_numbers)."""
     new_ids = new_ids or {}
     out: dict[str, list[Any]] = {}
     with engine.connect() as conn:
@@ -222,6 +226,8 @@ def stored(engine: Engine, new_ids: Mapping[str, str] | None = None) -> dict[str
             (t.events, [t.events.c.queue, t.events.c.job_set, t.events.c.seq]),
         ):
             out[table.name] = [dict(r._mapping) for r in conn.execute(select(table).order_by(*key))]
+    for job in out["jobs"]:
+        del job["changed"]
     for run in out["runs"]:
         run["id"] = new_ids.get(run["id"], run["id"])
     for row in out["events"]:
@@ -231,6 +237,11 @@ def stored(engine: Engine, new_ids: Mapping[str, str] | None = None) -> dict[str
             body.run_id = new_ids[body.run_id]
         row["event"] = event
     return out
+
+
+def change_numbers(engine: Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {r.id: r.changed for r in conn.execute(select(t.jobs.c.id, t.jobs.c.changed))}
 
 
 def test_bulk_leases_store_what_leasing_job_by_job_stored(engines: tuple[Engine, Engine]) -> None:
@@ -244,6 +255,10 @@ def test_bulk_leases_store_what_leasing_job_by_job_stored(engines: tuple[Engine,
     assert stored(by_job_engine) == before
 
     assert lease_job_by_job(by_job, **decisions) == 7
+    with bulk_engine.begin() as conn:
+        changes.move_on(conn)
+    with bulk_engine.begin() as conn:
+        mark = changes.mark(conn)  # as a reader takes it after the rows so far
     leased = bulk.scheduling_writes.apply_schedule(**decisions)
 
     expected, got = stored(by_job_engine), stored(bulk_engine)
@@ -256,6 +271,10 @@ def test_bulk_leases_store_what_leasing_job_by_job_stored(engines: tuple[Engine,
     # the changed job and the cut gang not, a preemption and a failure beside them.
     leased_jobs = [j for j in got["jobs"] if j["state"] == JobState.LEASED]
     assert leased == 7 == len(leased_jobs)
+    # The next read of what changed finds every job the bulk lease wrote, and no other.
+    later = {k for k, v in change_numbers(bulk_engine).items() if v >= mark}
+    written = {j["id"] for j in got["jobs"] if j not in before["jobs"]}
+    assert later == written
     new = [e for e in got["events"] if e not in before["events"]]
     kinds = sorted(str(e["event"].WhichOneof("events")) for e in new)
     assert kinds == ["failed", *["leased"] * 7, "preempting"]

@@ -29,8 +29,10 @@ from armada_core.jobs.lifecycle import EventMessage
 from armada_server.storage import Storage
 from armada_server.storage.base import Transactions
 from armada_server.storage.database import MIGRATIONS, WRITE, make_engine, migrate
+from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.nodes import ExecutorControl, encode_nodes
 from armada_server.storage.rows import job_row, run_row
+from armada_server.storage.scheduling_reads import SchedulingState
 from armada_server.storage.task_generations import LiveGenerationExists
 
 from ..jobs.factories import T0, container, item
@@ -323,6 +325,10 @@ def rev_0014(conn: Connection, old: Old, when: datetime) -> None:
     )
 
 
+def rev_0015(conn: Connection, old: Old, when: datetime) -> None:
+    job(conn, old, "queued-0015", when, job_columns={"changed": 1})
+
+
 WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0001": rev_0001,
     "0002": rev_0002,
@@ -338,6 +344,7 @@ WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0012": rev_0012,
     "0013": rev_0013,
     "0014": rev_0014,
+    "0015": rev_0015,
 }
 
 
@@ -406,6 +413,7 @@ def test_the_scheduler_reads_the_old_state(upgraded: tuple[Storage, Old]) -> Non
         "seventh",
         "task-old",
         "task-new",
+        "queued-0015",
     ]
     assert set(queued) == {ids[n] for n in waiting}
     assert queued[ids["retried"]].avoid_node == "e1/n2"
@@ -419,12 +427,33 @@ def test_the_scheduler_reads_the_old_state(upgraded: tuple[Storage, Old]) -> Non
     assert executor.unsupported == ("hostNetwork",)
     assert {n.name: n.unschedulable for n in executor.nodes} == {"n1": False, "n2": True}
     lines = storage.places.queue_places([ids[n] for n in waiting], {CLASS: 1000})
-    places = [1, 2, 3, 4, 4, 5, 6, 7]
+    places = [1, 2, 3, 4, 4, 5, 6, 7, 8]
     assert lines.places == {ids[n]: p for n, p in zip(waiting, places, strict=True)}
-    assert lines.lengths == {QUEUE: 7}
+    assert lines.lengths == {QUEUE: 8}
     cordons = [(n.executor, n.name, n.cordoned_by) for n in storage.nodes.nodes_with_cordons()]
     assert cordons == [("e1", "n1", ""), ("e1", "n2", "op")]
     assert storage.nodes.executor_control("e1") == ExecutorControl("e1:1", "secret")
+
+
+def test_the_leader_holds_the_old_state_and_reads_what_changes_it(
+    upgraded: tuple[Storage, Old],
+) -> None:
+    """Rows written before jobs had change numbers are read by a new leader's first read,
+    and a later change to one of them by the next read of what changed."""
+    storage, old = upgraded
+    reads, held = storage.scheduling_reads, HeldJobs()
+
+    def ids(state: SchedulingState) -> tuple[list[str], list[str]]:
+        return [j.id for j in state.queued], [j.id for j in state.running]
+
+    first = reads.scheduling_state(executor_timeout=86_400, now=NOW, held=held)
+    assert ids(first) == ids(reads.scheduling_state(executor_timeout=86_400, now=NOW))
+    assert held.mark is not None
+    storage.submissions.cancel(QUEUE, JOB_SET, [old.ids["queued"], old.ids["running"]])
+    again = reads.scheduling_state(executor_timeout=86_400, now=NOW, held=held)
+    assert ids(again) == ids(reads.scheduling_state(executor_timeout=86_400, now=NOW))
+    assert old.ids["queued"] not in ids(again)[0]
+    assert old.ids["running"] not in ids(again)[1]
 
 
 def test_old_rows_take_a_running_servers_writes(upgraded: tuple[Storage, Old]) -> None:

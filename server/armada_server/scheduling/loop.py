@@ -30,6 +30,7 @@ from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
 from armada_server.storage.cycle_reports import CycleReports
 from armada_server.storage.gcpause import gc_paused
+from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.leases import Leases
 from armada_server.storage.scheduling_reads import SchedulingReads, SchedulingState
 from armada_server.storage.scheduling_writes import SchedulingWrites
@@ -158,6 +159,9 @@ class SchedulingLoop:
         self.on_leased: Callable[[], None] | None = None
         # The snapshot's converted jobs, reused by the next cycle.
         self._jobs: dict[str, Made] = {}
+        # The queued and running jobs the last cycle read, brought up to date each cycle
+        # with those that changed (storage/held_jobs.py).
+        self._held = HeldJobs()
         # What cycles carry to the next (each queue's decayed usage, the rate limits' token
         # buckets), kept in the database for whoever leads next (carryover.py): read when
         # this replica comes to lead, None while it does not.
@@ -172,6 +176,7 @@ class SchedulingLoop:
         if not leads:
             self.carried = None  # whoever leads meanwhile carries on: read it back later
             self._jobs.clear()  # and what this replica made of the jobs is let go
+            self._held.forget()
             return None
         if self.carried is None:
             self._kept = self.carryover.read() or "{}"
@@ -220,7 +225,9 @@ class SchedulingLoop:
         if not self.reads.live_executors(executor_timeout=config.lease_timeout, now=now):
             return 0  # nowhere to place anything: do not load every queued job
         with gc_paused():
-            state = self.reads.scheduling_state(executor_timeout=config.lease_timeout, now=now)
+            state = self.reads.scheduling_state(
+                executor_timeout=config.lease_timeout, now=now, held=self._held
+            )
             if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
                 return 0  # nothing to place, or nowhere to place it
             decisions = self._decide(config, state, carried, now)

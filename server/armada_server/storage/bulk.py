@@ -19,30 +19,46 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, DateTime, Insert, Select, Table, Update, insert
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    DateTime,
+    Insert,
+    Select,
+    Table,
+    Update,
+    insert,
+    select,
+)
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.schema import ScalarElementColumnDefault
+from sqlalchemy.sql.schema import ColumnElementColumnDefault, ScalarElementColumnDefault
 
-_INSERTS: dict[str, tuple[Insert, dict[str, Any]]] = {}
+_INSERTS: dict[str, tuple[Insert, dict[str, Any], dict[str, ColumnElement[Any]]]] = {}
 
 
-def _insert_of(table: Table) -> tuple[Insert, dict[str, Any]]:
-    """The table's INSERT (one object per table, as executemany caches by statement) and
-    every column's value when a row leaves it out."""
+def _insert_of(table: Table) -> tuple[Insert, dict[str, Any], dict[str, ColumnElement[Any]]]:
+    """The table's INSERT (one object per table, as executemany caches by statement), every
+    column's value when a row leaves it out, and the columns whose default is an SQL
+    expression (evaluated once per insert: the same for every row of a transaction)."""
     found = _INSERTS.get(table.name)
     if found is None:
         defaults: dict[str, Any] = {}
+        computed: dict[str, ColumnElement[Any]] = {}
         for column in table.columns:
             default = column.default
             if default is None:
                 defaults[column.key] = None
             elif isinstance(default, ScalarElementColumnDefault):
                 defaults[column.key] = default.arg
+            elif isinstance(default, ColumnElementColumnDefault) and isinstance(
+                default.arg, ColumnElement
+            ):
+                computed[column.key] = default.arg
             else:
-                raise ValueError(f"{table.name}.{column.key}: only scalar defaults are supported")
-        found = _INSERTS[table.name] = (insert(table), defaults)
+                raise ValueError(f"{table.name}.{column.key}: a default of an unknown kind")
+        found = _INSERTS[table.name] = (insert(table), defaults, computed)
     return found
 
 
@@ -55,7 +71,11 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]
         if not known.issuperset(row):
             unknown = ", ".join(sorted(set(row) - known))
             raise ValueError(f"{table.name}: no column named {unknown}")
-    stmt, defaults = _insert_of(table)
+    stmt, defaults, computed = _insert_of(table)
+    if computed:
+        names = list(computed)
+        values = conn.execute(select(*computed.values())).one()
+        defaults = {**defaults, **dict(zip(names, values, strict=True))}
     if conn.dialect.name == "postgresql":
         _copy(conn, table, [{**defaults, **row} for row in rows])
         return

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import TERMINAL_STATES, JobState
@@ -27,6 +27,9 @@ from armada_server.storage.bulk import fetch
 from armada_server.storage.nodes import decode_nodes
 from armada_server.storage.retries import gang_cardinalities
 from armada_server.storage.rows import chunks, when
+
+if TYPE_CHECKING:
+    from armada_server.storage.held_jobs import HeldJobs
 
 GangKey = tuple[str, str]  # (queue, gang id)
 
@@ -78,6 +81,8 @@ class QueuedJob(_LazySpec):
     # with reports on gave it): the cycle writes only the reasons that change.
     reason: str = ""
     reason_cycle: int | None = None
+    # Until when a retry delay holds it back (None: it may be placed now).
+    retry_after: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -154,8 +159,10 @@ class SchedulingReads:
         return count
 
     def scheduling_state(
-        self, *, executor_timeout: float, now: datetime | None = None
+        self, *, executor_timeout: float, now: datetime | None = None, held: HeldJobs | None = None
     ) -> SchedulingState:
+        """What a cycle reads. With `held` (the scheduling leader's), queued and running jobs
+        are read only where they changed since `held` was last brought up to date."""
         now = now or self._tx.clock()
         cutoff = now - timedelta(seconds=executor_timeout)
         with self._tx.read(snapshot=True) as conn:
@@ -164,11 +171,19 @@ class SchedulingReads:
                 for r in conn.execute(select(t.queues.c.spec).order_by(t.queues.c.name))
             ]
             executors = _live_executors(conn, cutoff)
-            groups: set[GangKey] = set()  # pod groups whose ended members are read below
-            queued = _queued_jobs(conn, now, groups)
-            running = _running_jobs(conn, groups)
+            if held is None:
+                members: dict[str, GangKey] = {}  # pod groups' members: see _ended_members
+                queued = queued_jobs(conn, members, due_by=now)
+                queued.sort(key=_BY_ID)
+                running = running_jobs(conn, members)
+                running.sort(key=_BY_ID)
+                groups = set(members.values())
+            else:
+                queued, running, groups = held.refresh(conn, now)
             terminating = _terminating_runs(conn, now)
             succeeded, ended_roles = _ended_members(conn, groups)
+        if held is not None:
+            held.move_on(self._tx)
         return SchedulingState(
             queues, executors, queued, running, terminating, succeeded, ended_roles
         )
@@ -186,16 +201,40 @@ def _live_executors(conn: Connection, cutoff: datetime) -> list[ExecutorNodes]:
     return executors
 
 
-def _queued_jobs(conn: Connection, now: datetime, groups: set[GangKey]) -> list[QueuedJob]:
-    """Queued jobs not waiting out a retry delay; adds to `groups` the pod groups queued
-    again in a retried generation (earlier members may have succeeded)."""
-    generations = gang_cardinalities(conn, t.jobs.c.state == int(JobState.QUEUED))
+def queued_jobs(
+    conn: Connection,
+    members: dict[str, GangKey],
+    *,
+    due_by: datetime | None = None,
+    where: ColumnElement[bool] | None = None,
+) -> list[QueuedJob]:
+    """Queued jobs (matching `where`), in no order: with `due_by`, only those not waiting out
+    a retry delay then. Adds to `members` those of pod groups queued again in a retried
+    generation (earlier members may have succeeded), each with its group."""
+    conditions: list[ColumnElement[bool]] = [t.jobs.c.state == int(JobState.QUEUED)]
+    if due_by is not None:
+        conditions.append(or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= due_by))
+    if where is not None:
+        conditions.append(where)
+    generations = gang_cardinalities(conn, and_(*conditions))
     # Driver-level rows and frozen dataclasses filled without __init__: this reads every
     # queued and running job, each cycle.
     new = object.__new__
     queued = []
     texts: dict[str, str] = {}  # a backlog has a handful of reasons: one string each
-    for job_id, queue, priority, submitted, spec, version, avoid, gang_id, reason, since in fetch(
+    for (
+        job_id,
+        queue,
+        priority,
+        submitted,
+        spec,
+        version,
+        avoid,
+        gang_id,
+        reason,
+        since,
+        retry_after,
+    ) in fetch(
         conn,
         select(
             *_JOB_COLUMNS,
@@ -204,10 +243,8 @@ def _queued_jobs(conn: Connection, now: datetime, groups: set[GangKey]) -> list[
             t.jobs.c.gang_id,
             t.jobs.c.scheduling_reason,
             t.jobs.c.reason_cycle,
-        ).where(
-            t.jobs.c.state == int(JobState.QUEUED),
-            or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= now),
-        ),
+            t.jobs.c.retry_after,
+        ).where(*conditions),
     ):
         job = new(QueuedJob)
         job.__dict__.update(
@@ -221,17 +258,24 @@ def _queued_jobs(conn: Connection, now: datetime, groups: set[GangKey]) -> list[
             version=version,
             reason=texts.setdefault(reason, reason),
             reason_cycle=since,
+            retry_after=when(retry_after) if retry_after is not None else None,
         )
         queued.append(job)
         if job_id in generations and _ROLE_KEY in spec:
-            groups.add((queue, gang_id))
-    queued.sort(key=_BY_ID)
+            members[job_id] = (queue, gang_id)
     return queued
 
 
-def _running_jobs(conn: Connection, groups: set[GangKey]) -> list[RunningJob]:
-    """Jobs with an active run, except those being preempted; adds to `groups` the pod
-    groups they belong to."""
+def running_jobs(
+    conn: Connection, members: dict[str, GangKey], *, where: ColumnElement[bool] | None = None
+) -> list[RunningJob]:
+    """Jobs (matching `where`) with an active run, except those being preempted, in no
+    order; adds to `members` those of pod groups, being preempted or not, each with its
+    group."""
+    states = [int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING)]
+    conditions: list[ColumnElement[bool]] = [t.jobs.c.state.in_(states)]
+    if where is not None:
+        conditions.append(where)
     new = object.__new__
     running = []
     for (
@@ -263,12 +307,10 @@ def _running_jobs(conn: Connection, groups: set[GangKey]) -> list[RunningJob]:
             t.runs,
             and_(t.runs.c.job_id == t.jobs.c.id, t.runs.c.state.in_(ACTIVE_RUN_STATES)),
         )
-        .where(
-            t.jobs.c.state.in_([int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING)])
-        ),
+        .where(*conditions),
     ):
         if gang_id is not None and _ROLE_KEY in spec:
-            groups.add((queue, gang_id))
+            members[job_id] = (queue, gang_id)
         if leaving:
             # Being preempted: the cycle that preempted it gave its room to the job placed
             # instead (counted as that job's), and executors start that job only once this
@@ -288,7 +330,6 @@ def _running_jobs(conn: Connection, groups: set[GangKey]) -> list[RunningJob]:
             excess_flow=excess_flow or 0,
         )
         running.append(job)
-    running.sort(key=_BY_ID)
     return running
 
 

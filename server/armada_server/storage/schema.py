@@ -25,6 +25,8 @@ from sqlalchemy import (
     text,
 )
 
+from armada_server.storage.changes import change_number
+
 metadata = MetaData()
 
 # The states a job ends in (SUCCEEDED, FAILED, PREEMPTED, CANCELLED, REJECTED), as partial
@@ -110,7 +112,18 @@ jobs = Table(
     # (storage/task_generations.py); jobs of a task are found by queue and task through
     # ix_jobs_queue_task (migration 0010).
     Column("task", String(512)),
+    # The change number of the row's latest write (storage/changes.py, migration 0015): the
+    # scheduling loop reads the jobs that changed since its last cycle by it.
+    Column(
+        "changed",
+        BigInteger,
+        nullable=False,
+        default=change_number(),
+        onupdate=change_number(),
+        server_default="0",
+    ),
     Index("ix_jobs_queue_job_set", "queue", "job_set"),
+    Index("ix_jobs_changed", "changed"),
     Index("ix_jobs_state_queue", "state", "queue"),
     Index(
         "ux_jobs_queue_client_id",
@@ -222,6 +235,15 @@ scheduler_carryover = Table(
     Column("id", SmallInteger, primary_key=True),
     Column("state", Text, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# SQLite's change clock (storage/changes.py): one row, the number writes of jobs stamp,
+# moved on by the scheduling loop after each read (migration 0015). PostgreSQL stamps
+# transaction ids instead and leaves it alone.
+change_clock = Table(
+    "change_clock",
+    metadata,
+    Column("n", BigInteger, nullable=False),
 )
 
 # One row per scheduling cycle the reports read (migration 0011): its number, when it began,

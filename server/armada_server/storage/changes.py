@@ -1,0 +1,70 @@
+"""Change numbers: which jobs changed since a reader last looked.
+
+Every write of a job's row stamps it with a change number (`jobs.changed`), so that the
+scheduling loop reads only the jobs that changed since its last cycle instead of every queued
+and running job (scheduling_reads.HeldJobs). A reader takes a *mark* in the same snapshot as
+its rows; its next read takes the rows whose number is at least that mark. The numbers need
+not be unique nor dense, only never below the mark of a snapshot that did not see the write:
+
+- SQLite serialises writers: a write stamps the value of `change_clock`, which the reader
+  moves on after each read. A write that committed after the reader's snapshot but before
+  it moved the clock has the mark itself; every later write, more.
+- PostgreSQL runs writers side by side, so a counter read inside a transaction may be
+  committed late. A write stamps its transaction's id instead, and the mark is the oldest
+  transaction still running at the snapshot (`pg_snapshot_xmin`): every transaction below it
+  had ended, and its writes were in the snapshot.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import BigInteger, Connection, select, text
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
+
+
+class change_number(FunctionElement[int]):
+    """The change number a write stamps on the rows it writes (see the module docstring)."""
+
+    type = BigInteger()
+    inherit_cache = True
+
+
+@compiles(change_number, "sqlite")
+def _sqlite(element: change_number, compiler: Any, **kw: Any) -> str:
+    return "(SELECT n FROM change_clock)"
+
+
+@compiles(change_number, "postgresql")
+def _postgresql(element: change_number, compiler: Any, **kw: Any) -> str:
+    return "CAST(CAST(pg_current_xact_id() AS TEXT) AS BIGINT)"
+
+
+_MARK = {
+    "sqlite": text("SELECT n FROM change_clock"),
+    "postgresql": text(
+        "SELECT CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS TEXT) AS BIGINT)"
+    ),
+}
+_MOVE_ON = text("UPDATE change_clock SET n = n + 1")
+
+
+def mark(conn: Connection) -> int:
+    """Where the next read of what changed starts: read it in the snapshot of the rows read."""
+    value: int = conn.execute(_MARK[conn.dialect.name]).scalar_one()
+    return value
+
+
+def move_on(conn: Connection) -> None:
+    """After a read that took a mark: later writes stamp more than it (SQLite's clock; a
+    no-op on PostgreSQL, whose transaction ids move on by themselves)."""
+    if conn.dialect.name == "sqlite":
+        conn.execute(_MOVE_ON)
+
+
+def current(conn: Connection) -> int:
+    """The number a write in this transaction stamps (for rows written without SQL, as
+    PostgreSQL's COPY writes them)."""
+    value: int = conn.execute(select(change_number())).scalar_one()
+    return value

@@ -1,0 +1,112 @@
+"""The queued and running jobs the scheduling leader holds between cycles.
+
+Reading every queued job each cycle cost a cycle seconds at a backlog of a million jobs, to
+find the few thousand that changed. The leader instead keeps what its last read found and
+reads only the jobs whose change number (storage/changes.py) says they changed since: a new
+job, a lease, a cancel, a report of an executor, whichever replica wrote it. It reads
+everything again when it comes to lead, after a read that failed, and every
+`FULL_READ_EVERY` as a net under writes made outside the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from sqlalchemy import Connection, select
+
+from armada_server.storage import changes
+from armada_server.storage import schema as t
+from armada_server.storage.base import Transactions
+from armada_server.storage.scheduling_reads import (
+    GangKey,
+    QueuedJob,
+    RunningJob,
+    queued_jobs,
+    running_jobs,
+)
+
+FULL_READ_EVERY = timedelta(minutes=10)
+
+
+@dataclass
+class HeldJobs:
+    """What the last read found, by job id, and where the next read starts (`mark`)."""
+
+    mark: int | None = None  # None: read everything next
+    full_read_at: datetime | None = None
+    queued: dict[str, QueuedJob] = field(default_factory=dict)  # retry delays included
+    running: dict[str, RunningJob] = field(default_factory=dict)
+    # Members of pod groups whose ended members a cycle reads (scheduling_reads).
+    members: dict[str, GangKey] = field(default_factory=dict)
+    # How many changed jobs the last read read (None: it read everything).
+    changed_read: int | None = None
+
+    def forget(self) -> None:
+        """Let go of everything (another replica leads): the next read reads everything."""
+        self.mark = None
+        self.queued.clear()
+        self.running.clear()
+        self.members.clear()
+
+    def refresh(
+        self, conn: Connection, now: datetime
+    ) -> tuple[list[QueuedJob], list[RunningJob], set[GangKey]]:
+        """Bring what is held up to date in the read transaction `conn` (a snapshot); returns
+        the queued jobs due by `now` and the running ones, each sorted by id, and the pod
+        groups whose ended members the cycle reads."""
+        try:
+            self._refresh(conn, now)
+        except BaseException:
+            self.forget()  # half brought up to date: start again from nothing
+            raise
+        due = [j for j in self.queued.values() if j.retry_after is None or j.retry_after <= now]
+        return due, list(self.running.values()), set(self.members.values())
+
+    def _refresh(self, conn: Connection, now: datetime) -> None:
+        mark = changes.mark(conn)
+        full = (
+            self.mark is None
+            or self.full_read_at is None
+            or now - self.full_read_at >= FULL_READ_EVERY
+            or now < self.full_read_at  # a clock set back
+        )
+        if full:
+            self.forget()
+            self.full_read_at = now
+            self.changed_read = None
+            where = None
+        else:
+            where = t.jobs.c.changed >= self.mark
+            changed: Iterable[tuple[str]] = conn.execute(select(t.jobs.c.id).where(where))
+            self.changed_read = 0
+            for (job_id,) in changed:
+                self.queued.pop(job_id, None)
+                self.running.pop(job_id, None)
+                self.members.pop(job_id, None)
+                self.changed_read += 1
+        queued = queued_jobs(conn, self.members, where=where)
+        running = running_jobs(conn, self.members, where=where)
+        self.queued = _by_id(self.queued, queued)
+        self.running = _by_id(self.running, running)
+        self.mark = mark
+
+    def move_on(self, transactions: Transactions) -> None:
+        """After the read: later writes stamp more than its mark."""
+        if transactions.dialect == "sqlite":
+            with transactions.write() as (conn, _):
+                changes.move_on(conn)
+
+
+_Job = TypeVar("_Job", QueuedJob, RunningJob)
+
+
+def _by_id(held: dict[str, _Job], read: Sequence[_Job]) -> dict[str, _Job]:
+    """`held` with the jobs `read`, in order of id (kept in that order, each cycle sorts
+    only what changed into it)."""
+    if not read:
+        return held
+    held.update((j.id, j) for j in read)
+    return dict(sorted(held.items()))

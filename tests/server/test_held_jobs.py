@@ -1,0 +1,210 @@
+"""The scheduling leader's held jobs, brought up to date by change numbers, always equal what a
+full read of the database finds: whichever replica wrote the change (submissions, cancels,
+reprioritisations and executors' reports through a second replica's storage; leases, reasons
+and preemptions by the leader's own cycles), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import pytest
+import sqlalchemy
+
+from armada_core.api import executor_pb2, submit_pb2
+from armada_core.jobs import annotations as ann
+from armada_core.retry import RetrySettings
+from armada_server.config import ServerConfig
+from armada_server.executors.backend import update
+from armada_server.metrics import Metrics
+from armada_server.scheduling.loop import SchedulingLoop
+from armada_server.storage import Storage, open_storage
+from armada_server.storage import schema as t
+from armada_server.storage.held_jobs import FULL_READ_EVERY, HeldJobs
+from armada_server.storage.scheduling_reads import SchedulingState
+
+from ..jobs.factories import T0, container, item
+
+QUEUES = ("a", "b")
+NODES = [
+    executor_pb2.Node(name=f"n{i}", allocatable={"cpu": "4", "memory": "16Gi"}) for i in range(3)
+]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def replicas(database_url: str) -> Iterator[tuple[Storage, Storage, Clock]]:
+    """Two replicas' storage on one database, on one clock."""
+    clock = Clock()
+    retrying = RetrySettings(enabled=True)
+    first = open_storage(database_url, clock=clock, retry_settings=retrying)
+    second = open_storage(database_url, clock=clock, retry_settings=retrying)
+    first.retry_policies.create_retry_policy(submit_pb2.RetryPolicy(name="p", retry_limit=3))
+    for name in QUEUES:
+        first.queues.create_queue(
+            submit_pb2.Queue(name=name, priority_factor=1, retry_policies=["p"])
+        )
+    yield first, second, clock
+    first.engine.dispose()
+    second.engine.dispose()
+
+
+def leader(storage: Storage, clock: Clock) -> SchedulingLoop:
+    config = ServerConfig(port=0, http_port=None, executor="none", database_url="sqlite://")
+    return SchedulingLoop(
+        config,
+        Metrics(storage.job_reads, storage.isolated_failures),
+        engine=storage.engine,
+        leases=storage.leases,
+        reads=storage.scheduling_reads,
+        writes=storage.scheduling_writes,
+        carryover=storage.carryover,
+        isolated_failures=storage.isolated_failures,
+        clock=clock,
+    )
+
+
+def jobs(rng: random.Random) -> list[submit_pb2.JobSubmitRequestItem]:
+    """A few jobs of random sizes, or a gang of two."""
+    if rng.random() < 0.2:
+        gang = {ann.GANG_ID: f"g{rng.randrange(10**9)}", ann.GANG_CARDINALITY: "2"}
+        return [item(pod(1, rng), annotations=gang)] * 2
+    return [item(pod(rng.choice([1, 2, 3]), rng), priority=rng.random()) for _ in range(5)]
+
+
+def pod(cpu: int, rng: random.Random) -> dict[str, object]:
+    """A pod of `cpu` CPUs, preemptible or not."""
+    name = rng.choice(["armada-default", "armada-preemptible"])
+    return {"containers": [container(cpu=str(cpu))], "priorityClassName": name}
+
+
+def contents(state: SchedulingState) -> tuple[object, ...]:
+    return (state.queued, state.running, state.succeeded, state.ended_roles)
+
+
+def test_held_jobs_equal_a_full_read_after_every_change(
+    replicas: tuple[Storage, Storage, Clock],
+) -> None:
+    first, second, clock = replicas
+    rng = random.Random(7)
+    loop = leader(first, clock)
+    held = HeldJobs()
+    runs: dict[str, str] = {}  # run id -> job id, of leases the executor holds
+
+    def sync(*updates: executor_pb2.RunUpdate) -> None:
+        request = executor_pb2.SyncRequest(
+            executor_id="e1", pool="default", nodes=NODES, run_ids=list(runs), updates=updates
+        )
+        response = second.executors.executor_sync(request)
+        runs.update((lease.run_id, lease.job.id) for lease in response.leases)
+
+    sync()
+    seen: set[str] = set()
+    for step in range(80):
+        clock.now += timedelta(seconds=rng.choice([1, 2, 5]))
+        action = rng.random()
+        live = [j.id for j in held.queued.values()] + list(runs.values())
+        if action < 0.3:
+            second.submissions.submit(rng.choice(QUEUES), "s", jobs(rng), owner="u")
+        elif action < 0.4 and live:
+            job_id = rng.choice(live)
+            for queue in QUEUES:
+                second.submissions.cancel(queue, "s", [job_id])
+        elif action < 0.5 and held.queued:
+            job_id = rng.choice(sorted(held.queued))
+            second.submissions.reprioritize(
+                held.queued[job_id].queue, "s", [job_id], 5.0, requestor="u"
+            )
+        elif action < 0.75 and runs:
+            run_id = rng.choice(sorted(runs))
+            kind = rng.choice(["running", "succeeded", "failed", "returned"])
+            news = {
+                "running": {"running": executor_pb2.RunUpdate.Running(node="n0")},
+                "succeeded": {"succeeded": executor_pb2.RunUpdate.Succeeded()},
+                "failed": {"failed": executor_pb2.RunUpdate.Failed(reason="exit 1")},
+                "returned": {"returned": executor_pb2.RunUpdate.Returned(reason="no room")},
+            }[kind]
+            sync(update(run_id, runs[run_id], at=clock.now, **news))
+            if kind != "running":
+                del runs[run_id]
+        else:
+            sync()
+            loop.cycle()
+            sync()
+        kept = first.scheduling_reads.scheduling_state(
+            executor_timeout=86_400, now=clock.now, held=held
+        )
+        full = first.scheduling_reads.scheduling_state(executor_timeout=86_400, now=clock.now)
+        assert contents(kept) == contents(full), f"step {step}"
+        seen.update(j.id for j in kept.running)
+    assert len(seen) > 10  # jobs were leased and run
+    assert clock.now - T0 < FULL_READ_EVERY  # every read after the first read only changes
+
+
+def ids(state: SchedulingState) -> tuple[list[str], list[str]]:
+    return [j.id for j in state.queued], [j.id for j in state.running]
+
+
+def test_a_write_committed_after_the_reads_snapshot_is_read_next_time(
+    replicas: tuple[Storage, Storage, Clock],
+) -> None:
+    """The case a change number exists for: a write that commits while a read is under way
+    is not in the read's snapshot, and the next read of what changed must find it."""
+    first, second, clock = replicas
+    rng = random.Random(3)
+    submitted = second.submissions.submit("a", "s", jobs(rng) + jobs(rng), owner="u")
+    held = HeldJobs()
+    reads = first.scheduling_reads
+    reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)  # a full read
+    with first.transactions.read(snapshot=True) as conn:
+        held.refresh(conn, clock.now)
+        second.submissions.cancel("a", "s", submitted[:1])  # commits inside the read
+        assert submitted[0] in held.queued  # the snapshot still has it queued
+    held.move_on(first.transactions)
+    kept = reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)
+    full = reads.scheduling_state(executor_timeout=86_400, now=clock.now)
+    assert contents(kept) == contents(full)
+    assert ids(kept)[0] == sorted(submitted[1:])
+    assert held.changed_read == 1  # the cancelled job alone was read
+
+
+@pytest.mark.postgres
+def test_a_write_begun_before_the_read_and_committed_after_it_is_read_next_time(
+    postgres_server,  # type: ignore[no-untyped-def]
+) -> None:
+    """PostgreSQL's writers run beside the reader: a transaction that wrote before the read
+    took its snapshot and commits after it (and after a later transaction committed) is
+    found by the next read of what changed."""
+    clock = Clock()
+    url = postgres_server.new_database()
+    storage = open_storage(url, clock=clock)
+    storage.queues.create_queue(submit_pb2.Queue(name="a", priority_factor=1))
+    submitted = storage.submissions.submit("a", "s", jobs(random.Random(5)), owner="u")
+    held = HeldJobs()
+    reads = storage.scheduling_reads
+    reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)
+    writer = storage.engine.connect()
+    try:
+        transaction = writer.begin()
+        writer.execute(
+            sqlalchemy.update(t.jobs).where(t.jobs.c.id == submitted[0]).values(priority=99.0)
+        )  # stamped with the writer's transaction id, not committed
+        storage.submissions.cancel("a", "s", submitted[1:2])  # a later writer commits first
+        before = reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)
+        assert {j.id: j.priority for j in before.queued}[submitted[0]] != 99.0
+        transaction.commit()
+    finally:
+        writer.close()
+    after = reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)
+    assert {j.id: j.priority for j in after.queued}[submitted[0]] == 99.0
+    full = reads.scheduling_state(executor_timeout=86_400, now=clock.now)
+    assert contents(after) == contents(full)
+    storage.engine.dispose()
