@@ -1,7 +1,7 @@
 """The scheduling leader's held jobs, brought up to date by change numbers, always equal what a
 full read of the database finds: whichever replica wrote the change (submissions, cancels,
-reprioritisations and executors' reports through a second replica's storage; leases, reasons
-and preemptions by the leader's own cycles), on SQLite and PostgreSQL."""
+reprioritisations and executors' reports through a second replica's storage; leases,
+preemptions and the reasons it notes by the leader's own cycles), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def test_held_jobs_equal_a_full_read_after_every_change(
     first, second, clock = replicas
     rng = random.Random(7)
     loop = leader(first, clock)
-    held = HeldJobs()
+    held = loop.held  # brought up to date here as the loop's next cycle would
     runs: dict[str, str] = {}  # run id -> job id, of leases the executor holds
 
     def sync(*updates: executor_pb2.RunUpdate) -> None:
@@ -164,11 +164,14 @@ def test_a_write_committed_after_the_reads_snapshot_is_read_next_time(
     held = HeldJobs()
     reads = first.scheduling_reads
     reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)  # a full read
+    assert held.changed_read is None
+    reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)
+    assert held.changed_read == 0  # nothing changed since
+    held.move_on(first.transactions)  # as scheduling_state does before its read
     with first.transactions.read(snapshot=True) as conn:
         held.refresh(conn, clock.now)
         second.submissions.cancel("a", "s", submitted[:1])  # commits inside the read
         assert submitted[0] in held.queued  # the snapshot still has it queued
-    held.move_on(first.transactions)
     kept = reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)
     full = reads.scheduling_state(executor_timeout=86_400, now=clock.now)
     assert contents(kept) == contents(full)

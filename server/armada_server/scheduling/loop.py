@@ -161,7 +161,7 @@ class SchedulingLoop:
         self._jobs: dict[str, Made] = {}
         # The queued and running jobs the last cycle read, brought up to date each cycle
         # with those that changed (storage/held_jobs.py).
-        self._held = HeldJobs()
+        self.held = HeldJobs()
         # What cycles carry to the next (each queue's decayed usage, the rate limits' token
         # buckets), kept in the database for whoever leads next (carryover.py): read when
         # this replica comes to lead, None while it does not.
@@ -176,7 +176,7 @@ class SchedulingLoop:
         if not leads:
             self.carried = None  # whoever leads meanwhile carries on: read it back later
             self._jobs.clear()  # and what this replica made of the jobs is let go
-            self._held.forget()
+            self.held.forget()
             return None
         if self.carried is None:
             self._kept = self.carryover.read() or "{}"
@@ -226,13 +226,14 @@ class SchedulingLoop:
             return 0  # nowhere to place anything: do not load every queued job
         with gc_paused():
             state = self.reads.scheduling_state(
-                executor_timeout=config.lease_timeout, now=now, held=self._held
+                executor_timeout=config.lease_timeout, now=now, held=self.held
             )
             if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
                 return 0  # nothing to place, or nowhere to place it
             decisions = self._decide(config, state, carried, now)
         number = self.reports.next_cycle() if self.reports is not None else None
         leased = self._write(state, decisions, now, number)
+        self.held.note_reasons(decisions.result.unscheduled, number)
         self.metrics.count_preemptions(preemption_kinds(decisions.snapshot, decisions.kinds))
         self._keep(carried)
         self.cycles += 1

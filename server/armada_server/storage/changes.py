@@ -7,8 +7,9 @@ its rows; its next read takes the rows whose number is at least that mark. The n
 not be unique nor dense, only never below the mark of a snapshot that did not see the write:
 
 - SQLite serialises writers: a write stamps the value of `change_clock`, which the reader
-  moves on after each read. A write that committed after the reader's snapshot but before
-  it moved the clock has the mark itself; every later write, more.
+  moves on just before each read and reads as its mark in the read's snapshot. Every write
+  before the move stamped less and is in the snapshot; a write after it stamps the mark or
+  more (only those committed between the move and the snapshot are read twice).
 - PostgreSQL runs writers side by side, so a counter read inside a transaction may be
   committed late. A write stamps its transaction's id instead, and the mark is the oldest
   transaction still running at the snapshot (`pg_snapshot_xmin`): every transaction below it
@@ -57,8 +58,8 @@ def mark(conn: Connection) -> int:
 
 
 def move_on(conn: Connection) -> None:
-    """After a read that took a mark: later writes stamp more than it (SQLite's clock; a
-    no-op on PostgreSQL, whose transaction ids move on by themselves)."""
+    """Before a read that takes a mark: later writes stamp more than the writes so far
+    (SQLite's clock; a no-op on PostgreSQL, whose transaction ids move on by themselves)."""
     if conn.dialect.name == "sqlite":
         conn.execute(_MOVE_ON)
 

@@ -10,6 +10,7 @@ everything again when it comes to lead, after a read that failed, and every
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,6 +18,7 @@ from typing import TypeVar
 
 from sqlalchemy import Connection, select
 
+from armada_core.scheduling import Reasons
 from armada_server.storage import changes
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
@@ -93,8 +95,19 @@ class HeldJobs:
         self.running = _by_id(self.running, running)
         self.mark = mark
 
+    def note_reasons(self, reasons: Reasons, cycle: int | None) -> None:
+        """The reasons a cycle wrote for the jobs it left queued (writing a reason leaves
+        the job's change number as it was: see scheduling_writes._write_reason)."""
+        queued = self.queued
+        for reason, job_ids in reasons.groups().items():
+            for job_id in job_ids:
+                job = queued.get(job_id)
+                if job is not None and job.reason != reason:
+                    queued[job_id] = dataclasses.replace(job, reason=reason, reason_cycle=cycle)
+
     def move_on(self, transactions: Transactions) -> None:
-        """After the read: later writes stamp more than its mark."""
+        """Before a read: writes after it stamp its mark or more, and the writes before it
+        less (on SQLite; see storage/changes.py)."""
         if transactions.dialect == "sqlite":
             with transactions.write() as (conn, _):
                 changes.move_on(conn)

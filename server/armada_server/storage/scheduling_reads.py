@@ -165,6 +165,8 @@ class SchedulingReads:
         are read only where they changed since `held` was last brought up to date."""
         now = now or self._tx.clock()
         cutoff = now - timedelta(seconds=executor_timeout)
+        if held is not None:
+            held.move_on(self._tx)
         with self._tx.read(snapshot=True) as conn:
             queues = [
                 submit_pb2.Queue.FromString(r.spec)
@@ -182,8 +184,6 @@ class SchedulingReads:
                 queued, running, groups = held.refresh(conn, now)
             terminating = _terminating_runs(conn, now)
             succeeded, ended_roles = _ended_members(conn, groups)
-        if held is not None:
-            held.move_on(self._tx)
         return SchedulingState(
             queues, executors, queued, running, terminating, succeeded, ended_roles
         )

@@ -354,10 +354,13 @@ def _write_reason(
             if cycle is not None and began is not None and began < cycle:
                 replaced.append((job_id, began, before.reason))
     for chunk in chunks(changed, 500):
+        # The change number stays: a reason changes nothing a cycle decides by, and the
+        # leader that writes it notes it in what it holds (HeldJobs.note_reasons), so a
+        # backlog's first reasons do not make the next cycle read the backlog again.
         conn.execute(
             update(t.jobs)
             .where(t.jobs.c.id.in_(chunk), t.jobs.c.scheduling_reason != reason)
-            .values(scheduling_reason=reason, reason_cycle=cycle)
+            .values(scheduling_reason=reason, reason_cycle=cycle, changed=t.jobs.c.changed)
         )
 
 
