@@ -576,6 +576,7 @@ def profile_in_process(
     running_syncs = step("sync_running", report_running)
     step("sync_idle", lambda: sync(run_ids=held))
     step("cycle_again", loop.cycle)
+    step("cycle_unchanged", loop.cycle)  # nothing changed since the last
     storage.engine.dispose()
     return {
         "name": "profile_in_process",

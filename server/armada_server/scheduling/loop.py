@@ -33,7 +33,7 @@ from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.leases import Leases
 from armada_server.storage.scheduling_reads import SchedulingReads, SchedulingState
-from armada_server.storage.scheduling_writes import SchedulingWrites
+from armada_server.storage.scheduling_writes import SchedulingWrites, changed_reasons
 
 log = logging.getLogger("armada_server")
 
@@ -233,7 +233,6 @@ class SchedulingLoop:
             decisions = self._decide(config, state, carried, now)
         number = self.reports.next_cycle() if self.reports is not None else None
         leased = self._write(state, decisions, now, number)
-        self.held.note_reasons(decisions.result.unscheduled, number)
         self.metrics.count_preemptions(preemption_kinds(decisions.snapshot, decisions.kinds))
         self._keep(carried)
         self.cycles += 1
@@ -318,7 +317,8 @@ class SchedulingLoop:
         seen = _seen(state, scheduled.keys() | result.failed.keys(), result.preempted)
         preempting = decisions.preempting = made_room_for(snapshot, result)
         kinds = decisions.kinds = preemption_kind_of(snapshot, result, preempting)
-        read = {j.id: j for j in state.queued}  # their reasons: only changes are written
+        read = self.held.queued  # their reasons, by id: only changes are written
+        reasons = changed_reasons(result.unscheduled, read)
         leased = 0
         for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
             # The first transaction also holds the preemptions the leases may rely on.
@@ -327,7 +327,7 @@ class SchedulingLoop:
                 scheduled=part,
                 preempted=result.preempted if first else (),
                 failed=result.failed if first else {},
-                reasons=result.unscheduled if first else {},
+                reasons=reasons if first else {},
                 seen=seen,
                 gangs=gangs,
                 preempting=preempting if first else None,
@@ -338,6 +338,8 @@ class SchedulingLoop:
                 cycle=number,
                 reasons_read=read,
             )
+            if first:
+                self.held.note_reasons(reasons, number)  # written: hold them too
             leased += done
             if done and self.on_leased is not None:
                 self.on_leased()

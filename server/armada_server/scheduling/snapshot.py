@@ -290,8 +290,9 @@ def _with_succeeded(
 
 
 # What the snapshot made of a job, by id: whether it was queued or running, what the view
-# depends on that can change, and the view.
-Made = tuple[type, tuple[object, ...], s.Job]
+# depends on that can change, the view, and the row it was made from (the leader holds a
+# job's row object until the job changes: storage/held_jobs.py).
+Made = tuple[type, tuple[object, ...], s.Job, object]
 
 
 class _Views:
@@ -308,6 +309,10 @@ class _Views:
         self.used: dict[str, Made] = {}
 
     def queued(self, j: QueuedJob, avoid_node: str | None) -> s.Job | None:
+        made = self.cache.get(j.id)
+        if made is not None and made[3] is j and j.avoid_node is None:
+            self.used[j.id] = made  # the same row: nothing the view depends on changed
+            return made[2]
         key = (j.priority, j.submitted_at, avoid_node, j.gang_cardinality)
         kept = self._kept(j, key)
         if kept is not None:
@@ -322,6 +327,10 @@ class _Views:
         )
 
     def running(self, j: RunningJob) -> s.Job | None:
+        made = self.cache.get(j.id)
+        if made is not None and made[3] is j:
+            self.used[j.id] = made
+            return made[2]
         key = (j.priority, j.submitted_at, j.node, j.started_at)
         kept = self._kept(j, key)
         if kept is not None:
@@ -339,7 +348,7 @@ class _Views:
         """The previous cycle's view of `j`, if it was made from the same fields."""
         made = self.cache.get(j.id)
         if made is not None and made[0] is type(j) and made[1] == key:
-            self.used[j.id] = made
+            self.used[j.id] = made if made[3] is j else (*made[:3], j)
             return made[2]
         return None
 
@@ -362,7 +371,7 @@ class _Views:
         except Exception as e:  # an error in one job's spec is that job's alone
             self.broken[j.id] = f"the scheduler cannot read the job: {type(e).__name__}: {e}"
             return None
-        self.used[j.id] = (type(j), key, view)
+        self.used[j.id] = (type(j), key, view, j)
         return view
 
     def keep(self) -> None:

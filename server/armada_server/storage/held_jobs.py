@@ -10,8 +10,7 @@ everything again when it comes to lead, after a read that failed, and every
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -22,6 +21,7 @@ from armada_core.scheduling import Reasons
 from armada_server.storage import changes
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
+from armada_server.storage.rows import chunks
 from armada_server.storage.scheduling_reads import (
     GangKey,
     QueuedJob,
@@ -79,18 +79,23 @@ class HeldJobs:
             self.forget()
             self.full_read_at = now
             self.changed_read = None
-            where = None
+            queued = queued_jobs(conn, self.members)
+            running = running_jobs(conn, self.members)
         else:
-            where = t.jobs.c.changed >= self.mark
-            changed: Iterable[tuple[str]] = conn.execute(select(t.jobs.c.id).where(where))
-            self.changed_read = 0
-            for (job_id,) in changed:
+            since = select(t.jobs.c.id).where(t.jobs.c.changed >= self.mark)
+            changed: list[str] = list(conn.execute(since).scalars())
+            self.changed_read = len(changed)
+            for job_id in changed:
                 self.queued.pop(job_id, None)
                 self.running.pop(job_id, None)
                 self.members.pop(job_id, None)
-                self.changed_read += 1
-        queued = queued_jobs(conn, self.members, where=where)
-        running = running_jobs(conn, self.members, where=where)
+            # By id, not by change number and state: SQLite would pick the state's index
+            # and walk every queued job.
+            queued, running = [], []
+            for chunk in chunks(changed, 2_000):
+                where = t.jobs.c.id.in_(chunk)
+                queued += queued_jobs(conn, self.members, where=where)
+                running += running_jobs(conn, self.members, where=where)
         self.queued = _by_id(self.queued, queued)
         self.running = _by_id(self.running, running)
         self.mark = mark
@@ -103,7 +108,10 @@ class HeldJobs:
             for job_id in job_ids:
                 job = queued.get(job_id)
                 if job is not None and job.reason != reason:
-                    queued[job_id] = dataclasses.replace(job, reason=reason, reason_cycle=cycle)
+                    # In place: the job's object stays the one its view was made from (a
+                    # reason is no part of the view; scheduling/snapshot.py _Views).
+                    object.__setattr__(job, "reason", reason)
+                    object.__setattr__(job, "reason_cycle", cycle)
 
     def move_on(self, transactions: Transactions) -> None:
         """Before a read: writes after it stamp its mark or more, and the writes before it

@@ -308,6 +308,18 @@ class _Read:
     reason_cycle: int | None
 
 
+def changed_reasons(reasons: Mapping[str, str], read: Mapping[str, ReasonRead]) -> Reasons:
+    """Of a cycle's `reasons`, those to write: of the jobs whose reason `read` has, those
+    whose reason changes, and every job it lacks (_record_reasons reads theirs)."""
+    out = Reasons()
+    get = read.get
+    for reason, job_ids in _group(reasons).items():
+        changed = [j for j in job_ids if (r := get(j)) is None or r.reason != reason]
+        if changed:
+            out.add_many(changed, reason)
+    return out
+
+
 def _record_reasons(
     conn: Connection,
     scheduled: Mapping[str, Placement],
