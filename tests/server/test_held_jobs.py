@@ -19,6 +19,7 @@ from armada_server.config import ServerConfig
 from armada_server.executors.backend import update
 from armada_server.metrics import Metrics
 from armada_server.scheduling.loop import SchedulingLoop
+from armada_server.scheduling.snapshot import Made, build_snapshot
 from armada_server.storage import Storage, open_storage
 from armada_server.storage import schema as t
 from armada_server.storage.held_jobs import FULL_READ_EVERY, HeldJobs
@@ -108,6 +109,7 @@ def test_held_jobs_equal_a_full_read_after_every_change(
 
     sync()
     seen: set[str] = set()
+    cache: dict[str, Made] = {}
     for step in range(80):
         clock.now += timedelta(seconds=rng.choice([1, 2, 5]))
         action = rng.random()
@@ -144,6 +146,10 @@ def test_held_jobs_equal_a_full_read_after_every_change(
         )
         full = first.scheduling_reads.scheduling_state(executor_timeout=86_400, now=clock.now)
         assert contents(kept) == contents(full), f"step {step}"
+        # The views made from what is held, reusing the last ones, are those made afresh.
+        classes = loop.config.priority_classes
+        views, _ = build_snapshot(kept, classes, clock.now, cache=cache, changed=held.changed)
+        assert views.jobs == build_snapshot(full, classes, clock.now)[0].jobs, f"step {step}"
         seen.update(j.id for j in kept.running)
     assert len(seen) > 10  # jobs were leased and run
     assert clock.now - T0 < FULL_READ_EVERY  # every read after the first read only changes
@@ -164,9 +170,9 @@ def test_a_write_committed_after_the_reads_snapshot_is_read_next_time(
     held = HeldJobs()
     reads = first.scheduling_reads
     reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)  # a full read
-    assert held.changed_read is None
+    assert held.changed is None
     reads.scheduling_state(executor_timeout=86_400, now=clock.now, held=held)
-    assert held.changed_read == 0  # nothing changed since
+    assert held.changed == []  # nothing changed since
     held.move_on(first.transactions)  # as scheduling_state does before its read
     with first.transactions.read(snapshot=True) as conn:
         held.refresh(conn, clock.now)
@@ -176,7 +182,7 @@ def test_a_write_committed_after_the_reads_snapshot_is_read_next_time(
     full = reads.scheduling_state(executor_timeout=86_400, now=clock.now)
     assert contents(kept) == contents(full)
     assert ids(kept)[0] == sorted(submitted[1:])
-    assert held.changed_read == 1  # the cancelled job alone was read
+    assert held.changed == submitted[:1]  # the cancelled job alone was read
 
 
 @pytest.mark.postgres

@@ -279,6 +279,7 @@ class SchedulingLoop:
             now,
             config=model,
             cache=self._jobs,
+            changed=self.held.changed,
             broken=broken,
             class_caps=settings.max_fraction_per_queue,
             usage=carried.usage if settings.usage_half_life is not None else None,

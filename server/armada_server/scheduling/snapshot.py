@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -171,7 +171,7 @@ def _capability_kinds(state: SchedulingState) -> tuple[tuple[str, ...], ...]:
 
 
 def _honoured(
-    jobs: list[tuple[QueuedJob, s.Job]], classes: tuple[tuple[str, ...], ...]
+    sources: list[QueuedJob], jobs: list[s.Job], classes: tuple[tuple[str, ...], ...]
 ) -> list[s.Job]:
     """Queued jobs keep off the nodes of executors that cannot honour their specs.
 
@@ -180,9 +180,9 @@ def _honoured(
     it can run. Nodes carry their executor's class of declaration as a label, and a job that
     a class cannot honour gets a requirement `NotIn` that class (on every affinity term)."""
     if len(classes) < 2:
-        return [job for _, job in jobs]  # one kind of executor: submission decided
+        return jobs  # one kind of executor: submission decided
     out = []
-    for source, job in jobs:
+    for source, job in zip(sources, jobs, strict=True):
         avoided = _avoided(source, classes)
         if avoided:
             requirement = s.NodeSelectorRequirement(CAPABILITY_LABEL, "NotIn", avoided)
@@ -301,11 +301,20 @@ class _Views:
     A job still queued (or running) as it was is not converted again; a job that only moved
     (queued -> running, started) keeps everything its spec decides. Specs never change after
     submission, so what is compared is what the database may change. A job whose conversion
-    raises is left out, with the reason in `broken`."""
+    raises is left out, with the reason in `broken`.
 
-    def __init__(self, cache: dict[str, Made], broken: dict[str, str]) -> None:
+    With `changed` (the ids of every job whose row changed since the cache was made, as the
+    leader's held jobs know them), the cache is kept and only those jobs' entries are
+    renewed or dropped; without, it is rebuilt from the views this cycle uses. A backlog's
+    million unchanged jobs then cost a lookup each, not a million entries written again."""
+
+    def __init__(
+        self, cache: dict[str, Made], broken: dict[str, str], changed: Collection[str] | None
+    ) -> None:
         self.cache = cache
         self.broken = broken
+        self.changed = changed
+        # The views made or renewed this cycle (all of them used, without `changed`).
         self.used: dict[str, Made] = {}
 
     def queued(self, j: QueuedJob, avoid_node: str | None) -> s.Job | None:
@@ -326,10 +335,35 @@ class _Views:
             gang_cardinality=j.gang_cardinality,
         )
 
+    def queued_all(
+        self, jobs: Sequence[QueuedJob], avoidable: Callable[[QueuedJob], str | None]
+    ) -> tuple[list[QueuedJob], list[s.Job]]:
+        """The views of the queued `jobs` that have one, and the jobs they were made of. A
+        backlog's jobs are mostly the same rows as last cycle: those are taken here without
+        a call each."""
+        get, used = self.cache.get, self.used
+        sources: list[QueuedJob] = []
+        views: list[s.Job] = []
+        keep_all = self.changed is None
+        for j in jobs:
+            made = get(j.id)
+            if made is not None and made[3] is j and j.avoid_node is None:
+                if keep_all:
+                    used[j.id] = made
+                views.append(made[2])
+            else:
+                view = self.queued(j, j.avoid_node and avoidable(j))
+                if view is None:
+                    continue
+                views.append(view)
+            sources.append(j)
+        return sources, views
+
     def running(self, j: RunningJob) -> s.Job | None:
         made = self.cache.get(j.id)
         if made is not None and made[3] is j:
-            self.used[j.id] = made
+            if self.changed is None:
+                self.used[j.id] = made
             return made[2]
         key = (j.priority, j.submitted_at, j.node, j.started_at)
         kept = self._kept(j, key)
@@ -375,8 +409,14 @@ class _Views:
         return view
 
     def keep(self) -> None:
-        """Keep this cycle's views for the next (and forget the rest)."""
-        self.cache.clear()
+        """Keep this cycle's views for the next: all of them, or, with `changed`, the
+        cache with the views renewed and those of changed jobs not seen again dropped."""
+        if self.changed is None:
+            self.cache.clear()
+        else:
+            for job_id in self.changed:
+                if job_id not in self.used:
+                    self.cache.pop(job_id, None)
         self.cache.update(self.used)
 
 
@@ -458,15 +498,9 @@ def _jobs(
             else r
             for r in running
         ]
-    avoidable = _avoidable(nodes)
-    queued = [views.queued(j, j.avoid_node and avoidable(j)) for j in state.queued]
+    sources, queued = views.queued_all(state.queued, _avoidable(nodes))
     return [j for j in running if j is not None] + _honoured(
-        [
-            (source, view)
-            for source, view in zip(state.queued, queued, strict=True)
-            if view is not None
-        ],
-        _capability_kinds(state),
+        sources, queued, _capability_kinds(state)
     )
 
 
@@ -476,6 +510,7 @@ def build_snapshot(
     now: datetime,
     config: s.SchedulingConfig | None = None,
     cache: dict[str, Made] | None = None,
+    changed: Collection[str] | None = None,
     broken: dict[str, str] | None = None,
     class_caps: Mapping[str, Mapping[str, float]] | None = None,
     usage: Mapping[str, float] | None = None,
@@ -494,13 +529,14 @@ def build_snapshot(
     (`Job.gang_succeeded`). All of it is read from storage, so a new leader knows it too.
 
     `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
-    the previous cycle (see _Views).
+    the previous cycle, and `changed` the jobs whose rows changed since, if known (see
+    _Views).
 
     A job whose conversion raises is left out (with the reason in `broken`): one bad spec
     must not stop scheduling for everyone. Nodes lose the capacity that terminating runs
     still hold (`state.terminating`)."""
     broken = {} if broken is None else broken
-    views = _Views({} if cache is None else cache, broken)
+    views = _Views({} if cache is None else cache, broken, changed if cache else None)
     nodes, placements = _nodes(state, broken)
     jobs = _jobs(state, views, nodes, placements)
     views.keep()

@@ -43,8 +43,8 @@ class HeldJobs:
     running: dict[str, RunningJob] = field(default_factory=dict)
     # Members of pod groups whose ended members a cycle reads (scheduling_reads).
     members: dict[str, GangKey] = field(default_factory=dict)
-    # How many changed jobs the last read read (None: it read everything).
-    changed_read: int | None = None
+    # The jobs the last read found changed (None: it read everything).
+    changed: list[str] | None = None
 
     def forget(self) -> None:
         """Let go of everything (another replica leads): the next read reads everything."""
@@ -78,13 +78,13 @@ class HeldJobs:
         if full:
             self.forget()
             self.full_read_at = now
-            self.changed_read = None
+            self.changed = None
             queued = queued_jobs(conn, self.members)
             running = running_jobs(conn, self.members)
         else:
             since = select(t.jobs.c.id).where(t.jobs.c.changed >= self.mark)
             changed: list[str] = list(conn.execute(since).scalars())
-            self.changed_read = len(changed)
+            self.changed = changed
             for job_id in changed:
                 self.queued.pop(job_id, None)
                 self.running.pop(job_id, None)

@@ -201,6 +201,13 @@ def _live_executors(conn: Connection, cutoff: datetime) -> list[ExecutorNodes]:
     return executors
 
 
+def _state(where: ColumnElement[bool] | None) -> ColumnElement[int]:
+    """The job's state, to filter by: with `where` (a few jobs by id), as an expression no
+    index serves. SQLite, which keeps no statistics here, would otherwise walk every queued
+    job through the state's index to find a few thousand by id."""
+    return t.jobs.c.state if where is None else t.jobs.c.state + 0
+
+
 def queued_jobs(
     conn: Connection,
     members: dict[str, GangKey],
@@ -211,7 +218,7 @@ def queued_jobs(
     """Queued jobs (matching `where`), in no order: with `due_by`, only those not waiting out
     a retry delay then. Adds to `members` those of pod groups queued again in a retried
     generation (earlier members may have succeeded), each with its group."""
-    conditions: list[ColumnElement[bool]] = [t.jobs.c.state == int(JobState.QUEUED)]
+    conditions: list[ColumnElement[bool]] = [_state(where) == int(JobState.QUEUED)]
     if due_by is not None:
         conditions.append(or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= due_by))
     if where is not None:
@@ -273,7 +280,7 @@ def running_jobs(
     order; adds to `members` those of pod groups, being preempted or not, each with its
     group."""
     states = [int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING)]
-    conditions: list[ColumnElement[bool]] = [t.jobs.c.state.in_(states)]
+    conditions: list[ColumnElement[bool]] = [_state(where).in_(states)]
     if where is not None:
         conditions.append(where)
     new = object.__new__
