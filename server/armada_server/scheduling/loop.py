@@ -229,7 +229,10 @@ class SchedulingLoop:
                 executor_timeout=config.lease_timeout, now=now, held=self.held
             )
             if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
-                return 0  # nothing to place, or nowhere to place it
+                # Nothing to place, or nowhere to place it. The views kept no longer follow
+                # what is held (this read's changes are not applied to them): let them go.
+                self._jobs.clear()
+                return 0
             decisions = self._decide(config, state, carried, now)
         number = self.reports.next_cycle() if self.reports is not None else None
         leased = self._write(state, decisions, now, number)

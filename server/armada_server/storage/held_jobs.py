@@ -49,6 +49,7 @@ class HeldJobs:
     def forget(self) -> None:
         """Let go of everything (another replica leads): the next read reads everything."""
         self.mark = None
+        self.changed = None
         self.queued.clear()
         self.running.clear()
         self.members.clear()

@@ -61,6 +61,11 @@ RUN_COLUMNS = (
     t.runs.c.containers,
 )
 
+# A job's state for filtering jobs found by id, as an expression no index serves. SQLite,
+# which keeps no statistics here, takes `state = 0` for the more selective term and walks
+# every queued job through the state's index to find a few thousand by id.
+STATE_OF_JOBS_BY_ID = t.jobs.c.state + 0
+
 _JOB_STATES = {int(s): s for s in JobState}
 _RUN_STATES = {int(s): s for s in RunState}
 _PARSED: dict[str, datetime] = {}

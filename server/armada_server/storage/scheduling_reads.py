@@ -26,7 +26,7 @@ from armada_server.storage.base import ACTIVE_RUN_STATES, Transactions
 from armada_server.storage.bulk import fetch
 from armada_server.storage.nodes import decode_nodes
 from armada_server.storage.retries import gang_cardinalities
-from armada_server.storage.rows import chunks, when
+from armada_server.storage.rows import STATE_OF_JOBS_BY_ID, chunks, when
 
 if TYPE_CHECKING:
     from armada_server.storage.held_jobs import HeldJobs
@@ -202,10 +202,8 @@ def _live_executors(conn: Connection, cutoff: datetime) -> list[ExecutorNodes]:
 
 
 def _state(where: ColumnElement[bool] | None) -> ColumnElement[int]:
-    """The job's state, to filter by: with `where` (a few jobs by id), as an expression no
-    index serves. SQLite, which keeps no statistics here, would otherwise walk every queued
-    job through the state's index to find a few thousand by id."""
-    return t.jobs.c.state if where is None else t.jobs.c.state + 0
+    """The job's state, to filter by: with `where` (a few jobs by id), as no index serves."""
+    return t.jobs.c.state if where is None else STATE_OF_JOBS_BY_ID
 
 
 def queued_jobs(

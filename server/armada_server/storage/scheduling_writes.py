@@ -22,7 +22,7 @@ from armada_server.storage.cycle_reports import archive_reasons
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import Conflict, retried
 from armada_server.storage.leases import Leases
-from armada_server.storage.rows import chunks, jobs_by_id, run_row
+from armada_server.storage.rows import STATE_OF_JOBS_BY_ID, chunks, jobs_by_id, run_row
 
 log = logging.getLogger("armada_server")
 
@@ -230,7 +230,8 @@ def _queued(conn: Connection, job_ids: Iterable[str]) -> dict[str, tuple[int, st
     queued: dict[str, tuple[int, str, str, int]] = {}
     for chunk in chunks(list(job_ids), 2000):
         stmt = select(t.jobs.c.id, t.jobs.c.version, t.jobs.c.queue, t.jobs.c.job_set, _RUN_COUNT)
-        for r in fetch(conn, stmt.where(t.jobs.c.id.in_(chunk), t.jobs.c.state == QUEUED)):
+        where = (t.jobs.c.id.in_(chunk), STATE_OF_JOBS_BY_ID == QUEUED)
+        for r in fetch(conn, stmt.where(*where)):
             queued[r[0]] = (r[1], r[2], r[3], r[4])
     return queued
 
