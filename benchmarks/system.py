@@ -34,11 +34,13 @@ settings unless said otherwise) and, for throughput, `armada-executor`:
 (the server does this work on worker threads, which cProfile of a server process would not
 see): with the same queued jobs and nodes it times, under cProfile, the first scheduling cycle,
 the executor syncs that take all its leases (a response's leases are bounded in size), the
-syncs reporting every run as running (10,000 per sync, as the agent sends them), an idle sync
-and the next cycle, and writes ``<step>.prof`` files to DIR (read them with ``python -m pstats``)
-and the seconds per step to the JSON. With ``--timing`` it times the same steps without
-cProfile (whose cost per call multiplies these steps' time several times over), in wall and
-in the process's CPU seconds (which a loaded machine changes far less).
+syncs reporting every run as running (10,000 per sync, as the agent sends them), an idle sync,
+the next cycle and one more where nothing changed, and writes ``<step>.prof`` files to DIR (read
+them with ``python -m pstats``) and the seconds per step to the JSON. With ``--timing`` it times
+the same steps without cProfile (whose cost per call multiplies these steps' time several times
+over), in wall and in the process's CPU seconds (which a loaded machine changes far less), and
+each cycle's phases in wall seconds (the read, the views, the scheduler, comparing reasons,
+writing).
 """
 
 from __future__ import annotations
