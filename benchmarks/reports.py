@@ -40,7 +40,6 @@ def one_round(
     and of this process's CPU (`*_cpu`: what other work on the machine barely moves)."""
     from armada_server.config import NodeGroup, ServerConfig
     from armada_server.executors.nodes import virtual_nodes
-    from armada_server.metrics import Metrics
     from armada_server.scheduling.loop import SchedulingLoop
     from armada_server.storage import open_storage
 
@@ -69,17 +68,7 @@ def one_round(
     storage.executors.executor_sync(
         executor_pb2.SyncRequest(executor_id="sim", pool="default", nodes=nodes)
     )
-    loop = SchedulingLoop(
-        config,
-        Metrics(storage.job_reads, storage.isolated_failures),
-        engine=storage.engine,
-        leases=storage.leases,
-        reads=storage.scheduling_reads,
-        writes=storage.scheduling_writes,
-        carryover=storage.carryover,
-        isolated_failures=storage.isolated_failures,
-        reports=storage.cycle_reports if keep else None,
-    )
+    loop = SchedulingLoop.over(storage, config, reports=bool(keep))
     own = _ReportsOwn(loop, storage) if keep else None
     held: list[str] = []
 

@@ -514,7 +514,6 @@ def profile_in_process(
     from armada_server.config import NodeGroup, ServerConfig
     from armada_server.executors.agent import MAX_UPDATES_PER_SYNC, update
     from armada_server.executors.nodes import virtual_nodes
-    from armada_server.metrics import Metrics
     from armada_server.scheduling.loop import SchedulingLoop
     from armada_server.storage import open_storage
 
@@ -538,16 +537,7 @@ def profile_in_process(
         )
 
     sync()
-    loop = SchedulingLoop(
-        config,
-        Metrics(storage.job_reads, storage.isolated_failures),
-        engine=storage.engine,
-        leases=storage.leases,
-        reads=storage.scheduling_reads,
-        writes=storage.scheduling_writes,
-        carryover=storage.carryover,
-        isolated_failures=storage.isolated_failures,
-    )
+    loop = SchedulingLoop.over(storage, config)
     seconds: dict[str, float] = {}
     cpu_seconds: dict[str, float] = {}
     phases: dict[str, dict[str, float]] = {}  # step -> a cycle's phase -> wall seconds

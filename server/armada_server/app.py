@@ -328,17 +328,12 @@ class ArmadaServer:
         if engine.dialect.name == "postgresql":
             self._listener = Listener(engine, hub.notify)
             await loop.run_in_executor(self._pool, self._listener.start)
-        self.scheduler = SchedulingLoop(
+        self.scheduler = SchedulingLoop.over(
+            storage,
             self.config,
             self.metrics,
-            engine=engine,
-            leases=storage.leases,
-            reads=storage.scheduling_reads,
-            writes=storage.scheduling_writes,
-            carryover=storage.carryover,
-            isolated_failures=storage.isolated_failures,
             clock=self.clock,
-            reports=storage.cycle_reports if self.config.report_cycles else None,
+            reports=bool(self.config.report_cycles),
         )
         auth = self._auth()
         ctx = Context(

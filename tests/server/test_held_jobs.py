@@ -17,7 +17,6 @@ from armada_core.jobs import annotations as ann
 from armada_core.retry import RetrySettings
 from armada_server.config import ServerConfig
 from armada_server.executors.backend import update
-from armada_server.metrics import Metrics
 from armada_server.scheduling.loop import SchedulingLoop
 from armada_server.scheduling.snapshot import Made, build_snapshot
 from armada_server.storage import Storage, open_storage
@@ -60,17 +59,7 @@ def replicas(database_url: str) -> Iterator[tuple[Storage, Storage, Clock]]:
 
 def leader(storage: Storage, clock: Clock) -> SchedulingLoop:
     config = ServerConfig(port=0, http_port=None, executor="none", database_url="sqlite://")
-    return SchedulingLoop(
-        config,
-        Metrics(storage.job_reads, storage.isolated_failures),
-        engine=storage.engine,
-        leases=storage.leases,
-        reads=storage.scheduling_reads,
-        writes=storage.scheduling_writes,
-        carryover=storage.carryover,
-        isolated_failures=storage.isolated_failures,
-        clock=clock,
-    )
+    return SchedulingLoop.over(storage, config, clock=clock)
 
 
 def jobs(rng: random.Random) -> list[submit_pb2.JobSubmitRequestItem]:

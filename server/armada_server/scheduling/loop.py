@@ -26,6 +26,7 @@ from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.preemption_kind import preemption_kind_of
 from armada_server.scheduling.snapshot import Made, Placement, build_snapshot
+from armada_server.storage import Storage
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
 from armada_server.storage.cycle_reports import CycleReports
@@ -208,6 +209,31 @@ class SchedulingLoop:
         }
         carried.usage = {q: u for q, u in usage.items() if u > 1e-9}
         carried.usage_at = now
+
+    @classmethod
+    def over(
+        cls,
+        storage: Storage,
+        config: ServerConfig,
+        metrics: Metrics | None = None,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        reports: bool = False,
+    ) -> SchedulingLoop:
+        """The loop over `storage`'s parts (with metrics of its own unless given), keeping
+        cycle reports in it if `reports`."""
+        return cls(
+            config,
+            metrics or Metrics(storage.job_reads, storage.isolated_failures),
+            engine=storage.engine,
+            leases=storage.leases,
+            reads=storage.scheduling_reads,
+            writes=storage.scheduling_writes,
+            carryover=storage.carryover,
+            isolated_failures=storage.isolated_failures,
+            clock=clock,
+            reports=storage.cycle_reports if reports else None,
+        )
 
     def poke(self) -> None:
         """Run a cycle soon (e.g. after a submission) instead of waiting the full period."""

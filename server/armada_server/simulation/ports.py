@@ -28,7 +28,6 @@ from armada_core.api import (
 )
 from armada_core.jobs import JobState
 from armada_server.config import ServerConfig
-from armada_server.metrics import Metrics
 from armada_server.scheduling.loop import SchedulingLoop
 from armada_server.services.submit import validate_submission
 from armada_server.storage import Storage
@@ -65,17 +64,7 @@ class InProcess:
             open_database(f"sqlite:///{database}"), clock=clock, retry_settings=config.retry
         )
         storage = self.storage
-        self.loop = SchedulingLoop(
-            config,
-            Metrics(storage.job_reads, storage.isolated_failures),
-            engine=storage.engine,
-            leases=storage.leases,
-            reads=storage.scheduling_reads,
-            writes=storage.scheduling_writes,
-            carryover=storage.carryover,
-            isolated_failures=storage.isolated_failures,
-            clock=clock,
-        )
+        self.loop = SchedulingLoop.over(storage, config, clock=clock)
         self.submission = config.submission()
         self._nodes: tuple[Sequence[executor_pb2.Node], bytes] | None = None
 
