@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, select, text
+from sqlalchemy import BigInteger, Connection, text
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -62,10 +62,3 @@ def move_on(conn: Connection) -> None:
     (SQLite's clock; a no-op on PostgreSQL, whose transaction ids move on by themselves)."""
     if conn.dialect.name == "sqlite":
         conn.execute(_MOVE_ON)
-
-
-def current(conn: Connection) -> int:
-    """The number a write in this transaction stamps (for rows written without SQL, as
-    PostgreSQL's COPY writes them)."""
-    value: int = conn.execute(select(change_number())).scalar_one()
-    return value
