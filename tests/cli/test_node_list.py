@@ -91,7 +91,10 @@ def test_node_list_needs_authentication(tmp_path: Path, capsys: pytest.CaptureFi
         with ArmadaClient(server.address) as anonymous, pytest.raises(Unauthenticated):
             anonymous.get_nodes()
         armada = Armada(server.address, capsys)
-        table = armada.ok("--username", "alice", "--password", "a-pw", "node", "list")
+        signed_in = ("--username", "alice", "--password", "a-pw", "node", "list")
+        # The simulated executor reports its node at its first sync, after the server starts.
+        wait_until(lambda: len(armada.ok(*signed_in).splitlines()) > 1, "the node to be reported")
+        table = armada.ok(*signed_in)
         assert table.splitlines()[1].split()[1:4] == ["default", "schedulable", "0"]
     finally:
         server.stop()
