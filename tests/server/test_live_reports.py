@@ -20,6 +20,7 @@ from armada_core.retry.settings import RetrySettings
 from armada_server.executors.backend import update as report
 from armada_server.storage import Storage
 from armada_server.storage import schema as t
+from armada_server.storage.executor_runs import HeldRuns
 from armada_server.storage.gangs import restart_gangs
 from armada_server.storage.live_reports import LiveReports, apply_live
 from armada_server.storage.nodes import encode_nodes
@@ -129,7 +130,8 @@ def sync_job_by_job(store: Storage, request: Request, now: datetime) -> executor
         held = set(request.run_ids)
         sync._leases.release(conn, executor, held)
         updated = {u.run_id for u in request.updates}
-        return sync._work_for(conn, touched, executor, held, updated, now)
+        active = HeldRuns(None).read(conn, executor, now)  # read in full
+        return sync._work_for(conn, touched, executor, active, held, updated, now)
 
 
 def test_plain_reports_in_bulk_store_what_loaded_jobs_stored(

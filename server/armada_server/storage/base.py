@@ -21,12 +21,14 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Any, Protocol
 
 from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import Connection, Engine, Table, bindparam, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DataError
+from sqlalchemy.sql.dml import ReturningInsert
 
 from armada_core.jobs import Job, JobState, Run, RunState
 from armada_core.jobs.grace import grace_period_seconds
@@ -155,18 +157,24 @@ class Transactions:
         """The first of `count` new message numbers of a job set (its row locked until the
         transaction ends, so its events commit in the order of their numbers)."""
         queue, job_set = key
-        conn.execute(
-            self.insert(t.job_sets)
-            .values(queue=queue, name=job_set, last_seq=0, created_at=now)
-            .on_conflict_do_nothing()
-        )
-        last: int = conn.execute(
-            update(t.job_sets)
-            .where(t.job_sets.c.queue == queue, t.job_sets.c.name == job_set)
-            .values(last_seq=t.job_sets.c.last_seq + count)
-            .returning(t.job_sets.c.last_seq)
-        ).scalar_one()
+        params = {"queue": queue, "name": job_set, "count": count, "now": now}
+        last: int = conn.execute(self._numbering, params).scalar_one()
         return last - count + 1
+
+    @cached_property
+    def _numbering(self) -> ReturningInsert[Any]:
+        """A job set's row made or its count moved on, in one statement built once: a
+        submission of many small job sets numbers each."""
+        stmt = self.insert(t.job_sets).values(
+            queue=bindparam("queue"),
+            name=bindparam("name"),
+            last_seq=bindparam("count"),
+            created_at=bindparam("now"),
+        )
+        return stmt.on_conflict_do_update(
+            index_elements=[t.job_sets.c.queue, t.job_sets.c.name],
+            set_={"last_seq": t.job_sets.c.last_seq + stmt.excluded.last_seq},
+        ).returning(t.job_sets.c.last_seq)
 
     def save_many(
         self,

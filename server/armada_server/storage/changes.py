@@ -2,14 +2,16 @@
 
 Every write of a job's row stamps it with a change number (`jobs.changed`), so that the
 scheduling loop reads only the jobs that changed since its last cycle instead of every queued
-and running job (scheduling_reads.HeldJobs). A reader takes a *mark* in the same snapshot as
+and running job (held_jobs.HeldJobs), and an executor's sync only the runs of the jobs that
+changed since its last sync (executor_runs). A reader takes a *mark* in the same snapshot as
 its rows; its next read takes the rows whose number is at least that mark. The numbers need
 not be unique nor dense, only never below the mark of a snapshot that did not see the write:
 
 - SQLite serialises writers: a write stamps the value of `change_clock`, which the reader
-  moves on just before each read and reads as its mark in the read's snapshot. Every write
-  before the move stamped less and is in the snapshot; a write after it stamps the mark or
-  more (only those committed between the move and the snapshot are read twice).
+  moves on just before each read and reads as its mark in the read's snapshot (a sync does
+  both inside its write transaction). Every write before the move stamped less and is in the
+  snapshot; a write after it stamps the mark or more (only those committed between the move
+  and the snapshot are read twice).
 - PostgreSQL runs writers side by side, so a counter read inside a transaction may be
   committed late. A write stamps its transaction's id instead, and the mark is the oldest
   transaction still running at the snapshot (`pg_snapshot_xmin`): every transaction below it

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import Connection, select, update
@@ -25,6 +24,7 @@ from armada_server.errors import InvalidArgument
 from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_RUN_STATES, Change, JobSetKey, Transactions
 from armada_server.storage.bulk import fetch
+from armada_server.storage.executor_runs import ActiveRuns, ExecutorRuns
 from armada_server.storage.gangs import restart_gangs
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
@@ -42,20 +42,12 @@ log = logging.getLogger("armada_server")
 # every time, so it never got any. The rest follow on the next syncs (the agent syncs again
 # at once when it got leases).
 MAX_LEASE_BYTES = 3 * 1024 * 1024
+_LEASED = int(RunState.LEASED)
 
 
 def _first_line(error: Exception) -> str:
     text = str(getattr(error, "orig", None) or error).strip()
     return clean_text(text.splitlines()[0] if text else type(error).__name__, 500)
-
-
-@dataclass
-class _ActiveRuns:
-    """An executor's active runs as storage holds them."""
-
-    leased: list[str] = field(default_factory=list)  # not started yet, in storage's order
-    started: set[str] = field(default_factory=set)
-    preempting: list[tuple[str, str]] = field(default_factory=list)  # (run, job) to preempt
 
 
 class ExecutorSync:
@@ -64,6 +56,7 @@ class ExecutorSync:
     def __init__(self, transactions: Transactions, leases: Leases) -> None:
         self._tx = transactions
         self._leases = leases
+        self.runs = ExecutorRuns()
 
     def executor_sync(
         self,
@@ -110,7 +103,7 @@ class ExecutorSync:
         hand_out: bool = True,
     ) -> executor_pb2.SyncResponse:
         executor = request.executor_id
-        with gc_paused(), self._tx.write() as (conn, touched):
+        with self.runs.held(executor) as runs, gc_paused(), self._tx.write() as (conn, touched):
             self._record_executor(conn, request, nodes, now)
             live = apply_live(conn, executor, updates, now)
             write_live(conn, live)
@@ -123,9 +116,9 @@ class ExecutorSync:
             self._leases.release(conn, executor, held)
             if not hand_out:
                 return executor_pb2.SyncResponse()
-            return self._work_for(
-                conn, touched, executor, held, {u.run_id for u in request.updates}, now
-            )
+            active = runs.read(conn, executor, now)
+            updated = {u.run_id for u in request.updates}
+            return self._work_for(conn, touched, executor, active, held, updated, now)
 
     def _record_executor(
         self, conn: Connection, request: executor_pb2.SyncRequest, nodes: bytes, now: datetime
@@ -239,26 +232,25 @@ class ExecutorSync:
         conn: Connection,
         touched: set[JobSetKey],
         executor: str,
+        active: ActiveRuns,
         held: set[str],
         updated: set[str],
         now: datetime,
     ) -> executor_pb2.SyncResponse:
         """What the executor is to do: leases to start, runs to stop. Runs it no longer has
-        (started, not held, not reported on) fail as pods missing."""
+        (started, not held, not reported on) fail as pods missing. `active` is what the
+        replica holds of the executor's runs: each run found lost or gone is checked against
+        the database before anything is done to it."""
         response = executor_pb2.SyncResponse()
-        active = _active_runs(conn, executor)
-        for run_id, job_id in active.preempting:
+        for run_id, job_id in active.preempting.items():
             if run_id in held:
                 response.stop.add(run_id=run_id, job_id=job_id, reason="preempted", preempt=True)
         lost_runs = active.started - held - updated
-        lost: list[str] = []
-        for chunk in chunks(sorted(lost_runs), 500):
-            lost += (
-                conn.execute(select(t.runs.c.job_id).where(t.runs.c.id.in_(chunk))).scalars().all()
-            )
+        lost = [job_id for _, job_id, _ in _active_of(conn, executor, sorted(lost_runs))]
         new = [r for r in active.leased if r not in held]
         unsendable = _hand_out(conn, response, new)
-        _stop_gone(conn, response, sorted(held - active.started.union(active.leased)))
+        gone = sorted(held.difference(active.started, active.leased))
+        _stop_gone(conn, executor, response, gone)
         if lost:
             self._leases.fail_lost(
                 conn, touched, lost, "the executor no longer has the pod", "pod_missing", now
@@ -277,33 +269,16 @@ class ExecutorSync:
         return response
 
 
-def _active_runs(conn: Connection, executor: str) -> _ActiveRuns:
-    """One narrow read of the executor's active runs (an executor may hold 100,000 and
-    syncs often) and one of those to preempt; what a new lease needs (its placement and
-    spec) is read only for the leases handed out."""
-    found = _ActiveRuns()
-    is_leased = int(RunState.LEASED)
-    for run_id, state in fetch(
-        conn,
-        select(t.runs.c.id, t.runs.c.state).where(
-            t.runs.c.cluster_id == executor, t.runs.c.state.in_(ACTIVE_RUN_STATES)
-        ),
-    ):
-        if state == is_leased:
-            found.leased.append(run_id)
-        else:
-            found.started.add(run_id)
-    for run_id, job_id in fetch(
-        conn,
-        select(t.runs.c.id, t.runs.c.job_id)
-        .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
-        .where(
-            t.runs.c.cluster_id == executor,
-            t.runs.c.state.in_(ACTIVE_RUN_STATES),
-            t.jobs.c.preempt_requested,
-        ),
-    ):
-        found.preempting.append((run_id, job_id))
+def _active_of(conn: Connection, executor: str, run_ids: list[str]) -> list[tuple[str, str, int]]:
+    """(run, job, state) of those of `run_ids` active on the executor in the database."""
+    found: list[tuple[str, str, int]] = []
+    r = t.runs.c
+    for chunk in chunks(run_ids, 500):
+        active = r.id.in_(chunk), r.cluster_id == executor, r.state.in_(ACTIVE_RUN_STATES)
+        found += (
+            (run, job, state)
+            for run, job, state in fetch(conn, select(r.id, r.job_id, r.state).where(*active))
+        )
     return found
 
 
@@ -329,12 +304,14 @@ def _hand_out(
                     t.jobs.c.spec,
                 )
                 .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
-                .where(t.runs.c.id.in_(chunk)),
+                .where(t.runs.c.id.in_(chunk), t.runs.c.state == _LEASED),
             )
         }
         for run_id in chunk:
             if size >= MAX_LEASE_BYTES:
                 break
+            if run_id not in rows:
+                continue  # no longer leased: the executor's next sync knows it
             _, job_id, run_index, node, spec = rows[run_id]
             if len(spec) + 100 > MAX_LEASE_BYTES:
                 unsendable[job_id] = (  # it would never fit in a response
@@ -353,14 +330,19 @@ def _hand_out(
     return unsendable
 
 
-def _stop_gone(conn: Connection, response: executor_pb2.SyncResponse, gone: list[str]) -> None:
+def _stop_gone(
+    conn: Connection, executor: str, response: executor_pb2.SyncResponse, gone: list[str]
+) -> None:
     """Tell the executor to stop the runs it holds that are no longer active."""
+    still = {run_id for run_id, _, _ in _active_of(conn, executor, gone)}
     owners: dict[str, str] = {}
     for chunk in chunks(gone, 500):
         owners.update(
             conn.execute(select(t.runs.c.id, t.runs.c.job_id).where(t.runs.c.id.in_(chunk))).all()
         )
     for run_id in gone:
+        if run_id in still:
+            continue
         response.stop.add(
             run_id=run_id,
             job_id=owners.get(run_id) or "",

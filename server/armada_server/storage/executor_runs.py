@@ -1,0 +1,144 @@
+"""Each executor's active runs, held by a replica between the executor's syncs.
+
+A sync compares the runs the executor holds with the runs storage has active on it: leases
+to hand out, runs it lost, runs to stop, runs to preempt. Reading every active run of the
+executor at every sync (tens of thousands, twice a second) was most of a sync's cost while
+few of them change between two syncs. A replica instead keeps what its last read found
+for the executor and reads only the runs of jobs whose change number (storage/changes.py)
+says they changed since: every write of a run's state, and every preemption asked for,
+writes its job's row too. The mark is a number of the database, not of the replica, so
+whichever replica the executor synced with last, and whichever wrote the changes, the next
+read finds them.
+
+What is held is taken out for the length of a sync and put back only once the sync's
+transaction has committed: a sync that fails leaves nothing, and the executor's next sync at
+this replica reads everything, as does its first and one every `FULL_READ_EVERY`. What is
+held only finds candidates: the sync checks each lost run and each run to stop against the
+database before acting on it (storage/sync.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Select, select
+
+from armada_core.jobs import RunState
+from armada_server.storage import changes
+from armada_server.storage import schema as t
+from armada_server.storage.base import ACTIVE_RUN_STATES
+from armada_server.storage.bulk import fetch
+
+FULL_READ_EVERY = timedelta(minutes=10)
+_LEASED = int(RunState.LEASED)
+_STARTED = frozenset(ACTIVE_RUN_STATES) - {_LEASED}
+
+
+@dataclass
+class ActiveRuns:
+    """An executor's active runs as storage has them."""
+
+    leased: dict[str, None] = field(default_factory=dict)  # not started yet, in lease order
+    started: set[str] = field(default_factory=set)
+    preempting: dict[str, str] = field(default_factory=dict)  # run -> job, to preempt
+
+    def take(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Rows of (run, job, state, preemption asked for), each the run as it now is."""
+        for run_id, job_id, state, preempt in rows:
+            if state != _LEASED:
+                self.leased.pop(run_id, None)
+            elif run_id not in self.leased:  # a lease keeps its place in line
+                self.leased[run_id] = None
+            started = state in _STARTED
+            if started:
+                self.started.add(run_id)
+            else:
+                self.started.discard(run_id)
+            if preempt and (started or state == _LEASED):
+                self.preempting[run_id] = job_id
+            else:
+                self.preempting.pop(run_id, None)
+
+
+@dataclass
+class _Held:
+    runs: ActiveRuns
+    mark: int  # where the next read of what changed starts
+    read_at: datetime  # when everything was last read
+
+
+class HeldRuns:
+    """One executor's runs for one sync: `read` brings them up to date in the sync's write
+    transaction; what it read is kept if the sync commits (see `ExecutorRuns.held`)."""
+
+    def __init__(self, held: _Held | None) -> None:
+        self.held = held
+        self.changed: int | None = None  # runs the last read found changed (None: all)
+
+    def read(self, conn: Connection, executor: str, now: datetime) -> ActiveRuns:
+        changes.move_on(conn)  # this sync's later writes are read next time
+        mark = changes.mark(conn)
+        held = self.held
+        if (
+            held is None
+            or now - held.read_at >= FULL_READ_EVERY
+            or now < held.read_at  # a clock set back
+        ):
+            runs = ActiveRuns()
+            rows = fetch(conn, _runs(t.runs.c.state.in_(ACTIVE_RUN_STATES), executor))
+            runs.take(rows)
+            self.held, self.changed = _Held(runs, mark, now), None
+            return runs
+        # Led by the jobs that changed (SQLite, without statistics, would scan every run).
+        changed = select(t.jobs.c.id).where(t.jobs.c.changed >= held.mark)
+        rows = fetch(conn, _runs(t.runs.c.job_id.in_(changed), executor))
+        held.runs.take(rows)
+        held.mark, self.changed = mark, len(rows)
+        return held.runs
+
+
+def _runs(where: Any, executor: str) -> Select[Any]:
+    """The executor's runs `where` says, as ActiveRuns.take reads them, in lease order."""
+    r, j = t.runs.c, t.jobs.c
+    return (
+        select(r.id, r.job_id, r.state, j.preempt_requested)
+        .join(t.jobs, j.id == r.job_id)
+        .where(where, r.cluster_id == executor)
+        .order_by(r.leased_at, r.id)
+    )
+
+
+class ExecutorRuns:
+    """Every executor's held runs at this replica."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, _Held] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def held(self, executor: str) -> Iterator[HeldRuns]:
+        """The executor's held runs for a sync wrapped in this block (one sync of an
+        executor at a time here): kept for its next sync only if the block ends without an
+        exception, after the sync's transaction committed."""
+        with self._guard:
+            lock = self._locks.setdefault(executor, threading.Lock())
+        with lock:
+            runs = HeldRuns(self._held.pop(executor, None))
+            yield runs
+            if runs.held is not None:
+                self._held[executor] = runs.held
+
+    def holding(self, executor: str) -> ActiveRuns | None:
+        """What is held of the executor's runs (None: its next sync here reads them all)."""
+        held = self._held.get(executor)
+        return None if held is None else held.runs
+
+    def forget(self) -> None:
+        """Read every executor's runs afresh at its next sync."""
+        self._held.clear()
