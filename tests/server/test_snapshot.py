@@ -12,7 +12,7 @@ from armada_core import scheduling as s
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
 from armada_server.config import PriorityClassConfig
-from armada_server.scheduling.snapshot import Made, build_snapshot
+from armada_server.scheduling.snapshot import Made, NodeViews, build_snapshot
 from armada_server.storage.scheduling_reads import (
     ExecutorNodes,
     QueuedJob,
@@ -165,3 +165,36 @@ def test_views_kept_from_the_previous_cycle_equal_views_built_afresh() -> None:
         "a": ("e/n1", None, 3),
         "b": (None, "e/n2", 7),
     }
+
+
+def test_node_views_kept_from_the_previous_cycle_follow_every_change_of_a_node() -> None:
+    """A node's view is reused while the node is reported the same; a node whose capacity,
+    labels or cordon changed, or whose executor's capabilities now differ from another's, is
+    viewed afresh, and a node no longer reported is let go."""
+    queues = [submit_pb2.Queue(name="q", priority_factor=1)]
+    views: NodeViews = {}
+
+    def snapshot(executors: list[ExecutorNodes]) -> tuple[s.Snapshot, s.Snapshot]:
+        state = SchedulingState(queues=queues, executors=executors, queued=[], running=[])
+        kept, _ = build_snapshot(state, CLASSES, NOW, nodes_cache=views)
+        return kept, build_snapshot(state, CLASSES, NOW)[0]
+
+    first = [ExecutorNodes("e", "default", [node("n1"), node("n2"), node("n3")])]
+    kept, afresh = snapshot(first)
+    assert kept.nodes == afresh.nodes and len(views) == 3
+    n1, n2, n3 = kept.nodes
+    bigger = node("n2")
+    bigger.allocatable["cpu"] = "8"
+    cordoned = node("n3")
+    cordoned.unschedulable = True
+    second = [ExecutorNodes("e", "default", [node("n1"), bigger, cordoned])]
+    kept, afresh = snapshot(second)
+    assert kept.nodes == afresh.nodes
+    assert kept.nodes[0] is n1  # reported the same: reused
+    assert kept.nodes[1].capacity != n2.capacity and kept.nodes[2].cordoned and not n3.cordoned
+    third = [*second, ExecutorNodes("k", "default", [node("k1")], LOCAL)]
+    kept, afresh = snapshot(third)
+    assert kept.nodes == afresh.nodes
+    assert kept.nodes[0] is not n1  # its executor's capability class is now a label
+    kept, afresh = snapshot([ExecutorNodes("e", "default", [node("n1")])])
+    assert kept.nodes == afresh.nodes and len(views) == 1

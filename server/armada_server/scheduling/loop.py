@@ -25,7 +25,7 @@ from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.preemption_kind import preemption_kind_of
-from armada_server.scheduling.snapshot import Made, Placement, build_snapshot
+from armada_server.scheduling.snapshot import Made, NodeViews, Placement, build_snapshot
 from armada_server.storage import Storage
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
@@ -160,6 +160,7 @@ class SchedulingLoop:
         self.on_leased: Callable[[], None] | None = None
         # The snapshot's converted jobs, reused by the next cycle.
         self._jobs: dict[str, Made] = {}
+        self._nodes: NodeViews = {}
         # The queued and running jobs the last cycle read, brought up to date each cycle
         # with those that changed (storage/held_jobs.py).
         self.held = HeldJobs()
@@ -309,6 +310,7 @@ class SchedulingLoop:
             config=model,
             cache=self._jobs,
             changed=self.held.changed,
+            nodes_cache=self._nodes,
             broken=broken,
             class_caps=settings.max_fraction_per_queue,
             usage=carried.usage if settings.usage_half_life is not None else None,

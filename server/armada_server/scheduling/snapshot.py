@@ -436,25 +436,34 @@ def _moved(before: s.Job, **changes: Any) -> s.Job:
     return after
 
 
+# A node's view by what it is made from: executor, pool, the node as reported (with its
+# cordon) and its capability class. Nodes rarely change between cycles.
+NodeViews = dict[tuple[str, str, bytes, str], s.Node]
+
+
 def _nodes(
-    state: SchedulingState, broken: dict[str, str]
+    state: SchedulingState, broken: dict[str, str], views: NodeViews | None
 ) -> tuple[list[s.Node], dict[str, Placement]]:
     """The scheduler's nodes, less what terminating runs still hold on them, and where each
-    node id lives."""
+    node id lives. `views` holds the last cycle's views of the nodes, and is left holding
+    this cycle's."""
     placements: dict[str, Placement] = {}
     nodes = []
     held = _held(state.terminating, broken)
     kinds = _capability_kinds(state)
+    known = {} if views is None else views
+    made: NodeViews = {}
     for executor in state.executors:
+        kind = f"c{kinds.index(executor.unsupported)}" if len(kinds) > 1 else ""
+        capability = {CAPABILITY_LABEL: kind} if kind else {}
         for n in executor.nodes:
             nid = node_id(executor.id, n.name)
-            capability = (
-                {CAPABILITY_LABEL: f"c{kinds.index(executor.unsupported)}"}
-                if len(kinds) > 1
-                else {}
-            )
             placements[nid] = Placement(executor.id, n.name, executor.pool)
-            node = node_view(executor.id, executor.pool, n, capability)
+            key = (executor.id, executor.pool, n.SerializeToString(deterministic=True), kind)
+            node = known.get(key)
+            if node is None:
+                node = node_view(executor.id, executor.pool, n, capability)
+            made[key] = node
             if nid in held:
                 node = dataclasses.replace(
                     node,
@@ -463,6 +472,9 @@ def _nodes(
                     ),
                 )
             nodes.append(node)
+    if views is not None:
+        views.clear()
+        views.update(made)
     return nodes, placements
 
 
@@ -511,6 +523,7 @@ def build_snapshot(
     config: s.SchedulingConfig | None = None,
     cache: dict[str, Made] | None = None,
     changed: Collection[str] | None = None,
+    nodes_cache: NodeViews | None = None,
     broken: dict[str, str] | None = None,
     class_caps: Mapping[str, Mapping[str, float]] | None = None,
     usage: Mapping[str, float] | None = None,
@@ -530,14 +543,14 @@ def build_snapshot(
 
     `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
     the previous cycle, and `changed` the jobs whose rows changed since, if known (see
-    _Views).
+    _Views); `nodes_cache` the views of its nodes.
 
     A job whose conversion raises is left out (with the reason in `broken`): one bad spec
     must not stop scheduling for everyone. Nodes lose the capacity that terminating runs
     still hold (`state.terminating`)."""
     broken = {} if broken is None else broken
     views = _Views({} if cache is None else cache, broken, changed if cache else None)
-    nodes, placements = _nodes(state, broken)
+    nodes, placements = _nodes(state, broken, nodes_cache)
     jobs = _jobs(state, views, nodes, placements)
     views.keep()
     jobs = _with_roles(jobs, state.ended_roles)
