@@ -72,6 +72,9 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]
             unknown = ", ".join(sorted(set(row) - known))
             raise ValueError(f"{table.name}: no column named {unknown}")
     stmt, defaults, computed = _insert_of(table)
+    key = table.primary_key.columns.keys()
+    if len(key) == 1 and key[0] in rows[0]:
+        rows = sorted(rows, key=itemgetter(key[0]))  # see _IN_ORDER
     if computed:
         names = list(computed)
         values = conn.execute(select(*computed.values())).one()
@@ -146,13 +149,23 @@ def sqlite_value(value: object) -> object:
     return value
 
 
+# Rows are written in the order of the key that finds them (an update's `_id`, an insert's
+# primary key): the B-tree pages are then visited in order, not at random. Updating 80,000
+# jobs of random ids took SQLite four times as long out of order; on PostgreSQL every writer
+# also takes its rows' locks in one order.
+_IN_ORDER = "_id"
+
+
 def executemany(conn: Connection, stmt: Insert | Update, rows: Sequence[dict[str, Any]]) -> int:
     """`conn.execute(stmt, rows)` for an UPDATE or INSERT that is a module constant (its
     compiled form is cached per statement and set of keys); returns the rows it matched
     (the transition guard compares them with the rows it meant to change). The rows are the
-    caller's throwaway dicts: on SQLite their times are replaced by text."""
+    caller's throwaway dicts: on SQLite their times are replaced by text. Rows with an
+    `_id` go in its order (_IN_ORDER)."""
     if not rows:
         return 0
+    if _IN_ORDER in rows[0]:
+        rows = sorted(rows, key=itemgetter(_IN_ORDER))
     if conn.dialect.name != "sqlite":
         return conn.execute(stmt, rows).rowcount
     keys = tuple(rows[0])
