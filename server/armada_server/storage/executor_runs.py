@@ -103,13 +103,17 @@ class HeldRuns:
 
 
 def _runs(where: Any, executor: str) -> Select[Any]:
-    """The executor's runs `where` says, as ActiveRuns.take reads them, in lease order."""
+    """The executor's runs `where` says, as ActiveRuns.take reads them, in lease order: by
+    when, then by job. A cycle leases at one time, and its leases go out (a sync at a time)
+    in the order of their jobs' ids, the order of submission: each sync's leases, and the
+    reports that follow them, touch neighbouring rows of few job sets, where in the order of
+    the runs' random ids they touched rows and job sets all over."""
     r, j = t.runs.c, t.jobs.c
     return (
         select(r.id, r.job_id, r.state, j.preempt_requested)
         .join(t.jobs, j.id == r.job_id)
         .where(where, r.cluster_id == executor)
-        .order_by(r.leased_at, r.id)
+        .order_by(r.leased_at, r.job_id)
     )
 
 
