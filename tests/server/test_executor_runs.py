@@ -14,7 +14,6 @@ import pytest
 import sqlalchemy
 
 from armada_core.api import executor_pb2, submit_pb2
-from armada_core.retry import RetrySettings
 from armada_server.config import ServerConfig
 from armada_server.executors.backend import update
 from armada_server.scheduling.loop import SchedulingLoop
@@ -22,7 +21,14 @@ from armada_server.storage import Storage, open_storage
 from armada_server.storage import schema as t
 from armada_server.storage.executor_runs import FULL_READ_EVERY, ActiveRuns, HeldRuns
 
-from ..jobs.factories import T0, container, item
+from ..jobs.factories import T0, item
+from .test_held_jobs import Clock, pod, two_replicas
+
+
+@pytest.fixture
+def replicas(database_url: str) -> Iterator[tuple[Storage, Storage, Clock]]:
+    yield from two_replicas(database_url)
+
 
 NODES = [
     executor_pb2.Node(name=f"n{i}", allocatable={"cpu": "4", "memory": "16Gi"}) for i in range(3)
@@ -34,34 +40,6 @@ REPORTS = {
     "failed": {"failed": executor_pb2.RunUpdate.Failed(reason="exit 1")},
     "returned": {"returned": executor_pb2.RunUpdate.Returned(reason="no room")},
 }
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@pytest.fixture
-def replicas(database_url: str) -> Iterator[tuple[Storage, Storage, Clock]]:
-    """Two replicas' storage on one database, on one clock."""
-    clock = Clock()
-    retrying = RetrySettings(enabled=True)
-    first = open_storage(database_url, clock=clock, retry_settings=retrying)
-    second = open_storage(database_url, clock=clock, retry_settings=retrying)
-    first.retry_policies.create_retry_policy(submit_pb2.RetryPolicy(name="p", retry_limit=3))
-    first.queues.create_queue(submit_pb2.Queue(name="a", priority_factor=1, retry_policies=["p"]))
-    yield first, second, clock
-    first.engine.dispose()
-    second.engine.dispose()
-
-
-def pod(cpu: str, rng: random.Random) -> dict[str, object]:
-    """A pod of `cpu` CPUs, preemptible or not."""
-    name = rng.choice(["armada-default", "armada-preemptible"])
-    return {"containers": [container(cpu=cpu)], "priorityClassName": name}
 
 
 def full_read(storage: Storage, executor: str, now: datetime) -> ActiveRuns:
@@ -132,7 +110,7 @@ def test_held_runs_equal_a_full_read_after_every_sync(
         action = rng.random()
         executor = rng.choice(executors)
         if action < 0.2:
-            cpus = [rng.choice(["1", "2"]) for _ in range(rng.randint(1, 4))]
+            cpus = [rng.choice([1, 2]) for _ in range(rng.randint(1, 4))]
             items = [item(pod(c, rng)) for c in cpus]
             submitted += writer.submissions.submit("a", "s", items, owner="u")
         elif action < 0.3 and submitted:
@@ -193,7 +171,7 @@ def test_a_write_begun_before_a_sync_and_committed_after_it_is_read_next_time(
     clock = Clock()
     storage = open_storage(postgres_server.new_database(), clock=clock)
     storage.queues.create_queue(submit_pb2.Queue(name="a", priority_factor=1))
-    items = [item(pod("1", random.Random(2))) for _ in range(3)]
+    items = [item(pod(1, random.Random(2))) for _ in range(3)]
     submitted = storage.submissions.submit("a", "s", items, owner="u")
     config = ServerConfig(port=0, http_port=None, executor="none", database_url="sqlite://")
     executor = Executor("e1", random.Random(2))

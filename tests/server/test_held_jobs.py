@@ -42,7 +42,11 @@ class Clock:
 
 @pytest.fixture
 def replicas(database_url: str) -> Iterator[tuple[Storage, Storage, Clock]]:
-    """Two replicas' storage on one database, on one clock."""
+    yield from two_replicas(database_url)
+
+
+def two_replicas(database_url: str) -> Iterator[tuple[Storage, Storage, Clock]]:
+    """Two replicas' storage on one database, on one clock, with queues a and b."""
     clock = Clock()
     retrying = RetrySettings(enabled=True)
     first = open_storage(database_url, clock=clock, retry_settings=retrying)

@@ -142,7 +142,3 @@ class ExecutorRuns:
         """What is held of the executor's runs (None: its next sync here reads them all)."""
         held = self._held.get(executor)
         return None if held is None else held.runs
-
-    def forget(self) -> None:
-        """Read every executor's runs afresh at its next sync."""
-        self._held.clear()
