@@ -246,11 +246,11 @@ class ExecutorSync:
             if run_id in held:
                 response.stop.add(run_id=run_id, job_id=job_id, reason="preempted", preempt=True)
         lost_runs = active.started - held - updated
-        lost = [job_id for _, job_id, _ in _active_of(conn, executor, sorted(lost_runs))]
+        found = _runs_of(conn, executor, sorted(lost_runs))
+        lost = [job for job, active_here in found.values() if active_here]
         new = [r for r in active.leased if r not in held]
         unsendable = _hand_out(conn, response, new)
-        gone = sorted(held.difference(active.started, active.leased))
-        _stop_gone(conn, executor, response, gone)
+        _stop_gone(conn, executor, response, sorted(held.difference(active.started, active.leased)))
         if lost:
             self._leases.fail_lost(
                 conn, touched, lost, "the executor no longer has the pod", "pod_missing", now
@@ -269,16 +269,15 @@ class ExecutorSync:
         return response
 
 
-def _active_of(conn: Connection, executor: str, run_ids: list[str]) -> list[tuple[str, str, int]]:
-    """(run, job, state) of those of `run_ids` active on the executor in the database."""
-    found: list[tuple[str, str, int]] = []
+def _runs_of(conn: Connection, executor: str, run_ids: list[str]) -> dict[str, tuple[str, bool]]:
+    """Run -> (its job, whether it is active on the executor) for those of `run_ids` the
+    database has: what a sync checks before failing or stopping a run it did not read."""
+    found: dict[str, tuple[str, bool]] = {}
     r = t.runs.c
     for chunk in chunks(run_ids, 500):
-        active = r.id.in_(chunk), r.cluster_id == executor, r.state.in_(ACTIVE_RUN_STATES)
-        found += (
-            (run, job, state)
-            for run, job, state in fetch(conn, select(r.id, r.job_id, r.state).where(*active))
-        )
+        rows = fetch(conn, select(r.id, r.job_id, r.cluster_id, r.state).where(r.id.in_(chunk)))
+        for run_id, job_id, cluster, state in rows:
+            found[run_id] = (job_id, cluster == executor and state in ACTIVE_RUN_STATES)
     return found
 
 
@@ -334,18 +333,14 @@ def _stop_gone(
     conn: Connection, executor: str, response: executor_pb2.SyncResponse, gone: list[str]
 ) -> None:
     """Tell the executor to stop the runs it holds that are no longer active."""
-    still = {run_id for run_id, _, _ in _active_of(conn, executor, gone)}
-    owners: dict[str, str] = {}
-    for chunk in chunks(gone, 500):
-        owners.update(
-            conn.execute(select(t.runs.c.id, t.runs.c.job_id).where(t.runs.c.id.in_(chunk))).all()
-        )
+    found = _runs_of(conn, executor, gone)
     for run_id in gone:
-        if run_id in still:
+        job_id, active_here = found.get(run_id, ("", False))
+        if active_here:
             continue
         response.stop.add(
             run_id=run_id,
-            job_id=owners.get(run_id) or "",
+            job_id=job_id,
             reason="the run is no longer active",
             preempt=False,
         )
