@@ -264,9 +264,15 @@ def _running_effects(
 def _on_succeeded(job: Job, e: event_pb2.JobSucceededEvent, when: datetime) -> Job:
     _require(job, "succeeded", *ACTIVE_JOB_STATES)
     run = _run_of(job, "succeeded", e.run_id)
-    # A run asked to stop that succeeded first did not end for the reason it was asked.
-    run = _replace(run, state=RunState.SUCCEEDED, finished_at=when, reason="")
-    return _with_run(job, run, state=JobState.SUCCEEDED, last_transition_at=when)
+    fields, changes = _succeeded_effects(when)
+    return _with_run(job, _replace(run, **changes), **fields)
+
+
+def _succeeded_effects(when: datetime) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a run succeeding at `when` does: the job's fields it sets, and the run's. A run
+    asked to stop that succeeded first did not end for the reason it was asked."""
+    job = {"state": JobState.SUCCEEDED, "last_transition_at": when}
+    return job, {"state": RunState.SUCCEEDED, "finished_at": when, "reason": ""}
 
 
 def _on_failed(job: Job, e: event_pb2.JobFailedEvent, when: datetime) -> Job:
@@ -560,11 +566,11 @@ def _running_event(
     return EventMessage(running=body)  # type: ignore[arg-type]  # a dict for a message field
 
 
-# Executors report their runs pending and running by the tens of thousands per sync. Storage
-# applies the plain ones without a Job each (it reads what a `LiveRun` holds): `report_live`
-# checks the transition as applying the event would, builds the same event as `mark_pending`
-# or `mark_running`, and derives the changes through the same `_pending_effects` and
-# `_running_effects` as applying that event does.
+# Executors report their runs pending, running and succeeded by the tens of thousands per
+# sync. Storage applies the plain ones without a Job each (it reads what a `LiveRun` holds):
+# `report_live` checks the transition as applying the event would, builds the same event as
+# `mark_pending`, `mark_running` or `succeed`, and derives the changes through the same
+# `_pending_effects`, `_running_effects` and `_succeeded_effects` as applying that event does.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -589,9 +595,10 @@ class LiveRun:
 def report_live(
     live: LiveRun, kind: str, *, now: datetime, node: str = "", kubernetes_id: str = ""
 ) -> tuple[EventMessage, LiveRun, dict[str, Any], dict[str, Any]]:
-    """`mark_pending` (`kind` "pending") or `mark_running` ("running") of the job and latest
-    run `live` describes: the event, `live` after it, the job's fields it sets and the run's
-    (IllegalTransition, changing nothing, where those would raise it)."""
+    """`mark_pending` (`kind` "pending"), `mark_running` ("running") or `succeed`
+    ("succeeded") of the job and latest run `live` describes: the event, `live` after it,
+    the job's fields it sets and the run's (IllegalTransition, changing nothing, where those
+    would raise it)."""
     if not live.run_state.active:
         raise IllegalTransition(
             f"run {live.run_id} of job {live.job_id} is {live.run_state.name}: no {kind}"
@@ -610,8 +617,12 @@ def report_live(
         _require_state(live.job_id, live.state, kind, JobState.LEASED, JobState.PENDING)
         event = _running_event(header, pod, node or live.node, live.pool)
         fields, changes = _running_effects(node or live.node, kubernetes_id, when)
+    elif kind == "succeeded":
+        _require_state(live.job_id, live.state, kind, *ACTIVE_JOB_STATES)
+        event = _succeeded_event(header, pod, live.node)
+        fields, changes = _succeeded_effects(when)
     else:
-        raise ValueError(f"report_live: {kind!r} is neither pending nor running")
+        raise ValueError(f"report_live: {kind!r} is none of pending, running, succeeded")
     after = _replace(
         live,
         state=fields["state"],
@@ -624,16 +635,12 @@ def report_live(
 
 def succeed(job: Job, *, now: datetime) -> Transition:
     run = _run_of(job, "succeeded", "")
-    return _do(
-        job,
-        [
-            EventMessage(
-                succeeded=event_pb2.JobSucceededEvent(
-                    **_base(job, now), **_pod(job, run), node_name=run.node
-                )
-            )
-        ],
-    )
+    return _do(job, [_succeeded_event(_base(job, now), _pod(job, run), run.node)])
+
+
+def _succeeded_event(header: dict[str, Any], pod: dict[str, Any], node: str) -> EventMessage:
+    """The event of a run that succeeded on `node`."""
+    return EventMessage(succeeded=event_pb2.JobSucceededEvent(**header, **pod, node_name=node))
 
 
 def _failed_event(

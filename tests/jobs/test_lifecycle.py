@@ -265,9 +265,9 @@ def live(job: Job) -> lifecycle.LiveRun:
 
 def test_reporting_a_live_run_is_marking_the_job() -> None:
     """report_live (storage's bulk path of a sync, without the Job) makes the event and
-    changes that mark_pending then mark_running make of the Job, and refuses what they
-    refuse: here a retried job's second run, pending with one pod id, running with
-    another on a node the lease did not name."""
+    changes that mark_pending, mark_running then succeed make of the Job, and refuses what
+    they refuse: here a retried job's second run, pending with one pod id, running with
+    another on a node the lease did not name, then succeeded."""
     first, _ = run_path(
         leased, lambda j: lifecycle.fail(j, OOM, retry=True, now=at(2)), lambda j: leased(j, 3)
     )
@@ -275,6 +275,7 @@ def test_reporting_a_live_run_is_marking_the_job() -> None:
     steps = (
         ("pending", at(4), {"kubernetes_id": "pod-a"}, lifecycle.mark_pending),
         ("running", at(5.5), {"kubernetes_id": "pod-b", "node": "n7"}, lifecycle.mark_running),
+        ("succeeded", at(7), {}, lifecycle.succeed),
     )
     for kind, when, reported, mark in steps:
         job, [event] = mark(job, now=when, **reported)
@@ -289,12 +290,20 @@ def test_reporting_a_live_run_is_marking_the_job() -> None:
         )
         assert state == live(job)
     assert job.runs[-1].index == 1 and job.runs[-1].node == "n7"
+    assert job.state == JobState.SUCCEEDED and job.runs[-1].finished_at == at(7)
+    for kind in ("pending", "running", "succeeded"):
+        with pytest.raises(IllegalTransition):
+            lifecycle.report_live(state, kind, now=at(8))
     with pytest.raises(IllegalTransition):
-        lifecycle.mark_pending(job, now=at(6))
-    with pytest.raises(IllegalTransition):
-        lifecycle.report_live(state, "pending", now=at(6))
-    with pytest.raises(IllegalTransition):
-        lifecycle.report_live(state, "running", now=at(6))
+        lifecycle.succeed(job, now=at(8))
+    # A job still leased may succeed at once (an executor's first report of a short run).
+    short, _ = run_path(leased)
+    succeeded, [event] = lifecycle.succeed(short, now=at(2))
+    bulk_event, state, fields, run_changes = lifecycle.report_live(
+        live(short), "succeeded", now=at(2)
+    )
+    assert bulk_event == event and state == live(succeeded)
+    assert replace(short, runs=(replace(short.runs[-1], **run_changes),), **fields) == succeeded
 
 
 ILLEGAL = [

@@ -1,4 +1,4 @@
-"""A sync's plain pending and running reports applied in bulk store exactly what applying
+"""A sync's plain pending, running and succeeded reports applied in bulk store exactly what applying
 each to its loaded job stored, on SQLite and PostgreSQL.
 
 One database is set up with every kind of job a report of a run meets, then copied; the same
@@ -32,6 +32,7 @@ __all__ = ["engines"]  # the fixture of two databases
 
 Running = executor_pb2.RunUpdate.Running
 Pending = executor_pb2.RunUpdate.Pending
+Succeeded = executor_pb2.RunUpdate.Succeeded
 Request = executor_pb2.SyncRequest
 
 
@@ -66,8 +67,9 @@ def set_up(store: Storage) -> tuple[list[Request], set[str], dict[str, str]]:
         return runs
 
     sync()
-    ids = store.submissions.submit("q", "s1", [item() for _ in range(10)], owner="test")
-    [ran, waits, both, again, preempting, cancelling, cancelled, retried, stray, late] = ids
+    ids = store.submissions.submit("q", "s1", [item() for _ in range(12)], owner="test")
+    [ran, waits, both, again, preempting, cancelling, cancelled, retried, stray, late] = ids[:10]
+    [done, quick] = ids[10:]
     pair = store.submissions.submit("q", "s1", [gang("pair"), gang("pair")], owner="test")
     duo = store.submissions.submit("q", "s2", [gang("duo"), gang("duo")], owner="test")
     runs = lease([*ids, *pair, *duo])
@@ -99,8 +101,13 @@ def set_up(store: Storage) -> tuple[list[Request], set[str], dict[str, str]]:
         report(runs[pair[1]], pair[1], running=Running(node="n1")),
         report(runs[duo[0]], duo[0], running=Running(node="n2")),  # a gang not restarted
         report(runs[late], late, pending=Pending(), at=at),
+        report(runs[done], done, running=Running(node="n2"), at=at),
+        report(runs[done], done, succeeded=Succeeded(), at=at + timedelta(seconds=5)),
     ]
     plain = [
+        report(runs[quick], quick, succeeded=Succeeded()),  # leased, then ended at once
+        report(runs[duo[0]], duo[0], succeeded=Succeeded()),  # a gang's member
+        report(runs[cancelling], cancelling, succeeded=Succeeded()),  # before its cancel
         report(runs[waits], waits, running=Running(kubernetes_id="k-waits-2")),
         report(runs[late], late, running=Running(node="n0")),
         report(runs[duo[1]], duo[1], running=Running(node="n2")),
@@ -110,10 +117,11 @@ def set_up(store: Storage) -> tuple[list[Request], set[str], dict[str, str]]:
         Request(executor_id="e1", pool="default", nodes=NODES, updates=u, run_ids=held)
         for u in (mixed, plain)
     ]
-    running = [ran, waits, both, again, preempting, cancelling, late, *duo]
+    running = [ran, waits, both, again, preempting, late, duo[1]]
     states = {j: "RUNNING" for j in running} | {j: "QUEUED" for j in pair}
+    states |= {j: "SUCCEEDED" for j in (done, quick, duo[0], cancelling)}
     states |= {cancelled: "CANCELLED", retried: "PENDING", stray: "LEASED"}
-    return requests, {ran, waits, both, late}, states
+    return requests, {ran, waits, both, late, done}, states
 
 
 def sync_job_by_job(store: Storage, request: Request, now: datetime) -> executor_pb2.SyncResponse:
@@ -159,7 +167,8 @@ def test_plain_reports_in_bulk_store_what_loaded_jobs_stored(
     assert {j["id"]: JobState(j["state"]).name for j in got["jobs"]} == states
     new = [e for e in got["events"] if e not in before["events"]]
     kinds = [str(e["event"].WhichOneof("events")) for e in new]
-    assert kinds.count("pending") == 4 and kinds.count("running") == 9
+    assert kinds.count("pending") == 4 and kinds.count("running") == 10
+    assert kinds.count("succeeded") == 4
     runs = {r["id"]: r for r in got["runs"]}
     ran, waits, both = mixed[0], mixed[1], mixed[2]
     assert (runs[ran.run_id]["node"], runs[ran.run_id]["kubernetes_id"]) == ("n2", "k-ran")

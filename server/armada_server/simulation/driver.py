@@ -62,6 +62,12 @@ class Driver:
         self.every_cycle = every_cycle
         self.period = config.scheduling_period
         self.backend = SimulatedBackend(self.nodes, clock=clock.now, sleep=clock.sleep)
+        # One request for every sync, its runs and updates renewed: its nodes, the same
+        # throughout, are then copied once, and the port knows them again.
+        self.request = executor_pb2.SyncRequest(
+            executor_id=EXECUTOR, pool=config.pool, nodes=self.nodes
+        )
+        self.request.capabilities.CopyFrom(SIMULATED.declaration())
         self.updates: list[executor_pb2.RunUpdate] = []
         self.recording = Recording(
             {q.name: 1.0 / q.priority_factor for q in workload.queues},
@@ -164,14 +170,10 @@ class Driver:
     async def _sync(self) -> bool:
         """One executor sync; whether anything was leased, stopped or ended."""
         updates, self.updates = self.updates, []
-        request = executor_pb2.SyncRequest(
-            executor_id=EXECUTOR,
-            pool=self.config.pool,
-            nodes=self.nodes,
-            run_ids=sorted(self.backend.held()),
-            updates=updates,
-        )
-        request.capabilities.CopyFrom(SIMULATED.declaration())
+        request = self.request
+        del request.run_ids[:], request.updates[:]
+        request.run_ids.extend(sorted(self.backend.held()))
+        request.updates.extend(updates)
         response = self.port.sync(request)
         self._ended(updates)
         now = self.clock.elapsed

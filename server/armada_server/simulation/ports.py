@@ -78,7 +78,8 @@ class InProcess:
         )
 
     def sync(self, request: executor_pb2.SyncRequest) -> executor_pb2.SyncResponse:
-        # The nodes never change: encode them once (ExecutorApi encodes them per sync).
+        # The driver's nodes never change and come in the same container every sync (its
+        # one request): encode them once (ExecutorApi encodes them per sync).
         if self._nodes is None or self._nodes[0] is not request.nodes:
             self._nodes = (request.nodes, encode_nodes(request.nodes))
         response = self.storage.executors.executor_sync(request, nodes=self._nodes[1])

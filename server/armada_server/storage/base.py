@@ -10,8 +10,8 @@ Job changes go through armada_core.jobs.lifecycle, and `save_many` writes them w
 events in the same transaction: the event log and the tables never disagree. A cycle's
 leases, the one transition made by the tens of thousands, are built without loading their
 jobs (`lifecycle.lease_queued`) and written in bulk by scheduling_writes.py, their events
-appended here with the cycle's others; so are a sync's plain reports of runs pending and
-running (`lifecycle.report_live`, live_reports.py).
+appended here with the cycle's others; so are a sync's plain reports of runs pending,
+running and succeeded (`lifecycle.report_live`, live_reports.py).
 """
 
 from __future__ import annotations

@@ -121,15 +121,58 @@ def fetch(conn: Connection, stmt: Select[*tuple[Any, ...]]) -> Sequence[Sequence
     come back as text (read them with rows.when)."""
     if conn.dialect.name != "sqlite":
         return [tuple(r) for r in conn.execute(stmt)]
-    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    params = compiled.construct_params()
-    args = [sqlite_value(params[n]) for n in _positions(compiled)]
+    sql, args = _sqlite_select(conn, stmt)
     cursor = _cursor(conn)
     try:
-        cursor.execute(compiled.string, args)
+        cursor.execute(sql, args)
         return cursor.fetchall()
     finally:
         cursor.close()
+
+
+# A select's structure (SQLAlchemy's cache key, which leaves out its values) -> its compiled
+# form. Compiling took four times as long as finding the key and the values; the selects
+# hot paths run are built per call, with other ids each time but few shapes.
+_SELECTS: dict[Any, SQLCompiler] = {}
+_SELECTS_KEPT = 1024
+
+
+def _sqlite_select(conn: Connection, stmt: Select[*tuple[Any, ...]]) -> tuple[str, list[Any]]:
+    """The SQL and positional arguments of a select on SQLite, its lists of values expanded
+    into one placeholder each (what `render_postcompile` does, without compiling again)."""
+    key = stmt._generate_cache_key()
+    compiled = _SELECTS.get(key.key) if key is not None else None
+    if compiled is None:
+        fresh = stmt.compile(dialect=conn.dialect, cache_key=key)
+        assert isinstance(fresh, SQLCompiler)
+        compiled = fresh
+        if key is not None and not compiled.literal_execute_params:
+            if len(_SELECTS) >= _SELECTS_KEPT:
+                _SELECTS.clear()
+            _SELECTS[key.key] = compiled
+    params = compiled.construct_params(
+        extracted_parameters=key.bindparams if key is not None else None
+    )
+    sql = compiled.string
+    args: list[Any] = []
+    for name in compiled.positiontup or ():
+        value = params[name]
+        if not compiled.binds[name].expanding:
+            args.append(sqlite_value(value))
+            continue
+        if not value or isinstance(value[0], tuple) or compiled.literal_execute_params:
+            return _rendered(conn, stmt)  # SQLAlchemy's own forms for these
+        args += [sqlite_value(v) for v in value]
+        marks = ", ".join("?" * len(value))
+        sql = sql.replace(f"__[POSTCOMPILE_{name}]", marks, 1)
+    return sql, args
+
+
+def _rendered(conn: Connection, stmt: Select[*tuple[Any, ...]]) -> tuple[str, list[Any]]:
+    """The select compiled with its values in place (lists expanded by SQLAlchemy)."""
+    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    return compiled.string, [sqlite_value(params[n]) for n in _positions(compiled)]
 
 
 def sqlite_value(value: object) -> object:

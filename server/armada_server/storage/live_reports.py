@@ -1,15 +1,17 @@
-"""An executor's plain reports of its runs pending and running, applied in bulk.
+"""An executor's plain reports of its runs pending, running and succeeded, applied in bulk.
 
-Most of a sync's reports move a leased run to pending or running, tens of thousands per
+Most of a sync's reports move a run to pending, running or succeeded, tens of thousands per
 sync. Loading each job whole (every column, every run, as a Job), transitioning it and
 saving every column was most of applying them. For a job whose every report in the sync
-is pending or running, of its latest run, active on this executor, with no cancellation or
-preemption asked for, this reads only what `lifecycle.LiveRun` holds, decides through
-`lifecycle.report_live` (the same checks, event and changes as `mark_pending` and
-`mark_running`) and writes the jobs' and runs' changed columns with one statement per
-table. Every other job, and a job whose reports the state machine refuses, stays on the
-sync's path of loaded jobs; a gang's member does when the sync reports anything else,
-which may restart its gang.
+is pending, running or succeeded, of its latest run, active on this executor, with no
+cancellation or preemption asked for, this reads only what `lifecycle.LiveRun` holds,
+decides through `lifecycle.report_live` (the same checks, event and changes as
+`mark_pending`, `mark_running` and `succeed`) and writes the jobs' and runs' changed
+columns with one statement per table. A run that succeeds here was ended by its executor,
+so it frees its node at once, as the loaded path frees a run whose end was reported. Every
+other job, and a job whose reports the state machine refuses, stays on the sync's path of
+loaded jobs; a gang's member does when the sync reports anything else, which may restart
+its gang.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from armada_server.storage.guard import Conflict
 from armada_server.storage.reports import from_timestamp
 from armada_server.storage.rows import chunks
 
-LIVE_UPDATES = frozenset({"pending", "running"})
+LIVE_UPDATES = frozenset({"pending", "running", "succeeded"})
 _JOB_STATES = {int(s): s for s in JobState}
 _RUN_STATES = {int(s): s for s in RunState}
 
@@ -109,6 +111,8 @@ def _apply(
             event, live, f, c = lifecycle.report_live(
                 live, kind, now=when, kubernetes_id=u.pending.kubernetes_id
             )
+        elif kind == "succeeded":
+            event, live, f, c = lifecycle.report_live(live, kind, now=when)
         else:
             event, live, f, c = lifecycle.report_live(
                 live,

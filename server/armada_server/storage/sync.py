@@ -1,7 +1,7 @@
 """Executors syncing: their nodes and reports in, their work out, one transaction per sync.
 
 A sync records the executor's nodes (renewing its leases), applies its reports of runs in
-order (the plain pending and running ones in bulk, `live_reports`; the rest through
+order (the plain pending, running and succeeded ones in bulk, `live_reports`; the rest through
 `reports.apply_report`), restarts gangs a retried member belongs to, frees the nodes
 of runs the executor let go of, and answers with the leases to start and the runs to stop.
 Runs the executor no longer has, and leases too large to send, end here (`leases.Leases`).

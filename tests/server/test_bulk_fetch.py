@@ -1,0 +1,69 @@
+"""`fetch` reads what SQLAlchemy's own execution reads, also when a select of one shape is
+run again with other values (SQLite reuses its compiled form) and for the forms it leaves
+to SQLAlchemy (empty and tuple lists, LIMIT)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, select, tuple_
+
+from armada_server.storage import schema as t
+from armada_server.storage.bulk import fetch, insert_rows
+from armada_server.storage.database import open_database
+from armada_server.storage.rows import when
+
+from .test_bulk_insert import T0, job_row
+
+
+def plain(row: Sequence[Any]) -> tuple[Any, ...]:
+    """A row with its times as aware datetimes, however the driver gave them."""
+    return tuple(
+        when(v).replace(tzinfo=UTC) if isinstance(v, str | datetime) and i == 2 else v
+        for i, v in enumerate(row)
+    )
+
+
+def test_fetch_reads_what_sqlalchemy_reads(database_url: str) -> None:
+    engine = open_database(database_url)
+    with engine.begin() as conn:
+        insert_rows(
+            conn,
+            t.jobs,
+            [
+                job_row(f"j{i}", state=i % 3, submitted_at=T0 + timedelta(seconds=i))
+                for i in range(9)
+            ],
+        )
+
+        def shaped(ids: list[str], states: list[int], after: int) -> object:
+            return (
+                select(t.jobs.c.id, t.jobs.c.state, t.jobs.c.submitted_at)
+                .where(
+                    t.jobs.c.id.in_(ids),
+                    t.jobs.c.state.not_in(states),
+                    t.jobs.c.submitted_at >= T0 + timedelta(seconds=after),
+                    t.jobs.c.id.in_(select(t.jobs.c.id).where(t.jobs.c.priority > 1)),
+                )
+                .order_by(t.jobs.c.id)
+            )
+
+        cases = [
+            shaped(["j1", "j2", "j4", "j5"], [0], 2),
+            shaped(["j8"], [0, 1], 0),  # the same shape, other values and list lengths
+            shaped(["j0", "j3", "j6", "j7", "j8"], [], 1),  # an empty NOT IN: every state
+            shaped([], [0], 0),  # an empty IN: nothing
+            select(t.jobs.c.id)
+            .where(tuple_(t.jobs.c.id, t.jobs.c.state).in_([("j1", 1), ("j2", 0), ("j5", 2)]))
+            .order_by(t.jobs.c.id)
+            .limit(2),
+            select(t.jobs.c.id).where(and_(t.jobs.c.state == 2, t.jobs.c.id != "j2")),
+        ]
+        for stmt in cases:
+            expected = [plain(r) for r in conn.execute(stmt)]  # type: ignore[call-overload]
+            assert [plain(r) for r in fetch(conn, stmt)] == expected, stmt  # type: ignore[arg-type]
+        assert [r[0] for r in fetch(conn, shaped(["j8"], [0, 1], 0))] == ["j8"]  # type: ignore[arg-type]
+        assert fetch(conn, shaped(["j8"], [2], 0)) == []  # type: ignore[arg-type]
+    engine.dispose()
