@@ -13,6 +13,8 @@ from armada_core.api import executor_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
 from armada_server.config import PriorityClassConfig
 from armada_server.scheduling.snapshot import Made, NodeViews, build_snapshot
+from armada_server.storage import Storage
+from armada_server.storage.database import open_database
 from armada_server.storage.scheduling_reads import (
     ExecutorNodes,
     QueuedJob,
@@ -181,7 +183,7 @@ def test_node_views_kept_from_the_previous_cycle_follow_every_change_of_a_node()
 
     first = [ExecutorNodes("e", "default", [node("n1"), node("n2"), node("n3")])]
     kept, afresh = snapshot(first)
-    assert kept.nodes == afresh.nodes and len(views) == 3
+    assert kept.nodes == afresh.nodes and len(views["e"].by_node) == 3
     n1, n2, n3 = kept.nodes
     bigger = node("n2")
     bigger.allocatable["cpu"] = "8"
@@ -197,4 +199,51 @@ def test_node_views_kept_from_the_previous_cycle_follow_every_change_of_a_node()
     assert kept.nodes == afresh.nodes
     assert kept.nodes[0] is not n1  # its executor's capability class is now a label
     kept, afresh = snapshot([ExecutorNodes("e", "default", [node("n1")])])
-    assert kept.nodes == afresh.nodes and len(views) == 1
+    assert kept.nodes == afresh.nodes and list(views) == ["e"]
+    assert len(views["e"].nodes) == len(views["e"].by_node) == 1
+
+
+def test_an_executors_node_views_are_kept_while_its_stored_nodes_and_cordons_are(
+    database_url: str,
+) -> None:
+    """Read from storage, an executor's nodes are decoded, and viewed, once while it reports
+    the same nodes with the same cordons: reused whole across cycles. A cordon, or a node
+    reported otherwise, makes them again (the other nodes' views reused), and a cordon never
+    changes the nodes kept for later reads."""
+    storage = Storage(open_database(database_url), clock=lambda: NOW)
+    views: NodeViews = {}
+
+    def sync(*nodes: executor_pb2.Node) -> None:
+        storage.executors.executor_sync(
+            executor_pb2.SyncRequest(executor_id="e", pool="default", nodes=nodes), now=NOW
+        )
+
+    def cycle() -> tuple[list[executor_pb2.Node], list[s.Node]]:
+        state = storage.scheduling_reads.scheduling_state(executor_timeout=60, now=NOW)
+        kept, _ = build_snapshot(state, CLASSES, NOW, nodes_cache=views)
+        afresh, _ = build_snapshot(state, CLASSES, NOW)
+        assert kept.nodes == afresh.nodes
+        [executor] = state.executors
+        return executor.nodes, list(kept.nodes)
+
+    sync(node("n1"), node("n2"))
+    decoded, first = cycle()
+    viewed = views["e"]
+    again, second = cycle()
+    assert again is decoded and views["e"] is viewed  # nothing made again
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    storage.nodes.set_node_cordon("e", "n2", True)
+    marked, cordoned = cycle()
+    assert [n.unschedulable for n in marked] == [False, True]
+    assert cordoned[0] is first[0] and cordoned[1].cordoned and not first[1].cordoned
+    storage.nodes.set_node_cordon("e", "n2", False)
+    unmarked, uncordoned = cycle()
+    assert unmarked is decoded and not any(n.unschedulable for n in decoded)
+    assert uncordoned[0] is first[0] and not uncordoned[1].cordoned
+    bigger = node("n2")
+    bigger.allocatable["cpu"] = "8"
+    sync(node("n1"), bigger)
+    changed, grown = cycle()
+    assert changed is not decoded and grown[0] is first[0]
+    assert grown[1].capacity != first[1].capacity
+    storage.engine.dispose()

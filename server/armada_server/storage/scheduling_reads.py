@@ -8,7 +8,7 @@ share sampler (shares.py) reads it too.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -41,6 +41,11 @@ class ExecutorNodes:
     nodes: list[executor_pb2.Node]
     # The pod-spec fields the executor declared it cannot honour (executors/capabilities.py).
     unsupported: tuple[str, ...] = ()
+    # The nodes as stored (before cordons; empty: not read from storage) and the names of
+    # the cordoned ones: together they say what `nodes` is, so that views of the nodes can
+    # be kept while both are unchanged (scheduling/snapshot.py).
+    stored: bytes = b""
+    cordoned: frozenset[str] = frozenset()
 
 
 class _LazySpec:
@@ -146,6 +151,10 @@ class SchedulingReads:
 
     def __init__(self, transactions: Transactions) -> None:
         self._tx = transactions
+        # Each executor's nodes as last decoded, by what they were decoded from: an
+        # executor's nodes rarely change, and decoding 10,000 took a part of every cycle.
+        # The lists and messages are shared between reads, never changed (cordons copy).
+        self._decoded: dict[str, tuple[bytes, list[executor_pb2.Node]]] = {}
 
     def live_executors(self, *, executor_timeout: float, now: datetime | None = None) -> int:
         """How many executors synced within the timeout (a cheap check before a snapshot)."""
@@ -172,7 +181,7 @@ class SchedulingReads:
                 submit_pb2.Queue.FromString(r.spec)
                 for r in conn.execute(select(t.queues.c.spec).order_by(t.queues.c.name))
             ]
-            executors = _live_executors(conn, cutoff)
+            executors, self._decoded = _live_executors(conn, cutoff, self._decoded)
             if held is None:
                 members: dict[str, GangKey] = {}  # pod groups' members: see _ended_members
                 queued = queued_jobs(conn, members, due_by=now)
@@ -189,16 +198,32 @@ class SchedulingReads:
         )
 
 
-def _live_executors(conn: Connection, cutoff: datetime) -> list[ExecutorNodes]:
-    """Executors seen since `cutoff`, their cordoned nodes marked unschedulable."""
-    executors = [
-        ExecutorNodes(r.id, r.pool, decode_nodes(r.nodes), _unsupported(r.capabilities))
-        for r in conn.execute(
-            select(t.executors).where(t.executors.c.last_seen >= cutoff).order_by(t.executors.c.id)
+def _live_executors(
+    conn: Connection, cutoff: datetime, decoded: Mapping[str, tuple[bytes, list[executor_pb2.Node]]]
+) -> tuple[list[ExecutorNodes], dict[str, tuple[bytes, list[executor_pb2.Node]]]]:
+    """Executors seen since `cutoff`, their cordoned nodes marked unschedulable; and their
+    nodes as decoded, by what from (`decoded` the last read's: reused where unchanged)."""
+    cordoned = _cordoned(conn)
+    executors: list[ExecutorNodes] = []
+    now_decoded: dict[str, tuple[bytes, list[executor_pb2.Node]]] = {}
+    for r in conn.execute(
+        select(t.executors).where(t.executors.c.last_seen >= cutoff).order_by(t.executors.c.id)
+    ):
+        before = decoded.get(r.id)
+        nodes = before[1] if before is not None and before[0] == r.nodes else decode_nodes(r.nodes)
+        now_decoded[r.id] = (r.nodes, nodes)
+        names = frozenset(cordoned.get(r.id, ()))
+        executors.append(
+            ExecutorNodes(
+                r.id,
+                r.pool,
+                _with_cordons(nodes, names),
+                _unsupported(r.capabilities),
+                stored=r.nodes,
+                cordoned=names,
+            )
         )
-    ]
-    _mark_cordoned(conn, executors)
-    return executors
+    return executors, now_decoded
 
 
 def _state(where: ColumnElement[bool] | None) -> ColumnElement[int]:
@@ -360,23 +385,33 @@ def _unsupported(capabilities: bytes | None) -> tuple[str, ...]:
     return tuple(executor_pb2.Capabilities.FromString(capabilities).unsupported_pod_fields)
 
 
-def _mark_cordoned(conn: Connection, executors: Sequence[ExecutorNodes]) -> None:
-    """Mark cordoned nodes unschedulable in a scheduling state's executors (their node
-    messages are this read's own copies)."""
+def _cordoned(conn: Connection) -> dict[str, set[str]]:
+    """The cordoned nodes' names, by executor."""
     cordoned: dict[str, set[str]] = {}
     rows: Iterable[tuple[str, str]] = conn.execute(
         select(t.node_cordons.c.executor_id, t.node_cordons.c.node)
     )
     for executor_id, node in rows:
         cordoned.setdefault(executor_id, set()).add(node)
-    if not cordoned:
-        return
-    for executor in executors:
-        names = cordoned.get(executor.id)
-        if names:
-            for n in executor.nodes:
-                if n.name in names:
-                    n.unschedulable = True
+    return cordoned
+
+
+def _with_cordons(
+    nodes: list[executor_pb2.Node], names: Collection[str]
+) -> list[executor_pb2.Node]:
+    """`nodes` with those named `names` marked unschedulable, as copies (`nodes` is shared
+    between reads)."""
+    if not names:
+        return nodes
+    marked = []
+    for n in nodes:
+        if n.name in names:
+            copy = executor_pb2.Node()
+            copy.CopyFrom(n)
+            copy.unschedulable = True
+            n = copy
+        marked.append(n)
+    return marked
 
 
 def _ended_members(
