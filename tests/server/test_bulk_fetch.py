@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, select, tuple_
+from sqlalchemy import and_, bindparam, select, tuple_
 
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import fetch, insert_rows
@@ -66,4 +66,14 @@ def test_fetch_reads_what_sqlalchemy_reads(database_url: str) -> None:
             assert [plain(r) for r in fetch(conn, stmt)] == expected, stmt  # type: ignore[arg-type]
         assert [r[0] for r in fetch(conn, shaped(["j8"], [0, 1], 0))] == ["j8"]  # type: ignore[arg-type]
         assert fetch(conn, shaped(["j8"], [2], 0)) == []  # type: ignore[arg-type]
+        # A statement built once, its values given per call.
+        by_state = select(t.jobs.c.id).where(t.jobs.c.state == bindparam("state"))
+        for state in (0, 1, 2, 0):
+            expected = [
+                tuple(r) for r in conn.execute(by_state.order_by(t.jobs.c.id), {"state": state})
+            ]
+            assert [
+                tuple(r) for r in fetch(conn, by_state.order_by(t.jobs.c.id), {"state": state})
+            ] == expected
+            assert len(expected) == 3
     engine.dispose()

@@ -36,7 +36,7 @@ from armada_core.jobs.lifecycle import EventMessage
 from armada_core.jobs.text import MAX_FAILURE_TEXT, clean_text
 from armada_server.errors import InvalidArgument
 from armada_server.storage import schema as t
-from armada_server.storage.bulk import executemany, insert_rows
+from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.database import WRITE
 from armada_server.storage.guard import Conflict
 from armada_server.storage.notify import notify
@@ -158,8 +158,8 @@ class Transactions:
         transaction ends, so its events commit in the order of their numbers)."""
         queue, job_set = key
         params = {"queue": queue, "name": job_set, "count": count, "now": now}
-        last: int = conn.execute(self._numbering, params).scalar_one()
-        return last - count + 1
+        [(last,)] = fetch(conn, self._numbering, params)
+        return int(last) - count + 1
 
     @cached_property
     def _numbering(self) -> ReturningInsert[Any]:

@@ -33,7 +33,11 @@ from sqlalchemy import (
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.schema import ColumnElementColumnDefault, ScalarElementColumnDefault
+
+# What `fetch` reads: a select, or an insert RETURNING what it wrote.
+Rows = Select[*tuple[Any, ...]] | ReturningInsert[*tuple[Any, ...]]
 
 _INSERTS: dict[str, tuple[Insert, dict[str, Any], dict[str, ColumnElement[Any]]]] = {}
 
@@ -74,7 +78,7 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]
     stmt, defaults, computed = _insert_of(table)
     if computed:
         names = list(computed)
-        values = conn.execute(select(*computed.values())).one()
+        [values] = fetch(conn, select(*computed.values()))
         defaults = {**defaults, **dict(zip(names, values, strict=True))}
     if conn.dialect.name == "postgresql":
         _copy(conn, table, [{**defaults, **row} for row in rows])
@@ -116,12 +120,15 @@ _COMPILED: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...], tuple[s
 _FORMATTED: dict[datetime, str] = {}
 
 
-def fetch(conn: Connection, stmt: Select[*tuple[Any, ...]]) -> Sequence[Sequence[Any]]:
-    """The rows of a select as plain tuples; on SQLite straight from the driver, so times
+def fetch(
+    conn: Connection, stmt: Rows, params: Mapping[str, Any] | None = None
+) -> Sequence[Sequence[Any]]:
+    """The rows of a select (or a statement RETURNING rows), given the values of its named
+    parameters if it has any, as plain tuples; on SQLite straight from the driver, so times
     come back as text (read them with rows.when)."""
     if conn.dialect.name != "sqlite":
-        return [tuple(r) for r in conn.execute(stmt)]
-    sql, args = _sqlite_select(conn, stmt)
+        return [tuple(r) for r in conn.execute(stmt, params)]
+    sql, args = _sqlite_select(conn, stmt, params)
     cursor = _cursor(conn)
     try:
         cursor.execute(sql, args)
@@ -137,9 +144,12 @@ _SELECTS: dict[Any, SQLCompiler] = {}
 _SELECTS_KEPT = 1024
 
 
-def _sqlite_select(conn: Connection, stmt: Select[*tuple[Any, ...]]) -> tuple[str, list[Any]]:
-    """The SQL and positional arguments of a select on SQLite, its lists of values expanded
-    into one placeholder each (what `render_postcompile` does, without compiling again)."""
+def _sqlite_select(
+    conn: Connection, stmt: Rows, params: Mapping[str, Any] | None
+) -> tuple[str, list[Any]]:
+    """The SQL and positional arguments of a statement on SQLite, its lists of values
+    expanded into one placeholder each (what `render_postcompile` does, without compiling
+    again)."""
     key = stmt._generate_cache_key()
     compiled = _SELECTS.get(key.key) if key is not None else None
     if compiled is None:
@@ -150,29 +160,31 @@ def _sqlite_select(conn: Connection, stmt: Select[*tuple[Any, ...]]) -> tuple[st
             if len(_SELECTS) >= _SELECTS_KEPT:
                 _SELECTS.clear()
             _SELECTS[key.key] = compiled
-    params = compiled.construct_params(
-        extracted_parameters=key.bindparams if key is not None else None
+    values = compiled.construct_params(
+        params, extracted_parameters=key.bindparams if key is not None else None
     )
     sql = compiled.string
     args: list[Any] = []
     for name in compiled.positiontup or ():
-        value = params[name]
+        value = values[name]
         if not compiled.binds[name].expanding:
             args.append(sqlite_value(value))
             continue
         if not value or isinstance(value[0], tuple) or compiled.literal_execute_params:
-            return _rendered(conn, stmt)  # SQLAlchemy's own forms for these
+            return _rendered(conn, stmt, params)  # SQLAlchemy's own forms for these
         args += [sqlite_value(v) for v in value]
         marks = ", ".join("?" * len(value))
         sql = sql.replace(f"__[POSTCOMPILE_{name}]", marks, 1)
     return sql, args
 
 
-def _rendered(conn: Connection, stmt: Select[*tuple[Any, ...]]) -> tuple[str, list[Any]]:
-    """The select compiled with its values in place (lists expanded by SQLAlchemy)."""
+def _rendered(
+    conn: Connection, stmt: Rows, params: Mapping[str, Any] | None
+) -> tuple[str, list[Any]]:
+    """The statement compiled with its values in place (lists expanded by SQLAlchemy)."""
     compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    params = compiled.construct_params()
-    return compiled.string, [sqlite_value(params[n]) for n in _positions(compiled)]
+    values = compiled.construct_params(params)
+    return compiled.string, [sqlite_value(values[n]) for n in _positions(compiled)]
 
 
 def sqlite_value(value: object) -> object:

@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Connection, and_, func, select
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from armada_core.api import submit_pb2
@@ -33,7 +33,7 @@ from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
 from armada_server.errors import FailedPrecondition, NotFound, ResourceExhausted
 from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_JOB_STATES, UPDATE_RUNS, Change, Transactions
-from armada_server.storage.bulk import executemany, insert_rows
+from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.guard import retried
 from armada_server.storage.retries import start_gang_generation
@@ -59,6 +59,15 @@ def queue_cordoned(queue: str) -> FailedPrecondition:
         f"scheduled (jobs already running go on); lift the cordon with: "
         f"armada queue uncordon {queue}"
     )
+
+
+# Built once: a submission of a few jobs was as much building statements as running them.
+_CORDONED = select(t.queues.c.cordoned).where(t.queues.c.name == bindparam("queue"))
+_CORDONED_LOCKED = _CORDONED.with_for_update()
+_BY_CLIENT_ID = select(t.jobs.c.client_id, t.jobs.c.id).where(
+    t.jobs.c.queue == bindparam("queue"),
+    t.jobs.c.client_id.in_(bindparam("client_ids", expanding=True)),
+)
 
 
 class Submissions:
@@ -104,22 +113,15 @@ class Submissions:
         now = self._tx.clock()
         with self._tx.write() as (conn, touched):
             # Locked while a limit counts the queue's jobs: two submissions cannot both pass it.
-            cordoned = select(t.queues.c.cordoned).where(t.queues.c.name == queue)
-            if max_queued is not None:
-                cordoned = cordoned.with_for_update()
-            found = conn.execute(cordoned).first()
-            if found is None:
+            cordoned = _CORDONED if max_queued is None else _CORDONED_LOCKED
+            found = fetch(conn, cordoned, {"queue": queue})
+            if not found:
                 raise queue_not_found(queue)
             client_ids = {i.client_id for i in items if i.client_id}
             known: dict[str, str] = {}
             for chunk in chunks(sorted(client_ids), 500):
-                known.update(
-                    conn.execute(
-                        select(t.jobs.c.client_id, t.jobs.c.id).where(
-                            t.jobs.c.queue == queue, t.jobs.c.client_id.in_(chunk)
-                        )
-                    ).all()
-                )
+                rows = fetch(conn, _BY_CLIENT_ID, {"queue": queue, "client_ids": chunk})
+                known.update((client_id, job_id) for client_id, job_id in rows)
             ids: list[str] = []
             specs: list[tuple[int, submit_pb2.Job]] = []
             for index, item in enumerate(items):
@@ -142,7 +144,7 @@ class Submissions:
                 ids.append(job_id)
             if not specs:
                 return ids
-            if found.cordoned:
+            if found[0][0]:
                 raise queue_cordoned(queue)
             if max_queued is not None:
                 _refuse_over_limit(conn, queue, len(specs), max_queued)
