@@ -32,7 +32,7 @@ from armada_server.storage.base import UPDATE_RUNS
 from armada_server.storage.bulk import executemany, fetch
 from armada_server.storage.guard import Conflict
 from armada_server.storage.reports import from_timestamp
-from armada_server.storage.rows import chunks
+from armada_server.storage.rows import STATE_OF_JOBS_BY_ID, chunks
 
 LIVE_UPDATES = frozenset({"pending", "running", "succeeded"})
 _JOB_STATES = {int(s): s for s in JobState}
@@ -163,7 +163,7 @@ def _read(
     for chunk in chunks(job_ids, 2000):
         conditions = [
             j.id.in_(chunk),
-            j.state.in_(_LIVE_JOB_STATES),
+            STATE_OF_JOBS_BY_ID.in_(_LIVE_JOB_STATES),  # else SQLite walks every live job
             ~j.cancel_requested,
             ~j.preempt_requested,
             r.cluster_id == executor,
