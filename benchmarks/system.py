@@ -30,18 +30,17 @@ settings unless said otherwise) and, for throughput, `armada-executor`:
   pruned and vacuumed, and queued / running / ended over time, drawn in OUT.html beside the
   JSON (see benchmarks/backlog.py).
 
-``--profile DIR`` profiles the server's side of the throughput run instead, in this process
-(the server does this work on worker threads, which cProfile of a server process would not
-see): with the same queued jobs and nodes it times, under cProfile, the first scheduling cycle,
-the executor syncs that take all its leases (a response's leases are bounded in size), the
-syncs reporting every run as running (10,000 per sync, as the agent sends them), an idle sync,
-the next cycle and one more where nothing changed, then the syncs reporting every run succeeded,
-and writes ``<step>.prof`` files to DIR (read
-them with ``python -m pstats``) and the seconds per step to the JSON. With ``--timing`` it times
-the same steps without cProfile (whose cost per call multiplies these steps' time several times
-over), in wall and in the process's CPU seconds (which a loaded machine changes far less), and
-each cycle's phases in wall seconds (the read, the views, the scheduler, comparing reasons,
-writing).
+``--profile DIR`` profiles the server's side of the throughput run instead, in this process (the
+server does this work on worker threads, which cProfile of a server process would not see): with
+the same queued jobs and nodes it times, under cProfile, the first scheduling cycle, the executor
+syncs that take all its leases (a response's leases are bounded in size), the syncs reporting every
+run as running (10,000 per sync, as the agent sends them), an idle sync, the next cycle and one
+more where nothing changed, then the syncs reporting every run succeeded, and writes
+``<step>.prof`` files to DIR (read them with ``python -m pstats``) and the seconds per step to the
+JSON. With ``--timing`` it times the same steps without cProfile (whose cost per call multiplies
+these steps' time several times over), in wall and in the process's CPU seconds (which a loaded
+machine changes far less), and each cycle's phases in wall seconds (the read, the views, the
+scheduler, comparing reasons, writing).
 """
 
 from __future__ import annotations
@@ -606,12 +605,12 @@ def profile_in_process(
     step("cycle_again", loop.cycle)
     step("cycle_unchanged", loop.cycle)  # nothing changed since the last
 
+    # Every run ends, in the same portions; the executor holds only those yet to end.
+    ended = [
+        update(u.run_id, u.job_id, succeeded=executor_pb2.RunUpdate.Succeeded()) for u in running
+    ]
+
     def report_succeeded() -> int:
-        # Every run ends, in the same portions; the executor holds only those yet to end.
-        ended = [
-            update(u.run_id, u.job_id, succeeded=executor_pb2.RunUpdate.Succeeded())
-            for u in running
-        ]
         for i in range(0, len(ended), MAX_UPDATES_PER_SYNC):
             later = i + MAX_UPDATES_PER_SYNC
             sync(run_ids=held[later:], updates=ended[i:later])

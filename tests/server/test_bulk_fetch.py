@@ -60,6 +60,8 @@ def test_fetch_reads_what_sqlalchemy_reads(database_url: str) -> None:
             .order_by(t.jobs.c.id)
             .limit(2),
             select(t.jobs.c.id).where(and_(t.jobs.c.state == 2, t.jobs.c.id != "j2")),
+            # A value rendered into the SQL, with no list beside it.
+            select(t.jobs.c.id).where(t.jobs.c.state == bindparam("s", 1, literal_execute=True)),
         ]
         for stmt in cases:
             expected = [plain(r) for r in conn.execute(stmt)]  # type: ignore[call-overload]

@@ -156,7 +156,9 @@ def _sqlite_select(
         fresh = stmt.compile(dialect=conn.dialect, cache_key=key)
         assert isinstance(fresh, SQLCompiler)
         compiled = fresh
-        if key is not None and not compiled.literal_execute_params:
+        if compiled.literal_execute_params:
+            return _rendered(conn, stmt, params)  # values rendered into the SQL
+        if key is not None:
             if len(_SELECTS) >= _SELECTS_KEPT:
                 _SELECTS.clear()
             _SELECTS[key.key] = compiled
@@ -170,7 +172,7 @@ def _sqlite_select(
         if not compiled.binds[name].expanding:
             args.append(sqlite_value(value))
             continue
-        if not value or isinstance(value[0], tuple) or compiled.literal_execute_params:
+        if not value or isinstance(value[0], tuple):
             return _rendered(conn, stmt, params)  # SQLAlchemy's own forms for these
         args += [sqlite_value(v) for v in value]
         marks = ", ".join("?" * len(value))

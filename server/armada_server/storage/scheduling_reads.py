@@ -38,7 +38,7 @@ GangKey = tuple[str, str]  # (queue, gang id)
 class ExecutorNodes:
     id: str
     pool: str
-    nodes: list[executor_pb2.Node]
+    nodes: list[executor_pb2.Node]  # shared with later reads: never changed in place
     # The pod-spec fields the executor declared it cannot honour (executors/capabilities.py).
     unsupported: tuple[str, ...] = ()
     # The nodes as stored (before cordons; empty: not read from storage) and the names of

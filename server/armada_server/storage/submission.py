@@ -117,6 +117,7 @@ class Submissions:
             found = fetch(conn, cordoned, {"queue": queue})
             if not found:
                 raise queue_not_found(queue)
+            [(is_cordoned,)] = found
             client_ids = {i.client_id for i in items if i.client_id}
             known: dict[str, str] = {}
             for chunk in chunks(sorted(client_ids), 500):
@@ -144,7 +145,7 @@ class Submissions:
                 ids.append(job_id)
             if not specs:
                 return ids
-            if found[0][0]:
+            if is_cordoned:
                 raise queue_cordoned(queue)
             if max_queued is not None:
                 _refuse_over_limit(conn, queue, len(specs), max_queued)
