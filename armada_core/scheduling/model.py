@@ -291,11 +291,15 @@ class Job:
     excess_flow: int = 0
     #: Interned id of everything that decides where the job can go (see ``shape_key``).
     shape_id: int = field(init=False, repr=False, compare=False, default=-1)
+    #: Interned id of the shape, queue, and whether the job runs and is in a gang
+    #: (``kind_key``): a cycle reads these of every job, in one pass over this one field.
+    kind_id: int = field(init=False, repr=False, compare=False, default=-1)
 
     def __post_init__(self) -> None:
         if not isinstance(self.requests, Resources):
             object.__setattr__(self, "requests", Resources(self.requests))
         object.__setattr__(self, "shape_id", intern_shape(shape_key(self)))
+        object.__setattr__(self, "kind_id", intern_kind(kind_key(self)))
 
     @property
     def min_cardinality(self) -> int:
@@ -340,6 +344,35 @@ def intern_shape(key: tuple[Any, ...]) -> int:
 
 def shape_of(shape_id: int) -> tuple[Any, ...]:
     return _SHAPE_LIST[shape_id]
+
+
+#: A job's kind: (shape id, queue, running, in a gang).
+KindKey = tuple[int, str, bool, bool]
+
+
+def kind_key(job: Job) -> KindKey:
+    """What a cycle groups every job by, beside its id, priority and times. No per-job value
+    (an id, a priority, a time) is part of it, so kinds stay few: shapes x queues x 4."""
+    return (job.shape_id, job.queue, job.node is not None, job.gang_id is not None)
+
+
+_KINDS: dict[KindKey, int] = {}
+_KIND_LIST: list[KindKey] = []
+
+
+def intern_kind(key: KindKey) -> int:
+    """Give each distinct job kind a small integer (a table that only grows, like shapes')."""
+    found = _KINDS.get(key)
+    if found is None:
+        found = len(_KIND_LIST)
+        _KINDS[key] = found
+        _KIND_LIST.append(key)
+    return found
+
+
+def kinds_of(kind_ids: range | list[int]) -> list[KindKey]:
+    """The keys of interned kinds."""
+    return [_KIND_LIST[k] for k in kind_ids]
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from armada_core.scheduling import (
@@ -37,6 +39,7 @@ from armada_core.scheduling.fairness import (
     usage_offsets,
     water_fill,
 )
+from armada_core.scheduling.model import kinds_of
 
 GI = 2**30
 
@@ -126,6 +129,29 @@ def test_job_shapes_are_interned() -> None:
     b = Job("b", "r", "low", Resources(cpu=1000), node_selector={"y": "2", "x": "1"})
     c = Job("c", "q", "low", Resources(cpu=2000))
     assert a.shape_id == b.shape_id != c.shape_id
+
+
+def test_job_kinds_are_interned() -> None:
+    """A kind is the shape, queue, and whether the job runs and is in a gang; nothing else."""
+    base = Job("a", "q", "low", Resources(cpu=1000), priority=1, submit_time=1.0)
+    same = [
+        Job("b", "q", "low", Resources(cpu=1000), priority=9, submit_time=5.0),
+        dataclasses.replace(base, id="c", start_time=3.0),
+    ]
+    other = [
+        dataclasses.replace(base, queue="r"),
+        dataclasses.replace(base, requests=Resources(cpu=2000)),
+        dataclasses.replace(base, node="n1"),
+        dataclasses.replace(base, gang_id="g", gang_cardinality=1),
+        dataclasses.replace(base, node="n1", gang_id="g", gang_cardinality=1),
+    ]
+    assert {j.kind_id for j in same} == {base.kind_id}
+    kinds = [base.kind_id] + [j.kind_id for j in other]
+    assert len(set(kinds)) == len(kinds)
+    assert kinds_of([base.kind_id, other[3].kind_id]) == [
+        (base.shape_id, "q", False, False),
+        (base.shape_id, "q", False, True),
+    ]
 
 
 def test_tolerations() -> None:

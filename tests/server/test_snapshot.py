@@ -163,6 +163,7 @@ def test_views_kept_from_the_previous_cycle_equal_views_built_afresh() -> None:
     afresh, _ = build_snapshot(second, CLASSES, NOW)
     assert kept.jobs == afresh.jobs
     assert [j.shape_id for j in kept.jobs] == [j.shape_id for j in afresh.jobs]
+    assert [j.kind_id for j in kept.jobs] == [j.kind_id for j in afresh.jobs]
     assert {j.id: (j.node, j.avoid_node, j.priority) for j in kept.jobs} == {
         "a": ("e/n1", None, 3),
         "b": (None, "e/n2", 7),

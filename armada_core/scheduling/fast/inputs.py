@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -17,11 +16,19 @@ import numpy as np
 from .. import reasons
 from ..constraints import node_order
 from ..fairness import CostModel
-from ..model import DEFAULT_RESOURCE_ORDER, Snapshot, shape_of
-from ..topology import NodeLabels
+from ..model import DEFAULT_RESOURCE_ORDER, Snapshot, kinds_of, shape_of
 from .elastic import apply_roles
-from .free_space import FreeSpace
-from .state import CostColumns, CycleState, Nodes, Queues, Shape, Shapes, gather
+from .free_space import FreeSpace, IntArray
+from .state import (
+    CostColumns,
+    CycleState,
+    NodeIndex,
+    Nodes,
+    Queues,
+    Shape,
+    Shapes,
+    gather,
+)
 
 
 def index_inputs(state: CycleState) -> None:
@@ -35,7 +42,7 @@ def index_inputs(state: CycleState) -> None:
     by_name = {q.name: q for q in snapshot.queues}
     state.queues = Queues(sorted(by_name), by_name)
     state.class_names = sorted(state.classes)
-    _index_shapes(state)
+    _index_kinds(state)
     _index_gangs(state)
     _index_nodes(state)
     _index_jobs(state)
@@ -46,6 +53,17 @@ def index_for_placing(state: CycleState) -> None:
     shape scans only the partitions it tolerates and whose nodes have what it requests)."""
     nodes = state.nodes
     state.jobs.ids = list(map(attrgetter("id"), state.jobs.records))
+    if nodes.index.partition is None:
+        partitions, partition = _partition(state)
+        partition.flags.writeable = False
+        nodes.index.partitions, nodes.index.partition = partitions, partition
+    nodes.partitions = nodes.index.partitions
+    nodes.space = FreeSpace(nodes.capacity, nodes.index.partition, ~nodes.cordoned)
+
+
+def _partition(state: CycleState) -> tuple[dict[int, tuple[Any, frozenset[str]]], IntArray]:
+    """Each uncordoned node's partition (-1 for cordoned ones), and what each partition is."""
+    nodes = state.nodes
     part_keys: dict[tuple[Any, frozenset[str]], int] = {}
     part_list = [-1] * len(nodes.records)
     present = (nodes.capacity > 0).tolist()
@@ -59,9 +77,7 @@ def index_for_placing(state: CycleState) -> None:
             dims_present = frozenset(d for d, f in zip(state.dims, flags, strict=True) if f)
             dim_sets[flags] = dims_present
         part_list[i] = part_keys.setdefault((n.taints, dims_present), len(part_keys))
-    partition = np.array(part_list, dtype=np.int64)
-    nodes.partitions = {v: k for k, v in part_keys.items()}
-    nodes.space = FreeSpace(nodes.capacity, partition, ~nodes.cordoned)
+    return {v: k for k, v in part_keys.items()}, np.array(part_list, dtype=np.int64)
 
 
 def _resource_dims(snapshot: Snapshot, shape_keys: list[tuple[Any, ...]]) -> tuple[str, ...]:
@@ -76,25 +92,38 @@ def _resource_dims(snapshot: Snapshot, shape_keys: list[tuple[Any, ...]]) -> tup
     return tuple(known + sorted(names - set(known)))
 
 
-def _index_shapes(state: CycleState) -> None:
-    jobs = state.jobs
-    records = jobs.records
-    shape_ids = np.fromiter(
-        map(attrgetter("shape_id"), records), dtype=np.int64, count=len(records)
-    )
-    top = int(shape_ids.max()) + 1 if len(shape_ids) else 0
-    if top <= 4 * len(shape_ids) + 4096:
+def _number(ids: IntArray) -> tuple[IntArray, IntArray]:
+    """The distinct interned ids, sorted, and each element's index among them."""
+    top = int(ids.max()) + 1 if len(ids) else 0
+    if top <= 4 * len(ids) + 4096:
         # Interned ids are small integers: a lookup table numbers them without a sort.
         present = np.zeros(top, dtype=bool)
-        present[shape_ids] = True
+        present[ids] = True
         uniq = np.flatnonzero(present)
         number = np.zeros(top, dtype=np.int64)
         number[uniq] = np.arange(len(uniq))
-        jobs.shape = number[shape_ids]
-    else:
-        uniq, local = np.unique(shape_ids, return_inverse=True)
-        jobs.shape = local.reshape(-1)
-    keys = [shape_of(int(s)) for s in uniq.tolist()]
+        return uniq, number[ids]
+    uniq, local = np.unique(ids, return_inverse=True)
+    return uniq, local.reshape(-1)
+
+
+def _index_kinds(state: CycleState) -> None:
+    """Every job's kind (``Job.kind_id``) in one pass; its shape, queue, and whether it runs
+    and is in a gang come per kind, so no other field is read of every job here."""
+    jobs = state.jobs
+    records = jobs.records
+    kind_ids = np.fromiter(map(attrgetter("kind_id"), records), dtype=np.int64, count=len(records))
+    uniq, kind = _number(kind_ids)
+    kinds = kinds_of(uniq.tolist())
+    shape_uniq, shape_of_kind = np.unique(
+        np.array([k[0] for k in kinds], dtype=np.int64), return_inverse=True
+    )
+    jobs.shape = shape_of_kind.reshape(-1)[kind]
+    where = {name: q for q, name in enumerate(state.queues.names)}
+    jobs.queue = np.array([where.get(k[1], -1) for k in kinds], dtype=np.int64)[kind]
+    jobs.is_running = np.array([k[2] for k in kinds], dtype=bool)[kind]
+    jobs.in_gang = np.array([k[3] for k in kinds], dtype=bool)[kind]
+    keys = [shape_of(s) for s in shape_uniq.tolist()]
     state.dims = dims = _resource_dims(state.snapshot, keys)
     facts = []
     requests = np.zeros((len(keys), len(dims)), dtype=np.int64)
@@ -113,10 +142,34 @@ def _index_shapes(state: CycleState) -> None:
 
 def _index_gangs(state: CycleState) -> None:
     jobs = state.jobs
-    jobs.gang_ids = list(map(attrgetter("gang_id"), jobs.records))
-    jobs.in_gang = np.fromiter(
-        map(operator.is_not, jobs.gang_ids, repeat(None)), dtype=bool, count=len(jobs.records)
-    )
+    rows = np.flatnonzero(jobs.in_gang)
+    ids = map(attrgetter("gang_id"), gather(jobs.records, rows))
+    jobs.gang_ids = dict(zip(rows.tolist(), ids, strict=True))
+
+
+#: The last cycle's node index (one: a scheduler schedules one cluster).
+_last_index: NodeIndex | None = None
+
+
+def _node_index(state: CycleState, labels: set[str | None]) -> NodeIndex:
+    global _last_index
+    nodes = state.snapshot.nodes
+    key = (tuple(nodes), frozenset(labels), tuple(state.config.topology_levels), state.dims)
+    last = _last_index
+    if (
+        last is not None
+        and len(last.key[0]) == len(nodes)
+        and all(map(operator.is_, last.key[0], nodes))
+        and last.key[1:] == key[1:]
+    ):
+        return last
+    records = node_order(nodes, labels, state.config.topology_levels)
+    capacity = np.array(
+        [[n.capacity.get(d, 0) for d in state.dims] for n in records], dtype=np.int64
+    ).reshape(len(records), len(state.dims))
+    cordoned = np.array([n.cordoned for n in records], dtype=bool)
+    _last_index = made = NodeIndex(key, records, capacity, cordoned)
+    return made
 
 
 def _index_nodes(state: CycleState) -> None:
@@ -124,15 +177,11 @@ def _index_nodes(state: CycleState) -> None:
     records = state.jobs.records
     in_gang = np.flatnonzero(state.jobs.in_gang).tolist()
     labels = {records[i].gang_uniformity_label for i in in_gang}
-    nodes = node_order(state.snapshot.nodes, labels, state.config.topology_levels)
-    nn, nd = len(nodes), len(state.dims)
-    capacity = np.array(
-        [[n.capacity.get(d, 0) for d in state.dims] for n in nodes], dtype=np.int64
-    ).reshape(nn, nd)
-    cordoned = np.array([n.cordoned for n in nodes], dtype=bool)
-    total = capacity[~cordoned].sum(axis=0) if nn else np.zeros(nd, dtype=np.int64)
+    index = _node_index(state, labels)
+    capacity, cordoned = index.capacity, index.cordoned
+    total = capacity[~cordoned].sum(axis=0) if len(index.records) else capacity.sum(axis=0)
     totals = [int(t) for t in total.tolist()]
-    state.nodes = Nodes(nodes, NodeLabels(nodes), capacity, cordoned, totals)
+    state.nodes = Nodes(index.records, index.labels, capacity, cordoned, totals, index)
     state.costs = costs = CostModel.build(state.dims, totals, state.config.resource_multipliers)
     counted = np.array([t > 0 for t in totals], dtype=bool)
     state.cost_columns = CostColumns(
@@ -144,19 +193,10 @@ def _index_nodes(state: CycleState) -> None:
 
 
 def _index_jobs(state: CycleState) -> None:
-    """Queue, node and class of every job; queued jobs of an unknown queue or class fail."""
+    """Node and class of every job; queued jobs of an unknown queue or class fail."""
     jobs = state.jobs
     records, nj = jobs.records, len(jobs.records)
-    lookup: defaultdict[str, int] = defaultdict(
-        lambda: -1, {name: k for k, name in enumerate(state.queues.names)}
-    )
-    jobs.queue = queue = np.fromiter(
-        map(lookup.__getitem__, map(attrgetter("queue"), records)), dtype=np.int64, count=nj
-    )
-    node_names = list(map(attrgetter("node"), records))
-    jobs.is_running = np.fromiter(
-        map(operator.is_not, node_names, repeat(None)), dtype=bool, count=nj
-    )
+    queue = jobs.queue
     known_class = state.shapes.class_known[jobs.shape]
     jobs.class_priority = state.shapes.class_priority[jobs.shape]
     running = np.flatnonzero(jobs.is_running)
@@ -165,7 +205,8 @@ def _index_jobs(state: CycleState) -> None:
         where: defaultdict[str | None, int] = defaultdict(
             lambda: -1, {n.id: i for i, n in enumerate(state.nodes.records)}
         )
-        jobs.node[running] = list(map(where.__getitem__, gather(node_names, running)))
+        node_names = map(attrgetter("node"), gather(records, running))
+        jobs.node[running] = list(map(where.__getitem__, node_names))
     jobs.running = running = running[jobs.node[running] >= 0]
     jobs.accounted = np.zeros(nj, dtype=bool)
     jobs.accounted[running] = (queue[running] >= 0) & known_class[running]
@@ -177,6 +218,6 @@ def _index_jobs(state: CycleState) -> None:
             reasons.UNKNOWN_QUEUE if queue[i] < 0 else reasons.UNKNOWN_PRIORITY_CLASS
         )
     jobs.queued = queued[(queue[queued] >= 0) & known_class[queued]]
-    gang_rows = np.flatnonzero(jobs.in_gang).tolist()
+    gang_rows = list(jobs.gang_ids)
     if gang_rows and any(records[i].gang_role is not None for i in gang_rows):
         apply_roles(state, gang_rows)

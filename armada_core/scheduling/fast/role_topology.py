@@ -168,10 +168,7 @@ def _may_hold(state: CycleState, rows: list[int], domain_of: IntArray, n_domains
     """Per domain, whether the members could fit on its nodes that admit one of them, if
     everything that may give way to them did (an upper bound)."""
     jobs, space = state.jobs, state.nodes.space
-    shapes = {int(s) for s in jobs.shape[rows]}
-    candidates = np.unique(
-        np.concatenate([static_constraints(state, state.shapes.facts[s], s) for s in shapes])
-    )
+    candidates = _candidates(state, frozenset(jobs.shape[rows].tolist()))
     nodes = candidates[domain_of[candidates] >= 0]
     top = max(int(jobs.class_priority[i]) for i in rows)
     free = np.maximum(space.free_held_giving_way(nodes, top - 0.5), 0)
@@ -180,6 +177,16 @@ def _may_hold(state: CycleState, rows: list[int], domain_of: IntArray, n_domains
     need = state.shapes.requests[jobs.shape[rows]].sum(axis=0)
     fits: BoolArray = (total >= need).all(axis=1)
     return fits
+
+
+def _candidates(state: CycleState, shapes: frozenset[int]) -> IntArray:
+    """The nodes admitting a job of any of the shapes, sorted."""
+    known = state.gangs.candidates.get(shapes)
+    if known is None:
+        each = [static_constraints(state, state.shapes.facts[s], s) for s in sorted(shapes)]
+        known = each[0] if len(each) == 1 else np.unique(np.concatenate(each))
+        state.gangs.candidates[shapes] = known
+    return known
 
 
 def _node_row(state: CycleState, i: int) -> int:

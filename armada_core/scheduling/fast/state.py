@@ -152,8 +152,9 @@ class Jobs:
     shape: IntArray = field(init=False)
     #: Class priority: urgency in every order and every displacement level.
     class_priority: IntArray = field(init=False)
-    #: Gang id, and whether the job is in a gang (gangs are grouped from these).
-    gang_ids: list[str | None] = field(init=False)
+    #: Gang id of each row in a gang (in row order), and whether each job is in a gang:
+    #: gangs are grouped from these.
+    gang_ids: dict[int, str] = field(init=False)
     in_gang: BoolArray = field(init=False)
     #: Queue index, -1 when the queue is unknown.
     queue: IntArray = field(init=False)
@@ -189,6 +190,30 @@ class Shapes:
     class_known: BoolArray
 
 
+class NodeIndex:
+    """What a cycle derives from the nodes alone: their tie-break order, capacity, cordons,
+    label columns and index partitions. The next cycle reuses it while its snapshot holds
+    the very same node objects (frozen, so unchanged): a cluster's nodes mostly are, and
+    ordering and reading 10,000 of them took a part of every cycle. Never changed in place
+    (its arrays are read-only)."""
+
+    __slots__ = ("capacity", "cordoned", "key", "labels", "partition", "partitions", "records")
+
+    def __init__(
+        self, key: tuple[Any, ...], records: list[Node], capacity: IntArray, cordoned: BoolArray
+    ) -> None:
+        self.key = key  # holds the node objects: their ids cannot be reused while kept
+        self.records = records
+        capacity.flags.writeable = False
+        cordoned.flags.writeable = False
+        self.capacity = capacity
+        self.cordoned = cordoned
+        self.labels = NodeLabels(records)
+        # Built when a cycle first places anything (``inputs.index_for_placing``).
+        self.partitions: dict[int, tuple[Any, frozenset[str]]] = {}
+        self.partition: IntArray | None = None
+
+
 @dataclass(slots=True, eq=False)
 class Nodes:
     """The nodes and their free space (``inputs``; ``eviction.load_nodes`` fills the space)."""
@@ -202,6 +227,8 @@ class Nodes:
     cordoned: BoolArray
     #: Capacity of uncordoned nodes: the denominator of every cost and per-cycle fraction.
     totals: list[int]
+    #: Where the above came from, shared with later cycles.
+    index: NodeIndex
     #: Index partition -> (taints, resources present): a shape scans only those it can use.
     partitions: dict[int, tuple[Any, frozenset[str]]] = field(init=False)
     #: Free space per displacement level, and the best-fit index.
@@ -320,6 +347,9 @@ class Gangs:
     topologies: dict[tuple[str | None, int | None], TopologyDomains] = field(default_factory=dict)
     #: Node id -> row, for the nodes pod group members were placed on (built on first use).
     node_rows: dict[str, int] = field(default_factory=dict)
+    #: Shapes of a role's members -> the nodes admitting any of them (static per cycle,
+    #: asked for every domain check of every role group).
+    candidates: dict[frozenset[int], IntArray] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)

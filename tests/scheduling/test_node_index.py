@@ -1,0 +1,94 @@
+"""The fast cycle keeps what it derives from the nodes alone for the next cycle: reused only
+while the snapshot holds the very same node objects with the same gang labels, topology levels
+and resource dimensions, and every cycle decides as the reference does either way."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from armada_core.scheduling import Queue, SchedulingConfig, Snapshot
+from armada_core.scheduling.fast import fast_schedule, inputs
+from armada_core.scheduling.reference import reference_schedule
+
+from .helpers import PRIORITY_CLASSES, gang, job, node
+from .helpers import jobs as make_jobs
+
+LEVELS = ("rack",)
+
+
+def _nodes() -> tuple:
+    return tuple(
+        node(f"n{i}", cpu=4, labels={"rack": f"r{i % 2}", "zone": f"z{i // 2}"}) for i in range(4)
+    )
+
+
+def _snapshot(nodes: tuple, jobs: list, levels: tuple[str, ...] = LEVELS) -> Snapshot:
+    config = SchedulingConfig(topology_levels=levels)
+    return Snapshot((Queue("A", 1.0), Queue("B", 1.0)), PRIORITY_CLASSES, nodes, jobs, config)
+
+
+def _decide(snap: Snapshot):
+    fast = fast_schedule(snap)
+    assert fast.decisions() == reference_schedule(snap).decisions()
+    return fast
+
+
+def test_reused_while_the_nodes_are_the_same_objects() -> None:
+    nodes = _nodes()
+    _decide(_snapshot(nodes, make_jobs("a", 3)))
+    kept = inputs._last_index
+    assert kept is not None
+    _decide(_snapshot(nodes, make_jobs("b", 5, queue="B")))
+    assert inputs._last_index is kept
+    # Equal but not the same objects: made again (an object's identity is what is checked).
+    _decide(_snapshot(tuple(replace(n) for n in nodes), make_jobs("c", 2)))
+    assert inputs._last_index is not kept
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "cordon",  # the node a job would take is cordoned in a new object
+        "capacity",  # a node reported smaller
+        "gang_label",  # a gang uniform on a label the last cycle did not order by
+        "levels",  # the topology levels changed
+        "dimension",  # a job requests a resource the last cycle's jobs did not
+        "order",  # the same objects in another order
+    ],
+)
+def test_made_again_when_what_it_depends_on_changed(change: str) -> None:
+    nodes = _nodes()
+    first = _decide(_snapshot(nodes, [job("a0", cpu=4)]))
+    assert first.scheduled == {"a0": "n0"}
+    kept = inputs._last_index
+    levels = LEVELS
+    jobs = [job("x0", cpu=4)]
+    if change == "cordon":
+        nodes = (replace(nodes[0], cordoned=True), *nodes[1:])
+    elif change == "capacity":
+        nodes = (node("n0", cpu=2, labels=dict(nodes[0].labels)), *nodes[1:])
+    elif change == "gang_label":
+        jobs = gang("g", 2, cpu=4, gang_uniformity_label="zone")
+    elif change == "levels":
+        levels = ()
+    elif change == "dimension":
+        jobs = [job("x0", cpu=4), job("x1", cpu=1, extra={"fpga": 1})]
+    elif change == "order":
+        nodes = tuple(reversed(nodes))
+    result = _decide(_snapshot(nodes, jobs, levels))
+    assert inputs._last_index is not kept
+    if change in ("cordon", "capacity"):
+        assert result.scheduled["x0"] != "n0"
+
+
+def test_kept_arrays_are_read_only() -> None:
+    nodes = _nodes()
+    _decide(_snapshot(nodes, make_jobs("a", 2)))
+    kept = inputs._last_index
+    assert kept is not None and kept.partition is not None
+    for array in (kept.capacity, kept.cordoned, kept.partition):
+        with pytest.raises(ValueError):
+            array[0] = np.zeros_like(array[0])
