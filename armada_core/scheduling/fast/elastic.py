@@ -24,7 +24,7 @@ def apply_roles(state: CycleState, gang_rows: list[int]) -> None:
     waiting = [i for i in rows if not jobs.is_running[i]]
     valid = np.zeros(len(records), dtype=bool)
     valid[jobs.queued] = True
-    node_index = {n.id: k for k, n in enumerate(state.nodes.records)}
+    node_index = state.nodes.index.rows
     classes = state.classes
 
     def order(j: Job) -> RunningKey:

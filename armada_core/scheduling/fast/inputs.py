@@ -7,7 +7,7 @@ per shape; per-job facts are columns gathered once per cycle.
 from __future__ import annotations
 
 import operator
-from collections import defaultdict
+from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -202,11 +202,8 @@ def _index_jobs(state: CycleState) -> None:
     running = np.flatnonzero(jobs.is_running)
     jobs.node = np.full(nj, -1, dtype=np.int64)
     if len(running):
-        where: defaultdict[str | None, int] = defaultdict(
-            lambda: -1, {n.id: i for i, n in enumerate(state.nodes.records)}
-        )
         node_names = map(attrgetter("node"), gather(records, running))
-        jobs.node[running] = list(map(where.__getitem__, node_names))
+        jobs.node[running] = list(map(state.nodes.index.rows.get, node_names, repeat(-1)))
     jobs.running = running = running[jobs.node[running] >= 0]
     jobs.accounted = np.zeros(nj, dtype=bool)
     jobs.accounted[running] = (queue[running] >= 0) & known_class[running]

@@ -191,7 +191,4 @@ def _candidates(state: CycleState, shapes: frozenset[int]) -> IntArray:
 
 def _node_row(state: CycleState, i: int) -> int:
     """The row of the node a member was just placed on."""
-    rows = state.gangs.node_rows
-    if not rows:
-        rows.update((n.id, k) for k, n in enumerate(state.nodes.records))
-    return rows[state.result.scheduled[state.jobs.ids[i]]]
+    return state.nodes.index.rows[state.result.scheduled[state.jobs.ids[i]]]

@@ -197,13 +197,23 @@ class NodeIndex:
     ordering and reading 10,000 of them took a part of every cycle. Never changed in place
     (its arrays are read-only)."""
 
-    __slots__ = ("capacity", "cordoned", "key", "labels", "partition", "partitions", "records")
+    __slots__ = (
+        "capacity",
+        "cordoned",
+        "key",
+        "labels",
+        "partition",
+        "partitions",
+        "records",
+        "rows",
+    )
 
     def __init__(
         self, key: tuple[Any, ...], records: list[Node], capacity: IntArray, cordoned: BoolArray
     ) -> None:
         self.key = key  # holds the node objects: their ids cannot be reused while kept
         self.records = records
+        self.rows = {n.id: k for k, n in enumerate(records)}  # node id -> row
         capacity.flags.writeable = False
         cordoned.flags.writeable = False
         self.capacity = capacity
@@ -345,8 +355,6 @@ class Gangs:
     failures: dict[GangShapeKey, tuple[int, str | None]] = field(default_factory=dict)
     #: (Uniformity label, maximum hops) -> the gang's topology domains (built on first use).
     topologies: dict[tuple[str | None, int | None], TopologyDomains] = field(default_factory=dict)
-    #: Node id -> row, for the nodes pod group members were placed on (built on first use).
-    node_rows: dict[str, int] = field(default_factory=dict)
     #: Shapes of a role's members -> the nodes admitting any of them (static per cycle,
     #: asked for every domain check of every role group).
     candidates: dict[frozenset[int], IntArray] = field(default_factory=dict)
