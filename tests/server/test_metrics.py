@@ -247,3 +247,18 @@ def test_jobs_ended_stay_counted_when_their_rows_are_deleted(database_url: str) 
         assert ended.read() == later  # nothing counted twice
     finally:
         engine.dispose()
+
+
+def test_node_allocation_sums_every_run_of_equal_and_different_specs(
+    running: tuple[EmbeddedServer, ArmadaClient],
+) -> None:
+    """Runs whose specs differ only in their ids share one reading of their requests; a
+    different spec is read on its own, and every run counts."""
+    server, armada = running
+    ids = armada.submit_jobs("batch", "alloc", [job(cpu="0.5")] * 2)
+    ids += armada.submit_jobs("batch", "alloc", [job(cpu="1")])
+    for job_id in ids:
+        wait_until(in_state(armada, job_id, submit_pb2.RUNNING), "a job to run")
+    samples = scrape(server)
+    assert value(samples, "armada_node_allocated", pool="default", resource="cpu") == 2
+    assert value(samples, "armada_node_allocated", pool="default", resource="memory") == 3 << 30

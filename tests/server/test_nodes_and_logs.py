@@ -16,6 +16,7 @@ from armada_core.api import binoculars_pb2, binoculars_pb2_grpc, executor_pb2, j
 from armada_core.api.k8s import core_v1_pb2
 from armada_server.app import EmbeddedServer
 from armada_server.config import ServerConfig
+from armada_server.storage.nodes import decode_nodes, encode_nodes, encode_request_nodes
 
 from .conftest import Stubs
 from .test_scheduling_loop import Executor, low, submit, wait_state
@@ -156,3 +157,32 @@ def test_cordons_survive_a_restart_of_the_server(database_url: str) -> None:
             if n.cordoned
         ]
         assert cordoned == [("e1", "e1-n1", "anonymous")]
+
+
+def test_a_syncs_nodes_are_stored_as_their_own_list() -> None:
+    """The bytes kept of a sync's nodes are the nodes alone, whatever else the sync carries."""
+    nodes = [
+        executor_pb2.Node(
+            name=f"n{i}",
+            labels={"rack": f"r{i % 3}"},
+            taints=[executor_pb2.Taint(key="gpu", value="true", effect="NoSchedule")] if i else [],
+            unschedulable=i == 2,
+            allocatable={"cpu": "8", "memory": "32Gi"},
+        )
+        for i in range(5)
+    ]
+    request = executor_pb2.SyncRequest(
+        executor_id="e",
+        pool="p",
+        nodes=nodes,
+        run_ids=["r1", "r2"],
+        updates=[executor_pb2.RunUpdate(run_id="r1", job_id="j1")],
+        capabilities=executor_pb2.Capabilities(unsupported_pod_fields=["x"]),
+        control_address="127.0.0.1:1",
+        control_token="t",
+    )
+    stored = encode_request_nodes(request)
+    assert stored == encode_nodes(nodes)
+    assert decode_nodes(stored) == nodes
+    assert request.executor_id == "e" and len(request.updates) == 1  # the request is untouched
+    assert encode_request_nodes(executor_pb2.SyncRequest(executor_id="e")) == encode_nodes([])

@@ -8,7 +8,7 @@ from armada_core.api import executor_pb2, executor_pb2_grpc
 from armada_server.errors import InvalidArgument
 from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc
-from armada_server.storage.nodes import encode_nodes
+from armada_server.storage.nodes import encode_request_nodes
 
 # Run updates after which the scheduler may place something new.
 ENDED = frozenset({"succeeded", "failed", "returned", "stopped"})
@@ -34,7 +34,7 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
             if not node.name or node.name in seen:
                 raise InvalidArgument(f"nodes[{i}].name: missing or repeated")
             seen.add(node.name)
-        nodes = encode_nodes(request.nodes)
+        nodes = encode_request_nodes(request)
         response = await self.ctx.run(self.ctx.executors.executor_sync, request, nodes=nodes)
         response.sync_interval_seconds = self.ctx.config.executor_sync_interval
         response.lease_timeout_seconds = self.ctx.config.lease_timeout

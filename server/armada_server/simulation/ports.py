@@ -32,7 +32,7 @@ from armada_server.scheduling.loop import SchedulingLoop
 from armada_server.services.submit import validate_submission
 from armada_server.storage import Storage
 from armada_server.storage.database import open_database
-from armada_server.storage.nodes import encode_nodes
+from armada_server.storage.nodes import encode_request_nodes
 
 OWNER = "simulation"
 
@@ -81,7 +81,7 @@ class InProcess:
         # The driver's nodes never change and come in the same container every sync (its
         # one request): encode them once (ExecutorApi encodes them per sync).
         if self._nodes is None or self._nodes[0] is not request.nodes:
-            self._nodes = (request.nodes, encode_nodes(request.nodes))
+            self._nodes = (request.nodes, encode_request_nodes(request))
         response = self.storage.executors.executor_sync(request, nodes=self._nodes[1])
         response.lease_timeout_seconds = self.config.lease_timeout
         return response

@@ -7,7 +7,7 @@ the executor, and hold on every replica.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -18,7 +18,7 @@ from armada_core.jobs import job_requests
 from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_RUN_STATES, Transactions
 from armada_server.storage.bulk import fetch
-from armada_server.storage.rows import when
+from armada_server.storage.rows import spec_key, when
 
 
 def encode_nodes(nodes: Iterable[executor_pb2.Node]) -> bytes:
@@ -27,8 +27,26 @@ def encode_nodes(nodes: Iterable[executor_pb2.Node]) -> bytes:
     return executor_pb2.SyncRequest(nodes=nodes).SerializeToString()
 
 
+def encode_request_nodes(request: executor_pb2.SyncRequest) -> bytes:
+    """`encode_nodes(request.nodes)` at under half the cost: the request is copied whole
+    (in C) and all but its nodes cleared, where a new message would take 10,000 nodes one
+    by one through Python. Every sync carries its executor's nodes."""
+    only = executor_pb2.SyncRequest()
+    only.CopyFrom(request)
+    for descriptor, _ in only.ListFields():
+        if descriptor.name != "nodes":
+            only.ClearField(descriptor.name)
+    return only.SerializeToString()
+
+
 def decode_nodes(data: bytes) -> list[executor_pb2.Node]:
     return list(executor_pb2.SyncRequest.FromString(data).nodes)
+
+
+def _requests(raw: bytes) -> Mapping[str, int]:
+    """What a stored spec's pod requests."""
+    spec = submit_pb2.Job.FromString(raw)
+    return job_requests(spec.pod_specs[0] if spec.pod_specs else spec.pod_spec)
 
 
 @dataclass(frozen=True)
@@ -131,10 +149,12 @@ class Nodes:
         ended whose processes may still be stopping there (as a scheduling cycle counts them)."""
         now = self._tx.clock()
         loads: dict[tuple[str, str], NodeLoad] = {}
+        # Requests by spec without its id: a backlog's 100,000 runs have a few distinct specs.
+        requests: dict[bytes, Mapping[str, int]] = {}
         with self._tx.read() as conn:
             rows = fetch(
                 conn,
-                select(t.runs.c.cluster_id, t.runs.c.node, t.jobs.c.spec)
+                select(t.runs.c.cluster_id, t.runs.c.node, t.jobs.c.id, t.jobs.c.spec)
                 .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
                 .where(
                     or_(
@@ -143,12 +163,16 @@ class Nodes:
                     )
                 ),
             )
-        for executor, node, raw in rows:
+        for executor, node, job_id, raw in rows:
             load = loads.setdefault((executor, node), NodeLoad())
             load.jobs += 1
-            spec = submit_pb2.Job.FromString(raw)
-            pod = spec.pod_specs[0] if spec.pod_specs else spec.pod_spec
-            for name, quantity in job_requests(pod).items():
+            key = spec_key(job_id, raw)
+            asked = requests.get(key) if key is not None else None
+            if asked is None:
+                asked = _requests(raw)
+                if key is not None:
+                    requests[key] = asked
+            for name, quantity in asked.items():
                 load.requests[name] = load.requests.get(name, 0) + quantity
         return loads
 

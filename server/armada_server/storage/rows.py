@@ -303,3 +303,13 @@ def jobs_by_id(conn: Connection, job_ids: Iterable[str]) -> dict[str, Job]:
         for r in fetch(conn, select(*JOB_COLUMNS).where(t.jobs.c.id.in_(chunk))):
             jobs[r[0]] = job_from_row(r, tuple(runs.get(r[0], ())))
     return jobs
+
+
+def spec_key(job_id: str, raw: bytes) -> bytes | None:
+    """A stored spec without its id: jobs submitted together have equal keys, so what a spec
+    decides can be computed once per key. None when the id is not written first (the
+    serialiser writes field 1, the id, first)."""
+    if len(job_id) >= 128:
+        return None
+    prefix = b"\n" + bytes((len(job_id),)) + job_id.encode()
+    return raw[len(prefix) :] if raw.startswith(prefix) else None

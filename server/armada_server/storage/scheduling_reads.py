@@ -26,7 +26,7 @@ from armada_server.storage.base import ACTIVE_RUN_STATES, Transactions
 from armada_server.storage.bulk import fetch
 from armada_server.storage.nodes import decode_nodes
 from armada_server.storage.retries import gang_cardinalities
-from armada_server.storage.rows import STATE_OF_JOBS_BY_ID, chunks, when
+from armada_server.storage.rows import STATE_OF_JOBS_BY_ID, chunks, spec_key, when
 
 if TYPE_CHECKING:
     from armada_server.storage.held_jobs import HeldJobs
@@ -61,14 +61,7 @@ class _LazySpec:
 
     @property
     def spec_key(self) -> bytes | None:
-        """The stored spec without its id: jobs submitted together have equal keys, so what
-        a spec decides can be computed once per key. None when the id is not written first
-        (the serialiser writes field 1, the id, first)."""
-        job_id = self.id
-        if len(job_id) >= 128:
-            return None
-        prefix = b"\n" + bytes((len(job_id),)) + job_id.encode()
-        return self.raw[len(prefix) :] if self.raw.startswith(prefix) else None
+        return spec_key(self.id, self.raw)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
 from armada_server.storage.leases import Leases
 from armada_server.storage.live_reports import LiveReports, apply_live, write_live
-from armada_server.storage.nodes import encode_nodes
+from armada_server.storage.nodes import encode_request_nodes
 from armada_server.storage.reports import DECIDED_UPDATES, ENDED_UPDATES, apply_report
 from armada_server.storage.retries import Catalogue
 from armada_server.storage.rows import chunks, jobs_by_id
@@ -66,13 +66,13 @@ class ExecutorSync:
         nodes: bytes | None = None,
     ) -> executor_pb2.SyncResponse:
         """Record the executor's nodes and run updates, renew its leases, hand out work.
-        `nodes` is `encode_nodes(request.nodes)` when the caller has it already.
+        `nodes` is `encode_request_nodes(request)` when the caller has it already.
 
         No report can stop an executor's syncs: when the database refuses a sync's
         transaction (a value it cannot store), its reports are applied one per transaction,
         and a job whose report still cannot be stored is failed with a reason saying why."""
         now = now or self._tx.clock()
-        nodes = encode_nodes(request.nodes) if nodes is None else nodes
+        nodes = encode_request_nodes(request) if nodes is None else nodes
         try:
             return self._sync(request, request.updates, nodes, now)
         except (InvalidArgument, DBAPIError) as e:
