@@ -141,10 +141,11 @@ _SPECS: dict[bytes, tuple[dict[str, Any], GangSpec | None]] = {}
 
 
 def _static_of(
-    j: QueuedJob | RunningJob | TerminatingRun,
+    j: QueuedJob | RunningJob | TerminatingRun, key: bytes | None = None
 ) -> tuple[dict[str, Any], GangSpec | None]:
-    """_static of a stored job's spec, converted once per distinct spec."""
-    key = j.spec_key
+    """_static of a stored job's spec, converted once per distinct spec (`key`: its
+    `spec_key`, when the caller has it)."""
+    key = j.spec_key if key is None else key
     if key is None:
         return _static(j.spec)
     found = _SPECS.get(key)
@@ -156,9 +157,10 @@ def _static_of(
 
 
 def _convert(j: QueuedJob | RunningJob, **kw: Any) -> s.Job:
-    if j.spec_key is None:
+    key = j.spec_key
+    if key is None:
         return _job(j.spec, **kw)
-    return _make(j.id, *_static_of(j), **kw)
+    return _make(j.id, *_static_of(j, key), **kw)
 
 
 CAPABILITY_LABEL = "armadaproject.io/capabilities"
