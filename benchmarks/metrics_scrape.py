@@ -40,13 +40,18 @@ ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEM
 LIVE = (JobState.QUEUED, JobState.RUNNING)
 
 
+def _with_id(spec: submit_pb2.Job, job_id: str) -> bytes:
+    spec.id = job_id
+    return spec.SerializeToString()
+
+
 def fill(storage: Storage, jobs: int) -> None:
     """`jobs` jobs straight into the tables (the scrape reads them, how they came is moot)."""
     now = datetime.now(UTC)
     pod = job_item(
         {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}
     ).pod_spec
-    spec = submit_pb2.Job(id="x", queue="q", job_set_id="s", pod_spec=pod).SerializeToString()
+    spec = submit_pb2.Job(queue="q", job_set_id="s", pod_spec=pod)
     node = executor_pb2.Node(name="n", allocatable={"cpu": "32", "memory": "256Gi"})
     with storage.transactions.write() as (conn, _):
         for q in range(QUEUES):
@@ -77,7 +82,8 @@ def fill(storage: Storage, jobs: int) -> None:
                 "submitted_at": now,
                 # Ended jobs ended over the last day or so, one a second.
                 "last_transition_at": now if state in LIVE else now - timedelta(seconds=jobs - i),
-                "spec": spec,
+                # Stored as the server stores a spec: with its job's id.
+                "spec": _with_id(spec, job_id),
             }
         )
         if state == JobState.RUNNING:

@@ -47,7 +47,14 @@ def main() -> int:
         workload = replace(workload, duration=args.stop_after * 3600)
     log(f"{len(workload.arrivals)} arrivals on {nodes} nodes; simulating")
     wall, cpu = time.perf_counter(), time.process_time()
-    recording = simulate(workload, ServerConfig(scheduling_period=args.period))
+    recording = simulate(
+        workload,
+        ServerConfig(scheduling_period=args.period),
+        progress=lambda at: log(
+            f"{at.simulated / 3600:.0f} h: {at.submitted} submitted, {at.running} running, "
+            f"{at.waiting} waiting"
+        ),
+    )
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     fig = figures(recording)
     simulated = recording.end + args.period

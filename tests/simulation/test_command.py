@@ -125,3 +125,28 @@ def test_the_command_says_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFi
     assert "give --json FILE, --html FILE or both" in capsys.readouterr().err
     assert main(["simulate", "--workload", "gen:steady,load=-1", "--json", out]) == 2
     assert "load must be positive" in capsys.readouterr().err
+
+
+def test_a_long_run_reports_its_progress_every_simulated_hour(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "w.yaml").write_text(
+        """
+queues: [{name: a}]
+nodes: [1x4x8Gi]
+duration: 3h
+jobs:
+  - {queue: a, count: 5, every: 30m, runtime: 20m, cpu: "1"}
+"""
+    )
+    out = tmp_path / "out.json"
+    assert main(["simulate", "--workload", str(tmp_path / "w.yaml"), "--json", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    lines = [line for line in err if "jobs submitted" in line]
+    # The last job ends at 2 h 20 min: the run stops there, before its duration.
+    assert [line.split(" simulated hours")[0] for line in lines] == [
+        "defaults: 1 of 3",
+        "defaults: 2 of 3",
+    ]
+    assert "3/5 jobs submitted" in lines[0] and "5/5 jobs submitted" in lines[1]
+    assert err[-1].startswith("defaults: 2.3 simulated hours, 5 jobs")

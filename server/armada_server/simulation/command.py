@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from armada_server.config import ConfigError, ServerConfig, build
+from armada_server.simulation.driver import Progress
 from armada_server.simulation.generators import GENERATORS, generate
 from armada_server.simulation.history import HistoryError, fetch_history
 from armada_server.simulation.page import page
@@ -67,7 +68,18 @@ def load_source(args: argparse.Namespace) -> Workload:
 
 def run_one(workload: Workload, config: ServerConfig, label: str, every: bool) -> dict[str, Any]:
     started = time.monotonic()
-    recording = simulate(workload, config, every_cycle=every)
+
+    def report(at: Progress) -> None:
+        of = f" of {at.duration / 3600:.0f}" if at.duration is not None else ""
+        print(
+            f"{label}: {at.simulated / 3600:.0f}{of} simulated hours, "
+            f"{at.submitted}/{at.arrivals} jobs submitted, {at.running} running, "
+            f"{at.waiting} waiting ({time.monotonic() - started:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    recording = simulate(workload, config, every_cycle=every, progress=report)
     took = time.monotonic() - started
     print(
         f"{label}: {recording.end / 3600:.1f} simulated hours, "

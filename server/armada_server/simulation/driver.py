@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import JobState
@@ -39,6 +40,19 @@ RECHECK_STEPS = 100
 # Steps with nothing running and nothing moving after which jobs still queued are taken to be
 # jobs that can never be placed, and a simulation without a set duration ends.
 STALL_STEPS = 1000
+# Simulated seconds between two progress reports.
+PROGRESS_EVERY = 3600.0
+
+
+class Progress(NamedTuple):
+    """Where a run stands: what a long simulation reports as it goes."""
+
+    simulated: float  # seconds of virtual time done
+    duration: float | None  # the workload's, if it sets one
+    submitted: int
+    arrivals: int
+    running: int
+    waiting: int
 
 
 class Driver:
@@ -53,8 +67,11 @@ class Driver:
         nodes: Sequence[executor_pb2.Node],
         *,
         every_cycle: bool = False,
+        progress: Callable[[Progress], None] | None = None,
     ) -> None:
         self.workload = workload
+        self.progress = progress
+        self.reported = 0.0  # virtual time of the last progress report
         self.config = config
         self.port = port
         self.clock = clock
@@ -102,6 +119,9 @@ class Driver:
                 now, self.running.totals, self.waiting.totals, self.waiting.counts
             )
             self.recording.end = now
+            if self.progress is not None and now - self.reported >= PROGRESS_EVERY:
+                self.reported = now
+                self.progress(self._progress(now))
             self.quiet_steps = 0 if busy else self.quiet_steps + 1
             if self.quiet_steps % RECHECK_STEPS == RECHECK_STEPS - 1 and len(self.waiting):
                 self._recheck_waiting()
@@ -110,6 +130,16 @@ class Driver:
                 break
             self.step = following
         return self.recording
+
+    def _progress(self, now: float) -> Progress:
+        return Progress(
+            now,
+            self.workload.duration,
+            self.next_arrival,
+            len(self.workload.arrivals),
+            len(self.running),
+            len(self.waiting),
+        )
 
     def _following_step(self) -> int | None:
         """The next step to run; None when the workload is done: everything arrived and

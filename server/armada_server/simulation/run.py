@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from armada_server.config import ServerConfig
 from armada_server.executors.nodes import virtual_nodes
 from armada_server.simulation.clock import VirtualClock
-from armada_server.simulation.driver import EXECUTOR, Driver
+from armada_server.simulation.driver import EXECUTOR, Driver, Progress
 from armada_server.simulation.ports import InProcess
 from armada_server.simulation.recording import Recording
 from armada_server.simulation.workload import Workload, WorkloadError
@@ -24,8 +25,15 @@ def simulation_config(config: ServerConfig) -> ServerConfig:
     return replace(config, executor="none", port=0, http_port=None, database_url=None)
 
 
-def simulate(workload: Workload, config: ServerConfig, *, every_cycle: bool = False) -> Recording:
-    """Run `workload` under `config`; the nodes are the workload's, else the config's."""
+def simulate(
+    workload: Workload,
+    config: ServerConfig,
+    *,
+    every_cycle: bool = False,
+    progress: Callable[[Progress], None] | None = None,
+) -> Recording:
+    """Run `workload` under `config`; the nodes are the workload's, else the config's.
+    `progress` is told where the run stands every simulated hour."""
     groups = workload.nodes or config.nodes
     if not groups:
         raise WorkloadError(
@@ -43,6 +51,7 @@ def simulate(workload: Workload, config: ServerConfig, *, every_cycle: bool = Fa
                 clock,
                 virtual_nodes(groups, EXECUTOR),
                 every_cycle=every_cycle,
+                progress=progress,
             )
             return asyncio.run(driver.run())
         finally:
