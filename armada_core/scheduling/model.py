@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -324,26 +324,37 @@ def shape_key(job: Job) -> tuple[Any, ...]:
     )
 
 
-_SHAPES: dict[tuple[Any, ...], int] = {}
-_SHAPE_LIST: list[tuple[Any, ...]] = []
+K = TypeVar("K", bound=tuple[Any, ...])
 
 
-def intern_shape(key: tuple[Any, ...]) -> int:
-    """Give each distinct job shape a small integer so cycles can group jobs cheaply.
+class _Interned(Generic[K]):
+    """Gives each distinct key a small integer, so cycles can group jobs by it cheaply.
 
-    The table only grows; it holds one entry per distinct shape ever seen, which stays small
-    for real workloads (shapes repeat across millions of jobs).
+    The table only grows; it holds one entry per distinct key ever seen, which stays small
+    for real workloads (shapes and kinds repeat across millions of jobs).
     """
-    found = _SHAPES.get(key)
-    if found is None:
-        found = len(_SHAPE_LIST)
-        _SHAPES[key] = found
-        _SHAPE_LIST.append(key)
-    return found
+
+    __slots__ = ("ids", "keys")
+
+    def __init__(self) -> None:
+        self.ids: dict[K, int] = {}
+        self.keys: list[K] = []
+
+    def intern(self, key: K) -> int:
+        found = self.ids.get(key)
+        if found is None:
+            found = self.ids[key] = len(self.keys)
+            self.keys.append(key)
+        return found
+
+
+_SHAPES: _Interned[tuple[Any, ...]] = _Interned()
+#: The shape id of a shape key.
+intern_shape = _SHAPES.intern
 
 
 def shape_of(shape_id: int) -> tuple[Any, ...]:
-    return _SHAPE_LIST[shape_id]
+    return _SHAPES.keys[shape_id]
 
 
 #: A job's kind: (shape id, queue, running, in a gang).
@@ -356,23 +367,15 @@ def kind_key(job: Job) -> KindKey:
     return (job.shape_id, job.queue, job.node is not None, job.gang_id is not None)
 
 
-_KINDS: dict[KindKey, int] = {}
-_KIND_LIST: list[KindKey] = []
+_KINDS: _Interned[KindKey] = _Interned()
+#: The kind id of a kind key.
+intern_kind = _KINDS.intern
 
 
-def intern_kind(key: KindKey) -> int:
-    """Give each distinct job kind a small integer (a table that only grows, like shapes')."""
-    found = _KINDS.get(key)
-    if found is None:
-        found = len(_KIND_LIST)
-        _KINDS[key] = found
-        _KIND_LIST.append(key)
-    return found
-
-
-def kinds_of(kind_ids: range | list[int]) -> list[KindKey]:
+def kinds_of(kind_ids: list[int]) -> list[KindKey]:
     """The keys of interned kinds."""
-    return [_KIND_LIST[k] for k in kind_ids]
+    keys = _KINDS.keys
+    return [keys[k] for k in kind_ids]
 
 
 @dataclass(frozen=True, slots=True)
