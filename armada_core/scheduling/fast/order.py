@@ -161,11 +161,9 @@ def stable_order(
 ) -> IntArray:
     """Positions ordered by the columns (first is primary), ties broken by the id of each
     position's anchor job."""
-    rows = np.arange(len(anchor))
-    if len(rows) == 0:
-        return rows
-    keys = [c[rows] for c in reversed(columns)]
-    order = rows[np.lexsort(keys)]
+    if len(anchor) == 0:
+        return np.arange(0)
+    order: IntArray = np.lexsort(columns[::-1])
     if len(order) < 2:
         return order
     same = np.ones(len(order) - 1, dtype=bool)
