@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -362,6 +362,27 @@ class _Views:
             sources.append(j)
         return sources, views
 
+    def running_all(self, jobs: Sequence[RunningJob], placements: Container[str]) -> list[s.Job]:
+        """The views of the running `jobs` on known nodes (`placements`) that have one. As in
+        queued_all, a job still the same row as last cycle is taken without a call: a busy
+        cluster's running jobs were a part of every cycle."""
+        get, used = self.cache.get, self.used
+        keep_all = self.changed is None
+        views: list[s.Job] = []
+        for j in jobs:
+            if j.node not in placements:
+                continue
+            made = get(j.id)
+            if made is not None and made[3] is j:
+                if keep_all:
+                    used[j.id] = made
+                views.append(made[2])
+                continue
+            view = self.running(j)
+            if view is not None:
+                views.append(view)
+        return views
+
     def running(self, j: RunningJob) -> s.Job | None:
         made = self.cache.get(j.id)
         if made is not None and made[3] is j:
@@ -533,19 +554,15 @@ def _jobs(
 ) -> list[s.Job]:
     """The running jobs on known nodes (with what they hold of their queue's excess-flow
     budget), then the queued ones (kept off executors that cannot honour them)."""
-    running = [views.running(j) for j in state.running if j.node in placements]
+    running = views.running_all(state.running, placements)
     charges = {j.id: j.excess_flow for j in state.running if j.excess_flow}
     if charges:
         running = [
-            dataclasses.replace(r, excess_flow=charges[r.id])
-            if r is not None and r.id in charges
-            else r
+            dataclasses.replace(r, excess_flow=charges[r.id]) if r.id in charges else r
             for r in running
         ]
     sources, queued = views.queued_all(state.queued, _avoidable(nodes))
-    return [j for j in running if j is not None] + _honoured(
-        sources, queued, _capability_kinds(state)
-    )
+    return running + _honoured(sources, queued, _capability_kinds(state))
 
 
 def build_snapshot(
