@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -331,20 +332,26 @@ class _Interned(Generic[K]):
     """Gives each distinct key a small integer, so cycles can group jobs by it cheaply.
 
     The table only grows; it holds one entry per distinct key ever seen, which stays small
-    for real workloads (shapes and kinds repeat across millions of jobs).
+    for real workloads (shapes and kinds repeat across millions of jobs). Jobs are made on
+    several threads (submissions, the scheduling loop): a new key takes a lock, else two
+    keys could take one number; a key is listed before its number is published.
     """
 
-    __slots__ = ("ids", "keys")
+    __slots__ = ("ids", "keys", "lock")
 
     def __init__(self) -> None:
         self.ids: dict[K, int] = {}
         self.keys: list[K] = []
+        self.lock = threading.Lock()
 
     def intern(self, key: K) -> int:
         found = self.ids.get(key)
         if found is None:
-            found = self.ids[key] = len(self.keys)
-            self.keys.append(key)
+            with self.lock:
+                found = self.ids.get(key)
+                if found is None:
+                    self.keys.append(key)
+                    found = self.ids[key] = len(self.keys) - 1
         return found
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+import threading
 
 import pytest
 
@@ -39,7 +41,7 @@ from armada_core.scheduling.fairness import (
     usage_offsets,
     water_fill,
 )
-from armada_core.scheduling.model import kinds_of
+from armada_core.scheduling.model import _Interned, kinds_of
 
 GI = 2**30
 
@@ -129,6 +131,30 @@ def test_job_shapes_are_interned() -> None:
     b = Job("b", "r", "low", Resources(cpu=1000), node_selector={"y": "2", "x": "1"})
     c = Job("c", "q", "low", Resources(cpu=2000))
     assert a.shape_id == b.shape_id != c.shape_id
+
+
+def test_interning_from_many_threads_gives_each_key_its_own_number() -> None:
+    """Jobs are made on several threads: two new keys must never share a number."""
+    table: _Interned[tuple[int, int]] = _Interned()
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        barrier = threading.Barrier(8)
+
+        def intern_many(t: int) -> None:
+            barrier.wait()
+            for k in range(2000):
+                table.intern((k % 500, (k * 7 + t) % 3))
+
+        threads = [threading.Thread(target=intern_many, args=(t,)) for t in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert len(table.keys) == len(table.ids) == len(set(table.keys)) == 1500
+    assert all(table.keys[number] == key for key, number in table.ids.items())
 
 
 def test_job_kinds_are_interned() -> None:
