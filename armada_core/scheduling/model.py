@@ -7,6 +7,7 @@ so that both scheduler implementations compare resources exactly.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 import threading
@@ -295,12 +296,18 @@ class Job:
     #: Interned id of the shape, queue, and whether the job runs and is in a gang
     #: (``kind_key``): a cycle reads these of every job, in one pass over this one field.
     kind_id: int = field(init=False, repr=False, compare=False, default=-1)
+    #: This object's number, never given to another (``next_serial``). A job is immutable,
+    #: so what a cycle read of it holds as long as the object lives: later cycles find the
+    #: columns they read by it (``fast/job_columns.py``). Whatever makes a Job without its
+    #: ``__init__`` gives it a new one.
+    serial: int = field(init=False, repr=False, compare=False, default=-1)
 
     def __post_init__(self) -> None:
         if not isinstance(self.requests, Resources):
             object.__setattr__(self, "requests", Resources(self.requests))
         object.__setattr__(self, "shape_id", intern_shape(shape_key(self)))
         object.__setattr__(self, "kind_id", intern_kind(kind_key(self)))
+        object.__setattr__(self, "serial", next_serial())
 
     @property
     def min_cardinality(self) -> int:
@@ -324,6 +331,9 @@ def shape_key(job: Job) -> tuple[Any, ...]:
         job.priority_class,
     )
 
+
+#: A new serial (``Job.serial``): a count's next is atomic, so threads never share one.
+next_serial = itertools.count().__next__
 
 K = TypeVar("K", bound=tuple[Any, ...])
 

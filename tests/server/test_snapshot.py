@@ -152,7 +152,7 @@ def test_views_kept_from_the_previous_cycle_equal_views_built_afresh() -> None:
     a, b = queued("a"), queued("b")
     cache: dict[str, Made] = {}
     first = SchedulingState(queues=queues, executors=executors, queued=[a, b], running=[])
-    build_snapshot(first, CLASSES, NOW, cache=cache)
+    before, _ = build_snapshot(first, CLASSES, NOW, cache=cache)
     later = datetime(2026, 11, 24, 0, 5, tzinfo=UTC)
     running = RunningJob(
         id="a", queue="q", priority=3, submitted_at=NOW, raw=a.raw, node="e/n1", started_at=later
@@ -164,6 +164,9 @@ def test_views_kept_from_the_previous_cycle_equal_views_built_afresh() -> None:
     assert kept.jobs == afresh.jobs
     assert [j.shape_id for j in kept.jobs] == [j.shape_id for j in afresh.jobs]
     assert [j.kind_id for j in kept.jobs] == [j.kind_id for j in afresh.jobs]
+    # A moved view has a serial of its own: the scheduler keeps what it read of a job by its
+    # serial (armada_core's fast/job_columns.py), so a copied one would give it the old job.
+    assert not {j.serial for j in kept.jobs} & {j.serial for j in before.jobs}
     assert {j.id: (j.node, j.avoid_node, j.priority) for j in kept.jobs} == {
         "a": ("e/n1", None, 3),
         "b": (None, "e/n2", 7),

@@ -19,6 +19,7 @@ from ..fairness import CostModel
 from ..model import DEFAULT_RESOURCE_ORDER, Snapshot, kinds_of, shape_of
 from .elastic import apply_roles
 from .free_space import FreeSpace, IntArray
+from .job_columns import read_columns
 from .state import (
     CostColumns,
     CycleState,
@@ -42,17 +43,19 @@ def index_inputs(state: CycleState) -> None:
     by_name = {q.name: q for q in snapshot.queues}
     state.queues = Queues(sorted(by_name), by_name)
     state.class_names = sorted(state.classes)
-    _index_kinds(state)
+    columns = read_columns(state.jobs.records)
+    state.jobs.priority, state.jobs.submit = columns.priority, columns.submit
+    state.jobs.ids = columns.id_list
+    _index_kinds(state, columns.kind)
     _index_gangs(state)
     _index_nodes(state)
     _index_jobs(state)
 
 
 def index_for_placing(state: CycleState) -> None:
-    """Job ids, and the node index partitioned by taints and the resources nodes have (a
-    shape scans only the partitions it tolerates and whose nodes have what it requests)."""
+    """The node index partitioned by taints and the resources nodes have (a shape scans
+    only the partitions it tolerates and whose nodes have what it requests)."""
     nodes = state.nodes
-    state.jobs.ids = list(map(attrgetter("id"), state.jobs.records))
     if nodes.index.partition is None:
         partitions, partition = _partition(state)
         partition.flags.writeable = False
@@ -107,12 +110,10 @@ def _number(ids: IntArray) -> tuple[IntArray, IntArray]:
     return uniq, local.reshape(-1)
 
 
-def _index_kinds(state: CycleState) -> None:
-    """Every job's kind (``Job.kind_id``) in one pass; its shape, queue, and whether it runs
-    and is in a gang come per kind, so no other field is read of every job here."""
+def _index_kinds(state: CycleState, kind_ids: IntArray) -> None:
+    """From every job's kind (``Job.kind_id``), its shape, queue, and whether it runs and is
+    in a gang: these come per kind, so no other field is read of every job here."""
     jobs = state.jobs
-    records = jobs.records
-    kind_ids = np.fromiter(map(attrgetter("kind_id"), records), dtype=np.int64, count=len(records))
     uniq, kind = _number(kind_ids)
     kinds = kinds_of(uniq.tolist())
     shape_uniq, shape_of_kind = np.unique(

@@ -139,8 +139,7 @@ def _sort_columns(
     priority, start time (queued: 0), submit time; the id breaks ties."""
     jobs = state.jobs
     records, nj = jobs.records, len(jobs.records)
-    priority = np.fromiter(map(attrgetter("priority"), records), dtype=np.int64, count=nj)
-    submit = np.fromiter(map(attrgetter("submit_time"), records), dtype=np.float64, count=nj)
+    priority, submit = jobs.priority, jobs.submit
     start_t = np.zeros(nj, dtype=np.float64)
     running = jobs.running
     if len(running):

@@ -171,8 +171,11 @@ class Jobs:
     #: Whether a running job is an elastic member of a role group (victims take them
     #: first); None without role groups.
     elastic: BoolArray | None = None
-    #: Job ids, for the result (only built when the cycle is not decided at once).
+    #: Job ids, for the result, and the jobs' own priority and submit time, for the order
+    #: (``job_columns.read_columns``).
     ids: list[str] = field(init=False)
+    priority: IntArray = field(init=False)
+    submit: FloatArray = field(init=False)
 
 
 @dataclass(slots=True, eq=False)

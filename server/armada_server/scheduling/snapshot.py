@@ -13,7 +13,7 @@ from armada_core import scheduling as s
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import annotations as ann
 from armada_core.jobs.gangs import GangSpec, gang_of
-from armada_core.scheduling.model import intern_kind, intern_shape, kind_key, shape_key
+from armada_core.scheduling.model import intern_kind, intern_shape, kind_key, next_serial, shape_key
 from armada_server.config import PriorityClassConfig
 from armada_server.executors.capabilities import unhonoured
 from armada_server.storage.scheduling_reads import (
@@ -459,6 +459,7 @@ def _moved(before: s.Job, **changes: Any) -> s.Job:
     if after.avoid_node != before.avoid_node:
         object.__setattr__(after, "shape_id", intern_shape(shape_key(after)))
     object.__setattr__(after, "kind_id", intern_kind(kind_key(after)))
+    object.__setattr__(after, "serial", next_serial())
     return after
 
 
