@@ -172,13 +172,14 @@ def stable_order(
     if not same.any():
         return order
     out = order.copy()
-    # Groups of equal numeric keys: sort each by id, as the reference does.
-    starts = np.flatnonzero(np.diff(np.concatenate(([0], same.astype(np.int8), [0]))) == 1)
-    ends = np.flatnonzero(np.diff(np.concatenate(([0], same.astype(np.int8), [0]))) == -1)
+    # Groups of equal numeric keys (jobs submitted in one request share their time): sort
+    # each by id, as the reference does, with the keys gathered and compared in C.
+    edges = np.diff(np.concatenate(([0], same.astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        group = out[s : e + 1].tolist()
-        group.sort(key=lambda i: ids[int(anchor[i])])
-        out[s : e + 1] = group
+        group = out[s : e + 1]
+        keys = gather(ids, anchor[group])
+        out[s : e + 1] = group[sorted(range(len(keys)), key=keys.__getitem__)]
     return out
 
 

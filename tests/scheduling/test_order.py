@@ -1,0 +1,53 @@
+"""The queue order's sort: numeric columns first, ties broken by the id of each position's
+anchor job, as the reference orders jobs."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from armada_core.scheduling.fast.order import stable_order
+
+
+def _expected(columns: list[np.ndarray], ids: list[str], anchor: np.ndarray) -> list[int]:
+    return sorted(range(len(anchor)), key=lambda p: (*(c[p] for c in columns), ids[int(anchor[p])]))
+
+
+@pytest.mark.parametrize(
+    ("positions", "distinct_keys", "anchored"),
+    [
+        (0, 1, "own"),
+        (1, 1, "own"),
+        (2, 1, "own"),  # one tie of two
+        (50, 50, "own"),  # hardly any ties
+        (200, 3, "own"),  # three large ties, as a request's jobs share their submit time
+        (200, 1, "own"),  # everything tied
+        (200, 4, "shared"),  # positions anchored on the same job (a gang's members)
+    ],
+)
+def test_ties_are_ordered_by_the_anchor_id(
+    positions: int, distinct_keys: int, anchored: str
+) -> None:
+    rng = random.Random(positions * 31 + distinct_keys)
+    ids = [f"{rng.getrandbits(40):010x}" for _ in range(positions)]
+    if anchored == "own":
+        anchor = np.array(rng.sample(range(positions), positions), dtype=np.int64)
+    else:
+        anchor = np.array([rng.randrange(max(1, positions // 5)) for _ in range(positions)])
+    columns = [
+        np.array([rng.randrange(2) for _ in range(positions)], dtype=np.int64),
+        np.array([float(rng.randrange(distinct_keys)) for _ in range(positions)]),
+    ]
+    got = stable_order(columns, ids, anchor).tolist()
+    expected = _expected(columns, ids, anchor)
+    if anchored == "own":
+        assert got == expected
+    else:
+        # Positions of one anchor tie completely: any order among them is the reference's.
+        def key(p: int) -> tuple:
+            return (*(c[p] for c in columns), ids[int(anchor[p])])
+
+        assert [key(p) for p in got] == [key(p) for p in expected]
+        assert sorted(got) == list(range(positions))
