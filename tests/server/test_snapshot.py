@@ -12,7 +12,7 @@ from armada_core import scheduling as s
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
 from armada_server.config import PriorityClassConfig
-from armada_server.scheduling.snapshot import Made, NodeViews, build_snapshot
+from armada_server.scheduling.snapshot import NodeViews, ViewCache, build_snapshot
 from armada_server.storage import Storage
 from armada_server.storage.database import open_database
 from armada_server.storage.scheduling_reads import (
@@ -150,7 +150,7 @@ def test_views_kept_from_the_previous_cycle_equal_views_built_afresh() -> None:
     executors = [ExecutorNodes("e", "default", [node("n1"), node("n2")])]
     queues = [submit_pb2.Queue(name="q", priority_factor=1)]
     a, b = queued("a"), queued("b")
-    cache: dict[str, Made] = {}
+    cache = ViewCache()
     first = SchedulingState(queues=queues, executors=executors, queued=[a, b], running=[])
     before, _ = build_snapshot(first, CLASSES, NOW, cache=cache)
     later = datetime(2026, 11, 24, 0, 5, tzinfo=UTC)

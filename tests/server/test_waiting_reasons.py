@@ -7,13 +7,16 @@ The test speaks the executor protocol itself, as tests/server/test_scheduling_lo
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
 
 from armada_core.api import job_pb2, submit_pb2
+from armada_core.scheduling import Reasons
 from armada_server import shares
 from armada_server.app import EmbeddedServer
+from armada_server.storage.scheduling_writes import changed_reasons
 
 from .conftest import Stubs
 from .test_scheduling_loop import Executor, high, low, submit
@@ -106,3 +109,24 @@ def test_a_queue_without_a_share_stands_at_zero() -> None:
     assert shares.place_in_fair_share(sample, "rich") == "queue rich at 1.4x its fair share"
     assert shares.place_in_fair_share(sample, "idle") == "queue idle at 0.0x its fair share"
     assert shares.place_in_fair_share(sample, "gone") == "queue gone at 0.0x its fair share"
+
+
+def test_a_cycle_writes_only_the_reasons_that_change() -> None:
+    """Of a cycle's reasons, those of jobs whose held reason is another and of jobs not held
+    (their reason is read before writing) are written; the others are left as they are."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Held:
+        reason: str
+        reason_cycle: int | None = None
+
+    held = {"same": Held("full"), "other": Held("full"), "blank": Held(""), "gang": Held("gang")}
+    reasons = Reasons()
+    reasons.add_many(["same", "unheld", "blank"], "full")
+    reasons["other"] = "lookback"
+    reasons["gang"] = "gang"
+    got = changed_reasons(reasons, held)
+    assert {r: sorted(ids) for r, ids in got.groups().items()} == {
+        "full": ["blank", "unheld"],
+        "lookback": ["other"],
+    }

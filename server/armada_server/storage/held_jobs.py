@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import compress
+from operator import not_
 from typing import TypeVar
 
 from sqlalchemy import Connection, select
@@ -44,6 +46,8 @@ class HeldJobs:
     members: dict[str, GangKey] = field(default_factory=dict)
     # The jobs the last read found changed (None: it read everything).
     changed: list[str] | None = None
+    # The queued jobs with a retry delay (of `queued`): the others are due whenever.
+    delayed: dict[str, QueuedJob] = field(default_factory=dict)
 
     def forget(self) -> None:
         """Let go of everything (another replica leads): the next read reads everything."""
@@ -52,6 +56,7 @@ class HeldJobs:
         self.queued.clear()
         self.running.clear()
         self.members.clear()
+        self.delayed.clear()
 
     def refresh(
         self, conn: Connection, now: datetime
@@ -64,7 +69,10 @@ class HeldJobs:
         except BaseException:
             self.forget()  # half brought up to date: start again from nothing
             raise
-        due = [j for j in self.queued.values() if j.retry_after is None or j.retry_after <= now]
+        waiting = {id(j) for j in self.delayed.values() if j.retry_after and j.retry_after > now}
+        queued = self.queued.values()
+        # Taken in C: a backlog of a million jobs is due but for a few retries.
+        due = list(compress(queued, map(not_, map(waiting.__contains__, map(id, queued)))))
         return due, list(self.running.values()), set(self.members.values())
 
     def _refresh(self, conn: Connection, now: datetime) -> None:
@@ -89,6 +97,7 @@ class HeldJobs:
                 self.queued.pop(job_id, None)
                 self.running.pop(job_id, None)
                 self.members.pop(job_id, None)
+                self.delayed.pop(job_id, None)
             # One statement each, led by the change number's index (`where` keeps the state
             # off its index, which SQLite would walk whole); in this snapshot it finds the
             # same jobs as `changed`. Lists of ids cost more to send than to read.
@@ -97,6 +106,7 @@ class HeldJobs:
             running = running_jobs(conn, self.members, where=where)
         self.queued = _by_id(self.queued, queued)
         self.running = _by_id(self.running, running)
+        self.delayed.update((j.id, j) for j in queued if j.retry_after is not None)
         self.mark = mark
 
     def note_reasons(self, reasons: Reasons, cycle: int | None) -> None:
