@@ -18,11 +18,11 @@ from armada_core.retry import RetrySettings
 from armada_server.config import ServerConfig
 from armada_server.executors.backend import update
 from armada_server.scheduling.loop import SchedulingLoop
-from armada_server.scheduling.snapshot import ViewCache, build_snapshot
+from armada_server.scheduling.snapshot import Made, build_snapshot
 from armada_server.storage import Storage, open_storage
 from armada_server.storage import schema as t
 from armada_server.storage.held_jobs import FULL_READ_EVERY, HeldJobs
-from armada_server.storage.scheduling_reads import QueuedJob, SchedulingState
+from armada_server.storage.scheduling_reads import SchedulingState
 
 from ..jobs.factories import T0, container, item
 
@@ -102,7 +102,7 @@ def test_held_jobs_equal_a_full_read_after_every_change(
 
     sync()
     seen: set[str] = set()
-    cache = ViewCache()
+    cache: dict[str, Made] = {}
     for step in range(80):
         clock.now += timedelta(seconds=rng.choice([1, 2, 5]))
         action = rng.random()
@@ -143,18 +143,6 @@ def test_held_jobs_equal_a_full_read_after_every_change(
         classes = loop.config.priority_classes
         views, _ = build_snapshot(kept, classes, clock.now, cache=cache, changed=held.changed)
         assert views.jobs == build_snapshot(full, classes, clock.now)[0].jobs, f"step {step}"
-        # Plain queued views are listed by their row exactly while their row is kept.
-        rows = {
-            id(m[3]): m[2]
-            for m in cache.made.values()
-            if isinstance(m[3], QueuedJob) and m[3].avoid_node is None
-        }
-        assert cache.by_row.keys() == rows.keys(), f"step {step}"
-        assert all(cache.by_row[k] is v for k, v in rows.items()), f"step {step}"
-        members = sum(
-            m[2].gang_role is not None and m[2].gang_id is not None for m in cache.made.values()
-        )
-        assert cache.members == members, f"step {step}"
         seen.update(j.id for j in kept.running)
     assert len(seen) > 10  # jobs were leased and run
     assert clock.now - T0 < FULL_READ_EVERY  # every read after the first read only changes

@@ -12,7 +12,7 @@ from armada_core import scheduling as s
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
 from armada_server.config import PriorityClassConfig
-from armada_server.scheduling.snapshot import NodeViews, ViewCache, build_snapshot
+from armada_server.scheduling.snapshot import Made, NodeViews, build_snapshot
 from armada_server.storage import Storage
 from armada_server.storage.database import open_database
 from armada_server.storage.scheduling_reads import (
@@ -150,7 +150,7 @@ def test_views_kept_from_the_previous_cycle_equal_views_built_afresh() -> None:
     executors = [ExecutorNodes("e", "default", [node("n1"), node("n2")])]
     queues = [submit_pb2.Queue(name="q", priority_factor=1)]
     a, b = queued("a"), queued("b")
-    cache = ViewCache()
+    cache: dict[str, Made] = {}
     first = SchedulingState(queues=queues, executors=executors, queued=[a, b], running=[])
     before, _ = build_snapshot(first, CLASSES, NOW, cache=cache)
     later = datetime(2026, 11, 24, 0, 5, tzinfo=UTC)
@@ -251,3 +251,29 @@ def test_an_executors_node_views_are_kept_while_its_stored_nodes_and_cordons_are
     assert changed is not decoded and grown[0] is first[0]
     assert grown[1].capacity != first[1].capacity
     storage.engine.dispose()
+
+
+def test_a_row_holds_its_view_only_where_the_view_is_the_rows_alone() -> None:
+    """A plain queued row keeps the view made of it for the next cycle; a retry's view also
+    depends on the nodes (it avoids its node only while another could take it), so each
+    cycle makes it again."""
+    queues = [submit_pb2.Queue(name="q", priority_factor=1)]
+    plain, retry = queued("p"), queued("r", avoid="e/n1")
+    cache: dict[str, Made] = {}
+
+    def views(names: list[str]) -> dict[str, s.Job]:
+        executors = [ExecutorNodes("e", "default", [node(n) for n in names])]
+        state = SchedulingState(
+            queues=queues, executors=executors, queued=[plain, retry], running=[]
+        )
+        snapshot, _ = build_snapshot(state, CLASSES, NOW, cache=cache, changed=[])
+        afresh, _ = build_snapshot(state, CLASSES, NOW)
+        assert snapshot.jobs == afresh.jobs
+        return {j.id: j for j in snapshot.jobs}
+
+    first = views(["n1", "n2"])
+    assert first["r"].avoid_node == "e/n1" and plain.view is first["p"]
+    assert retry.view is None
+    # n2 is gone: the retry's node is the only one, so it no longer avoids it.
+    assert views(["n1"])["r"].avoid_node is None
+    assert views(["n1"])["p"] is first["p"]

@@ -25,7 +25,7 @@ from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.preemption_kind import preemption_kind_of
-from armada_server.scheduling.snapshot import NodeViews, Placement, ViewCache, build_snapshot
+from armada_server.scheduling.snapshot import Made, NodeViews, Placement, build_snapshot
 from armada_server.storage import Storage
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
@@ -159,7 +159,7 @@ class SchedulingLoop:
         # then syncs at once instead of at its next interval.
         self.on_leased: Callable[[], None] | None = None
         # The snapshot's converted jobs, reused by the next cycle.
-        self._jobs = ViewCache()
+        self._jobs: dict[str, Made] = {}
         self._nodes: NodeViews = {}
         # The queued and running jobs the last cycle read, brought up to date each cycle
         # with those that changed (storage/held_jobs.py).

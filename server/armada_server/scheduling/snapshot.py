@@ -312,48 +312,6 @@ def _with_succeeded(
 Made = tuple[type, tuple[object, ...], s.Job, object]
 
 
-class ViewCache:
-    """The scheduler's views of the jobs, kept by the caller between cycles: what was made
-    of each job, by id, and each plain queued job's view by the very row object it was made
-    from (`id()`), so a backlog's unchanged jobs are found by `map` in C, not a Python step
-    each. A row is listed by `id()` only while the `Made` holding it is kept, so no other
-    object has that `id()` meanwhile: every change goes through `put` and `drop`. It also
-    counts the views of pod group members, which cycles without any need not look for."""
-
-    __slots__ = ("by_row", "made", "members")
-
-    def __init__(self) -> None:
-        self.made: dict[str, Made] = {}
-        self.by_row: dict[int, s.Job] = {}
-        self.members = 0
-
-    def __len__(self) -> int:
-        return len(self.made)
-
-    def clear(self) -> None:
-        self.made.clear()
-        self.by_row.clear()
-        self.members = 0
-
-    def put(self, job_id: str, made: Made) -> None:
-        self.drop(job_id)
-        self.made[job_id] = made
-        row = made[3]
-        if isinstance(row, QueuedJob) and row.avoid_node is None:
-            self.by_row[id(row)] = made[2]
-        self.members += _is_member(made[2])
-
-    def drop(self, job_id: str) -> None:
-        old = self.made.pop(job_id, None)
-        if old is not None:
-            self.by_row.pop(id(old[3]), None)
-            self.members -= _is_member(old[2])
-
-
-def _is_member(job: s.Job) -> bool:
-    return job.gang_role is not None and job.gang_id is not None
-
-
 class _Views:
     """The scheduler's view of each stored job, reusing the previous cycle's (`cache`).
 
@@ -368,7 +326,7 @@ class _Views:
     million unchanged jobs then cost a lookup each, not a million entries written again."""
 
     def __init__(
-        self, cache: ViewCache, broken: dict[str, str], changed: Collection[str] | None
+        self, cache: dict[str, Made], broken: dict[str, str], changed: Collection[str] | None
     ) -> None:
         self.cache = cache
         self.broken = broken
@@ -377,7 +335,7 @@ class _Views:
         self.used: dict[str, Made] = {}
 
     def queued(self, j: QueuedJob, avoid_node: str | None) -> s.Job | None:
-        made = self.cache.made.get(j.id)
+        made = self.cache.get(j.id)
         if made is not None and made[3] is j and j.avoid_node is None:
             self.used[j.id] = made  # the same row: nothing the view depends on changed
             return made[2]
@@ -398,39 +356,35 @@ class _Views:
         self, jobs: Sequence[QueuedJob], avoidable: Callable[[QueuedJob], str | None]
     ) -> tuple[list[QueuedJob], list[s.Job]]:
         """The views of the queued `jobs` that have one, and the jobs they were made of. A
-        backlog's jobs are mostly the same rows as last cycle: with the changed jobs known,
-        those are found by their row in C; else each is taken here without a call."""
-        if self.changed is not None:
-            views: list[s.Job | None] = list(map(self.cache.by_row.get, map(id, jobs)))
-            missing = list(compress(range(len(views)), map(operator.is_, views, repeat(None))))
-            for i in missing:
-                j = jobs[i]
-                views[i] = self.queued(j, j.avoid_node and avoidable(j))
-            if all(views[i] is not None for i in missing):
-                return list(jobs), cast(list[s.Job], views)
-            pairs = [(j, v) for j, v in zip(jobs, views, strict=True) if v is not None]
-            return [j for j, _ in pairs], [v for _, v in pairs]
-        get, used = self.cache.made.get, self.used
-        sources: list[QueuedJob] = []
-        made_views: list[s.Job] = []
-        for j in jobs:
+        backlog's jobs are mostly the same rows as last cycle, each holding the view made of
+        it (`QueuedJob.view`): those are taken in C; the others are made here."""
+        views: list[s.Job | None] = list(map(attrgetter("view"), jobs))
+        keep_all, get, used = self.changed is None, self.cache.get, self.used
+        missing = list(compress(range(len(views)), map(operator.is_, views, repeat(None))))
+        for i in missing:
+            j = jobs[i]
             made = get(j.id)
             if made is not None and made[3] is j and j.avoid_node is None:
-                used[j.id] = made
-                made_views.append(made[2])
+                view: s.Job | None = made[2]
+                if keep_all:
+                    used[j.id] = made
             else:
                 view = self.queued(j, j.avoid_node and avoidable(j))
-                if view is None:
-                    continue
-                made_views.append(view)
-            sources.append(j)
-        return sources, made_views
+            if view is not None and j.avoid_node is None:
+                # The view is the row's alone (a plain queued job's view depends on nothing
+                # else), so the row holds it for as long as the leader holds the row.
+                object.__setattr__(j, "view", view)
+            views[i] = view
+        if all(views[i] is not None for i in missing):
+            return list(jobs), cast(list[s.Job], views)
+        pairs = [(j, v) for j, v in zip(jobs, views, strict=True) if v is not None]
+        return [j for j, _ in pairs], [v for _, v in pairs]
 
     def running_all(self, jobs: Sequence[RunningJob], placements: Container[str]) -> list[s.Job]:
         """The views of the running `jobs` on known nodes (`placements`) that have one. As in
         queued_all, a job still the same row as last cycle is taken without a call: a busy
         cluster's running jobs were a part of every cycle."""
-        get, used = self.cache.made.get, self.used
+        get, used = self.cache.get, self.used
         keep_all = self.changed is None
         views: list[s.Job] = []
         for j in jobs:
@@ -448,7 +402,7 @@ class _Views:
         return views
 
     def running(self, j: RunningJob) -> s.Job | None:
-        made = self.cache.made.get(j.id)
+        made = self.cache.get(j.id)
         if made is not None and made[3] is j:
             if self.changed is None:
                 self.used[j.id] = made
@@ -468,14 +422,14 @@ class _Views:
 
     def _kept(self, j: QueuedJob | RunningJob, key: tuple[object, ...]) -> s.Job | None:
         """The previous cycle's view of `j`, if it was made from the same fields."""
-        made = self.cache.made.get(j.id)
+        made = self.cache.get(j.id)
         if made is not None and made[0] is type(j) and made[1] == key:
             self.used[j.id] = made if made[3] is j else (*made[:3], j)
             return made[2]
         return None
 
     def _make(self, j: QueuedJob | RunningJob, key: tuple[object, ...], **kw: Any) -> s.Job | None:
-        made = self.cache.made.get(j.id)
+        made = self.cache.get(j.id)
         try:
             before = made[2] if made is not None else None
             if before is not None and before.gang_id is None and kw.get("gang_cardinality") is None:
@@ -499,15 +453,13 @@ class _Views:
     def keep(self) -> None:
         """Keep this cycle's views for the next: all of them, or, with `changed`, the
         cache with the views renewed and those of changed jobs not seen again dropped."""
-        cache = self.cache
         if self.changed is None:
-            cache.clear()
+            self.cache.clear()
         else:
             for job_id in self.changed:
                 if job_id not in self.used:
-                    cache.drop(job_id)
-        for job_id, made in self.used.items():
-            cache.put(job_id, made)
+                    self.cache.pop(job_id, None)
+        self.cache.update(self.used)
 
 
 _JOB_FIELDS = tuple(s.Job.__slots__)
@@ -637,7 +589,7 @@ def build_snapshot(
     classes: Sequence[PriorityClassConfig],
     now: datetime,
     config: s.SchedulingConfig | None = None,
-    cache: ViewCache | None = None,
+    cache: dict[str, Made] | None = None,
     changed: Collection[str] | None = None,
     nodes_cache: NodeViews | None = None,
     broken: dict[str, str] | None = None,
@@ -665,13 +617,12 @@ def build_snapshot(
     must not stop scheduling for everyone. Nodes lose the capacity that terminating runs
     still hold (`state.terminating`)."""
     broken = {} if broken is None else broken
-    views = _Views(ViewCache() if cache is None else cache, broken, changed if cache else None)
+    views = _Views({} if cache is None else cache, broken, changed if cache else None)
     nodes, placements = _nodes(state, broken, nodes_cache)
     jobs = _jobs(state, views, nodes, placements)
     views.keep()
-    if views.cache.members:
-        jobs = _with_roles(jobs, state.ended_roles)
-    if state.succeeded and views.cache.members:
+    jobs = _with_roles(jobs, state.ended_roles)
+    if state.succeeded:
         jobs = _with_succeeded(jobs, state.succeeded)
     usage = usage or {}
     class_caps = class_caps or {}

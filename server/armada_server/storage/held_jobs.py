@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from itertools import compress
-from operator import not_
 from typing import TypeVar
 
 from sqlalchemy import Connection, select
@@ -69,10 +67,11 @@ class HeldJobs:
         except BaseException:
             self.forget()  # half brought up to date: start again from nothing
             raise
-        waiting = {id(j) for j in self.delayed.values() if j.retry_after and j.retry_after > now}
         queued = self.queued.values()
-        # Taken in C: a backlog of a million jobs is due but for a few retries.
-        due = list(compress(queued, map(not_, map(waiting.__contains__, map(id, queued)))))
+        if any(j.retry_after and j.retry_after > now for j in self.delayed.values()):
+            due = [j for j in queued if j.retry_after is None or j.retry_after <= now]
+        else:
+            due = list(queued)  # in C: a backlog's jobs are all due but for retries
         return due, list(self.running.values()), set(self.members.values())
 
     def _refresh(self, conn: Connection, now: datetime) -> None:

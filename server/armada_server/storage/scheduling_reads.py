@@ -81,6 +81,10 @@ class QueuedJob(_LazySpec):
     reason_cycle: int | None = None
     # Until when a retry delay holds it back (None: it may be placed now).
     retry_after: datetime | None = None
+    # The scheduler's view of this row, once made (scheduling/snapshot.py): a plain queued
+    # job's view depends on its row alone, and the leader holds a row until the job changes.
+    # Not copied by `dataclasses.replace`, which makes another row.
+    view: Any = field(default=None, init=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,6 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import compress, repeat
-from operator import ne
 from typing import Any, Protocol
 
 from sqlalchemy import Connection, func, select, update
@@ -315,11 +313,9 @@ def changed_reasons(reasons: Mapping[str, str], read: Mapping[str, ReasonRead]) 
     """Of a cycle's `reasons`, those to write: of the jobs whose reason `read` has, those
     whose reason changes, and every job it lacks (_record_reasons reads theirs)."""
     out = Reasons()
+    get = read.get
     for reason, job_ids in _group(reasons).items():
-        # In C: a backlog's million reasons are compared every cycle. A job `read` lacks
-        # reads as None, which differs from every reason.
-        held = map(getattr, map(read.get, job_ids), repeat("reason"), repeat(None))
-        changed = list(compress(job_ids, map(ne, held, repeat(reason))))
+        changed = [j for j in job_ids if (r := get(j)) is None or r.reason != reason]
         if changed:
             out.add_many(changed, reason)
     return out
