@@ -115,9 +115,12 @@ def _gathered(
 
 
 def _keep(serial: IntArray, columns: JobColumns) -> _Kept:
-    # The cycle reads these arrays too: read-only, so no phase can change what is kept.
+    # The cycle reads these arrays too: read-only, so no phase can change what is kept. The
+    # id list is the cycle's alone: a kept list of a million would be walked by every
+    # collection of the garbage collector (arrays are not).
     for array in (columns.kind, columns.priority, columns.submit, columns.ids):
         array.flags.writeable = False
+    columns = JobColumns(columns.kind, columns.priority, columns.submit, columns.ids, [])
     top = int(serial.max())
     base = max(int(serial.min()), top - (WINDOW_PER_JOB * len(serial) + WINDOW_MARGIN) + 1, 0)
     row_of = np.full(max(top - base + 1, 0), -1, dtype=np.int32)
