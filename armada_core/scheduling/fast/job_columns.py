@@ -45,9 +45,15 @@ class JobColumns:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Kept:
+    """The last cycle's columns, read-only (the id list is the cycle's alone: a kept list of
+    a million would be walked by every collection of the garbage collector, arrays are not)."""
+
     base: int  # the serial of row_of's first entry
-    row_of: NDArray[np.int32]  # serial - base -> row of `columns`, -1 when not read
-    columns: JobColumns
+    row_of: NDArray[np.int32]  # serial - base -> row of the columns, -1 when not read
+    kind: IntArray
+    priority: IntArray
+    submit: FloatArray
+    ids: NDArray[Any]
 
 
 _kept: _Kept | None = None
@@ -64,7 +70,7 @@ def read_columns(records: Sequence[Job]) -> JobColumns:
         columns = _read(records)
     else:
         assert kept is not None
-        columns = _gathered(kept.columns, rows, np.flatnonzero(~hit), records)
+        columns = _gathered(kept, rows, np.flatnonzero(~hit), records)
     if n:
         _kept = _keep(serial, columns)
     return columns
@@ -93,9 +99,7 @@ def _rows_in(kept: _Kept, serial: IntArray) -> IntArray:
     return rows
 
 
-def _gathered(
-    kept: JobColumns, rows: IntArray, miss: IntArray, records: Sequence[Job]
-) -> JobColumns:
+def _gathered(kept: _Kept, rows: IntArray, miss: IntArray, records: Sequence[Job]) -> JobColumns:
     """The kept columns at `rows`, the rows `miss` (-1 there) read from `records`."""
     kind, priority, submit, ids = (
         kept.kind[rows],
@@ -115,15 +119,12 @@ def _gathered(
 
 
 def _keep(serial: IntArray, columns: JobColumns) -> _Kept:
-    # The cycle reads these arrays too: read-only, so no phase can change what is kept. The
-    # id list is the cycle's alone: a kept list of a million would be walked by every
-    # collection of the garbage collector (arrays are not).
-    for array in (columns.kind, columns.priority, columns.submit, columns.ids):
-        array.flags.writeable = False
-    columns = JobColumns(columns.kind, columns.priority, columns.submit, columns.ids, [])
+    arrays = (columns.kind, columns.priority, columns.submit, columns.ids)
+    for array in arrays:
+        array.flags.writeable = False  # the cycle reads them too: no phase may change them
     top = int(serial.max())
     base = max(int(serial.min()), top - (WINDOW_PER_JOB * len(serial) + WINDOW_MARGIN) + 1, 0)
     row_of = np.full(max(top - base + 1, 0), -1, dtype=np.int32)
     rows = np.flatnonzero(serial >= base)
     row_of[serial[rows] - base] = rows
-    return _Kept(base, row_of, columns)
+    return _Kept(base, row_of, *arrays)

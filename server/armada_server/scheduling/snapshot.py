@@ -359,17 +359,10 @@ class _Views:
         backlog's jobs are mostly the same rows as last cycle, each holding the view made of
         it (`QueuedJob.view`): those are taken in C; the others are made here."""
         views: list[s.Job | None] = list(map(attrgetter("view"), jobs))
-        keep_all, get, used = self.changed is None, self.cache.get, self.used
         missing = list(compress(range(len(views)), map(operator.is_, views, repeat(None))))
         for i in missing:
             j = jobs[i]
-            made = get(j.id)
-            if made is not None and made[3] is j and j.avoid_node is None:
-                view: s.Job | None = made[2]
-                if keep_all:
-                    used[j.id] = made
-            else:
-                view = self.queued(j, j.avoid_node and avoidable(j))
+            view = self.queued(j, j.avoid_node and avoidable(j))
             if view is not None and j.avoid_node is None:
                 # The view is the row's alone (a plain queued job's view depends on nothing
                 # else), so the row holds it for as long as the leader holds the row.
