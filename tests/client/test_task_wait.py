@@ -47,6 +47,7 @@ from armada_core.client.lifecycle import (
     wait_async,
     wait_steps,
 )
+from armada_core.client.lifecycle.steps import Pause
 from armada_core.client.tracking import TERMINAL, JobResult, JobTracker
 from armada_core.retry import load_policy
 from armada_server.app import EmbeddedServer
@@ -374,6 +375,45 @@ def test_steps_ask_the_cancel_check_and_cancel_once() -> None:
     assert "Cancelling Armada job(s) a: flow run cancelled" in said
 
 
+def _ended_run(job_id: str, *, finished: bool) -> dict[str, job_pb2.JobDetails]:
+    run = job_pb2.JobRunDetails(run_id="r", job_id=job_id, state=job_pb2.RUN_STATE_CANCELLED)
+    if finished:
+        run.finished_ts.seconds = 1
+    return {job_id: job_pb2.JobDetails(job_id=job_id, state=pb.CANCELLED, job_runs=[run])}
+
+
+@pytest.mark.parametrize("cancelled_by_the_wait", [True, False])
+def test_jobs_the_wait_cancelled_end_once_their_processes_are_gone(
+    cancelled_by_the_wait: bool,
+) -> None:
+    """A run the server ended has no finished time until its executor confirms its processes
+    gone: after cancelling, the wait reads the details again until it has one. Jobs cancelled
+    by someone else end the wait at once (their end is not the task's doing)."""
+    settings = WaitSettings(stream_logs=False, check_interval=1000, cancel_check_interval=5)
+    flow, now, said = _steps(settings=settings, cancel_check=True)
+    next(flow)
+    flow.send(News())
+    flow.send(_details(a=pb.RUNNING))
+    if cancelled_by_the_wait:
+        now[0] = 5.0
+        assert flow.send(News()) == AskCancel()
+        flow.send("flow run cancelled")
+        flow.send(["a"])
+    step = flow.send(News(results={"a": JobResult("a", state=pb.CANCELLED)}))
+    assert isinstance(step, ops.Call) and step.request.expand_job_run
+    if cancelled_by_the_wait:
+        assert flow.send(_ended_run("a", finished=False)) == Pause(0.5)
+        step = flow.send(None)
+        assert isinstance(step, ops.Call) and step.method == "GetJobDetails"
+        assert flow.send(_ended_run("a", finished=False)) == Pause(0.5)
+        flow.send(None)
+        assert said.count("Waiting for the processes of Armada job(s) a to stop") == 1
+    with pytest.raises(StopIteration) as done:
+        flow.send(_ended_run("a", finished=cancelled_by_the_wait))
+    end: TaskEnd = done.value.value
+    assert end.details["a"].job_runs[0].HasField("finished_ts") is cancelled_by_the_wait
+
+
 def test_steps_raise_when_the_jobs_vanish_or_the_stream_fails() -> None:
     flow, _, _ = _steps(settings=WaitSettings(vanish_after=0))
     next(flow)
@@ -627,6 +667,42 @@ def _script(script: str) -> dict[str, Any]:
     spec = pod()
     spec["containers"][0]["command"] = ["sh", "-c", script]
     return spec
+
+
+@pytest.mark.parametrize("name", ["sync", "async"])
+def test_a_task_the_cancel_check_ended_ends_once_its_process_is_gone(
+    running_server: EmbeddedServer, tmp_path: Path, name: str
+) -> None:
+    """The job's process takes a second to stop on its termination signal (a flow run's
+    process cancelling its own tasks' jobs): the wait returns only after it has."""
+    started, stopped = tmp_path / "started", tmp_path / "stopped"
+    spec = _script(
+        f"trap 'sleep 1; touch {stopped}; exit 0' TERM; touch {started}; "
+        "while true; do sleep 0.1; done"
+    )
+    spec["terminationGracePeriodSeconds"] = 30
+    with ArmadaClient(running_server.address) as admin:
+        [job] = admin.submit_jobs("q", f"stops-{name}", [job_item(spec)])
+
+    def check() -> str | None:
+        return "the flow run was cancelled" if started.exists() else None
+
+    async def acheck() -> str | None:
+        return check()
+
+    said = Lines()
+    end = Flavour(name, running_server.address).wait(
+        "q",
+        f"stops-{name}",
+        [job],
+        log=said.append,
+        settings=_settings(),
+        cancel_check=check if name == "sync" else acheck,
+    )
+    assert stopped.exists(), "the wait ended before the job's process did"
+    assert end.report.outcome.value == "cancelled"
+    assert all(run.HasField("finished_ts") for run in end.details[job].job_runs)
+    assert f"Waiting for the processes of Armada job(s) {job} to stop" in said
 
 
 @pytest.mark.parametrize("name", ["sync", "async"])

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from armada_core.api import submit_pb2
+from armada_core.api import job_pb2, submit_pb2
 
 from .. import operations as ops
 from ..errors import ArmadaError
@@ -83,6 +83,15 @@ async def _adrive(
 
 def _ignore(_: str) -> None:
     pass
+
+
+def processes_stopping(details: job_pb2.JobDetails | None) -> bool:
+    """A run that ended without a finished time: the server ended it (a cancellation) and
+    its executor has not yet confirmed that its processes are gone."""
+    return details is not None and any(
+        r.state >= job_pb2.RUN_STATE_SUCCEEDED and not r.HasField("finished_ts")
+        for r in details.job_runs
+    )
 
 
 Items = list[submit_pb2.JobSubmitRequestItem]

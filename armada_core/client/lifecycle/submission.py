@@ -18,7 +18,17 @@ from ..errors import AlreadyExists
 from ..reattach import LIVE_STATES, decide_reattach
 from ..tracking import TERMINAL, state_name
 from .identity import ATTEMPT_ANNOTATION, GENERATION_ANNOTATION, TaskIdentity, _short
-from .steps import Items, LifecycleError, Log, Pause, Step, _adrive, _drive, _ignore
+from .steps import (
+    Items,
+    LifecycleError,
+    Log,
+    Pause,
+    Step,
+    _adrive,
+    _drive,
+    _ignore,
+    processes_stopping,
+)
 
 
 @dataclass(frozen=True)
@@ -30,7 +40,7 @@ class FoundJob:
     state: int
     attempt: str
     generation: int
-    #: Ended, but its last run's processes may still be terminating (see `_stopping`).
+    #: Ended, but its last run's processes may still be terminating (`processes_stopping`).
     stopping: bool = False
 
 
@@ -227,16 +237,7 @@ def _found(
         state,
         annotations.get(ATTEMPT_ANNOTATION, ""),
         generation,
-        state in TERMINAL and _stopping(details),
-    )
-
-
-def _stopping(details: job_pb2.JobDetails | None) -> bool:
-    """A run that ended without a finished time: the server ended it (a cancellation) and
-    its executor has not yet confirmed that its processes are gone."""
-    return details is not None and any(
-        r.state >= job_pb2.RUN_STATE_SUCCEEDED and not r.HasField("finished_ts")
-        for r in details.job_runs
+        state in TERMINAL and processes_stopping(details),
     )
 
 
@@ -269,7 +270,7 @@ def _cancel_and_wait(
     while True:
         details = yield ops.get_job_details(ids, expand_job_run=True)
         live = [j for j in ids if j in details and details[j].state not in TERMINAL]
-        ending = [j for j in ids if j in details and _stopping(details[j])]
+        ending = [j for j in ids if j in details and processes_stopping(details[j])]
         if not live and not ending:
             return
         if clock() >= deadline:

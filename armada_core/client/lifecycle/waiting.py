@@ -24,7 +24,7 @@ from ..tracking import JobResult, state_name
 from ..watching import Notice, WatchOptions
 from .result import result_payload
 from .run_logs import LogTail
-from .steps import LifecycleError, Log, Step, _adrive, _drive, _ignore
+from .steps import LifecycleError, Log, Pause, Step, _adrive, _drive, _ignore, processes_stopping
 
 _WAITING = frozenset(
     {submit_pb2.SUBMITTED, submit_pb2.QUEUED, submit_pb2.LEASED, submit_pb2.PENDING}
@@ -274,6 +274,8 @@ class News:
 
 
 _NEVER = float("inf")
+#: How often the processes of jobs the wait cancelled are checked for their end.
+_SETTLE_POLL = 0.5
 
 
 @dataclass
@@ -410,13 +412,34 @@ def wait_steps(
                 next_cancel = _NEVER
             else:
                 next_cancel = clock() + settings.cancel_check_interval
-    try:
-        details = yield ops.get_job_details(ids, expand_job_run=True)
-    except ArmadaError:
-        details = {}
+    details = yield from _final_details(ids, reporter, settle=bool(cancelled))
     if tail is not None:  # every run to its end: what the jobs wrote last, runs unseen
         yield from tail.finish(results.values(), details)
     return TaskEnd(queue, job_set_id, ids, {j: results[j] for j in ids}, dict(details), cancelled)
+
+
+def _final_details(
+    ids: list[str], reporter: _Reporter, *, settle: bool
+) -> Generator[Any, Any, Mapping[str, job_pb2.JobDetails]]:
+    """The jobs' details once they ended. When the wait cancelled them (the orchestrator
+    ended the task), also once their runs' processes are gone: the task is not reported ended
+    while its pods still run their termination (a flow run's process cancelling the jobs of
+    its own tasks). The server bounds that by each pod's grace period."""
+    told = False
+    while True:
+        try:
+            details: Mapping[str, job_pb2.JobDetails] = yield ops.get_job_details(
+                ids, expand_job_run=True
+            )
+        except ArmadaError:
+            return {}
+        ending = [j for j in ids if processes_stopping(details.get(j))] if settle else []
+        if not ending:
+            return details
+        if not told:
+            told = True
+            reporter.log(f"Waiting for the processes of Armada job(s) {', '.join(ending)} to stop")
+        yield Pause(_SETTLE_POLL)
 
 
 def _collect(items: Sequence[tuple[str, Any]]) -> News:
