@@ -8,6 +8,7 @@ The test speaks the executor protocol itself, as tests/server/test_scheduling_lo
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from armada_core.api import job_pb2, submit_pb2
 from armada_core.scheduling import Reasons
 from armada_server import shares
 from armada_server.app import EmbeddedServer
+from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.scheduling_writes import changed_reasons
 
 from .conftest import Stubs
@@ -125,8 +127,72 @@ def test_a_cycle_writes_only_the_reasons_that_change() -> None:
     reasons.add_many(["same", "unheld", "blank"], "full")
     reasons["other"] = "lookback"
     reasons["gang"] = "gang"
-    got = changed_reasons(reasons, held)
+    got, settled = changed_reasons(reasons, held)
     assert {r: sorted(ids) for r, ids in got.groups().items()} == {
         "full": ["blank", "unheld"],
         "lookback": ["other"],
     }
+    # Once written, the held jobs are settled with their reason ("unheld" is not held).
+    assert settled == {"full": {"same", "blank"}, "lookback": {"other"}, "gang": {"gang"}}
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldRow:
+    reason: str
+    reason_cycle: int | None = None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_settled_reasons_change_nothing_a_full_comparison_decides(seed: int) -> None:
+    """Cycles of random changes through HeldJobs' protocol (rows read again with another
+    stored reason, rows gone, jobs not held, reasons moving between groups, writes that fail,
+    full reads): comparing only the unsettled jobs writes exactly what comparing all does."""
+    rng = random.Random(seed)
+    names = ["", "no room", "lookback", "gang waits", "over share"]
+    held = HeldJobs()
+    ids = [f"j{i:03}" for i in range(300)]
+    held.queued = {j: HeldRow(rng.choice(names)) for j in ids}  # type: ignore[misc]
+    compared_fewer = kept_whole = 0
+    last: dict[str, str] = {}
+    for cycle in range(40):
+        reasons = Reasons()
+        if last and rng.random() < 0.3:
+            # A quiet cycle: nothing changed, the held jobs keep their reasons.
+            for j, reason in last.items():
+                if j in held.queued:
+                    reasons[j] = reason
+        else:
+            # Some rows are read again (another stored reason), some leave, some come, or
+            # everything is read again.
+            if rng.random() < 0.1:
+                held.forget()
+                held.queued = {j: HeldRow(rng.choice(names)) for j in ids}  # type: ignore[misc]
+            else:
+                changed = rng.sample(ids, rng.randrange(0, 30))
+                held.let_go(changed)
+                for j in changed:
+                    if rng.random() < 0.8:
+                        held.queued[j] = HeldRow(rng.choice(names))  # type: ignore[assignment]
+            for j in ids:
+                if rng.random() < 0.9:  # the rest were placed, or not in the snapshot
+                    new = rng.random() < 0.3
+                    reasons[j] = rng.choice(names[1:]) if new else held_reason(held, j)
+        last = dict(reasons.items())
+        settled = held.settled
+        compared_fewer += settled is not None
+        got, after = changed_reasons(reasons, held.queued, settled)
+        want, want_after = changed_reasons(reasons, held.queued)
+        assert got.groups() == want.groups(), cycle
+        assert after == want_after, cycle
+        kept_whole += sum(settled is not None and ids is settled.get(r) for r, ids in after.items())
+        if rng.random() < 0.15:
+            continue  # the write failed: nothing noted, nothing settled
+        held.note_reasons(got, cycle, after)
+        for reason, written in got.groups().items():
+            assert all(held.queued[j].reason == reason for j in written if j in held.queued)
+    assert compared_fewer > 20 and kept_whole > 0
+
+
+def held_reason(held: HeldJobs, job_id: str) -> str:
+    row = held.queued.get(job_id)
+    return row.reason if row is not None and row.reason else "no room"

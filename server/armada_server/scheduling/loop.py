@@ -350,7 +350,7 @@ class SchedulingLoop:
         preempting = decisions.preempting = made_room_for(snapshot, result)
         kinds = decisions.kinds = preemption_kind_of(snapshot, result, preempting)
         read = self.held.queued  # their reasons, by id: only changes are written
-        reasons = changed_reasons(result.unscheduled, read)
+        reasons, settled = changed_reasons(result.unscheduled, read, self.held.settled)
         leased = 0
         for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
             # The first transaction also holds the preemptions the leases may rely on.
@@ -371,7 +371,7 @@ class SchedulingLoop:
                 reasons_read=read,
             )
             if first:
-                self.held.note_reasons(reasons, number)  # written: hold them too
+                self.held.note_reasons(reasons, number, settled)  # written: hold them too
             leased += done
             if done and self.on_leased is not None:
                 self.on_leased()

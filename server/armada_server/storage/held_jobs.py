@@ -46,11 +46,16 @@ class HeldJobs:
     changed: list[str] | None = None
     # The queued jobs with a retry delay (of `queued`): the others are due whenever.
     delayed: dict[str, QueuedJob] = field(default_factory=dict)
+    # By reason, the ids of jobs `queued` holds with that reason: what the last cycle that
+    # wrote its reasons noted, less every job read again since (rows change only so). None:
+    # a cycle compares every job's reason (scheduling_writes.changed_reasons).
+    settled: dict[str, set[str]] | None = None
 
     def forget(self) -> None:
         """Let go of everything (another replica leads): the next read reads everything."""
         self.mark = None
         self.changed = None
+        self.settled = None
         self.queued.clear()
         self.running.clear()
         self.members.clear()
@@ -92,11 +97,7 @@ class HeldJobs:
             since = select(t.jobs.c.id).where(t.jobs.c.changed >= self.mark)
             changed: list[str] = list(conn.execute(since).scalars())
             self.changed = changed
-            for job_id in changed:
-                self.queued.pop(job_id, None)
-                self.running.pop(job_id, None)
-                self.members.pop(job_id, None)
-                self.delayed.pop(job_id, None)
+            self.let_go(changed)
             # One statement each, led by the change number's index (`where` keeps the state
             # off its index, which SQLite would walk whole); in this snapshot it finds the
             # same jobs as `changed`. Lists of ids cost more to send than to read.
@@ -108,9 +109,23 @@ class HeldJobs:
         self.delayed.update((j.id, j) for j in queued if j.retry_after is not None)
         self.mark = mark
 
-    def note_reasons(self, reasons: Reasons, cycle: int | None) -> None:
+    def let_go(self, changed: list[str]) -> None:
+        """Drop the jobs that changed: the read reads them again."""
+        for job_id in changed:
+            self.queued.pop(job_id, None)
+            self.running.pop(job_id, None)
+            self.members.pop(job_id, None)
+            self.delayed.pop(job_id, None)
+        for ids in (self.settled or {}).values():
+            ids.difference_update(changed)
+
+    def note_reasons(
+        self, reasons: Reasons, cycle: int | None, settled: dict[str, set[str]] | None
+    ) -> None:
         """The reasons a cycle wrote for the jobs it left queued (writing a reason leaves
-        the job's change number as it was: see scheduling_writes._write_reason)."""
+        the job's change number as it was: see scheduling_writes._write_reason), and which
+        jobs are held with each reason since (`settled`)."""
+        self.settled = settled
         queued = self.queued
         for reason, job_ids in reasons.groups().items():
             for job_id in job_ids:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import filterfalse
 from typing import Any, Protocol
 
 from sqlalchemy import Connection, func, select, update
@@ -309,16 +310,37 @@ class _Read:
     reason_cycle: int | None
 
 
-def changed_reasons(reasons: Mapping[str, str], read: Mapping[str, ReasonRead]) -> Reasons:
+#: The ids of the queued jobs held with each reason (see `changed_reasons`).
+Settled = dict[str, set[str]]
+
+
+def changed_reasons(
+    reasons: Mapping[str, str], read: Mapping[str, ReasonRead], settled: Settled | None = None
+) -> tuple[Reasons, Settled]:
     """Of a cycle's `reasons`, those to write: of the jobs whose reason `read` has, those
-    whose reason changes, and every job it lacks (_record_reasons reads theirs)."""
+    whose reason changes, and every job it lacks (_record_reasons reads theirs). Also the
+    jobs `read` holds with each reason once those are written, for the next cycle.
+
+    With `settled` (what the last cycle returned, less the jobs read again since: see
+    HeldJobs.settled), only the jobs not settled with their reason are compared: at a
+    backlog of a million jobs, nearly all keep their reason from one cycle to the next, and
+    the comparison cost a third of a cycle. The result is the same."""
     out = Reasons()
+    after: Settled = {}
     get = read.get
     for reason, job_ids in _group(reasons).items():
-        changed = [j for j in job_ids if (r := get(j)) is None or r.reason != reason]
+        kept = settled.get(reason) if settled is not None else None
+        if kept is not None and len(kept) == len(job_ids) and kept.issuperset(job_ids):
+            after[reason] = kept  # the very same jobs, each held with this reason
+            continue
+        compared = job_ids if kept is None else list(filterfalse(kept.__contains__, job_ids))
+        changed = [j for j in compared if (r := get(j)) is None or r.reason != reason]
+        held = set(job_ids)
         if changed:
             out.add_many(changed, reason)
-    return out
+            held.difference_update(j for j in changed if j not in read)
+        after[reason] = held
+    return out, after
 
 
 def _record_reasons(
