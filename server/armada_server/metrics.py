@@ -30,6 +30,8 @@ from armada_server.storage.nodes import Nodes
 def preemption_kinds(snapshot: s.Snapshot, kinds: Mapping[str, str]) -> Tally[tuple[str, str]]:
     """(queue, kind) -> jobs the cycle preempted, from each preempted job's kind
     (scheduling/preemption_kind.py), the one its run keeps."""
+    if not kinds:
+        return Tally()  # most cycles: not a walk over a backlog's million jobs
     queues = {j.id: j.queue for j in snapshot.jobs if j.id in kinds}
     return Tally((queues[job_id], kind) for job_id, kind in kinds.items())
 

@@ -517,6 +517,22 @@ def test_a_cycle_writes_its_leases_in_slices_that_never_split_a_gang() -> None:
     assert list(slices({}, {}, 2)) == [{}]  # preemptions and reasons are still written
 
 
+def test_a_cycle_finds_the_gang_members_among_its_jobs() -> None:
+    from armada_core.scheduling import Job
+    from armada_server.scheduling.loop import _gang_keys
+
+    jobs = [
+        Job("a", "q", "default", gang_id="g", gang_cardinality=2),
+        Job("b", "q", "default"),
+        Job(
+            "c", "r", "default", gang_id="", gang_cardinality=1
+        ),  # an empty gang id is still a gang's
+        Job("d", "q", "default", gang_id="g", gang_cardinality=2),
+    ]
+    assert _gang_keys(jobs) == {"a": ("q", "g"), "c": ("r", ""), "d": ("q", "g")}
+    assert _gang_keys([]) == {}
+
+
 def test_jobs_differing_only_in_their_ids_share_one_conversion() -> None:
     from datetime import UTC, datetime
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import operator
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import compress, repeat
 
 from sqlalchemy import Engine
 
@@ -66,6 +68,15 @@ def slices(
             part = {}
     if part or not scheduled:
         yield part
+
+
+def _gang_keys(jobs: Sequence[s.Job]) -> dict[str, tuple[str, str]]:
+    """Job -> (queue, gang) of the gang members among `jobs`, found in C: a backlog's million
+    jobs are seldom members."""
+    members = compress(
+        jobs, map(operator.is_not, map(operator.attrgetter("gang_id"), jobs), repeat(None))
+    )
+    return {j.id: (j.queue, j.gang_id) for j in members if j.gang_id is not None}
 
 
 def _seen(
@@ -345,7 +356,7 @@ class SchedulingLoop:
             for job, nid in result.scheduled.items()
             if (p := placements.get(nid)) is not None
         }
-        gangs = {j.id: (j.queue, j.gang_id) for j in snapshot.jobs if j.gang_id is not None}
+        gangs = _gang_keys(snapshot.jobs)
         seen = _seen(state, scheduled.keys() | result.failed.keys(), result.preempted)
         preempting = decisions.preempting = made_room_for(snapshot, result)
         kinds = decisions.kinds = preemption_kind_of(snapshot, result, preempting)
