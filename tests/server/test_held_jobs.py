@@ -148,6 +148,7 @@ def test_held_jobs_equal_a_full_read_after_every_change(
         )
         full = first.scheduling_reads.scheduling_state(executor_timeout=86_400, now=clock.now)
         assert contents(kept) == contents(full), f"step {step}"
+        assert all(j.retry_after > clock.now for j in held.delayed.values()), f"step {step}"
         # The views made from what is held, reusing the last ones, are those made afresh.
         classes = loop.config.priority_classes
         views, _ = build_snapshot(kept, classes, clock.now, cache=cache, changed=held.changed)

@@ -44,7 +44,7 @@ class HeldJobs:
     members: dict[str, GangKey] = field(default_factory=dict)
     # The jobs the last read found changed (None: it read everything).
     changed: list[str] | None = None
-    # The queued jobs with a retry delay (of `queued`): the others are due whenever.
+    # The queued jobs a retry delay still holds back (of `queued`): the others are due.
     delayed: dict[str, QueuedJob] = field(default_factory=dict)
     # By reason, the ids of jobs `queued` holds with that reason: what the last cycle that
     # wrote its reasons noted, less every job read again since (rows change only so). None:
@@ -73,7 +73,11 @@ class HeldJobs:
             self.forget()  # half brought up to date: start again from nothing
             raise
         queued = self.queued.values()
-        if any(j.retry_after and j.retry_after > now for j in self.delayed.values()):
+        for job_id in [
+            k for k, j in self.delayed.items() if not (j.retry_after and j.retry_after > now)
+        ]:
+            del self.delayed[job_id]  # due from now on: no longer checked each cycle
+        if self.delayed:
             due = [j for j in queued if j.retry_after is None or j.retry_after <= now]
         else:
             due = list(queued)  # in C: a backlog's jobs are all due but for retries
