@@ -414,6 +414,33 @@ def test_jobs_the_wait_cancelled_end_once_their_processes_are_gone(
     assert end.details["a"].job_runs[0].HasField("finished_ts") is cancelled_by_the_wait
 
 
+def test_the_wait_for_cancelled_processes_gives_up_after_its_limit() -> None:
+    """A server that never confirms the processes gone does not hold the task forever."""
+    settings = WaitSettings(stream_logs=False, check_interval=1000, cancel_check_interval=5)
+    warnings: list[str] = []
+    flow, now, _ = _steps(settings=settings, cancel_check=True, warn=warnings.append)
+    next(flow)
+    flow.send(News())
+    flow.send(_details(a=pb.RUNNING))
+    now[0] = 5.0
+    assert flow.send(News()) == AskCancel()
+    flow.send("flow run cancelled")
+    flow.send(["a"])
+    flow.send(News(results={"a": JobResult("a", state=pb.CANCELLED)}))
+    assert flow.send(_ended_run("a", finished=False)) == Pause(0.5)
+    now[0] = 304.0
+    flow.send(None)
+    assert flow.send(_ended_run("a", finished=False)) == Pause(0.5)  # not yet: 299 s
+    now[0] = 305.0
+    flow.send(None)
+    with pytest.raises(StopIteration) as done:
+        flow.send(_ended_run("a", finished=False))
+    assert done.value.value.cancelled == "flow run cancelled"
+    assert warnings == [
+        "Armada job(s) a were cancelled, but their processes were not confirmed gone within 300 s"
+    ]
+
+
 def test_steps_raise_when_the_jobs_vanish_or_the_stream_fails() -> None:
     flow, _, _ = _steps(settings=WaitSettings(vanish_after=0))
     next(flow)

@@ -276,6 +276,8 @@ class News:
 _NEVER = float("inf")
 #: How often the processes of jobs the wait cancelled are checked for their end.
 _SETTLE_POLL = 0.5
+#: How long at most it waits for them.
+_SETTLE_LIMIT = 300.0
 
 
 @dataclass
@@ -412,20 +414,22 @@ def wait_steps(
                 next_cancel = _NEVER
             else:
                 next_cancel = clock() + settings.cancel_check_interval
-    details = yield from _final_details(ids, reporter, settle=bool(cancelled))
+    details = yield from _final_details(ids, reporter, clock, settle=bool(cancelled))
     if tail is not None:  # every run to its end: what the jobs wrote last, runs unseen
         yield from tail.finish(results.values(), details)
     return TaskEnd(queue, job_set_id, ids, {j: results[j] for j in ids}, dict(details), cancelled)
 
 
 def _final_details(
-    ids: list[str], reporter: _Reporter, *, settle: bool
+    ids: list[str], reporter: _Reporter, clock: Callable[[], float], *, settle: bool
 ) -> Generator[Any, Any, Mapping[str, job_pb2.JobDetails]]:
     """The jobs' details once they ended. When the wait cancelled them (the orchestrator
     ended the task), also once their runs' processes are gone: the task is not reported ended
     while its pods still run their termination (a flow run's process cancelling the jobs of
-    its own tasks). The server bounds that by each pod's grace period."""
+    its own tasks). The server bounds that by each pod's grace period; the wait gives up
+    after `_SETTLE_LIMIT` all the same (a server that never confirms it)."""
     told = False
+    deadline = clock() + _SETTLE_LIMIT
     while True:
         try:
             details: Mapping[str, job_pb2.JobDetails] = yield ops.get_job_details(
@@ -435,6 +439,12 @@ def _final_details(
             return {}
         ending = [j for j in ids if processes_stopping(details.get(j))] if settle else []
         if not ending:
+            return details
+        if clock() >= deadline:
+            reporter.warn(
+                f"Armada job(s) {', '.join(ending)} were cancelled, but their processes were "
+                f"not confirmed gone within {_SETTLE_LIMIT:.0f} s"
+            )
             return details
         if not told:
             told = True
