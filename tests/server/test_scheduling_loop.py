@@ -608,6 +608,45 @@ def test_bulk_pauses_the_collector_until_the_last_batch_ends(monkeypatch) -> Non
     assert gc.isenabled()
 
 
+def test_a_large_held_state_is_kept_out_of_collections_until_the_next_full_read() -> None:
+    """From FREEZE_FROM held jobs, a cycle that read everything freezes what it holds; the
+    next such cycle returns it to the collector and collects first, so a reference cycle
+    caught by a freeze waits one full read at most. Fewer jobs, or a read of changes only,
+    leave the collector as it is."""
+    import gc
+    import weakref
+
+    from armada_server.storage.gcpause import FREEZE_FROM, long_lived
+
+    class Cyclic:
+        def __init__(self) -> None:
+            self.me = self
+
+    gc.unfreeze()
+    try:
+        with long_lived(True, lambda: FREEZE_FROM - 1):
+            pass
+        with long_lived(False, lambda: FREEZE_FROM):
+            pass
+        assert gc.get_freeze_count() == 0
+        caught = Cyclic()
+        gone = weakref.ref(caught)
+        with long_lived(True, lambda: FREEZE_FROM):
+            pass
+        assert gc.get_freeze_count() > 0
+        del caught  # garbage now, but frozen: no collection sees it
+        gc.collect()
+        assert gone() is not None
+        with long_lived(False, lambda: FREEZE_FROM):
+            gc.collect()
+            assert gone() is not None  # a read of changes only leaves it
+        with long_lived(True, lambda: 0):
+            assert gone() is None  # the next full read collected it first
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+
+
 def retried_beside_a_preemption(api: Stubs) -> tuple[Executor, str, str, executor_pb2.Lease]:
     """A gang of two running (a, b); b's preemption is asked for, then the executor gives
     a's lease back (it lost contact and fenced it): a is queued for a retry while b's

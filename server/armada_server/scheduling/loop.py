@@ -32,7 +32,7 @@ from armada_server.storage import Storage
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
 from armada_server.storage.cycle_reports import CycleReports
-from armada_server.storage.gcpause import gc_paused
+from armada_server.storage.gcpause import gc_paused, long_lived
 from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.leases import Leases
 from armada_server.storage.scheduling_reads import SchedulingReads, SchedulingState
@@ -262,7 +262,8 @@ class SchedulingLoop:
         self.leases.expire_leases(timeout=config.lease_timeout, now=now)
         if not self.reads.live_executors(executor_timeout=config.lease_timeout, now=now):
             return 0  # nowhere to place anything: do not load every queued job
-        with gc_paused():
+        held = self.held
+        with gc_paused(), long_lived(held.reads_everything(now), held.count):
             state = self.reads.scheduling_state(
                 executor_timeout=config.lease_timeout, now=now, held=self.held
             )

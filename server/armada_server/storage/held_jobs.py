@@ -83,15 +83,22 @@ class HeldJobs:
             due = list(queued)  # in C: a backlog's jobs are all due but for retries
         return due, list(self.running.values()), set(self.members.values())
 
-    def _refresh(self, conn: Connection, now: datetime) -> None:
-        mark = changes.mark(conn)
-        full = (
+    def count(self) -> int:
+        """How many jobs are held."""
+        return len(self.queued) + len(self.running)
+
+    def reads_everything(self, now: datetime) -> bool:
+        """Whether a read at `now` reads every job again."""
+        return (
             self.mark is None
             or self.full_read_at is None
             or now - self.full_read_at >= FULL_READ_EVERY
             or now < self.full_read_at  # a clock set back
         )
-        if full:
+
+    def _refresh(self, conn: Connection, now: datetime) -> None:
+        mark = changes.mark(conn)
+        if self.reads_everything(now):
             self.forget()
             self.full_read_at = now
             self.changed = None
