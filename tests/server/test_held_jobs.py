@@ -164,6 +164,42 @@ def ids(state: SchedulingState) -> tuple[list[str], list[str]]:
     return [j.id for j in state.queued], [j.id for j in state.running]
 
 
+def test_a_cycle_writes_its_leases_before_its_waiting_reasons(
+    replicas: tuple[Storage, Storage, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Leases go in slices, the first with the preemptions, the last with the reasons (at a
+    cold start every queued job's): executors get the first leases without waiting for
+    them. The reasons are noted in what the leader holds once written."""
+    from armada_server.scheduling import loop as loop_module
+
+    first, _, clock = replicas
+    monkeypatch.setattr(loop_module, "LEASE_SLICE", 2)
+    first.executors.executor_sync(
+        executor_pb2.SyncRequest(executor_id="e1", pool="default", nodes=NODES)
+    )
+
+    def spec(cpu: str) -> dict[str, object]:
+        return {"containers": [container(cpu=cpu)], "priorityClassName": "armada-default"}
+
+    small = [item(spec("1")) for _ in range(6)]
+    large = [item(spec("8")) for _ in range(3)]  # fit no node
+    waiting = first.submissions.submit("a", "s", large, owner="u")
+    first.submissions.submit("a", "s", small, owner="u")
+    loop = leader(first, clock)
+    writes: list[tuple[int, int]] = []
+    apply = loop.writes.apply_schedule
+
+    def recorded(**kwargs: object) -> int:
+        writes.append((len(kwargs["scheduled"]), len(kwargs["reasons"])))  # type: ignore[arg-type]
+        return apply(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop.writes, "apply_schedule", recorded)
+    assert loop.cycle() == 6
+    assert writes == [(2, 0), (2, 0), (2, 3)]
+    reasons = {j: loop.held.queued[j].reason for j in waiting}
+    assert all(reasons.values()) and loop.held.settled is not None
+
+
 def test_a_write_committed_after_the_reads_snapshot_is_read_next_time(
     replicas: tuple[Storage, Storage, Clock],
 ) -> None:

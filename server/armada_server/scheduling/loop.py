@@ -44,8 +44,9 @@ log = logging.getLogger("armada_server")
 # Leases written per transaction. A cycle's decisions are written in slices so that the first
 # executors start runs while the rest are still being written: leasing 80,000 jobs in one
 # transaction kept every executor waiting for all of it. Each slice is one transaction with
-# its events; a gang is never split, and the first slice carries the cycle's preemptions and
-# failures. A slice that fails leaves the rest queued for the next cycle.
+# its events; a gang is never split, the first slice carries the cycle's preemptions and
+# failures, and the last its waiting reasons. A slice that fails leaves the rest queued for
+# the next cycle.
 LEASE_SLICE = 5_000
 
 
@@ -364,14 +365,17 @@ class SchedulingLoop:
         read = self.held.queued  # their reasons, by id: only changes are written
         reasons, settled = changed_reasons(result.unscheduled, read, self.held.settled)
         leased = 0
-        for i, part in enumerate(slices(scheduled, gangs, LEASE_SLICE)):
-            # The first transaction also holds the preemptions the leases may rely on.
-            first = i == 0
+        parts = list(slices(scheduled, gangs, LEASE_SLICE))
+        for i, part in enumerate(parts):
+            # The first transaction also holds the preemptions the leases may rely on; the
+            # last the waiting reasons, so that leases go first (a cold start at a million
+            # queued writes a reason for every job).
+            first, last = i == 0, i == len(parts) - 1
             done = self.writes.apply_schedule(
                 scheduled=part,
                 preempted=result.preempted if first else (),
                 failed=result.failed if first else {},
-                reasons=reasons if first else {},
+                reasons=reasons if last else {},
                 seen=seen,
                 gangs=gangs,
                 preempting=preempting if first else None,
@@ -382,7 +386,7 @@ class SchedulingLoop:
                 cycle=number,
                 reasons_read=read,
             )
-            if first:
+            if last:
                 self.held.note_reasons(reasons, number, settled)  # written: hold them too
             leased += done
             if done and self.on_leased is not None:
