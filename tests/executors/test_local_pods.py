@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from armada_core.api.k8s import core_v1_pb2 as k8s
 from armada_core.jobs.model import ContainerResult
 from armada_server.executors.local import LocalPodRunner, PodPhase, PodStatus
+from armada_server.executors.local.container import ContainerProcess
 
 from .helpers import alive, container, pod, py, results, sh, start, wait_for_output
 
@@ -215,6 +217,31 @@ async def test_transitions_pending_running_then_final(runner: LocalPodRunner) ->
     assert [s.phase for s in statuses] == [PodPhase.PENDING, PodPhase.RUNNING, PodPhase.SUCCEEDED]
     assert all(s.job_id == handle.job_id and s.run_id == handle.run_id for s in statuses)
     assert handle.done and handle not in runner.active
+
+
+async def test_running_is_stamped_when_the_container_started_not_when_seen(
+    runner: LocalPodRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy executor sees a container start late (here the thread that spawned it hands it
+    over half a second later): the running status still carries the process's start time, so
+    a run's duration is the process's."""
+    spawn = ContainerProcess._spawn
+
+    def late(self: ContainerProcess, *args: object) -> object:
+        spawned = spawn(self, *args)  # type: ignore[arg-type]
+        time.sleep(0.5)
+        return spawned
+
+    monkeypatch.setattr(ContainerProcess, "_spawn", late)
+    statuses: list[PodStatus] = []
+    written = tmp_path / "started"
+    handle = start(
+        runner, pod(sh("main", f"date +%s.%N > {written}; sleep 0.2")), statuses=statuses
+    )
+    await handle.wait()
+    [running] = [s for s in statuses if s.phase is PodPhase.RUNNING]
+    began = float(written.read_text())
+    assert abs(running.time.timestamp() - began) < 0.1, (running.time.timestamp(), began)
 
 
 async def test_unrunnable_pod_fails_without_pending(runner: LocalPodRunner) -> None:

@@ -50,17 +50,18 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def _report_status(report: Report, node: str, status: PodStatus) -> None:
-    run, job = status.run_id, status.job_id
+    """The pod's transition, stamped when it happened (a pod adopted after a restart tells
+    how it ended long ago; a busy executor sees a container start late)."""
+    run, job, at = status.run_id, status.job_id, status.time
     if status.phase is PodPhase.PENDING:
-        report(update(run, job, pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run)))
+        report(update(run, job, pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run), at=at))
     elif status.phase is PodPhase.RUNNING:
-        report(
-            update(run, job, running=executor_pb2.RunUpdate.Running(node=node, kubernetes_id=run))
-        )
+        running = executor_pb2.RunUpdate.Running(node=node, kubernetes_id=run)
+        report(update(run, job, running=running, at=at))
     elif status.phase is PodPhase.SUCCEEDED:
-        report(update(run, job, succeeded=executor_pb2.RunUpdate.Succeeded()))
+        report(update(run, job, succeeded=executor_pb2.RunUpdate.Succeeded(), at=at))
     elif status.phase is PodPhase.KILLED:
-        report(update(run, job, stopped=executor_pb2.RunUpdate.Stopped()))
+        report(update(run, job, stopped=executor_pb2.RunUpdate.Stopped(), at=at))
     elif status.phase is PodPhase.FAILED and status.reason == FENCED:
         # Not the job's fault: the executor lost the server. The lease goes back.
         report(
@@ -70,6 +71,7 @@ def _report_status(report: Report, node: str, status: PodStatus) -> None:
                 returned=executor_pb2.RunUpdate.Returned(
                     reason=f"{FENCED}: {status.message}", run_attempted=True
                 ),
+                at=at,
             )
         )
     elif status.phase is PodPhase.FAILED:
@@ -93,6 +95,7 @@ def _report_status(report: Report, node: str, status: PodStatus) -> None:
                         for c in failure.containers
                     ],
                 ),
+                at=at,
             )
         )
 

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 from armada_core.jobs.model import ContainerResult
@@ -75,6 +76,8 @@ class ContainerProcess:
         self._state = state
         self._heartbeat = heartbeat
         self._pid_start = 0
+        #: When its process started (None until it has).
+        self.started_at: datetime | None = None
         self._shim: subprocess.Popen[bytes] | None = None  # when we started it
         self._shim_pid = 0
         self._shim_start = 0
@@ -192,6 +195,7 @@ class ContainerProcess:
 
     def _running(self, pid: int, start: int) -> None:
         self.pid, self._pid_start = pid, start
+        self.started_at = procfs.started_at(start)
         if procfs.is_running(pid, start):
             self.members[pid] = start
         assert self._loop is not None

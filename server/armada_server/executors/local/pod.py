@@ -207,7 +207,9 @@ class PodHandle:
         order = {c: i for i, c in enumerate(launched)}
         self._containers.sort(key=lambda c: order.get(c, -1))
         if self._ending is None:
-            self._status = self._make_status(PodPhase.RUNNING)
+            # Running since its last container started, however late that was seen.
+            starts = [c.started_at for c in started if c.started_at is not None]
+            self._status = self._make_status(PodPhase.RUNNING, at=max(starts, default=None))
             self._emit()
         await self._supervise(started, fail_fast=True)
 
@@ -400,7 +402,10 @@ class PodHandle:
             _log.warning("local pod %s: cannot record its outcome: %s", self.pod_name, e)
 
     def _make_status(
-        self, phase: PodPhase, containers: tuple[ContainerResult, ...] = ()
+        self,
+        phase: PodPhase,
+        containers: tuple[ContainerResult, ...] = (),
+        at: datetime | None = None,
     ) -> PodStatus:
         ending = self._ending if phase.final else None
         if phase is PodPhase.SUCCEEDED:
@@ -410,7 +415,7 @@ class PodHandle:
             run_id=self.run_id,
             pod_name=self.pod_name,
             phase=phase,
-            time=datetime.now(UTC),
+            time=at or datetime.now(UTC),
             containers=containers,
             condition=ending.condition if ending else "",
             reason=ending.reason if ending else "",

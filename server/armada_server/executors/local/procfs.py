@@ -7,8 +7,10 @@ processes belong to a container, and how much memory they use, from /proc alone.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
@@ -106,3 +108,13 @@ def processes_with_env(variables: Mapping[str, str]) -> list[ProcessInfo]:
         if wanted.issubset(environ.split(b"\0")):
             found.append(info)
     return found
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def started_at(start_time: int) -> datetime:
+    """When a process whose `start_time` (clock ticks since boot) is that started, in wall
+    time: to the clock tick (10 ms), however late its starter looked."""
+    age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_time / _TICKS
+    return datetime.now(UTC) - timedelta(seconds=max(age, 0.0))
