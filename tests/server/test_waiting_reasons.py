@@ -48,11 +48,14 @@ def test_a_waiting_job_says_why_and_where_its_queue_stands(
         submit_pb2.JobSubmitRequest(queue="other", job_set_id="s", job_request_items=[low(cpu="4")])
     ).job_response_items
     [mine] = submit(api, high(cpu="4"))
-    deadline = time.monotonic() + 10
+    # A cycle writes its reasons, then its report, which the standing is read from (and kept
+    # for a few seconds): wait for the standing of a cycle that weighed both queues.
+    deadline = time.monotonic() + 20
     while not (
-        details(api, mine).scheduling_reason and details(api, theirs.job_id).scheduling_reason
+        "at 2.0x" in details(api, mine).scheduling_reason
+        and details(api, theirs.job_id).scheduling_reason
     ):
-        assert time.monotonic() < deadline, "the scheduler gave no reason"
+        assert time.monotonic() < deadline, details(api, mine).scheduling_reason
         time.sleep(0.05)
     said = details(api, mine)
     assert said.state == submit_pb2.QUEUED
