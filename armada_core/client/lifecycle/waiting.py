@@ -371,7 +371,8 @@ def wait_steps(
     wall: Callable[[], float] = time.time,
 ) -> Generator[Any, Any, TaskEnd]:
     """The wait as steps (see `wait`): event-stream news (`Watch`), log reads and job details
-    between them, and the orchestrator's cancel check (`AskCancel`) when `cancel_check`."""
+    between them, and the orchestrator's cancel check (`AskCancel`) when `cancel_check`; once
+    that check has cancelled the jobs, details and pauses until their processes are gone."""
     ids = list(dict.fromkeys(job_ids))
     labels = dict(labels or job_labels(ids))
     warn = warn or log

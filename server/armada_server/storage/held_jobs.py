@@ -31,6 +31,9 @@ from armada_server.storage.scheduling_reads import (
 
 FULL_READ_EVERY = timedelta(minutes=10)
 
+#: Reason -> the ids of the queued jobs held with it (HeldJobs.settled).
+Settled = dict[str, set[str]]
+
 
 @dataclass
 class HeldJobs:
@@ -49,7 +52,7 @@ class HeldJobs:
     # By reason, the ids of jobs `queued` holds with that reason: what the last cycle that
     # wrote its reasons noted, less every job read again since (rows change only so). None:
     # a cycle compares every job's reason (scheduling_writes.changed_reasons).
-    settled: dict[str, set[str]] | None = None
+    settled: Settled | None = None
 
     def forget(self) -> None:
         """Let go of everything (another replica leads): the next read reads everything."""
@@ -130,9 +133,7 @@ class HeldJobs:
         for ids in (self.settled or {}).values():
             ids.difference_update(changed)
 
-    def note_reasons(
-        self, reasons: Reasons, cycle: int | None, settled: dict[str, set[str]] | None
-    ) -> None:
+    def note_reasons(self, reasons: Reasons, cycle: int | None, settled: Settled | None) -> None:
         """The reasons a cycle wrote for the jobs it left queued (writing a reason leaves
         the job's change number as it was: see scheduling_writes._write_reason), and which
         jobs are held with each reason since (`settled`)."""

@@ -22,6 +22,7 @@ from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.cycle_reports import archive_reasons
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import Conflict, retried
+from armada_server.storage.held_jobs import Settled
 from armada_server.storage.leases import Leases
 from armada_server.storage.rows import STATE_OF_JOBS_BY_ID, chunks, jobs_by_id, run_row
 
@@ -308,10 +309,6 @@ class ReasonRead(Protocol):
 class _Read:
     reason: str
     reason_cycle: int | None
-
-
-#: The ids of the queued jobs held with each reason (see `changed_reasons`).
-Settled = dict[str, set[str]]
 
 
 def changed_reasons(
