@@ -1,7 +1,7 @@
 """Jobs: identity, state machine and events, gangs, and submission validation."""
 
 from armada_core.jobs.gangs import GangAnnotationError, GangSpec, gang_of
-from armada_core.jobs.ids import new_job_id, new_run_id
+from armada_core.jobs.ids import new_job_id, new_job_ids, new_run_id
 from armada_core.jobs.lifecycle import Failure, IllegalTransition, apply, rebuild, rebuild_job_set
 from armada_core.jobs.model import (
     TERMINAL_STATES,
@@ -38,6 +38,7 @@ __all__ = [
     "job_from_item",
     "job_requests",
     "new_job_id",
+    "new_job_ids",
     "new_run_id",
     "pod_name",
     "rebuild",

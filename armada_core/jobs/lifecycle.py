@@ -65,7 +65,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DT: dict[tuple[int, int], datetime] = {}
 
 
-def _ts(when: datetime) -> Timestamp:
+def timestamp(when: datetime) -> Timestamp:
+    """`when` (timezone-aware) as a Timestamp, memoised: never change the one returned."""
     ts = _TS.get(when)
     if ts is None:
         if len(_TS) >= 1024:
@@ -107,7 +108,7 @@ def _base(job: Job | submit_pb2.Job, now: datetime) -> dict[str, Any]:
 
 def _header(job_id: str, job_set_id: str, queue: str, now: datetime) -> dict[str, Any]:
     """What every event says of where it belongs and when it happened."""
-    return {"job_id": job_id, "job_set_id": job_set_id, "queue": queue, "created": _ts(now)}
+    return {"job_id": job_id, "job_set_id": job_set_id, "queue": queue, "created": timestamp(now)}
 
 
 def _pod(job: Job, run: Run) -> dict[str, Any]:
@@ -397,22 +398,28 @@ def _do(job: Job | None, events: Sequence[EventMessage]) -> Transition:
 
 def submit(spec: submit_pb2.Job, now: datetime) -> Transition:
     """A new job: `submitted` (carrying the whole job) then `queued`."""
+    return _do(None, submitted(spec, now))
+
+
+def submitted(spec: submit_pb2.Job, now: datetime) -> list[EventMessage]:
+    """The events of `submit`, without applying them: storage writes a new job's row from
+    the job its `submitted` event carries (`rows.job_row`)."""
     if not spec.id:
         raise ValueError("a job needs an id before it is submitted")
     if not spec.HasField("created"):
         stamped = submit_pb2.Job()  # never mutate the caller's message
         stamped.CopyFrom(spec)
-        stamped.created.CopyFrom(_ts(now))
+        stamped.created.CopyFrom(timestamp(now))
         spec = stamped
     # Filled in place: the keyword constructors copied the whole job twice (into the body,
     # then the body into the message), a cost per job that a request of thousands shows.
-    submitted = EventMessage()
-    body = submitted.submitted
+    event = EventMessage()
+    body = event.submitted
     body.job_id, body.job_set_id, body.queue = spec.id, spec.job_set_id, spec.queue
-    body.created.CopyFrom(_ts(now))
+    body.created.CopyFrom(timestamp(now))
     body.job.CopyFrom(spec)
-    queued = EventMessage(queued=event_pb2.JobQueuedEvent(**_base(spec, now)))
-    return _do(None, [submitted, queued])
+    queued = EventMessage(queued=_base(spec, now))  # type: ignore[arg-type]  # a dict body
+    return [event, queued]
 
 
 def lease(
@@ -488,7 +495,7 @@ def lease_queued(
         pool=pool,
         now=now,
     )
-    fields, run = _lease_effects(run_id, run_index, cluster_id, node, pool, _dt(_ts(now)))
+    fields, run = _lease_effects(run_id, run_index, cluster_id, node, pool, _dt(timestamp(now)))
     return event, fields, run
 
 
@@ -608,7 +615,7 @@ def report_live(
     pod = _pod_of(
         live.job_id, live.namespace, live.run_id, live.run_index, live.cluster_id, kubernetes_id
     )
-    when = _dt(_ts(now))
+    when = _dt(timestamp(now))
     if kind == "pending":
         _require_state(live.job_id, live.state, kind, JobState.LEASED)
         event = _pending_event(header, pod, live.pool)
@@ -686,7 +693,7 @@ def _failed_event(
 def _requeue(job: Job, retry_after: datetime | None, now: datetime) -> EventMessage:
     queued = event_pb2.JobQueuedEvent(**_base(job, now))
     if retry_after is not None:
-        queued.retry_after.CopyFrom(_ts(retry_after))
+        queued.retry_after.CopyFrom(timestamp(retry_after))
     return EventMessage(queued=queued)
 
 

@@ -24,6 +24,7 @@ from armada_core.jobs import names, podspec
 from armada_core.jobs.errors import SubmissionError
 from armada_core.jobs.gangs import GangAnnotationError, GangSpec, gang_of
 from armada_core.jobs.grace import DEFAULT_GRACE_PERIOD_SECONDS, MINIMUM_GRACE_PERIOD_SECONDS
+from armada_core.jobs.lifecycle import timestamp
 from armada_core.jobs.text import key_in_path, shorten
 from armada_core.scheduling.model import MAX_EXPONENT, Resources, parse_quantity
 
@@ -117,6 +118,8 @@ def job_from_item(
     groups: tuple[str, ...] = (),
 ) -> submit_pb2.Job:
     """The job as stored (and carried by its `submitted` event)."""
+    # Repeated fields are passed only when set, and times and requests come from memos: a
+    # request of thousands of items calls this per item.
     job = submit_pb2.Job(
         id=job_id,
         client_id=item.client_id,
@@ -124,29 +127,36 @@ def job_from_item(
         queue=queue,
         namespace=item.namespace,
         owner=owner,
-        queue_ownership_user_groups=groups,
         priority=item.priority,
-        pod_specs=item.pod_specs,
-        ingress=item.ingress,
-        services=item.services,
         scheduler=item.scheduler,
     )
-    job.labels.update(item.labels)
-    job.annotations.update(item.annotations)
+    job.pod_specs.extend(item.pod_specs)
+    if groups:
+        job.queue_ownership_user_groups.extend(groups)
+    if item.ingress:
+        job.ingress.extend(item.ingress)
+    if item.services:
+        job.services.extend(item.services)
+    if item.labels:
+        job.labels.update(item.labels)
+    if item.annotations:
+        job.annotations.update(item.annotations)
     if item.external_job_uri:
         job.annotations[ann.EXTERNAL_JOB_URI] = item.external_job_uri
-    job.created.FromDatetime(now.astimezone(UTC))
-    requests = job.scheduling_resource_requirements.requests
-    for name, text in _formatted_requests(job.pod_specs[0].SerializeToString()):
-        requests[name].string = text
+    job.created.CopyFrom(timestamp(now if now.tzinfo is not None else now.astimezone(UTC)))
+    job.scheduling_resource_requirements.CopyFrom(
+        _resource_requirements(job.pod_specs[0].SerializeToString())
+    )
     return job
 
 
 @functools.lru_cache(maxsize=1024)
-def _formatted_requests(spec: bytes) -> tuple[tuple[str, str], ...]:
-    # Keyed on the serialised spec: jobs submitted together mostly share one.
-    total = job_requests(core.PodSpec.FromString(spec))
-    return tuple((name, _format(name, quantity)) for name, quantity in sorted(total.items()))
+def _resource_requirements(spec: bytes) -> core.ResourceRequirements:
+    # Keyed on the serialised spec: jobs submitted together mostly share one. Callers copy it.
+    requirements = core.ResourceRequirements()
+    for name, quantity in sorted(job_requests(core.PodSpec.FromString(spec)).items()):
+        requirements.requests[name].string = _format(name, quantity)
+    return requirements
 
 
 def job_requests(pod_spec: core.PodSpec) -> Resources:

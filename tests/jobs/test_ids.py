@@ -24,3 +24,32 @@ def test_a_clock_going_back_never_makes_a_smaller_id() -> None:
 def test_run_ids_are_uuids() -> None:
     run = ids.new_run_id()
     assert len(run) == 36 and run.count("-") == 4
+
+
+def _random_part(job_id: str) -> int:
+    value = 0
+    for ch in job_id[10:]:
+        value = value * 32 + ids._ALPHABET.index(ch)
+    return value
+
+
+def test_ids_made_in_batches_follow_on_from_single_ones() -> None:
+    made = [ids.new_job_id(now_ms=2_000_000_000_000)]
+    made += ids.new_job_ids(500, now_ms=2_000_000_000_000)
+    made += [ids.new_job_id(now_ms=2_000_000_000_000)]
+    made += ids.new_job_ids(3, now_ms=2_000_000_000_001)
+    made += ids.new_job_ids(0) + ids.new_job_ids(1, now_ms=2_000_000_000_001)
+    assert made == sorted(made) and len(set(made)) == len(made) == 506
+    assert all(ids.is_job_id(i) for i in made)
+    same_ms = [_random_part(i) for i in made[:502]]
+    assert same_ms == list(range(same_ms[0], same_ms[0] + 502))
+
+
+def test_a_batch_across_the_random_parts_halves_counts_on(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Four ids below the lower half's end and four past it: the upper half carries.
+    monkeypatch.setattr(ids, "_last_ms", 2_100_000_000_000)
+    monkeypatch.setattr(ids, "_last_random", (7 << 40) + (1 << 40) - 5)
+    made = ids.new_job_ids(8, now_ms=2_100_000_000_000)
+    assert [_random_part(i) for i in made] == list(range((8 << 40) - 4, (8 << 40) + 4))
+    assert made == sorted(made)
+    assert ids.job_id_time_ms(made[0]) == 2_100_000_000_000

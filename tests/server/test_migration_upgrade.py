@@ -31,7 +31,7 @@ from armada_server.storage.base import Transactions
 from armada_server.storage.database import MIGRATIONS, WRITE, make_engine, migrate
 from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.nodes import ExecutorControl, encode_nodes
-from armada_server.storage.rows import job_row, run_row
+from armada_server.storage.rows import job_row, mutable_job_row, run_row
 from armada_server.storage.scheduling_reads import SchedulingState
 from armada_server.storage.task_generations import LiveGenerationExists
 
@@ -126,7 +126,9 @@ def job(
     if steps is not None:
         stored, more = steps(stored, when)
         events = events + more
-    row = job_row(stored) | (job_columns or {})
+    changed = {k: v for k, v in mutable_job_row(stored).items() if not k.startswith("_")}
+    del changed["version"]
+    row = job_row(stored.spec, when) | changed | (job_columns or {})
     # job_row writes today's columns: a release before the revision that added one did not.
     present = set(reflected(conn, "jobs").columns.keys())
     insert(conn, "jobs", [{k: v for k, v in row.items() if k in present or k not in LATER}])

@@ -27,7 +27,7 @@ from armada_core.jobs import (
     JobState,
     job_from_item,
     lifecycle,
-    new_job_id,
+    new_job_ids,
 )
 from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
 from armada_server.errors import FailedPrecondition, NotFound, ResourceExhausted
@@ -35,6 +35,7 @@ from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_JOB_STATES, UPDATE_RUNS, Change, Transactions
 from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.gangs import role_minimums
+from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
 from armada_server.storage.retries import start_gang_generation
 from armada_server.storage.rows import chunks, job_row, load_jobs
@@ -111,7 +112,7 @@ class Submissions:
         max_queued: int | None,
     ) -> list[str]:
         now = self._tx.clock()
-        with self._tx.write() as (conn, touched):
+        with gc_paused(), self._tx.write() as (conn, touched):
             # Locked while a limit counts the queue's jobs: two submissions cannot both pass it.
             cordoned = _CORDONED if max_queued is None else _CORDONED_LOCKED
             found = fetch(conn, cordoned, {"queue": queue})
@@ -125,11 +126,13 @@ class Submissions:
                 known.update((client_id, job_id) for client_id, job_id in rows)
             ids: list[str] = []
             specs: list[tuple[int, submit_pb2.Job]] = []
+            # Enough: every client id found stored stands for at least one item.
+            new_ids = iter(new_job_ids(len(items) - len(known)))
             for index, item in enumerate(items):
                 if item.client_id and item.client_id in known:
                     ids.append(known[item.client_id])
                     continue
-                job_id = new_job_id()
+                job_id = next(new_ids)
                 if item.client_id:
                     known[item.client_id] = job_id
                 spec = job_from_item(
@@ -155,9 +158,9 @@ class Submissions:
             job_rows: list[dict[str, object]] = []
             all_events: list[EventMessage] = []
             for _, spec in specs:
-                job, events = lifecycle.submit(spec, now)
-                job_rows.append(job_row(job))
-                all_events.extend(events)
+                events = lifecycle.submitted(spec, now)
+                job_rows.append(job_row(events[0].submitted.job, now))
+                all_events += events
             insert_rows(conn, t.jobs, job_rows)
             self._tx.append(conn, touched, all_events)
             return ids

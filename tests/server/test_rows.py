@@ -1,0 +1,69 @@
+"""A new job's row is written from its spec, without the Job its events make: it must hold
+what that Job says."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from armada_core.api import submit_pb2
+from armada_core.jobs import annotations as ann
+from armada_core.jobs import job_from_item, lifecycle
+from armada_server.storage.rows import job_row, mutable_job_row
+
+from ..jobs.factories import T0, container, item
+
+GANG = {ann.GANG_ID: "g1", ann.GANG_CARDINALITY: "2"}
+TASK = {ann.TASK: "dag/run/task/-1", ann.TASK_ATTEMPT: "1", ann.TASK_GENERATION: "0"}
+
+
+def _spec(**fields: object) -> submit_pb2.Job:
+    pod = {"containers": [container()], "priorityClassName": "armada-preemptible"}
+    return job_from_item(
+        item(pod, **fields),
+        job_id="01jobid",
+        queue="q",
+        job_set_id="s",
+        owner="alice",
+        now=T0,
+    )
+
+
+def _bare() -> submit_pb2.Job:
+    """A spec as an older path stored it: one `pod_spec`, no creation time."""
+    spec = submit_pb2.Job(id="01bare", queue="q", job_set_id="s", priority=3)
+    spec.pod_spec.priorityClassName = "armada-default"
+    return spec
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        _spec(),
+        _spec(priority=7.5, client_id="c-1"),
+        _spec(annotations=GANG),
+        _spec(annotations=TASK),
+        _spec(external_job_uri="https://ci.example/run/1", labels={"team": "a"}),
+        _bare(),
+    ],
+    ids=["plain", "priority and client id", "gang", "task", "external uri", "bare"],
+)
+def test_a_new_jobs_row_holds_what_its_submitted_job_says(spec: submit_pb2.Job) -> None:
+    now = T0 + timedelta(seconds=5)
+    events = lifecycle.submitted(spec, now)
+    job = lifecycle.rebuild(events)
+    assert job is not None
+    row = job_row(events[0].submitted.job, now)
+    changeable = {k: v for k, v in mutable_job_row(job).items() if not k.startswith("_")}
+    del changeable["version"]  # a new row takes the column's default
+    assert {k: row[k] for k in changeable} == changeable
+    assert submit_pb2.Job.FromString(row["spec"]) == job.spec
+    gang = job.gang
+    assert (row["id"], row["queue"], row["job_set"]) == (job.id, job.queue, job.job_set)
+    assert row["priority_class"] == job.priority_class
+    assert row["gang_id"] == (gang.id if gang else None)
+    assert row["client_id"] == (job.spec.client_id or None)
+    assert row["task"] == (job.spec.annotations.get(ann.TASK) or None)
+    assert row["external_job_uri"] == (job.annotations.get(ann.EXTERNAL_JOB_URI) or None)
+    assert row["submitted_at"] == job.submitted_at
