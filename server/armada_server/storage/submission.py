@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, select
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, literal_column, select
 from sqlalchemy.exc import IntegrityError
 
 from armada_core.api import submit_pb2
@@ -329,9 +329,12 @@ class Submissions:
 
 def _refuse_over_limit(conn: Connection, queue: str, new: int, limit: int) -> None:
     """Refuse `new` jobs that would take the queue's waiting jobs (submitted or queued) over
-    `limit`. The count reads the (state, queue) index and stops past what the limit allows."""
+    `limit`. The count reads the (state, queue) index alone (selecting a column it lacks, the
+    id, read each job's row: five times as long) and stops past what the limit allows."""
     allowed = max(limit - new, 0)
-    waiting = select(t.jobs.c.id).where(t.jobs.c.state.in_(WAITING), t.jobs.c.queue == queue)
+    waiting = select(literal_column("1")).where(
+        t.jobs.c.state.in_(WAITING), t.jobs.c.queue == queue
+    )
     counted = select(func.count()).select_from(waiting.limit(allowed + 1).subquery())
     count: int = conn.execute(counted).scalar_one()
     if count + new > limit:
