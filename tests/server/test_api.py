@@ -140,6 +140,16 @@ def test_client_id_deduplicates(api: Stubs, queue: str) -> None:
     assert len(events(api)) == 4  # nothing new was stored
 
 
+def test_a_client_id_repeated_in_one_request_is_one_job(api: Stubs, queue: str) -> None:
+    first = submit(api, item(client_id="a"))
+    ids = submit(api, item(client_id="b"), item(), item(client_id="b"), item(client_id="a"), item())
+    assert ids[0] == ids[2] and ids[3] == first[0]
+    assert len({ids[0], ids[1], ids[4], first[0]}) == 4
+    assert ids[0] < ids[1] < ids[4]  # new jobs' ids increase in the request's order
+    submitted = [e.message.submitted.job_id for e in events(api) if e.message.HasField("submitted")]
+    assert submitted == [first[0], ids[0], ids[1], ids[4]]
+
+
 def test_invalid_submission_fails_whole_and_stores_nothing(api: Stubs, queue: str) -> None:
     bad = item({"containers": [container(cpu="lots")]})
     code, details = code_of(

@@ -13,10 +13,21 @@ transaction that would store them.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, literal_column, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    func,
+    literal_column,
+    select,
+)
 from sqlalchemy.exc import IntegrityError
 
 from armada_core.api import submit_pb2
@@ -32,7 +43,13 @@ from armada_core.jobs import (
 from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
 from armada_server.errors import FailedPrecondition, NotFound, ResourceExhausted
 from armada_server.storage import schema as t
-from armada_server.storage.base import ACTIVE_JOB_STATES, UPDATE_RUNS, Change, Transactions
+from armada_server.storage.base import (
+    ACTIVE_JOB_STATES,
+    UPDATE_RUNS,
+    Change,
+    JobSetKey,
+    Transactions,
+)
 from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.gcpause import gc_paused
@@ -112,58 +129,59 @@ class Submissions:
         max_queued: int | None,
     ) -> list[str]:
         now = self._tx.clock()
-        with gc_paused(), self._tx.write() as (conn, touched):
-            # Locked while a limit counts the queue's jobs: two submissions cannot both pass it.
-            cordoned = _CORDONED if max_queued is None else _CORDONED_LOCKED
-            found = fetch(conn, cordoned, {"queue": queue})
-            if not found:
-                raise queue_not_found(queue)
-            [(is_cordoned,)] = found
-            client_ids = {i.client_id for i in items if i.client_id}
-            known: dict[str, str] = {}
-            for chunk in chunks(sorted(client_ids), 500):
-                rows = fetch(conn, _BY_CLIENT_ID, {"queue": queue, "client_ids": chunk})
-                known.update((client_id, job_id) for client_id, job_id in rows)
-            ids: list[str] = []
-            specs: list[tuple[int, submit_pb2.Job]] = []
-            # Enough: every client id found stored stands for at least one item.
-            new_ids = iter(new_job_ids(len(items) - len(known)))
-            for index, item in enumerate(items):
-                if item.client_id and item.client_id in known:
-                    ids.append(known[item.client_id])
-                    continue
-                job_id = next(new_ids)
-                if item.client_id:
-                    known[item.client_id] = job_id
-                spec = job_from_item(
-                    item,
-                    job_id=job_id,
-                    queue=queue,
-                    job_set_id=job_set,
-                    owner=owner,
-                    now=now,
-                    groups=groups,
-                )
-                specs.append((index, spec))
-                ids.append(job_id)
-            if not specs:
-                return ids
-            if is_cordoned:
-                raise queue_cordoned(queue)
-            if max_queued is not None:
-                _refuse_over_limit(conn, queue, len(specs), max_queued)
-            refuse_second_generation(self._tx, conn, queue, specs, now)
-            if admit is not None:
-                admit(specs)
-            job_rows: list[dict[str, object]] = []
-            all_events: list[EventMessage] = []
-            for _, spec in specs:
-                events = lifecycle.submitted(spec, now)
-                job_rows.append(job_row(events[0].submitted.job, now))
-                all_events += events
-            insert_rows(conn, t.jobs, job_rows)
-            self._tx.append(conn, touched, all_events)
+        with gc_paused():
+            # Built before the write transaction, which every other writer waits for (on
+            # SQLite the only one): building is most of a large request's time.
+            new = _new_jobs(items, queue, job_set, owner, groups, now)
+            with self._tx.write() as (conn, touched):
+                return self._store(conn, touched, queue, items, new, admit, max_queued, now)
+
+    def _store(
+        self,
+        conn: Connection,
+        touched: set[JobSetKey],
+        queue: str,
+        items: Sequence[submit_pb2.JobSubmitRequestItem],
+        new: Mapping[int, _NewJob],
+        admit: Admit | None,
+        max_queued: int | None,
+        now: datetime,
+    ) -> list[str]:
+        # Locked while a limit counts the queue's jobs: two submissions cannot both pass it.
+        cordoned = _CORDONED if max_queued is None else _CORDONED_LOCKED
+        found = fetch(conn, cordoned, {"queue": queue})
+        if not found:
+            raise queue_not_found(queue)
+        [(is_cordoned,)] = found
+        client_ids = {i.client_id for i in items if i.client_id}
+        known: dict[str, str] = {}
+        for chunk in chunks(sorted(client_ids), 500):
+            rows = fetch(conn, _BY_CLIENT_ID, {"queue": queue, "client_ids": chunk})
+            known.update((client_id, job_id) for client_id, job_id in rows)
+        ids: list[str] = []
+        stored: list[_NewJob] = []
+        for index, item in enumerate(items):
+            if item.client_id and item.client_id in known:
+                ids.append(known[item.client_id])
+                continue
+            job = new[index]  # built for each client id's first item
+            if item.client_id:
+                known[item.client_id] = job.spec.id
+            stored.append(job)
+            ids.append(job.spec.id)
+        if not stored:
             return ids
+        if is_cordoned:
+            raise queue_cordoned(queue)
+        specs = [(job.index, job.spec) for job in stored]
+        if max_queued is not None:
+            _refuse_over_limit(conn, queue, len(specs), max_queued)
+        refuse_second_generation(self._tx, conn, queue, specs, now)
+        if admit is not None:
+            admit(specs)
+        insert_rows(conn, t.jobs, [job.row for job in stored])
+        self._tx.append(conn, touched, [e for job in stored for e in job.events])
+        return ids
 
     @retried
     def cancel(
@@ -327,12 +345,58 @@ class Submissions:
         return results
 
 
+@dataclass(frozen=True, slots=True)
+class _NewJob:
+    """An item of a request as a new job: what storing it writes."""
+
+    index: int  # in the request
+    spec: submit_pb2.Job  # as its submitted event carries it
+    events: list[EventMessage]
+    row: dict[str, object]
+
+
+def _new_jobs(
+    items: Sequence[submit_pb2.JobSubmitRequestItem],
+    queue: str,
+    job_set: str,
+    owner: str,
+    groups: tuple[str, ...],
+    now: datetime,
+) -> dict[int, _NewJob]:
+    """Each item as a new job, by its index, but for the items repeating a client id of an
+    earlier one: those are the earlier one's job. Items whose client id turns out to be
+    stored already are built for nothing (a resubmission), and their ids are never used."""
+    firsts: list[int] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if item.client_id:
+            if item.client_id in seen:
+                continue
+            seen.add(item.client_id)
+        firsts.append(index)
+    new: dict[int, _NewJob] = {}
+    for index, job_id in zip(firsts, new_job_ids(len(firsts)), strict=True):
+        spec = job_from_item(
+            items[index],
+            job_id=job_id,
+            queue=queue,
+            job_set_id=job_set,
+            owner=owner,
+            now=now,
+            groups=groups,
+        )
+        events = lifecycle.submitted(spec, now)
+        stored = events[0].submitted.job
+        new[index] = _NewJob(index, stored, events, job_row(stored, now))
+    return new
+
+
 def _refuse_over_limit(conn: Connection, queue: str, new: int, limit: int) -> None:
     """Refuse `new` jobs that would take the queue's waiting jobs (submitted or queued) over
     `limit`. The count reads the (state, queue) index alone (selecting a column it lacks, the
     id, read each job's row: five times as long) and stops past what the limit allows."""
     allowed = max(limit - new, 0)
-    waiting = select(literal_column("1")).where(
+    waiting: Select[int] = select(literal_column("1", Integer)).where(
         t.jobs.c.state.in_(WAITING), t.jobs.c.queue == queue
     )
     counted = select(func.count()).select_from(waiting.limit(allowed + 1).subquery())
