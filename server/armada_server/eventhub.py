@@ -81,6 +81,15 @@ class Watcher:
         self.feed = feed
         self.woken = asyncio.Event()
 
+    async def newest(self) -> int:
+        """The newest message number of the set as the hub has read it (0: no events yet).
+        A set new to the hub waits for its first read, which subscribing started: watchers
+        that start together share that read instead of each reading the log."""
+        while self.feed.tail is None:
+            self.woken.clear()
+            await self.woken.wait()
+        return self.feed.tail
+
     def since(self, after: int, limit: int) -> list[Delivery] | None:
         """As Feed.since; a None counts in the hub's `behind`."""
         found = self.feed.since(after, limit)

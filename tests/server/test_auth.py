@@ -351,3 +351,43 @@ def test_owner_is_recorded_from_the_caller(api: Stubs) -> None:
         job_pb2.JobDetailsRequest(job_ids=[job.job_id], expand_job_spec=True), metadata=BOB
     )
     assert details.job_details[job.job_id].job_spec.owner == "bob"
+
+
+def test_callers_arriving_together_share_one_read_of_their_queue(tmp_path: Path) -> None:
+    """Permission checks read the queue: callers that arrive while a read of it is in flight
+    share that read (a thousand watchers starting at once made a thousand), a caller that
+    goes away leaves the others' read alone, an error reaches every caller, and the next
+    caller after a read reads again."""
+    import asyncio
+    import threading
+
+    with EmbeddedServer(database_url=f"sqlite:///{tmp_path / 'db'}") as server:
+        ctx = server.server.context
+        assert ctx is not None
+        ctx.queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        real = ctx.queues.get_queue
+        gate = threading.Event()
+        reads: list[str] = []
+
+        def gated(name: str) -> submit_pb2.Queue:
+            reads.append(name)
+            gate.wait(30)
+            return real(name)
+
+        ctx.queues.get_queue = gated  # type: ignore[method-assign]
+
+        async def together() -> None:
+            callers = [asyncio.ensure_future(ctx._stored_queue("q")) for _ in range(100)]
+            missing = [asyncio.ensure_future(ctx._stored_queue("ghost")) for _ in range(3)]
+            await asyncio.sleep(0.2)
+            callers[0].cancel()  # gone: the other 99 still get the read
+            gate.set()
+            got = await asyncio.gather(*callers[1:])
+            assert {q.name for q in got} == {"q"} and reads == ["q", "ghost"]
+            for one in missing:
+                with pytest.raises(Exception, match="ghost"):
+                    await one
+            assert (await ctx._stored_queue("q")).name == "q"
+            assert reads == ["q", "ghost", "q"]
+
+        asyncio.run_coroutine_threadsafe(together(), server._loop).result(60)

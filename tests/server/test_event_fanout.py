@@ -310,3 +310,71 @@ def test_a_slow_watcher_holds_up_nobody_and_loses_nothing(
         finally:
             for c in channels:
                 c.close()
+
+
+def test_watchers_starting_together_share_the_hubs_read(database_url: str) -> None:
+    """300 watchers of a set without events and 300 of a set with history start at once: the
+    first take where the set stands from the hub's one read, not each from the log; the
+    others read the history, which the hub does not hold, and then share the hub's reads."""
+    with EmbeddedServer(database_url=database_url, heartbeat_seconds=120) as server:
+        with grpc.insecure_channel(server.address) as channel:
+            submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(submit_pb2.Queue(name="q"))
+        submit(server.address, "old")
+        log = server.server.context.events
+        reads: dict[tuple[str, str], int] = {}
+        for name in ("last_seq", "events_after"):
+            real = getattr(log, name)
+
+            def counted(queue: str, job_set: str, *args: object, _real=real, _name=name):  # type: ignore[no-untyped-def]
+                reads[(_name, job_set)] = reads.get((_name, job_set), 0) + 1
+                return _real(queue, job_set, *args)
+
+            setattr(log, name, counted)
+        after = {f"new#{w}": "" for w in range(300)} | {f"old#{w}": "" for w in range(300)}
+
+        def appends() -> None:
+            submit(server.address, "new")
+            submit(server.address, "old")
+
+        by_set = asyncio.run(
+            watch_all(server.address, {"new": 2, "old": 4}, after, threading.Thread(target=appends))
+        )
+    assert by_set["new"] == [[1, 2]] * 300
+    assert by_set["old"] == [[1, 2, 3, 4]] * 300
+    assert not [key for key in reads if key[1] == "new"]
+    assert reads.get(("events_after", "old"), 0) >= 300  # history: each its own
+
+
+def test_a_watch_that_needs_its_set_sees_events_the_hub_has_not_read(database_url: str) -> None:
+    """errorIfMissing on a watch: refused while the set has no events, even though the hub
+    already holds the set for another watcher; then, with events the hub was not told of (a
+    writer it does not hear: on SQLite nothing tells it), accepted and sent them."""
+    with EmbeddedServer(database_url=database_url, heartbeat_seconds=120) as server:
+        with grpc.insecure_channel(server.address) as channel:
+            submit_pb2_grpc.QueueServiceStub(channel).CreateQueue(submit_pb2.Queue(name="q"))
+        hub = server.server.context.hub
+
+        async def run() -> None:
+            channel = grpc.aio.insecure_channel(server.address)
+            stub = event_pb2_grpc.EventStub(channel)
+            holder = stub.GetJobSetEvents(event_pb2.JobSetRequest(queue="q", id="late", watch=True))
+            for _ in range(1000):
+                if hub.watchers() and not hub.reading():
+                    break
+                await asyncio.sleep(0.01)
+            needs = event_pb2.JobSetRequest(queue="q", id="late", watch=True, errorIfMissing=True)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.GetJobSetEvents(needs).read()
+            assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+            other = open_storage(database_url)
+            try:
+                with other.transactions.write() as (conn, touched):
+                    other.transactions.append(conn, touched, [event("q", "late", "j1")])
+            finally:
+                other.engine.dispose()
+            got = await asyncio.wait_for(stub.GetJobSetEvents(needs).read(), 10)  # sweep: 30 s
+            assert got.id == "1" and got.message.submitted.job_id == "j1"
+            holder.cancel()
+            await channel.close()
+
+        asyncio.run(run())

@@ -7,11 +7,12 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
 
+from armada_core.api import submit_pb2
 from armada_core.jobs import SubmissionError
 from armada_server.auth import Authorizer, Principal, current_principal
 from armada_server.config import ServerConfig
@@ -71,11 +72,32 @@ class Context:
     transactions: Transactions
     # Asks the scheduling loop for a cycle now (new work arrived).
     wake_scheduler: Callable[[], None] = lambda: None
+    # Each queue's read in flight for `authorize`, which every caller of it meanwhile shares.
+    _queue_reads: dict[str, asyncio.Future[submit_pb2.Queue]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     async def authorize(self, queue: str, verb: str) -> None:
         """PERMISSION_DENIED unless the caller may `verb` on `queue` (NOT_FOUND if missing)."""
-        queue_spec = await self.run(self.queues.get_queue, queue)
+        queue_spec = await self._stored_queue(queue)
         self.authorizer.require(current_principal(), queue_spec, verb)
+
+    async def _stored_queue(self, queue: str) -> submit_pb2.Queue:
+        """The queue as stored. A caller shares a read of the queue already in flight when
+        it arrives, else starts one: a thousand watchers starting at once made a thousand
+        reads, queued behind submissions for the same threads. No result outlives its read."""
+        reading = self._queue_reads.get(queue)
+        if reading is None:
+            reading = asyncio.ensure_future(self.run(self.queues.get_queue, queue))
+            self._queue_reads[queue] = reading
+
+            def done(_: object, queue: str = queue, reading: object = reading) -> None:
+                if self._queue_reads.get(queue) is reading:
+                    del self._queue_reads[queue]
+
+            reading.add_done_callback(done)
+        # Shielded: a caller that goes away does not cancel the others' read.
+        return await asyncio.shield(reading)
 
     def require_admin(self, action: str) -> None:
         self.authorizer.require_admin(current_principal(), action)

@@ -121,9 +121,15 @@ class EventService(event_pb2_grpc.EventServicer):
             return
         heartbeats = any(k == HEARTBEAT_METADATA for k, _ in (context.invocation_metadata() or ()))
         with self.ctx.hub.subscribe((queue, job_set)) as watcher:
-            end = await self.ctx.run(store.last_seq, queue, job_set)
-            if end is None and error_if_missing:
-                raise NotFound(f"job set {job_set!r} in queue {queue!r} has no events")
+            # From the hub, not a read per watcher: a thousand watchers starting at once each
+            # read the log twice. A set the hub has seen no events of is looked up, if it must
+            # exist: its first events may have committed since the hub's read.
+            end = await watcher.newest()
+            if not end and error_if_missing:
+                end = await self.ctx.run(store.last_seq, queue, job_set)
+                if end is None:
+                    raise NotFound(f"job set {job_set!r} in queue {queue!r} has no events")
+                self.ctx.hub.notify([(queue, job_set)])  # it has events the hub has not read
             # Events stored before the watch began are history: only the live tail is lag.
             live_after = end or 0
             lag = self.ctx.metrics.event_lag
