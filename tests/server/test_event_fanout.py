@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterable
 
 import grpc
@@ -331,8 +332,15 @@ def test_watchers_starting_together_share_the_hubs_read(database_url: str) -> No
 
             setattr(log, name, counted)
         after = {f"new#{w}": "" for w in range(300)} | {f"old#{w}": "" for w in range(300)}
+        hub = server.server.context.hub
 
         def appends() -> None:
+            # Once every watcher is in and the hub has read where both sets stand: events
+            # committed before that are history to a watcher, which it reads from the log.
+            for _ in range(6000):
+                if hub.watchers() == len(after) and not hub.reading():
+                    break
+                time.sleep(0.01)
             submit(server.address, "new")
             submit(server.address, "old")
 
