@@ -22,12 +22,15 @@ from sqlalchemy import (
     Connection,
     Integer,
     Select,
+    String,
     and_,
+    any_,
     bindparam,
     func,
     literal_column,
     select,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 
 from armada_core.api import submit_pb2
@@ -85,6 +88,12 @@ _CORDONED_LOCKED = _CORDONED.with_for_update()
 _BY_CLIENT_ID = select(t.jobs.c.client_id, t.jobs.c.id).where(
     t.jobs.c.queue == bindparam("queue"),
     t.jobs.c.client_id.in_(bindparam("client_ids", expanding=True)),
+)
+# On PostgreSQL the ids go as one array: psycopg parsed a statement of 500 placeholders afresh
+# for each chunk (it caches short statements only), 5 ms a 1,000-job request.
+_BY_CLIENT_ID_ARRAY = select(t.jobs.c.client_id, t.jobs.c.id).where(
+    t.jobs.c.queue == bindparam("queue"),
+    t.jobs.c.client_id == any_(bindparam("client_ids", type_=postgresql.ARRAY(String))),
 )
 
 
@@ -153,10 +162,15 @@ class Submissions:
         if not found:
             raise queue_not_found(queue)
         [(is_cordoned,)] = found
-        client_ids = {i.client_id for i in items if i.client_id}
+        client_ids = sorted({i.client_id for i in items if i.client_id})
+        lookups: list[tuple[Select[tuple[str, str]], Sequence[str]]]
+        if self._tx.dialect == "postgresql":
+            lookups = [(_BY_CLIENT_ID_ARRAY, client_ids)] if client_ids else []
+        else:
+            lookups = [(_BY_CLIENT_ID, chunk) for chunk in chunks(client_ids, 500)]
         known: dict[str, str] = {}
-        for chunk in chunks(sorted(client_ids), 500):
-            rows = fetch(conn, _BY_CLIENT_ID, {"queue": queue, "client_ids": chunk})
+        for statement, wanted in lookups:
+            rows = fetch(conn, statement, {"queue": queue, "client_ids": wanted})
             known.update((client_id, job_id) for client_id, job_id in rows)
         ids: list[str] = []
         stored: list[_NewJob] = []
