@@ -91,9 +91,11 @@ class Context:
             reading = asyncio.ensure_future(self.run(self.queues.get_queue, queue))
             self._queue_reads[queue] = reading
 
-            def done(_: object, queue: str = queue, reading: object = reading) -> None:
-                if self._queue_reads.get(queue) is reading:
+            def done(read: asyncio.Future[submit_pb2.Queue], queue: str = queue) -> None:
+                if self._queue_reads.get(queue) is read:
                     del self._queue_reads[queue]
+                if not read.cancelled():
+                    read.exception()  # retrieved, even when every caller went away
 
             reading.add_done_callback(done)
         # Shielded: a caller that goes away does not cancel the others' read.
