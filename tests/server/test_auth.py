@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -358,9 +360,6 @@ def test_callers_arriving_together_share_one_read_of_their_queue(tmp_path: Path)
     share that read (a thousand watchers starting at once made a thousand), a caller that
     goes away leaves the others' read alone, an error reaches every caller, and the next
     caller after a read reads again."""
-    import asyncio
-    import threading
-
     with EmbeddedServer(database_url=f"sqlite:///{tmp_path / 'db'}") as server:
         ctx = server.server.context
         assert ctx is not None

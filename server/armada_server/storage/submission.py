@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import (
     ColumnElement,
@@ -137,7 +137,7 @@ class Submissions:
         admit: Admit | None,
         max_queued: int | None,
     ) -> list[str]:
-        now = self._tx.clock()
+        now = self._tx.clock().astimezone(UTC)  # job_row's times are those events give
         with gc_paused():
             # Built before the write transaction, which every other writer waits for (on
             # SQLite the only one): building is most of a large request's time.
