@@ -14,7 +14,7 @@ from armada_core.api import event_pb2, job_pb2, submit_pb2
 from armada_core.api import health_pb2 as armada_health
 from armada_core.jobs import annotations as ann
 from armada_server.app import EmbeddedServer
-from armada_server.storage import open_storage
+from armada_server.storage import Storage, open_storage
 
 from ..jobs.factories import container, item
 from .conftest import Stubs
@@ -393,44 +393,51 @@ def test_watchers_are_woken_by_another_replica(postgres_server) -> None:
     assert got and got[0] - sent < 10
 
 
+def _submit_together(replicas: list[Storage], job_set: str, client_ids: list[str]) -> None:
+    """Four threads, two per replica, submit the client ids at once, two in reverse order;
+    each gets the same job per client id, stored once with its two events."""
+    barrier = threading.Barrier(4)
+    answers: dict[int, dict[str, str]] = {}
+    errors: list[BaseException] = []
+
+    def one(k: int) -> None:
+        order = client_ids[::-1] if k % 2 else client_ids
+        try:
+            barrier.wait(30)
+            ids = replicas[k % 2].submissions.submit(
+                "q", job_set, [item(client_id=c) for c in order], owner="a"
+            )
+            answers[k] = dict(zip(order, ids, strict=True))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors and len(answers) == 4
+    assert answers[0] == answers[1] == answers[2] == answers[3]
+    stored = replicas[1].events.events_after("q", job_set, 0, 10_000)
+    kinds = [event_pb2.EventMessage.FromString(e.payload).WhichOneof("events") for e in stored]
+    assert kinds.count("submitted") == kinds.count("queued") == len(client_ids)
+    assert len(kinds) == 2 * len(client_ids)
+
+
 def test_replicas_submitting_the_same_client_ids_at_once_store_each_once(
     database_url: str,
 ) -> None:
-    """Two replicas' storage on one database, four threads submitting the same 200 client ids
-    at once (two of them in reverse order): every caller gets the same job for a client id,
-    and each is stored once with its two events. On PostgreSQL a loser's insert meets the
-    winner's row and looks again; on SQLite the second transaction waits and finds it."""
+    """Two replicas' storage on one database, five rounds of four threads submitting the same
+    200 client ids at once. On PostgreSQL a loser's insert meets the winner's row and looks
+    again, and no two inserts deadlock (each inserts in client-id order); on SQLite the
+    second transaction waits and finds it."""
     replicas = [open_storage(database_url), open_storage(database_url)]
     try:
         replicas[0].queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
-        client_ids = [f"c{i}" for i in range(200)]
-        barrier = threading.Barrier(4)
-        answers: dict[int, dict[str, str]] = {}
-        errors: list[BaseException] = []
-
-        def one(k: int) -> None:
-            order = client_ids[::-1] if k % 2 else client_ids
-            try:
-                barrier.wait(30)
-                ids = replicas[k % 2].submissions.submit(
-                    "q", "s", [item(client_id=c) for c in order], owner="a"
-                )
-                answers[k] = dict(zip(order, ids, strict=True))
-            except BaseException as e:  # reported below
-                errors.append(e)
-
-        threads = [threading.Thread(target=one, args=(k,)) for k in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-        assert not errors and len(answers) == 4
-        assert answers[0] == answers[1] == answers[2] == answers[3]
-        stored = replicas[1].events.events_after("q", "s", 0, 10_000)
-        kinds = [event_pb2.EventMessage.FromString(e.payload).WhichOneof("events") for e in stored]
-        assert kinds.count("submitted") == kinds.count("queued") == 200 == len(kinds) // 2
+        for round_ in range(5):
+            _submit_together(replicas, f"s{round_}", [f"r{round_}-c{i}" for i in range(200)])
         counts = replicas[1].job_reads.count_jobs_by_queue_and_state()
-        assert sum(n for (queue, _), n in counts.items() if queue == "q") == 200
+        assert sum(n for (queue, _), n in counts.items() if queue == "q") == 1_000
     finally:
         for replica in replicas:
             replica.engine.dispose()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import insert, select
-from sqlalchemy.exc import DataError, IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import insert_rows
 from armada_server.storage.database import open_database
+from armada_server.storage.guard import transient
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
@@ -105,3 +107,42 @@ def test_refused_rows_raise_sqlalchemy_errors_and_write_nothing(
     with engine.begin() as conn:
         assert conn.execute(select(t.jobs.c.id)).all() == []
     engine.dispose()
+
+
+def test_a_deadlocked_copy_raises_the_error_transactions_are_retried_on(
+    postgres_server,  # type: ignore[no-untyped-def]
+) -> None:
+    """Two transactions each COPY a row the other holds: PostgreSQL ends one as a deadlock,
+    which reaches the caller as SQLAlchemy's error that `retried` runs again (the driver's own
+    error escaped every retry)."""
+    engine = open_database(postgres_server.new_database())
+    first, second = engine.connect(), engine.connect()
+    first.begin()
+    second.begin()
+    insert_rows(first, t.jobs, [job_row("a")])
+    insert_rows(second, t.jobs, [job_row("b")])
+    failures: list[BaseException] = []
+
+    def take(conn, job_id: str) -> None:  # type: ignore[no-untyped-def]
+        try:
+            insert_rows(conn, t.jobs, [job_row(job_id)])
+        except BaseException as e:  # reported below
+            failures.append(e)
+            conn.rollback()
+
+    threads = [
+        threading.Thread(target=take, args=(first, "b")),
+        threading.Thread(target=take, args=(second, "a")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    try:
+        [failure] = failures
+        assert isinstance(failure, OperationalError), repr(failure)
+        assert transient(failure)
+    finally:
+        first.close()
+        second.close()
+        engine.dispose()

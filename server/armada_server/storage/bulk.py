@@ -31,7 +31,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine.interfaces import DBAPICursor
-from sqlalchemy.exc import DataError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.schema import ColumnElementColumnDefault, ScalarElementColumnDefault
@@ -104,15 +104,13 @@ def _copy(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> 
 
 @contextmanager
 def _as_sqlalchemy_errors(conn: Connection, sql: str) -> Iterator[None]:
-    """The driver's refusals as SQLAlchemy raises them for its own statements, which is what
-    callers handle (a retry on IntegrityError, INVALID_ARGUMENT on DataError)."""
+    """The driver's errors as SQLAlchemy raises them for its own statements, which is what
+    callers handle (a retry on IntegrityError or a deadlock, INVALID_ARGUMENT on DataError)."""
     driver = conn.dialect.loaded_dbapi
     try:
         yield
-    except driver.IntegrityError as e:
-        raise IntegrityError(sql, None, e) from None
-    except driver.DataError as e:
-        raise DataError(sql, None, e) from None
+    except driver.Error as e:
+        raise DBAPIError.instance(sql, None, e, driver.Error, dialect=conn.dialect) from None
 
 
 # (statement's id, its rows' keys) -> its SQL, its parameters' names, the dated ones.

@@ -34,7 +34,8 @@ class Conflict(Exception):
     """Jobs changed between a transaction's read and its write."""
 
 
-def _transient(error: DBAPIError) -> bool:
+def transient(error: DBAPIError) -> bool:
+    """The transaction was rolled back by the database for another's sake: run it again."""
     code = getattr(error.orig, "sqlstate", None) or getattr(error.orig, "pgcode", None)
     return code in _RETRIED_SQLSTATES
 
@@ -52,7 +53,7 @@ def retried(method: Callable[P, R]) -> Callable[P, R]:
                     raise
                 log.info("%s: %s; deciding again (attempt %d)", method.__name__, e, attempt + 1)
             except DBAPIError as e:
-                if attempt == ATTEMPTS or not _transient(e):
+                if attempt == ATTEMPTS or not transient(e):
                     raise
                 log.info(
                     "%s: %s; trying again (attempt %d)",

@@ -31,7 +31,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import (
@@ -56,7 +56,7 @@ from armada_server.storage.base import (
 from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.gcpause import gc_paused
-from armada_server.storage.guard import retried
+from armada_server.storage.guard import ATTEMPTS, retried, transient
 from armada_server.storage.retries import start_gang_generation
 from armada_server.storage.rows import chunks, job_row, load_jobs
 from armada_server.storage.task_generations import refuse_second_generation
@@ -97,6 +97,10 @@ _BY_CLIENT_ID_ARRAY = select(t.jobs.c.client_id, t.jobs.c.id).where(
 )
 
 
+def _by_client_id(row: Mapping[str, object]) -> str:
+    return str(row["client_id"] or "")
+
+
 class Submissions:
     """The submit and job-set calls' writes."""
 
@@ -119,11 +123,14 @@ class Submissions:
         new jobs would take the queue's waiting jobs over `max_queued`, when a new job's task
         has a live generation other than the job's (LiveGenerationExists), or when `admit`
         refuses the new jobs."""
-        for attempt in range(2):
+        for attempt in range(1, ATTEMPTS + 1):
             try:
                 return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
             except IntegrityError:
-                if attempt:  # a concurrent submit took one of our client ids: look again
+                if attempt > 1:  # a concurrent submit took one of our client ids: look again
+                    raise
+            except DBAPIError as e:
+                if attempt == ATTEMPTS or not transient(e):
                     raise
         raise AssertionError("unreachable")
 
@@ -193,7 +200,11 @@ class Submissions:
         refuse_second_generation(self._tx, conn, queue, specs, now)
         if admit is not None:
             admit(specs)
-        insert_rows(conn, t.jobs, [job.row for job in stored])
+        # In client-id order: two submissions sharing client ids then meet on the first they
+        # share, where one waits for the other, and never each hold one the other needs
+        # (which PostgreSQL ends as a deadlock).
+        stored_rows = sorted((job.row for job in stored), key=_by_client_id)
+        insert_rows(conn, t.jobs, stored_rows)
         self._tx.append(conn, touched, [e for job in stored for e in job.events])
         return ids
 
