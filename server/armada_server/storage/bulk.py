@@ -116,6 +116,10 @@ def _as_sqlalchemy_errors(conn: Connection, sql: str) -> Iterator[None]:
 # (statement's id, its rows' keys) -> its SQL, its parameters' names, the dated ones.
 _COMPILED: dict[tuple[int, tuple[str, ...]], tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
 _FORMATTED: dict[datetime, str] = {}
+# Enough for a sync's slice of reports, each with its own time, which the job's, the run's
+# and the event's rows each hold, written table by table: with 4,096 kept, each time was
+# formatted again for every table (a sync reporting 80,000 running spent 0.3 s more).
+_FORMATTED_KEPT = 1 << 16
 
 
 def fetch(
@@ -192,7 +196,7 @@ def sqlite_value(value: object) -> object:
     if isinstance(value, datetime) and value.tzinfo is UTC:
         text = _FORMATTED.get(value)
         if text is None:
-            if len(_FORMATTED) >= 4096:
+            if len(_FORMATTED) >= _FORMATTED_KEPT:
                 _FORMATTED.clear()
             text = _FORMATTED[value] = value.isoformat(" ", "microseconds")[:26]
         return text
