@@ -15,6 +15,7 @@ import sqlalchemy
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import annotations as ann
 from armada_core.retry import RetrySettings
+from armada_core.scheduling.reasons import QUEUE_CORDONED
 from armada_server.config import ServerConfig
 from armada_server.executors.backend import update
 from armada_server.scheduling.loop import SchedulingLoop
@@ -258,3 +259,47 @@ def test_a_write_begun_before_the_read_and_committed_after_it_is_read_next_time(
     full = reads.scheduling_state(executor_timeout=86_400, now=clock.now)
     assert contents(after) == contents(full)
     storage.engine.dispose()
+
+
+def test_a_replica_that_leads_again_decides_on_what_is_stored_not_on_what_it_held(
+    postgres_server,  # type: ignore[no-untyped-def]
+) -> None:
+    """Leadership passes from replica A to B and back (A's lock connection dies; B leads
+    until it stops). What B wrote meanwhile without a change number (the waiting reasons it
+    notes in what it holds) is what A decides on when it leads again: A lets go of what it
+    held when it finds it no longer leads, and reads everything afresh. A replica that stops
+    leading gives the lock up at once, not when its pooled connection is closed."""
+    first, second, clock = next(two_replicas(postgres_server.new_database()))
+    a, b = leader(first, clock), leader(second, clock)
+    request = executor_pb2.SyncRequest(executor_id="e1", pool="default", nodes=NODES)
+    second.executors.executor_sync(request)
+    cpus = [item(pod(1, random.Random(0))) for _ in range(14)]  # 12 fit on 3 nodes of 4
+    job_ids = second.submissions.submit("a", "s", cpus, owner="u")
+    assert a.cycle() == 12
+    waiting = [j for j, r in first.job_reads.scheduling_reasons(job_ids).items() if r]
+    before = first.job_reads.scheduling_reasons(waiting)
+    assert len(waiting) == 2 and QUEUE_CORDONED not in before.values()
+
+    with second.engine.connect() as conn:  # A's leadership lock goes with its connection
+        conn.execute(
+            sqlalchemy.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks "
+                "WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"
+            )
+        )
+    second.queues.set_cordoned("a", True)
+    clock.now += timedelta(seconds=1)
+    second.executors.executor_sync(request)
+    assert b.cycle() == 0  # B leads: the jobs wait because their queue is cordoned
+    assert set(first.job_reads.scheduling_reasons(waiting).values()) == {QUEUE_CORDONED}
+    second.queues.set_cordoned("a", False)
+    b.close()  # B stops leading (its process goes on): the lock is free at once
+
+    clock.now += timedelta(seconds=1)
+    second.executors.executor_sync(request)
+    assert a.cycle() == 0  # A finds its lock gone: it does not lead, and lets go
+    assert a.cycle() == 0  # A leads again: nothing has room, and the reasons are told again
+    assert a.leadership.is_leader() and a.cycles == 2
+    assert first.job_reads.scheduling_reasons(waiting) == before
+    first.engine.dispose()
+    second.engine.dispose()

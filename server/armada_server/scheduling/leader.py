@@ -48,7 +48,10 @@ class Leadership:
             return False
 
     def release(self) -> None:
+        """Give leadership up now. The lock is its database session's: the connection is
+        discarded, not returned to the pool, where its session would keep the lock."""
         if self._conn is not None:
             with contextlib.suppress(Exception):  # already broken
+                self._conn.invalidate()
                 self._conn.close()
             self._conn = None
