@@ -11,6 +11,9 @@ the task check, building rows, the INSERTs, the events, the commit) and the resp
 ``--profile DIR`` each database's store step also goes through cProfile (DIR/<db>.prof and
 a text summary DIR/<db>.txt). PostgreSQL's own work runs in its server process and is not
 counted: the figures are the armada server's CPU per job.
+
+``one_queue_writers`` then stores requests of 100 jobs in one queue from 1 and from 4 threads
+at once, in wall time: what concurrent submitters to one queue cost each other.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import pstats
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -108,6 +112,45 @@ def profile_submission(
     return result
 
 
+ONE_QUEUE_REQUESTS = 100  # per writer
+ONE_QUEUE_ITEMS = 100
+
+
+def one_queue_writers(database_url: str, backend: str) -> dict[str, Any]:
+    """Jobs stored per wall second when 1 and then 4 threads store requests of 100 jobs in
+    one queue at once, under the shipped per-queue limit (whose count locks the queue's
+    row on PostgreSQL): what concurrent submitters to one queue wait for each other."""
+    log(f"submit_profile[{backend}]: one queue, 1 and 4 writers")
+    rates: dict[str, float] = {}
+    with EmbeddedServer(database_url=database_url, cycles=False) as server:
+        ctx = server.server.context
+        assert ctx is not None
+        ctx.queues.create_queue(submit_pb2.Queue(name="bench", priority_factor=1))
+        service = SubmitService(ctx, QueueService(ctx))
+        who = Principal(name="bench", groups=())
+        full = submit_pb2.JobSubmitRequest.FromString(batch_bytes("bench", "set", None))
+        request = submit_pb2.JobSubmitRequest(queue="bench", job_set_id="set")
+        request.job_request_items.extend(full.job_request_items[:ONE_QUEUE_ITEMS])
+        items = service._validate(request)
+        service._store(request, items, who)  # warm up
+        for writers in (1, 4):
+
+            def write() -> None:
+                for _ in range(ONE_QUEUE_REQUESTS):
+                    service._store(request, items, who)
+
+            threads = [threading.Thread(target=write) for _ in range(writers)]
+            started = time.perf_counter()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            jobs = writers * ONE_QUEUE_REQUESTS * ONE_QUEUE_ITEMS
+            rates[f"{writers}_writers"] = round(jobs / (time.perf_counter() - started))
+    log(f"  jobs per second: {rates}")
+    return {"measurement": "one_queue_writers", "backend": backend, "jobs_per_second": rates}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=10, help="requests of 1,000 jobs")
@@ -116,8 +159,10 @@ def main() -> int:
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="armada-submit-profile-"))
+    sqlite = f"sqlite:///{work / 'profile.db'}"
     results = [
-        profile_submission(f"sqlite:///{work / 'profile.db'}", "sqlite", args.batches, args.profile)
+        profile_submission(sqlite, "sqlite", args.batches, args.profile),
+        one_queue_writers(f"sqlite:///{work / 'writers.db'}", "sqlite"),
     ]
     if not args.no_postgres:
         from tests.postgres import PostgresServer
@@ -126,6 +171,8 @@ def main() -> int:
         try:
             url = postgres.new_database()
             results.append(profile_submission(url, "postgresql", args.batches, args.profile))
+            url = postgres.new_database()
+            results.append(one_queue_writers(url, "postgresql"))
         finally:
             postgres.stop()
     about = machine()

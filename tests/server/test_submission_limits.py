@@ -3,6 +3,7 @@ refused with RESOURCE_EXHAUSTED naming the limit and its value, and stores nothi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import grpc
@@ -13,6 +14,8 @@ from armada_core.api.k8s import core_v1_pb2 as core
 from armada_core.api.k8s import resource_pb2
 from armada_server.app import EmbeddedServer
 from armada_server.config import ConfigError, ServerConfig
+from armada_server.errors import ResourceExhausted
+from armada_server.storage import open_storage
 
 
 def item(client_id: str = "") -> submit_pb2.JobSubmitRequestItem:
@@ -107,3 +110,63 @@ def test_request_item_and_byte_limits_name_the_limit(
 def test_limits_are_checked_at_start(setting: str, value: object, error: str) -> None:
     with pytest.raises(ConfigError, match=error):
         ServerConfig(**{setting: value}).validate()  # type: ignore[arg-type]
+
+
+def test_replicas_submitting_at_once_never_pass_the_queue_limit(database_url: str) -> None:
+    """Two replicas' storage on one database, eight threads submitting requests of three jobs
+    to one queue at once until refused: the queue's waiting jobs end exactly at the limit or
+    within a request of it, never over, and every request is stored whole or not at all."""
+    limit = 60
+    replicas = [open_storage(database_url), open_storage(database_url)]
+    try:
+        replicas[0].queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        barrier = threading.Barrier(8)
+        accepted: list[int] = []
+        errors: list[BaseException] = []
+
+        def one(k: int) -> None:
+            try:
+                barrier.wait(30)
+                while True:
+                    items = [item() for _ in range(3)]
+                    replicas[k % 2].submissions.submit(
+                        "q", f"s{k}", items, owner="u", max_queued=limit
+                    )
+                    accepted.append(k)
+            except ResourceExhausted as e:
+                assert f"limit of {limit}" in str(e)
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert not errors
+        counts = replicas[1].job_reads.count_jobs_by_queue_and_state()
+        stored = sum(n for (queue, _), n in counts.items() if queue == "q")
+        assert stored == 3 * len(accepted)
+        assert limit - 3 < stored <= limit
+    finally:
+        for replica in replicas:
+            replica.engine.dispose()
+
+
+def test_a_request_of_more_new_jobs_than_the_limit_is_refused_before_counting(
+    database_url: str,
+) -> None:
+    storage = open_storage(database_url)
+    try:
+        storage.queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        with pytest.raises(ResourceExhausted) as refused:
+            storage.submissions.submit(
+                "q", "s", [item() for _ in range(4)], owner="u", max_queued=3
+            )
+        assert str(refused.value) == (
+            "this request's 4 new jobs for queue 'q' are more than the server's "
+            "max_queued_jobs_per_queue limit of 3: submit them in smaller requests"
+        )
+        assert storage.job_reads.count_jobs_by_queue_and_state() == {}
+    finally:
+        storage.engine.dispose()

@@ -163,9 +163,7 @@ class Submissions:
         max_queued: int | None,
         now: datetime,
     ) -> list[str]:
-        # Locked while a limit counts the queue's jobs: two submissions cannot both pass it.
-        cordoned = _CORDONED if max_queued is None else _CORDONED_LOCKED
-        found = fetch(conn, cordoned, {"queue": queue})
+        found = fetch(conn, _CORDONED, {"queue": queue})
         if not found:
             raise queue_not_found(queue)
         [(is_cordoned,)] = found
@@ -195,8 +193,6 @@ class Submissions:
         if is_cordoned:
             raise queue_cordoned(queue)
         specs = [(job.index, job.spec) for job in stored]
-        if max_queued is not None:
-            _refuse_over_limit(conn, queue, len(specs), max_queued)
         refuse_second_generation(self._tx, conn, queue, specs, now)
         if admit is not None:
             admit(specs)
@@ -206,6 +202,8 @@ class Submissions:
         stored_rows = sorted((job.row for job in stored), key=_by_client_id)
         insert_rows(conn, t.jobs, stored_rows)
         self._tx.append(conn, touched, [e for job in stored for e in job.events])
+        if max_queued is not None:
+            _refuse_over_limit(conn, queue, len(stored), max_queued)
         return ids
 
     @retried
@@ -417,21 +415,28 @@ def _new_jobs(
 
 
 def _refuse_over_limit(conn: Connection, queue: str, new: int, limit: int) -> None:
-    """Refuse `new` jobs that would take the queue's waiting jobs (submitted or queued) over
-    `limit`. The count reads the (state, queue) index alone (selecting a column it lacks, the
-    id, read each job's row: five times as long) and stops past what the limit allows."""
-    allowed = max(limit - new, 0)
+    """Refuse the `new` jobs just written if they took the queue's waiting jobs (submitted or
+    queued, these included) over `limit`. The queue's row is locked first, as the
+    transaction's last lock: submissions to one queue wait for each other only from here to
+    their commit, and each counts the others' committed jobs. The count reads the (state,
+    queue) index alone (selecting a column it lacks, the id, read each job's row: five times
+    as long) and stops past the limit."""
+    if new > limit:
+        raise ResourceExhausted(
+            f"this request's {new} new jobs for queue {queue!r} are more than the server's "
+            f"max_queued_jobs_per_queue limit of {limit}: submit them in smaller requests"
+        )
+    fetch(conn, _CORDONED_LOCKED, {"queue": queue})
     waiting: Select[int] = select(literal_column("1", Integer)).where(
         t.jobs.c.state.in_(WAITING), t.jobs.c.queue == queue
     )
-    counted = select(func.count()).select_from(waiting.limit(allowed + 1).subquery())
-    count: int = conn.execute(counted).scalar_one()
-    if count + new > limit:
-        have = f"at least {count}" if count > allowed else f"{count}"  # counted up to allowed+1
+    counted = select(func.count()).select_from(waiting.limit(limit + 1).subquery())
+    if conn.execute(counted).scalar_one() > limit:  # counted up to limit + 1: "at least"
         raise ResourceExhausted(
-            f"queue {queue!r} has {have} jobs waiting to be scheduled; this request's {new} "
-            f"new jobs would take it over the server's max_queued_jobs_per_queue limit of "
-            f"{limit}: wait for jobs to start or end, or cancel some"
+            f"queue {queue!r} has at least {limit + 1 - new} jobs waiting to be scheduled; "
+            f"this request's {new} new jobs would take it over the server's "
+            f"max_queued_jobs_per_queue limit of {limit}: wait for jobs to start or end, or "
+            f"cancel some"
         )
 
 
