@@ -27,6 +27,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +64,25 @@ def _respond(ids: list[str], notes: list[str]) -> bytes:
     return submit_pb2.JobSubmitResponse(job_response_items=items, notes=notes).SerializeToString()
 
 
+WHO = Principal(name="bench", groups=())
+
+
+@contextmanager
+def submit_service(database_url: str) -> Iterator[SubmitService]:
+    """SubmitJobs' service of an embedded server (no cycles) with the queue "bench"."""
+    with EmbeddedServer(database_url=database_url, cycles=False) as server:
+        ctx = server.server.context
+        assert ctx is not None
+        ctx.queues.create_queue(submit_pb2.Queue(name="bench", priority_factor=1))
+        yield SubmitService(ctx, QueueService(ctx))
+
+
 def profile_submission(
     database_url: str, backend: str, batches: int, profile_dir: Path | None
 ) -> dict[str, Any]:
     """CPU seconds per 1,000-job request for each step of SubmitJobs, on one database."""
     log(f"submit_profile[{backend}]: {batches} batches of {BATCH}")
-    with EmbeddedServer(database_url=database_url, cycles=False) as server:
-        ctx = server.server.context
-        assert ctx is not None
-        ctx.queues.create_queue(submit_pb2.Queue(name="bench", priority_factor=1))
-        service = SubmitService(ctx, QueueService(ctx))
-        who = Principal(name="bench", groups=())
+    with submit_service(database_url) as service:
         requests = [batch_bytes("bench", f"set-{b}", f"c{b}") for b in range(batches + 1)]
         totals = dict.fromkeys(STEPS, 0.0)
         profiler = cProfile.Profile() if profile_dir else None
@@ -86,7 +96,7 @@ def profile_submission(
             lap("validate")
             if profiler and not warmup:
                 profiler.enable()
-            ids, notes = service._store(request, items, who)
+            ids, notes = service._store(request, items, WHO)
             if profiler and not warmup:
                 profiler.disable()
             lap("store")
@@ -122,22 +132,17 @@ def one_queue_writers(database_url: str, backend: str) -> dict[str, Any]:
     row on PostgreSQL): what concurrent submitters to one queue wait for each other."""
     log(f"submit_profile[{backend}]: one queue, 1 and 4 writers")
     rates: dict[str, float] = {}
-    with EmbeddedServer(database_url=database_url, cycles=False) as server:
-        ctx = server.server.context
-        assert ctx is not None
-        ctx.queues.create_queue(submit_pb2.Queue(name="bench", priority_factor=1))
-        service = SubmitService(ctx, QueueService(ctx))
-        who = Principal(name="bench", groups=())
+    with submit_service(database_url) as service:
         full = submit_pb2.JobSubmitRequest.FromString(batch_bytes("bench", "set", None))
         request = submit_pb2.JobSubmitRequest(queue="bench", job_set_id="set")
         request.job_request_items.extend(full.job_request_items[:ONE_QUEUE_ITEMS])
         items = service._validate(request)
-        service._store(request, items, who)  # warm up
+        service._store(request, items, WHO)  # warm up
         for writers in (1, 4):
 
             def write() -> None:
                 for _ in range(ONE_QUEUE_REQUESTS):
-                    service._store(request, items, who)
+                    service._store(request, items, WHO)
 
             threads = [threading.Thread(target=write) for _ in range(writers)]
             started = time.perf_counter()

@@ -17,6 +17,7 @@ from armada_server.app import EmbeddedServer
 from armada_server.storage import Storage, open_storage
 
 from ..jobs.factories import container, item
+from ..together import run_together
 from .conftest import Stubs
 
 
@@ -396,27 +397,16 @@ def test_watchers_are_woken_by_another_replica(postgres_server) -> None:
 def _submit_together(replicas: list[Storage], job_set: str, client_ids: list[str]) -> None:
     """Four threads, two per replica, submit the client ids at once, two in reverse order;
     each gets the same job per client id, stored once with its two events."""
-    barrier = threading.Barrier(4)
     answers: dict[int, dict[str, str]] = {}
-    errors: list[BaseException] = []
 
     def one(k: int) -> None:
         order = client_ids[::-1] if k % 2 else client_ids
-        try:
-            barrier.wait(30)
-            ids = replicas[k % 2].submissions.submit(
-                "q", job_set, [item(client_id=c) for c in order], owner="a"
-            )
-            answers[k] = dict(zip(order, ids, strict=True))
-        except BaseException as e:  # reported below
-            errors.append(e)
+        ids = replicas[k % 2].submissions.submit(
+            "q", job_set, [item(client_id=c) for c in order], owner="a"
+        )
+        answers[k] = dict(zip(order, ids, strict=True))
 
-    threads = [threading.Thread(target=one, args=(k,)) for k in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not errors and len(answers) == 4
+    run_together(one, 4)
     assert answers[0] == answers[1] == answers[2] == answers[3]
     stored = replicas[1].events.events_after("q", job_set, 0, 10_000)
     kinds = [event_pb2.EventMessage.FromString(e.payload).WhichOneof("events") for e in stored]

@@ -3,7 +3,6 @@ refused with RESOURCE_EXHAUSTED naming the limit and its value, and stores nothi
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import grpc
@@ -16,6 +15,8 @@ from armada_server.app import EmbeddedServer
 from armada_server.config import ConfigError, ServerConfig
 from armada_server.errors import ResourceExhausted
 from armada_server.storage import open_storage
+
+from ..together import run_together
 
 
 def item(client_id: str = "") -> submit_pb2.JobSubmitRequestItem:
@@ -120,30 +121,18 @@ def test_replicas_submitting_at_once_never_pass_the_queue_limit(database_url: st
     replicas = [open_storage(database_url), open_storage(database_url)]
     try:
         replicas[0].queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
-        barrier = threading.Barrier(8)
         accepted: list[int] = []
-        errors: list[BaseException] = []
 
         def one(k: int) -> None:
-            try:
-                barrier.wait(30)
+            with pytest.raises(ResourceExhausted, match=f"limit of {limit}"):
                 while True:
                     items = [item() for _ in range(3)]
                     replicas[k % 2].submissions.submit(
                         "q", f"s{k}", items, owner="u", max_queued=limit
                     )
                     accepted.append(k)
-            except ResourceExhausted as e:
-                assert f"limit of {limit}" in str(e)
-            except BaseException as e:  # reported below
-                errors.append(e)
 
-        threads = [threading.Thread(target=one, args=(k,)) for k in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-        assert not errors
+        run_together(one, 8)
         counts = replicas[1].job_reads.count_jobs_by_queue_and_state()
         stored = sum(n for (queue, _), n in counts.items() if queue == "q")
         assert stored == 3 * len(accepted)
