@@ -142,7 +142,7 @@ def test_replicas_submitting_at_once_never_pass_the_queue_limit(database_url: st
             replica.engine.dispose()
 
 
-def test_a_request_of_more_new_jobs_than_the_limit_is_refused_before_counting(
+def test_a_request_of_more_new_jobs_than_the_limit_is_refused_before_it_is_written(
     database_url: str,
 ) -> None:
     storage = open_storage(database_url)

@@ -123,12 +123,14 @@ class Submissions:
         new jobs would take the queue's waiting jobs over `max_queued`, when a new job's task
         has a live generation other than the job's (LiveGenerationExists), or when `admit`
         refuses the new jobs."""
+        lost = False  # a concurrent submit took one of our client ids: look again, once
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
             except IntegrityError:
-                if attempt > 1:  # a concurrent submit took one of our client ids: look again
+                if lost:
                     raise
+                lost = True
             except DBAPIError as e:
                 if attempt == ATTEMPTS or not transient(e):
                     raise
@@ -193,6 +195,12 @@ class Submissions:
         if is_cordoned:
             raise queue_cordoned(queue)
         specs = [(job.index, job.spec) for job in stored]
+        if max_queued is not None and len(stored) > max_queued:
+            raise ResourceExhausted(
+                f"this request's {len(stored)} new jobs for queue {queue!r} are more than the "
+                f"server's max_queued_jobs_per_queue limit of {max_queued}: submit them in "
+                f"smaller requests"
+            )
         refuse_second_generation(self._tx, conn, queue, specs, now)
         if admit is not None:
             admit(specs)
@@ -421,11 +429,6 @@ def _refuse_over_limit(conn: Connection, queue: str, new: int, limit: int) -> No
     their commit, and each counts the others' committed jobs. The count reads the (state,
     queue) index alone (selecting a column it lacks, the id, read each job's row: five times
     as long) and stops past the limit."""
-    if new > limit:
-        raise ResourceExhausted(
-            f"this request's {new} new jobs for queue {queue!r} are more than the server's "
-            f"max_queued_jobs_per_queue limit of {limit}: submit them in smaller requests"
-        )
     fetch(conn, _CORDONED_LOCKED, {"queue": queue})
     waiting: Select[int] = select(literal_column("1", Integer)).where(
         t.jobs.c.state.in_(WAITING), t.jobs.c.queue == queue
