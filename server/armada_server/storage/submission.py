@@ -31,7 +31,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import (
@@ -56,7 +56,7 @@ from armada_server.storage.base import (
 from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.gcpause import gc_paused
-from armada_server.storage.guard import ATTEMPTS, retried, transient
+from armada_server.storage.guard import retried
 from armada_server.storage.retries import start_gang_generation
 from armada_server.storage.rows import chunks, job_row, load_jobs
 from armada_server.storage.task_generations import refuse_second_generation
@@ -84,7 +84,7 @@ def queue_cordoned(queue: str) -> FailedPrecondition:
 
 # Built once: a submission of a few jobs was as much building statements as running them.
 _CORDONED = select(t.queues.c.cordoned).where(t.queues.c.name == bindparam("queue"))
-_CORDONED_LOCKED = _CORDONED.with_for_update()
+_LOCK_QUEUE = _CORDONED.with_for_update()
 _BY_CLIENT_ID = select(t.jobs.c.client_id, t.jobs.c.id).where(
     t.jobs.c.queue == bindparam("queue"),
     t.jobs.c.client_id.in_(bindparam("client_ids", expanding=True)),
@@ -107,6 +107,7 @@ class Submissions:
     def __init__(self, transactions: Transactions) -> None:
         self._tx = transactions
 
+    @retried  # deadlocks and serialization failures, as every transaction
     def submit(
         self,
         queue: str,
@@ -123,18 +124,10 @@ class Submissions:
         new jobs would take the queue's waiting jobs over `max_queued`, when a new job's task
         has a live generation other than the job's (LiveGenerationExists), or when `admit`
         refuses the new jobs."""
-        lost = False  # a concurrent submit took one of our client ids: look again, once
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
-            except IntegrityError:
-                if lost:
-                    raise
-                lost = True
-            except DBAPIError as e:
-                if attempt == ATTEMPTS or not transient(e):
-                    raise
-        raise AssertionError("unreachable")
+        try:
+            return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
+        except IntegrityError:  # a concurrent submit took one of our client ids: look again
+            return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
 
     def _submit(
         self,
@@ -429,7 +422,7 @@ def _refuse_over_limit(conn: Connection, queue: str, new: int, limit: int) -> No
     their commit, and each counts the others' committed jobs. The count reads the (state,
     queue) index alone (selecting a column it lacks, the id, read each job's row: five times
     as long) and stops past the limit."""
-    fetch(conn, _CORDONED_LOCKED, {"queue": queue})
+    fetch(conn, _LOCK_QUEUE, {"queue": queue})
     waiting: Select[int] = select(literal_column("1", Integer)).where(
         t.jobs.c.state.in_(WAITING), t.jobs.c.queue == queue
     )
