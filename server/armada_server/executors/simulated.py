@@ -91,7 +91,7 @@ class SimulatedBackend:
         return 0
 
     def held(self) -> set[str]:
-        return set(self._runs) | set(self._waiting)
+        return self._runs.keys() | self._waiting.keys()
 
     def start(self, lease: executor_pb2.Lease, report: Report) -> None:
         run = lease.run_id

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable, Collection, Container, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from itertools import compress, repeat
 from operator import attrgetter
 from typing import Any, cast
@@ -103,6 +104,7 @@ def _make(
     started_at: datetime | None = None,
     avoid_node: str | None = None,
     gang_cardinality: int | None = None,
+    excess_flow: int = 0,
 ) -> s.Job:
     cardinality = minimum = None
     if gang is not None:
@@ -119,6 +121,7 @@ def _make(
         gang_min_cardinality=minimum,
         start_time=started_at.timestamp() if started_at else None,
         node=node,
+        excess_flow=excess_flow,
     )
 
 
@@ -219,17 +222,22 @@ def _avoided(job: QueuedJob, classes: tuple[tuple[str, ...], ...]) -> tuple[str,
 
 def _avoidable(nodes: Sequence[s.Node]) -> Callable[[QueuedJob], str | None]:
     """A retry avoids the node its last run failed on, unless that node is the only one the
-    job could run on (a pool of one node): the job would otherwise wait for ever."""
-    counts: dict[str, int] = {}
-    pools: dict[str, str] = {}
-    for n in nodes:
-        if not n.cordoned:
-            pool = n.labels.get(ann.POOL, "")
-            counts[pool] = counts.get(pool, 0) + 1
-            pools[n.id] = pool
-    total = sum(counts.values())
+    job could run on (a pool of one node): the job would otherwise wait for ever. The nodes
+    are counted for the first retry asked about (most cycles have none)."""
+
+    @cache
+    def counted() -> tuple[dict[str, int], dict[str, str], int]:
+        counts: dict[str, int] = {}  # pool -> nodes
+        pools: dict[str, str] = {}  # node -> pool
+        for n in nodes:
+            if not n.cordoned:
+                pool = n.labels.get(ann.POOL, "")
+                counts[pool] = counts.get(pool, 0) + 1
+                pools[n.id] = pool
+        return counts, pools, sum(counts.values())
 
     def avoided(j: QueuedJob) -> str | None:
+        counts, pools, total = counted()
         node = j.avoid_node
         pool = j.spec.annotations.get(ann.POOL)
         candidates = counts.get(pool, 0) if pool else total
@@ -373,26 +381,24 @@ class _Views:
         pairs = [(j, v) for j, v in zip(jobs, views, strict=True) if v is not None]
         return [j for j, _ in pairs], [v for _, v in pairs]
 
-    def running_all(self, jobs: Sequence[RunningJob], placements: Container[str]) -> list[s.Job]:
+    def running_all(
+        self, jobs: Sequence[RunningJob], placements: Mapping[str, object]
+    ) -> list[s.Job]:
         """The views of the running `jobs` on known nodes (`placements`) that have one. As in
-        queued_all, a job still the same row as last cycle is taken without a call: a busy
+        queued_all, a job still the same row as last cycle holds its view, taken in C: a busy
         cluster's running jobs were a part of every cycle."""
-        get, used = self.cache.get, self.used
-        keep_all = self.changed is None
-        views: list[s.Job] = []
-        for j in jobs:
-            if j.node not in placements:
-                continue
-            made = get(j.id)
-            if made is not None and made[3] is j:
-                if keep_all:
-                    used[j.id] = made
-                views.append(made[2])
-                continue
-            view = self.running(j)
+        if not set(map(attrgetter("node"), jobs)) <= placements.keys():
+            jobs = [j for j in jobs if j.node in placements]
+        views: list[s.Job | None] = list(map(attrgetter("view"), jobs))
+        missing = list(compress(range(len(views)), map(operator.is_, views, repeat(None))))
+        for i in missing:
+            j = jobs[i]
+            view = views[i] = self.running(j)
             if view is not None:
-                views.append(view)
-        return views
+                object.__setattr__(j, "view", view)  # a running job's view is its row's alone
+        if all(views[i] is not None for i in missing):
+            return cast(list[s.Job], views)
+        return [v for v in views if v is not None]
 
     def running(self, j: RunningJob) -> s.Job | None:
         made = self.cache.get(j.id)
@@ -400,7 +406,7 @@ class _Views:
             if self.changed is None:
                 self.used[j.id] = made
             return made[2]
-        key = (j.priority, j.submitted_at, j.node, j.started_at)
+        key = (j.priority, j.submitted_at, j.node, j.started_at, j.excess_flow)
         kept = self._kept(j, key)
         if kept is not None:
             return kept
@@ -411,6 +417,7 @@ class _Views:
             submitted_at=j.submitted_at,
             node=j.node,
             started_at=j.started_at,
+            excess_flow=j.excess_flow,
         )
 
     def _kept(self, j: QueuedJob | RunningJob, key: tuple[object, ...]) -> s.Job | None:
@@ -434,6 +441,7 @@ class _Views:
                     avoid_node=kw.get("avoid_node"),
                     node=kw.get("node"),
                     start_time=started.timestamp() if started else None,
+                    excess_flow=kw.get("excess_flow", 0),
                 )
             else:
                 view = _convert(j, **kw)
@@ -564,15 +572,9 @@ def _jobs(
     nodes: Sequence[s.Node],
     placements: Mapping[str, Placement],
 ) -> list[s.Job]:
-    """The running jobs on known nodes (with what they hold of their queue's excess-flow
-    budget), then the queued ones (kept off executors that cannot honour them)."""
+    """The running jobs on known nodes (each with what its run holds of its queue's
+    excess-flow budget), then the queued ones (kept off executors that cannot honour them)."""
     running = views.running_all(state.running, placements)
-    charges = {j.id: j.excess_flow for j in state.running if j.excess_flow}
-    if charges:
-        running = [
-            dataclasses.replace(r, excess_flow=charges[r.id]) if r.id in charges else r
-            for r in running
-        ]
     sources, queued = views.queued_all(state.queued, _avoidable(nodes))
     return running + _honoured(sources, queued, _capability_kinds(state))
 

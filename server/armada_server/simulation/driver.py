@@ -202,7 +202,7 @@ class Driver:
         updates, self.updates = self.updates, []
         request = self.request
         del request.run_ids[:], request.updates[:]
-        request.run_ids.extend(sorted(self.backend.held()))
+        request.run_ids.extend(self.backend.held())  # a set to the server: in any order
         request.updates.extend(updates)
         response = self.port.sync(request)
         self._ended(updates)

@@ -107,19 +107,21 @@ class HeldJobs:
             self.changed = None
             queued = queued_jobs(conn, self.members)
             running = running_jobs(conn, self.members)
+            self.queued = _renewed(self.queued, queued, ())
+            self.running = _renewed(self.running, running, ())
         else:
             since = select(t.jobs.c.id).where(t.jobs.c.changed >= self.mark)
             changed: list[str] = list(conn.execute(since).scalars())
             self.changed = changed
-            self.let_go(changed)
+            self._let_go_of_groups(changed)
             # One statement each, led by the change number's index (`where` keeps the state
             # off its index, which SQLite would walk whole); in this snapshot it finds the
             # same jobs as `changed`. Lists of ids cost more to send than to read.
             where = t.jobs.c.changed >= self.mark
             queued = queued_jobs(conn, self.members, where=where)
             running = running_jobs(conn, self.members, where=where)
-        self.queued = _by_id(self.queued, queued)
-        self.running = _by_id(self.running, running)
+            self.queued = _renewed(self.queued, queued, changed)
+            self.running = _renewed(self.running, running, changed)
         self.delayed.update((j.id, j) for j in queued if j.retry_after is not None)
         self.mark = mark
 
@@ -128,6 +130,11 @@ class HeldJobs:
         for job_id in changed:
             self.queued.pop(job_id, None)
             self.running.pop(job_id, None)
+        self._let_go_of_groups(changed)
+
+    def _let_go_of_groups(self, changed: list[str]) -> None:
+        """Forget the pod groups, retry delays and settled reasons of the jobs that changed."""
+        for job_id in changed:
             self.members.pop(job_id, None)
             self.delayed.pop(job_id, None)
         for ids in (self.settled or {}).values():
@@ -159,10 +166,23 @@ class HeldJobs:
 _Job = TypeVar("_Job", QueuedJob, RunningJob)
 
 
-def _by_id(held: dict[str, _Job], read: Sequence[_Job]) -> dict[str, _Job]:
-    """`held` with the jobs `read`, in order of id (kept in that order, each cycle sorts
-    only what changed into it)."""
-    if not read:
-        return held
-    held.update((j.id, j) for j in read)
-    return dict(sorted(held.items()))
+def _renewed(
+    held: dict[str, _Job], read: Sequence[_Job], changed: Sequence[str]
+) -> dict[str, _Job]:
+    """`held`, in order of id, with the `changed` jobs as `read` (those not read dropped).
+    A job read again keeps its place; ids grow with submission time, so jobs new to `held`
+    mostly come after every held one and are added in place. Else all is sorted again."""
+    by_id = {j.id: j for j in read}
+    for job_id in changed:
+        if job_id not in by_id:
+            held.pop(job_id, None)
+    if not held:
+        return dict(sorted(by_id.items()))
+    new = sorted(k for k in by_id if k not in held)
+    last = next(reversed(held))
+    held.update(by_id)  # those held already keep their places
+    if new and new[0] < last:
+        return dict(sorted(held.items()))
+    for job_id in new:  # at the end, in order
+        held[job_id] = held.pop(job_id)
+    return held

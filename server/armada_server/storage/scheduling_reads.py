@@ -98,6 +98,9 @@ class RunningJob(_LazySpec):
     started_at: datetime | None
     run_id: str = ""  # a preemption applies only while this is still the job's run
     excess_flow: int = 0  # what the run holds of its queue's excess-flow budget
+    # The scheduler's view of this row, once made: as QueuedJob's (a running job's view
+    # depends on its row alone).
+    view: Any = field(default=None, init=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
