@@ -87,14 +87,47 @@ def validate_request(
     check_text("job_set_id", request.job_set_id, MAX_JOB_SET_ID)
     if not request.job_request_items:
         raise SubmissionError("job_request_items", "must contain at least one job")
-    # Items of one request usually share their pod spec: each distinct one is checked once.
-    checked: dict[bytes, core.PodSpec] = {}
+    checked = _Checked(config)
     items = [
         _validate_item(item, f"job_request_items[{i}]", config, checked)
         for i, item in enumerate(request.job_request_items)
     ]
     _check_gangs(items)
     return items
+
+
+# Pod specs checked lately (as serialized before their defaults -> as checked), for the config
+# they were checked against. Items of one request usually share their pod spec, and clients
+# submitting one job per request (orchestrators' tasks) send the same few specs again and
+# again: checking one took 100-200 us. A spec is checked again once the config changes.
+_RECENT_KEPT = 1024
+_RECENT_BYTES = 16 * 1024  # larger specs are kept for their own request only
+_recent: tuple[SubmissionConfig, dict[bytes, core.PodSpec]] | None = None
+
+
+class _Checked:
+    """The pod specs a request need not check again: its own, and small ones checked lately
+    against the same config (by any request)."""
+
+    def __init__(self, config: SubmissionConfig) -> None:
+        global _recent
+        held = _recent
+        if held is None or not (held[0] is config or held[0] == config):
+            held = _recent = (config, {})
+        elif len(held[1]) >= _RECENT_KEPT:
+            held[1].clear()
+        self.recent = held[1]
+        self.own: dict[bytes, core.PodSpec] = {}
+
+    def get(self, serialized: bytes) -> core.PodSpec | None:
+        found = self.recent.get(serialized)
+        return found if found is not None else self.own.get(serialized)
+
+    def add(self, serialized: bytes, spec: core.PodSpec) -> None:
+        kept = core.PodSpec()
+        kept.CopyFrom(spec)  # the item's own spec is its caller's to change
+        small = len(serialized) <= _RECENT_BYTES
+        (self.recent if small else self.own)[serialized] = kept
 
 
 def check_text(path: str, value: str, limit: int) -> None:
@@ -204,7 +237,7 @@ def _validate_item(
     item: submit_pb2.JobSubmitRequestItem,
     path: str,
     config: SubmissionConfig,
-    checked: dict[bytes, core.PodSpec],
+    checked: _Checked,
 ) -> submit_pb2.JobSubmitRequestItem:
     out = submit_pb2.JobSubmitRequestItem()
     out.CopyFrom(item)
@@ -255,7 +288,7 @@ def _validate_item(
     valid = checked.get(serialized)
     if valid is None:
         _validate_pod_spec(spec, f"{path}.pod_specs[0]", config)
-        checked[serialized] = spec
+        checked.add(serialized, spec)
     else:
         spec.CopyFrom(valid)
     return out

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from armada_core.jobs import SubmissionConfig, SubmissionError, job_from_item, validate_request
+from armada_core.jobs import (
+    SubmissionConfig,
+    SubmissionError,
+    job_from_item,
+    submission,
+    validate_request,
+)
 from armada_core.jobs import annotations as ann
 
 from .factories import T0, container, item, request
@@ -472,3 +478,34 @@ def test_a_shared_spec_is_checked_against_each_items_own_fields() -> None:
     out_plain, out_labelled = validate_request(request(plain, labelled), CONFIG)
     assert "zone" not in out_plain.pod_specs[0].nodeSelector
     assert out_labelled.pod_specs[0].nodeSelector["zone"] == "b"
+
+
+def test_a_spec_checked_by_an_earlier_request_is_checked_again_under_another_config() -> None:
+    pod = {"containers": [container()], "priorityClassName": "armada-preemptible"}
+    [first] = validate_request(request(item(pod)), CONFIG)
+    # The same spec, now that the server no longer knows its priority class.
+    narrower = SubmissionConfig(priority_classes=frozenset({"armada-default"}))
+    with pytest.raises(SubmissionError, match="unknown priority class"):
+        validate_request(request(item(pod)), narrower)
+    # And under an equal config (another object), checked as before.
+    [again] = validate_request(request(item(pod)), SubmissionConfig(**CONFIG.__dict__))
+    assert again.pod_specs[0] == first.pod_specs[0]
+
+
+def test_a_spec_checked_by_an_earlier_request_gets_that_requests_defaults_unchanged() -> None:
+    [first] = validate_request(request(item()), CONFIG)
+    # The caller changes the job it got back; a later request of the same spec is unaffected.
+    first.pod_specs[0].terminationGracePeriodSeconds = 99
+    first.pod_specs[0].containers[0].name = "changed"
+    [second] = validate_request(request(item(client_id="b")), CONFIG)
+    assert second.pod_specs[0].terminationGracePeriodSeconds == 1
+    assert second.pod_specs[0].containers[0].name == "main"
+
+
+def test_a_large_spec_is_checked_once_per_request_and_not_kept_for_others() -> None:
+    big = {"containers": [container(args=["x" * (20 * 1024)])]}
+    first, second = validate_request(request(item(big), item(big, client_id="b")), CONFIG)
+    assert first.pod_specs[0] == second.pod_specs[0]
+    recent = submission._recent
+    assert recent is not None
+    assert all(len(key) <= 16 * 1024 for key in recent[1])
