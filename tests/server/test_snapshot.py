@@ -12,6 +12,7 @@ from armada_core import scheduling as s
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
 from armada_server.config import PriorityClassConfig
+from armada_server.scheduling import snapshot
 from armada_server.scheduling.snapshot import Made, NodeViews, build_snapshot
 from armada_server.storage import Storage
 from armada_server.storage.database import open_database
@@ -277,3 +278,60 @@ def test_a_row_holds_its_view_only_where_the_view_is_the_rows_alone() -> None:
     # n2 is gone: the retry's node is the only one, so it no longer avoids it.
     assert views(["n1"])["r"].avoid_node is None
     assert views(["n1"])["p"] is first["p"]
+
+
+def test_views_of_jobs_sharing_a_spec_equal_views_made_each_on_its_own() -> None:
+    """Jobs submitted together share their spec, and a view is copied from another of the
+    same spec (a template) rather than made through Job's constructor: each copy must be the
+    view made for that job alone, with its own id, priority, times, node and charge."""
+    queues = [submit_pb2.Queue(name="q", priority_factor=1)]
+    executors = [ExecutorNodes("e", "default", [node("n1"), node("n2")])]
+    later = datetime(2026, 11, 24, 0, 5, tzinfo=UTC)
+    waiting = [
+        dataclasses.replace(queued("t0"), priority=2),
+        dataclasses.replace(queued("t1"), submitted_at=later),
+        queued("t2", avoid="e/n2"),
+    ]
+    running = [
+        RunningJob(
+            id=f"r{i}",
+            queue="q",
+            priority=i,
+            submitted_at=NOW,
+            raw=queued(f"r{i}").raw,
+            node=f"e/n{i + 1}",
+            started_at=later,
+            excess_flow=5 * i,
+        )
+        for i in range(2)
+    ]
+
+    def made(queued: list[QueuedJob], running: list[RunningJob]) -> list[s.Job]:
+        state = SchedulingState(queues=queues, executors=executors, queued=queued, running=running)
+        return list(build_snapshot(state, CLASSES, NOW)[0].jobs)
+
+    def alone(row: QueuedJob | RunningJob) -> s.Job:
+        snapshot._TEMPLATES.clear()  # made through the constructor
+        if isinstance(row, QueuedJob):
+            [view] = made([dataclasses.replace(row)], [])  # a row holding no view
+        else:
+            [view] = made([], [dataclasses.replace(row)])
+        return view
+
+    together = {j.id: j for j in made(waiting, running)}
+    copied = {
+        j.id: j
+        for j in made(
+            [dataclasses.replace(r) for r in waiting], [dataclasses.replace(r) for r in running]
+        )
+    }
+    rows: list[QueuedJob | RunningJob] = [*waiting, *running]
+    for row in rows:
+        view = alone(row)
+        for got in (together[row.id], copied[row.id]):
+            assert got == view, row.id
+            assert (got.shape_id, got.kind_id) == (view.shape_id, view.kind_id), row.id
+    assert copied["r1"].excess_flow == 5 and copied["t2"].avoid_node == "e/n2"
+    assert copied["t1"].submit_time == later.timestamp() and copied["t0"].priority == 2
+    views = [*together.values(), *copied.values()]
+    assert len({j.serial for j in views}) == len(views)
