@@ -113,7 +113,7 @@ class HeldJobs:
             since = select(t.jobs.c.id).where(t.jobs.c.changed >= self.mark)
             changed: list[str] = list(conn.execute(since).scalars())
             self.changed = changed
-            self._let_go_of_groups(changed)
+            self.let_go(changed)
             # One statement each, led by the change number's index (`where` keeps the state
             # off its index, which SQLite would walk whole); in this snapshot it finds the
             # same jobs as `changed`. Lists of ids cost more to send than to read.
@@ -126,14 +126,8 @@ class HeldJobs:
         self.mark = mark
 
     def let_go(self, changed: list[str]) -> None:
-        """Drop the jobs that changed: the read reads them again."""
-        for job_id in changed:
-            self.queued.pop(job_id, None)
-            self.running.pop(job_id, None)
-        self._let_go_of_groups(changed)
-
-    def _let_go_of_groups(self, changed: list[str]) -> None:
-        """Forget the pod groups, retry delays and settled reasons of the jobs that changed."""
+        """Forget the pod groups, retry delays and settled reasons of the jobs that changed:
+        the read reads them again (their rows are renewed in place, see `_renewed`)."""
         for job_id in changed:
             self.members.pop(job_id, None)
             self.delayed.pop(job_id, None)
