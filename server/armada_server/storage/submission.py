@@ -139,13 +139,27 @@ class Submissions:
         admit: Admit | None,
         max_queued: int | None,
     ) -> list[str]:
-        now = self._tx.clock().astimezone(UTC)  # job_row's times are those events give
         with gc_paused():
-            # Built before the write transaction, which every other writer waits for (on
-            # SQLite the only one): building is most of a large request's time.
-            new = _new_jobs(items, queue, job_set, owner, groups, now)
-            with self._tx.write() as (conn, touched):
-                return self._store(conn, touched, queue, items, new, admit, max_queued, now)
+            # What the request built is freed before collection resumes: otherwise the first
+            # collection after it traverses every row and event still held.
+            return self._built_and_stored(queue, job_set, items, owner, groups, admit, max_queued)
+
+    def _built_and_stored(
+        self,
+        queue: str,
+        job_set: str,
+        items: Sequence[submit_pb2.JobSubmitRequestItem],
+        owner: str,
+        groups: tuple[str, ...],
+        admit: Admit | None,
+        max_queued: int | None,
+    ) -> list[str]:
+        now = self._tx.clock().astimezone(UTC)  # job_row's times are those events give
+        # Built before the write transaction, which every other writer waits for (on SQLite
+        # the only one): building is most of a large request's time.
+        new = _new_jobs(items, queue, job_set, owner, groups, now)
+        with self._tx.write() as (conn, touched):
+            return self._store(conn, touched, queue, items, new, admit, max_queued, now)
 
     def _store(
         self,
