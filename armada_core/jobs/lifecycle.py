@@ -615,7 +615,8 @@ def report_live(
     pod = _pod_of(
         live.job_id, live.namespace, live.run_id, live.run_index, live.cluster_id, kubernetes_id
     )
-    when = _dt(timestamp(now))
+    # The event's time as the applied event gives it (a UTC time already is that).
+    when = now if now.tzinfo is UTC else _dt(timestamp(now))
     if kind == "pending":
         _require_state(live.job_id, live.state, kind, JobState.LEASED)
         event = _pending_event(header, pod, live.pool)
@@ -646,8 +647,9 @@ def succeed(job: Job, *, now: datetime) -> Transition:
 
 
 def _succeeded_event(header: dict[str, Any], pod: dict[str, Any], node: str) -> EventMessage:
-    """The event of a run that succeeded on `node`."""
-    return EventMessage(succeeded=event_pb2.JobSucceededEvent(**header, **pod, node_name=node))
+    """The event of a run that succeeded on `node` (the body as a dict: see _leased_event)."""
+    body = {**header, **pod, "node_name": node}
+    return EventMessage(succeeded=body)  # type: ignore[arg-type]  # a dict for a message field
 
 
 def _failed_event(

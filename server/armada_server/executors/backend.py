@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from armada_core.api import executor_pb2
+from armada_core.jobs.lifecycle import timestamp
 from armada_server.executors.capabilities import Capabilities
 from armada_server.executors.logs import LogLine, LogQuery
 
@@ -48,7 +49,9 @@ def update(
         stopped=stopped,
         ingress_info=ingress_info,
     )
-    message.time.FromDatetime(at or datetime.now(UTC))
+    when = at or datetime.now(UTC)
+    # As Timestamp.FromDatetime would (a naive time is UTC), at a sixth of its cost.
+    message.time.CopyFrom(timestamp(when if when.tzinfo else when.replace(tzinfo=UTC)))
     return message
 
 

@@ -227,6 +227,9 @@ class Transactions:
             self.append(conn, touched, events)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _event_rows(key: JobSetKey, batch: Sequence[EventMessage], first: int) -> list[dict[str, Any]]:
     """The events table's rows of a job set's batch, numbered from `first`."""
     queue, job_set = key
@@ -238,7 +241,9 @@ def _event_rows(key: JobSetKey, batch: Sequence[EventMessage], first: int) -> li
         stamp = (created.seconds, created.nanos)
         when = times.get(stamp)
         if when is None:
-            when = times[stamp] = created.ToDatetime(tzinfo=UTC)
+            # Timestamp.ToDatetime(tzinfo=UTC) by arithmetic: its own costs 2 us an event.
+            seconds, nanos = stamp
+            when = times[stamp] = _EPOCH + timedelta(seconds=seconds, microseconds=nanos // 1000)
         rows.append(
             {
                 "queue": queue,

@@ -73,16 +73,21 @@ def apply_live(
     candidates = [j for j in by_job if j not in others]
     found = _read(conn, executor, candidates, with_gangs=not others)
     done = LiveReports()
+    runs = done.runs
     for job_id, (live, version) in found.items():
         mine = by_job[job_id]
-        if any(updates[i].run_id != live.run_id for i in mine):
+        reports = [updates[i] for i in mine]
+        run_id = live.run_id
+        if any(u.run_id != run_id for u in reports):
             continue
         try:
-            applied = _apply(live, [updates[i] for i in mine], now)
+            events, fields, changes = _apply(live, reports, now)
         except IllegalTransition:
             continue  # the loaded path says why it ignores it
-        events, fields, changes = applied
-        done.events.update(zip(mine, events, strict=True))
+        if len(mine) == 1:
+            done.events[mine[0]] = events[0]
+        else:
+            done.events.update(zip(mine, events, strict=True))
         done.jobs.append(
             {
                 "_id": job_id,
@@ -92,8 +97,14 @@ def apply_live(
                 "last_transition_at": fields["last_transition_at"],
             }
         )
-        row = {k: int(v) if isinstance(v, RunState) else v for k, v in changes.items()}
-        done.runs.setdefault(tuple(row), []).append({**row, "_id": live.run_id})
+        changes["state"] = int(changes["state"])  # the one RunState among them
+        changes["_id"] = run_id
+        key = tuple(changes)
+        same = runs.get(key)
+        if same is None:
+            runs[key] = [changes]
+        else:
+            same.append(changes)
     return done
 
 
