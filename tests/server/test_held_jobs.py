@@ -204,6 +204,42 @@ def test_a_cycle_writes_its_leases_before_its_waiting_reasons(
     assert all(reasons.values()) and loop.held.settled is not None
 
 
+def test_a_cycle_writes_its_gangs_by_the_keys_of_the_members_it_scheduled(
+    replicas: tuple[Storage, Storage, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gang keys a cycle's writes keep whole come from the views the scheduled jobs'
+    rows hold: a gang's members, and nothing for jobs not in a gang or not scheduled."""
+    first, _, clock = replicas
+    first.executors.executor_sync(
+        executor_pb2.SyncRequest(executor_id="e1", pool="default", nodes=NODES)
+    )
+    spec = {"containers": [container(cpu="1")], "priorityClassName": "armada-default"}
+
+    def gang(name: str, size: int) -> list[submit_pb2.JobSubmitRequestItem]:
+        keys = {ann.GANG_ID: name, ann.GANG_CARDINALITY: str(size)}
+        return [item(spec, annotations=keys)] * size
+
+    loop = leader(first, clock)
+    written: list[dict[str, tuple[str, str]]] = []
+    apply = loop.writes.apply_schedule
+
+    def recorded(**kwargs: object) -> int:
+        written.append(dict(kwargs["gangs"]))  # type: ignore[call-overload]
+        return apply(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop.writes, "apply_schedule", recorded)
+    g1 = first.submissions.submit("a", "s", gang("g1", 2), owner="u")
+    first.submissions.submit("b", "s", [item(spec)], owner="u")
+    too_large = first.submissions.submit("b", "s", gang("g3", 20), owner="u")  # never fits
+    assert loop.cycle() == 3
+    assert written == [{j: ("a", "g1") for j in g1}]
+    clock.now += timedelta(seconds=1)
+    g2 = first.submissions.submit("b", "t", gang("g2", 3), owner="u")
+    assert loop.cycle() == 3  # the rows of the first cycle hold their views by now
+    assert written[1] == {j: ("b", "g2") for j in g2}
+    assert not set(too_large) & set(written[0] | written[1])
+
+
 def test_a_write_committed_after_the_reads_snapshot_is_read_next_time(
     replicas: tuple[Storage, Storage, Clock],
 ) -> None:

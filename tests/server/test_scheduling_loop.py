@@ -533,6 +533,30 @@ def test_a_cycle_finds_the_gang_members_among_its_jobs() -> None:
     assert _gang_keys([]) == {}
 
 
+def test_a_cycle_finds_its_scheduled_gang_members_from_the_views_their_rows_hold() -> None:
+    from types import SimpleNamespace
+
+    from armada_core.scheduling import Job
+    from armada_server.scheduling.loop import _scheduled_gang_keys
+
+    jobs = [
+        Job("a", "q", "default", gang_id="g", gang_cardinality=2),
+        Job("b", "q", "default"),
+        Job("c", "r", "default", gang_id="", gang_cardinality=1),
+        Job("d", "q", "default", gang_id="g", gang_cardinality=2),
+        Job("e", "q", "default", gang_id="h", gang_cardinality=2),  # not scheduled
+    ]
+    rows = {j.id: SimpleNamespace(view=j) for j in jobs}
+    scheduled = ["a", "b", "c", "d"]
+    found = _scheduled_gang_keys(scheduled, rows, jobs)  # type: ignore[arg-type]
+    assert found == {"a": ("q", "g"), "c": ("r", ""), "d": ("q", "g")}
+    # A row without a view (a node to avoid): every job of the snapshot is walked instead.
+    rows["b"] = SimpleNamespace(view=None)
+    walked = _scheduled_gang_keys(scheduled, rows, jobs)  # type: ignore[arg-type]
+    assert walked == {"a": ("q", "g"), "c": ("r", ""), "d": ("q", "g"), "e": ("q", "h")}
+    assert _scheduled_gang_keys([], rows, jobs) == {}  # type: ignore[arg-type]
+
+
 def test_jobs_differing_only_in_their_ids_share_one_conversion() -> None:
     from datetime import UTC, datetime
 

@@ -14,6 +14,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import compress, repeat
+from typing import cast
 
 from sqlalchemy import Engine
 
@@ -35,7 +36,7 @@ from armada_server.storage.cycle_reports import CycleReports
 from armada_server.storage.gcpause import gc_paused, long_lived
 from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.leases import Leases
-from armada_server.storage.scheduling_reads import SchedulingReads, SchedulingState
+from armada_server.storage.scheduling_reads import QueuedJob, SchedulingReads, SchedulingState
 from armada_server.storage.scheduling_writes import SchedulingWrites, changed_reasons
 
 log = logging.getLogger("armada_server")
@@ -78,6 +79,19 @@ def _gang_keys(jobs: Sequence[s.Job]) -> dict[str, tuple[str, str]]:
         jobs, map(operator.is_not, map(operator.attrgetter("gang_id"), jobs), repeat(None))
     )
     return {j.id: (j.queue, j.gang_id) for j in members if j.gang_id is not None}
+
+
+def _scheduled_gang_keys(
+    scheduled: Collection[str], rows: Mapping[str, QueuedJob], jobs: Sequence[s.Job]
+) -> dict[str, tuple[str, str]]:
+    """Job -> (queue, gang) of the gang members among the `scheduled` jobs, from the views
+    their rows hold (the views the snapshot was made of): a backlog's cycle schedules
+    thousands of its million jobs. When a row holds none (a job with a node to avoid is
+    viewed afresh each cycle), every job of the snapshot is walked (`jobs`)."""
+    views = [getattr(rows.get(j), "view", None) for j in scheduled]
+    if any(v is None for v in views):
+        return _gang_keys(jobs)
+    return _gang_keys(cast(list[s.Job], views))
 
 
 def _seen(
@@ -358,7 +372,7 @@ class SchedulingLoop:
             for job, nid in result.scheduled.items()
             if (p := placements.get(nid)) is not None
         }
-        gangs = _gang_keys(snapshot.jobs)
+        gangs = _scheduled_gang_keys(scheduled, self.held.queued, snapshot.jobs)
         seen = _seen(state, scheduled.keys() | result.failed.keys(), result.preempted)
         preempting = decisions.preempting = made_room_for(snapshot, result)
         kinds = decisions.kinds = preemption_kind_of(snapshot, result, preempting)
