@@ -124,27 +124,15 @@ class Submissions:
         new jobs would take the queue's waiting jobs over `max_queued`, when a new job's task
         has a live generation other than the job's (LiveGenerationExists), or when `admit`
         refuses the new jobs."""
-        try:
-            return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
-        except IntegrityError:  # a concurrent submit took one of our client ids: look again
-            return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
+        # What a request builds is freed (when _submit returns) before collection resumes:
+        # otherwise the first collection after it traverses every row and event still held.
+        with gc_paused():
+            try:
+                return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
+            except IntegrityError:  # a concurrent submit took one of our client ids: look again
+                return self._submit(queue, job_set, items, owner, groups, admit, max_queued)
 
     def _submit(
-        self,
-        queue: str,
-        job_set: str,
-        items: Sequence[submit_pb2.JobSubmitRequestItem],
-        owner: str,
-        groups: tuple[str, ...],
-        admit: Admit | None,
-        max_queued: int | None,
-    ) -> list[str]:
-        with gc_paused():
-            # What the request built is freed before collection resumes: otherwise the first
-            # collection after it traverses every row and event still held.
-            return self._built_and_stored(queue, job_set, items, owner, groups, admit, max_queued)
-
-    def _built_and_stored(
         self,
         queue: str,
         job_set: str,
