@@ -28,10 +28,9 @@ from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import JobState, RunState, lifecycle
 from armada_core.jobs.lifecycle import EventMessage, IllegalTransition, LiveRun
 from armada_server.storage import schema as t
-from armada_server.storage.base import UPDATE_RUNS
+from armada_server.storage.base import UPDATE_RUNS, from_timestamp
 from armada_server.storage.bulk import executemany, fetch
 from armada_server.storage.guard import Conflict
-from armada_server.storage.reports import from_timestamp
 from armada_server.storage.rows import STATE_OF_JOBS_BY_ID, chunks
 
 LIVE_UPDATES = frozenset({"pending", "running", "succeeded"})

@@ -7,9 +7,8 @@ as the sync's earlier reports left it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
-from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import Connection, select
 
 from armada_core.api import executor_pb2
@@ -17,7 +16,7 @@ from armada_core.jobs import ContainerResult, Failure, Job, lifecycle
 from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
 from armada_core.jobs.text import MAX_CONDITION, MAX_FAILURE_TEXT, MAX_FAILURE_WORD, clean_text
 from armada_server.storage import schema as t
-from armada_server.storage.base import clean_reason
+from armada_server.storage.base import clean_reason, from_timestamp
 from armada_server.storage.retries import Catalogue, Retries, run_failure
 
 Transition = tuple[Job, list[EventMessage]]
@@ -26,8 +25,6 @@ Transition = tuple[Job, list[EventMessage]]
 ENDED_UPDATES = frozenset({"succeeded", "failed", "returned", "stopped"})
 # Run updates whose retry decision reads the retry policies (retries.Catalogue).
 DECIDED_UPDATES = frozenset({"failed", "returned", "stopped"})
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def apply_report(
@@ -155,11 +152,6 @@ def _node(job: Job) -> str:
     run = job.latest_run
     assert run is not None
     return run.node
-
-
-def from_timestamp(ts: Timestamp) -> datetime:
-    """Timestamp.ToDatetime(tzinfo=UTC), without its per-call overhead (one per update)."""
-    return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
 
 
 def _failure(update: executor_pb2.RunUpdate.Failed) -> Failure:
