@@ -237,6 +237,24 @@ def jobs_on_page(browser) -> tuple[list[str], str | None]:  # type: ignore[no-un
     return found
 
 
+def test_pages_left_behind_close_their_live_streams(browser, base_url: str, server) -> None:  # type: ignore[no-untyped-def]
+    """A browser keeps pages it left (its back-forward cache) and allows a site six
+    connections: left pages holding their streams open would leave none for the next page,
+    which would then hang (for a minute, until the browser drops the oldest)."""
+    browser.set_page_load_timeout(WAIT / 3)
+    try:
+        for path in ("/queues", "/jobs", "/nodes") * 3:
+            browser.get(f"{base_url}{path}")
+            live(browser)
+    finally:
+        browser.set_page_load_timeout(300)  # WebDriver's default
+    feed = server.server.http.web.feed
+    eventually(lambda: feed.streams == 1, what="only the open page's live stream")
+    browser.back()  # a page shown again from the cache follows changes again
+    live(browser)
+    eventually(lambda: feed.streams == 1, what="only the page shown again has a stream")
+
+
 def test_jobs_page_filters_sorts_and_pages(browser, base_url: str, http: Http) -> None:
     http.post("/api/v1/queues", {"name": "many"}, expect=201)
     ids = http.submit(

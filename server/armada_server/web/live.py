@@ -53,6 +53,11 @@ class ChangeFeed:
 
         transactions.on_commit = on_commit
 
+    @property
+    def streams(self) -> int:
+        """Live streams open now: one per page that follows changes."""
+        return len(self._waiters)
+
     def notify(self, keys: Iterable[JobSetKey]) -> None:
         """Thread-safe."""
         keys = tuple(keys)

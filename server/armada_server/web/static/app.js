@@ -55,14 +55,31 @@
     }
   }
 
+  // A page left for another closes its stream: a browser keeps a left page (its back-forward
+  // cache) and its open stream with it, and allows a site six connections (HTTP/1.1), so a
+  // few pages visited one after another would leave none for the next. A page shown again
+  // from that cache opens a new stream and catches up.
   function connect() {
     const dot = $("live-status");
-    const source = new EventSource(url("/ui/live"));
-    source.addEventListener("hello", () => { dot.className = "live-on"; });
-    source.addEventListener("change", (event) => {
-      if (relevant(JSON.parse(event.data))) refresh();
+    let source = null;
+    const open = () => {
+      source = new EventSource(url("/ui/live"));
+      source.addEventListener("hello", () => { dot.className = "live-on"; });
+      source.addEventListener("change", (event) => {
+        if (relevant(JSON.parse(event.data))) refresh();
+      });
+      source.onerror = () => { dot.className = "live-off"; };  // EventSource reconnects
+    };
+    window.addEventListener("pagehide", () => {
+      source.close();
+      dot.className = "live-off";
     });
-    source.onerror = () => { dot.className = "live-off"; };  // EventSource reconnects
+    window.addEventListener("pageshow", (event) => {
+      if (!event.persisted) return;
+      open();
+      refresh();
+    });
+    open();
   }
 
   // --- actions: confirm in a dialog, then call the REST gateway ---------------------------
