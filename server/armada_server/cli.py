@@ -171,6 +171,14 @@ async def _serve(
     await server.stop(grace=5.0)
 
 
+#: How long a thread keeps the interpreter while another waits for it (Python's default: 5 ms).
+#: A request's thread gives the interpreter up around each database call and must then wait
+#: for it again behind whichever thread is busy in Python, such as one building a 1,000-job
+#: request: at 5 ms a wait, a one-job submission's few statements took 30 ms under load.
+#: benchmarks/README.md has the figures.
+SWITCH_INTERVAL = 0.0005
+
+
 def refuse_remote_only_executor(name: str) -> None:
     """A ConfigError for a kind the server cannot run itself (it runs as armada-executor)."""
     kind = EXECUTOR_KINDS.get(name)
@@ -205,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"armada-server: {e}", file=sys.stderr)
         return 2
+    sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         asyncio.run(_serve(config, args.config, args.ready_file))
     except OSError as e:
