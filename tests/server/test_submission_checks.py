@@ -10,9 +10,12 @@ loopback gRPC to a real server on each database backend.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -23,6 +26,7 @@ from armada_core.scheduling import reasons
 from armada_server.app import EmbeddedServer
 from armada_server.config import ConfigError, ServerConfig, build
 from armada_server.services import node_fit
+from armada_server.storage.base import Transactions
 
 from ..jobs.factories import container, item
 from .conftest import Stubs
@@ -294,6 +298,65 @@ def test_a_large_request_on_a_large_cluster_matches_each_shape_once_per_node_typ
     code, said = refusal(api, job(), job(), job(), job("1000"))
     assert (code, said.split(":")[0]) == (grpc.StatusCode.INVALID_ARGUMENT, "job_request_items[3]")
     assert len(viewed) == 3, len(viewed)
+
+
+def test_the_check_runs_before_the_transaction_and_refuses_after_the_cordon(
+    api: Stubs, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request's new jobs are checked before the transaction that stores them opens (on
+    SQLite every other writer waits for that transaction); the refusal still comes where
+    the transaction asked before: a cordoned queue is named first."""
+    Executor(api.channel, nodes=2, cpu="4").sync()
+    writing = threading.local()
+    real_write = Transactions.write
+
+    @contextmanager
+    def write(self: Transactions) -> Iterator[tuple[Any, set[Any]]]:
+        writing.open = True
+        try:
+            with real_write(self) as opened:
+                yield opened
+        finally:
+            writing.open = False
+
+    checked_in_a_write: list[bool] = []
+    real_check = node_fit.NodeFit.check
+
+    def check(self: node_fit.NodeFit, specs: Any, *, accept: bool) -> list[str]:
+        checked_in_a_write.append(getattr(writing, "open", False))
+        return real_check(self, specs, accept=accept)
+
+    monkeypatch.setattr(Transactions, "write", write)
+    monkeypatch.setattr(node_fit.NodeFit, "check", check)
+    assert len(send(api, job(), job()).job_response_items) == 2
+    api.queues.CordonQueue(submit_pb2.QueueCordonRequest(name="q"))
+    code, _ = refusal(api, job("1000"))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    api.queues.UncordonQueue(submit_pb2.QueueUncordonRequest(name="q"))
+    code, said = refusal(api, job(), job("1000"))
+    assert (code, said.split(":")[0]) == (grpc.StatusCode.INVALID_ARGUMENT, "job_request_items[1]")
+    assert stored(api).count("submitted") == 2
+    assert checked_in_a_write == [False, False, False]
+
+
+def test_a_job_stored_already_is_not_checked_again(api: Stubs, queue: str) -> None:
+    """A request naming a stored job by its client id is checked on its new jobs only, even
+    when the stored one would fit no node now: what the check said of every job the request
+    built is not what the transaction stores."""
+    ex = Executor(api.channel, nodes=2, cpu="4")
+    ex.sync()
+    [big] = send(api, job("3", client_id="big")).job_response_items
+    ex.nodes = [executor_pb2.Node(name="e1-small", allocatable={"cpu": "2", "memory": "8Gi"})]
+    ex.sync()
+    code, _ = refusal(api, job("5"))  # fitting no node known, the check reads them again
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    code, _ = refusal(api, job("3"))  # the big job would be refused now
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    response = send(api, job("3", client_id="big"), job("1", client_id="small"))
+    again, small = response.job_response_items
+    assert again.job_id == big.job_id and small.job_id != big.job_id
+    assert not response.notes
+    assert stored(api).count("submitted") == 2
 
 
 # --- accepting them anyway ---------------------------------------------------------------

@@ -151,12 +151,11 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     ) -> tuple[list[str], list[str]]:
         """Store the jobs, unless some new one fits no node (node_fit.py); the ids, and the
         response's notes."""
-        self.node_fit.cluster()  # read before the transaction that stores the jobs
         notes: list[str] = []
 
         def admit(specs: Sequence[tuple[int, submit_pb2.Job]]) -> None:
             accept = self.ctx.config.accept_jobs_that_fit_no_node
-            notes[:] = self.node_fit.check(specs, accept=accept)  # once per attempt
+            notes[:] = self.node_fit.check(specs, accept=accept)  # the last call's
 
         ids = self.ctx.submissions.submit(
             request.queue,

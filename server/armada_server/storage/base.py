@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
+from operator import attrgetter
 from typing import Any, Protocol
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -36,7 +37,7 @@ from armada_core.jobs.lifecycle import EventMessage
 from armada_core.jobs.text import MAX_FAILURE_TEXT, clean_text
 from armada_server.errors import InvalidArgument
 from armada_server.storage import schema as t
-from armada_server.storage.bulk import executemany, fetch, insert_rows
+from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new
 from armada_server.storage.database import WRITE
 from armada_server.storage.guard import Conflict
 from armada_server.storage.notify import notify
@@ -140,18 +141,19 @@ class Transactions:
         self, conn: Connection, touched: set[JobSetKey], events: Sequence[EventMessage]
     ) -> None:
         """Append events to their job sets' logs, numbering each set's events in order."""
-        by_set: dict[JobSetKey, list[EventMessage]] = defaultdict(list)
-        for e in events:
-            body = event_body(e)
-            by_set[(body.queue, body.job_set_id)].append(e)
+        self.append_new(conn, touched, new_events(self.dialect, events))
+
+    def append_new(
+        self, conn: Connection, touched: set[JobSetKey], made: Sequence[NewEvents]
+    ) -> None:
+        """Append events whose rows were made before the transaction (`new_events`)."""
         now = self.clock()
-        for key in sorted(by_set):  # one lock order for every writer: no deadlocks
-            batch = by_set[key]
-            first = self._take_numbers(conn, key, len(batch), now)
-            insert_rows(conn, t.events, _event_rows(key, batch, first))
-            touched.add(key)
+        for new in sorted(made, key=attrgetter("key")):  # one lock order: no deadlocks
+            first = self._take_numbers(conn, new.key, len(new.rows), now)
+            insert_new(conn, new.rows, first=first)
+            touched.add(new.key)
         if self.dialect == "postgresql":
-            notify(conn, by_set)
+            notify(conn, [new.key for new in made])
 
     def _take_numbers(self, conn: Connection, key: JobSetKey, count: int, now: datetime) -> int:
         """The first of `count` new message numbers of a job set (its row locked until the
@@ -235,12 +237,33 @@ def from_timestamp(ts: Timestamp) -> datetime:
     return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
 
 
-def _event_rows(key: JobSetKey, batch: Sequence[EventMessage], first: int) -> list[dict[str, Any]]:
-    """The events table's rows of a job set's batch, numbered from `first`."""
+class NewEvents:
+    """A job set's new events as rows of the events table, numbered when appended: made
+    before the transaction that appends them (a submission makes its events' rows before
+    it takes the write lock)."""
+
+    __slots__ = ("key", "rows")
+
+    def __init__(self, dialect: str, key: JobSetKey, events: Sequence[EventMessage]) -> None:
+        self.key = key
+        self.rows = NewRows(dialect, t.events, _event_rows(key, events), numbered="seq")
+
+
+def new_events(dialect: str, events: Sequence[EventMessage]) -> list[NewEvents]:
+    """The events by job set, in order within each."""
+    by_set: dict[JobSetKey, list[EventMessage]] = defaultdict(list)
+    for e in events:
+        body = event_body(e)
+        by_set[(body.queue, body.job_set_id)].append(e)
+    return [NewEvents(dialect, key, batch) for key, batch in by_set.items()]
+
+
+def _event_rows(key: JobSetKey, batch: Sequence[EventMessage]) -> list[dict[str, Any]]:
+    """The events table's rows of a job set's batch, but for their numbers."""
     queue, job_set = key
     rows = []
     times: dict[tuple[int, int], datetime] = {}  # events of a batch share their times
-    for seq, e in enumerate(batch, start=first):
+    for e in batch:
         body = event_body(e)
         created = body.created
         stamp = (created.seconds, created.nanos)
@@ -251,7 +274,6 @@ def _event_rows(key: JobSetKey, batch: Sequence[EventMessage], first: int) -> li
             {
                 "queue": queue,
                 "job_set": job_set,
-                "seq": seq,
                 "job_id": body.job_id,
                 "created_at": when,
                 "payload": e.SerializeToString(),

@@ -27,7 +27,6 @@ from sqlalchemy import (
     Select,
     Table,
     Update,
-    insert,
     select,
 )
 from sqlalchemy.engine.interfaces import DBAPICursor
@@ -39,14 +38,13 @@ from sqlalchemy.sql.schema import ColumnElementColumnDefault, ScalarElementColum
 # What `fetch` reads: a select, or an insert RETURNING what it wrote.
 Rows = Select[*tuple[Any, ...]] | ReturningInsert[*tuple[Any, ...]]
 
-_INSERTS: dict[str, tuple[Insert, dict[str, Any], dict[str, ColumnElement[Any]]]] = {}
+_DEFAULTS: dict[str, tuple[dict[str, Any], dict[str, ColumnElement[Any]]]] = {}
 
 
-def _insert_of(table: Table) -> tuple[Insert, dict[str, Any], dict[str, ColumnElement[Any]]]:
-    """The table's INSERT (one object per table, as executemany caches by statement), every
-    column's value when a row leaves it out, and the columns whose default is an SQL
-    expression (evaluated once per insert: the same for every row of a transaction)."""
-    found = _INSERTS.get(table.name)
+def _defaults_of(table: Table) -> tuple[dict[str, Any], dict[str, ColumnElement[Any]]]:
+    """Every column's value when a row leaves it out, and the columns whose default is an
+    SQL expression (evaluated once per insert: the same for every row of a transaction)."""
+    found = _DEFAULTS.get(table.name)
     if found is None:
         defaults: dict[str, Any] = {}
         computed: dict[str, ColumnElement[Any]] = {}
@@ -62,42 +60,111 @@ def _insert_of(table: Table) -> tuple[Insert, dict[str, Any], dict[str, ColumnEl
                 computed[column.key] = default.arg
             else:
                 raise ValueError(f"{table.name}.{column.key}: a default of an unknown kind")
-        found = _INSERTS[table.name] = (insert(table), defaults, computed)
+        found = _DEFAULTS[table.name] = (defaults, computed)
     return found
+
+
+class NewRows:
+    """New rows of one table as the driver takes them, made before their transaction opens
+    (on SQLite every other writer waits for that transaction, so what can be built outside
+    it is): each row a tuple of the columns the table fills from Python, its defaults filled
+    in, times as SQLite stores them there. `insert_new` writes them, numbering the column
+    `numbered` (a job set's events take their numbers in the transaction) and evaluating the
+    defaults that are SQL expressions once for the rows (the same for a transaction's rows).
+    A row naming a column the table lacks is refused here, before anything is written."""
+
+    __slots__ = ("names", "numbered", "table", "values")
+
+    def __init__(
+        self,
+        dialect: str,
+        table: Table,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        numbered: str | None = None,
+    ) -> None:
+        defaults, _ = _defaults_of(table)
+        known = set(table.columns.keys())
+        for row in rows:
+            if not known.issuperset(row):
+                unknown = ", ".join(sorted(set(row) - known))
+                raise ValueError(f"{table.name}: no column named {unknown}")
+        names = tuple(n for n in defaults if n != numbered)
+        values = itemgetter(*names) if len(names) > 1 else lambda row: (row[names[0]],)
+        dated: list[str] = []
+        if dialect == "sqlite":
+            dated = [n for n in names if isinstance(table.c[n].type, DateTime)]
+        made: list[tuple[Any, ...]] = []
+        for row in rows:
+            full = {**defaults, **row}
+            for n in dated:
+                if full[n] is not None:
+                    full[n] = sqlite_value(full[n])
+            made.append(values(full))
+        self.table, self.names, self.numbered, self.values = table, names, numbered, made
+
+    def __len__(self) -> int:
+        return len(self.values)
 
 
 def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
     """INSERT every row (a mapping of column name to value), all or none."""
-    if not rows:
+    insert_new(conn, NewRows(conn.dialect.name, table, rows))
+
+
+def insert_new(conn: Connection, rows: NewRows, *, first: int | None = None) -> None:
+    """INSERT the made rows, all or none; the column `rows.numbered` takes `first`, then
+    `first` + 1, and so on, in the rows' order."""
+    if not rows.values:
         return
-    known = set(table.columns.keys())
-    for row in rows:
-        if not known.issuperset(row):
-            unknown = ", ".join(sorted(set(row) - known))
-            raise ValueError(f"{table.name}: no column named {unknown}")
-    stmt, defaults, computed = _insert_of(table)
+    _, computed = _defaults_of(rows.table)
+    names, values = rows.names, rows.values
+    if rows.numbered is not None:
+        if first is None:
+            raise ValueError(f"{rows.table.name}: the rows' {rows.numbered} needs a first number")
+        names = (rows.numbered, *names)
+        values = [(seq, *row) for seq, row in enumerate(values, start=first)]
     if computed:
-        names = list(computed)
-        [values] = fetch(conn, select(*computed.values()))
-        defaults = {**defaults, **dict(zip(names, values, strict=True))}
+        [evaluated] = fetch(conn, select(*computed.values()))
+        extra = tuple(evaluated)
+        if conn.dialect.name == "sqlite":
+            extra = tuple(map(sqlite_value, extra))
+        names = (*names, *computed)
+        values = [row + extra for row in values]
     if conn.dialect.name == "postgresql":
-        _copy(conn, table, [{**defaults, **row} for row in rows])
+        _copy(conn, rows.table, names, values)
         return
-    executemany(conn, stmt, [{**defaults, **row} for row in rows])
+    sql = _INSERT_SQL.get((rows.table.name, names))
+    if sql is None:
+        columns = ", ".join(f'"{n}"' for n in names)
+        marks = ", ".join("?" * len(names))
+        sql = _INSERT_SQL[(rows.table.name, names)] = (
+            f'INSERT INTO "{rows.table.name}" ({columns}) VALUES ({marks})'
+        )
+    cursor = _cursor(conn)
+    try:
+        with _as_sqlalchemy_errors(conn, sql):
+            cursor.executemany(sql, values)
+    finally:
+        cursor.close()
 
 
-def _copy(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
-    """COPY the rows (each with every column) into `table` on PostgreSQL. The driver's errors
-    come back as SQLAlchemy's (`_as_sqlalchemy_errors`)."""
-    names = tuple(rows[0])
-    values = itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
+# (table, its columns in order) -> the INSERT of them with positional parameters (SQLite).
+_INSERT_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def _copy(
+    conn: Connection, table: Table, names: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """COPY the rows (values of the columns `names`, in order) into `table` on PostgreSQL.
+    The driver's errors come back as SQLAlchemy's (`_as_sqlalchemy_errors`)."""
     columns = ", ".join(f'"{n}"' for n in names)
     sql = f'COPY "{table.name}" ({columns}) FROM STDIN'
     cursor = _cursor(conn)
     try:
         with _as_sqlalchemy_errors(conn, sql), cursor.copy(sql) as copy:
             for row in rows:
-                copy.write_row(values(row))
+                copy.write_row(row)
     finally:
         cursor.close()
 

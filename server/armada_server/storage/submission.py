@@ -7,7 +7,8 @@ left, or failed when it can never be placed whole.
 A cordoned queue takes no new jobs: submitting one is refused (a repeated client_id still
 returns the job it names), a task with a live generation takes no second one
 (`task_generations`), and the caller may refuse the new jobs too (`Admit`), all in the
-transaction that would store them.
+transaction that would store them (`Admit` is asked before it opens, to keep its work out of
+the write lock, and its refusal raised in it).
 """
 
 from __future__ import annotations
@@ -51,9 +52,11 @@ from armada_server.storage.base import (
     UPDATE_RUNS,
     Change,
     JobSetKey,
+    NewEvents,
     Transactions,
+    new_events,
 )
-from armada_server.storage.bulk import executemany, fetch, insert_rows
+from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new, insert_rows
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
@@ -64,8 +67,9 @@ from armada_server.storage.task_generations import refuse_second_generation
 NON_TERMINAL = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_JOB_STATES)
 #: Jobs waiting to be scheduled, as the per-queue limit counts them.
 WAITING = (int(JobState.SUBMITTED), int(JobState.QUEUED))
-#: Called with the jobs a submission is about to store (each with its item's index in the
-#: request); raises to refuse the request.
+#: Called with the new jobs a submission built (each with its item's index in the request)
+#: before its transaction, and again in it with those it stores when some of them turned out
+#: to be stored already; raises to refuse the request.
 Admit = Callable[[Sequence[tuple[int, submit_pb2.Job]]], None]
 
 
@@ -146,8 +150,9 @@ class Submissions:
         # Built before the write transaction, which every other writer waits for (on SQLite
         # the only one): building is most of a large request's time.
         new = _new_jobs(items, queue, job_set, owner, groups, now)
+        made = _Made.of(self._tx.dialect, new, admit)
         with self._tx.write() as (conn, touched):
-            return self._store(conn, touched, queue, items, new, admit, max_queued, now)
+            return self._store(conn, touched, queue, items, new, made, admit, max_queued, now)
 
     def _store(
         self,
@@ -156,6 +161,7 @@ class Submissions:
         queue: str,
         items: Sequence[submit_pb2.JobSubmitRequestItem],
         new: Mapping[int, _NewJob],
+        made: _Made,
         admit: Admit | None,
         max_queued: int | None,
         now: datetime,
@@ -197,14 +203,17 @@ class Submissions:
                 f"smaller requests"
             )
         refuse_second_generation(self._tx, conn, queue, specs, now)
-        if admit is not None:
+        every = len(stored) == len(new)  # no client id was stored before: what was made
+        if every and made.refusal is not None:
+            raise made.refusal
+        if admit is not None and not every:
             admit(specs)
-        # In client-id order: two submissions sharing client ids then meet on the first they
-        # share, where one waits for the other, and never each hold one the other needs
-        # (which PostgreSQL ends as a deadlock).
-        stored_rows = sorted((job.row for job in stored), key=_by_client_id)
-        insert_rows(conn, t.jobs, stored_rows)
-        self._tx.append(conn, touched, [e for job in stored for e in job.events])
+        if every:
+            insert_new(conn, made.jobs)
+            self._tx.append_new(conn, touched, made.events)
+        else:  # in client-id order, as _Made's
+            insert_rows(conn, t.jobs, sorted((job.row for job in stored), key=_by_client_id))
+            self._tx.append(conn, touched, [e for job in stored for e in job.events])
         if max_queued is not None:
             _refuse_over_limit(conn, queue, len(stored), max_queued)
         return ids
@@ -379,6 +388,36 @@ class _NewJob:
     spec: submit_pb2.Job  # as its submitted event carries it
     events: list[EventMessage]
     row: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """What storing every job a request built writes, made before the write transaction
+    opens: the jobs' rows, their events' rows, and `admit`'s verdict on them. The
+    transaction uses it when none of them turns out to be stored already (always, for a
+    request without client ids); otherwise it writes the jobs it finds new from their rows.
+    `admit`'s refusal of them waits for the transaction, which raises it where it asked
+    `admit` before (after the queue's cordon and the tasks' generations)."""
+
+    jobs: NewRows
+    events: list[NewEvents]
+    refusal: Exception | None
+
+    @classmethod
+    def of(cls, dialect: str, new: Mapping[int, _NewJob], admit: Admit | None) -> _Made:
+        jobs = list(new.values())
+        refusal = None
+        if admit is not None:
+            try:
+                admit([(job.index, job.spec) for job in jobs])
+            except Exception as e:  # raised by the transaction, if these are what it stores
+                refusal = e
+        # In client-id order: two submissions sharing client ids then meet on the first they
+        # share, where one waits for the other, and never each hold one the other needs
+        # (which PostgreSQL ends as a deadlock).
+        rows = NewRows(dialect, t.jobs, sorted((job.row for job in jobs), key=_by_client_id))
+        events = new_events(dialect, [e for job in jobs for e in job.events])
+        return cls(rows, events, refusal)
 
 
 def _new_jobs(
