@@ -4,6 +4,7 @@ refused with RESOURCE_EXHAUSTED naming the limit and its value, and stores nothi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -14,7 +15,7 @@ from armada_core.api.k8s import resource_pb2
 from armada_server.app import EmbeddedServer
 from armada_server.config import ConfigError, ServerConfig
 from armada_server.errors import ResourceExhausted
-from armada_server.storage import open_storage
+from armada_server.storage import open_storage, submission
 
 from ..together import run_together
 
@@ -137,6 +138,36 @@ def test_replicas_submitting_at_once_never_pass_the_queue_limit(database_url: st
         stored = sum(n for (queue, _), n in counts.items() if queue == "q")
         assert stored == 3 * len(accepted)
         assert limit - 3 < stored <= limit
+    finally:
+        for replica in replicas:
+            replica.engine.dispose()
+
+
+def test_jobs_written_between_the_count_and_the_transaction_are_counted_in_it(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submission counts its queue's waiting jobs before its transaction and completes the
+    count in it with the jobs written since: another replica's jobs stored in between are
+    counted, so the request they leave no room for is refused."""
+    limit = 6
+    replicas = [open_storage(database_url), open_storage(database_url)]
+    try:
+        replicas[0].queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        replicas[0].submissions.submit("q", "s", [item(), item()], owner="u", max_queued=limit)
+        counted_before = submission._counted_before
+
+        def counted_then_another_replica_submits(*args: Any) -> tuple[int, int] | None:
+            found = counted_before(*args)
+            monkeypatch.setattr(submission, "_counted_before", counted_before)
+            replicas[1].submissions.submit("q", "t", [item(), item()], owner="u", max_queued=limit)
+            return found
+
+        monkeypatch.setattr(submission, "_counted_before", counted_then_another_replica_submits)
+        with pytest.raises(ResourceExhausted, match="at least 4 jobs waiting"):
+            replicas[0].submissions.submit("q", "s", [item()] * 3, owner="u", max_queued=limit)
+        replicas[0].submissions.submit("q", "s", [item(), item()], owner="u", max_queued=limit)
+        counts = replicas[1].job_reads.count_jobs_by_queue_and_state()
+        assert sum(n for (queue, _), n in counts.items() if queue == "q") == limit
     finally:
         for replica in replicas:
             replica.engine.dispose()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, text
+from sqlalchemy import BigInteger, ColumnElement, Connection, literal_column, text
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -44,12 +44,11 @@ def _postgresql(element: change_number, compiler: Any, **kw: Any) -> str:
     return "CAST(CAST(pg_current_xact_id() AS TEXT) AS BIGINT)"
 
 
-_MARK = {
-    "sqlite": text("SELECT n FROM change_clock"),
-    "postgresql": text(
-        "SELECT CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS TEXT) AS BIGINT)"
-    ),
+_MARK_SQL = {
+    "sqlite": "SELECT n FROM change_clock",
+    "postgresql": "SELECT CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS TEXT) AS BIGINT)",
 }
+_MARK = {dialect: text(sql) for dialect, sql in _MARK_SQL.items()}
 _MOVE_ON = text("UPDATE change_clock SET n = n + 1")
 
 
@@ -57,6 +56,12 @@ def mark(conn: Connection) -> int:
     """Where the next read of what changed starts: read it in the snapshot of the rows read."""
     value: int = conn.execute(_MARK[conn.dialect.name]).scalar_one()
     return value
+
+
+def mark_column(dialect: str) -> ColumnElement[int]:
+    """The mark as a column of a select, read in the snapshot of the select's other columns
+    (one statement is one snapshot on either database)."""
+    return literal_column(f"({_MARK_SQL[dialect]})", BigInteger())
 
 
 def move_on(conn: Connection) -> None:

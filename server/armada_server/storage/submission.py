@@ -30,6 +30,7 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
+    text,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
@@ -57,6 +58,7 @@ from armada_server.storage.base import (
     new_events,
 )
 from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new, insert_rows
+from armada_server.storage.changes import mark_column, move_on
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
@@ -151,8 +153,11 @@ class Submissions:
         # the only one): building is most of a large request's time.
         new = _new_jobs(items, queue, job_set, owner, groups, now)
         made = _Made.of(self._tx.dialect, new, admit)
+        before = None if max_queued is None else _counted_before(self._tx, queue, max_queued)
         with self._tx.write() as (conn, touched):
-            return self._store(conn, touched, queue, items, new, made, admit, max_queued, now)
+            return self._store(
+                conn, touched, queue, items, new, made, admit, max_queued, before, now
+            )
 
     def _store(
         self,
@@ -164,6 +169,7 @@ class Submissions:
         made: _Made,
         admit: Admit | None,
         max_queued: int | None,
+        before: tuple[int, int] | None,
         now: datetime,
     ) -> list[str]:
         found = fetch(conn, _CORDONED, {"queue": queue})
@@ -215,7 +221,8 @@ class Submissions:
             insert_rows(conn, t.jobs, sorted((job.row for job in stored), key=_by_client_id))
             self._tx.append(conn, touched, [e for job in stored for e in job.events])
         if max_queued is not None:
-            _refuse_over_limit(conn, queue, len(stored), max_queued)
+            _refuse_over_limit(conn, queue, len(stored), max_queued, before)
+            move_on(conn)  # the next submission's count marks its snapshot past these jobs
         return ids
 
     @retried
@@ -456,19 +463,74 @@ def _new_jobs(
     return new
 
 
-def _refuse_over_limit(conn: Connection, queue: str, new: int, limit: int) -> None:
+# The queue's waiting jobs, counted up to a bound (`bound`: the limit + 1) from the (state,
+# queue) index alone (selecting a column it lacks, the id, read each job's row: five times as
+# long), stopping there.
+_WAITING = (
+    select(func.count())
+    .select_from(
+        select(literal_column("1", Integer))
+        .where(t.jobs.c.state.in_(WAITING), t.jobs.c.queue == bindparam("queue"))
+        .limit(bindparam("bound"))
+        .subquery()
+    )
+    .scalar_subquery()
+)
+# The queue's waiting jobs written at or after a change mark, found from the index of change
+# numbers: what it costs is what changed since the mark, not the queue's backlog. Each
+# database is kept off the (state, queue) index, which walks the backlog: SQLite is told the
+# index, PostgreSQL reads the recent rows first (a materialised CTE; its planner took the
+# other index while its statistics lagged behind a growing backlog).
+_RECENT = (
+    select(t.jobs.c.queue, t.jobs.c.state)
+    .where(t.jobs.c.changed >= bindparam("mark"))
+    .cte("recent")
+    .prefix_with("MATERIALIZED")
+)
+_WAITING_SINCE = (
+    select(func.count())
+    .select_from(_RECENT)
+    .where(_RECENT.c.queue == bindparam("queue"), _RECENT.c.state.in_(WAITING))
+)
+_WAITING_SINCE_SQLITE = text(
+    "SELECT count(*) FROM jobs INDEXED BY ix_jobs_changed "
+    f"WHERE changed >= :mark AND queue = :queue AND state IN {tuple(WAITING)}"
+)
+
+
+def _counted_before(tx: Transactions, queue: str, limit: int) -> tuple[int, int] | None:
+    """Before the write transaction: the queue's waiting jobs (counted up to the limit + 1)
+    and the change mark of the count's snapshot, which the transaction completes with what
+    was written since (`_refuse_over_limit`); None when they are over the limit already."""
+    with tx.read() as conn:
+        [(counted, mark)] = fetch(
+            conn, select(_WAITING, mark_column(tx.dialect)), {"queue": queue, "bound": limit + 1}
+        )
+    return (int(counted), int(mark)) if counted <= limit else None
+
+
+def _refuse_over_limit(
+    conn: Connection, queue: str, new: int, limit: int, before: tuple[int, int] | None
+) -> None:
     """Refuse the `new` jobs just written if they took the queue's waiting jobs (submitted or
     queued, these included) over `limit`. The queue's row is locked first, as the
     transaction's last lock: submissions to one queue wait for each other only from here to
-    their commit, and each counts the others' committed jobs. The count reads the (state,
-    queue) index alone (selecting a column it lacks, the id, read each job's row: five times
-    as long) and stops past the limit."""
+    their commit, and each counts the others' committed jobs.
+
+    The count taken `before` the transaction (`_counted_before`) plus the waiting jobs
+    written since its mark (these new ones among them) is at least what waits now: while that
+    is within the limit, the queue's backlog is not counted again in the transaction, which
+    on SQLite every other writer waits for. Only a queue near its limit is counted here."""
     fetch(conn, _LOCK_QUEUE, {"queue": queue})
-    waiting: Select[int] = select(literal_column("1", Integer)).where(
-        t.jobs.c.state.in_(WAITING), t.jobs.c.queue == queue
-    )
-    counted = select(func.count()).select_from(waiting.limit(limit + 1).subquery())
-    if conn.execute(counted).scalar_one() > limit:  # counted up to limit + 1: "at least"
+    if before is not None:
+        counted, mark = before
+        sqlite = conn.dialect.name == "sqlite"
+        since_mark = _WAITING_SINCE_SQLITE if sqlite else _WAITING_SINCE
+        since: int = conn.execute(since_mark, {"queue": queue, "mark": mark}).scalar_one()
+        if counted + since <= limit:
+            return
+    [(waiting,)] = fetch(conn, select(_WAITING), {"queue": queue, "bound": limit + 1})
+    if waiting > limit:  # counted up to limit + 1: "at least"
         raise ResourceExhausted(
             f"queue {queue!r} has at least {limit + 1 - new} jobs waiting to be scheduled; "
             f"this request's {new} new jobs would take it over the server's "
