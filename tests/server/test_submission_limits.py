@@ -3,6 +3,8 @@ refused with RESOURCE_EXHAUSTED naming the limit and its value, and stores nothi
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,12 +14,15 @@ import pytest
 from armada_core.api import submit_pb2, submit_pb2_grpc
 from armada_core.api.k8s import core_v1_pb2 as core
 from armada_core.api.k8s import resource_pb2
+from armada_core.jobs import JobState
 from armada_server.app import EmbeddedServer
 from armada_server.config import ConfigError, ServerConfig
 from armada_server.errors import ResourceExhausted
 from armada_server.storage import open_storage, submission
 
 from ..together import run_together
+
+WAITING_STATES = (JobState.SUBMITTED, JobState.QUEUED)
 
 
 def item(client_id: str = "") -> submit_pb2.JobSubmitRequestItem:
@@ -168,6 +173,47 @@ def test_jobs_written_between_the_count_and_the_transaction_are_counted_in_it(
         replicas[0].submissions.submit("q", "s", [item(), item()], owner="u", max_queued=limit)
         counts = replicas[1].job_reads.count_jobs_by_queue_and_state()
         assert sum(n for (queue, _), n in counts.items() if queue == "q") == limit
+    finally:
+        for replica in replicas:
+            replica.engine.dispose()
+
+
+@pytest.mark.parametrize("recount", [0.0, 1e9], ids=["counted-every-time", "counted-once"])
+def test_the_limit_decides_as_a_count_of_the_waiting_jobs_would(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, recount: float
+) -> None:
+    """Random requests from two replicas and cancels, one at a time, with each queue's
+    backlog counted again at every submission or only once (then completed with the waiting
+    jobs written since): each request is accepted exactly when the queue's waiting jobs and
+    its own fit the limit, whatever was written since the count."""
+    monkeypatch.setattr(submission, "RECOUNT_SECONDS", recount)
+    limit = 20
+    rng = random.Random(7)
+    replicas = [open_storage(database_url), open_storage(database_url)]
+    try:
+        replicas[0].queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        live: list[str] = []
+        decided = Counter[bool]()
+        for step in range(80):
+            replica = replicas[rng.randrange(2)]
+            counts = replica.job_reads.count_jobs_by_queue_and_state()
+            waiting = sum(counts.get(("q", state), 0) for state in WAITING_STATES)
+            if live and rng.random() < 0.3:
+                gone = rng.sample(live, rng.randint(1, len(live)))
+                replica.submissions.cancel("q", "s", gone)
+                live = [job for job in live if job not in gone]
+                continue
+            new = rng.randint(1, 6)
+            try:
+                live += replica.submissions.submit(
+                    "q", "s", [item() for _ in range(new)], owner="u", max_queued=limit
+                )
+                accepted = True
+            except ResourceExhausted:
+                accepted = False
+            assert accepted == (waiting + new <= limit), (step, waiting, new)
+            decided[accepted] += 1
+        assert decided[True] > 10 and decided[False] > 10  # both sides of the limit were met
     finally:
         for replica in replicas:
             replica.engine.dispose()

@@ -13,6 +13,7 @@ the write lock, and its refusal raised in it).
 
 from __future__ import annotations
 
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -112,6 +113,7 @@ class Submissions:
 
     def __init__(self, transactions: Transactions) -> None:
         self._tx = transactions
+        self._counts: Counts = {}  # the per-queue limit's counts (`_counted_before`)
 
     @retried  # deadlocks and serialization failures, as every transaction
     def submit(
@@ -153,7 +155,9 @@ class Submissions:
         # the only one): building is most of a large request's time.
         new = _new_jobs(items, queue, job_set, owner, groups, now)
         made = _Made.of(self._tx.dialect, new, admit)
-        before = None if max_queued is None else _counted_before(self._tx, queue, max_queued)
+        before = None
+        if max_queued is not None:
+            before = _counted_before(self._tx, queue, max_queued, self._counts)
         with self._tx.write() as (conn, touched):
             return self._store(
                 conn, touched, queue, items, new, made, admit, max_queued, before, now
@@ -493,20 +497,50 @@ _WAITING_SINCE = (
     .where(_RECENT.c.queue == bindparam("queue"), _RECENT.c.state.in_(WAITING))
 )
 _WAITING_SINCE_SQLITE = text(
-    "SELECT count(*) FROM jobs INDEXED BY ix_jobs_changed "
-    f"WHERE changed >= :mark AND queue = :queue AND state IN {tuple(WAITING)}"
+    "SELECT (SELECT count(*) FROM jobs INDEXED BY ix_jobs_changed "
+    f"WHERE changed >= :mark AND queue = :queue AND state IN {tuple(WAITING)}), "
+    "(SELECT n FROM change_clock)"
 )
+# Seconds a queue's exact count is completed by what was written since, before the next
+# submission counts its backlog again: what that adds is a scan of a second's changes.
+RECOUNT_SECONDS = 1.0
+#: Per queue: when its backlog was last counted (time.monotonic()), the count, its mark.
+Counts = dict[str, tuple[float, int, int]]
 
 
-def _counted_before(tx: Transactions, queue: str, limit: int) -> tuple[int, int] | None:
-    """Before the write transaction: the queue's waiting jobs (counted up to the limit + 1)
-    and the change mark of the count's snapshot, which the transaction completes with what
-    was written since (`_refuse_over_limit`); None when they are over the limit already."""
+def _waiting_since(conn: Connection, queue: str, mark: int) -> tuple[int, int]:
+    """The queue's waiting jobs written at or after the change `mark`, and the mark of this
+    read's snapshot."""
+    if conn.dialect.name == "sqlite":
+        found = conn.execute(_WAITING_SINCE_SQLITE, {"queue": queue, "mark": mark}).one()
+    else:
+        since = select(_WAITING_SINCE.scalar_subquery(), mark_column(conn.dialect.name))
+        found = conn.execute(since, {"queue": queue, "mark": mark}).one()
+    return int(found[0]), int(found[1])
+
+
+def _counted_before(
+    tx: Transactions, queue: str, limit: int, counts: Counts
+) -> tuple[int, int] | None:
+    """Before the write transaction: at least the queue's waiting jobs, and the change mark of
+    the snapshot they were counted in, which the transaction completes with what was written
+    since (`_refuse_over_limit`); None when they are over the limit already. The backlog
+    itself is counted (up to the limit + 1) once in RECOUNT_SECONDS (`counts` keeps it); in
+    between, the count is completed with the waiting jobs written since its mark."""
+    now = time.monotonic()
+    kept = counts.get(queue)
     with tx.read() as conn:
+        if kept is not None and now - kept[0] < RECOUNT_SECONDS:
+            since, mark = _waiting_since(conn, queue, kept[2])
+            if kept[1] + since <= limit:
+                return kept[1] + since, mark
         [(counted, mark)] = fetch(
             conn, select(_WAITING, mark_column(tx.dialect)), {"queue": queue, "bound": limit + 1}
         )
-    return (int(counted), int(mark)) if counted <= limit else None
+    if counted > limit:
+        return None
+    counts[queue] = (now, int(counted), int(mark))
+    return int(counted), int(mark)
 
 
 def _refuse_over_limit(
@@ -517,16 +551,14 @@ def _refuse_over_limit(
     transaction's last lock: submissions to one queue wait for each other only from here to
     their commit, and each counts the others' committed jobs.
 
-    The count taken `before` the transaction (`_counted_before`) plus the waiting jobs
+    What was counted `before` the transaction (`_counted_before`) plus the waiting jobs
     written since its mark (these new ones among them) is at least what waits now: while that
-    is within the limit, the queue's backlog is not counted again in the transaction, which
-    on SQLite every other writer waits for. Only a queue near its limit is counted here."""
+    is within the limit, the queue's backlog is not counted in the transaction, which on
+    SQLite every other writer waits for. Only a queue near its limit is counted here."""
     fetch(conn, _LOCK_QUEUE, {"queue": queue})
     if before is not None:
         counted, mark = before
-        sqlite = conn.dialect.name == "sqlite"
-        since_mark = _WAITING_SINCE_SQLITE if sqlite else _WAITING_SINCE
-        since: int = conn.execute(since_mark, {"queue": queue, "mark": mark}).scalar_one()
+        since, _ = _waiting_since(conn, queue, mark)
         if counted + since <= limit:
             return
     [(waiting,)] = fetch(conn, select(_WAITING), {"queue": queue, "bound": limit + 1})
