@@ -17,7 +17,7 @@ from collections import Counter as Tally
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -28,7 +28,8 @@ from sqlalchemy import Engine, case, func, inspect, select, text
 from armada_core.jobs import JobState
 from armada_core.scheduling.model import parse_quantity
 from armada_server.storage import schema as t
-from armada_server.storage.base import utcnow
+from armada_server.storage.base import Transactions
+from armada_server.storage.changes import mark
 from armada_server.storage.job_reads import JobReads
 from armada_server.storage.nodes import NodeLoad, Nodes
 
@@ -45,8 +46,6 @@ ENDED = {
     JobState.PREEMPTED: "preempted",
     JobState.REJECTED: "rejected",
 }
-#: How long after a job ended its end is taken as committed (see EndedJobs).
-SETTLE = timedelta(seconds=10)
 #: The retention's index of ended jobs by when they ended (migration 0012).
 FINISHED_INDEX = "ix_jobs_finished"
 #: The cycle's per-queue figures (reporting/cycle.py's camelCase keys) and their series.
@@ -81,19 +80,21 @@ class _Cached:
 
 class EndedJobs:
     """Jobs that ended, by queue and outcome. Where the retention may delete ended jobs (its
-    index ix_jobs_finished exists), a running total: a job is added once it ended at least
-    SETTLE before the read (the first read counts every such job, later reads only those
-    that ended since, through that index), so jobs deleted later stay counted; jobs that
-    ended within SETTLE are counted afresh on every read, as a transition commits a moment
-    after it is stamped. Without it nothing deletes jobs, and a read counts them through
-    ix_jobs_state_queue alone."""
+    index ix_jobs_finished exists), a running total kept by change numbers
+    (`storage/changes.py`): every row written after a read's snapshot stamps at least that
+    read's mark, so the ended rows below a mark were all in its snapshot. A read adds to the
+    total the ended rows from the previous read's mark up to its own (the first read, every
+    one below its mark), and counts those at or above its mark afresh; jobs deleted later stay
+    counted. An ended row is not written again, so each is added once, however long after
+    the time it carries its end was committed (an executor's report carries when the run
+    ended, and may reach the server long after). Without that index nothing deletes jobs, and
+    a read counts them through ix_jobs_state_queue alone."""
 
-    def __init__(self, jobs: JobReads, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, jobs: JobReads) -> None:
         self.jobs = jobs
         self.engine = jobs.engine
-        self.clock = clock
         self.total: Tally[tuple[str, JobState]] = Tally()
-        self.until: datetime | None = None
+        self.mark: int | None = None  # the previous read's
         self.running_total: bool | None = None  # known at the first read
 
     def read(self) -> dict[tuple[str, JobState], int]:
@@ -105,16 +106,16 @@ class EndedJobs:
             return {key: n for key, n in counts.items() if key[1] in ENDED}
         j = t.jobs.c
         ended = text(f"jobs.state IN ({', '.join(str(int(s)) for s in sorted(ENDED))})")
-        until = self.clock() - SETTLE
-        settled = func.sum(case((j.last_transition_at <= until, 1), else_=0))
-        query = select(j.queue, j.state, settled, func.count()).where(ended)
-        if self.until is not None:
-            query = query.where(j.last_transition_at > self.until)
-        with self.engine.connect() as conn:
+        with Transactions(self.engine).read(snapshot=True) as conn:
+            now = mark(conn)
+            settled = func.sum(case((j.changed < now, 1), else_=0))
+            query = select(j.queue, j.state, settled, func.count()).where(ended)
+            if self.mark is not None:
+                query = query.where(j.changed >= self.mark)
             rows: Sequence[tuple[str, int, int | None, int]] = conn.execute(
                 query.group_by(j.state, j.queue)
             ).all()
-        self.until = until
+        self.mark = now
         recent: Tally[tuple[str, JobState]] = Tally()
         for queue, state, old, count in rows:
             key = (str(queue), JobState(state))
@@ -133,12 +134,11 @@ class DatabaseSeries(Collector):
         *,
         ended_refresh: float = 15.0,
         load_refresh: float = 10.0,
-        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.jobs = jobs
         self.engine: Engine = jobs.engine
         self.nodes = nodes
-        self.ended = _Cached(ended_refresh, EndedJobs(jobs, clock).read)
+        self.ended = _Cached(ended_refresh, EndedJobs(jobs).read)
         self.loads = _Cached(load_refresh, self._node_loads)
         self._cycle: tuple[int, dict[str, Any]] = (0, {})
         # The queues the latest scrape found (the series this process counts list them too).

@@ -194,15 +194,17 @@ def test_replaying_an_old_job_set_adds_no_lag(
 
 def test_jobs_ended_stay_counted_when_their_rows_are_deleted(database_url: str) -> None:
     """The running total adds each ended job once, so the retention deleting old jobs takes
-    nothing away, and a job that ends later is added."""
+    nothing away; a job whose end was committed long after the time it carries (an
+    executor's late report) is added too."""
     from datetime import UTC, datetime, timedelta
 
     from sqlalchemy import delete, insert
 
     from armada_core.jobs import JobState
-    from armada_server.metrics_db import FINISHED_INDEX, SETTLE, EndedJobs
+    from armada_server.metrics_db import FINISHED_INDEX, EndedJobs
     from armada_server.storage import schema as t
     from armada_server.storage.base import Transactions
+    from armada_server.storage.changes import move_on
     from armada_server.storage.database import open_database
     from armada_server.storage.job_reads import JobReads
 
@@ -213,7 +215,6 @@ def test_jobs_ended_stay_counted_when_their_rows_are_deleted(database_url: str) 
             "WHERE state IN (3, 4, 8, 9, 10)"
         )
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    now = [start + timedelta(hours=1)]
 
     def end(job_id: str, state: JobState, at: datetime) -> None:
         row = {
@@ -230,21 +231,31 @@ def test_jobs_ended_stay_counted_when_their_rows_are_deleted(database_url: str) 
         with engine.begin() as conn:
             conn.execute(insert(t.jobs).values(**row))
 
+    def writes_go_on() -> None:  # what every cycle and submission does to SQLite's clock
+        with engine.begin() as conn:
+            move_on(conn)
+
     try:
         end("a", JobState.SUCCEEDED, start)
         end("b", JobState.FAILED, start)
-        end("c", JobState.SUCCEEDED, now[0] - SETTLE / 2)  # within SETTLE: counted afresh
-        ended = EndedJobs(JobReads(Transactions(engine)), clock=lambda: now[0])
+        ended = EndedJobs(JobReads(Transactions(engine)))
         first = ended.read()
         assert ended.running_total
-        assert first[("q", JobState.SUCCEEDED)] == 2 and first[("q", JobState.FAILED)] == 1
+        assert first[("q", JobState.SUCCEEDED)] == 1 and first[("q", JobState.FAILED)] == 1
+        writes_go_on()
+        end("c", JobState.SUCCEEDED, start + timedelta(hours=1))
+        assert ended.read()[("q", JobState.SUCCEEDED)] == 2
+        writes_go_on()
+        assert ended.read()[("q", JobState.SUCCEEDED)] == 2  # nothing counted twice
         with engine.begin() as conn:  # the retention deletes the old jobs
             conn.execute(delete(t.jobs).where(t.jobs.c.id.in_(["a", "b"])))
-        now[0] += timedelta(minutes=1)
-        end("d", JobState.SUCCEEDED, now[0] - timedelta(seconds=30))
+        # Reported late: its end is stamped hours before reads that already counted others.
+        end("d", JobState.SUCCEEDED, start - timedelta(hours=5))
         later = ended.read()
         assert later[("q", JobState.SUCCEEDED)] == 3 and later[("q", JobState.FAILED)] == 1
-        assert ended.read() == later  # nothing counted twice
+        writes_go_on()
+        assert ended.read() == later
+        assert ended.read() == later
     finally:
         engine.dispose()
 
