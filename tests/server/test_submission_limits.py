@@ -18,7 +18,7 @@ from armada_core.jobs import JobState
 from armada_server.app import EmbeddedServer
 from armada_server.config import ConfigError, ServerConfig
 from armada_server.errors import ResourceExhausted
-from armada_server.storage import open_storage, submission
+from armada_server.storage import open_storage, queue_limit, submission
 
 from ..together import run_together
 
@@ -159,15 +159,15 @@ def test_jobs_written_between_the_count_and_the_transaction_are_counted_in_it(
     try:
         replicas[0].queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
         replicas[0].submissions.submit("q", "s", [item(), item()], owner="u", max_queued=limit)
-        counted_before = submission._counted_before
+        counted_before = queue_limit.counted_before
 
         def counted_then_another_replica_submits(*args: Any) -> tuple[int, int] | None:
             found = counted_before(*args)
-            monkeypatch.setattr(submission, "_counted_before", counted_before)
+            monkeypatch.setattr(submission, "counted_before", counted_before)
             replicas[1].submissions.submit("q", "t", [item(), item()], owner="u", max_queued=limit)
             return found
 
-        monkeypatch.setattr(submission, "_counted_before", counted_then_another_replica_submits)
+        monkeypatch.setattr(submission, "counted_before", counted_then_another_replica_submits)
         with pytest.raises(ResourceExhausted, match="at least 4 jobs waiting"):
             replicas[0].submissions.submit("q", "s", [item()] * 3, owner="u", max_queued=limit)
         replicas[0].submissions.submit("q", "s", [item(), item()], owner="u", max_queued=limit)
@@ -186,7 +186,7 @@ def test_the_limit_decides_as_a_count_of_the_waiting_jobs_would(
     backlog counted again at every submission or only once (then completed with the waiting
     jobs written since): each request is accepted exactly when the queue's waiting jobs and
     its own fit the limit, whatever was written since the count."""
-    monkeypatch.setattr(submission, "RECOUNT_SECONDS", recount)
+    monkeypatch.setattr(queue_limit, "RECOUNT_SECONDS", recount)
     limit = 20
     rng = random.Random(7)
     replicas = [open_storage(database_url), open_storage(database_url)]

@@ -13,7 +13,6 @@ the write lock, and its refusal raised in it).
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,16 +21,12 @@ from datetime import UTC, datetime
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Integer,
     Select,
     String,
     and_,
     any_,
     bindparam,
-    func,
-    literal_column,
     select,
-    text,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
@@ -59,17 +54,16 @@ from armada_server.storage.base import (
     new_events,
 )
 from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new, insert_rows
-from armada_server.storage.changes import mark_column, move_on
+from armada_server.storage.changes import move_on
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
+from armada_server.storage.queue_limit import Counts, counted_before, refuse_over_limit
 from armada_server.storage.retries import start_gang_generation
 from armada_server.storage.rows import chunks, job_row, load_jobs
 from armada_server.storage.task_generations import refuse_second_generation
 
 NON_TERMINAL = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_JOB_STATES)
-#: Jobs waiting to be scheduled, as the per-queue limit counts them.
-WAITING = (int(JobState.SUBMITTED), int(JobState.QUEUED))
 #: Called with the new jobs a submission built (each with its item's index in the request)
 #: before its transaction, and again in it with those it stores when some of them turned out
 #: to be stored already; raises to refuse the request.
@@ -91,7 +85,6 @@ def queue_cordoned(queue: str) -> FailedPrecondition:
 
 # Built once: a submission of a few jobs was as much building statements as running them.
 _CORDONED = select(t.queues.c.cordoned).where(t.queues.c.name == bindparam("queue"))
-_LOCK_QUEUE = _CORDONED.with_for_update()
 _BY_CLIENT_ID = select(t.jobs.c.client_id, t.jobs.c.id).where(
     t.jobs.c.queue == bindparam("queue"),
     t.jobs.c.client_id.in_(bindparam("client_ids", expanding=True)),
@@ -113,7 +106,7 @@ class Submissions:
 
     def __init__(self, transactions: Transactions) -> None:
         self._tx = transactions
-        self._counts: Counts = {}  # the per-queue limit's counts (`_counted_before`)
+        self._counts: Counts = {}  # the per-queue limit's counts (`queue_limit`)
 
     @retried  # deadlocks and serialization failures, as every transaction
     def submit(
@@ -157,7 +150,7 @@ class Submissions:
         made = _Made.of(self._tx.dialect, new, admit)
         before = None
         if max_queued is not None:
-            before = _counted_before(self._tx, queue, max_queued, self._counts)
+            before = counted_before(self._tx, queue, max_queued, self._counts)
         with self._tx.write() as (conn, touched):
             return self._store(
                 conn, touched, queue, items, new, made, admit, max_queued, before, now
@@ -225,7 +218,7 @@ class Submissions:
             insert_rows(conn, t.jobs, sorted((job.row for job in stored), key=_by_client_id))
             self._tx.append(conn, touched, [e for job in stored for e in job.events])
         if max_queued is not None:
-            _refuse_over_limit(conn, queue, len(stored), max_queued, before)
+            refuse_over_limit(conn, queue, len(stored), max_queued, before)
             move_on(conn)  # the next submission's count marks its snapshot past these jobs
         return ids
 
@@ -465,110 +458,6 @@ def _new_jobs(
         stored = events[0].submitted.job
         new[index] = _NewJob(index, stored, events, job_row(stored, now))
     return new
-
-
-# The queue's waiting jobs, counted up to a bound (`bound`: the limit + 1) from the (state,
-# queue) index alone (selecting a column it lacks, the id, read each job's row: five times as
-# long), stopping there.
-_WAITING = (
-    select(func.count())
-    .select_from(
-        select(literal_column("1", Integer))
-        .where(t.jobs.c.state.in_(WAITING), t.jobs.c.queue == bindparam("queue"))
-        .limit(bindparam("bound"))
-        .subquery()
-    )
-    .scalar_subquery()
-)
-# The queue's waiting jobs written at or after a change mark, found from the index of change
-# numbers: what it costs is what changed since the mark, not the queue's backlog. Each
-# database is kept off the (state, queue) index, which walks the backlog: SQLite is told the
-# index, PostgreSQL reads the recent rows first (a materialised CTE; its planner took the
-# other index while its statistics lagged behind a growing backlog).
-_RECENT = (
-    select(t.jobs.c.queue, t.jobs.c.state)
-    .where(t.jobs.c.changed >= bindparam("mark"))
-    .cte("recent")
-    .prefix_with("MATERIALIZED")
-)
-_WAITING_SINCE = (
-    select(func.count())
-    .select_from(_RECENT)
-    .where(_RECENT.c.queue == bindparam("queue"), _RECENT.c.state.in_(WAITING))
-)
-_WAITING_SINCE_SQLITE = text(
-    "SELECT (SELECT count(*) FROM jobs INDEXED BY ix_jobs_changed "
-    f"WHERE changed >= :mark AND queue = :queue AND state IN {tuple(WAITING)}), "
-    "(SELECT n FROM change_clock)"
-)
-# Seconds a queue's exact count is completed by what was written since, before the next
-# submission counts its backlog again: what that adds is a scan of a second's changes.
-RECOUNT_SECONDS = 1.0
-#: Per queue: when its backlog was last counted (time.monotonic()), the count, its mark.
-Counts = dict[str, tuple[float, int, int]]
-
-
-def _waiting_since(conn: Connection, queue: str, mark: int) -> tuple[int, int]:
-    """The queue's waiting jobs written at or after the change `mark`, and the mark of this
-    read's snapshot."""
-    if conn.dialect.name == "sqlite":
-        found = conn.execute(_WAITING_SINCE_SQLITE, {"queue": queue, "mark": mark}).one()
-    else:
-        since = select(_WAITING_SINCE.scalar_subquery(), mark_column(conn.dialect.name))
-        found = conn.execute(since, {"queue": queue, "mark": mark}).one()
-    return int(found[0]), int(found[1])
-
-
-def _counted_before(
-    tx: Transactions, queue: str, limit: int, counts: Counts
-) -> tuple[int, int] | None:
-    """Before the write transaction: at least the queue's waiting jobs, and the change mark of
-    the snapshot they were counted in, which the transaction completes with what was written
-    since (`_refuse_over_limit`); None when they are over the limit already. The backlog
-    itself is counted (up to the limit + 1) once in RECOUNT_SECONDS (`counts` keeps it); in
-    between, the count is completed with the waiting jobs written since its mark."""
-    now = time.monotonic()
-    kept = counts.get(queue)
-    with tx.read() as conn:
-        if kept is not None and now - kept[0] < RECOUNT_SECONDS:
-            since, mark = _waiting_since(conn, queue, kept[2])
-            if kept[1] + since <= limit:
-                return kept[1] + since, mark
-        [(counted, mark)] = fetch(
-            conn, select(_WAITING, mark_column(tx.dialect)), {"queue": queue, "bound": limit + 1}
-        )
-    if counted > limit:
-        return None
-    counts[queue] = (now, int(counted), int(mark))
-    return int(counted), int(mark)
-
-
-def _refuse_over_limit(
-    conn: Connection, queue: str, new: int, limit: int, before: tuple[int, int] | None
-) -> None:
-    """Refuse the `new` jobs just written if they took the queue's waiting jobs (submitted or
-    queued, these included) over `limit`. The queue's row is locked first, as the
-    transaction's last lock: submissions to one queue wait for each other only from here to
-    their commit, and each counts the others' committed jobs.
-
-    What was counted `before` the transaction (`_counted_before`) plus the waiting jobs
-    written since its mark (these new ones among them) is at least what waits now: while that
-    is within the limit, the queue's backlog is not counted in the transaction, which on
-    SQLite every other writer waits for. Only a queue near its limit is counted here."""
-    fetch(conn, _LOCK_QUEUE, {"queue": queue})
-    if before is not None:
-        counted, mark = before
-        since, _ = _waiting_since(conn, queue, mark)
-        if counted + since <= limit:
-            return
-    [(waiting,)] = fetch(conn, select(_WAITING), {"queue": queue, "bound": limit + 1})
-    if waiting > limit:  # counted up to limit + 1: "at least"
-        raise ResourceExhausted(
-            f"queue {queue!r} has at least {limit + 1 - new} jobs waiting to be scheduled; "
-            f"this request's {new} new jobs would take it over the server's "
-            f"max_queued_jobs_per_queue limit of {limit}: wait for jobs to start or end, or "
-            f"cancel some"
-        )
 
 
 def _not_preemptible(
