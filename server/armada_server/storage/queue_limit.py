@@ -20,7 +20,7 @@ from armada_server.errors import ResourceExhausted
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
 from armada_server.storage.bulk import fetch
-from armada_server.storage.changes import mark_column
+from armada_server.storage.changes import mark_column, move_on
 
 #: Jobs waiting to be scheduled, as the limit counts them.
 WAITING = (int(JobState.SUBMITTED), int(JobState.QUEUED))
@@ -115,18 +115,25 @@ def refuse_over_limit(
     What was counted `before` the transaction (`counted_before`) plus the waiting jobs
     written since its mark (these new ones among them) is at least what waits now: while that
     is within the limit, the queue's backlog is not counted in the transaction, which on
-    SQLite every other writer waits for. Only a queue near its limit is counted here."""
+    SQLite every other writer waits for. Only a queue near its limit is counted here.
+
+    On SQLite the change clock moves on past these jobs, so the next submission's count
+    marks its snapshot after them and does not add them again."""
     fetch(conn, _LOCK_QUEUE, {"queue": queue})
+    within = False
     if before is not None:
         counted, mark = before
         since, _ = _waiting_since(conn, queue, mark)
-        if counted + since <= limit:
-            return
-    [(waiting,)] = fetch(conn, select(_WAITING), {"queue": queue, "bound": limit + 1})
-    if waiting > limit:  # counted up to limit + 1: "at least"
-        raise ResourceExhausted(
-            f"queue {queue!r} has at least {limit + 1 - new} jobs waiting to be scheduled; "
-            f"this request's {new} new jobs would take it over the server's "
-            f"max_queued_jobs_per_queue limit of {limit}: wait for jobs to start or end, or "
-            f"cancel some"
-        )
+        within = counted + since <= limit
+    if not within:
+        [(waiting,)] = fetch(conn, select(_WAITING), {"queue": queue, "bound": limit + 1})
+        within = waiting <= limit  # counted up to limit + 1: over it is "at least"
+    if within:
+        move_on(conn)
+        return
+    raise ResourceExhausted(
+        f"queue {queue!r} has at least {limit + 1 - new} jobs waiting to be scheduled; "
+        f"this request's {new} new jobs would take it over the server's "
+        f"max_queued_jobs_per_queue limit of {limit}: wait for jobs to start or end, or "
+        f"cancel some"
+    )

@@ -54,7 +54,6 @@ from armada_server.storage.base import (
     new_events,
 )
 from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new, insert_rows
-from armada_server.storage.changes import move_on
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
@@ -219,7 +218,6 @@ class Submissions:
             self._tx.append(conn, touched, [e for job in stored for e in job.events])
         if max_queued is not None:
             refuse_over_limit(conn, queue, len(stored), max_queued, before)
-            move_on(conn)  # the next submission's count marks its snapshot past these jobs
         return ids
 
     @retried
