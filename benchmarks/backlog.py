@@ -182,12 +182,18 @@ def job_counts(values: dict[str, float]) -> dict[str, float]:
 
 
 def rss_kib(pid: int) -> dict[str, int]:
-    """The process's resident set now and at its peak (KiB)."""
+    """The process's resident set now and at its peak (KiB), and how much of it now is
+    mapped files' pages (an SQLite database is read through memory-mapped I/O: those pages
+    are the kernel's page cache, which it may reclaim)."""
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
+        if line.startswith(("VmRSS:", "VmHWM:", "RssFile:")):
             out[line.split(":")[0]] = int(line.split()[1])
-    return {"rss_kib": out.get("VmRSS", 0), "peak_rss_kib": out.get("VmHWM", 0)}
+    return {
+        "rss_kib": out.get("VmRSS", 0),
+        "peak_rss_kib": out.get("VmHWM", 0),
+        "rss_file_kib": out.get("RssFile", 0),
+    }
 
 
 def database_size(url: str) -> dict[str, int]:

@@ -35,12 +35,14 @@ server does this work on worker threads, which cProfile of a server process woul
 the same queued jobs and nodes it times, under cProfile, the first scheduling cycle, the executor
 syncs that take all its leases (a response's leases are bounded in size), the syncs reporting every
 run as running (10,000 per sync, as the agent sends them), an idle sync, the next cycle and one
-more where nothing changed, then the syncs reporting every run succeeded, and writes
-``<step>.prof`` files to DIR (read them with ``python -m pstats``) and the seconds per step to the
-JSON. With ``--timing`` it times the same steps without cProfile (whose cost per call multiplies
-these steps' time several times over), in wall and in the process's CPU seconds (which a loaded
-machine changes far less), and each cycle's phases in wall seconds (the read, the views, the
-scheduler, comparing reasons, writing).
+more where nothing changed, then the syncs reporting every run succeeded and the cycle that
+leases again where they ended, and writes ``<step>.prof`` files to DIR (read them with
+``python -m pstats``) and the seconds per step to the JSON. With ``--backlog N`` the jobs are N of
+mixed_10k's (the backlog run's queues, shapes, classes and gangs) on its 10,000 nodes, with the
+backlog run's server settings. With ``--timing`` it times the same steps without cProfile
+(whose cost per call multiplies these steps' time several times over), in wall and in the
+process's CPU seconds (which a loaded machine changes far less), and each cycle's phases in
+wall seconds (the read, the views, the scheduler, comparing reasons, writing).
 """
 
 from __future__ import annotations
@@ -505,31 +507,57 @@ def _time_cycle_phases(loop: Any) -> dict[str, float]:
 
 
 def profile_in_process(
-    out: Path, workdir: Path, nodes: int, jobs: int, profiling: bool = True, cpus: int = 8
+    out: Path,
+    workdir: Path,
+    nodes: int,
+    jobs: int,
+    profiling: bool = True,
+    cpus: int = 8,
+    mixed: int | None = None,
 ) -> dict[str, Any]:
+    """The server's steps in-process: the first cycle, the syncs taking its leases and
+    reporting them running, an idle sync, two more cycles, the syncs reporting every run
+    succeeded and the cycle after them. `jobs` identical one-CPU jobs in one queue on `nodes`
+    nodes of `cpus` CPUs; with `mixed`, that many of mixed_10k's jobs (the backlog run's
+    queues, shapes, classes and gangs) on its 10,000 nodes instead."""
     import cProfile
     import pstats
 
     from armada_core.api import executor_pb2
-    from armada_server.config import NodeGroup, ServerConfig
+    from armada_server import config as server_config
+    from armada_server.config import NodeGroup
     from armada_server.executors.agent import MAX_UPDATES_PER_SYNC, update
     from armada_server.executors.nodes import virtual_nodes
     from armada_server.scheduling.loop import SchedulingLoop
     from armada_server.storage import open_storage
 
     url = f"sqlite:///{workdir / 'profile.db'}"
-    config = ServerConfig(port=0, http_port=None, executor="none", database_url=url)
-    storage = open_storage(url, retry_settings=config.retry)
-    storage.queues.create_queue(submit_pb2.Queue(name="load", priority_factor=1))
-    item = job_item(
-        spec(["sleep", "3600"], cpu="1", memory="2Gi"),
-        priority_class=config.default_priority_class,
-        annotations={ann.PREFIX + "simulatedDuration": "36000"},
+    settings = workdir / "profile.yaml"
+    settings.write_text(backlog.SERVER_CONFIG if mixed else "{}\n")
+    config = server_config.build(
+        settings, port=0, http_port=None, executor="none", database_url=url
     )
-    for i in range(0, jobs, BATCH):
-        storage.submissions.submit("load", f"set-{i // 10_000}", [item] * BATCH, owner="bench")
-    log(f"profile: {jobs} jobs stored")
-    node_list = virtual_nodes([NodeGroup(nodes, str(cpus), f"{4 * cpus}Gi")], "sim")
+    storage = open_storage(url, retry_settings=config.retry)
+    if mixed:
+        queues, requests = backlog.workload(mixed)
+        for name, factor in queues:
+            storage.queues.create_queue(submit_pb2.Queue(name=name, priority_factor=factor))
+        for queue, job_set, items in requests:
+            storage.submissions.submit(queue, job_set, items, owner="bench")
+        args = backlog.node_args()
+        groups = [server_config.parse_nodes(a) for a in args[1::2]]
+    else:
+        storage.queues.create_queue(submit_pb2.Queue(name="load", priority_factor=1))
+        item = job_item(
+            spec(["sleep", "3600"], cpu="1", memory="2Gi"),
+            priority_class=config.default_priority_class,
+            annotations={ann.PREFIX + "simulatedDuration": "36000"},
+        )
+        for i in range(0, jobs, BATCH):
+            storage.submissions.submit("load", f"set-{i // 10_000}", [item] * BATCH, owner="bench")
+        groups = [NodeGroup(nodes, str(cpus), f"{4 * cpus}Gi")]
+    log(f"profile: {mixed or jobs} jobs stored")
+    node_list = virtual_nodes(groups, "sim")
 
     def sync(**kw: Any) -> executor_pb2.SyncResponse:
         return storage.executors.executor_sync(
@@ -617,11 +645,13 @@ def profile_in_process(
         return -(-len(ended) // MAX_UPDATES_PER_SYNC)
 
     step("sync_succeeded", report_succeeded)
+    step("cycle_after_ends", loop.cycle)  # leases again where the runs ended
     storage.engine.dispose()
     return {
         "name": "profile_in_process",
-        "nodes": nodes,
-        "queued_jobs": jobs,
+        "workload": "mixed_10k" if mixed else "identical one-CPU jobs",
+        "nodes": len(node_list),
+        "queued_jobs": mixed or jobs,
         "leased": leased,
         "syncs_taking_leases": lease_syncs,
         "syncs_reporting_running": running_syncs,
@@ -640,7 +670,8 @@ def main() -> int:
     p.add_argument(
         "--backlog",
         type=int,
-        help="backlog: mixed_10k jobs to submit and drain (default 1,000,000; quick 50,000)",
+        help="backlog: mixed_10k jobs to submit and drain (default 1,000,000; quick 50,000); "
+        "with --profile, that many of mixed_10k's jobs on its nodes",
     )
     p.add_argument(
         "--databases",
@@ -682,7 +713,9 @@ def main() -> int:
         workdir = Path(tmp)
         if args.profile:
             results.append(
-                profile_in_process(args.profile, workdir, nodes, jobs, not args.timing, cpus)
+                profile_in_process(
+                    args.profile, workdir, nodes, jobs, not args.timing, cpus, args.backlog
+                )
             )
             only = "profile"
         if only in (None, "latency"):
