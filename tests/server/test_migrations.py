@@ -36,14 +36,3 @@ def test_counting_by_queue_and_state_reads_the_index_alone(tmp_path) -> None:  #
         )
     assert "COVERING INDEX ix_jobs_state_queue" in plan, plan
     engine.dispose()
-
-
-def test_sqlite_connections_read_through_memory_mapped_io(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Every pooled connection maps the file (a large database overflows SQLite's default
-    page cache of 2 MB per connection on every bulk read and write)."""
-    engine = open_database(f"sqlite:///{tmp_path / 'armada.db'}")
-    with engine.connect() as first, engine.connect() as second:
-        for conn in (first, second):
-            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-            assert conn.exec_driver_sql("PRAGMA mmap_size").scalar() >= 1 << 30
-    engine.dispose()

@@ -15,12 +15,6 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 
 # Execution option marking a connection that will write (see make_engine).
 WRITE = "armada_write"
-# How much of an SQLite file its connections read through memory-mapped I/O rather than
-# each through its own 2 MB page cache, which a large database (hundreds of megabytes at a
-# backlog of 100,000 jobs) overflows on every bulk read and write. SQLite caps it at its
-# build's limit (2 GiB in the common builds). The mapped pages are the kernel's page cache,
-# shared by every connection and reclaimable, though they count in the process's RSS.
-SQLITE_MMAP_BYTES = 1 << 33
 
 
 def default_data_dir() -> Path:
@@ -43,8 +37,7 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for `url`; SQLite files get WAL mode, memory-mapped reads and a busy
-    timeout."""
+    """An engine for `url`; SQLite files get WAL mode and a busy timeout."""
     if url.startswith("sqlite"):
         path = sqlite_file(url)
         if path is not None:
@@ -58,7 +51,6 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
             cur.close()
 
         @event.listens_for(engine, "begin")
