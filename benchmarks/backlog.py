@@ -183,8 +183,7 @@ def job_counts(values: dict[str, float]) -> dict[str, float]:
 
 def rss_kib(pid: int) -> dict[str, int]:
     """The process's resident set now and at its peak (KiB), and how much of it now is
-    mapped files' pages (an SQLite database is read through memory-mapped I/O: those pages
-    are the kernel's page cache, which it may reclaim)."""
+    mapped files' pages (the kernel's page cache, which it may reclaim)."""
     out = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(("VmRSS:", "VmHWM:", "RssFile:")):
