@@ -249,7 +249,7 @@ class FreeSpace:
         req_tuple: tuple[int, ...] | None = None,
     ) -> None:
         """``count`` jobs of request ``req`` hold space on node ``i`` at ``hold``."""
-        self.held[i] += req * count
+        self.held[i] += req if count == 1 else req * count
         if hold != INF:
             arr = self.displaceable.get(hold)
             if arr is None:

@@ -44,12 +44,14 @@ def place_all(state: CycleState) -> None:
         top = heapq.heappop(heap)
         q = top[3]
         _take_head(state, q, top[0], heap[0] if heap else None)
+        entry, placing.next_entry = placing.next_entry, None
         if placing.heap_stale:
             # Costs of other queues changed (urgency preemption): every key is stale.
             placing.heap_stale = False
             heap = _queue_heap(state)
             continue
-        entry = heap_entry(state, q)
+        if entry is None:
+            entry = heap_entry(state, q)
         if entry is not None:
             heapq.heappush(heap, entry)
 

@@ -95,7 +95,7 @@ def queued_run(
         # Failures change nothing, so every job of the run passes the limits and fails.
         leave_queued(state, rows, failed_at[1])
         return m
-    repeated = RepeatedRequest(shape.request, min(m, allowed))
+    repeated = RepeatedRequest(shape.request, min(m, allowed), shape.request_tuple)
     k = max(1, consecutive_wins(state, q, neg_priority, bound, repeated))
     n_try = min(k, allowed, m)
     placed, reason, stopped = place_identical(state, shape, rows[:n_try])
@@ -118,6 +118,9 @@ def queued_run(
     if n_try == m:
         return m
     if n_try == k:
+        if p == 1 and repeated.key_of_two is not None:
+            # The next head is this run's next job, on top of the one just placed.
+            state.placing.next_entry = (neg_priority, repeated.key_of_two, q, q)
         return p
     assert limit_reason is not None
     leave_queued(state, rows[p:], limit_reason)

@@ -182,8 +182,10 @@ def consecutive_wins(
     bound_key, bound_rank = bound[1], bound[2]
     if m >= 2:
         # Most pops in a busy cluster win once: settle that without numpy.
-        two = (reqs[0] + reqs[1]).tolist()
-        k = queue_key(state, q, two)
+        if isinstance(reqs, RepeatedRequest):
+            k = reqs.key_of_two = queue_key(state, q, [v + v for v in reqs.req_tuple])
+        else:
+            k = queue_key(state, q, (reqs[0] + reqs[1]).tolist())
         if not (k < bound_key or (k == bound_key and q < bound_rank)):
             return 1
     done = 0
@@ -204,12 +206,17 @@ def consecutive_wins(
 
 
 class RepeatedRequest:
-    """The same request ``count`` times, without materialising it unless sliced."""
+    """The same request ``count`` times, without materialising it unless sliced.
 
-    __slots__ = ("count", "req")
+    ``key_of_two`` is the queue's key with two of them added, once ``consecutive_wins`` has
+    computed it: after one is placed, that is the key of the queue's next head.
+    """
 
-    def __init__(self, req: IntArray, count: int):
-        self.req, self.count = req, count
+    __slots__ = ("count", "key_of_two", "req", "req_tuple")
+
+    def __init__(self, req: IntArray, count: int, req_tuple: tuple[int, ...]):
+        self.req, self.count, self.req_tuple = req, count, req_tuple
+        self.key_of_two: float | None = None
 
     def __len__(self) -> int:
         return self.count

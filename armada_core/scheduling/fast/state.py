@@ -403,6 +403,8 @@ class Placing:
     journal: Journal | None = None
     #: Set when a placement changed other queues' keys: the queue heap is rebuilt.
     heap_stale: bool = False
+    #: The heap entry of the queue that just won, when placing already computed it.
+    next_entry: HeapEntry | None = None
 
     def new_space_epoch(self) -> int:
         """Give the free space a new name (``space_epoch``); returns the one it had."""
