@@ -141,12 +141,19 @@ class FreeSpace:
         self.moved.append(i)
         entries = self.index[self.partition_of[i]]
         pos = bisect.bisect_left(entries, old)
-        del entries[pos]
         if taken is not None:
-            new = (*map(operator.sub, old, taken), i)
-        else:
-            new = (*(self.capacity[i] - self.held[i] - self.evicted_total[i]).tolist(), i)
-        self.entry[i] = new
+            # Less free in no dimension more: the entry moves towards the front, so only the
+            # entries it passes shift, not the whole tail twice.
+            new = self.entry[i] = (*map(operator.sub, old, taken), i)
+            at = bisect.bisect_left(entries, new, 0, pos)
+            entries[at + 1 : pos + 1] = entries[at:pos]
+            entries[at] = new
+            return
+        del entries[pos]
+        new = self.entry[i] = (
+            *(self.capacity[i] - self.held[i] - self.evicted_total[i]).tolist(),
+            i,
+        )
         bisect.insort(entries, new)
 
     def best_fit(
@@ -255,7 +262,10 @@ class FreeSpace:
             if arr is None:
                 arr = self.displaceable[hold] = np.zeros((self.n_nodes, self.n_dims), np.int64)
             arr[i] += req * count
-        taken = None if req_tuple is None else tuple(v * count for v in req_tuple)
+        if req_tuple is None or count == 1:
+            taken = req_tuple
+        else:
+            taken = tuple(v * count for v in req_tuple)
         self._reindex(i, taken)
 
     def place_many(self, nodes: IntArray, counts: IntArray, req: IntArray) -> None:

@@ -190,6 +190,11 @@ def _index_nodes(state: CycleState) -> None:
         np.array(totals, dtype=np.float64)[counted],
         np.array(costs.multipliers, dtype=np.float64)[counted],
         bool(counted.any()),
+        [
+            (d, m, float(t))
+            for d, (m, t) in enumerate(zip(costs.multipliers, totals, strict=True))
+            if t > 0
+        ],
     )
 
 

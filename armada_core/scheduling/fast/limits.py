@@ -99,9 +99,10 @@ def run_limits(
     if config.max_jobs_per_cycle is not None:
         c_jobs = max(0, min(m, config.max_jobs_per_cycle - limits.new_count))
     c_res = m
-    for d, name in enumerate(state.dims):
-        if name in config.max_fraction_per_cycle:
-            limit = config.max_fraction_per_cycle[name] * totals[d]
+    fractions = config.max_fraction_per_cycle
+    for d, name in enumerate(state.dims if fractions else ()):
+        if name in fractions:
+            limit = fractions[name] * totals[d]
             c_res = min(c_res, _count_within(limits.new_total[d], shape.request_tuple[d], limit, m))
     c_cls = m
     caps = state.classes[shape.class_name].max_fraction_per_queue

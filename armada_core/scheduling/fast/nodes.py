@@ -186,7 +186,9 @@ def _place_without_displacing(state: CycleState, shape: Shape, want: int) -> lis
                 shape.free_exhausted_at = space.grow_epoch
                 break
             n = entry[-1]
-            c = _copies_fitting(entry, shape.request_tuple, want - len(placed))
+            left = want - len(placed)
+            # The entry fits one copy: only more than one is worth counting.
+            c = 1 if left == 1 else _copies_fitting(entry, shape.request_tuple, left)
             space.place(n, shape.request, INF, c, shape.request_tuple)
             placed.extend([n] * c)
     return placed

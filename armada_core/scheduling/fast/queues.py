@@ -134,10 +134,16 @@ def fair_share_fraction(state: CycleState, q: int) -> float:
 
 
 def queue_key(state: CycleState, q: int, extra: Sequence[int]) -> float:
-    """The queue's key after adding ``extra``: ``(cost + decay) / weight``."""
+    """The queue's key after adding ``extra``: ``(cost + decay) / weight``, the cost
+    computed as ``CostModel.cost`` does, on the most frequent path of placing."""
     queues = state.queues
-    alloc = [a + b for a, b in zip(queues.allocation[q], extra, strict=True)]
-    return (state.costs.cost(alloc) + queues.usage_offset[q]) / queues.weight[q]
+    alloc = queues.allocation[q]
+    cost = 0.0
+    for d, mult, total in state.cost_columns.terms:
+        share = float(alloc[d] + extra[d]) * mult / total
+        if share > cost:
+            cost = share
+    return (cost + queues.usage_offset[q]) / queues.weight[q]
 
 
 def queue_keys(state: CycleState, q: int, cum: IntArray) -> FloatArray:

@@ -258,6 +258,8 @@ class CostColumns:
     multipliers: FloatArray
     #: Whether any dimension counts (else every cost is 0).
     any_counted: bool
+    #: (dimension, multiplier, total) of the counted dimensions, for one cost in Python.
+    terms: list[tuple[int, float, float]]
 
 
 @dataclass(slots=True, eq=False)
