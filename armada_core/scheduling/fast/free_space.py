@@ -88,8 +88,8 @@ class SavedSpace:
     evicted_total: IntArray
     evicted: dict[int, IntArray]
     displaceable: dict[float, IntArray]
-    index: dict[int, list[IndexEntry]]
-    entry: list[IndexEntry | None]
+    #: How long the index's undo log was: entries past it are undone.
+    logged: int
 
 
 class FreeSpace:
@@ -118,6 +118,11 @@ class FreeSpace:
         self.grow_epoch = 0
         #: Nodes whose index entry changed, in order (lets per-shape scan memos catch up).
         self.moved: list[int] = []
+        #: While tentative work runs (``trials`` deep): each index change as (node, entry
+        #: before). Undoing a trial's few changes costs far less than copying the index
+        #: (thousands of entries) for every trial a gang or pod group makes.
+        self.trials = 0
+        self.undo_log: list[tuple[int, IndexEntry]] | None = None
 
     # --- index ---------------------------------------------------------------------------
 
@@ -139,6 +144,8 @@ class FreeSpace:
         if old is None:
             return
         self.moved.append(i)
+        if self.undo_log is not None:
+            self.undo_log.append((i, old))
         entries = self.index[self.partition_of[i]]
         pos = bisect.bisect_left(entries, old)
         if taken is not None:
@@ -274,9 +281,13 @@ class FreeSpace:
         self.moved.extend(nodes.tolist())
         rows = (self.capacity[nodes] - self.held[nodes] - self.evicted_total[nodes]).tolist()
         changed: dict[int, list[int]] = {}
+        log = self.undo_log
         for i, row in zip(nodes.tolist(), rows, strict=True):
-            if self.entry[i] is None:
+            old = self.entry[i]
+            if old is None:
                 continue
+            if log is not None:
+                log.append((i, old))
             changed.setdefault(int(self.partition[i]), []).append(i)
             self.entry[i] = (*row, i)
         for p, members in changed.items():
@@ -342,13 +353,16 @@ class FreeSpace:
     # --- tentative work ----------------------------------------------------------------------
 
     def save(self) -> SavedSpace:
+        """Begin tentative work (trials nest): ended by ``restore`` or ``keep``."""
+        if self.undo_log is None:
+            self.undo_log = []
+        self.trials += 1
         return SavedSpace(
             self.held.copy(),
             self.evicted_total.copy(),
             {k: v.copy() for k, v in self.evicted.items()},
             {k: v.copy() for k, v in self.displaceable.items()},
-            {k: list(v) for k, v in self.index.items()},
-            list(self.entry),
+            len(self.undo_log),
         )
 
     def restore(self, saved: SavedSpace) -> None:
@@ -357,6 +371,21 @@ class FreeSpace:
         self.evicted_total = saved.evicted_total
         self.evicted = saved.evicted
         self.displaceable = saved.displaceable
-        self.index = saved.index
-        self.entry = saved.entry
+        log = self.undo_log
+        assert log is not None
+        for i, old in reversed(log[saved.logged :]):
+            entries = self.index[self.partition_of[i]]
+            current = self.entry[i]
+            assert current is not None
+            del entries[bisect.bisect_left(entries, current)]
+            bisect.insort(entries, old)
+            self.entry[i] = old
+        del log[saved.logged :]
         self.grow_epoch += 1
+        self.keep()
+
+    def keep(self) -> None:
+        """End tentative work, keeping it (as part of the enclosing trial's, if any)."""
+        self.trials -= 1
+        if self.trials == 0:
+            self.undo_log = None

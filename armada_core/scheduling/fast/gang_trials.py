@@ -218,6 +218,7 @@ def begin_trial(state: CycleState) -> SavedTrial:
 
 def end_trial(state: CycleState, saved: SavedTrial | None = None) -> None:
     """Keep tentative work (as part of the enclosing trial's, if any)."""
+    state.nodes.space.keep()
     state.placing.journal = None if saved is None else saved.outer
 
 
