@@ -334,14 +334,17 @@ class FreeSpace:
     def put_back_evicted(self, rows: IntArray, reqs: IntArray, priority: int) -> None:
         """Evicted jobs back on their nodes: free space (nothing displaced) is unchanged."""
         if len(rows) == 1:
-            r = int(rows[0])
-            self.evicted[priority][r] -= reqs[0]
-            self.evicted_total[r] -= reqs[0]
-            self.held[r] += reqs[0]
+            self.put_back_one(int(rows[0]), reqs[0], priority)
             return
         scatter_add(self.evicted[priority], rows, reqs, -1)
         scatter_add(self.evicted_total, rows, reqs, -1)
         scatter_add(self.held, rows, reqs)
+
+    def put_back_one(self, i: int, req: IntArray, priority: int) -> None:
+        """One evicted job goes back on node ``i``."""
+        self.evicted[priority][i] -= req
+        self.evicted_total[i] -= req
+        self.held[i] += req
 
     def drop_evicted(self, i: int, req: IntArray, priority: int) -> None:
         """An evicted job on node ``i`` is preempted: its space is free."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from .free_space import IntArray, scatter_add
 from .limits import class_limit
-from .queues import change_usage, charge_class, consecutive_wins, queue_keys
+from .queues import change_usage, charge_class, consecutive_wins, queue_key, queue_keys
 from .state import CycleState, HeapEntry, Item
 from .victims import evicted_settled
 
@@ -135,6 +135,9 @@ def evicted_run(
     one at a time when a class cap applies or they do not all fit. Returns how many."""
     jobs, order, facts = state.jobs, state.order, state.shapes.facts
     end = min(int(order.run_end[q][pos]), pos + _WINDOW)
+    if _wins_one(state, q, neg_priority, bound, pos, end):
+        evicted_one(state, q, int(order.sequence[q][pos]))
+        return 1
     rows = order.sequence[q][pos:end]
     gone = np.flatnonzero(state.evictions.settled[rows])
     if len(gone):
@@ -175,6 +178,23 @@ def evicted_run(
     return k
 
 
+def _wins_one(
+    state: CycleState, q: int, neg_priority: int, bound: HeapEntry | None, pos: int, end: int
+) -> bool:
+    """Whether the queue wins only the first of its run (the two-job check of
+    ``consecutive_wins``), in plain Python: most turns of queues that contend win one, and
+    one job goes back as ``evicted_one`` puts it, without the run's arrays."""
+    if bound is None or neg_priority < bound[0] or end - pos < 2:
+        return False
+    if any(pc.max_fraction_per_queue for pc in state.classes.values()):
+        return False
+    sequence, shape, facts = state.order.sequence[q], state.jobs.shape, state.shapes.facts
+    first, second = facts[shape[sequence[pos]]], facts[shape[sequence[pos + 1]]]
+    two = [a + b for a, b in zip(first.request_tuple, second.request_tuple, strict=True)]
+    key = queue_key(state, q, two)
+    return not (key < bound[1] or (key == bound[1] and q < bound[2]))
+
+
 def evicted_one(state: CycleState, q: int, i: int) -> None:
     evicted_members(state, q, [i], None)
 
@@ -211,6 +231,9 @@ def _fits_back(state: CycleState, q: int, members: list[int], item: Item | None)
     if class_limit(state, q, members) is not None:
         return False
     jobs, space, requests = state.jobs, state.nodes.space, state.shapes.requests
+    if len(members) == 1:
+        n = int(jobs.node[members[0]])
+        return bool((space.held[n] + requests[jobs.shape[members[0]]] <= space.capacity[n]).all())
     extra: dict[int, IntArray] = {}
     for i in members:
         n = int(jobs.node[i])
@@ -228,9 +251,7 @@ def _put_back(state: CycleState, q: int, members: list[int]) -> None:
         n = int(jobs.node[i])
         s = jobs.shape[i]
         shape = state.shapes.facts[s]
-        space.put_back_evicted(
-            np.array([n]), state.shapes.requests[s][None, :], int(jobs.class_priority[i])
-        )
+        space.put_back_one(n, state.shapes.requests[s], int(jobs.class_priority[i]))
         evicted_settled(state, np.array([i]))
         queues.allocation[q] = [
             a + b for a, b in zip(queues.allocation[q], shape.request_tuple, strict=True)
