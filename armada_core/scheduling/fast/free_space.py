@@ -149,8 +149,8 @@ class FreeSpace:
         entries = self.index[self.partition_of[i]]
         pos = bisect.bisect_left(entries, old)
         if taken is not None:
-            # Less free in no dimension more: the entry moves towards the front, so only the
-            # entries it passes shift, not the whole tail twice.
+            # Its free space shrank (no dimension grew), so the entry moves towards the front:
+            # only the entries it passes shift, not the whole tail twice.
             new = self.entry[i] = (*map(operator.sub, old, taken), i)
             at = bisect.bisect_left(entries, new, 0, pos)
             entries[at + 1 : pos + 1] = entries[at:pos]

@@ -12,7 +12,14 @@ import numpy as np
 
 from .free_space import IntArray, scatter_add
 from .limits import class_limit
-from .queues import change_usage, charge_class, consecutive_wins, queue_key, queue_keys
+from .queues import (
+    beats,
+    change_usage,
+    charge_class,
+    consecutive_wins,
+    queue_key,
+    queue_keys,
+)
 from .state import CycleState, HeapEntry, Item
 from .victims import evicted_settled
 
@@ -191,8 +198,7 @@ def _wins_one(
     sequence, shape, facts = state.order.sequence[q], state.jobs.shape, state.shapes.facts
     first, second = facts[shape[sequence[pos]]], facts[shape[sequence[pos + 1]]]
     two = [a + b for a, b in zip(first.request_tuple, second.request_tuple, strict=True)]
-    key = queue_key(state, q, two)
-    return not (key < bound[1] or (key == bound[1] and q < bound[2]))
+    return not beats(queue_key(state, q, two), q, bound)
 
 
 def evicted_one(state: CycleState, q: int, i: int) -> None:

@@ -192,7 +192,7 @@ def consecutive_wins(
             k = reqs.key_of_two = queue_key(state, q, [v + v for v in reqs.req_tuple])
         else:
             k = queue_key(state, q, (reqs[0] + reqs[1]).tolist())
-        if not (k < bound_key or (k == bound_key and q < bound_rank)):
+        if not beats(k, q, bound):
             return 1
     done = 0
     base = np.zeros(len(state.dims), dtype=np.int64)
@@ -209,6 +209,12 @@ def consecutive_wins(
         base = cum[-1]
         step *= 4
     return m
+
+
+def beats(key: float, q: int, bound: HeapEntry) -> bool:
+    """Whether queue ``q`` with ``key`` comes before the heap entry ``bound`` of the same
+    class priority."""
+    return key < bound[1] or (key == bound[1] and q < bound[2])
 
 
 class RepeatedRequest:
