@@ -107,12 +107,12 @@ def _barrier_key(state: CycleState, q: int, code: int, cum: IntArray | None) -> 
     """The heap key the item ``code`` will have once the evicted jobs before it are back."""
     if code < 0:
         item = state.gangs.items[-1 - code]
-        priority, total = item.class_priority, np.asarray(item.total, dtype=np.int64)
+        priority, total = item.class_priority, item.total
     else:
         priority = int(state.jobs.class_priority[code])
-        total = state.shapes.requests[state.jobs.shape[code]]
-    extra = total if cum is None else cum[-1] + total
-    return (-priority, float(queue_keys(state, q, extra[None, :])[0]), q)
+        total = state.shapes.facts[state.jobs.shape[code]].request_tuple
+    extra = total if cum is None else [a + b for a, b in zip(cum[-1].tolist(), total, strict=True)]
+    return (-priority, queue_key(state, q, extra), q)
 
 
 def _before_barrier(
