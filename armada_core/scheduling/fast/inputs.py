@@ -43,6 +43,7 @@ def index_inputs(state: CycleState) -> None:
     by_name = {q.name: q for q in snapshot.queues}
     state.queues = Queues(sorted(by_name), by_name)
     state.class_names = sorted(state.classes)
+    state.class_caps = any(pc.max_fraction_per_queue for pc in state.classes.values())
     columns = read_columns(state.jobs.records)
     state.jobs.priority, state.jobs.submit = columns.priority, columns.submit
     state.jobs.ids = columns.id_list

@@ -64,7 +64,7 @@ def cycle_limit(state: CycleState, q: int, item: Item) -> str | None:
 
 def class_limit(state: CycleState, q: int, members: list[int]) -> str | None:
     """The queue's per-class caps, with all of ``members`` added."""
-    if not any(pc.max_fraction_per_queue for pc in state.classes.values()):
+    if not state.class_caps:
         return None
     nd = len(state.dims)
     facts, shape_of = state.shapes.facts, state.jobs.shape

@@ -27,7 +27,7 @@ def place_all(state: CycleState) -> None:
     sequence, position = order.sequence, order.position
     heap = _queue_heap(state)
     placing.heap_stale = False
-    batch_ok = not any(pc.max_fraction_per_queue for pc in state.classes.values())
+    batch_ok = not state.class_caps
     skip = 0
     while heap:
         if batch_ok and skip <= 0:

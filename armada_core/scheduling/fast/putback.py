@@ -155,7 +155,9 @@ def evicted_run(
         rows = rows[: int(gone[0])]
     shapes = jobs.shape[rows]
     classes = state.classes
-    if any(classes[facts[s].class_name].max_fraction_per_queue for s in set(shapes.tolist())):
+    if state.class_caps and any(
+        classes[facts[s].class_name].max_fraction_per_queue for s in set(shapes.tolist())
+    ):
         evicted_one(state, q, int(rows[0]))
         return 1
     reqs = state.shapes.requests[shapes]
@@ -193,7 +195,7 @@ def _wins_one(
     one job goes back as ``evicted_one`` puts it, without the run's arrays."""
     if bound is None or neg_priority < bound[0] or end - pos < 2:
         return False
-    if any(pc.max_fraction_per_queue for pc in state.classes.values()):
+    if state.class_caps:
         return False
     sequence, shape, facts = state.order.sequence[q], state.jobs.shape, state.shapes.facts
     first, second = facts[shape[sequence[pos]]], facts[shape[sequence[pos + 1]]]

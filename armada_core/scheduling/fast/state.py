@@ -435,6 +435,9 @@ class CycleState:
     #: index per-(queue, class) allocation.
     classes: dict[str, PriorityClass] = field(init=False)
     class_names: list[str] = field(init=False)
+    #: Whether any class caps a queue's share (``max_fraction_per_queue``): without caps,
+    #: evicted jobs go back in batches and one at a time without class checks.
+    class_caps: bool = field(init=False)
     #: Resource dimensions in best-fit order: the columns of every resource array.
     dims: tuple[str, ...] = field(init=False)
     #: Dominant-resource cost, shared with the reference so that costs compare exactly.
