@@ -347,6 +347,30 @@ def test_topology_worlds_match_reference(seed: int) -> None:
     _same(_topology_world(seed))
 
 
+def _repeated_pod_groups(seed: int):
+    """A topology world with copies of a few pod groups (from any queue): groups that share
+    their first role, many of which fail in one cycle, some after others were placed."""
+    snap = _topology_world(seed)
+    rng = random.Random(seed ^ 0x7E9)
+    templates = [_topology_pod_groups(rng, ["A"]) for _ in range(2)]
+    names = [q.name for q in snap.queues]
+    jobs = list(snap.jobs)
+    for copy in range(rng.randint(2, 8)):
+        queue = rng.choice(names)
+        for j in rng.choice(templates):
+            gang = f"c{copy}-{j.gang_id}"
+            jobs.append(replace(j, id=f"c{copy}-{j.id}", queue=queue, gang_id=gang))
+    return replace(snap, jobs=tuple(jobs))
+
+
+@_settings(300)
+@given(st.integers(min_value=0, max_value=2**40))
+def test_repeated_pod_groups_match_reference(seed: int) -> None:
+    """A failed first role is remembered for the space epoch (``fast.role_topology``): the
+    groups after it fail with the reason the reference finds for each."""
+    _same(_repeated_pod_groups(seed))
+
+
 @_settings(300)
 @given(st.integers(min_value=0, max_value=2**40))
 def test_role_group_worlds_match_reference(seed: int) -> None:

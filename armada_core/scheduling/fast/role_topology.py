@@ -6,6 +6,10 @@ Domains narrower than the cluster (of the group, or of a role inside the group's
 whose room, with everything that may give way taken away, is too small for the core are
 not tried: they could not hold it. The domains whose failures make the reason (the
 cluster's, and the group's domain itself for a role) are always tried.
+
+A group whose first role (its core of one shape) fits in no domain fails as any later group
+with that first role does while free space only shrinks: that failure is remembered for the
+space epoch, as a gang shape's is.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from .gang_trials import begin_trial, rollback, try_members
 from .limits import take_charges
 from .nodes import place_job, static_constraints
 from .outcomes import leave_queued
-from .state import CycleState, Item, Rank
+from .state import CycleState, GangShapeKey, Item, Rank
+from .victims import urgency_possible
 
 #: How a domain of the group compares: -members placed, worst stage, the roles' hops
 #: (largest first), level rank, free left, key.
@@ -54,6 +59,13 @@ def role_group(state: CycleState, q: int, item: Item, charges: dict[int, int]) -
     labels = state.nodes.labels
     groups = subgroups.subgroups([records[i] for i in members], item.core, labels, levels, label)
     whole = topology_domains(state, label, None)
+    first = groups[0]
+    memo = _first_role_key(state, item, first)
+    if memo is not None:
+        known = state.gangs.failures.get(memo)
+        if known is not None and known[0] == state.placing.space_epoch:
+            _leave_queued(state, members, [RoleFailure(first, known[1])], label)
+            return
     closest = subgroups.closest_key(levels, groups)
     best_key: GroupKey | None = None
     best: _Domain | None = None
@@ -81,13 +93,37 @@ def role_group(state: CycleState, q: int, item: Item, charges: dict[int, int]) -
         if best_key is not None and best_key[:3] == (-len(members), (0, 0.0), closest):
             break
     if best is None:
-        why = subgroups.failure_reason(records[members[0]].gang_id or "", failures, label)
-        leave_queued(state, np.array(members), why)
+        if memo is not None and failures and failures[0].group is first:
+            state.gangs.failures[memo] = (state.placing.space_epoch, failures[0].reason)
+        _leave_queued(state, members, failures, label)
         return
     attempt = _try_roles(state, q, item, groups, best)
     assert not isinstance(attempt, RoleFailure)
     leave_unplaced(state, members, attempt[0], item.core)
     take_charges(state, q, [i for i in members if i in attempt[0]], charges)
+
+
+def _first_role_key(state: CycleState, item: Item, first: SubGroup) -> GangShapeKey | None:
+    """The key a failure of the group's first role is remembered by, or None when it cannot
+    be: a uniformity label (one cluster domain per value), a core of several shapes (which
+    member fails first, so the reason, depends on the space left), or urgency preemption
+    possible (a failure would not stay one)."""
+    if item.uniformity_label is not None or not first.core:
+        return None
+    shapes = {int(state.jobs.shape[item.members[k]]) for k in first.core}
+    if len(shapes) != 1:
+        return None
+    s = shapes.pop()
+    if urgency_possible(state, state.shapes.facts[s].class_priority):
+        return None
+    return (s, len(first.core), first.max_hops, "first role")
+
+
+def _leave_queued(
+    state: CycleState, members: list[int], failures: list[RoleFailure], label: str | None
+) -> None:
+    gang_id = state.jobs.records[members[0]].gang_id or ""
+    leave_queued(state, np.array(members), subgroups.failure_reason(gang_id, failures, label))
 
 
 def _try_roles(
