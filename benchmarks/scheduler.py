@@ -646,12 +646,14 @@ def mixed(quick: bool, plain: bool = False) -> dict:
             start, start_cpu = time.perf_counter(), time.process_time()
             result = fast_schedule(snap, timings=timings)
             runs.append((time.perf_counter() - start, time.process_time() - start_cpu, timings))
+        cold = runs[0][0]  # the first run on jobs no cycle has read (nothing of them kept)
         runs.sort(key=lambda r: r[0])
         seconds, cpu_seconds, timings = runs[len(runs) // 2]
         q = quality(snap, result)
         entry = {
             "cycle": cycle,
             "seconds": seconds,
+            "cold_seconds": cold,
             "cpu_seconds": cpu_seconds,
             "jobs_scheduled": len(result.scheduled),
             "jobs_preempted": len(result.preempted),
@@ -693,6 +695,7 @@ def mixed(quick: bool, plain: bool = False) -> dict:
         "jobs_scheduled": first["jobs_scheduled"],
         "seconds": first["seconds"],
         "jobs_per_second": first["jobs_scheduled"] / first["seconds"],
+        "first_cycle_cold_seconds": first["cold_seconds"],
         "cpu_seconds": first["cpu_seconds"],
         "later_cycle_seconds": later,
         "later_cycle_cpu_seconds": [c["cpu_seconds"] for c in cycle_out[1:]],
@@ -711,8 +714,12 @@ def mixed(quick: bool, plain: bool = False) -> dict:
         "reference_seconds_extrapolated": ref_seconds * (1.0 / scale) ** exponent,
         "speedup_extrapolated": ref_seconds * (1.0 / scale) ** exponent / first["seconds"],
         "decisions_identical_on_reference_input": True,
-        "note": "seconds is the first cycle (empty cluster); later_cycle_seconds follow, each "
-        "after 5% of running jobs finished; peak_rss_mb is the whole process, including the "
+        "note": "seconds is the first cycle (empty cluster), the median of three runs on one "
+        "snapshot: the second and third find what the first read of each job kept by its serial, "
+        "as a server's cycles do for the jobs it holds; first_cycle_cold_seconds is the first run, "
+        "on jobs no cycle has read (a backlog just submitted, a new leader's first cycle); "
+        "later_cycle_seconds follow, each after 5% of running jobs finished; peak_rss_mb is "
+        "the whole process, including the "
         "benchmark's own Job objects; fairness_error is against max-min fair shares that fill "
         "urgent classes first and count only what fits (pools, whole racks for gangs), "
         "fairness_error_ignoring_urgency against shares that treat all classes alike (no "
