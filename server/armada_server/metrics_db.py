@@ -25,13 +25,14 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, case, func, inspect, select, text
 
+from armada_core.api import executor_pb2
 from armada_core.jobs import JobState
 from armada_core.scheduling.model import parse_quantity
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
 from armada_server.storage.changes import mark
 from armada_server.storage.job_reads import JobReads
-from armada_server.storage.nodes import NodeLoad, Nodes
+from armada_server.storage.nodes import NodeLoad, Nodes, decode_nodes
 
 LIVE = {
     JobState.QUEUED: "queued",
@@ -141,6 +142,8 @@ class DatabaseSeries(Collector):
         self.ended = _Cached(ended_refresh, EndedJobs(jobs).read)
         self.loads = _Cached(load_refresh, self._node_loads)
         self._cycle: tuple[int, dict[str, Any]] = (0, {})
+        # Executor -> its latest report of nodes, and what the node series need of it.
+        self._summaries: dict[str, tuple[bytes, _PoolNodes]] = {}
         # The queues the latest scrape found (the series this process counts list them too).
         self.known_queues: list[str] = []
 
@@ -226,26 +229,44 @@ class DatabaseSeries(Collector):
         return self.nodes.node_loads()
 
     def _node_series(self) -> Iterator[Metric]:
+        """Per pool: nodes, their capacity and what runs hold of it. An executor's report is
+        decoded again only when it changed: a scrape of 10,000 nodes decoded every one of
+        them (about 0.1 s of the server's CPU per scrape)."""
         assert self.nodes is not None
-        infos = self.nodes.nodes_with_cordons()
+        reports, cordons = self.nodes.reported_nodes()
         loads: dict[tuple[str, str], NodeLoad] = self.loads.get()
         count: dict[tuple[str, str], int] = defaultdict(int)
         capacity: dict[tuple[str, str], float] = defaultdict(float)
         allocated: dict[tuple[str, str], float] = defaultdict(float)
         seen: dict[tuple[str, str], float] = {}
-        for info in infos:
-            if not info.pool:
-                continue  # a cordon of a node no executor reports
-            seen[(info.executor, info.pool)] = info.last_seen.timestamp()
-            count[(info.pool, "all")] += 1
-            count[(info.pool, "cordoned")] += int(info.cordoned)
-            count[(info.pool, "unschedulable")] += int(info.node.unschedulable)
-            for resource, quantity in info.node.allocatable.items():
-                capacity[(info.pool, resource)] += _amount(resource, quantity)
-            load = loads.get((info.executor, info.name))
-            for resource, amount in (load.requests if load else {}).items():
+        summaries: dict[str, tuple[bytes, _PoolNodes]] = {}
+        for report in reports:
+            kept = self._summaries.get(report.executor)
+            if kept is None or kept[0] != report.nodes:
+                kept = (report.nodes, _PoolNodes.of(decode_nodes(report.nodes)))
+            summaries[report.executor] = kept
+            if not report.pool:
+                continue
+            pool, nodes = report.pool, kept[1]
+            seen[(report.executor, pool)] = report.last_seen.timestamp()
+            count[(pool, "all")] += nodes.count
+            count[(pool, "cordoned")] += 0
+            count[(pool, "unschedulable")] += nodes.unschedulable
+            for resource, amount in nodes.capacity.items():
+                capacity[(pool, resource)] += amount
+        self._summaries = summaries
+        pools = {r.executor: r.pool for r in reports if r.pool}
+        for executor, name in cordons:  # those of nodes no executor reports are left out
+            of = pools.get(executor)
+            if of is not None and name in summaries[executor][1].names:
+                count[(of, "cordoned")] += 1
+        for (executor, name), load in loads.items():
+            of = pools.get(executor)
+            if of is None or name not in summaries[executor][1].names:
+                continue
+            for resource, amount in load.requests.items():
                 milli = 1000.0 if resource == "cpu" else 1.0
-                allocated[(info.pool, resource)] += amount / milli
+                allocated[(of, resource)] += amount / milli
         for pool, resource in capacity:
             allocated.setdefault((pool, resource), 0.0)
         yield _family(
@@ -269,6 +290,29 @@ class DatabaseSeries(Collector):
             ["executor", "pool"],
             seen,
         )
+
+
+@dataclass(frozen=True)
+class _PoolNodes:
+    """What the node series need of one executor's report of its nodes."""
+
+    count: int
+    names: frozenset[str]
+    unschedulable: int
+    capacity: dict[str, float]
+
+    @classmethod
+    def of(cls, nodes: Iterable[executor_pb2.Node]) -> _PoolNodes:
+        names: set[str] = set()
+        count = unschedulable = 0
+        capacity: dict[str, float] = defaultdict(float)
+        for node in nodes:
+            count += 1
+            names.add(node.name)
+            unschedulable += int(node.unschedulable)
+            for resource, quantity in node.allocatable.items():
+                capacity[resource] += _amount(resource, quantity)
+        return cls(count, frozenset(names), unschedulable, dict(capacity))
 
 
 def _family(

@@ -273,3 +273,74 @@ def test_node_allocation_sums_every_run_of_equal_and_different_specs(
     samples = scrape(server)
     assert value(samples, "armada_node_allocated", pool="default", resource="cpu") == 2
     assert value(samples, "armada_node_allocated", pool="default", resource="memory") == 3 << 30
+
+
+def test_node_series_follow_each_report_and_cordon(database_url: str) -> None:
+    """Each executor's report of its nodes is decoded once and kept; a new report, a cordon
+    and an uncordon show at the next scrape, and a cordon of a node no executor reports
+    counts nowhere."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert, update
+
+    from armada_core.api import executor_pb2
+    from armada_server.metrics_db import DatabaseSeries
+    from armada_server.storage import schema as t
+    from armada_server.storage.base import Transactions
+    from armada_server.storage.database import open_database
+    from armada_server.storage.job_reads import JobReads
+    from armada_server.storage.nodes import Nodes, encode_nodes
+
+    def node(name: str, cpu: str, *, unschedulable: bool = False) -> executor_pb2.Node:
+        return executor_pb2.Node(
+            name=name, allocatable={"cpu": cpu, "memory": "1Gi"}, unschedulable=unschedulable
+        )
+
+    engine = open_database(database_url)
+    try:
+        tx = Transactions(engine)
+        nodes = Nodes(tx)
+        series = DatabaseSeries(JobReads(tx), nodes, load_refresh=0)
+        seen = datetime(2026, 1, 1, tzinfo=UTC)
+        with engine.begin() as conn:
+            for executor, pool, reported in (
+                ("e1", "a", [node("n1", "2"), node("n2", "500m", unschedulable=True)]),
+                ("e2", "b", [node("n1", "8")]),
+            ):
+                row = {"id": executor, "pool": pool, "nodes": encode_nodes(reported)}
+                conn.execute(insert(t.executors).values(last_seen=seen, **row))
+
+        def scrape() -> Samples:
+            return {
+                (sample.name, frozenset(sample.labels.items())): sample.value
+                for family in series.collect()
+                for sample in family.samples
+            }
+
+        def nodes_in(pool: str) -> tuple[float, float, float, float]:
+            samples = scrape()
+            return (
+                value(samples, "armada_nodes", pool=pool, state="all"),
+                value(samples, "armada_nodes", pool=pool, state="cordoned"),
+                value(samples, "armada_nodes", pool=pool, state="unschedulable"),
+                value(samples, "armada_node_capacity", pool=pool, resource="cpu"),
+            )
+
+        assert nodes_in("a") == (2, 0, 1, 2.5)
+        assert nodes_in("b") == (1, 0, 0, 8)
+        assert nodes.set_node_cordon("e1", "n1", True)
+        assert not nodes.set_node_cordon("e1", "n1", True)  # it was already
+        assert nodes.set_node_cordon("e1", "gone", True)  # no executor reports it
+        assert nodes_in("a") == (2, 1, 1, 2.5)
+        assert nodes_in("b") == (1, 0, 0, 8)  # e2's n1 is another node
+        with engine.begin() as conn:  # e1 reports again: n1 left, n3 came
+            new = encode_nodes([node("n2", "500m"), node("n3", "4"), node("n4", "1")])
+            conn.execute(update(t.executors).where(t.executors.c.id == "e1").values(nodes=new))
+        assert nodes_in("a") == (3, 0, 0, 5.5)
+        assert nodes.set_node_cordon("e1", "n3", True)
+        assert nodes_in("a") == (3, 1, 0, 5.5)
+        assert nodes.set_node_cordon("e1", "n3", False)
+        assert not nodes.set_node_cordon("e1", "n3", False)
+        assert nodes_in("a") == (3, 0, 0, 5.5)
+    finally:
+        engine.dispose()

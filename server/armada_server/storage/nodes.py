@@ -69,6 +69,20 @@ class NodeInfo:
         return self.cordoned_at is not None
 
 
+@dataclass(frozen=True)
+class NodesReport:
+    """An executor's latest report of its nodes, as stored (`encode_nodes`)."""
+
+    executor: str
+    pool: str
+    nodes: bytes
+    last_seen: datetime
+
+
+# When a node was cordoned, and by whom.
+Cordon = tuple[datetime, str]
+
+
 @dataclass
 class NodeLoad:
     """The runs holding one node's capacity and what they request (cpu in millicores, the
@@ -123,26 +137,32 @@ class Nodes:
     def nodes_with_cordons(self) -> list[NodeInfo]:
         """Every node of every executor (as last reported), with its cordon, by executor and
         name. Cordons of nodes no executor reports any more are listed too."""
+        reports, found = self.reported_nodes()
+        cordons = dict(found)
+        out = []
+        for r in reports:
+            for node in sorted(decode_nodes(r.nodes), key=lambda n: n.name):
+                at, by = cordons.pop((r.executor, node.name), (None, ""))
+                out.append(NodeInfo(r.executor, r.pool, node, r.last_seen, at, by))
+        for (executor, name), (at, by) in sorted(cordons.items()):
+            out.append(NodeInfo(executor, "", executor_pb2.Node(name=name), at, at, by))
+        return out
+
+    def reported_nodes(self) -> tuple[list[NodesReport], dict[tuple[str, str], Cordon]]:
+        """Each executor's latest report of its nodes, still encoded (by executor), and every
+        cordon by (executor, node), read in one snapshot: for readers that keep what they
+        decoded of a report until it changes."""
         with self._tx.read() as conn:
             cordons = {
                 (r.executor_id, r.node): (when(r.cordoned_at), r.requestor)
                 for r in conn.execute(select(t.node_cordons))
             }
-            out = []
-            for r in conn.execute(
-                select(
-                    t.executors.c.id,
-                    t.executors.c.pool,
-                    t.executors.c.nodes,
-                    t.executors.c.last_seen,
-                ).order_by(t.executors.c.id)
-            ):
-                for node in sorted(decode_nodes(r.nodes), key=lambda n: n.name):
-                    at, by = cordons.pop((r.id, node.name), (None, ""))
-                    out.append(NodeInfo(r.id, r.pool, node, when(r.last_seen), at, by))
-            for (executor, name), (at, by) in sorted(cordons.items()):
-                out.append(NodeInfo(executor, "", executor_pb2.Node(name=name), at, at, by))
-        return out
+            e = t.executors.c
+            reports = [
+                NodesReport(r.id, r.pool, r.nodes, when(r.last_seen))
+                for r in conn.execute(select(e.id, e.pool, e.nodes, e.last_seen).order_by(e.id))
+            ]
+        return reports, cordons
 
     def node_loads(self) -> dict[tuple[str, str], NodeLoad]:
         """(executor, node) -> the runs holding the node: active runs, and runs the server
@@ -197,4 +217,6 @@ class Nodes:
                 cordoned_at=self._tx.clock(),
                 requestor=requestor,
             )
-            return conn.execute(stmt.on_conflict_do_nothing()).rowcount > 0
+            # RETURNING, not rowcount: an INSERT's rowcount is -1 on PostgreSQL here.
+            added = stmt.on_conflict_do_nothing().returning(t.node_cordons.c.node)
+            return conn.execute(added).first() is not None
