@@ -526,7 +526,7 @@ def profile_in_process(
     from armada_core.api import executor_pb2
     from armada_server import config as server_config
     from armada_server.config import NodeGroup
-    from armada_server.executors.agent import MAX_UPDATES_PER_SYNC, update
+    from armada_server.executors.agent import MAX_RESPONSE_BYTES, MAX_UPDATES_PER_SYNC, update
     from armada_server.executors.nodes import virtual_nodes
     from armada_server.scheduling.loop import SchedulingLoop
     from armada_server.storage import open_storage
@@ -561,7 +561,13 @@ def profile_in_process(
 
     def sync(**kw: Any) -> executor_pb2.SyncResponse:
         return storage.executors.executor_sync(
-            executor_pb2.SyncRequest(executor_id="sim", pool="default", nodes=node_list, **kw)
+            executor_pb2.SyncRequest(
+                executor_id="sim",
+                pool="default",
+                nodes=node_list,
+                max_response_bytes=MAX_RESPONSE_BYTES,  # as armada-executor says
+                **kw,
+            )
         )
 
     sync()

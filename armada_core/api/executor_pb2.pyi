@@ -453,6 +453,7 @@ class SyncRequest(_message.Message):
     CAPABILITIES_FIELD_NUMBER: _builtins.int
     CONTROL_ADDRESS_FIELD_NUMBER: _builtins.int
     CONTROL_TOKEN_FIELD_NUMBER: _builtins.int
+    MAX_RESPONSE_BYTES_FIELD_NUMBER: _builtins.int
     executor_id: _builtins.str
     """the cluster id"""
     pool: _builtins.str
@@ -461,6 +462,11 @@ class SyncRequest(_message.Message):
     the secret it expects there; a new random token each time the executor starts.
     """
     control_token: _builtins.str
+    max_response_bytes: _builtins.int
+    """The largest SyncResponse this executor receives (its channel's limit, in bytes); 0: it
+    never says (old executors), and gRPC's default of 4 MiB is assumed. The server sends
+    leases in portions that fit.
+    """
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___Node]: ...
     @_builtins.property
@@ -484,10 +490,11 @@ class SyncRequest(_message.Message):
         capabilities: Global___Capabilities | None = ...,
         control_address: _builtins.str = ...,
         control_token: _builtins.str = ...,
+        max_response_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "control_address", b"control_address", "control_token", b"control_token", "executor_id", b"executor_id", "nodes", b"nodes", "pool", b"pool", "run_ids", b"run_ids", "updates", b"updates"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "control_address", b"control_address", "control_token", b"control_token", "executor_id", b"executor_id", "max_response_bytes", b"max_response_bytes", "nodes", b"nodes", "pool", b"pool", "run_ids", b"run_ids", "updates", b"updates"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -54,7 +54,7 @@ from armada_server.config import (
 from armada_server.data_dir import ServerLocks, plan_locks, private_paths
 from armada_server.decoding import DecodingInterceptor
 from armada_server.eventhub import EventHub
-from armada_server.executors.agent import ExecutorAgent
+from armada_server.executors.agent import CHANNEL_OPTIONS, MAX_RESPONSE_BYTES, ExecutorAgent
 from armada_server.executors.backend import Backend
 from armada_server.executors.control import ControlServer, join_address
 from armada_server.executors.kinds import ExecutorSetup, server_kind
@@ -272,11 +272,12 @@ class ArmadaServer:
             )
         )
         self._channel = (
-            grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
+            grpc.aio.insecure_channel(f"127.0.0.1:{self.port}", options=CHANNEL_OPTIONS)
             if not (self.config.tls_cert)
             else grpc.aio.secure_channel(
                 f"localhost:{self.port}",
                 grpc.ssl_channel_credentials(Path(self.config.tls_cert).read_bytes()),
+                options=CHANNEL_OPTIONS,
             )
         )
         metadata = (
@@ -292,6 +293,7 @@ class ArmadaServer:
             interval=self.config.executor_sync_interval,
             metadata=metadata,
             control=self.control,
+            max_response_bytes=MAX_RESPONSE_BYTES,
         )
         self.executors[self.config.executor_id] = backend
         loop = asyncio.get_running_loop()

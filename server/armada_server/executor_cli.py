@@ -14,7 +14,7 @@ import grpc
 
 from armada_server import __version__
 from armada_server.config import ConfigError, parse_nodes
-from armada_server.executors.agent import ExecutorAgent
+from armada_server.executors.agent import CHANNEL_OPTIONS, MAX_RESPONSE_BYTES, ExecutorAgent
 from armada_server.executors.backend import Backend
 from armada_server.executors.control import (
     ControlServer,
@@ -107,9 +107,11 @@ async def _run(args: argparse.Namespace) -> None:
     servers = server_addresses(args.server)
     backend = build_backend(args)
     channels = [
-        grpc.aio.secure_channel(a, grpc.ssl_channel_credentials(args.tls_ca.read_bytes()))
+        grpc.aio.secure_channel(
+            a, grpc.ssl_channel_credentials(args.tls_ca.read_bytes()), options=CHANNEL_OPTIONS
+        )
         if args.tls_ca
-        else grpc.aio.insecure_channel(a)
+        else grpc.aio.insecure_channel(a, options=CHANNEL_OPTIONS)
         for a in servers
     ]
     metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
@@ -134,6 +136,7 @@ async def _run(args: argparse.Namespace) -> None:
         metadata=metadata,
         control=control,
         sync_timeout=args.sync_timeout,
+        max_response_bytes=MAX_RESPONSE_BYTES,
     )
     await backend.open(agent.report)  # adopt its pods before the first sync
     print(

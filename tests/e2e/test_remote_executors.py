@@ -17,6 +17,7 @@ import pytest
 
 from armada_core.api import job_pb2, submit_pb2
 from armada_core.client import ArmadaClient, job_item
+from armada_server.executors.simulated import DURATION
 
 from .processes import BIN, Process, wait_until
 from .topology import Topology, resources
@@ -190,3 +191,19 @@ def test_an_executor_keeps_its_jobs_when_its_replica_is_killed(
             wait_state(client, job, submit_pb2.SUCCEEDED)
         details = client.get_job_details(jobs, expand_job_run=True)
         assert all(len(details[job].job_runs) == 1 for job in jobs)
+
+
+def test_a_remote_executor_takes_leases_beyond_grpcs_default_message_size(
+    cluster: Callable[..., Topology], database_url: str
+) -> None:
+    """Eight jobs of 0.9 MB leased together go out in one sync response of over 7 MB: the
+    executor's channel receives what its syncs say it does (max_response_bytes)."""
+    topology = cluster(database_url)
+    topology.add_executor("e1", "simulated", "default", "1x64x256Gi")
+    big = {"containers": [shell("true") | {"args": ["x" * 900_000]}]}
+    with topology.client() as client:
+        ids = client.submit_jobs(
+            "q", "big", [job_item(big, annotations={DURATION: "0"}) for _ in range(8)]
+        )
+        for job_id in ids:
+            wait_state(client, job_id, submit_pb2.SUCCEEDED)

@@ -27,6 +27,10 @@ log = logging.getLogger("armada_server.executor")
 MAX_UPDATES_PER_SYNC = 10_000
 # A response with this many leases may have been cut short by the server's size bound.
 LARGE_LEASE_BATCH = 1_000
+# The largest sync response an agent asks for: channels opened with CHANNEL_OPTIONS receive it,
+# and the server then hands out tens of thousands of leases a sync instead of 8,000.
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+CHANNEL_OPTIONS = (("grpc.max_receive_message_length", MAX_RESPONSE_BYTES),)
 # A sync failing with one of these moves the agent to the next server address, if it has one.
 FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
@@ -54,7 +58,10 @@ class ExecutorAgent:
         metadata: Sequence[tuple[str, str]] = (),
         control: Control | None = None,
         sync_timeout: float = 60.0,
+        max_response_bytes: int = 0,
     ) -> None:
+        """`max_response_bytes`: what the channels receive at most (MAX_RESPONSE_BYTES for
+        channels opened with CHANNEL_OPTIONS); 0 for gRPC's default."""
         self.channels = [channel] if isinstance(channel, grpc.aio.Channel) else list(channel)
         if not self.channels:
             raise ValueError("at least one channel is required")
@@ -68,6 +75,7 @@ class ExecutorAgent:
         self.backend = backend
         self.interval = interval
         self.metadata = tuple(metadata)
+        self.max_response_bytes = max_response_bytes
         self._updates: list[executor_pb2.RunUpdate] = []
         self._news = asyncio.Event()
         self.syncs = 0
@@ -92,6 +100,7 @@ class ExecutorAgent:
             nodes=self.backend.nodes(),
             run_ids=sorted(held),
             updates=updates,
+            max_response_bytes=self.max_response_bytes,
         )
         if self.control is not None:
             request.control_address = self.control.address

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import JobState
 from armada_server.config import ServerConfig
+from armada_server.executors.agent import MAX_RESPONSE_BYTES
 from armada_server.executors.capabilities import SIMULATED
 from armada_server.executors.simulated import SimulatedBackend
 from armada_server.simulation.clock import VirtualClock
@@ -82,7 +83,10 @@ class Driver:
         # One request for every sync, its runs and updates renewed: its nodes, the same
         # throughout, are then copied once, and the port knows them again.
         self.request = executor_pb2.SyncRequest(
-            executor_id=EXECUTOR, pool=config.pool, nodes=self.nodes
+            executor_id=EXECUTOR,
+            pool=config.pool,
+            nodes=self.nodes,
+            max_response_bytes=MAX_RESPONSE_BYTES,  # as the server's own agent says
         )
         self.request.capabilities.CopyFrom(SIMULATED.declaration())
         self.updates: list[executor_pb2.RunUpdate] = []

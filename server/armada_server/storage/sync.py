@@ -37,12 +37,22 @@ from armada_server.storage.rows import chunks, jobs_by_id
 
 log = logging.getLogger("armada_server")
 
-# New leases per sync response are capped by size, well under gRPC's default 4 MiB limit on
-# received messages: a response carrying 80,000 leases (30 MB) was refused by the executor,
-# every time, so it never got any. The rest follow on the next syncs (the agent syncs again
-# at once when it got leases).
-MAX_LEASE_BYTES = 3 * 1024 * 1024
+# New leases per sync response are capped by size, well under what the executor receives
+# (SyncRequest.max_response_bytes; gRPC's default of 4 MiB when it does not say): a response
+# carrying 80,000 leases (30 MB) was refused by an executor, every time, so it never got any.
+# The rest follow on the next syncs (the agent syncs again at once when it got leases).
+GRPC_DEFAULT_LIMIT = 4 * 1024 * 1024
+# At most this much whatever the executor receives: handing out a lease reads its spec inside
+# the sync's transaction, and the executor starts them all before its next sync.
+MAX_LEASE_BYTES = 16 * 1024 * 1024
 _LEASED = int(RunState.LEASED)
+
+
+def lease_budget(max_response_bytes: int) -> int:
+    """The bytes of leases one response may carry to an executor that receives
+    `max_response_bytes` (0: it never said): three quarters of it, the rest left for the runs
+    to stop."""
+    return min(MAX_LEASE_BYTES, (max_response_bytes or GRPC_DEFAULT_LIMIT) * 3 // 4)
 
 
 def _first_line(error: Exception) -> str:
@@ -118,7 +128,8 @@ class ExecutorSync:
                 return executor_pb2.SyncResponse()
             active = runs.read(conn, executor, now)
             updated = {u.run_id for u in request.updates}
-            return self._work_for(conn, touched, executor, active, held, updated, now)
+            budget = lease_budget(request.max_response_bytes)
+            return self._work_for(conn, touched, executor, active, held, updated, budget, now)
 
     def _record_executor(
         self, conn: Connection, request: executor_pb2.SyncRequest, nodes: bytes, now: datetime
@@ -235,9 +246,11 @@ class ExecutorSync:
         active: ActiveRuns,
         held: set[str],
         updated: set[str],
+        budget: int,
         now: datetime,
     ) -> executor_pb2.SyncResponse:
-        """What the executor is to do: leases to start, runs to stop. Runs it no longer has
+        """What the executor is to do: leases to start (up to `budget` bytes of them), runs to
+        stop. Runs it no longer has
         (started, not held, not reported on) fail as pods missing. `active` is what the
         replica holds of the executor's runs: each run found lost or gone is checked against
         the database before anything is done to it."""
@@ -249,7 +262,7 @@ class ExecutorSync:
         found = _runs_of(conn, executor, sorted(lost_runs))
         lost = [job for job, active_here in found.values() if active_here]
         new = [r for r in active.leased if r not in held]
-        unsendable = _hand_out(conn, response, new)
+        unsendable = _hand_out(conn, response, new, budget)
         _stop_gone(conn, executor, response, sorted(held.difference(active.started, active.leased)))
         if lost:
             self._leases.fail_lost(
@@ -282,15 +295,13 @@ def _runs_of(conn: Connection, executor: str, run_ids: list[str]) -> dict[str, t
 
 
 def _hand_out(
-    conn: Connection, response: executor_pb2.SyncResponse, new: list[str]
+    conn: Connection, response: executor_pb2.SyncResponse, new: list[str], budget: int
 ) -> dict[str, str]:
-    """Add the leases of the runs `new` to `response`, up to MAX_LEASE_BYTES; returns the
-    jobs too large to ever send (job id -> why)."""
+    """Add the leases of the runs `new` to `response`, in order, as long as they fit in
+    `budget` bytes; returns the jobs too large to ever fit (job id -> why)."""
     size = 0
     unsendable: dict[str, str] = {}
     for chunk in chunks(new, 500):
-        if size >= MAX_LEASE_BYTES:
-            break
         rows = {
             r[0]: r
             for r in fetch(
@@ -307,18 +318,19 @@ def _hand_out(
             )
         }
         for run_id in chunk:
-            if size >= MAX_LEASE_BYTES:
-                break
             if run_id not in rows:
                 continue  # no longer leased: the executor's next sync knows it
             _, job_id, run_index, node, spec = rows[run_id]
-            if len(spec) + 100 > MAX_LEASE_BYTES:
+            cost = len(spec) + len(node) + 100  # the run id, pod name and framing: under 100
+            if cost > budget:
                 unsendable[job_id] = (  # it would never fit in a response
                     f"the job ({len(spec)} bytes) is larger than the executor protocol "
-                    f"can carry ({MAX_LEASE_BYTES} bytes)"
+                    f"can carry to its executor ({budget} bytes)"
                 )
                 continue
-            size += len(spec) + 100
+            if size + cost > budget:
+                return unsendable  # the rest go in the next responses
+            size += cost
             lease = response.leases.add(
                 run_id=run_id,
                 run_index=run_index,
