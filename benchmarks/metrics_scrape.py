@@ -1,7 +1,7 @@
 """How long a /metrics scrape takes with many jobs in the database.
 
 Fills a database with `--jobs` jobs (a tenth live, the rest ended one a second before the
-fill, in 20 queues) and runs of the running ones on 100 nodes of 4 executors, then times
+fill, in 20 queues) and runs of the running ones on `--nodes` nodes (100) of 4 executors, then times
 `Metrics.exposition`: the first scrape (counting every ended job), later scrapes (ended jobs
 and node loads cached for 15 and 10 s), and scrapes that read everything afresh. SQLite,
 and PostgreSQL (started with tests/postgres.py) unless `--no-postgres`. Writes JSON.
@@ -45,9 +45,10 @@ def _with_id(spec: submit_pb2.Job, job_id: str) -> bytes:
     return spec.SerializeToString()
 
 
-def fill(storage: Storage, jobs: int) -> None:
+def fill(storage: Storage, jobs: int, nodes: int) -> None:
     """`jobs` jobs straight into the tables (the scrape reads them, how they came is moot)."""
     now = datetime.now(UTC)
+    per_executor = max(1, nodes // 4)
     pod = job_item(
         {"containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}
     ).pod_spec
@@ -58,12 +59,13 @@ def fill(storage: Storage, jobs: int) -> None:
             queue = submit_pb2.Queue(name=f"q{q}", priority_factor=1)
             conn.execute(insert(t.queues).values(name=f"q{q}", spec=queue.SerializeToString()))
         for e in range(4):
-            nodes = [
-                executor_pb2.Node(name=f"n{e}-{i}", allocatable=node.allocatable) for i in range(25)
+            reported = [
+                executor_pb2.Node(name=f"n{e}-{i}", allocatable=node.allocatable)
+                for i in range(per_executor)
             ]
             conn.execute(
                 insert(t.executors).values(
-                    id=f"e{e}", pool="default", nodes=encode_nodes(nodes), last_seen=now
+                    id=f"e{e}", pool="default", nodes=encode_nodes(reported), last_seen=now
                 )
             )
     batch: list[dict] = []
@@ -93,7 +95,7 @@ def fill(storage: Storage, jobs: int) -> None:
                     "job_id": job_id,
                     "run_index": 0,
                     "cluster_id": f"e{i % 4}",
-                    "node": f"n{i % 4}-{i % 25}",
+                    "node": f"n{i % 4}-{i % per_executor}",
                     "pool": "default",
                     "state": int(RunState.RUNNING),
                 }
@@ -106,11 +108,11 @@ def fill(storage: Storage, jobs: int) -> None:
             batch, runs = [], []
 
 
-def measure(url: str, backend: str, jobs: int, rounds: int) -> dict:
+def measure(url: str, backend: str, jobs: int, rounds: int, nodes: int) -> dict:
     engine = open_database(url)
     storage = Storage(engine)
     log(f"{backend}: filling {jobs} jobs")
-    fill(storage, jobs)
+    fill(storage, jobs, nodes)
     with engine.connect() as conn:  # what autovacuum (PostgreSQL) would have done by now
         conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         conn.exec_driver_sql("VACUUM ANALYZE" if backend == "postgresql" else "ANALYZE")
@@ -133,7 +135,7 @@ def measure(url: str, backend: str, jobs: int, rounds: int) -> dict:
         "jobs": jobs,
         "live_jobs": jobs // 10,
         "queues": QUEUES,
-        "nodes": 100,
+        "nodes": nodes,
         "first_scrape_seconds": round(first, 4),
         "cached_scrape_seconds_median": round(statistics.median(cached), 4),
         "fresh_scrape_seconds_median": round(statistics.median(fresh), 4),
@@ -146,19 +148,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=100, help="nodes, of 4 executors")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="armada-metrics-") as work:
-        results.append(measure(f"sqlite:///{work}/metrics.db", "sqlite", args.jobs, args.rounds))
+        results.append(
+            measure(f"sqlite:///{work}/metrics.db", "sqlite", args.jobs, args.rounds, args.nodes)
+        )
         if not args.no_postgres:
             from tests.postgres import PostgresServer
 
             postgres = PostgresServer()
             try:
                 results.append(
-                    measure(postgres.new_database(), "postgresql", args.jobs, args.rounds)
+                    measure(
+                        postgres.new_database(), "postgresql", args.jobs, args.rounds, args.nodes
+                    )
                 )
             finally:
                 postgres.stop()
