@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import grpc
 import pytest
 
-from armada_core.api import executor_pb2, submit_pb2
+from armada_core.api import executor_pb2, executor_pb2_grpc, submit_pb2
 from armada_core.client import ArmadaClient
 from armada_server.app import EmbeddedServer
 from armada_server.config import NodeGroup, ServerConfig
@@ -20,6 +21,7 @@ from armada_server.storage.database import open_database
 from armada_server.storage.sync import GRPC_DEFAULT_LIMIT
 
 from ..jobs.factories import container, item
+from .conftest import Stubs
 from .test_preemption_events import in_state, wait_until
 
 NODE = executor_pb2.Node(name="n1", allocatable={"cpu": "64", "memory": "256Gi"})
@@ -30,6 +32,11 @@ def big_item() -> submit_pb2.JobSubmitRequestItem:
     job = item(pod={"containers": [container(args=["x" * 900_000])]})
     job.annotations[DURATION] = "0"
     return job
+
+
+@pytest.fixture
+def server(executorless_server: EmbeddedServer) -> EmbeddedServer:
+    return executorless_server
 
 
 @pytest.fixture
@@ -95,3 +102,18 @@ def test_the_servers_own_executor_receives_large_portions(database_url: str) -> 
         ids = armada.submit_jobs("q", "big", [big_item() for _ in range(8)])
         for job_id in ids:
             wait_until(in_state(armada, job_id, submit_pb2.SUCCEEDED), "a large job to succeed")
+
+
+def test_a_sync_saying_it_receives_too_little_is_refused(api: Stubs) -> None:
+    stub = executor_pb2_grpc.ExecutorApiStub(api.channel)
+    request = executor_pb2.SyncRequest(executor_id="e1", pool="default", nodes=[NODE])
+    request.max_response_bytes = 1000
+    with pytest.raises(grpc.RpcError) as raised:
+        stub.Sync(request)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details() == (
+        "max_response_bytes: must be 0 (gRPC's default of 4 MiB) or at least 2097152 "
+        "(a lease carries a job of up to 1 MiB), got 1000"
+    )
+    request.max_response_bytes = 2 * 1024 * 1024  # the least it may say
+    stub.Sync(request)

@@ -9,6 +9,7 @@ from armada_server.errors import InvalidArgument
 from armada_server.guarded import RpcContext
 from armada_server.services.common import Context, rpc
 from armada_server.storage.nodes import encode_request_nodes
+from armada_server.storage.sync import MIN_RESPONSE_BYTES
 
 # Run updates after which the scheduler may place something new.
 ENDED = frozenset({"succeeded", "failed", "returned", "stopped"})
@@ -29,6 +30,12 @@ class ExecutorApiService(executor_pb2_grpc.ExecutorApiServicer):
         self.ctx.require_admin("act as an executor")
         if not request.executor_id:
             raise InvalidArgument("executor_id: must not be empty")
+        declared = request.max_response_bytes
+        if 0 < declared < MIN_RESPONSE_BYTES:
+            raise InvalidArgument(
+                f"max_response_bytes: must be 0 (gRPC's default of 4 MiB) or at least "
+                f"{MIN_RESPONSE_BYTES} (a lease carries a job of up to 1 MiB), got {declared}"
+            )
         seen = set()
         for i, node in enumerate(request.nodes):
             if not node.name or node.name in seen:

@@ -48,6 +48,10 @@ MAX_LEASE_BYTES = 16 * 1024 * 1024
 _LEASED = int(RunState.LEASED)
 
 
+# The least an executor may say it receives: a lease carries a whole job, of up to 1 MiB.
+MIN_RESPONSE_BYTES = 2 * 1024 * 1024
+
+
 def lease_budget(max_response_bytes: int) -> int:
     """The bytes of leases one response may carry to an executor that receives
     `max_response_bytes` (0: it never said): three quarters of it, the rest left for the runs
