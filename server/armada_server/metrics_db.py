@@ -250,7 +250,7 @@ class DatabaseSeries(Collector):
             pool, nodes = report.pool, kept[1]
             seen[(report.executor, pool)] = report.last_seen.timestamp()
             count[(pool, "all")] += nodes.count
-            count[(pool, "cordoned")] += 0
+            count.setdefault((pool, "cordoned"), 0)  # counted below; listed at 0 if none
             count[(pool, "unschedulable")] += nodes.unschedulable
             for resource, amount in nodes.capacity.items():
                 capacity[(pool, resource)] += amount

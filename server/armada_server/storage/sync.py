@@ -253,11 +253,10 @@ class ExecutorSync:
         budget: int,
         now: datetime,
     ) -> executor_pb2.SyncResponse:
-        """What the executor is to do: leases to start (up to `budget` bytes of them), runs to
-        stop. Runs it no longer has
-        (started, not held, not reported on) fail as pods missing. `active` is what the
-        replica holds of the executor's runs: each run found lost or gone is checked against
-        the database before anything is done to it."""
+        """What the executor is to do: leases to start (up to `budget` bytes of them), runs
+        to stop. Runs it no longer has (started, not held, not reported on) fail as pods
+        missing. `active` is what the replica holds of the executor's runs: each run found
+        lost or gone is checked against the database before anything is done to it."""
         response = executor_pb2.SyncResponse()
         for run_id, job_id in active.preempting.items():
             if run_id in held:
