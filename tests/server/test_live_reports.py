@@ -24,6 +24,7 @@ from armada_server.storage.executor_runs import HeldRuns
 from armada_server.storage.gangs import restart_gangs
 from armada_server.storage.live_reports import LiveReports, apply_live
 from armada_server.storage.nodes import encode_nodes
+from armada_server.storage.sync import lease_budget
 
 from ..jobs.factories import item
 from .test_bulk_lease import NODES, OOM, PLACE, RETRY_OOM, copy, engines, stored, versions
@@ -139,7 +140,8 @@ def sync_job_by_job(store: Storage, request: Request, now: datetime) -> executor
         sync._leases.release(conn, executor, held)
         updated = {u.run_id for u in request.updates}
         active = HeldRuns(None).read(conn, executor, now)  # read in full
-        return sync._work_for(conn, touched, executor, active, held, updated, now)
+        budget = lease_budget(request.max_response_bytes)
+        return sync._work_for(conn, touched, executor, active, held, updated, budget, now)
 
 
 def test_plain_reports_in_bulk_store_what_loaded_jobs_stored(
