@@ -143,7 +143,7 @@ class DatabaseSeries(Collector):
         self.loads = _Cached(load_refresh, self._node_loads)
         self._cycle: tuple[int, dict[str, Any]] = (0, {})
         # Executor -> its latest report of nodes, and what the node series need of it.
-        self._summaries: dict[str, tuple[bytes, _PoolNodes]] = {}
+        self._summaries: dict[str, tuple[bytes, _ExecutorNodes]] = {}
         # The queues the latest scrape found (the series this process counts list them too).
         self.known_queues: list[str] = []
 
@@ -239,11 +239,11 @@ class DatabaseSeries(Collector):
         capacity: dict[tuple[str, str], float] = defaultdict(float)
         allocated: dict[tuple[str, str], float] = defaultdict(float)
         seen: dict[tuple[str, str], float] = {}
-        summaries: dict[str, tuple[bytes, _PoolNodes]] = {}
+        summaries: dict[str, tuple[bytes, _ExecutorNodes]] = {}
         for report in reports:
             kept = self._summaries.get(report.executor)
             if kept is None or kept[0] != report.nodes:
-                kept = (report.nodes, _PoolNodes.of(decode_nodes(report.nodes)))
+                kept = (report.nodes, _ExecutorNodes.of(decode_nodes(report.nodes)))
             summaries[report.executor] = kept
             if not report.pool:
                 continue
@@ -293,7 +293,7 @@ class DatabaseSeries(Collector):
 
 
 @dataclass(frozen=True)
-class _PoolNodes:
+class _ExecutorNodes:
     """What the node series need of one executor's report of its nodes."""
 
     count: int
@@ -302,7 +302,7 @@ class _PoolNodes:
     capacity: dict[str, float]
 
     @classmethod
-    def of(cls, nodes: Iterable[executor_pb2.Node]) -> _PoolNodes:
+    def of(cls, nodes: Iterable[executor_pb2.Node]) -> _ExecutorNodes:
         names: set[str] = set()
         count = unschedulable = 0
         capacity: dict[str, float] = defaultdict(float)
