@@ -7,6 +7,8 @@ The test speaks the executor protocol itself, as tests/server/test_scheduling_lo
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 
 import grpc
@@ -186,3 +188,36 @@ def test_a_syncs_nodes_are_stored_as_their_own_list() -> None:
     assert decode_nodes(stored) == nodes
     assert request.executor_id == "e" and len(request.updates) == 1  # the request is untouched
     assert encode_request_nodes(executor_pb2.SyncRequest(executor_id="e")) == encode_nodes([])
+
+
+_ENCODE_IN_A_NEW_PROCESS = """
+import sys
+from armada_core.api import executor_pb2
+from armada_server.storage.nodes import encode_nodes, encode_request_nodes
+nodes = [
+    executor_pb2.Node(
+        name=f"n{i}",
+        labels={"rack": f"r{i % 3}", "zone": "z", "k": "v"},
+        allocatable={"cpu": "8", "memory": "32Gi", "gpu": "1", "ephemeral-storage": "1Ti"},
+    )
+    for i in range(5)
+]
+request = executor_pb2.SyncRequest(executor_id="e", nodes=nodes)
+sys.stdout.write(encode_nodes(nodes).hex() + " " + encode_request_nodes(request).hex())
+"""
+
+
+def test_the_same_nodes_are_the_same_bytes_in_every_process() -> None:
+    """Maps (labels, allocatable) are written in a fixed order, not the hash order of one
+    process: the server compares the stored bytes to skip a write and to wake the scheduler,
+    and /metrics keys its decoded nodes by them."""
+    encodings = set()
+    for _ in range(6):
+        out = subprocess.run(
+            [sys.executable, "-c", _ENCODE_IN_A_NEW_PROCESS],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        encodings.update(out.split())
+    assert len(encodings) == 1

@@ -23,8 +23,10 @@ from armada_server.storage.rows import spec_key, when
 
 def encode_nodes(nodes: Iterable[executor_pb2.Node]) -> bytes:
     """Nodes as the executors table keeps them: a SyncRequest holding only nodes (a plain
-    protobuf list)."""
-    return executor_pb2.SyncRequest(nodes=nodes).SerializeToString()
+    protobuf list). Deterministic, so that the same nodes are the same bytes in every
+    process (maps are otherwise written in hash order): the scheduler's wake-up, the
+    metrics and the snapshot compare and key by these bytes."""
+    return executor_pb2.SyncRequest(nodes=nodes).SerializeToString(deterministic=True)
 
 
 def encode_request_nodes(request: executor_pb2.SyncRequest) -> bytes:
@@ -36,7 +38,7 @@ def encode_request_nodes(request: executor_pb2.SyncRequest) -> bytes:
     for descriptor, _ in only.ListFields():
         if descriptor.name != "nodes":
             only.ClearField(descriptor.name)
-    return only.SerializeToString()
+    return only.SerializeToString(deterministic=True)
 
 
 def decode_nodes(data: bytes) -> list[executor_pb2.Node]:
