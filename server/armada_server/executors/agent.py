@@ -98,7 +98,7 @@ class ExecutorAgent:
             executor_id=self.executor_id,
             pool=self.pool,
             nodes=self.backend.nodes(),
-            run_ids=sorted(held),
+            run_ids=held,  # a set to the server: in any order
             updates=updates,
             max_response_bytes=self.max_response_bytes,
         )

@@ -34,15 +34,25 @@ def quantities(values: Mapping[str, str]) -> Requests:
 def lease_requests(lease: executor_pb2.Lease) -> Requests:
     """What the leased run needs from its node: the requests the scheduler placed it with."""
     job = lease.job
-    stored = {k: v.string for k, v in job.scheduling_resource_requirements.requests.items()}
-    if stored:
-        return quantities(stored)
+    requests = job.scheduling_resource_requirements.requests
+    if requests:
+        # Parsed once per distinct set: a sync brings thousands of leases of a few shapes.
+        stored = tuple((name, requests[name].string) for name in requests)
+        parsed = _PARSED.get(stored)
+        if parsed is None:
+            if len(_PARSED) >= 4096:
+                _PARSED.clear()
+            parsed = _PARSED[stored] = quantities(dict(stored))
+        return dict(parsed)
     if job.pod_specs:
         try:
             return dict(job_requests(job.pod_specs[0]))
         except ValueError:
             return {}
     return {}
+
+
+_PARSED: dict[tuple[tuple[str, str], ...], Requests] = {}
 
 
 @dataclass
@@ -132,11 +142,11 @@ class Room:
             # An unknown node is the backend's to refuse; a run too big for an empty node
             # would otherwise wait forever (the scheduler does not place such runs).
             return True
-        return all(
-            state.used.get(name, 0) + amount <= state.allocatable.get(name, 0)
-            for name, amount in requests.items()
-            if amount > 0
-        )
+        used, allocatable = state.used, state.allocatable
+        for name, amount in requests.items():
+            if amount > 0 and used.get(name, 0) + amount > allocatable.get(name, 0):
+                return False
+        return True
 
     @staticmethod
     def _add(state: _Node, run_id: str, requests: Requests) -> None:

@@ -5,7 +5,7 @@ For tests, demos and whole-system benchmarks. A run lasts the seconds given in t
 succeeds, or fails as `armadaproject.io/simulatedFailure` says: `exit:<code>` or a condition
 (`OOMKilled`, `Evicted`, `DeadlineExceeded`).
 
-Time is real unless the backend is handed a `clock` and a `sleep` (the what-if simulator's
+Time is real unless the backend is handed a `clock` and a `later` (the what-if simulator's
 virtual clock): its runs then last virtual seconds and their news is stamped virtual times.
 
 It keeps nothing across restarts: a restarted simulated executor holds no runs, so the server
@@ -16,8 +16,9 @@ run on a node without room for it (room.py): such a lease waits, reported pendin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Protocol
 
 from armada_core.api import executor_pb2
 from armada_core.jobs.annotations import PREFIX
@@ -61,21 +62,34 @@ def _real_time() -> datetime:
     return datetime.now(UTC)
 
 
+class Timer(Protocol):
+    def cancel(self) -> object: ...
+
+
+Later = Callable[[float, Callable[[], None]], Timer]
+
+
+def _call_later(seconds: float, callback: Callable[[], None]) -> Timer:
+    return asyncio.get_running_loop().call_later(seconds, callback)
+
+
 class SimulatedBackend:
+    """A run is a timer, not a task: an executor starts tens of thousands of runs from one
+    sync, and a task each cost more than everything else it does for them."""
+
     def __init__(
         self,
         nodes: Sequence[executor_pb2.Node],
         *,
         default_duration: float = 1.0,
         clock: Callable[[], datetime] = _real_time,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        later: Later = _call_later,
     ) -> None:
         self._nodes = list(nodes)
         self.default_duration = default_duration
         self._clock = clock
-        self._sleep = sleep
-        self._runs: dict[str, asyncio.Task[None]] = {}
-        self._reports: dict[str, tuple[str, Report]] = {}
+        self._later = later
+        self._runs: dict[str, tuple[executor_pb2.Lease, Report, Timer]] = {}
         self._waiting: dict[str, tuple[executor_pb2.Lease, Report]] = {}
         self._room = Room(self._nodes)
 
@@ -97,12 +111,10 @@ class SimulatedBackend:
         run = lease.run_id
         if run in self._runs or run in self._waiting:
             return
-        loop = asyncio.get_running_loop()
 
         def go() -> None:
             self._waiting.pop(run, None)
-            self._reports[run] = (lease.job.id, report)
-            self._runs[run] = loop.create_task(self._run(lease, report))
+            self._begin(lease, report)
 
         self._waiting[run] = (lease, report)
         if not self._room.offer(run, lease.node, lease_requests(lease), go):
@@ -115,60 +127,50 @@ class SimulatedBackend:
                 )
             )
 
-    async def _run(self, lease: executor_pb2.Lease, report: Report) -> None:
-        job = lease.job
+    def _begin(self, lease: executor_pb2.Lease, report: Report) -> None:
+        """The run is running from now until its duration has passed."""
+        run, job = lease.run_id, lease.job
         duration = float(job.annotations.get(DURATION, self.default_duration))
-        try:
-            report(
-                stamped(
-                    lease.run_id,
-                    job.id,
-                    at=self._clock(),
-                    running=executor_pb2.RunUpdate.Running(
-                        node=lease.node, kubernetes_id=lease.run_id
-                    ),
-                )
+        report(
+            stamped(
+                run,
+                job.id,
+                at=self._clock(),
+                running=executor_pb2.RunUpdate.Running(node=lease.node, kubernetes_id=run),
             )
-            await self._sleep(duration)
-        except asyncio.CancelledError:
-            self._runs.pop(lease.run_id, None)
-            report(
-                stamped(
-                    lease.run_id, job.id, at=self._clock(), stopped=executor_pb2.RunUpdate.Stopped()
-                )
-            )
-            self._room.release(lease.run_id)
-            raise
-        self._runs.pop(lease.run_id, None)
-        self._room.release(lease.run_id)
+        )
+        self._runs[run] = (lease, report, self._later(duration, lambda: self._end(run)))
+
+    def _end(self, run: str) -> None:
+        """The run's time is up: it succeeds, or fails as its job says."""
+        lease, report, _ = self._runs.pop(run)
+        self._room.release(run)
+        job = lease.job
         failure = job.annotations.get(FAILURE)
         if failure:
             container = job.pod_specs[0].containers[0].name if job.pod_specs else "main"
-            report(
-                stamped(lease.run_id, job.id, at=self._clock(), failed=_failure(failure, container))
-            )
+            report(stamped(run, job.id, at=self._clock(), failed=_failure(failure, container)))
         else:
             report(
-                stamped(
-                    lease.run_id,
-                    job.id,
-                    at=self._clock(),
-                    succeeded=executor_pb2.RunUpdate.Succeeded(),
-                )
+                stamped(run, job.id, at=self._clock(), succeeded=executor_pb2.RunUpdate.Succeeded())
             )
 
     def stop(self, run_id: str, *, preempt: bool) -> None:
         if self._room.withdraw(run_id):
             lease, report = self._waiting.pop(run_id)
-            report(
-                stamped(
-                    run_id, lease.job.id, at=self._clock(), stopped=executor_pb2.RunUpdate.Stopped()
-                )
-            )
+            report(self._stopped(lease))
             return
-        task = self._runs.get(run_id)
-        if task is not None:
-            task.cancel()
+        running = self._runs.pop(run_id, None)
+        if running is not None:
+            lease, report, timer = running
+            timer.cancel()
+            report(self._stopped(lease))
+            self._room.release(run_id)  # which may start a lease waiting for the room
+
+    def _stopped(self, lease: executor_pb2.Lease) -> executor_pb2.RunUpdate:
+        return stamped(
+            lease.run_id, lease.job.id, at=self._clock(), stopped=executor_pb2.RunUpdate.Stopped()
+        )
 
     def synced(self, lease_timeout: float, elapsed: float) -> None:
         """Nothing to renew: its runs end with it."""
@@ -181,7 +183,6 @@ class SimulatedBackend:
         for run in list(self._waiting):  # nothing starts any more
             self._room.withdraw(run)
         self._waiting.clear()
-        tasks = list(self._runs.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for _, _, timer in self._runs.values():
+            timer.cancel()
+        self._runs.clear()

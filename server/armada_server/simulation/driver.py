@@ -79,7 +79,7 @@ class Driver:
         self.nodes = list(nodes)
         self.every_cycle = every_cycle
         self.period = config.scheduling_period
-        self.backend = SimulatedBackend(self.nodes, clock=clock.now, sleep=clock.sleep)
+        self.backend = SimulatedBackend(self.nodes, clock=clock.now, later=clock.call_later)
         # One request for every sync, its runs and updates renewed: its nodes, the same
         # throughout, are then copied once, and the port knows them again.
         self.request = executor_pb2.SyncRequest(
