@@ -1,7 +1,7 @@
 """Jobs: identity, state machine and events, gangs, and submission validation."""
 
 from armada_core.jobs.gangs import GangAnnotationError, GangSpec, gang_of
-from armada_core.jobs.ids import new_job_id, new_job_ids, new_run_id
+from armada_core.jobs.ids import new_job_id, new_job_ids, new_run_id, new_run_ids
 from armada_core.jobs.lifecycle import Failure, IllegalTransition, apply, rebuild, rebuild_job_set
 from armada_core.jobs.model import (
     TERMINAL_STATES,
@@ -40,6 +40,7 @@ __all__ = [
     "new_job_id",
     "new_job_ids",
     "new_run_id",
+    "new_run_ids",
     "pod_name",
     "rebuild",
     "rebuild_job_set",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from armada_core.jobs import ids
 
 
@@ -21,9 +23,30 @@ def test_a_clock_going_back_never_makes_a_smaller_id() -> None:
     assert ids.new_job_id(now_ms=1_000) > first
 
 
-def test_run_ids_are_uuids() -> None:
-    run = ids.new_run_id()
-    assert len(run) == 36 and run.count("-") == 4
+def test_run_ids_are_uuids_of_version_7_that_increase(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(ids, "_run_last_ms", -1)  # whatever ids other tests made before
+    made = [*ids.new_run_ids(500, now_ms=1_700_000_000_000), ids.new_run_id(1_700_000_000_000)]
+    made += ids.new_run_ids(3, now_ms=1_700_000_000_001) + ids.new_run_ids(0)
+    assert made == sorted(made) and len(set(made)) == 504
+    for run_id in made:
+        parsed = uuid.UUID(run_id)
+        assert (parsed.version, parsed.variant, str(parsed)) == (7, uuid.RFC_4122, run_id)
+    assert uuid.UUID(made[0]).int >> 80 == 1_700_000_000_000  # the time, in milliseconds
+    assert uuid.UUID(made[-1]).int >> 80 == 1_700_000_000_001
+    later = ids.new_run_id(now_ms=1_000)  # a clock set back
+    assert later > made[-1]
+
+
+def test_run_ids_count_on_across_the_random_parts_halves(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The random part's upper 12 bits sit apart from its lower 62 (version and variant lie
+    # between): the count carries from one to the other.
+    monkeypatch.setattr(ids, "_run_last_ms", 2_100_000_000_000)
+    monkeypatch.setattr(ids, "_run_last_random", (5 << 62) + (1 << 62) - 3)
+    made = ids.new_run_ids(4, now_ms=2_100_000_000_000)
+    assert made == sorted(made)
+    values = [uuid.UUID(r).int for r in made]
+    assert [(v >> 64) & 0xFFF for v in values] == [5, 5, 6, 6]
+    assert [v & ((1 << 62) - 1) for v in values] == [(1 << 62) - 2, (1 << 62) - 1, 0, 1]
 
 
 def _random_part(job_id: str) -> int:

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Engine, delete, insert, select
 
 from armada_core.api import event_pb2, executor_pb2, submit_pb2
-from armada_core.jobs import JobState, lifecycle
+from armada_core.jobs import JobState, lifecycle, new_run_ids
 from armada_core.jobs import annotations as ann
 from armada_core.retry.settings import RetrySettings
 from armada_server.executors.backend import update
@@ -29,7 +29,6 @@ from armada_server.storage.database import open_database
 from armada_server.storage.rows import jobs_by_id
 from armada_server.storage.scheduling_writes import (
     _fail_unschedulable,
-    _new_run_ids,
     _preempt,
     _Preemptions,
     _record_reasons,
@@ -179,7 +178,7 @@ def lease_job_by_job(
         charged = []
         changed = [j for j in scheduled if _unchanged(jobs, seen, j) is None]
         skipped = {gangs[j] for j in changed if j in gangs}
-        run_ids = _new_run_ids(len(scheduled))
+        run_ids = iter(new_run_ids(len(scheduled)))
         for job_id, (executor, node, pool) in scheduled.items():
             job = _unchanged(jobs, seen, job_id)
             if job is None or gangs.get(job_id) in skipped:

@@ -596,18 +596,6 @@ def test_jobs_differing_only_in_their_ids_share_one_conversion() -> None:
     assert _convert(odd, priority=1.0, submitted_at=now).id == specs[0].id
 
 
-def test_run_ids_made_in_bulk_are_random_uuids() -> None:
-    import uuid
-
-    from armada_server.storage.scheduling_writes import _new_run_ids
-
-    ids = list(_new_run_ids(500))
-    assert len(set(ids)) == 500
-    for run_id in ids:
-        parsed = uuid.UUID(run_id)
-        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, run_id)
-
-
 def test_bulk_pauses_the_collector_until_the_last_batch_ends(monkeypatch) -> None:
     import gc
 

@@ -4,8 +4,7 @@ rest stayed queued, each slice of a cycle in one transaction (`SchedulingWrites`
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import filterfalse
@@ -13,7 +12,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, func, select, update
 
-from armada_core.jobs import Failure, Job, JobState, lifecycle
+from armada_core.jobs import Failure, Job, JobState, lifecycle, new_run_ids
 from armada_core.jobs.lifecycle import EventMessage
 from armada_core.scheduling.model import Reasons
 from armada_server.storage import schema as t
@@ -170,7 +169,7 @@ def _lease(
     if changed:
         log.info("%d leases not made: their jobs changed since the snapshot", len(changed))
     leases = _Leases()
-    run_ids = _new_run_ids(len(scheduled))
+    run_ids = iter(new_run_ids(len(scheduled)))
     for job_id, (executor, node, pool) in scheduled.items():
         found = unchanged.get(job_id)
         if found is None or (gangs and gangs.get(job_id) in skipped_gangs):
@@ -405,17 +404,6 @@ def _reasons_of(conn: Connection, job_ids: list[str]) -> dict[str, ReasonRead]:
         for row in conn.execute(query):
             out[str(row.id)] = _Read(str(row.scheduling_reason), row.reason_cycle)
     return out
-
-
-def _new_run_ids(count: int) -> Iterator[str]:
-    """`count` ids as new_run_id makes them (random UUIDs, version 4), from one read of the
-    random source instead of one per lease."""
-    random = bytearray(os.urandom(16 * count))
-    for i in range(0, len(random), 16):
-        random[i + 6] = (random[i + 6] & 0x0F) | 0x40  # version 4
-        random[i + 8] = (random[i + 8] & 0x3F) | 0x80  # RFC 4122 variant
-        h = random[i : i + 16].hex()
-        yield f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _group(reasons: Mapping[str, str]) -> Mapping[str, list[str]]:
