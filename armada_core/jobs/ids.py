@@ -14,9 +14,37 @@ import threading
 import time
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
-_lock = threading.Lock()
-_last_ms = -1
-_last_random = 0
+
+
+class _Clock:
+    """Where one kind of id stands: the millisecond of the last id made and its random part.
+    Ids made within a millisecond count on from the last one, and a clock set back never
+    makes a smaller id."""
+
+    def __init__(self, random_bits: int) -> None:
+        self.random_bits = random_bits
+        self.lock = threading.Lock()
+        self.last_ms = -1
+        self.last_random = 0
+
+    def take(self, count: int, now_ms: int | None) -> tuple[int, int]:
+        """The millisecond and the first random part of `count` (> 0) new ids."""
+        mask = (1 << self.random_bits) - 1
+        ms = int(time.time() * 1000) if now_ms is None else now_ms
+        with self.lock:
+            if ms <= self.last_ms:
+                ms = self.last_ms
+                first = (self.last_random + 1) & mask
+            else:
+                self.last_ms = ms
+                # A random start below half the range: room to count on.
+                first = int.from_bytes(os.urandom(10), "big") >> (81 - self.random_bits)
+            self.last_random = (first + count - 1) & mask
+        return ms, first
+
+
+_JOB_IDS = _Clock(80)
+_RUN_IDS = _Clock(74)
 
 
 # Two characters per 10 bits: encoding an id is a handful of lookups.
@@ -39,17 +67,8 @@ def new_job_ids(count: int, now_ms: int | None = None) -> list[str]:
     and one clock read: a request of thousands of jobs takes its ids at once."""
     if count <= 0:
         return []
-    global _last_ms, _last_random
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    with _lock:
-        if ms <= _last_ms:
-            ms = _last_ms
-            first = (_last_random + 1) & _RANDOM
-        else:
-            _last_ms = ms
-            first = int.from_bytes(os.urandom(10), "big") >> 1  # room to increment
-        last = first + count - 1
-        _last_random = last & _RANDOM
+    ms, first = _JOB_IDS.take(count, now_ms)
+    last = first + count - 1
     prefix = _encode(ms, 10)
     if first >> 40 != last >> 40:  # rare: the upper half changes within the batch
         return [prefix + _encode(r & _RANDOM, 16) for r in range(first, last + 1)]
@@ -76,9 +95,6 @@ def is_job_id(text: str) -> bool:
 
 
 _RUN_RANDOM = (1 << 74) - 1
-_run_lock = threading.Lock()
-_run_last_ms = -1
-_run_last_random = 0
 
 
 def new_run_ids(count: int, now_ms: int | None = None) -> list[str]:
@@ -87,17 +103,8 @@ def new_run_ids(count: int, now_ms: int | None = None) -> list[str]:
     by this process increase."""
     if count <= 0:
         return []
-    global _run_last_ms, _run_last_random
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    with _run_lock:
-        if ms <= _run_last_ms:
-            ms = _run_last_ms
-            first = (_run_last_random + 1) & _RUN_RANDOM
-        else:
-            _run_last_ms = ms
-            first = int.from_bytes(os.urandom(10), "big") >> 7  # 73 bits: room to count on
-        last = first + count - 1
-        _run_last_random = last & _RUN_RANDOM
+    ms, first = _RUN_IDS.take(count, now_ms)
+    last = first + count - 1
     made = []
     high = (ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | 0x2 << 62  # time, version, variant
     for r in range(first, last + 1):

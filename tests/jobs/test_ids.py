@@ -24,7 +24,7 @@ def test_a_clock_going_back_never_makes_a_smaller_id() -> None:
 
 
 def test_run_ids_are_uuids_of_version_7_that_increase(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(ids, "_run_last_ms", -1)  # whatever ids other tests made before
+    monkeypatch.setattr(ids._RUN_IDS, "last_ms", -1)  # whatever ids other tests made before
     made = [*ids.new_run_ids(500, now_ms=1_700_000_000_000), ids.new_run_id(1_700_000_000_000)]
     made += ids.new_run_ids(3, now_ms=1_700_000_000_001) + ids.new_run_ids(0)
     assert made == sorted(made) and len(set(made)) == 504
@@ -40,8 +40,8 @@ def test_run_ids_are_uuids_of_version_7_that_increase(monkeypatch) -> None:  # t
 def test_run_ids_count_on_across_the_random_parts_halves(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # The random part's upper 12 bits sit apart from its lower 62 (version and variant lie
     # between): the count carries from one to the other.
-    monkeypatch.setattr(ids, "_run_last_ms", 2_100_000_000_000)
-    monkeypatch.setattr(ids, "_run_last_random", (5 << 62) + (1 << 62) - 3)
+    monkeypatch.setattr(ids._RUN_IDS, "last_ms", 2_100_000_000_000)
+    monkeypatch.setattr(ids._RUN_IDS, "last_random", (5 << 62) + (1 << 62) - 3)
     made = ids.new_run_ids(4, now_ms=2_100_000_000_000)
     assert made == sorted(made)
     values = [uuid.UUID(r).int for r in made]
@@ -70,8 +70,8 @@ def test_ids_made_in_batches_follow_on_from_single_ones() -> None:
 
 def test_a_batch_across_the_random_parts_halves_counts_on(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # Four ids below the lower half's end and four past it: the upper half carries.
-    monkeypatch.setattr(ids, "_last_ms", 2_100_000_000_000)
-    monkeypatch.setattr(ids, "_last_random", (7 << 40) + (1 << 40) - 5)
+    monkeypatch.setattr(ids._JOB_IDS, "last_ms", 2_100_000_000_000)
+    monkeypatch.setattr(ids._JOB_IDS, "last_random", (7 << 40) + (1 << 40) - 5)
     made = ids.new_job_ids(8, now_ms=2_100_000_000_000)
     assert [_random_part(i) for i in made] == list(range((8 << 40) - 4, (8 << 40) + 4))
     assert made == sorted(made)
