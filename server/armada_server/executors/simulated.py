@@ -16,11 +16,12 @@ run on a node without room for it (room.py): such a lease waits, reported pendin
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
-from armada_core.api import executor_pb2
+from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs.annotations import PREFIX
 from armada_server.executors.backend import Report
 from armada_server.executors.backend import update as stamped
@@ -111,10 +112,25 @@ class SimulatedBackend:
         run = lease.run_id
         if run in self._runs or run in self._waiting:
             return
+        duration = self._duration(lease.job)
+        if duration is None:  # the run fails at once: nothing later can stumble on it
+            reason = (
+                f"annotation {DURATION} must be a number of seconds (0 or more), "
+                f"got {lease.job.annotations[DURATION]!r}"
+            )
+            report(
+                stamped(
+                    run,
+                    lease.job.id,
+                    at=self._clock(),
+                    failed=executor_pb2.RunUpdate.Failed(reason=reason),
+                )
+            )
+            return
 
         def go() -> None:
             self._waiting.pop(run, None)
-            self._begin(lease, report)
+            self._begin(lease, duration, report)
 
         self._waiting[run] = (lease, report)
         if not self._room.offer(run, lease.node, lease_requests(lease), go):
@@ -127,10 +143,20 @@ class SimulatedBackend:
                 )
             )
 
-    def _begin(self, lease: executor_pb2.Lease, report: Report) -> None:
-        """The run is running from now until its duration has passed."""
+    def _duration(self, job: submit_pb2.Job) -> float | None:
+        """How long the job's runs last (None: its annotation says no number of seconds)."""
+        text = job.annotations.get(DURATION)
+        if text is None:
+            return self.default_duration
+        try:
+            seconds = float(text)
+        except ValueError:
+            return None
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+    def _begin(self, lease: executor_pb2.Lease, duration: float, report: Report) -> None:
+        """The run is running from now until `duration` seconds have passed."""
         run, job = lease.run_id, lease.job
-        duration = float(job.annotations.get(DURATION, self.default_duration))
         report(
             stamped(
                 run,
