@@ -15,10 +15,9 @@ import yaml
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient
 from armada_server.app import EmbeddedServer
-from armada_server.config import NodeGroup, ServerConfig
 
 from .test_metrics import job, scrape
-from .test_preemption_events import CLASSES, in_state, wait_until
+from .test_preemption_events import in_state, one_node_config, wait_until
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 #: Labels Prometheus itself adds to every scraped series.
@@ -80,17 +79,7 @@ def alert_expressions() -> Iterator[str]:
 @pytest.fixture
 def exported(database_url: str) -> tuple[set[str], set[str]]:
     """Series names and label names of a server that scheduled, ran and finished a job."""
-    config = ServerConfig(
-        port=0,
-        http_port=0,
-        executor="simulated",
-        database_url=database_url,
-        nodes=(NodeGroup(1, "2", "4Gi"),),
-        priority_classes=CLASSES,
-        default_priority_class="low",
-        scheduling_period=0.1,
-        executor_sync_interval=0.2,
-    )
+    config = one_node_config(database_url, http_port=0)
     with EmbeddedServer(config) as server, ArmadaClient(server.address) as armada:
         armada.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
         [done] = armada.submit_jobs("q", "s", [job(cpu="1", seconds="0")])

@@ -14,10 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient, job_item
 from armada_server.app import EmbeddedServer
-from armada_server.config import NodeGroup, ServerConfig
 from armada_server.executors.simulated import DURATION, FAILURE
 
-from .test_preemption_events import CLASSES, in_state, wait_until
+from .test_preemption_events import in_state, one_node_config, wait_until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -42,17 +41,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 @pytest.fixture
 def running(database_url: str) -> Iterator[tuple[EmbeddedServer, ArmadaClient]]:
     """One simulated node of 2 CPUs and 4Gi in pool 'default'."""
-    config = ServerConfig(
-        port=0,
-        http_port=0,
-        executor="simulated",
-        database_url=database_url,
-        nodes=(NodeGroup(1, "2", "4Gi"),),
-        priority_classes=CLASSES,
-        default_priority_class="low",
-        scheduling_period=0.1,
-        executor_sync_interval=0.2,
-    )
+    config = one_node_config(database_url, http_port=0)
     with EmbeddedServer(config) as server, ArmadaClient(server.address) as armada:
         assert server.server.metrics is not None
         # Every scrape reads ended jobs and node loads afresh (not once every 30 and 10 s).

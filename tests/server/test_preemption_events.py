@@ -26,12 +26,12 @@ CLASSES = (
 )
 
 
-@pytest.fixture
-def client(database_url: str) -> Iterator[ArmadaClient]:
-    """One simulated node of 2 CPUs."""
-    config = ServerConfig(
+def one_node_config(database_url: str, *, http_port: int | None = None) -> ServerConfig:
+    """A server with its simulated executor of one node of 2 CPUs and 4Gi, CLASSES, and
+    cycles and syncs a few times a second."""
+    return ServerConfig(
         port=0,
-        http_port=None,
+        http_port=http_port,
         executor="simulated",
         database_url=database_url,
         nodes=(NodeGroup(1, "2", "4Gi"),),
@@ -40,6 +40,12 @@ def client(database_url: str) -> Iterator[ArmadaClient]:
         scheduling_period=0.1,
         executor_sync_interval=0.2,
     )
+
+
+@pytest.fixture
+def client(database_url: str) -> Iterator[ArmadaClient]:
+    """One simulated node of 2 CPUs."""
+    config = one_node_config(database_url)
     with EmbeddedServer(config) as server, ArmadaClient(server.address) as armada:
         armada.create_queue(submit_pb2.Queue(name="batch", priority_factor=1))
         armada.create_queue(submit_pb2.Queue(name="urgent", priority_factor=1))

@@ -16,26 +16,15 @@ from sqlalchemy import select
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient
 from armada_server.app import EmbeddedServer
-from armada_server.config import NodeGroup, ServerConfig
 from armada_server.storage import schema as t
 
-from .test_preemption_events import CLASSES, in_state, job, wait_until
+from .test_preemption_events import in_state, job, one_node_config, wait_until
 
 
 @pytest.fixture
 def running(database_url: str) -> Iterator[tuple[EmbeddedServer, ArmadaClient]]:
     """One simulated node of 2 CPUs, and the web UI."""
-    config = ServerConfig(
-        port=0,
-        http_port=0,
-        executor="simulated",
-        database_url=database_url,
-        nodes=(NodeGroup(1, "2", "4Gi"),),
-        priority_classes=CLASSES,
-        default_priority_class="low",
-        scheduling_period=0.1,
-        executor_sync_interval=0.2,
-    )
+    config = one_node_config(database_url, http_port=0)
     with EmbeddedServer(config) as server, ArmadaClient(server.address) as armada:
         armada.create_queue(submit_pb2.Queue(name="batch", priority_factor=1))
         armada.create_queue(submit_pb2.Queue(name="urgent", priority_factor=1))

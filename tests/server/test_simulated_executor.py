@@ -14,26 +14,16 @@ import pytest
 from armada_core.api import submit_pb2
 from armada_core.client import ArmadaClient
 from armada_server.app import EmbeddedServer
-from armada_server.config import NodeGroup, ServerConfig
 from armada_server.executors.simulated import DURATION
 
 from .test_metrics import job
-from .test_preemption_events import CLASSES, in_state, wait_until
+from .test_preemption_events import in_state, one_node_config, wait_until
 
 
 @pytest.fixture
 def one_node(database_url: str) -> Iterator[ArmadaClient]:
-    """One simulated node of 2 CPUs and 4Gi."""
-    config = ServerConfig(
-        port=0,
-        database_url=database_url,
-        executor="simulated",
-        nodes=(NodeGroup(1, "2", "4Gi"),),
-        priority_classes=CLASSES,
-        default_priority_class="low",
-        scheduling_period=0.1,
-        executor_sync_interval=0.2,
-    )
+    """One simulated node of 2 CPUs and 4Gi (no HTTP port: tests run side by side)."""
+    config = one_node_config(database_url)
     with EmbeddedServer(config) as server, ArmadaClient(server.address) as armada:
         armada.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
         yield armada

@@ -19,7 +19,7 @@ import asyncio
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs.annotations import PREFIX
@@ -118,14 +118,7 @@ class SimulatedBackend:
                 f"annotation {DURATION} must be a number of seconds (0 or more), "
                 f"got {lease.job.annotations[DURATION]!r}"
             )
-            report(
-                stamped(
-                    run,
-                    lease.job.id,
-                    at=self._clock(),
-                    failed=executor_pb2.RunUpdate.Failed(reason=reason),
-                )
-            )
+            report(self._news(lease, failed=executor_pb2.RunUpdate.Failed(reason=reason)))
             return
 
         def go() -> None:
@@ -134,14 +127,7 @@ class SimulatedBackend:
 
         self._waiting[run] = (lease, report)
         if not self._room.offer(run, lease.node, lease_requests(lease), go):
-            report(
-                stamped(
-                    run,
-                    lease.job.id,
-                    at=self._clock(),
-                    pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run),
-                )
-            )
+            report(self._news(lease, pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run)))
 
     def _duration(self, job: submit_pb2.Job) -> float | None:
         """How long the job's runs last (None: its annotation says no number of seconds)."""
@@ -156,15 +142,9 @@ class SimulatedBackend:
 
     def _begin(self, lease: executor_pb2.Lease, duration: float, report: Report) -> None:
         """The run is running from now until `duration` seconds have passed."""
-        run, job = lease.run_id, lease.job
-        report(
-            stamped(
-                run,
-                job.id,
-                at=self._clock(),
-                running=executor_pb2.RunUpdate.Running(node=lease.node, kubernetes_id=run),
-            )
-        )
+        run = lease.run_id
+        running = executor_pb2.RunUpdate.Running(node=lease.node, kubernetes_id=run)
+        report(self._news(lease, running=running))
         self._runs[run] = (lease, report, self._later(duration, lambda: self._end(run)))
 
     def _end(self, run: str) -> None:
@@ -175,28 +155,25 @@ class SimulatedBackend:
         failure = job.annotations.get(FAILURE)
         if failure:
             container = job.pod_specs[0].containers[0].name if job.pod_specs else "main"
-            report(stamped(run, job.id, at=self._clock(), failed=_failure(failure, container)))
+            report(self._news(lease, failed=_failure(failure, container)))
         else:
-            report(
-                stamped(run, job.id, at=self._clock(), succeeded=executor_pb2.RunUpdate.Succeeded())
-            )
+            report(self._news(lease, succeeded=executor_pb2.RunUpdate.Succeeded()))
 
     def stop(self, run_id: str, *, preempt: bool) -> None:
         if self._room.withdraw(run_id):
             lease, report = self._waiting.pop(run_id)
-            report(self._stopped(lease))
+            report(self._news(lease, stopped=executor_pb2.RunUpdate.Stopped()))
             return
         running = self._runs.pop(run_id, None)
         if running is not None:
             lease, report, timer = running
             timer.cancel()
-            report(self._stopped(lease))
+            report(self._news(lease, stopped=executor_pb2.RunUpdate.Stopped()))
             self._room.release(run_id)  # which may start a lease waiting for the room
 
-    def _stopped(self, lease: executor_pb2.Lease) -> executor_pb2.RunUpdate:
-        return stamped(
-            lease.run_id, lease.job.id, at=self._clock(), stopped=executor_pb2.RunUpdate.Stopped()
-        )
+    def _news(self, lease: executor_pb2.Lease, **kind: Any) -> executor_pb2.RunUpdate:
+        """The leased run's news of `kind` (running=..., stopped=...), stamped now."""
+        return stamped(lease.run_id, lease.job.id, at=self._clock(), **kind)
 
     def synced(self, lease_timeout: float, elapsed: float) -> None:
         """Nothing to renew: its runs end with it."""
