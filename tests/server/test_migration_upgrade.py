@@ -331,6 +331,11 @@ def rev_0015(conn: Connection, old: Old, when: datetime) -> None:
     job(conn, old, "queued-0015", when, job_columns={"changed": 1})
 
 
+def rev_0016(conn: Connection, old: Old, when: datetime) -> None:
+    succeed = then(leased, running, lambda j, w: lifecycle.succeed(j, now=w))
+    job(conn, old, "ended-0016", when, succeed, job_columns={"changed": 2})
+
+
 WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0001": rev_0001,
     "0002": rev_0002,
@@ -347,6 +352,7 @@ WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0013": rev_0013,
     "0014": rev_0014,
     "0015": rev_0015,
+    "0016": rev_0016,
 }
 
 
@@ -537,11 +543,12 @@ def test_kept_reports_read_back_and_go_on(upgraded: tuple[Storage, Old]) -> None
 def test_jobs_ended_before_the_upgrade_are_pruned_with_their_runs_and_events(
     upgraded: tuple[Storage, Old],
 ) -> None:
-    """The retention finds the old ended jobs through the indexes 0012 added; a cancelled
-    run still keeping its node (releases_at after the cut-off) keeps its job."""
+    """The retention finds the old ended jobs through the indexes 0012 added (as 0016 spells
+    ix_jobs_finished); a cancelled run still keeping its node (releases_at after the cut-off)
+    keeps its job."""
     storage, old = upgraded
     ended = {name for name, state in old.states.items() if state.terminal} - {"stopping"}
-    assert {"succeeded", "ended-0012"} <= ended
+    assert {"succeeded", "ended-0012", "ended-0016"} <= ended
     pruned = storage.retention.prune(NOW, batch=2)
     assert pruned.jobs == len(ended) and pruned.runs == len(ended)
     for name, job_id in old.ids.items():

@@ -36,3 +36,20 @@ def test_counting_by_queue_and_state_reads_the_index_alone(tmp_path) -> None:  #
         )
     assert "COVERING INDEX ix_jobs_state_queue" in plan, plan
     engine.dispose()
+
+
+def test_writing_a_job_builds_no_temporary_table(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SQLite checks each written row against every partial index's WHERE; one spelled with
+    an IN list would build the list's table for each row (migration 0016)."""
+    engine = open_database(f"sqlite:///{tmp_path / 'armada.db'}")
+    statements = [
+        "UPDATE jobs SET state = ?, last_transition_at = ? WHERE id = ?",
+        "INSERT INTO jobs (id, queue, job_set, state, priority, priority_class, submitted_at,"
+        " last_transition_at, spec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    ]
+    with engine.connect() as conn:
+        for sql in statements:
+            args = tuple(range(sql.count("?")))
+            ops = [r[1] for r in conn.exec_driver_sql(f"EXPLAIN {sql}", args)]
+            assert "OpenEphemeral" not in ops, sql
+    engine.dispose()

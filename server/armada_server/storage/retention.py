@@ -130,10 +130,10 @@ class Retention:
 # ended job for one batch); PostgreSQL does so by its statistics (autovacuum's analyze).
 _PRUNABLE = f"""
 SELECT j.id, j.queue, j.job_set, j.task FROM jobs AS j {{hint}}
-WHERE j.{t.TERMINAL_STATES} AND j.last_transition_at < :cutoff
+WHERE {t.ended("j")} AND j.last_transition_at < :cutoff
 AND NOT EXISTS (
     SELECT 1 FROM jobs AS g WHERE g.gang_id = j.gang_id AND g.queue = j.queue
-    AND (NOT (g.{t.TERMINAL_STATES}) OR g.last_transition_at >= :cutoff))
+    AND (NOT {t.ended("g")} OR g.last_transition_at >= :cutoff))
 AND NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.job_id = j.id AND r.releases_at >= :cutoff)
 ORDER BY j.last_transition_at LIMIT :batch
 """

@@ -29,9 +29,19 @@ from armada_server.storage.changes import change_number
 
 metadata = MetaData()
 
-# The states a job ends in (SUCCEEDED, FAILED, PREEMPTED, CANCELLED, REJECTED), as partial
-# indexes and the retention's queries spell them.
-TERMINAL_STATES = "state IN (3, 4, 8, 9, 10)"
+
+def ended(table: str = "") -> str:
+    """A job row that ended (SUCCEEDED, FAILED, PREEMPTED, CANCELLED, REJECTED) in SQL, as
+    ix_jobs_finished's WHERE and the retention's queries spell it (`table`: its alias).
+
+    Not `state IN (...)`: SQLite builds the list's lookup table afresh each time it checks a
+    written row against a partial index, twice per row (before and after), which made every
+    UPDATE or INSERT of a job about four times as costly (migration 0016)."""
+    state = f"{table}.state" if table else "state"
+    return "(" + " OR ".join(f"{state} = {s}" for s in (3, 4, 8, 9, 10)) + ")"
+
+
+TERMINAL_STATES = ended()
 
 queues = Table(
     "queues",
