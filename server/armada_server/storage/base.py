@@ -216,7 +216,7 @@ class Transactions:
                 else:
                     new_runs.append(row)
             all_events.extend(more)
-        written = executemany(conn, _UPDATE_JOBS, job_rows)
+        written = executemany(conn, UPDATE_JOBS, job_rows)
         if written != len(job_rows):
             raise Conflict(
                 f"{len(job_rows) - written} of {len(job_rows)} jobs changed since they were read"
@@ -284,7 +284,7 @@ def _event_rows(key: JobSetKey, batch: Sequence[EventMessage]) -> list[dict[str,
 
 # The statements save_many runs (module constants: bulk.executemany caches their compiled
 # forms). Jobs are written only where they still have the version they were read at.
-_UPDATE_JOBS = update(t.jobs).where(
+UPDATE_JOBS = update(t.jobs).where(
     t.jobs.c.id == bindparam("_id"), t.jobs.c.version == bindparam("_version")
 )
 _INSERT_RUNS = insert(t.runs)

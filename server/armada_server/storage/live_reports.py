@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, exists, select, update
+from sqlalchemy import Connection, and_, exists, select
 from sqlalchemy.orm import aliased
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import JobState, RunState, lifecycle
 from armada_core.jobs.lifecycle import EventMessage, IllegalTransition, LiveRun
 from armada_server.storage import schema as t
-from armada_server.storage.base import UPDATE_RUNS, from_timestamp
+from armada_server.storage.base import UPDATE_JOBS, UPDATE_RUNS, from_timestamp
 from armada_server.storage.bulk import executemany, fetch
 from armada_server.storage.guard import Conflict
 from armada_server.storage.rows import STATE_OF_JOBS_BY_ID, chunks
@@ -140,7 +140,7 @@ def _apply(
 def write_live(conn: Connection, done: LiveReports) -> None:
     """Write the jobs' and runs' rows the bulk reports change; each job only where its row
     still has the version it was read at, else Conflict."""
-    written = executemany(conn, _UPDATE_JOBS, done.jobs)
+    written = executemany(conn, UPDATE_JOBS, done.jobs)
     if written != len(done.jobs):
         raise Conflict(
             f"{len(done.jobs) - written} of {len(done.jobs)} jobs changed since they were read"
@@ -149,9 +149,6 @@ def write_live(conn: Connection, done: LiveReports) -> None:
         executemany(conn, UPDATE_RUNS, rows)
 
 
-_UPDATE_JOBS = update(t.jobs).where(
-    t.jobs.c.id == bindparam("_id"), t.jobs.c.version == bindparam("_version")
-)
 _later = aliased(t.runs)
 # A run no later run of its job follows.
 _LATEST = ~exists().where(
