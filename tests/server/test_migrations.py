@@ -41,7 +41,7 @@ def test_counting_by_queue_and_state_reads_the_index_alone(tmp_path) -> None:  #
 def test_no_write_builds_a_temporary_table(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """SQLite checks each row it writes against every partial index's WHERE; one spelled
     with an IN list built the list's table for each row (ix_jobs_finished before migration
-    0016 made every write of a job about four times as costly)."""
+    0016 made every UPDATE of a job about four times as costly)."""
     engine = open_database(f"sqlite:///{tmp_path / 'armada.db'}")
     with engine.connect() as conn:
         for table in t.metadata.sorted_tables:
