@@ -12,6 +12,10 @@ the task check, building rows, the INSERTs, the events, the commit) and the resp
 a text summary DIR/<db>.txt). PostgreSQL's own work runs in its server process and is not
 counted: the figures are the armada server's CPU per job.
 
+``single_job_requests`` stores requests of one job each, as orchestrators submit a task's
+job, with an executor's nodes known, and times each request's validation and store in CPU
+microseconds: what a request costs whatever its size.
+
 ``one_queue_writers`` then stores requests of 100 jobs in one queue from 1 and from 4 threads
 at once, in wall time: what concurrent submitters to one queue cost each other.
 """
@@ -35,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from armada_core.api import submit_pb2  # noqa: E402
+from armada_core.api import executor_pb2, submit_pb2  # noqa: E402
 from armada_server.app import EmbeddedServer  # noqa: E402
 from armada_server.auth import Principal  # noqa: E402
 from armada_server.services.queues import QueueService  # noqa: E402
@@ -122,6 +126,46 @@ def profile_submission(
     return result
 
 
+SINGLE_JOB_REQUESTS = 2000
+
+
+def single_job_requests(database_url: str, backend: str) -> dict[str, Any]:
+    """CPU microseconds of validation and store per request of one job (each with its own
+    client id, a few job sets, one executor of 100 nodes connected), after 200 to warm up."""
+    log(f"submit_profile[{backend}]: {SINGLE_JOB_REQUESTS} requests of one job")
+    with submit_service(database_url) as service:
+        nodes = [
+            executor_pb2.Node(name=f"node-{n}", allocatable={"cpu": "32", "memory": "256Gi"})
+            for n in range(100)
+        ]
+        service.ctx.executors.executor_sync(
+            executor_pb2.SyncRequest(executor_id="bench", pool="default", nodes=nodes)
+        )
+        [first] = submit_pb2.JobSubmitRequest.FromString(
+            batch_bytes("bench", "s", "c")
+        ).job_request_items[:1]
+        totals = dict.fromkeys(("validate", "store"), 0.0)
+        for number in range(200 + SINGLE_JOB_REQUESTS):
+            request = submit_pb2.JobSubmitRequest(queue="bench", job_set_id=f"set-{number % 20}")
+            item = request.job_request_items.add()
+            item.CopyFrom(first)
+            item.client_id = f"single-{number}"
+            lap = Laps(totals, counted=number >= 200)
+            items = service._validate(request)
+            lap("validate")
+            service._store(request, items, WHO)
+            lap("store")
+    per_request = {k: round(v / SINGLE_JOB_REQUESTS * 1e6) for k, v in totals.items()}
+    log(f"  CPU us per request: {per_request}")
+    return {
+        "measurement": "single_job_requests",
+        "backend": backend,
+        "requests": SINGLE_JOB_REQUESTS,
+        "cpu_us_per_request": per_request,
+        "requests_per_cpu_second": round(1e6 / sum(per_request.values())),
+    }
+
+
 ONE_QUEUE_REQUESTS = 100  # per writer
 ONE_QUEUE_ITEMS = 100
 
@@ -167,6 +211,7 @@ def main() -> int:
     sqlite = f"sqlite:///{work / 'profile.db'}"
     results = [
         profile_submission(sqlite, "sqlite", args.batches, args.profile),
+        single_job_requests(f"sqlite:///{work / 'single.db'}", "sqlite"),
         one_queue_writers(f"sqlite:///{work / 'writers.db'}", "sqlite"),
     ]
     if not args.no_postgres:
@@ -176,6 +221,8 @@ def main() -> int:
         try:
             url = postgres.new_database()
             results.append(profile_submission(url, "postgresql", args.batches, args.profile))
+            url = postgres.new_database()
+            results.append(single_job_requests(url, "postgresql"))
             url = postgres.new_database()
             results.append(one_queue_writers(url, "postgresql"))
         finally:

@@ -219,6 +219,40 @@ def test_the_limit_decides_as_a_count_of_the_waiting_jobs_would(
             replica.engine.dispose()
 
 
+def test_a_count_reads_only_what_was_written_since_the_last_submission(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between counts of a queue's backlog, each submission keeps the count its transaction
+    completed: the next submission's count before its transaction reads only the waiting
+    jobs written since that commit, not every job since the backlog was counted. (SQLite's
+    clock moves past the request's own jobs; PostgreSQL's mark is the oldest transaction
+    running, its own among them, so its count reads the last request's jobs again.)"""
+    monkeypatch.setattr(queue_limit, "RECOUNT_SECONDS", 1e9)
+    read: list[int] = []
+    waiting_since = queue_limit._waiting_since
+
+    def recorded(*args: Any) -> tuple[int, int]:
+        found = waiting_since(*args)
+        read.append(found[0])
+        return found
+
+    storage = open_storage(database_url)
+    try:
+        storage.queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        storage.submissions.submit("q", "s", [item(), item()], owner="u", max_queued=100)
+        monkeypatch.setattr(queue_limit, "_waiting_since", recorded)
+        for _ in range(5):
+            storage.submissions.submit("q", "s", [item(), item()], owner="u", max_queued=100)
+        before, within = read[0::2], read[1::2]  # each submission: before, then in its own
+        again = 0 if storage.transactions.dialect == "sqlite" else 2
+        assert before == [again] * 5
+        assert within == [2] * 5  # its own new jobs
+        kept = storage.submissions._counts["q"][1]
+        assert kept == 12 if storage.transactions.dialect == "sqlite" else kept >= 12
+    finally:
+        storage.engine.dispose()
+
+
 def test_a_request_of_more_new_jobs_than_the_limit_is_refused_before_it_is_written(
     database_url: str,
 ) -> None:

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Insert,
     Select,
     Table,
+    TextClause,
     Update,
     select,
 )
@@ -35,8 +36,8 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.schema import ColumnElementColumnDefault, ScalarElementColumnDefault
 
-# What `fetch` reads: a select, or an insert RETURNING what it wrote.
-Rows = Select[*tuple[Any, ...]] | ReturningInsert[*tuple[Any, ...]]
+# What `fetch` reads: a select, or an insert RETURNING what it wrote (or SQL as text).
+Rows = Select[*tuple[Any, ...]] | ReturningInsert[*tuple[Any, ...]] | TextClause
 
 _DEFAULTS: dict[str, tuple[dict[str, Any], dict[str, ColumnElement[Any]]]] = {}
 
@@ -206,6 +207,24 @@ def fetch(
         cursor.close()
 
 
+def execute(
+    conn: Connection, stmt: Update | TextClause, params: Mapping[str, Any] | None = None
+) -> None:
+    """A statement that returns no rows (a small UPDATE), run as `fetch` runs a select: on
+    SQLite straight on the driver's cursor, which costs a fifth of SQLAlchemy's execution for
+    the statements every submission runs."""
+    if conn.dialect.name != "sqlite":
+        conn.execute(stmt, params)
+        return
+    sql, args = _sqlite_select(conn, stmt, params)
+    cursor = _cursor(conn)
+    try:
+        with _as_sqlalchemy_errors(conn, sql):
+            cursor.execute(sql, args)
+    finally:
+        cursor.close()
+
+
 # A select's structure (SQLAlchemy's cache key, which leaves out its values) -> its compiled
 # form. Compiling took four times as long as finding the key and the values; the selects
 # hot paths run are built per call, with other ids each time but few shapes.
@@ -214,7 +233,7 @@ _SELECTS_KEPT = 1024
 
 
 def _sqlite_select(
-    conn: Connection, stmt: Rows, params: Mapping[str, Any] | None
+    conn: Connection, stmt: Rows | Update, params: Mapping[str, Any] | None
 ) -> tuple[str, list[Any]]:
     """The SQL and positional arguments of a statement on SQLite, its lists of values
     expanded into one placeholder each (what `render_postcompile` does, without compiling
@@ -250,7 +269,7 @@ def _sqlite_select(
 
 
 def _rendered(
-    conn: Connection, stmt: Rows, params: Mapping[str, Any] | None
+    conn: Connection, stmt: Rows | Update, params: Mapping[str, Any] | None
 ) -> tuple[str, list[Any]]:
     """The statement compiled with its values in place (lists expanded by SQLAlchemy)."""
     compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})

@@ -26,6 +26,8 @@ from sqlalchemy import BigInteger, ColumnElement, Connection, literal_column, te
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
+from armada_server.storage.bulk import execute
+
 
 class change_number(FunctionElement[int]):
     """The change number a write stamps on the rows it writes (see the module docstring)."""
@@ -68,4 +70,4 @@ def move_on(conn: Connection) -> None:
     """Before a read that takes a mark: later writes stamp more than the writes so far
     (SQLite's clock; a no-op on PostgreSQL, whose transaction ids move on by themselves)."""
     if conn.dialect.name == "sqlite":
-        conn.execute(_MOVE_ON)
+        execute(conn, _MOVE_ON)

@@ -6,7 +6,9 @@ not walked there: a server counts it at most once in RECOUNT_SECONDS, outside an
 transaction, and a submission completes that count with the waiting jobs written since its
 change mark (`storage/changes.py`), before its transaction and again in it. Only when the sum
 passes the limit is the backlog counted in the transaction, so every decision is the one an
-exact count gives.
+exact count gives. The completed count, with the mark of the transaction that completed it,
+is kept once that transaction commits: the next submission to the queue reads only what was
+written after it, not everything since the backlog was last counted.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def _waiting_since(conn: Connection, queue: str, mark: int) -> tuple[int, int]:
     """The queue's waiting jobs written at or after the change `mark`, and the mark of this
     read's snapshot."""
     if conn.dialect.name == "sqlite":
-        found = conn.execute(_WAITING_SINCE_SQLITE, {"queue": queue, "mark": mark}).one()
+        [found] = fetch(conn, _WAITING_SINCE_SQLITE, {"queue": queue, "mark": mark})
     else:
         since = select(_WAITING_SINCE.scalar_subquery(), mark_column(conn.dialect.name))
         found = conn.execute(since, {"queue": queue, "mark": mark}).one()
@@ -106,7 +108,7 @@ def counted_before(
 
 def refuse_over_limit(
     conn: Connection, queue: str, new: int, limit: int, before: tuple[int, int] | None
-) -> None:
+) -> tuple[int, int] | None:
     """Refuse the `new` jobs just written if they took the queue's waiting jobs (submitted or
     queued, these included) over `limit`. The queue's row is locked first, as the
     transaction's last lock: submissions to one queue wait for each other only from here to
@@ -118,22 +120,37 @@ def refuse_over_limit(
     SQLite every other writer waits for. Only a queue near its limit is counted here.
 
     On SQLite the change clock moves on past these jobs, so the next submission's count
-    marks its snapshot after them and does not add them again."""
+    marks its snapshot after them and does not add them again.
+
+    Returns what to keep (`keep`) once the transaction commits: at least the queue's waiting
+    jobs, and the mark from which later writes are to be added to it; None when the
+    backlog was counted here."""
     fetch(conn, _LOCK_QUEUE, {"queue": queue})
-    within = False
     if before is not None:
         counted, mark = before
-        since, _ = _waiting_since(conn, queue, mark)
-        within = counted + since <= limit
-    if not within:
-        [(waiting,)] = fetch(conn, select(_WAITING), {"queue": queue, "bound": limit + 1})
-        within = waiting <= limit  # counted up to limit + 1: over it is "at least"
-    if within:
+        since, now_mark = _waiting_since(conn, queue, mark)
+        if counted + since <= limit:
+            move_on(conn)
+            # Every write SQLite stamped below the moved clock is in this snapshot; on
+            # PostgreSQL every transaction below the snapshot's mark is.
+            return counted + since, now_mark + 1 if conn.dialect.name == "sqlite" else now_mark
+    [(waiting,)] = fetch(conn, select(_WAITING), {"queue": queue, "bound": limit + 1})
+    if waiting <= limit:  # counted up to limit + 1: over it is "at least"
         move_on(conn)
-        return
+        return None
     raise ResourceExhausted(
         f"queue {queue!r} has at least {limit + 1 - new} jobs waiting to be scheduled; "
         f"this request's {new} new jobs would take it over the server's "
         f"max_queued_jobs_per_queue limit of {limit}: wait for jobs to start or end, or "
         f"cancel some"
     )
+
+
+def keep(counts: Counts, queue: str, completed: tuple[int, int] | None) -> None:
+    """After a submission's commit: the count it completed (`refuse_over_limit`) replaces the
+    queue's kept one, which then needs only what was written after it. The time of the last
+    count of the backlog stays: a completed count only grows (jobs that left the waiting
+    states are not taken off), so the backlog is still counted again in RECOUNT_SECONDS."""
+    kept = counts.get(queue)
+    if completed is not None and kept is not None:
+        counts[queue] = (kept[0], *completed)

@@ -57,7 +57,7 @@ from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new, 
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
-from armada_server.storage.queue_limit import Counts, counted_before, refuse_over_limit
+from armada_server.storage.queue_limit import Counts, counted_before, keep, refuse_over_limit
 from armada_server.storage.retries import start_gang_generation
 from armada_server.storage.rows import chunks, job_row, load_jobs
 from armada_server.storage.task_generations import refuse_second_generation
@@ -151,9 +151,11 @@ class Submissions:
         if max_queued is not None:
             before = counted_before(self._tx, queue, max_queued, self._counts)
         with self._tx.write() as (conn, touched):
-            return self._store(
+            ids, completed = self._store(
                 conn, touched, queue, items, new, made, admit, max_queued, before, now
             )
+        keep(self._counts, queue, completed)  # committed
+        return ids
 
     def _store(
         self,
@@ -167,7 +169,9 @@ class Submissions:
         max_queued: int | None,
         before: tuple[int, int] | None,
         now: datetime,
-    ) -> list[str]:
+    ) -> tuple[list[str], tuple[int, int] | None]:
+        """The ids of the request's jobs, and the queue's count completed in the transaction
+        (`queue_limit.keep`)."""
         found = fetch(conn, _CORDONED, {"queue": queue})
         if not found:
             raise queue_not_found(queue)
@@ -194,7 +198,7 @@ class Submissions:
             stored.append(job)
             ids.append(job.spec.id)
         if not stored:
-            return ids
+            return ids, None
         if is_cordoned:
             raise queue_cordoned(queue)
         specs = [(job.index, job.spec) for job in stored]
@@ -216,9 +220,9 @@ class Submissions:
         else:  # in client-id order, as _Made's
             insert_rows(conn, t.jobs, sorted((job.row for job in stored), key=_by_client_id))
             self._tx.append(conn, touched, [e for job in stored for e in job.events])
-        if max_queued is not None:
-            refuse_over_limit(conn, queue, len(stored), max_queued, before)
-        return ids
+        if max_queued is None:
+            return ids, None
+        return ids, refuse_over_limit(conn, queue, len(stored), max_queued, before)
 
     @retried
     def cancel(
