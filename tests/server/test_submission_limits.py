@@ -178,15 +178,18 @@ def test_jobs_written_between_the_count_and_the_transaction_are_counted_in_it(
             replica.engine.dispose()
 
 
+@pytest.mark.parametrize("fresh", [0.0, 1e9], ids=["read-before", "in-transaction-alone"])
 @pytest.mark.parametrize("recount", [0.0, 1e9], ids=["counted-every-time", "counted-once"])
 def test_the_limit_decides_as_a_count_of_the_waiting_jobs_would(
-    database_url: str, monkeypatch: pytest.MonkeyPatch, recount: float
+    database_url: str, monkeypatch: pytest.MonkeyPatch, recount: float, fresh: float
 ) -> None:
     """Random requests from two replicas and cancels, one at a time, with each queue's
     backlog counted again at every submission or only once (then completed with the waiting
-    jobs written since): each request is accepted exactly when the queue's waiting jobs and
-    its own fit the limit, whatever was written since the count."""
+    jobs written since), before the transaction or in it alone: each request is accepted
+    exactly when the queue's waiting jobs and its own fit the limit, whatever was written
+    since the count."""
     monkeypatch.setattr(queue_limit, "RECOUNT_SECONDS", recount)
+    monkeypatch.setattr(queue_limit, "FRESH_SECONDS", fresh)
     limit = 20
     rng = random.Random(7)
     replicas = [open_storage(database_url), open_storage(database_url)]
@@ -228,6 +231,7 @@ def test_a_count_reads_only_what_was_written_since_the_last_submission(
     clock moves past the request's own jobs; PostgreSQL's mark is the oldest transaction
     running, its own among them, so its count reads the last request's jobs again.)"""
     monkeypatch.setattr(queue_limit, "RECOUNT_SECONDS", 1e9)
+    monkeypatch.setattr(queue_limit, "FRESH_SECONDS", 0.0)  # read before each transaction
     read: list[int] = []
     waiting_since = queue_limit._waiting_since
 
@@ -249,6 +253,38 @@ def test_a_count_reads_only_what_was_written_since_the_last_submission(
         assert within == [2] * 5  # its own new jobs
         kept = storage.submissions._counts["q"][1]
         assert kept == 12 if storage.transactions.dialect == "sqlite" else kept >= 12
+    finally:
+        storage.engine.dispose()
+
+
+def test_a_count_kept_just_now_is_completed_in_the_transaction_alone(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue's submissions in quick succession read nothing before their transactions:
+    each completes the count the one before it kept with what was written since, in its
+    own transaction, and still refuses the request that the waiting jobs leave no room for."""
+    monkeypatch.setattr(queue_limit, "FRESH_SECONDS", 1e9)
+    storage = open_storage(database_url)
+    try:
+        storage.queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        storage.submissions.submit("q", "s", [item(), item()], owner="u", max_queued=7)
+        reads = 0
+        read = storage.transactions.read
+
+        def counted(**kwargs: Any) -> Any:
+            nonlocal reads
+            reads += 1
+            return read(**kwargs)
+
+        monkeypatch.setattr(storage.transactions, "read", counted)
+        for _ in range(2):
+            storage.submissions.submit("q", "s", [item(), item()], owner="u", max_queued=7)
+        with pytest.raises(ResourceExhausted, match="limit of 7"):
+            storage.submissions.submit("q", "s", [item(), item()], owner="u", max_queued=7)
+        assert reads == 0
+        storage.submissions.submit("q", "s", [item()], owner="u", max_queued=7)
+        counts = storage.job_reads.count_jobs_by_queue_and_state()
+        assert sum(n for (queue, _), n in counts.items() if queue == "q") == 7
     finally:
         storage.engine.dispose()
 
