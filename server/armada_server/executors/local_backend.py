@@ -276,6 +276,6 @@ class LocalBackend:
 
     async def close(self) -> None:
         for run in list(self._waiting):  # nothing starts any more
-            self._room.withdraw(run)
+            self._room.withdraw(run, admit=False)
         self._waiting.clear()
         await self.runner.shutdown()

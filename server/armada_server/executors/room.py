@@ -63,12 +63,16 @@ class _Node:
 
 
 class Room:
-    """Per node: what it can hold and what the runs counted on it request."""
+    """Per node: what it can hold, what the runs counted on it request, and the leases held
+    for it in arrival order (a lease offered or a run released touches its node's leases
+    only: an executor may hold thousands while preempted runs take their grace periods)."""
 
     def __init__(self, nodes: Sequence[executor_pb2.Node] = ()) -> None:
         self._nodes: dict[str, _Node] = {}
         self._claims: dict[str, tuple[str, Requests]] = {}  # run -> (node, requests)
-        self._waiting: dict[str, tuple[str, Requests, Callable[[], None]]] = {}
+        # node -> run -> (requests, start), in arrival order; run -> its node
+        self._waiting: dict[str, dict[str, tuple[Requests, Callable[[], None]]]] = {}
+        self._waiting_on: dict[str, str] = {}
         self.set_nodes(nodes)
 
     def set_nodes(self, nodes: Iterable[executor_pb2.Node]) -> None:
@@ -83,7 +87,7 @@ class Room:
     @property
     def waiting(self) -> set[str]:
         """Runs whose lease is held for want of room."""
-        return set(self._waiting)
+        return set(self._waiting_on)
 
     def counted(self, run_id: str) -> bool:
         return run_id in self._claims
@@ -91,16 +95,28 @@ class Room:
     def offer(self, run_id: str, node: str, requests: Requests, start: Callable[[], None]) -> bool:
         """Start the run now (True: `start` was called) if its node has room and no earlier
         lease waits for that node; otherwise hold it until `admit` finds room."""
-        if not any(n == node for n, _, _ in self._waiting.values()) and self._fits(node, requests):
+        self.withdraw(run_id, admit=False)  # offered again: it waits as a new arrival
+        if node not in self._waiting and self._fits(node, requests):
             self.claim(run_id, node, requests)
             start()
             return True
-        self._waiting[run_id] = (node, requests, start)
+        self._waiting.setdefault(node, {})[run_id] = (requests, start)
+        self._waiting_on[run_id] = node
         return False
 
-    def withdraw(self, run_id: str) -> bool:
-        """Forget a held lease (it was stopped before it started); True if it was held."""
-        return self._waiting.pop(run_id, None) is not None
+    def withdraw(self, run_id: str, *, admit: bool = True) -> bool:
+        """Forget a held lease (it was stopped before it started); True if it was held. The
+        leases behind it on its node start if they fit now."""
+        node = self._waiting_on.pop(run_id, None)
+        if node is None:
+            return False
+        held = self._waiting[node]
+        del held[run_id]
+        if not held:
+            del self._waiting[node]
+        elif admit:
+            self._admit(node)
+        return True
 
     def claim(self, run_id: str, node: str, requests: Requests) -> None:
         """Count a run on its node (one started, or adopted after a restart)."""
@@ -121,20 +137,25 @@ class Room:
             state.runs.discard(run_id)
             for name, amount in requests.items():
                 state.used[name] = state.used.get(name, 0) - amount
-        self.admit()
+        self._admit(node)
 
     def admit(self) -> None:
         """Start held leases that fit now, in arrival order per node."""
-        blocked: set[str] = set()
-        for run_id, (node, requests, start) in list(self._waiting.items()):
-            if node in blocked or run_id not in self._waiting:  # (started by a nested call)
-                continue
-            if self._fits(node, requests):
-                del self._waiting[run_id]
-                self.claim(run_id, node, requests)
-                start()
-            else:
-                blocked.add(node)
+        for node in list(self._waiting):
+            self._admit(node)
+
+    def _admit(self, node: str) -> None:
+        """Start the node's held leases from the first, until one does not fit."""
+        while held := self._waiting.get(node):  # read again: `start` may offer or release
+            run_id, (requests, start) = next(iter(held.items()))
+            if not self._fits(node, requests):
+                return
+            del held[run_id]
+            del self._waiting_on[run_id]
+            if not held:
+                del self._waiting[node]
+            self.claim(run_id, node, requests)
+            start()
 
     def _fits(self, node: str, requests: Requests) -> bool:
         state = self._nodes.get(node)

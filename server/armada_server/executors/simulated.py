@@ -184,7 +184,7 @@ class SimulatedBackend:
 
     async def close(self) -> None:
         for run in list(self._waiting):  # nothing starts any more
-            self._room.withdraw(run)
+            self._room.withdraw(run, admit=False)
         self._waiting.clear()
         for _, _, timer in self._runs.values():
             timer.cancel()
