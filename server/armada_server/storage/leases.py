@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.exc import DBAPIError
 
 from armada_core.jobs import Failure, Job, lifecycle
@@ -26,12 +26,18 @@ from armada_server.storage.base import (
     Transactions,
     clean_reason,
 )
+from armada_server.storage.bulk import fetch
 from armada_server.storage.gangs import restart_gangs
 from armada_server.storage.guard import retried
 from armada_server.storage.retries import Catalogue, Retries, run_failure
 from armada_server.storage.rows import chunks, jobs_by_id
 
 log = logging.getLogger("armada_server")
+
+# The runs of an executor that keep their node's capacity until it no longer holds them.
+_RELEASING = select(t.runs.c.id).where(
+    t.runs.c.cluster_id == bindparam("executor"), t.runs.c.releases_at.is_not(None)
+)
 
 
 class Leases:
@@ -216,11 +222,7 @@ class Leases:
     def release(self, conn: Connection, executor: str, held: set[str]) -> None:
         """Runs the server stopped keep their node's capacity until their executor no
         longer holds them (it has seen them end); from then on the node is free."""
-        releasing: Iterable[str] = conn.execute(
-            select(t.runs.c.id).where(
-                t.runs.c.cluster_id == executor, t.runs.c.releases_at.is_not(None)
-            )
-        ).scalars()
-        ended = [r for r in releasing if r not in held]
+        releasing = fetch(conn, _RELEASING, {"executor": executor})
+        ended = [r for (r,) in releasing if r not in held]
         for chunk in chunks(ended, 500):
             conn.execute(update(t.runs).where(t.runs.c.id.in_(chunk)).values(releases_at=None))

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.exc import DBAPIError
 
 from armada_core.api import executor_pb2
@@ -23,7 +23,7 @@ from armada_core.jobs.text import clean_text
 from armada_server.errors import InvalidArgument
 from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_RUN_STATES, Change, JobSetKey, Transactions
-from armada_server.storage.bulk import fetch
+from armada_server.storage.bulk import executemany, fetch
 from armada_server.storage.executor_runs import ActiveRuns, ExecutorRuns
 from armada_server.storage.gangs import restart_gangs
 from armada_server.storage.gcpause import gc_paused
@@ -46,6 +46,10 @@ GRPC_DEFAULT_LIMIT = 4 * 1024 * 1024
 # the sync's transaction, and the executor starts them all before its next sync.
 MAX_LEASE_BYTES = 16 * 1024 * 1024
 _LEASED = int(RunState.LEASED)
+# An executor's row renewed where its nodes are those stored (a sync's first statement).
+_RENEW_EXECUTOR = update(t.executors).where(
+    t.executors.c.id == bindparam("_id"), t.executors.c.nodes == bindparam("_nodes")
+)
 
 
 # The least an executor may say it receives: a lease carries a whole job, of up to 1 MiB.
@@ -147,12 +151,14 @@ class ExecutorSync:
         capabilities = (
             request.capabilities.SerializeToString() if request.HasField("capabilities") else None
         )
-        renewed = conn.execute(
-            update(t.executors)
-            .where(t.executors.c.id == executor, t.executors.c.nodes == nodes)
-            .values(pool=request.pool, last_seen=now, capabilities=capabilities)
-        ).rowcount
-        if not renewed:
+        renew = {
+            "_id": executor,
+            "_nodes": nodes,
+            "pool": request.pool,
+            "last_seen": now,
+            "capabilities": capabilities,
+        }
+        if not executemany(conn, _RENEW_EXECUTOR, [renew]):
             row = {
                 "pool": request.pool,
                 "nodes": nodes,
