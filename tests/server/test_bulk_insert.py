@@ -10,7 +10,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from armada_server.storage import schema as t
-from armada_server.storage.bulk import insert_rows
+from armada_server.storage.bulk import FEW_ROWS, insert_rows
 from armada_server.storage.database import open_database
 from armada_server.storage.guard import transient
 
@@ -48,11 +48,15 @@ def stored(conn, job_id: str) -> dict:  # type: ignore[no-untyped-def]
 
 
 def test_rows_match_sqlalchemy_insert(database_url: str) -> None:
+    """Rows as SQLAlchemy's INSERT stores them, a few at a time (one INSERT on PostgreSQL)
+    and many (COPY)."""
     engine = open_database(database_url)
+    many = [job_row(f"filler-{n}") for n in range(FEW_ROWS)]
     with engine.begin() as conn:
         for prefix, write in (
             ("a", lambda rows: conn.execute(insert(t.jobs), rows)),
             ("b", lambda rows: insert_rows(conn, t.jobs, rows)),
+            ("c", lambda rows: insert_rows(conn, t.jobs, rows + many)),
         ):
             write(
                 [
@@ -70,6 +74,7 @@ def test_rows_match_sqlalchemy_insert(database_url: str) -> None:
             )
         for n in ("1", "2"):
             assert stored(conn, "b" + n) == stored(conn, "a" + n)
+            assert stored(conn, "c" + n) == stored(conn, "a" + n)
         # Defaults fill what a row leaves out; times come back as stored.
         row = stored(conn, "b1")
         assert row["scheduling_reason"] == "" and row["retry_history"] == "{}"
@@ -87,6 +92,7 @@ def test_nothing_is_written_for_an_unknown_column(database_url: str) -> None:
     engine.dispose()
 
 
+@pytest.mark.parametrize("more", [0, FEW_ROWS], ids=["few", "many"])
 @pytest.mark.parametrize(
     ("second", "error"),
     [
@@ -95,26 +101,30 @@ def test_nothing_is_written_for_an_unknown_column(database_url: str) -> None:
     ],
 )
 def test_refused_rows_raise_sqlalchemy_errors_and_write_nothing(
-    database_url: str, second: dict, error: type[Exception]
+    database_url: str, second: dict, error: type[Exception], more: int
 ) -> None:
     """The errors callers handle (a retry on IntegrityError, INVALID_ARGUMENT on DataError)
-    are SQLAlchemy's, whichever statement the rows go in by (COPY on PostgreSQL)."""
+    are SQLAlchemy's, whichever statement the rows go in by (one INSERT or COPY on
+    PostgreSQL)."""
     engine = open_database(database_url)
     if engine.dialect.name == "sqlite" and error is DataError:
         pytest.skip("SQLite does not enforce text lengths")
+    filler = [job_row(f"filler-{n}") for n in range(more)]
     with pytest.raises(error), engine.begin() as conn:
-        insert_rows(conn, t.jobs, [job_row("x"), second])
+        insert_rows(conn, t.jobs, [job_row("x"), *filler, second])
     with engine.begin() as conn:
         assert conn.execute(select(t.jobs.c.id)).all() == []
     engine.dispose()
 
 
-def test_a_deadlocked_copy_raises_the_error_transactions_are_retried_on(
+@pytest.mark.parametrize("more", [0, FEW_ROWS], ids=["insert", "copy"])
+def test_a_deadlocked_insert_raises_the_error_transactions_are_retried_on(
     postgres_server,  # type: ignore[no-untyped-def]
+    more: int,
 ) -> None:
-    """Two transactions each COPY a row the other holds: PostgreSQL ends one as a deadlock,
-    which reaches the caller as SQLAlchemy's error that `retried` runs again (the driver's own
-    error escaped every retry)."""
+    """Two transactions each insert a row the other holds (by one INSERT, or by COPY with
+    more rows): PostgreSQL ends one as a deadlock, which reaches the caller as SQLAlchemy's
+    error that `retried` runs again (the driver's own error escaped every retry)."""
     engine = open_database(postgres_server.new_database())
     first, second = engine.connect(), engine.connect()
     first.begin()
@@ -124,8 +134,9 @@ def test_a_deadlocked_copy_raises_the_error_transactions_are_retried_on(
     failures: list[BaseException] = []
 
     def take(conn, job_id: str) -> None:  # type: ignore[no-untyped-def]
+        filler = [job_row(f"{job_id}-filler-{n}") for n in range(more)]
         try:
-            insert_rows(conn, t.jobs, [job_row(job_id)])
+            insert_rows(conn, t.jobs, [*filler, job_row(job_id)])
         except BaseException as e:  # reported below
             failures.append(e)
             conn.rollback()

@@ -125,6 +125,9 @@ def insert_new(conn: Connection, rows: NewRows, *, first: int | None = None) -> 
             raise ValueError(f"{rows.table.name}: the rows' {rows.numbered} needs a first number")
         names = (rows.numbered, *names)
         values = [(seq, *row) for seq, row in enumerate(values, start=first)]
+    if conn.dialect.name == "postgresql" and len(values) <= FEW_ROWS:
+        _insert_few(conn, rows.table, names, values, computed)
+        return
     if computed:
         [evaluated] = fetch(conn, select(*computed.values()))
         extra = tuple(evaluated)
@@ -152,6 +155,42 @@ def insert_new(conn: Connection, rows: NewRows, *, first: int | None = None) -> 
 
 # (table, its columns in order) -> the INSERT of them with positional parameters (SQLite).
 _INSERT_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
+
+# Rows up to this many go in by one INSERT on PostgreSQL, more by COPY. A COPY is two round
+# trips, and the computed columns' values (`_defaults_of`) a third before it; an INSERT
+# computes them in its own statement. A request of one job writes two tables.
+FEW_ROWS = 16
+# (table, its columns, how many rows) -> the INSERT of them on PostgreSQL.
+_FEW_SQL: dict[tuple[str, tuple[str, ...], int], str] = {}
+
+
+def _insert_few(
+    conn: Connection,
+    table: Table,
+    names: tuple[str, ...],
+    rows: Sequence[Sequence[Any]],
+    computed: Mapping[str, ColumnElement[Any]],
+) -> None:
+    """INSERT a few rows in one statement on PostgreSQL, the computed columns evaluated in
+    it; the driver's errors come back as SQLAlchemy's."""
+    key = (table.name, names, len(rows))
+    sql = _FEW_SQL.get(key)
+    if sql is None:
+        expressions = [
+            str(e.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+            for e in computed.values()
+        ]
+        columns = ", ".join(f'"{n}"' for n in (*names, *computed))
+        row = "(" + ", ".join(["%s"] * len(names) + expressions) + ")"
+        sql = _FEW_SQL[key] = f'INSERT INTO "{table.name}" ({columns}) VALUES ' + ", ".join(
+            [row] * len(rows)
+        )
+    cursor = _cursor(conn)
+    try:
+        with _as_sqlalchemy_errors(conn, sql):
+            cursor.execute(sql, [value for row in rows for value in row])
+    finally:
+        cursor.close()
 
 
 def _copy(
