@@ -153,6 +153,29 @@ def insert_new(conn: Connection, rows: NewRows, *, first: int | None = None) -> 
         cursor.close()
 
 
+def insert_numbered(conn: Connection, batches: Sequence[tuple[NewRows, int]]) -> None:
+    """INSERT the rows of several NewRows of one table in one statement, each batch's
+    `numbered` column taking its `first`, then `first` + 1, and so on (job sets' events)."""
+    if len(batches) == 1:
+        [(rows, first)] = batches
+        insert_new(conn, rows, first=first)
+        return
+    head = batches[0][0]
+    if any(
+        (b.table, b.names, b.numbered) != (head.table, head.names, head.numbered)
+        for b, _ in batches
+    ):
+        raise ValueError("insert_numbered: batches of different tables or columns")
+    if head.numbered is None:
+        raise ValueError(f"{head.table.name}: rows to number need their numbered column")
+    joined = NewRows(conn.dialect.name, head.table, [])
+    joined.names = (head.numbered, *head.names)
+    joined.values = [
+        (seq, *row) for rows, first in batches for seq, row in enumerate(rows.values, start=first)
+    ]
+    insert_new(conn, joined)
+
+
 # (table, its columns in order) -> the INSERT of them with positional parameters (SQLite).
 _INSERT_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
 
@@ -242,6 +265,27 @@ def fetch(
     try:
         cursor.execute(sql, args)
         return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def placeholder(dialect: str) -> str:
+    """How the driver marks a positional parameter in `fetch_sql`'s SQL."""
+    return "?" if dialect == "sqlite" else "%s"
+
+
+def fetch_sql(conn: Connection, sql: str, args: Sequence[Any]) -> Sequence[Sequence[Any]]:
+    """The rows of SQL written for the driver (`placeholder` marks its parameters), given
+    their values in order, on the driver's cursor: for statements whose size varies, which
+    SQLAlchemy would build and compile for each size. The driver's errors come back as
+    SQLAlchemy's."""
+    if conn.dialect.name == "sqlite":
+        args = [sqlite_value(a) for a in args]
+    cursor = _cursor(conn)
+    try:
+        with _as_sqlalchemy_errors(conn, sql):
+            cursor.execute(sql, args)
+            return cursor.fetchall()
     finally:
         cursor.close()
 
