@@ -143,6 +143,29 @@ def test_with_no_executor_connected_jobs_are_accepted_and_the_response_says_so(
     ]
 
 
+def test_with_no_executor_a_submission_reads_the_nodes_once_and_sees_one_that_joins(
+    api: Stubs, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until an executor connects each submission reads the executors' nodes (one that
+    connects is seen by the next submission), once: the read it made is the fresh one."""
+    reads = 0
+    read = node_fit.NodeFit._read
+
+    def counted(self: node_fit.NodeFit) -> Any:
+        nonlocal reads
+        reads += 1
+        return read(self)
+
+    monkeypatch.setattr(node_fit.NodeFit, "_read", counted)
+    for _ in range(3):
+        assert len(send(api, job("1000")).job_response_items) == 1
+    assert reads == 3
+    Executor(api.channel, nodes=2, cpu="4", memory="16Gi").sync()
+    code, _ = refusal(api, job("1000"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert reads == 4
+
+
 def test_a_job_larger_than_every_node_is_refused_naming_the_largest(api: Stubs, queue: str) -> None:
     Executor(api.channel, nodes=2, cpu="4", memory="16Gi").sync()
     code, said = refusal(api, job(), job("1000"))

@@ -357,6 +357,7 @@ class NodeFit:
         self.clock = clock
         self._lock = threading.Lock()
         self._read_at = -float("inf")
+        self._reads = 0  # reads of the executors' nodes so far
         self._cluster = Cluster((), frozenset())
 
     def cluster(self, *, fresh: bool = False) -> Cluster:
@@ -367,6 +368,7 @@ class NodeFit:
             if fresh or stale or not self._cluster.types:
                 self._cluster = self._read()
                 self._read_at = self.clock()
+                self._reads += 1
             return self._cluster
 
     def _read(self) -> Cluster:
@@ -383,8 +385,11 @@ class NodeFit:
         indexes). Raises InvalidArgument naming the first job that fits no node, unless
         `accept`: then each (with the jobs like it) gets a note."""
         jobs = _views(specs)
+        reads = self._reads
         verdict = judge(self.cluster(), jobs)
-        if not verdict.settled:  # perhaps a node (or an executor) joined since the last read
+        if not verdict.settled and self._reads == reads:
+            # Not read for this check: perhaps a node (or an executor) joined since the
+            # last read. (With no executor connected every check reads, once.)
             verdict = judge(self.cluster(fresh=True), jobs)
         if verdict.unfit and not accept:
             index, problem = verdict.unfit[0]
