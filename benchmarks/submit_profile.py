@@ -16,6 +16,10 @@ counted: the figures are the armada server's CPU per job.
 job, with an executor's nodes known, and times each request's validation and store in CPU
 microseconds: what a request costs whatever its size.
 
+``many_job_sets`` appends 1,000 events in one transaction, to one job set and then to 1,000
+(as a cycle leasing, or a sync reporting on, jobs of many sets does), in CPU and wall
+milliseconds per transaction.
+
 ``one_queue_writers`` then stores requests of 100 jobs in one queue from 1 and from 4 threads
 at once, in wall time: what concurrent submitters to one queue cost each other.
 """
@@ -33,6 +37,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from armada_core.api import executor_pb2, submit_pb2  # noqa: E402
+from armada_core.jobs.lifecycle import EventMessage, timestamp  # noqa: E402
 from armada_server.app import EmbeddedServer  # noqa: E402
 from armada_server.auth import Principal  # noqa: E402
 from armada_server.services.queues import QueueService  # noqa: E402
@@ -166,6 +172,46 @@ def single_job_requests(database_url: str, backend: str) -> dict[str, Any]:
     }
 
 
+MANY_SETS_EVENTS = 1000
+
+
+def many_job_sets(database_url: str, backend: str) -> dict[str, Any]:
+    """CPU and wall ms of a transaction appending 1,000 `queued` events to one job set, and
+    to 1,000 (one event each); the median of five each."""
+    log(f"submit_profile[{backend}]: 1,000 events to 1 and to 1,000 job sets")
+    created = timestamp(datetime.now(UTC))
+    per_shape: dict[str, dict[str, float]] = {}
+    with submit_service(database_url) as service:
+        tx = service.ctx.transactions
+        for sets in (1, MANY_SETS_EVENTS):
+            runs = []
+            for attempt in range(6):  # the first warms up
+                events = [
+                    EventMessage(
+                        queued={  # type: ignore[arg-type]  # a dict for a message field
+                            "job_id": f"{sets}-{attempt}-{n}",
+                            "job_set_id": f"set-{n % sets}",
+                            "queue": "bench",
+                            "created": created,
+                        }
+                    )
+                    for n in range(MANY_SETS_EVENTS)
+                ]
+                cpu, wall = time.thread_time(), time.perf_counter()
+                with tx.write() as (conn, touched):
+                    tx.append(conn, touched, events)
+                runs.append((time.thread_time() - cpu, time.perf_counter() - wall))
+            cpu_ms, wall_ms = (round(sorted(r[i] for r in runs[1:])[2] * 1000, 1) for i in (0, 1))
+            per_shape[f"{sets}_job_sets"] = {"cpu_ms": cpu_ms, "wall_ms": wall_ms}
+    log(f"  per transaction: {per_shape}")
+    return {
+        "measurement": "many_job_sets",
+        "backend": backend,
+        "events": MANY_SETS_EVENTS,
+        **per_shape,
+    }
+
+
 ONE_QUEUE_REQUESTS = 100  # per writer
 ONE_QUEUE_ITEMS = 100
 
@@ -212,6 +258,7 @@ def main() -> int:
     results = [
         profile_submission(sqlite, "sqlite", args.batches, args.profile),
         single_job_requests(f"sqlite:///{work / 'single.db'}", "sqlite"),
+        many_job_sets(f"sqlite:///{work / 'sets.db'}", "sqlite"),
         one_queue_writers(f"sqlite:///{work / 'writers.db'}", "sqlite"),
     ]
     if not args.no_postgres:
@@ -223,6 +270,8 @@ def main() -> int:
             results.append(profile_submission(url, "postgresql", args.batches, args.profile))
             url = postgres.new_database()
             results.append(single_job_requests(url, "postgresql"))
+            url = postgres.new_database()
+            results.append(many_job_sets(url, "postgresql"))
             url = postgres.new_database()
             results.append(one_queue_writers(url, "postgresql"))
         finally:
