@@ -145,12 +145,8 @@ def insert_new(conn: Connection, rows: NewRows, *, first: int | None = None) -> 
         sql = _INSERT_SQL[(rows.table.name, names)] = (
             f'INSERT INTO "{rows.table.name}" ({columns}) VALUES ({marks})'
         )
-    cursor = _cursor(conn)
-    try:
-        with _as_sqlalchemy_errors(conn, sql):
-            cursor.executemany(sql, values)
-    finally:
-        cursor.close()
+    with _on_driver(conn, sql) as cursor:
+        cursor.executemany(sql, values)
 
 
 def insert_numbered(conn: Connection, batches: Sequence[tuple[NewRows, int]]) -> None:
@@ -195,7 +191,7 @@ def _insert_few(
     computed: Mapping[str, ColumnElement[Any]],
 ) -> None:
     """INSERT a few rows in one statement on PostgreSQL, the computed columns evaluated in
-    it; the driver's errors come back as SQLAlchemy's."""
+    it."""
     key = (table.name, names, len(rows))
     sql = _FEW_SQL.get(key)
     if sql is None:
@@ -208,39 +204,36 @@ def _insert_few(
         sql = _FEW_SQL[key] = f'INSERT INTO "{table.name}" ({columns}) VALUES ' + ", ".join(
             [row] * len(rows)
         )
-    cursor = _cursor(conn)
-    try:
-        with _as_sqlalchemy_errors(conn, sql):
-            cursor.execute(sql, [value for row in rows for value in row])
-    finally:
-        cursor.close()
+    with _on_driver(conn, sql) as cursor:
+        cursor.execute(sql, [value for row in rows for value in row])
 
 
 def _copy(
     conn: Connection, table: Table, names: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> None:
     """COPY the rows (values of the columns `names`, in order) into `table` on PostgreSQL.
-    The driver's errors come back as SQLAlchemy's (`_as_sqlalchemy_errors`)."""
+    The driver's errors come back as SQLAlchemy's (`_on_driver`)."""
     columns = ", ".join(f'"{n}"' for n in names)
     sql = f'COPY "{table.name}" ({columns}) FROM STDIN'
-    cursor = _cursor(conn)
-    try:
-        with _as_sqlalchemy_errors(conn, sql), cursor.copy(sql) as copy:
-            for row in rows:
-                copy.write_row(row)
-    finally:
-        cursor.close()
+    with _on_driver(conn, sql) as cursor, cursor.copy(sql) as copy:
+        for row in rows:
+            copy.write_row(row)
 
 
 @contextmanager
-def _as_sqlalchemy_errors(conn: Connection, sql: str) -> Iterator[None]:
-    """The driver's errors as SQLAlchemy raises them for its own statements, which is what
-    callers handle (a retry on IntegrityError or a deadlock, INVALID_ARGUMENT on DataError)."""
+def _on_driver(conn: Connection, sql: str) -> Iterator[DBAPICursor]:
+    """A cursor of the driver's connection under `conn` (in its transaction) to run `sql`,
+    closed after it. The driver's errors come back as SQLAlchemy raises them for its own
+    statements, which is what callers handle (a retry on IntegrityError or a deadlock,
+    INVALID_ARGUMENT on DataError)."""
     driver = conn.dialect.loaded_dbapi
+    cursor = _cursor(conn)
     try:
-        yield
+        yield cursor
     except driver.Error as e:
         raise DBAPIError.instance(sql, None, e, driver.Error, dialect=conn.dialect) from None
+    finally:
+        cursor.close()
 
 
 # (statement's id, its rows' keys) -> its SQL, its parameters' names, the dated ones.
@@ -261,12 +254,9 @@ def fetch(
     if conn.dialect.name != "sqlite":
         return [tuple(r) for r in conn.execute(stmt, params)]
     sql, args = _sqlite_select(conn, stmt, params)
-    cursor = _cursor(conn)
-    try:
+    with _on_driver(conn, sql) as cursor:
         cursor.execute(sql, args)
         return cursor.fetchall()
-    finally:
-        cursor.close()
 
 
 def placeholder(dialect: str) -> str:
@@ -277,17 +267,12 @@ def placeholder(dialect: str) -> str:
 def fetch_sql(conn: Connection, sql: str, args: Sequence[Any]) -> Sequence[Sequence[Any]]:
     """The rows of SQL written for the driver (`placeholder` marks its parameters), given
     their values in order, on the driver's cursor: for statements whose size varies, which
-    SQLAlchemy would build and compile for each size. The driver's errors come back as
-    SQLAlchemy's."""
+    SQLAlchemy would build and compile for each size."""
     if conn.dialect.name == "sqlite":
         args = [sqlite_value(a) for a in args]
-    cursor = _cursor(conn)
-    try:
-        with _as_sqlalchemy_errors(conn, sql):
-            cursor.execute(sql, args)
-            return cursor.fetchall()
-    finally:
-        cursor.close()
+    with _on_driver(conn, sql) as cursor:
+        cursor.execute(sql, args)
+        return cursor.fetchall()
 
 
 def execute(
@@ -300,12 +285,8 @@ def execute(
         conn.execute(stmt, params)
         return
     sql, args = _sqlite_select(conn, stmt, params)
-    cursor = _cursor(conn)
-    try:
-        with _as_sqlalchemy_errors(conn, sql):
-            cursor.execute(sql, args)
-    finally:
-        cursor.close()
+    with _on_driver(conn, sql) as cursor:
+        cursor.execute(sql, args)
 
 
 # A select's structure (SQLAlchemy's cache key, which leaves out its values) -> its compiled
@@ -410,13 +391,9 @@ def executemany(conn: Connection, stmt: Insert | Update, rows: Sequence[dict[str
     else:
         values = itemgetter(*names)
         params = [values(r) for r in rows]
-    cursor = _cursor(conn)
-    try:
-        with _as_sqlalchemy_errors(conn, sql):
-            cursor.executemany(sql, params)
-        return cursor.rowcount
-    finally:
-        cursor.close()
+    with _on_driver(conn, sql) as cursor:
+        cursor.executemany(sql, params)
+        return int(cursor.rowcount)
 
 
 def _cursor(conn: Connection) -> DBAPICursor:
