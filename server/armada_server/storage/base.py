@@ -21,7 +21,6 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
 from operator import attrgetter
 from typing import Any, Protocol
 
@@ -29,7 +28,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import Connection, Engine, Table, bindparam, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DataError
-from sqlalchemy.sql.dml import ReturningInsert
 
 from armada_core.jobs import Job, JobState, Run, RunState
 from armada_core.jobs.grace import grace_period_seconds
@@ -40,7 +38,6 @@ from armada_server.storage import schema as t
 from armada_server.storage.bulk import (
     NewRows,
     executemany,
-    fetch,
     fetch_sql,
     insert_numbered,
     placeholder,
@@ -182,11 +179,6 @@ class Transactions:
         """The first of each job set's `count` new message numbers, in order (the sets'
         rows locked until the transaction ends, so their events commit in the order of their
         numbers; `counts` in order of their keys, so transactions lock them in one order)."""
-        if len(counts) == 1:
-            [((queue, job_set), count)] = counts
-            params = {"queue": queue, "name": job_set, "count": count, "now": now}
-            [(last,)] = fetch(conn, self._numbering, params)
-            return [int(last) - count + 1]
         sql = _NUMBERING.get((self.dialect, len(counts)))
         if sql is None:
             mark = placeholder(self.dialect)
@@ -202,21 +194,6 @@ class Transactions:
         ]
         last = {(q, n): int(seq) for q, n, seq in fetch_sql(conn, sql, args)}
         return [last[key] - count + 1 for key, count in counts]
-
-    @cached_property
-    def _numbering(self) -> ReturningInsert[Any]:
-        """A job set's row made or its count moved on, in one statement built once: a
-        submission of many small job sets numbers each."""
-        stmt = self.insert(t.job_sets).values(
-            queue=bindparam("queue"),
-            name=bindparam("name"),
-            last_seq=bindparam("count"),
-            created_at=bindparam("now"),
-        )
-        return stmt.on_conflict_do_update(
-            index_elements=[t.job_sets.c.queue, t.job_sets.c.name],
-            set_={"last_seq": t.job_sets.c.last_seq + stmt.excluded.last_seq},
-        ).returning(t.job_sets.c.last_seq)
 
     def save_many(
         self,

@@ -69,9 +69,10 @@ class NewRows:
     """New rows of one table as the driver takes them, made before their transaction opens
     (on SQLite every other writer waits for that transaction, so what can be built outside
     it is): each row a tuple of the columns the table fills from Python, its defaults filled
-    in, times as SQLite stores them there. `insert_new` writes them, numbering the column
-    `numbered` (a job set's events take their numbers in the transaction) and evaluating the
-    defaults that are SQL expressions once for the rows (the same for a transaction's rows).
+    in, times as SQLite stores them there. `insert_new` writes them (`insert_numbered` those
+    whose column `numbered` is given in the transaction: a job set's events take their
+    numbers there), evaluating the defaults that are SQL expressions once for the rows (the
+    same for a transaction's rows).
     A row naming a column the table lacks is refused here, before anything is written."""
 
     __slots__ = ("names", "numbered", "table", "values")
@@ -113,18 +114,14 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, Any]
     insert_new(conn, NewRows(conn.dialect.name, table, rows))
 
 
-def insert_new(conn: Connection, rows: NewRows, *, first: int | None = None) -> None:
-    """INSERT the made rows, all or none; the column `rows.numbered` takes `first`, then
-    `first` + 1, and so on, in the rows' order."""
+def insert_new(conn: Connection, rows: NewRows) -> None:
+    """INSERT the made rows, all or none (rows to number go in by `insert_numbered`)."""
     if not rows.values:
         return
+    if rows.numbered is not None:
+        raise ValueError(f"{rows.table.name}: the rows' {rows.numbered} needs numbers")
     _, computed = _defaults_of(rows.table)
     names, values = rows.names, rows.values
-    if rows.numbered is not None:
-        if first is None:
-            raise ValueError(f"{rows.table.name}: the rows' {rows.numbered} needs a first number")
-        names = (rows.numbered, *names)
-        values = [(seq, *row) for seq, row in enumerate(values, start=first)]
     if conn.dialect.name == "postgresql" and len(values) <= FEW_ROWS:
         _insert_few(conn, rows.table, names, values, computed)
         return
@@ -150,11 +147,10 @@ def insert_new(conn: Connection, rows: NewRows, *, first: int | None = None) -> 
 
 
 def insert_numbered(conn: Connection, batches: Sequence[tuple[NewRows, int]]) -> None:
-    """INSERT the rows of several NewRows of one table in one statement, each batch's
-    `numbered` column taking its `first`, then `first` + 1, and so on (job sets' events)."""
-    if len(batches) == 1:
-        [(rows, first)] = batches
-        insert_new(conn, rows, first=first)
+    """INSERT the rows of one or more NewRows of one table in one statement, all or none,
+    each batch's `numbered` column taking its `first`, then `first` + 1, and so on, in its
+    rows' order (job sets' events)."""
+    if not batches:
         return
     head = batches[0][0]
     if any(
