@@ -409,12 +409,15 @@ def check(topology: Topology, storm: Storm, record: Path, *, expect_all: str | N
         for pid, (job, run) in sorted(live_pods(local.sandbox).items()):
             story = histories[job].story() if job in histories else "(no events)"
             violations.append(
-                f"pid {pid} of job {job} run {run[:8]} still alive after every job ended: {story}"
+                f"pid {pid} of job {job} run {run[-12:]} still alive after every job ended: {story}"
             )
     lifetimes, anomalies = read_records(record)
     violations += anomalies
     notes = close_open(lifetimes, topology.watch)
-    violations += overlapping_runs(lifetimes)
+    violations += [
+        f"{line}: {histories[job].story() if job in histories else '(no events)'}"
+        for job, line in overlapping_runs(lifetimes)
+    ]
 
     # Scheduling goes on: a job submitted now runs, in each pool.
     with topology.client(timeout=60) as client:
@@ -750,7 +753,7 @@ def test_preemption_never_overcommits_a_node(
             over.append(
                 f"node {node}: {cpu_m}m requested at once by "
                 + ", ".join(
-                    f"{life.job_id} run {life.run_id[:8]} ({life.cpu_m}m)" for life in alive
+                    f"{life.job_id} run {life.run_id[-12:]} ({life.cpu_m}m)" for life in alive
                 )
             )
     assert not over and not anomalies, "\n".join(over + anomalies) + report

@@ -204,7 +204,7 @@ def placements(
         for run in details[job].job_runs:
             at = labels.get(run.node, {})
             lines.append(
-                f"  {what} {job[-6:]} run {run.run_id[:8]} "
+                f"  {what} {job[-6:]} run {run.run_id[-12:]} "
                 f"{job_pb2.JobRunState.Name(run.state)} on {run.node or '?'} "
                 f"({at.get(BLOCK, '?')}/{at.get(RACK, '?')}) "
                 f"{run.started_ts.ToNanoseconds() / 1e9:.3f}-"
@@ -396,10 +396,10 @@ def test_topology_gangs_and_pod_groups_survive_the_leader_being_killed(
         lifetimes, anomalies = read_records(record)
         violations += anomalies
         close_open(lifetimes, topology.watch)
-        violations += overlapping_runs(lifetimes)
+        violations += [line for _, line in overlapping_runs(lifetimes)]
         nodes = {run.run_id: run.node for run in runs_of(details, jobs)}
         violations += [
-            f"job {life.job_id}: run {life.run_id[:8]}'s process ran on "
+            f"job {life.job_id}: run {life.run_id[-12:]}'s process ran on "
             f"{life.node}, its run says {nodes.get(life.run_id, '?')}"
             for life in lifetimes
             if nodes.get(life.run_id) != life.node

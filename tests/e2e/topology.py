@@ -315,7 +315,7 @@ class Event:
     def __str__(self) -> str:
         text = self.kind
         if self.run_id:
-            text += f"[{self.run_id[:8]}]"
+            text += f"[{self.run_id[-12:]}]"
         if self.detail:
             text += f"({self.detail})"
         return text
@@ -394,7 +394,7 @@ def timeline(histories: Mapping[str, History], lifetimes: Iterable[Lifetime] = (
         rows.append(
             (
                 life.start / 1e9,
-                f"process {life.job_id[-6:]} run {life.run_id[:8]} "
+                f"process {life.job_id[-6:]} run {life.run_id[-12:]} "
                 f"starts on {life.node} ({life.cpu_m}m)",
             )
         )
@@ -402,7 +402,7 @@ def timeline(histories: Mapping[str, History], lifetimes: Iterable[Lifetime] = (
             rows.append(
                 (
                     life.end / 1e9,
-                    f"process {life.job_id[-6:]} run {life.run_id[:8]} "
+                    f"process {life.job_id[-6:]} run {life.run_id[-12:]} "
                     f"ends on {life.node} ({life.cpu_m}m)",
                 )
             )
@@ -439,7 +439,7 @@ def event_violations(histories: Mapping[str, History], acked_cancels: Iterable[s
             if e.kind == "leased":
                 if live:
                     out.append(
-                        f"{job}: run {e.run_id[:8]} leased while run {live[0][:8]} "
+                        f"{job}: run {e.run_id[-12:]} leased while run {live[0][-12:]} "
                         f"was live: {history.story()}"
                     )
                     break
@@ -530,7 +530,7 @@ def run_violations(
             out.append(
                 f"{job} is {submit_pb2.JobState.Name(d.state)} but its run(s) "
                 + ", ".join(
-                    f"{r.run_id[:8]} on {r.cluster or '?'} {job_pb2.JobRunState.Name(r.state)}"
+                    f"{r.run_id[-12:]} on {r.cluster or '?'} {job_pb2.JobRunState.Name(r.state)}"
                     for r in live
                 )
                 + f" are live: {story}"
@@ -641,19 +641,19 @@ def close_open(lifetimes: Iterable[Lifetime], watch: PodWatch | None) -> list[st
         if gone is None and _pid_alive(life.pid):
             life.end = now
             notes.append(
-                f"job {life.job_id}: run {life.run_id[:8]} (pid {life.pid}) is still alive"
+                f"job {life.job_id}: run {life.run_id[-12:]} (pid {life.pid}) is still alive"
             )
         else:
             life.end = gone or now
             notes.append(
-                f"job {life.job_id}: run {life.run_id[:8]} (pid {life.pid}) was "
+                f"job {life.job_id}: run {life.run_id[-12:]} (pid {life.pid}) was "
                 "killed without SIGTERM (no end record)"
             )
     return notes
 
 
-def overlapping_runs(lifetimes: Iterable[Lifetime]) -> list[str]:
-    """Jobs two of whose processes were alive at the same moment."""
+def overlapping_runs(lifetimes: Iterable[Lifetime]) -> list[tuple[str, str]]:
+    """Jobs two of whose processes were alive at the same moment: (job, what happened)."""
     by_job: dict[str, list[Lifetime]] = defaultdict(list)
     for life in lifetimes:
         by_job[life.job_id].append(life)
@@ -665,9 +665,12 @@ def overlapping_runs(lifetimes: Iterable[Lifetime]) -> list[str]:
             assert latest.end is not None and b.end is not None
             if b.start < latest.end:
                 out.append(
-                    f"job {job} ran twice at once: run {latest.run_id[:8]} (pid "
-                    f"{latest.pid}) until {(latest.end - b.start) / 1e9:.2f}s after "
-                    f"run {b.run_id[:8]} (pid {b.pid}) started"
+                    (
+                        job,
+                        f"job {job} ran twice at once: run {latest.run_id[-12:]} (pid "
+                        f"{latest.pid}) until {(latest.end - b.start) / 1e9:.2f}s after "
+                        f"run {b.run_id[-12:]} (pid {b.pid}) started",
+                    )
                 )
             if b.end > latest.end:
                 latest = b

@@ -68,10 +68,17 @@ class Leases:
                 .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at < now)
                 .values(releases_at=None)
             )
+            # Locked: a sync renewing one of these rows (its first statement) is waited for,
+            # and its executor is then no longer stale. Without the lock, READ COMMITTED read
+            # the old time, the runs expired, and the sync still told the executor they were
+            # its own: their pods went on beside the jobs' next runs.
             stale = [
                 r.id
                 for r in conn.execute(
-                    select(t.executors.c.id).where(t.executors.c.last_seen < cutoff)
+                    select(t.executors.c.id)
+                    .where(t.executors.c.last_seen < cutoff)
+                    .order_by(t.executors.c.id)
+                    .with_for_update()
                 )
             ]
             if not stale:

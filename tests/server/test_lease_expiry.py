@@ -1,0 +1,77 @@
+"""A lease expires only when its executor has really been silent for the lease timeout.
+
+The executor's pods fence themselves a quarter of the lease timeout before the server may
+expire their leases (docs/server.md, "Fencing"); that holds only if the expiry never takes a
+run from an executor whose sync is renewing it. A sync's first statement renews the executor's
+row; on PostgreSQL's READ COMMITTED, an expiry that read the row without waiting for that
+sync's transaction saw the old time, failed the runs, and the sync still answered the executor
+that the runs were its own: the executor renewed its pods' heartbeat, kept them running, and
+the job's next run started beside them.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import update
+
+from armada_core.api import executor_pb2
+from armada_server.storage import Storage
+from armada_server.storage import schema as t
+
+from ..jobs.factories import item
+from .test_held_jobs import Clock, leader, pod, two_replicas
+
+LEASE_TIMEOUT = 4.0
+NODES = [executor_pb2.Node(name="n0", allocatable={"cpu": "4", "memory": "16Gi"})]
+
+
+@pytest.fixture
+def replicas(database_url: str) -> Iterator[tuple[Storage, Storage, Clock]]:
+    yield from two_replicas(database_url)
+
+
+def sync(storage: Storage, runs: list[str], *updates: executor_pb2.RunUpdate):  # type: ignore[no-untyped-def]
+    request = executor_pb2.SyncRequest(
+        executor_id="e1", pool="default", nodes=NODES, run_ids=runs, updates=updates
+    )
+    return storage.executors.executor_sync(request)
+
+
+def test_an_expiry_waits_for_a_sync_renewing_the_lease_and_then_keeps_it(
+    replicas: tuple[Storage, Storage, Clock],
+) -> None:
+    first, second, clock = replicas
+    sync(first, [])
+    [job] = first.submissions.submit("a", "s", [item(pod(1, random.Random(1)))], owner="u")
+    leader(first, clock).cycle()
+    [lease] = sync(first, []).leases
+    running = executor_pb2.RunUpdate(
+        run_id=lease.run_id, job_id=job, running=executor_pb2.RunUpdate.Running(node="n0")
+    )
+    sync(first, [lease.run_id], running)
+
+    # The executor was away for longer than the lease timeout; its sync now arrives at the
+    # second replica, which has renewed the executor's row and not committed yet.
+    clock.now += timedelta(seconds=LEASE_TIMEOUT + 1)
+    expired: list[list[str]] = []
+    with second.engine.connect() as renewing:
+        transaction = renewing.begin()
+        renewing.execute(
+            update(t.executors).where(t.executors.c.id == "e1").values(last_seen=clock.now)
+        )
+        expiry = threading.Thread(
+            target=lambda: expired.append(first.leases.expire_leases(timeout=LEASE_TIMEOUT))
+        )
+        expiry.start()
+        expiry.join(0.5)  # it waits for the renewal (or, before this was fixed, did not)
+        transaction.commit()
+    expiry.join(30)
+    assert expired == [[]]
+    assert [s.run_id for s in sync(second, [lease.run_id]).stop] == []
+    [after] = first.job_reads.jobs([job])
+    assert [r.id for r in after.runs] == [lease.run_id] and after.active_run is not None
