@@ -596,30 +596,6 @@ def test_jobs_differing_only_in_their_ids_share_one_conversion() -> None:
     assert _convert(odd, priority=1.0, submitted_at=now).id == specs[0].id
 
 
-def test_bulk_pauses_the_collector_until_the_last_batch_ends(monkeypatch) -> None:
-    import gc
-
-    from armada_server.storage import gcpause
-
-    # A server an earlier test stopped may still be finishing a batch on its own thread.
-    deadline = time.monotonic() + 60
-    while gcpause._gc_batches and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert gc.isenabled()
-    with gcpause.gc_paused():
-        with gcpause.gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-        # Overlapping batches past the limit still collect now and then.
-        monkeypatch.setattr(gcpause, "GC_PAUSE_LIMIT", 0.0)
-        collected: list[int] = []
-        monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
-        with gcpause.gc_paused():
-            pass
-        assert collected == [1] and not gc.isenabled()
-    assert gc.isenabled()
-
-
 def test_a_large_held_state_is_kept_out_of_collections_until_the_next_full_read() -> None:
     """From FREEZE_FROM held jobs, a cycle that read everything freezes what it holds; the
     next such cycle returns it to the collector and collects first, so a reference cycle

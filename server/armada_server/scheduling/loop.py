@@ -19,6 +19,7 @@ from typing import cast
 from sqlalchemy import Engine
 
 from armada_core import scheduling as s
+from armada_core.gcpause import gc_paused
 from armada_core.scheduling.fairness import decay_usage
 from armada_core.waiting import wait_event
 from armada_server.config import ServerConfig
@@ -33,7 +34,7 @@ from armada_server.storage import Storage
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
 from armada_server.storage.cycle_reports import CycleReports
-from armada_server.storage.gcpause import gc_paused, long_lived
+from armada_server.storage.gcpause import long_lived
 from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.leases import Leases
 from armada_server.storage.scheduling_reads import QueuedJob, SchedulingReads, SchedulingState

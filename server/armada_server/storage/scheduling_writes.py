@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, func, select, update
 
+from armada_core.gcpause import gc_paused
 from armada_core.jobs import Failure, Job, JobState, lifecycle, new_run_ids
 from armada_core.jobs.lifecycle import EventMessage
 from armada_core.scheduling.model import Reasons
@@ -19,7 +20,6 @@ from armada_server.storage import schema as t
 from armada_server.storage.base import UPDATE_RUNS, Change, Transactions, clean_reason
 from armada_server.storage.bulk import executemany, fetch, insert_rows
 from armada_server.storage.cycle_reports import archive_reasons
-from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import Conflict, retried
 from armada_server.storage.held_jobs import Settled
 from armada_server.storage.leases import Leases

@@ -32,6 +32,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError
 
 from armada_core.api import submit_pb2
+from armada_core.gcpause import gc_paused
 from armada_core.jobs import (
     TERMINAL_STATES,
     GangSpec,
@@ -55,7 +56,6 @@ from armada_server.storage.base import (
 )
 from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new, insert_rows
 from armada_server.storage.gangs import role_minimums
-from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
 from armada_server.storage.queue_limit import Counts, counted_before, keep, refuse_over_limit
 from armada_server.storage.retries import start_gang_generation

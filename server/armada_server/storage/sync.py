@@ -17,6 +17,7 @@ from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.exc import DBAPIError
 
 from armada_core.api import executor_pb2
+from armada_core.gcpause import gc_paused
 from armada_core.jobs import Job, RunState, pod_name
 from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
 from armada_core.jobs.text import clean_text
@@ -26,7 +27,6 @@ from armada_server.storage.base import ACTIVE_RUN_STATES, Change, JobSetKey, Tra
 from armada_server.storage.bulk import executemany, fetch
 from armada_server.storage.executor_runs import ActiveRuns, ExecutorRuns
 from armada_server.storage.gangs import restart_gangs
-from armada_server.storage.gcpause import gc_paused
 from armada_server.storage.guard import retried
 from armada_server.storage.leases import Leases
 from armada_server.storage.live_reports import LiveReports, apply_live, write_live
