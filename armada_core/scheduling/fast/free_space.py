@@ -10,6 +10,7 @@ keeps the cost of one placement independent of the number of nodes.
 from __future__ import annotations
 
 import bisect
+import heapq
 import operator
 from dataclasses import dataclass
 
@@ -66,16 +67,25 @@ def best_fit_order(free: IntArray, idx: IntArray) -> IntArray:
     return np.lexsort(keys)
 
 
-class ScanMemo:
-    """Where the last best-fit scans for one job shape stopped (``FreeSpace.best_fit``)."""
+#: An entry that moves up to this many places shifts those; one moving further is taken out
+#: and put back (the list's tail moves twice, at memory speed).
+_SHIFT_AT_MOST = 256
 
-    __slots__ = ("grow_epoch", "moved_seen", "stops")
+
+class ScanMemo:
+    """How far the best-fit scans for one job shape have come (``FreeSpace.best_fit``)."""
+
+    __slots__ = ("fitting", "grow_epoch", "moved_seen", "stops")
 
     def __init__(self) -> None:
         #: The ``FreeSpace.grow_epoch`` the stops hold for (-1: none yet).
         self.grow_epoch = -1
-        #: Index partition -> where its scan stopped.
+        #: Index partition -> where its scan stopped: of the entries before it, only those
+        #: in ``fitting`` fit.
         self.stops: dict[int, ScanStop] = {}
+        #: Index partition -> a heap of entries before its stop seen to fit. One is current
+        #: while its node's entry still equals it; the others are left to fall out.
+        self.fitting: dict[int, list[IndexEntry]] = {}
         #: How much of ``FreeSpace.moved`` the stops have caught up with.
         self.moved_seen = 0
 
@@ -153,8 +163,12 @@ class FreeSpace:
             # only the entries it passes shift, not the whole tail twice.
             new = self.entry[i] = (*map(operator.sub, old, taken), i)
             at = bisect.bisect_left(entries, new, 0, pos)
-            entries[at + 1 : pos + 1] = entries[at:pos]
-            entries[at] = new
+            if pos - at <= _SHIFT_AT_MOST:
+                entries[at + 1 : pos + 1] = entries[at:pos]
+                entries[at] = new
+            else:  # two moves of the tail's pointers cost less than copying that many
+                del entries[pos]
+                entries.insert(at, new)
             return
         del entries[pos]
         new = self.entry[i] = (
@@ -172,48 +186,56 @@ class FreeSpace:
     ) -> IndexEntry | None:
         """Least-free indexed node where ``req`` fits without displacing anything.
 
-        ``memo`` (one per job shape) remembers, per partition, where the last scan stopped.
-        Every entry before that point was seen not to fit; entries only move towards the
-        front when their free space shrinks, and such moves are in ``moved``, so a later
-        scan checks the moved nodes and resumes where it stopped instead of starting over.
-        Growth of free space (``grow_epoch``) resets the memo.
+        ``memo`` (one per job shape) remembers, per partition, where the last scan stopped:
+        every entry before that point was seen not to fit, or is kept in a heap of fitting
+        ones. Entries only move towards the front when their free space shrinks, and such
+        moves are in ``moved``, so a later call puts the moved entries that still fit before
+        the stop on the heap and takes the heap's least current entry, or else resumes the
+        scan at the stop: an entry is scanned past once, however often the nodes before it
+        change. Growth of free space (``grow_epoch``) resets the memo.
         """
         ge = operator.ge
-        best: IndexEntry | None = None
+        current = self.entry
         if memo.grow_epoch != self.grow_epoch:
             stops: dict[int, ScanStop] = {}
+            fitting: dict[int, list[IndexEntry]] = {}
             memo.grow_epoch = self.grow_epoch
-            memo.stops = stops
+            memo.stops, memo.fitting = stops, fitting
             memo.moved_seen = len(self.moved)
         else:
-            stops = memo.stops
+            stops, fitting = memo.stops, memo.fitting
             seen = memo.moved_seen
             if seen < len(self.moved):
-                part = self.partition
+                part = self.partition_of
                 for m in set(self.moved[seen:]):
-                    entry = self.entry[m]
-                    p = int(part[m])
+                    entry = current[m]
+                    if entry is None:
+                        continue
+                    p = part[m]
                     stopped_at = stops.get(p)
                     if (
-                        entry is not None
-                        and stopped_at is not None
+                        stopped_at is not None
                         and entry < stopped_at
                         and all(map(ge, entry, req))
                         and (mask is None or mask[m])
                     ):
-                        # A fitting entry moved in front of the stop: the stop moves to it,
-                        # keeping "nothing before a stop fits" true for the next scan.
-                        stops[p] = entry
-                        if best is None or entry < best:
-                            best = entry
+                        heapq.heappush(fitting.setdefault(p, []), entry)
                 memo.moved_seen = len(self.moved)
+        best: IndexEntry | None = None
         first: ScanStop = (req[0],)
         for p in partitions:
+            heap = fitting.get(p)
+            while heap and current[heap[0][-1]] != heap[0]:
+                heapq.heappop(heap)  # its node has moved on since
+            if heap:
+                # The least fitting entry before the stop, and none after it is less.
+                if best is None or heap[0] < best:
+                    best = heap[0]
+                continue
             entries = self.index.get(p)
             if not entries:
                 continue
-            begin = stops.get(p, first)
-            k = bisect.bisect_left(entries, begin)
+            k = bisect.bisect_left(entries, stops.get(p, first))
             n = len(entries)
             stop: ScanStop = (INF,)
             while k < n:

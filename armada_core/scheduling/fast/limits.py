@@ -39,6 +39,12 @@ def allowances(state: CycleState) -> None:
         )
         for name in state.queues.names
     ]
+    limits.counted = (
+        config.max_jobs_per_cycle is not None
+        or bool(config.max_fraction_per_cycle)
+        or limits.global_allowance is not None
+        or any(own is not None for own in limits.queue_allowance)
+    )
 
 
 def cycle_limit(state: CycleState, q: int, item: Item) -> str | None:
@@ -97,6 +103,9 @@ def run_limits(
     ``budget_plan``) the limits let through, and the reason that stops the rest (None when
     all pass)."""
     config, limits, totals = state.config, state.limits, state.nodes.totals
+    caps = state.classes[shape.class_name].max_fraction_per_queue
+    if not (limits.counted or caps or plan is not None or limits.infinite_limit is not None):
+        return m, None
     c_jobs = m
     if config.max_jobs_per_cycle is not None:
         c_jobs = max(0, min(m, config.max_jobs_per_cycle - limits.new_count))
@@ -107,7 +116,6 @@ def run_limits(
             limit = fractions[name] * totals[d]
             c_res = min(c_res, _count_within(limits.new_total[d], shape.request_tuple[d], limit, m))
     c_cls = m
-    caps = state.classes[shape.class_name].max_fraction_per_queue
     if caps:
         base = state.queues.allocation_by_class.get((q, shape.class_name), [0] * len(state.dims))
         for d, name in enumerate(state.dims):

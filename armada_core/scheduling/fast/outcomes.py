@@ -42,13 +42,12 @@ def record_placed(
     if by_class is None:
         by_class = queues.allocation_by_class[(q, shape.class_name)] = [0] * len(alloc)
     usage = queues.usage[q]
-    for d, v in enumerate(shape.request_tuple):
-        if v:
-            v *= p
-            alloc[d] += v
-            new_total[d] += v
-            by_class[d] += v
-            usage[d] += v
+    for d, v in shape.charged:
+        v *= p
+        alloc[d] += v
+        new_total[d] += v
+        by_class[d] += v
+        usage[d] += v
     limits.new_count += p
     limits.new_by_queue[q] += p
     infinite = limits.infinite_allocation

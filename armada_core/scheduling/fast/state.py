@@ -92,6 +92,7 @@ class Shape:
 
     __slots__ = (
         "candidates",
+        "charged",
         "class_known",
         "class_name",
         "class_priority",
@@ -112,6 +113,8 @@ class Shape:
     def __init__(self, request: IntArray, class_name: str, pc: PriorityClass | None):
         self.request = request
         self.request_tuple: tuple[int, ...] = tuple(request.tolist())  # for plain Python sums
+        # Its dimensions that charge a queue, with their amounts (most are zero).
+        self.charged = tuple((d, v) for d, v in enumerate(self.request_tuple) if v)
         self.class_name = class_name
         self.class_known = pc is not None  # queued jobs of an unknown class are failed
         self.class_priority = pc.priority if pc is not None else 0
@@ -299,6 +302,8 @@ class Limits:
     #: limit).
     global_allowance: int | None = None
     queue_allowance: list[int | None] = field(init=False)
+    #: Whether any of the above (or a per-cycle limit) applies this cycle at all.
+    counted: bool = False
     #: Cost each queue's infinite-lifetime jobs may reach, and what they hold; None without
     #: ``non_preemptible_overshoot``.
     infinite_limit: list[float] | None = None
