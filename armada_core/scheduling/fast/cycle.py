@@ -24,13 +24,19 @@ def fast_schedule(snapshot: Snapshot, timings: dict[str, float] | None = None) -
     every job of the snapshot several times.
     """
     with gc_paused():
-        start = time.perf_counter()
-        state, decided = prepare(snapshot)
-        prepared = time.perf_counter()
-        if not decided:
-            place_all(state)
-        placed = time.perf_counter()
-        result = state.result if decided else finish(state)
+        # The cycle's state is gone before the collector resumes: its first collection then
+        # looks at the result alone, not at every job's columns still held.
+        return _schedule(snapshot, timings)
+
+
+def _schedule(snapshot: Snapshot, timings: dict[str, float] | None) -> SchedulingResult:
+    start = time.perf_counter()
+    state, decided = prepare(snapshot)
+    prepared = time.perf_counter()
+    if not decided:
+        place_all(state)
+    placed = time.perf_counter()
+    result = state.result if decided else finish(state)
     if timings is not None:
         timings["prepare"] = prepared - start
         timings["place"] = placed - prepared
