@@ -46,7 +46,7 @@ def index_inputs(state: CycleState) -> None:
     state.class_caps = any(pc.max_fraction_per_queue for pc in state.classes.values())
     columns = read_columns(state.jobs.records)
     state.jobs.priority, state.jobs.submit = columns.priority, columns.submit
-    state.jobs.ids = columns.id_list
+    state.jobs.ids, state.jobs.id_array = columns.id_list, columns.ids
     _index_kinds(state, columns.kind)
     _index_gangs(state)
     _index_nodes(state)

@@ -3,8 +3,6 @@ and completing it at the end of the cycle."""
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 from ..fairness import infinite_lifetime
 from ..model import SchedulingResult
 from .free_space import IntArray
@@ -16,7 +14,7 @@ def leave_queued(state: CycleState, rows: IntArray, reason: str) -> None:
     if len(rows) == 1:
         state.result.unscheduled[state.jobs.ids[int(rows[0])]] = reason
     elif len(rows):
-        state.result.unscheduled.add_many(itemgetter(*rows.tolist())(state.jobs.ids), reason)
+        state.result.unscheduled.add_many(state.jobs.id_array[rows].tolist(), reason)
 
 
 def record_placed(

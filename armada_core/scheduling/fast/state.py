@@ -17,6 +17,7 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..fairness import CostModel
 from ..model import Job, Node, PriorityClass, Queue, SchedulingConfig, SchedulingResult, Snapshot
@@ -177,6 +178,8 @@ class Jobs:
     #: Job ids, for the result, and the jobs' own priority and submit time, for the order
     #: (``job_columns.read_columns``).
     ids: list[str] = field(init=False)
+    #: The same as an array of objects, to gather many at once in C (read-only).
+    id_array: NDArray[Any] = field(init=False)
     priority: IntArray = field(init=False)
     submit: FloatArray = field(init=False)
 
