@@ -25,6 +25,8 @@ def _expected(columns: list[np.ndarray], ids: list[str], anchor: np.ndarray) -> 
         (200, 3, "own"),  # three large ties, as a request's jobs share their submit time
         (200, 1, "own"),  # everything tied
         (200, 4, "shared"),  # positions anchored on the same job (a gang's members)
+        (200, 3, "in id order"),  # rows in order of id, as a server holds its jobs
+        (200, 1, "in id order"),
     ],
 )
 def test_ties_are_ordered_by_the_anchor_id(
@@ -34,15 +36,20 @@ def test_ties_are_ordered_by_the_anchor_id(
     ids = [f"{rng.getrandbits(40):010x}" for _ in range(positions)]
     if anchored == "own":
         anchor = np.array(rng.sample(range(positions), positions), dtype=np.int64)
+    elif anchored == "in id order":
+        ids.sort()
+        anchor = np.arange(positions, dtype=np.int64)
     else:
         anchor = np.array([rng.randrange(max(1, positions // 5)) for _ in range(positions)])
     columns = [
         np.array([rng.randrange(2) for _ in range(positions)], dtype=np.int64),
         np.array([float(rng.randrange(distinct_keys)) for _ in range(positions)]),
     ]
-    got = stable_order(columns, ids, anchor).tolist()
+    id_array = np.empty(len(ids), dtype=object)
+    id_array[:] = ids
+    got = stable_order(columns, id_array, anchor).tolist()
     expected = _expected(columns, ids, anchor)
-    if anchored == "own":
+    if anchored != "shared":
         assert got == expected
     else:
         # Positions of one anchor tie completely: any order among them is the reference's.
