@@ -473,7 +473,10 @@ def test_a_waiting_job_says_why_in_the_task_log(mode, client, capfd) -> None:
     assert dr.state == "success"
     [job_id] = submitted_jobs(client, job_set_of(dr))
     match = said.search(out)
-    assert match is not None, "no waiting reason in the task log"
+    assert match is not None, (
+        "no waiting reason in the task log; the log the helper read ended with:\n"
+        + "\n".join(out.splitlines()[-40:])
+    )
     assert match.group(1) == job_id
 
 

@@ -62,16 +62,11 @@ class Leases:
         now = now or self._tx.clock()
         cutoff = now - timedelta(seconds=timeout)
         with self._tx.write() as (conn, touched):
-            # Runs whose grace to terminate has run out no longer hold their nodes.
-            conn.execute(
-                update(t.runs)
-                .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at < now)
-                .values(releases_at=None)
-            )
             # Locked: a sync renewing one of these rows (its first statement) is waited for,
             # and its executor is then no longer stale. Without the lock, READ COMMITTED read
             # the old time, the runs expired, and the sync still told the executor they were
-            # its own: their pods went on beside the jobs' next runs.
+            # its own: their pods went on beside the jobs' next runs. Taken before any run's
+            # row, as a sync takes its executor's: the same order, no deadlock.
             stale = [
                 r.id
                 for r in conn.execute(
@@ -81,6 +76,12 @@ class Leases:
                     .with_for_update()
                 )
             ]
+            # Runs whose grace to terminate has run out no longer hold their nodes.
+            conn.execute(
+                update(t.runs)
+                .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at < now)
+                .values(releases_at=None)
+            )
             if not stale:
                 return []
             jobs: list[str] = list(
