@@ -35,7 +35,9 @@ def replicas(database_url: str) -> Iterator[tuple[Storage, Storage, Clock]]:
     yield from two_replicas(database_url)
 
 
-def sync(storage: Storage, runs: list[str], *updates: executor_pb2.RunUpdate):  # type: ignore[no-untyped-def]
+def sync(
+    storage: Storage, runs: list[str], *updates: executor_pb2.RunUpdate
+) -> executor_pb2.SyncResponse:
     request = executor_pb2.SyncRequest(
         executor_id="e1", pool="default", nodes=NODES, run_ids=runs, updates=updates
     )
