@@ -10,6 +10,7 @@ import pytest
 
 from armada_core import gcpause
 from armada_core.scheduling import Queue, Snapshot, fast_schedule
+from armada_core.scheduling.fast import cycle as fast_cycle
 
 from .helpers import PRIORITY_CLASSES, jobs, node
 
@@ -40,7 +41,7 @@ def test_bulk_pauses_the_collector_until_the_last_batch_ends(monkeypatch) -> Non
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_a_cycle_runs_without_collections_and_leaves_the_collector_as_it_was(
-    enabled: bool,
+    enabled: bool, monkeypatch
 ) -> None:
     _no_batch_running()
     snapshot = Snapshot(
@@ -50,21 +51,30 @@ def test_a_cycle_runs_without_collections_and_leaves_the_collector_as_it_was(
         jobs("a", 3_000, "A") + jobs("b", 3_000, "B"),
     )
     collections: list[int] = []
+    cycle = fast_cycle._schedule
+    inside = [False]
+
+    def counted(*args: object) -> object:
+        inside[0] = True
+        try:
+            return cycle(*args)  # type: ignore[arg-type]
+        finally:
+            inside[0] = False
 
     def count(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
+        if phase == "start" and inside[0]:
             collections.append(info["generation"])
 
+    monkeypatch.setattr(fast_cycle, "_schedule", counted)
     if not enabled:
         gc.disable()
     gc.callbacks.append(count)
     try:
         result = fast_schedule(snapshot)
-        assert gc.isenabled() is enabled
+        # Another thread of this process (a server an earlier test left) may be pausing it.
+        assert gc.isenabled() is enabled or gcpause._gc_batches > 0
     finally:
         gc.callbacks.remove(count)
         gc.enable()
     assert len(result.scheduled) == 1_600  # 8 CPUs on each of 200 nodes
-    # At most the young generation's one collection, due once the collector is back on
-    # (without the pause, this cycle made dozens).
-    assert collections in ([], [0]) if enabled else collections == []
+    assert collections == []  # without the pause, this cycle made dozens

@@ -171,7 +171,7 @@ class KubernetesBackend:
             "preemption" if preempt else "cancellation",
         )
         if run.created:
-            self._spawn(self._delete_pod(run))
+            self._spawn_delete(run)
         # else: _create sees `stopping` once the pod exists (or reports stopped if it failed)
 
     def synced(self, lease_timeout: float, elapsed: float) -> None:
@@ -249,6 +249,12 @@ class KubernetesBackend:
 
     # --- deleting --------------------------------------------------------------------------
 
+    def _spawn_delete(self, run: Run) -> None:
+        """Delete the pod in a task, marked as deleting at once: a tick before the task
+        starts must not delete it a second time."""
+        run.deleting = True
+        self._spawn(self._delete_pod(run))
+
     async def _delete_pod(self, run: Run) -> None:
         """Delete the run's pod with its grace period, once its logs are kept."""
         run.deleting = True
@@ -295,6 +301,6 @@ class KubernetesBackend:
             if run.cleanup_at is not None and now >= run.cleanup_at:
                 self._spawn(self._cleanup(run))
             if run.stopping and run.created and not run.deleting and not run.done:
-                self._spawn(self._delete_pod(run))
+                self._spawn_delete(run)
         if self.cluster_nodes.due(now):
             self._spawn(self.cluster_nodes.refresh())
