@@ -4,6 +4,7 @@ reference does."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 from dataclasses import replace
@@ -35,6 +36,8 @@ def _assert_read(records: list[Job]) -> None:
     assert got.priority.tolist() == priority
     assert got.submit.tolist() == submit
     assert got.ids.tolist() == ids
+    breaks = np.cumsum([0] + [not b > a for a, b in itertools.pairwise(ids)])[: len(ids)]
+    assert got.id_breaks.tolist() == breaks.tolist()
 
 
 def _job(i: int, **changes: object) -> Job:
@@ -86,6 +89,30 @@ def test_columns_equal_a_fresh_read(step: str) -> None:
         after = [replace(j) for j in after]
     _assert_read(after)
     _assert_read(after)
+
+
+def test_breaks_in_the_order_of_id_follow_the_rows_from_cycle_to_cycle() -> None:
+    """Rows kept in order of id are known to be without comparing them again; a change
+    anywhere (a job gone, a new one among the old, two swapped) is seen."""
+    rng = random.Random(5)
+    records = sorted((_job(i) for i in range(300)), key=lambda j: j.id)
+    _assert_read(records)
+    for step in range(30):
+        records = list(records)
+        change = step % 4
+        if change == 0:  # some jobs gone
+            for _ in range(5):
+                records.pop(rng.randrange(len(records)))
+        elif change == 1:  # new jobs in their places by id, and one out of place
+            records.extend(_job(1000 + 10 * step + i) for i in range(5))
+            records.sort(key=lambda j: j.id)
+            records.insert(rng.randrange(len(records)), _job(5000 + step))
+        elif change == 2:  # two rows swapped
+            a, b = rng.sample(range(len(records)), 2)
+            records[a], records[b] = records[b], records[a]
+        else:  # back in order of id
+            records.sort(key=lambda j: j.id)
+        _assert_read(records)
 
 
 def test_a_job_older_than_the_window_is_read_afresh(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@ anchor job, as the reference orders jobs."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -13,6 +14,10 @@ from armada_core.scheduling.fast.order import stable_order
 
 def _expected(columns: list[np.ndarray], ids: list[str], anchor: np.ndarray) -> list[int]:
     return sorted(range(len(anchor)), key=lambda p: (*(c[p] for c in columns), ids[int(anchor[p])]))
+
+
+def _breaks(ids: list[str]) -> np.ndarray:
+    return np.cumsum([0] + [not b > a for a, b in itertools.pairwise(ids)])
 
 
 @pytest.mark.parametrize(
@@ -27,10 +32,12 @@ def _expected(columns: list[np.ndarray], ids: list[str], anchor: np.ndarray) -> 
         (200, 4, "shared"),  # positions anchored on the same job (a gang's members)
         (200, 3, "in id order"),  # rows in order of id, as a server holds its jobs
         (200, 1, "in id order"),
+        (200, 3, "partly in id order"),  # runs in order of id, broken in places
     ],
 )
+@pytest.mark.parametrize("breaks_known", [False, True])
 def test_ties_are_ordered_by_the_anchor_id(
-    positions: int, distinct_keys: int, anchored: str
+    positions: int, distinct_keys: int, anchored: str, breaks_known: bool
 ) -> None:
     rng = random.Random(positions * 31 + distinct_keys)
     ids = [f"{rng.getrandbits(40):010x}" for _ in range(positions)]
@@ -38,6 +45,9 @@ def test_ties_are_ordered_by_the_anchor_id(
         anchor = np.array(rng.sample(range(positions), positions), dtype=np.int64)
     elif anchored == "in id order":
         ids.sort()
+        anchor = np.arange(positions, dtype=np.int64)
+    elif anchored == "partly in id order":
+        ids = sorted(ids[:80]) + sorted(ids[80:150]) + ids[150:]
         anchor = np.arange(positions, dtype=np.int64)
     else:
         anchor = np.array([rng.randrange(max(1, positions // 5)) for _ in range(positions)])
@@ -47,7 +57,9 @@ def test_ties_are_ordered_by_the_anchor_id(
     ]
     id_array = np.empty(len(ids), dtype=object)
     id_array[:] = ids
-    got = stable_order(columns, id_array, anchor).tolist()
+    # The rows' breaks in the order of id, as job_columns reads them, or none known.
+    breaks = _breaks(ids) if breaks_known else None
+    got = stable_order(columns, id_array, anchor, breaks).tolist()
     expected = _expected(columns, ids, anchor)
     if anchored != "shared":
         assert got == expected

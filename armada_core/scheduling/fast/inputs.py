@@ -47,6 +47,7 @@ def index_inputs(state: CycleState) -> None:
     columns = read_columns(state.jobs.records)
     state.jobs.priority, state.jobs.submit = columns.priority, columns.submit
     state.jobs.ids, state.jobs.id_array = columns.id_list, columns.ids
+    state.jobs.id_breaks = columns.id_breaks
     _index_kinds(state, columns.kind)
     _index_gangs(state)
     _index_nodes(state)

@@ -41,6 +41,10 @@ class JobColumns:
     submit: FloatArray
     ids: NDArray[Any]  # Job.id, as objects
     id_list: list[str]  # the same as a list, as the cycle reads them
+    #: For each row, how many rows up to it have an id not above the row's before: rows
+    #: a < b with the same count are in order of id, known without comparing their ids
+    #: (the order's ties are broken by id, and a server holds its jobs in order of id).
+    id_breaks: IntArray
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -54,6 +58,7 @@ class _Kept:
     priority: IntArray
     submit: FloatArray
     ids: NDArray[Any]
+    id_breaks: IntArray
 
 
 _kept: _Kept | None = None
@@ -87,7 +92,17 @@ def _read(records: Sequence[Job]) -> JobColumns:
         np.fromiter(map(attrgetter("submit_time"), records), dtype=np.float64, count=n),
         ids,
         id_list,
+        _breaks(ids, np.arange(1, n)),
     )
+
+
+def _breaks(ids: NDArray[Any], compared: IntArray) -> IntArray:
+    """`JobColumns.id_breaks` of `ids`, comparing the rows `compared` with the row before
+    each; every other row after the first is in order with the row before."""
+    broken = np.zeros(len(ids), dtype=np.int64)
+    if len(compared):
+        broken[compared] = ~(ids[compared] > ids[compared - 1])
+    return np.cumsum(broken)
 
 
 def _rows_in(kept: _Kept, serial: IntArray) -> IntArray:
@@ -115,11 +130,19 @@ def _gathered(kept: _Kept, rows: IntArray, miss: IntArray, records: Sequence[Job
             fresh.submit,
             fresh.ids,
         )
-    return JobColumns(kind, priority, submit, ids, ids.tolist())
+    # Two rows read in the same order last cycle, with no break between them then, are in
+    # order of id still: only the others' ids are compared (a backlog's new and changed jobs).
+    before, after = rows[:-1], rows[1:]
+    kept_in_order = (
+        (before >= 0) & (after > before) & (kept.id_breaks[after] == kept.id_breaks[before])
+    )
+    return JobColumns(
+        kind, priority, submit, ids, ids.tolist(), _breaks(ids, np.flatnonzero(~kept_in_order) + 1)
+    )
 
 
 def _keep(serial: IntArray, columns: JobColumns) -> _Kept:
-    arrays = (columns.kind, columns.priority, columns.submit, columns.ids)
+    arrays = (columns.kind, columns.priority, columns.submit, columns.ids, columns.id_breaks)
     for array in arrays:
         array.flags.writeable = False  # the cycle reads them too: no phase may change them
     top = int(serial.max())

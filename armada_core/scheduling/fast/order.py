@@ -117,7 +117,9 @@ def order_queues(state: CycleState, evicted: IntArray, queued: IntArray) -> None
         np.int64
     )
     queue_of = state.jobs.queue[anchors]
-    order = stable_order(_sort_columns(state, anchors, kinds), state.jobs.id_array, anchors)
+    order = stable_order(
+        _sort_columns(state, anchors, kinds), state.jobs.id_array, anchors, state.jobs.id_breaks
+    )
     if state.config.max_queue_lookback is not None:
         sizes = np.concatenate(
             [
@@ -158,10 +160,15 @@ def _sort_columns(
 
 
 def stable_order(
-    columns: list[IntArray | FloatArray], ids: NDArray[Any], anchor: IntArray
+    columns: list[IntArray | FloatArray],
+    ids: NDArray[Any],
+    anchor: IntArray,
+    id_breaks: IntArray | None = None,
 ) -> IntArray:
     """Positions ordered by the columns (first is primary), ties broken by the id of each
-    position's anchor job (``ids``: the jobs' ids as an array of objects)."""
+    position's anchor job (``ids``: the jobs' ids as an array of objects). With
+    ``id_breaks`` (``JobColumns.id_breaks``), tied anchors already in order of id by their
+    rows are not compared."""
     if len(anchor) == 0:
         return np.arange(0)
     order: IntArray = np.lexsort(columns[::-1])
@@ -171,19 +178,27 @@ def stable_order(
     for c in columns:
         v = c[order]
         same &= v[1:] == v[:-1]
-    if not same.any():
+    tied = np.flatnonzero(same)
+    if not len(tied):
         return order
-    out = order.copy()
-    # Groups of equal numeric keys (jobs submitted in one request share their time): sort
-    # each by id, as the reference does, with the keys gathered and compared in C. A server
-    # holds its jobs in order of id, so most groups already are, which is cheaper to check.
+    # Groups of equal numeric keys (jobs submitted in one request share their time) go by
+    # id, as the reference orders them. The sort is stable, so a group is in order of row
+    # and, in a server that holds its jobs in order of id, mostly in order of id too: only
+    # the groups with a pair out of order are sorted.
+    first, second = anchor[order[tied]], anchor[order[tied + 1]]
+    if id_breaks is not None:
+        unknown = ~((first < second) & (id_breaks[first] == id_breaks[second]))
+        tied, first, second = tied[unknown], first[unknown], second[unknown]
+    wrong = tied[~(ids[second] > ids[first])]
+    if not len(wrong):
+        return order
     edges = np.diff(np.concatenate(([0], same.astype(np.int8), [0])))
     starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+    out = order.copy()
+    for g in np.unique(np.searchsorted(starts, wrong, side="right") - 1).tolist():
+        s, e = int(starts[g]), int(ends[g])
         group = out[s : e + 1]
-        keys = ids[anchor[group]]
-        if not (keys[1:] > keys[:-1]).all():
-            out[s : e + 1] = group[keys.argsort(kind="stable")]
+        out[s : e + 1] = group[ids[anchor[group]].argsort(kind="stable")]
     return out
 
 

@@ -180,6 +180,8 @@ class Jobs:
     ids: list[str] = field(init=False)
     #: The same as an array of objects, to gather many at once in C (read-only).
     id_array: NDArray[Any] = field(init=False)
+    #: Breaks in the order of id up to each row (``job_columns.JobColumns.id_breaks``).
+    id_breaks: IntArray = field(init=False)
     priority: IntArray = field(init=False)
     submit: FloatArray = field(init=False)
 
