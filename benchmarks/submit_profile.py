@@ -246,6 +246,34 @@ def one_queue_writers(database_url: str, backend: str) -> dict[str, Any]:
     return {"measurement": "one_queue_writers", "backend": backend, "jobs_per_second": rates}
 
 
+def _measure(work: Path, batches: int, profile: Path | None, *, postgres: bool) -> list[dict]:
+    """Every measurement, on SQLite files in `work` (removed afterwards by the caller) and,
+    with `postgres`, on databases of a PostgreSQL server started for them."""
+    sqlite = f"sqlite:///{work / 'profile.db'}"
+    results = [
+        profile_submission(sqlite, "sqlite", batches, profile),
+        single_job_requests(f"sqlite:///{work / 'single.db'}", "sqlite"),
+        many_job_sets(f"sqlite:///{work / 'sets.db'}", "sqlite"),
+        one_queue_writers(f"sqlite:///{work / 'writers.db'}", "sqlite"),
+    ]
+    if postgres:
+        from tests.postgres import PostgresServer
+
+        server = PostgresServer()
+        try:
+            url = server.new_database()
+            results.append(profile_submission(url, "postgresql", batches, profile))
+            url = server.new_database()
+            results.append(single_job_requests(url, "postgresql"))
+            url = server.new_database()
+            results.append(many_job_sets(url, "postgresql"))
+            url = server.new_database()
+            results.append(one_queue_writers(url, "postgresql"))
+        finally:
+            server.stop()
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=10, help="requests of 1,000 jobs")
@@ -253,29 +281,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="armada-submit-profile-"))
-    sqlite = f"sqlite:///{work / 'profile.db'}"
-    results = [
-        profile_submission(sqlite, "sqlite", args.batches, args.profile),
-        single_job_requests(f"sqlite:///{work / 'single.db'}", "sqlite"),
-        many_job_sets(f"sqlite:///{work / 'sets.db'}", "sqlite"),
-        one_queue_writers(f"sqlite:///{work / 'writers.db'}", "sqlite"),
-    ]
-    if not args.no_postgres:
-        from tests.postgres import PostgresServer
-
-        postgres = PostgresServer()
-        try:
-            url = postgres.new_database()
-            results.append(profile_submission(url, "postgresql", args.batches, args.profile))
-            url = postgres.new_database()
-            results.append(single_job_requests(url, "postgresql"))
-            url = postgres.new_database()
-            results.append(many_job_sets(url, "postgresql"))
-            url = postgres.new_database()
-            results.append(one_queue_writers(url, "postgresql"))
-        finally:
-            postgres.stop()
+    with tempfile.TemporaryDirectory(prefix="armada-submit-profile-") as tmp:
+        results = _measure(Path(tmp), args.batches, args.profile, postgres=not args.no_postgres)
     about = machine()
     for r in results:
         r["machine"] = about
