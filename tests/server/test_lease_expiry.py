@@ -11,6 +11,7 @@ the job's next run started beside them.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections.abc import Iterator
@@ -77,3 +78,51 @@ def test_an_expiry_waits_for_a_sync_renewing_the_lease_and_then_keeps_it(
     assert [s.run_id for s in sync(second, [lease.run_id]).stop] == []
     [after] = first.job_reads.jobs([job])
     assert [r.id for r in after.runs] == [lease.run_id] and after.active_run is not None
+
+
+def test_an_expiry_and_a_sync_take_their_rows_in_one_order(
+    replicas: tuple[Storage, Storage, Clock], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sync takes its executor's row, then its runs'; an expiry waiting for that executor
+    must hold no run's row meanwhile (here one whose grace to terminate has run out, which
+    every expiry clears), or the two wait on each other until PostgreSQL breaks the deadlock
+    by failing one of them (the expiry, retried, then succeeds: its retry is what shows)."""
+    caplog.set_level(logging.INFO, logger="armada_server")
+    first, second, clock = replicas
+    sync(first, [])
+    [job] = first.submissions.submit("a", "s", [item(pod(1, random.Random(2)))], owner="u")
+    leader(first, clock).cycle()
+    [lease] = sync(first, []).leases
+    with first.engine.begin() as conn:
+        conn.execute(
+            update(t.runs)
+            .where(t.runs.c.id == lease.run_id)
+            .values(releases_at=clock.now - timedelta(seconds=1))
+        )
+
+    clock.now += timedelta(seconds=LEASE_TIMEOUT + 1)
+    outcome: list[object] = []
+
+    def expire() -> None:
+        try:
+            outcome.append(first.leases.expire_leases(timeout=LEASE_TIMEOUT))
+        except Exception as e:  # the deadlock's victim, asserted below
+            outcome.append(e)
+
+    with second.engine.connect() as syncing:
+        transaction = syncing.begin()
+        syncing.execute(
+            update(t.executors).where(t.executors.c.id == "e1").values(last_seen=clock.now)
+        )
+        expiry = threading.Thread(target=expire)
+        expiry.start()
+        expiry.join(0.5)  # waiting for the executor's row
+        # The sync goes on to its runs' rows, as a report of them does.
+        syncing.execute(update(t.runs).where(t.runs.c.id == lease.run_id).values(node="n0"))
+        transaction.commit()
+    expiry.join(30)
+    assert outcome == [[]]
+    retries = [r.getMessage() for r in caplog.records if "trying again" in r.getMessage()]
+    assert retries == []
+    [after] = first.job_reads.jobs([job])
+    assert after.active_run is not None and after.active_run.id == lease.run_id
