@@ -33,6 +33,7 @@ def _breaks(ids: list[str]) -> np.ndarray:
         (200, 3, "in id order"),  # rows in order of id, as a server holds its jobs
         (200, 1, "in id order"),
         (200, 3, "partly in id order"),  # runs in order of id, broken in places
+        (200, 3, "ids in order, positions not"),  # rows in order of id, anchors shuffled
     ],
 )
 @pytest.mark.parametrize("breaks_known", [False, True])
@@ -46,6 +47,9 @@ def test_ties_are_ordered_by_the_anchor_id(
     elif anchored == "in id order":
         ids.sort()
         anchor = np.arange(positions, dtype=np.int64)
+    elif anchored == "ids in order, positions not":
+        ids.sort()
+        anchor = np.array(rng.sample(range(positions), positions), dtype=np.int64)
     elif anchored == "partly in id order":
         ids = sorted(ids[:80]) + sorted(ids[80:150]) + ids[150:]
         anchor = np.arange(positions, dtype=np.int64)

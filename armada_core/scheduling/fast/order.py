@@ -198,7 +198,11 @@ def stable_order(
     for g in np.unique(np.searchsorted(starts, wrong, side="right") - 1).tolist():
         s, e = int(starts[g]), int(ends[g])
         group = out[s : e + 1]
-        out[s : e + 1] = group[ids[anchor[group]].argsort(kind="stable")]
+        rows = anchor[group]
+        if id_breaks is not None and id_breaks[rows.min()] == id_breaks[rows.max()]:
+            out[s : e + 1] = group[rows.argsort(kind="stable")]  # rows in order of id
+        else:
+            out[s : e + 1] = group[ids[rows].argsort(kind="stable")]
     return out
 
 
