@@ -29,6 +29,7 @@ from armada_core.jobs.lifecycle import EventMessage
 from armada_server.storage import Storage
 from armada_server.storage.base import Transactions
 from armada_server.storage.database import MIGRATIONS, WRITE, make_engine, migrate
+from armada_server.storage.executor_runs import active_runs_held_by
 from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.nodes import ExecutorControl, encode_nodes
 from armada_server.storage.rows import job_row, mutable_job_row, run_row
@@ -336,6 +337,11 @@ def rev_0016(conn: Connection, old: Old, when: datetime) -> None:
     job(conn, old, "ended-0016", when, succeed, job_columns={"changed": 2})
 
 
+def rev_0017(conn: Connection, old: Old, when: datetime) -> None:
+    succeed = then(leased, running, lambda j, w: lifecycle.succeed(j, now=w))
+    job(conn, old, "ended-0017", when, succeed)
+
+
 WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0001": rev_0001,
     "0002": rev_0002,
@@ -353,6 +359,7 @@ WRITERS: dict[str, Callable[[Connection, Old, datetime], None]] = {
     "0014": rev_0014,
     "0015": rev_0015,
     "0016": rev_0016,
+    "0017": rev_0017,
 }
 
 
@@ -462,6 +469,21 @@ def test_the_leader_holds_the_old_state_and_reads_what_changes_it(
     assert ids(again) == ids(reads.scheduling_state(executor_timeout=86_400, now=NOW))
     assert old.ids["queued"] not in ids(again)[0]
     assert old.ids["running"] not in ids(again)[1]
+
+
+def test_active_runs_written_before_their_index_are_found_through_it(
+    upgraded: tuple[Storage, Old],
+) -> None:
+    """ix_runs_active (0017) holds the active runs written before it, and no ended one: the
+    executor's full read finds them, and so does a lease expiry once the executor is
+    silent."""
+    storage, old = upgraded
+    with storage.engine.connect() as conn:
+        held = {job_id for _, job_id, *_ in conn.execute(active_runs_held_by("e1"))}
+    assert {old.ids[n] for n in ("running", "preempting", "charged")} <= held
+    assert old.ids["ended-0017"] not in held
+    expired = storage.leases.expire_leases(timeout=60, now=NOW + timedelta(days=365))
+    assert set(expired) == held
 
 
 def test_old_rows_take_a_running_servers_writes(upgraded: tuple[Storage, Old]) -> None:

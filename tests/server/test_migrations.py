@@ -5,7 +5,10 @@ from __future__ import annotations
 from sqlalchemy import inspect
 
 from armada_server.storage import schema as t
+from armada_server.storage.base import ACTIVE_RUN_STATES
 from armada_server.storage.database import open_database
+from armada_server.storage.executor_runs import active_runs_held_by
+from armada_server.storage.leases import active_runs_of
 
 
 def test_migrated_schema_matches_the_declared_one(database_url: str) -> None:
@@ -58,3 +61,24 @@ def test_no_write_builds_a_temporary_table(tmp_path) -> None:  # type: ignore[no
                 ops = [r[1] for r in conn.exec_driver_sql(f"EXPLAIN {sql}", args)]
                 assert "OpenEphemeral" not in ops, sql
     engine.dispose()
+
+
+def test_an_executors_active_runs_are_read_through_their_index(database_url: str) -> None:
+    """A lease expiry's read and an executor's full read of its active runs find them through
+    ix_runs_active, not by scanning every run kept (the plan on an empty table, with
+    PostgreSQL told to avoid scans where it can)."""
+    engine = open_database(database_url)
+    queries = [active_runs_of(["e1", "e2"]), active_runs_held_by("e1")]
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET enable_seqscan = off")
+        for query in queries:
+            sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+            explain = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
+            plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(explain + sql))
+            assert "ix_runs_active" in plan, plan
+    engine.dispose()
+
+
+def test_the_active_runs_index_holds_the_active_states() -> None:
+    assert t.active_run() == "(" + " OR ".join(f"state = {s}" for s in ACTIVE_RUN_STATES) + ")"

@@ -12,20 +12,15 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, Select, bindparam, select, text, update
 from sqlalchemy.exc import DBAPIError
 
 from armada_core.jobs import Failure, Job, lifecycle
 from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
 from armada_server.storage import schema as t
-from armada_server.storage.base import (
-    ACTIVE_RUN_STATES,
-    Change,
-    JobSetKey,
-    Transactions,
-    clean_reason,
-)
+from armada_server.storage.base import Change, JobSetKey, Transactions, clean_reason
 from armada_server.storage.bulk import fetch
 from armada_server.storage.gangs import restart_gangs
 from armada_server.storage.guard import retried
@@ -38,6 +33,13 @@ log = logging.getLogger("armada_server")
 _RELEASING = select(t.runs.c.id).where(
     t.runs.c.cluster_id == bindparam("executor"), t.runs.c.releases_at.is_not(None)
 )
+
+
+def active_runs_of(executors: Sequence[str]) -> Select[Any]:
+    """The jobs of the executors' active runs, read through ix_runs_active."""
+    return select(t.runs.c.job_id).where(
+        t.runs.c.cluster_id.in_(executors), text(t.active_run("runs"))
+    )
 
 
 class Leases:
@@ -84,13 +86,7 @@ class Leases:
             )
             if not stale:
                 return []
-            jobs: list[str] = list(
-                conn.execute(
-                    select(t.runs.c.job_id).where(
-                        t.runs.c.cluster_id.in_(stale), t.runs.c.state.in_(ACTIVE_RUN_STATES)
-                    )
-                ).scalars()
-            )
+            jobs: list[str] = list(conn.execute(active_runs_of(stale)).scalars())
             if jobs:
                 self.fail_lost(conn, touched, jobs, "lease expired", "lease_expired", now)
             return jobs

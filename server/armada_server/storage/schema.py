@@ -41,6 +41,14 @@ def ended(table: str = "") -> str:
     return "(" + " OR ".join(f"{state} = {s}" for s in (3, 4, 8, 9, 10)) + ")"
 
 
+def active_run(table: str = "") -> str:
+    """A run row that is active (LEASED, PENDING, RUNNING) in SQL, as ix_runs_active's WHERE
+    and the reads of an executor's active runs spell it (`table`: its name or alias). Written
+    out, with no bound value, so that both databases find the partial index usable."""
+    state = f"{table}.state" if table else "state"
+    return "(" + " OR ".join(f"{state} = {s}" for s in (1, 2, 3)) + ")"
+
+
 queues = Table(
     "queues",
     metadata,
@@ -319,6 +327,16 @@ runs = Table(
     # from the cycle that leased it; given back as the run ends. NULL: nothing.
     Column("excess_flow", BigInteger),
     Index("ix_runs_job_id", "job_id", "run_index", unique=True),
+    # An executor's active runs, among every run kept until the retention prunes it: what a
+    # lease expiry and an executor's full read of what it holds look for (migration 0017).
+    # Without it both scanned every run, the expiry in every cycle while any executor that
+    # ever synced was silent.
+    Index(
+        "ix_runs_active",
+        "cluster_id",
+        sqlite_where=text(active_run()),
+        postgresql_where=text(active_run()),
+    ),
     Index(
         "ix_runs_releases_at",
         "cluster_id",
