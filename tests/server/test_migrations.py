@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from sqlalchemy import inspect
 
 from armada_server.storage import schema as t
@@ -9,6 +11,7 @@ from armada_server.storage.base import ACTIVE_RUN_STATES
 from armada_server.storage.database import open_database
 from armada_server.storage.executor_runs import active_runs_held_by
 from armada_server.storage.leases import active_runs_of
+from armada_server.storage.nodes import runs_holding_nodes
 
 
 def test_migrated_schema_matches_the_declared_one(database_url: str) -> None:
@@ -63,20 +66,26 @@ def test_no_write_builds_a_temporary_table(tmp_path) -> None:  # type: ignore[no
     engine.dispose()
 
 
-def test_an_executors_active_runs_are_read_through_their_index(database_url: str) -> None:
-    """A lease expiry's read and an executor's full read of its active runs find them through
-    ix_runs_active, not by scanning every run kept (the plan on an empty table, with
-    PostgreSQL told to avoid scans where it can)."""
+def test_runs_holding_nodes_are_read_through_their_indexes(database_url: str) -> None:
+    """A lease expiry's read and an executor's full read of its active runs, and the nodes'
+    loads, find their runs through partial indexes, not by scanning every run kept (the
+    plan on an empty table, with PostgreSQL told to avoid scans where it can)."""
     engine = open_database(database_url)
-    queries = [active_runs_of(["e1", "e2"]), active_runs_held_by("e1")]
+    active, releasing = runs_holding_nodes(datetime(2026, 1, 1, tzinfo=UTC))
+    queries = [
+        (active_runs_of(["e1", "e2"]), "ix_runs_active"),
+        (active_runs_held_by("e1"), "ix_runs_active"),
+        (active, "ix_runs_active"),
+        (releasing, "ix_runs_releases_at"),
+    ]
     with engine.connect() as conn:
         if engine.dialect.name == "postgresql":
             conn.exec_driver_sql("SET enable_seqscan = off")
-        for query in queries:
+        for query, index in queries:
             sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
             explain = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
             plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(explain + sql))
-            assert "ix_runs_active" in plan, plan
+            assert index in plan, plan
     engine.dispose()
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy import Select, delete, or_, select, text, update
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import job_requests
 from armada_server.storage import schema as t
-from armada_server.storage.base import ACTIVE_RUN_STATES, Transactions
+from armada_server.storage.base import Transactions
 from armada_server.storage.bulk import fetch
 from armada_server.storage.rows import spec_key, when
 
@@ -100,6 +101,19 @@ class ExecutorControl:
     token: str
 
 
+def runs_holding_nodes(now: datetime) -> list[Select[Any]]:
+    """The runs holding their nodes at `now` (run id, executor, node, job id, spec): the
+    active ones, through ix_runs_active, and those the server ended that may still be
+    stopping, through ix_runs_releases_at. As one read joined by OR, SQLite scanned every
+    run kept; a run both reads find is the same row."""
+    r, j = t.runs.c, t.jobs.c
+    holding = select(r.id, r.cluster_id, r.node, j.id, j.spec).join(t.jobs, j.id == r.job_id)
+    return [
+        holding.where(text(t.active_run("runs"))),
+        holding.where(r.releases_at.is_not(None), r.releases_at > now),
+    ]
+
+
 class Nodes:
     """Node cordons and executors' control addresses."""
 
@@ -174,18 +188,8 @@ class Nodes:
         # Requests by spec without its id: a backlog's 100,000 runs have a few distinct specs.
         requests: dict[bytes, Mapping[str, int]] = {}
         with self._tx.read() as conn:
-            rows = fetch(
-                conn,
-                select(t.runs.c.cluster_id, t.runs.c.node, t.jobs.c.id, t.jobs.c.spec)
-                .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
-                .where(
-                    or_(
-                        t.runs.c.state.in_(ACTIVE_RUN_STATES),
-                        and_(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at > now),
-                    )
-                ),
-            )
-        for executor, node, job_id, raw in rows:
+            holders = {row[0]: row[1:] for q in runs_holding_nodes(now) for row in fetch(conn, q)}
+        for executor, node, job_id, raw in holders.values():
             load = loads.setdefault((executor, node), NodeLoad())
             load.jobs += 1
             key = spec_key(job_id, raw)
