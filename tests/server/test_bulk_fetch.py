@@ -8,13 +8,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, select, tuple_
+import pytest
+from sqlalchemy import and_, bindparam, func, select, text, tuple_
+from sqlalchemy.exc import DBAPIError
 
 from armada_server.storage import schema as t
-from armada_server.storage.bulk import fetch, insert_rows
+from armada_server.storage.bulk import _postgresql_statement, fetch, insert_rows
 from armada_server.storage.database import open_database
 from armada_server.storage.rows import when
 
+from ..postgres import PostgresServer
 from .test_bulk_insert import T0, job_row
 
 
@@ -78,4 +81,50 @@ def test_fetch_reads_what_sqlalchemy_reads(database_url: str) -> None:
                 tuple(r) for r in fetch(conn, by_state.order_by(t.jobs.c.id), {"state": state})
             ] == expected
             assert len(expected) == 3
+    engine.dispose()
+
+
+@pytest.mark.postgres
+def test_postgresql_runs_on_the_driver_only_what_it_reads_alike(
+    postgres_server: PostgresServer,
+) -> None:
+    """Lists of plain values and converted parameters (booleans) go to the driver, and read
+    what SQLAlchemy reads; a column SQLAlchemy converts on the way out (a numeric) is left
+    to it."""
+    engine = open_database(postgres_server.new_database())
+    with engine.begin() as conn:
+        insert_rows(conn, t.queues, [{"name": n, "cordoned": n == "b", "spec": b""} for n in "abc"])
+        cases: list[tuple[Any, bool]] = [
+            (select(t.queues.c.name).where(t.queues.c.cordoned == bindparam("c")), True),
+            (select(t.queues.c.name).where(t.queues.c.name.in_(["a", "c", "x"])), True),
+            (select(t.queues.c.name, (func.length(t.queues.c.name) * 1.5).label("n")), False),
+        ]
+        for stmt, on_driver in cases:
+            ordered = stmt.order_by(t.queues.c.name)
+            params = {"c": True}
+            expected = [tuple(r) for r in conn.execute(ordered, params)]
+            assert [tuple(r) for r in fetch(conn, ordered, params)] == expected
+            assert (_postgresql_statement(conn, ordered, params) is not None) == on_driver
+        assert [r[0] for r in fetch(conn, cases[0][0], {"c": True})] == ["b"]
+    engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_connection_lost_under_the_driver_is_not_pooled_again(
+    postgres_server: PostgresServer,
+) -> None:
+    engine = open_database(postgres_server.new_database())
+    by_name = select(t.queues.c.name).where(t.queues.c.name == bindparam("name"))
+    with engine.connect() as conn:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+        conn.rollback()
+        with engine.begin() as other:
+            other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        with pytest.raises(DBAPIError) as lost:
+            fetch(conn, by_name, {"name": "a"})
+        assert lost.value.connection_invalidated
+        assert conn.invalidated
+    with engine.connect() as conn:  # a new connection, and the driver's path again
+        assert fetch(conn, by_name, {"name": "a"}) == []
+        assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one() != pid
     engine.dispose()

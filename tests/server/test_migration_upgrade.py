@@ -28,7 +28,7 @@ from armada_core.jobs import annotations as ann
 from armada_core.jobs.lifecycle import EventMessage
 from armada_server.storage import Storage
 from armada_server.storage.base import Transactions
-from armada_server.storage.database import MIGRATIONS, WRITE, make_engine, migrate
+from armada_server.storage.database import MIGRATIONS, begin_write, make_engine, migrate
 from armada_server.storage.executor_runs import active_runs_held_by
 from armada_server.storage.held_jobs import HeldJobs
 from armada_server.storage.nodes import ExecutorControl, encode_nodes
@@ -70,7 +70,7 @@ def revisions() -> list[str]:
 def upgrade(engine: Engine, revision: str) -> None:
     """One revision further, as database.migrate runs migrations."""
     cfg = config()
-    with engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
+    with engine.connect() as conn, begin_write(conn):
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
@@ -373,7 +373,7 @@ def upgraded(database_url: str) -> Iterator[tuple[Storage, Old]]:
     assert list(WRITERS) == every, "every migration runs with data in it: add its rows"
     for minutes, revision in enumerate(every):
         upgrade(engine, revision)
-        with engine.connect().execution_options(**{WRITE: True}) as conn, conn.begin():
+        with engine.connect() as conn, begin_write(conn):
             WRITERS[revision](conn, old, T0 + timedelta(minutes=minutes))
     migrate(engine)  # as the server does when it starts: nothing is left to do
     with engine.connect() as conn:

@@ -42,7 +42,7 @@ from armada_server.storage.bulk import (
     insert_numbered,
     placeholder,
 )
-from armada_server.storage.database import WRITE
+from armada_server.storage.database import begin_write
 from armada_server.storage.guard import Conflict
 from armada_server.storage.notify import notify
 from armada_server.storage.rows import chunks, mutable_job_row, run_row
@@ -120,8 +120,7 @@ class Transactions:
         if self._write_lock is not None:
             self._write_lock.acquire()
         try:
-            conn_ = self.engine.connect().execution_options(**{WRITE: True})
-            with conn_ as conn, conn.begin():
+            with self.engine.connect() as conn, begin_write(conn):
                 yield conn, touched
         except DataError as e:
             raise invalid(e) from None

@@ -84,7 +84,7 @@ def _waiting_since(conn: Connection, queue: str, mark: int) -> tuple[int, int]:
         [found] = fetch(conn, _WAITING_SINCE_SQLITE, {"queue": queue, "mark": mark})
     else:
         since = select(_WAITING_SINCE.scalar_subquery(), mark_column(conn.dialect.name))
-        found = conn.execute(since, {"queue": queue, "mark": mark}).one()
+        [found] = fetch(conn, since, {"queue": queue, "mark": mark})
     return int(found[0]), int(found[1])
 
 
