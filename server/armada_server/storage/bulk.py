@@ -8,7 +8,8 @@ distinct value and rows go to the driver's cursor as they are: the same statemen
 stored forms (datetimes on SQLite as UTC text "YYYY-MM-DD HH:MM:SS.ffffff", timezone dropped,
 as SQLAlchemy's SQLite DateTime stores them), the same transaction. On PostgreSQL new rows
 go in by COPY (psycopg's copy, in the transaction), which took a third of the CPU of the
-driver's executemany per row; the other statements take SQLAlchemy's own path there.
+driver's executemany per row; `fetch` and `execute` hand the driver the SQL and values
+SQLAlchemy's execution would send, where that is all it would do.
 """
 
 from __future__ import annotations
@@ -353,11 +354,10 @@ def _postgresql_statement(
 
 
 def _on_driver_alike(compiled: SQLCompiler) -> bool:
-    """Whether the driver given the compiled SQL and its values (bind processors applied)
-    returns what SQLAlchemy's execution returns: no lists to expand into the SQL, no names
-    escaped, no list whose values SQLAlchemy converts, no values put into the SQL, and no
-    column whose values SQLAlchemy converts on the way out (lists are expanded by
-    `_postgresql_statement`)."""
+    """Whether the driver given the compiled SQL and its values (bind processors applied,
+    lists expanded by `_postgresql_statement`) returns what SQLAlchemy's execution returns:
+    no values put into the SQL, no names escaped, no list whose values SQLAlchemy converts,
+    and no column whose values SQLAlchemy converts on the way out."""
     if compiled.positional or compiled.literal_execute_params or compiled.escaped_bind_names:
         return False
     for bind in compiled.post_compile_params:
