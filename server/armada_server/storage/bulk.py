@@ -14,7 +14,7 @@ SQLAlchemy's execution would send, where that is all it would do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql.cache_key import CacheKey
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.schema import ColumnElementColumnDefault, ScalarElementColumnDefault
@@ -303,14 +304,41 @@ def execute(
 
 
 # A select's structure (SQLAlchemy's cache key, which leaves out its values) -> its compiled
-# form. Compiling took four times as long as finding the key and the values; the selects
-# hot paths run are built per call, with other ids each time but few shapes.
-_SELECTS: dict[Any, SQLCompiler] = {}
+# form on SQLite (None for one with values rendered into its SQL). Compiling took four times
+# as long as finding the key and the values; the selects hot paths run are built per call,
+# with other ids each time but few shapes.
+_SELECTS: dict[Any, SQLCompiler | None] = {}
 _SELECTS_KEPT = 1024
 
 
 # The same on PostgreSQL, None for a statement SQLAlchemy runs itself (`_on_driver_alike`).
 _POSTGRESQL: dict[Any, SQLCompiler | None] = {}
+
+
+def _compiled_once(
+    conn: Connection,
+    stmt: Rows | Update | TextClause,
+    key: CacheKey,
+    kept: dict[Any, SQLCompiler | None],
+    usable: Callable[[SQLCompiler], bool],
+) -> SQLCompiler | None:
+    """`stmt` compiled for `conn`'s dialect once per structure (its cache `key`) in `kept`;
+    None, also kept, for a structure `usable` refuses."""
+    try:
+        return kept[key.key]
+    except KeyError:
+        pass
+    fresh = stmt.compile(dialect=conn.dialect, cache_key=key)
+    assert isinstance(fresh, SQLCompiler)
+    compiled = fresh if usable(fresh) else None
+    if len(kept) >= _SELECTS_KEPT:
+        kept.clear()
+    kept[key.key] = compiled
+    return compiled
+
+
+def _no_values_in_sql(compiled: SQLCompiler) -> bool:
+    return not compiled.literal_execute_params
 
 
 def _postgresql_statement(
@@ -323,15 +351,7 @@ def _postgresql_statement(
     key = stmt._generate_cache_key()
     if key is None:
         return None
-    try:
-        compiled = _POSTGRESQL[key.key]
-    except KeyError:
-        fresh = stmt.compile(dialect=conn.dialect, cache_key=key)
-        assert isinstance(fresh, SQLCompiler)
-        compiled = fresh if _on_driver_alike(fresh) else None
-        if len(_POSTGRESQL) >= _SELECTS_KEPT:
-            _POSTGRESQL.clear()
-        _POSTGRESQL[key.key] = compiled
+    compiled = _compiled_once(conn, stmt, key, _POSTGRESQL, _on_driver_alike)
     if compiled is None:
         return None
     values = compiled.construct_params(params, extracted_parameters=key.bindparams)
@@ -379,20 +399,12 @@ def _sqlite_select(
     expanded into one placeholder each (what `render_postcompile` does, without compiling
     again)."""
     key = stmt._generate_cache_key()
-    compiled = _SELECTS.get(key.key) if key is not None else None
+    if key is None:
+        return _rendered(conn, stmt, params)
+    compiled = _compiled_once(conn, stmt, key, _SELECTS, _no_values_in_sql)
     if compiled is None:
-        fresh = stmt.compile(dialect=conn.dialect, cache_key=key)
-        assert isinstance(fresh, SQLCompiler)
-        compiled = fresh
-        if compiled.literal_execute_params:
-            return _rendered(conn, stmt, params)  # values rendered into the SQL
-        if key is not None:
-            if len(_SELECTS) >= _SELECTS_KEPT:
-                _SELECTS.clear()
-            _SELECTS[key.key] = compiled
-    values = compiled.construct_params(
-        params, extracted_parameters=key.bindparams if key is not None else None
-    )
+        return _rendered(conn, stmt, params)  # values rendered into the SQL
+    values = compiled.construct_params(params, extracted_parameters=key.bindparams)
     sql = compiled.string
     args: list[Any] = []
     for name in compiled.positiontup or ():
