@@ -127,7 +127,7 @@ def test_a_job_older_than_the_window_is_read_afresh(monkeypatch: pytest.MonkeyPa
         records = [old, *younger]
         _assert_read(records)
         kept = job_columns._kept
-        assert kept is not None and kept.base > old.serial
+        assert kept is not None and kept.rows.base > old.serial
         _assert_read(records)
 
 

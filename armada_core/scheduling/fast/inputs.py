@@ -7,7 +7,6 @@ per shape; per-job facts are columns gathered once per cycle.
 from __future__ import annotations
 
 import operator
-from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -20,6 +19,7 @@ from ..model import DEFAULT_RESOURCE_ORDER, Snapshot, kinds_of, shape_of
 from .elastic import apply_roles
 from .free_space import FreeSpace, IntArray
 from .job_columns import read_columns
+from .running_columns import running_columns
 from .state import (
     CostColumns,
     CycleState,
@@ -48,6 +48,7 @@ def index_inputs(state: CycleState) -> None:
     state.jobs.priority, state.jobs.submit = columns.priority, columns.submit
     state.jobs.ids, state.jobs.id_array = columns.id_list, columns.ids
     state.jobs.id_breaks = columns.id_breaks
+    state.jobs.serial = columns.serial
     _index_kinds(state, columns.kind)
     _index_gangs(state)
     _index_nodes(state)
@@ -208,11 +209,13 @@ def _index_jobs(state: CycleState) -> None:
     known_class = state.shapes.class_known[jobs.shape]
     jobs.class_priority = state.shapes.class_priority[jobs.shape]
     running = np.flatnonzero(jobs.is_running)
+    read = running_columns(records, running, jobs.serial, state.nodes.index)
     jobs.node = np.full(nj, -1, dtype=np.int64)
-    if len(running):
-        node_names = map(attrgetter("node"), gather(records, running))
-        jobs.node[running] = list(map(state.nodes.index.rows.get, node_names, repeat(-1)))
-    jobs.running = running = running[jobs.node[running] >= 0]
+    jobs.node[running] = read.node
+    known = read.node >= 0
+    jobs.running = running = running[known]
+    jobs.start = np.zeros(nj, dtype=np.float64)
+    jobs.start[running] = read.start[known]
     jobs.accounted = np.zeros(nj, dtype=bool)
     jobs.accounted[running] = (queue[running] >= 0) & known_class[running]
     queued = np.flatnonzero(~jobs.is_running)

@@ -45,6 +45,34 @@ class JobColumns:
     #: a < b with the same count are in order of id, known without comparing their ids
     #: (the order's ties are broken by id, and a server holds its jobs in order of id).
     id_breaks: IntArray
+    serial: IntArray  # Job.serial
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SerialRows:
+    """Rows by serial, over a window of serials at most WINDOW_PER_JOB times the rows (plus
+    WINDOW_MARGIN) below the newest: an older serial is not found, never wrongly found."""
+
+    base: int  # the serial of row_of's first entry
+    row_of: NDArray[np.int32]  # serial - base -> row, -1 when not kept
+
+    @classmethod
+    def of(cls, serial: IntArray) -> SerialRows:
+        """The rows of `serial` (one per row; not empty)."""
+        top = int(serial.max())
+        base = max(int(serial.min()), top - (WINDOW_PER_JOB * len(serial) + WINDOW_MARGIN) + 1, 0)
+        row_of = np.full(max(top - base + 1, 0), -1, dtype=np.int32)
+        rows = np.flatnonzero(serial >= base)
+        row_of[serial[rows] - base] = rows
+        return cls(base, row_of)
+
+    def rows(self, serial: IntArray) -> IntArray:
+        """Each serial's row, -1 when it is not kept."""
+        local = serial - self.base
+        inside = (local >= 0) & (local < len(self.row_of))
+        rows = np.full(len(serial), -1, dtype=np.int64)
+        rows[inside] = self.row_of[local[inside]]
+        return rows
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -52,8 +80,7 @@ class _Kept:
     """The last cycle's columns, read-only (the id list is the cycle's alone: a kept list of
     a million would be walked by every collection of the garbage collector, arrays are not)."""
 
-    base: int  # the serial of row_of's first entry
-    row_of: NDArray[np.int32]  # serial - base -> row of the columns, -1 when not read
+    rows: SerialRows  # serial -> row of the columns
     kind: IntArray
     priority: IntArray
     submit: FloatArray
@@ -70,18 +97,18 @@ def read_columns(records: Sequence[Job]) -> JobColumns:
     n = len(records)
     serial = np.fromiter(map(attrgetter("serial"), records), dtype=np.int64, count=n)
     kept = _kept
-    rows = _rows_in(kept, serial) if kept is not None and n else None
+    rows = kept.rows.rows(serial) if kept is not None and n else None
     if rows is None or not (hit := rows >= 0).any():
-        columns = _read(records)
+        columns = _read(records, serial)
     else:
         assert kept is not None
-        columns = _gathered(kept, rows, np.flatnonzero(~hit), records)
+        columns = _gathered(kept, rows, np.flatnonzero(~hit), records, serial)
     if n:
         _kept = _keep(serial, columns)
     return columns
 
 
-def _read(records: Sequence[Job]) -> JobColumns:
+def _read(records: Sequence[Job], serial: IntArray) -> JobColumns:
     n = len(records)
     id_list = list(map(attrgetter("id"), records))
     ids = np.empty(n, dtype=object)
@@ -93,6 +120,7 @@ def _read(records: Sequence[Job]) -> JobColumns:
         ids,
         id_list,
         _breaks(ids, np.arange(1, n)),
+        serial,
     )
 
 
@@ -105,16 +133,9 @@ def _breaks(ids: NDArray[Any], compared: IntArray) -> IntArray:
     return np.cumsum(broken)
 
 
-def _rows_in(kept: _Kept, serial: IntArray) -> IntArray:
-    """Each serial's row in the kept columns, -1 when it is not there."""
-    local = serial - kept.base
-    inside = (local >= 0) & (local < len(kept.row_of))
-    rows = np.full(len(serial), -1, dtype=np.int64)
-    rows[inside] = kept.row_of[local[inside]]
-    return rows
-
-
-def _gathered(kept: _Kept, rows: IntArray, miss: IntArray, records: Sequence[Job]) -> JobColumns:
+def _gathered(
+    kept: _Kept, rows: IntArray, miss: IntArray, records: Sequence[Job], serial: IntArray
+) -> JobColumns:
     """The kept columns at `rows`, the rows `miss` (-1 there) read from `records`."""
     kind, priority, submit, ids = (
         kept.kind[rows],
@@ -123,7 +144,7 @@ def _gathered(kept: _Kept, rows: IntArray, miss: IntArray, records: Sequence[Job
         kept.ids[rows],
     )
     if len(miss):
-        fresh = _read(gather(records, miss))
+        fresh = _read(gather(records, miss), serial[miss])
         kind[miss], priority[miss], submit[miss], ids[miss] = (
             fresh.kind,
             fresh.priority,
@@ -136,18 +157,12 @@ def _gathered(kept: _Kept, rows: IntArray, miss: IntArray, records: Sequence[Job
     kept_in_order = (
         (before >= 0) & (after > before) & (kept.id_breaks[after] == kept.id_breaks[before])
     )
-    return JobColumns(
-        kind, priority, submit, ids, ids.tolist(), _breaks(ids, np.flatnonzero(~kept_in_order) + 1)
-    )
+    breaks = _breaks(ids, np.flatnonzero(~kept_in_order) + 1)
+    return JobColumns(kind, priority, submit, ids, ids.tolist(), breaks, serial)
 
 
 def _keep(serial: IntArray, columns: JobColumns) -> _Kept:
     arrays = (columns.kind, columns.priority, columns.submit, columns.ids, columns.id_breaks)
     for array in arrays:
         array.flags.writeable = False  # the cycle reads them too: no phase may change them
-    top = int(serial.max())
-    base = max(int(serial.min()), top - (WINDOW_PER_JOB * len(serial) + WINDOW_MARGIN) + 1, 0)
-    row_of = np.full(max(top - base + 1, 0), -1, dtype=np.int32)
-    rows = np.flatnonzero(serial >= base)
-    row_of[serial[rows] - base] = rows
-    return _Kept(base, row_of, *arrays)
+    return _Kept(SerialRows.of(serial), *arrays)

@@ -19,7 +19,7 @@ from ..roles import RunningKey, has_roles
 from .elastic import late_member_item, role_group_item
 from .free_space import FloatArray, IntArray
 from .outcomes import leave_queued
-from .state import EVICTED, QUEUED, CycleState, QueueOrder, gang_sort_key, gather, make_item
+from .state import EVICTED, QUEUED, CycleState, QueueOrder, gang_sort_key, make_item
 
 #: A queued job's place in its queue: -class priority, priority, submit time, id.
 QueuedKey = tuple[int, int, float, str]
@@ -142,20 +142,13 @@ def _sort_columns(
     """Sort columns per item (by its anchor, the first member): queue, class priority, kind,
     priority, start time (queued: 0), submit time; the id breaks ties."""
     jobs = state.jobs
-    records, nj = jobs.records, len(jobs.records)
-    priority, submit = jobs.priority, jobs.submit
-    start_t = np.zeros(nj, dtype=np.float64)
-    running = jobs.running
-    if len(running):
-        starts = map(attrgetter("start_time"), gather(records, running))
-        start_t[running] = [0.0 if t is None else t for t in starts]
     return [
         jobs.queue[anchors],
         -jobs.class_priority[anchors],
         kinds,
-        priority[anchors],
-        np.where(kinds == QUEUED, 0.0, start_t[anchors]),
-        submit[anchors],
+        jobs.priority[anchors],
+        np.where(kinds == QUEUED, 0.0, jobs.start[anchors]),
+        jobs.submit[anchors],
     ]
 
 

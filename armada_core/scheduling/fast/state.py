@@ -168,6 +168,8 @@ class Jobs:
     node: IntArray = field(init=False)
     #: Rows of running jobs on known nodes: they hold space whatever their queue or class.
     running: IntArray = field(init=False)
+    #: Start time of each of those rows, 0.0 elsewhere (``running_columns``).
+    start: FloatArray = field(init=False)
     #: Running jobs of a known queue and class: only these count towards costs and move.
     accounted: BoolArray = field(init=False)
     #: Rows of queued jobs of a known queue and class: demand, and the work to schedule.
@@ -184,6 +186,8 @@ class Jobs:
     id_breaks: IntArray = field(init=False)
     priority: IntArray = field(init=False)
     submit: FloatArray = field(init=False)
+    #: Job.serial of each row: what a cycle reads of a job is kept for the next by it.
+    serial: IntArray = field(init=False)
 
 
 @dataclass(slots=True, eq=False)
