@@ -299,7 +299,9 @@ def test_a_large_request_on_a_large_cluster_matches_each_shape_once_per_node_typ
 ) -> None:
     """Nodes differing only in labels no job names (host names) are one type; identical
     jobs are one shape: 1,000 jobs on 1,000 nodes cost one match, not a million. Jobs that
-    differ only in their ids and client ids are converted to the scheduler's view once."""
+    differ only in their ids, client ids, job sets and creation times are converted to the
+    scheduler's view once, also across requests."""
+    monkeypatch.setattr(node_fit, "_VIEWS", {})  # none converted by earlier tests
     ex = Executor(api.channel, nodes=1000, cpu="4", memory="16Gi")
     for n in ex.nodes:
         n.labels["kubernetes.io/hostname"] = n.name
@@ -317,9 +319,18 @@ def test_a_large_request_on_a_large_cluster_matches_each_shape_once_per_node_typ
     assert len(response.job_response_items) == 1000 and not response.notes
     assert len(matched) == 1, len(matched)
     assert len(viewed) == 1, len(viewed)
+    # The same job later, in another job set: converted already.
+    again = job(client_id="another")
+    assert len(send(api, again, job_set="other").job_response_items) == 1
+    assert len(viewed) == 1, len(viewed)
     # A job that differs in what the view reads is converted apart, and named by its index.
     code, said = refusal(api, job(), job(), job(), job("1000"))
     assert (code, said.split(":")[0]) == (grpc.StatusCode.INVALID_ARGUMENT, "job_request_items[3]")
+    assert len(viewed) == 2, len(viewed)
+    # As is one that differs in its tolerations only (the view reads them), and it is
+    # judged on them: no node of this cluster is tainted, so a toleration changes nothing.
+    tolerant = job(pod={"tolerations": [{"key": "gpu", "operator": "Exists"}]})
+    assert len(send(api, tolerant, job_set="other").job_response_items) == 1
     assert len(viewed) == 3, len(viewed)
 
 

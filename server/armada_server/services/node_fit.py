@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
+from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import select
 
 from armada_core import scheduling as s
@@ -318,24 +319,44 @@ def _uniform_problem(
     )
 
 
+# A spec without what its view does not read -> its view, across requests: orchestrators
+# send the same job again and again, a request of one job each time.
+_VIEWS: dict[bytes, s.Job] = {}
+_VIEWS_KEPT = 4096
+
+
 def _views(specs: Sequence[tuple[int, submit_pb2.Job]]) -> list[tuple[int, s.Job]]:
-    """The scheduler's view of each spec, converted once per distinct spec: the items of a
-    request mostly differ only in their ids and client ids, which the view does not read
-    (nor does `judge` read the view's id)."""
-    views: dict[bytes, s.Job] = {}
+    """The scheduler's view of each spec, converted once per distinct spec: jobs mostly
+    differ only in their ids, client ids, job sets and creation times, which the view does
+    not read (nor does `judge` read the view's id)."""
+    views = _VIEWS
     out = []
     for index, spec in specs:
-        job_id, client_id = spec.id, spec.client_id
-        spec.id = spec.client_id = ""
-        try:
-            key = spec.SerializeToString(deterministic=True)
-        finally:
-            spec.id, spec.client_id = job_id, client_id
+        key = _key(spec)
         view = views.get(key)
         if view is None:
+            if len(views) >= _VIEWS_KEPT:
+                views.clear()
             view = views[key] = spec_view(spec)
         out.append((index, view))
     return out
+
+
+def _key(spec: submit_pb2.Job) -> bytes:
+    """`spec` serialised without its id, client id, job set and creation time."""
+    job_id, client_id, job_set = spec.id, spec.client_id, spec.job_set_id
+    created = Timestamp()
+    stamped = spec.HasField("created")
+    if stamped:
+        created.CopyFrom(spec.created)
+        spec.ClearField("created")
+    spec.id = spec.client_id = spec.job_set_id = ""
+    try:
+        return spec.SerializeToString(deterministic=True)
+    finally:
+        spec.id, spec.client_id, spec.job_set_id = job_id, client_id, job_set
+        if stamped:
+            spec.created.CopyFrom(created)
 
 
 class NodeFit:

@@ -42,6 +42,9 @@ from sqlalchemy.sql.schema import ColumnElementColumnDefault, ScalarElementColum
 Rows = Select[*tuple[Any, ...]] | ReturningInsert[*tuple[Any, ...]] | TextClause
 
 _DEFAULTS: dict[str, tuple[dict[str, Any], dict[str, ColumnElement[Any]]]] = {}
+# Table -> the select of its computed defaults' values, built once: a statement's cache key
+# is worked out once per statement object, and a request of one job inserts into two tables.
+_COMPUTED: dict[str, Select[Any]] = {}
 
 
 def _defaults_of(table: Table) -> tuple[dict[str, Any], dict[str, ColumnElement[Any]]]:
@@ -63,6 +66,8 @@ def _defaults_of(table: Table) -> tuple[dict[str, Any], dict[str, ColumnElement[
                 computed[column.key] = default.arg
             else:
                 raise ValueError(f"{table.name}.{column.key}: a default of an unknown kind")
+        if computed:  # before the defaults: a thread that finds them finds this too
+            _COMPUTED[table.name] = select(*computed.values())
         found = _DEFAULTS[table.name] = (defaults, computed)
     return found
 
@@ -128,7 +133,7 @@ def insert_new(conn: Connection, rows: NewRows) -> None:
         _insert_few(conn, rows.table, names, values, computed)
         return
     if computed:
-        [evaluated] = fetch(conn, select(*computed.values()))
+        [evaluated] = fetch(conn, _COMPUTED[rows.table.name])
         extra = tuple(evaluated)
         if conn.dialect.name == "sqlite":
             extra = tuple(map(sqlite_value, extra))
