@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, select, text
+from sqlalchemy import Connection, Select, bindparam, select, text
 
 from armada_core.jobs import RunState
 from armada_server.storage import changes
@@ -94,20 +94,13 @@ class HeldRuns:
             runs.take(rows)
             self.held, self.changed = _Held(runs, mark, now), None
             return runs
-        # Led by the jobs that changed (SQLite, without statistics, would scan every run).
-        changed = select(t.jobs.c.id).where(t.jobs.c.changed >= held.mark)
-        rows = fetch(conn, _runs(t.runs.c.job_id.in_(changed), executor))
+        rows = fetch(conn, _CHANGED_RUNS, {"mark": held.mark, "executor": executor})
         held.runs.take(rows)
         held.mark, self.changed = mark, len(rows)
         return held.runs
 
 
-def active_runs_held_by(executor: str) -> Select[Any]:
-    """The executor's active runs, as a full read takes them, through ix_runs_active."""
-    return _runs(text(t.active_run("runs")), executor)
-
-
-def _runs(where: Any, executor: str) -> Select[Any]:
+def _runs(where: Any, executor: Any) -> Select[Any]:
     """The executor's runs `where` says, as ActiveRuns.take reads them, in lease order: by
     when, then by job. A cycle leases at one time, and its leases go out (a sync at a time)
     in the order of their jobs' ids, the order of submission: each sync's leases, and the
@@ -120,6 +113,20 @@ def _runs(where: Any, executor: str) -> Select[Any]:
         .where(where, r.cluster_id == executor)
         .order_by(r.leased_at, r.job_id)
     )
+
+
+# The executor's runs of the jobs changed since a mark: led by those jobs (SQLite, without
+# statistics, would scan every run). Built once: SQLAlchemy works out a statement's cache key
+# once per object, and every sync reads this.
+_CHANGED_RUNS = _runs(
+    t.runs.c.job_id.in_(select(t.jobs.c.id).where(t.jobs.c.changed >= bindparam("mark"))),
+    bindparam("executor"),
+)
+
+
+def active_runs_held_by(executor: str) -> Select[Any]:
+    """The executor's active runs, as a full read takes them, through ix_runs_active."""
+    return _runs(text(t.active_run("runs")), executor)
 
 
 class ExecutorRuns:

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, select
 
 from armada_core.scheduling import Reasons
 from armada_server.storage import changes
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
+from armada_server.storage.bulk import fetch
 from armada_server.storage.scheduling_reads import (
     GangKey,
     QueuedJob,
@@ -110,8 +111,7 @@ class HeldJobs:
             self.queued = _renewed(self.queued, queued, ())
             self.running = _renewed(self.running, running, ())
         else:
-            since = select(t.jobs.c.id).where(t.jobs.c.changed >= self.mark)
-            changed: list[str] = list(conn.execute(since).scalars())
+            changed = [r[0] for r in fetch(conn, _CHANGED_SINCE, {"mark": self.mark})]
             self.changed = changed
             self.let_go(changed)
             # One statement each, led by the change number's index (`where` keeps the state
@@ -158,6 +158,10 @@ class HeldJobs:
 
 
 _Job = TypeVar("_Job", QueuedJob, RunningJob)
+
+# The jobs changed since a mark (built once: SQLAlchemy works out a statement's cache key
+# once per object, and every cycle reads this).
+_CHANGED_SINCE = select(t.jobs.c.id).where(t.jobs.c.changed >= bindparam("mark"))
 
 
 def _renewed(

@@ -21,7 +21,7 @@ from armada_core.jobs import Failure, Job, lifecycle
 from armada_core.jobs.lifecycle import EventMessage, IllegalTransition
 from armada_server.storage import schema as t
 from armada_server.storage.base import Change, JobSetKey, Transactions, clean_reason
-from armada_server.storage.bulk import fetch
+from armada_server.storage.bulk import execute, fetch
 from armada_server.storage.gangs import restart_gangs
 from armada_server.storage.guard import retried
 from armada_server.storage.retries import Catalogue, Retries, run_failure
@@ -32,6 +32,20 @@ log = logging.getLogger("armada_server")
 # The runs of an executor that keep their node's capacity until it no longer holds them.
 _RELEASING = select(t.runs.c.id).where(
     t.runs.c.cluster_id == bindparam("executor"), t.runs.c.releases_at.is_not(None)
+)
+
+# Executors silent since a cutoff, locked (see expire_leases), and the runs whose grace to
+# terminate ended by now: every cycle runs both.
+_STALE_EXECUTORS = (
+    select(t.executors.c.id)
+    .where(t.executors.c.last_seen < bindparam("cutoff"))
+    .order_by(t.executors.c.id)
+    .with_for_update()
+)
+_RELEASED = (
+    update(t.runs)
+    .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at < bindparam("now"))
+    .values(releases_at=None)
 )
 
 
@@ -69,21 +83,9 @@ class Leases:
             # the old time, the runs expired, and the sync still told the executor they were
             # its own: their pods went on beside the jobs' next runs. Taken before any run's
             # row, as a sync takes its executor's: the same order, no deadlock.
-            stale = [
-                r.id
-                for r in conn.execute(
-                    select(t.executors.c.id)
-                    .where(t.executors.c.last_seen < cutoff)
-                    .order_by(t.executors.c.id)
-                    .with_for_update()
-                )
-            ]
+            stale = [r[0] for r in fetch(conn, _STALE_EXECUTORS, {"cutoff": cutoff})]
             # Runs whose grace to terminate has run out no longer hold their nodes.
-            conn.execute(
-                update(t.runs)
-                .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at < now)
-                .values(releases_at=None)
-            )
+            execute(conn, _RELEASED, {"now": now})
             if not stale:
                 return []
             jobs: list[str] = list(conn.execute(active_runs_of(stale)).scalars())

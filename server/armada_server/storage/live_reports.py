@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, exists, select
+from sqlalchemy import ColumnElement, Connection, Select, and_, bindparam, exists, select
 from sqlalchemy.orm import aliased
 
 from armada_core.api import executor_pb2, submit_pb2
@@ -157,6 +157,31 @@ _LATEST = ~exists().where(
 _LIVE_JOB_STATES = (int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING))
 
 
+def _live(*more: ColumnElement[bool]) -> Select[Any]:
+    """The read of `_read`, for the job ids and executor given as parameters (built once:
+    SQLAlchemy works out a statement's cache key once per object)."""
+    j, r = t.jobs.c, t.runs.c
+    columns = (j.id, j.job_set, j.queue, j.spec, j.state, j.version)
+    run_columns = (r.id, r.run_index, r.cluster_id, r.node, r.pool, r.state, r.kubernetes_id)
+    return (
+        select(*columns, *run_columns)
+        .join(t.runs, r.job_id == j.id)
+        .where(
+            j.id.in_(bindparam("ids", expanding=True)),
+            STATE_OF_JOBS_BY_ID.in_(_LIVE_JOB_STATES),  # else SQLite walks every live job
+            ~j.cancel_requested,
+            ~j.preempt_requested,
+            r.cluster_id == bindparam("executor"),
+            _LATEST,
+            *more,
+        )
+    )
+
+
+_LIVE = _live()
+_LIVE_NOT_IN_GANGS = _live(t.jobs.c.gang_id.is_(None))
+
+
 def _read(
     conn: Connection, executor: str, job_ids: Sequence[str], *, with_gangs: bool
 ) -> Mapping[str, tuple[LiveRun, int]]:
@@ -164,22 +189,9 @@ def _read(
     gang, unless `with_gangs`) whose latest run is on `executor`: each as a LiveRun, with the
     version it was read at."""
     found: dict[str, tuple[LiveRun, int]] = {}
-    j, r = t.jobs.c, t.runs.c
-    columns = (j.id, j.job_set, j.queue, j.spec, j.state, j.version)
-    run_columns = (r.id, r.run_index, r.cluster_id, r.node, r.pool, r.state, r.kubernetes_id)
+    stmt = _LIVE if with_gangs else _LIVE_NOT_IN_GANGS
     for chunk in chunks(job_ids, 2000):
-        conditions = [
-            j.id.in_(chunk),
-            STATE_OF_JOBS_BY_ID.in_(_LIVE_JOB_STATES),  # else SQLite walks every live job
-            ~j.cancel_requested,
-            ~j.preempt_requested,
-            r.cluster_id == executor,
-            _LATEST,
-        ]
-        if not with_gangs:
-            conditions.append(j.gang_id.is_(None))
-        stmt = select(*columns, *run_columns).join(t.runs, r.job_id == j.id).where(*conditions)
-        for row in fetch(conn, stmt):
+        for row in fetch(conn, stmt, {"ids": chunk, "executor": executor}):
             job_id, job_set, queue, spec, state, version = row[:6]
             run_id, index, cluster, node, pool, run_state, kubernetes_id = row[6:]
             live = LiveRun(

@@ -15,7 +15,7 @@ from functools import cached_property
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, and_, func, or_, select
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, or_, select
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import TERMINAL_STATES, JobState
@@ -130,6 +130,26 @@ class SchedulingState:
     ended_roles: dict[GangKey, dict[str, int]] = field(default_factory=dict)
 
 
+# What every cycle reads besides its jobs, built once (SQLAlchemy works out a statement's
+# cache key once per object).
+_QUEUE_SPECS = select(t.queues.c.spec).order_by(t.queues.c.name)
+_LIVE_EXECUTOR_COUNT = (
+    select(func.count())
+    .select_from(t.executors)
+    .where(t.executors.c.last_seen >= bindparam("cutoff"))
+)
+_LIVE_EXECUTORS = (
+    select(t.executors.c.id, t.executors.c.pool, t.executors.c.nodes, t.executors.c.capabilities)
+    .where(t.executors.c.last_seen >= bindparam("cutoff"))
+    .order_by(t.executors.c.id)
+)
+_TERMINATING = (
+    select(t.jobs.c.id, t.jobs.c.spec, t.runs.c.cluster_id, t.runs.c.node)
+    .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+    .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at > bindparam("now"))
+)
+_CORDONS = select(t.node_cordons.c.executor_id, t.node_cordons.c.node)
+
 # The columns of a job that a cycle reads, queued or running.
 _JOB_COLUMNS = (
     t.jobs.c.id,
@@ -160,12 +180,8 @@ class SchedulingReads:
         """How many executors synced within the timeout (a cheap check before a snapshot)."""
         cutoff = (now or self._tx.clock()) - timedelta(seconds=executor_timeout)
         with self._tx.read() as conn:
-            count: int = conn.execute(
-                select(func.count())
-                .select_from(t.executors)
-                .where(t.executors.c.last_seen >= cutoff)
-            ).scalar_one()
-        return count
+            [(count,)] = fetch(conn, _LIVE_EXECUTOR_COUNT, {"cutoff": cutoff})
+        return int(count)
 
     def scheduling_state(
         self, *, executor_timeout: float, now: datetime | None = None, held: HeldJobs | None = None
@@ -177,10 +193,7 @@ class SchedulingReads:
         if held is not None:
             held.move_on(self._tx)
         with self._tx.read(snapshot=True) as conn:
-            queues = [
-                submit_pb2.Queue.FromString(r.spec)
-                for r in conn.execute(select(t.queues.c.spec).order_by(t.queues.c.name))
-            ]
+            queues = [submit_pb2.Queue.FromString(r[0]) for r in fetch(conn, _QUEUE_SPECS)]
             executors, self._decoded = _live_executors(conn, cutoff, self._decoded)
             if held is None:
                 members: dict[str, GangKey] = {}  # pod groups' members: see _ended_members
@@ -206,20 +219,18 @@ def _live_executors(
     cordoned = _cordoned(conn)
     executors: list[ExecutorNodes] = []
     now_decoded: dict[str, tuple[bytes, list[executor_pb2.Node]]] = {}
-    for r in conn.execute(
-        select(t.executors).where(t.executors.c.last_seen >= cutoff).order_by(t.executors.c.id)
-    ):
-        before = decoded.get(r.id)
-        nodes = before[1] if before is not None and before[0] == r.nodes else decode_nodes(r.nodes)
-        now_decoded[r.id] = (r.nodes, nodes)
-        names = frozenset(cordoned.get(r.id, ()))
+    for executor, pool, stored, capabilities in fetch(conn, _LIVE_EXECUTORS, {"cutoff": cutoff}):
+        before = decoded.get(executor)
+        nodes = before[1] if before is not None and before[0] == stored else decode_nodes(stored)
+        now_decoded[executor] = (stored, nodes)
+        names = frozenset(cordoned.get(executor, ()))
         executors.append(
             ExecutorNodes(
-                r.id,
-                r.pool,
+                executor,
+                pool,
                 _with_cordons(nodes, names),
-                _unsupported(r.capabilities),
-                stored=r.nodes,
+                _unsupported(capabilities),
+                stored=stored,
                 cordoned=names,
             )
         )
@@ -367,12 +378,7 @@ def _terminating_runs(conn: Connection, now: datetime) -> list[TerminatingRun]:
     """Runs the server ended that may still hold their nodes."""
     new = object.__new__
     terminating = []
-    for job_id, spec, cluster, node in fetch(
-        conn,
-        select(t.jobs.c.id, t.jobs.c.spec, t.runs.c.cluster_id, t.runs.c.node)
-        .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
-        .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at > now),
-    ):
+    for job_id, spec, cluster, node in fetch(conn, _TERMINATING, {"now": now}):
         stopping = new(TerminatingRun)
         stopping.__dict__.update(id=job_id, raw=spec, node=f"{cluster}/{node}")
         terminating.append(stopping)
@@ -388,10 +394,7 @@ def _unsupported(capabilities: bytes | None) -> tuple[str, ...]:
 def _cordoned(conn: Connection) -> dict[str, set[str]]:
     """The cordoned nodes' names, by executor."""
     cordoned: dict[str, set[str]] = {}
-    rows: Iterable[tuple[str, str]] = conn.execute(
-        select(t.node_cordons.c.executor_id, t.node_cordons.c.node)
-    )
-    for executor_id, node in rows:
+    for executor_id, node in fetch(conn, _CORDONS):
         cordoned.setdefault(executor_id, set()).add(node)
     return cordoned
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from itertools import filterfalse
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, Update, bindparam, func, select, update
 
 from armada_core.gcpause import gc_paused
 from armada_core.jobs import Failure, Job, JobState, lifecycle, new_run_ids
@@ -202,17 +202,33 @@ def _update_leased(
     where it still has that version; raises Conflict if any has another by now."""
     expected = written = 0
     for (version, fields), job_ids in jobs.items():
-        values = {k: int(v) if isinstance(v, JobState) else v for k, v in fields}
+        stmt = _leased_update(tuple(k for k, _ in fields))
+        values = {f"new_{k}": int(v) if isinstance(v, JobState) else v for k, v in fields}
+        values.update(read_version=version, new_version=version + 1)
         for chunk in chunks(job_ids, 1000):
-            stmt = (
-                update(t.jobs)
-                .where(t.jobs.c.id.in_(chunk), t.jobs.c.version == version)
-                .values(version=version + 1, **values)
-            )
-            written += conn.execute(stmt).rowcount
+            written += conn.execute(stmt, {"ids": chunk, **values}).rowcount
             expected += len(chunk)
     if written != expected:
         raise Conflict(f"{expected - written} of {expected} jobs changed since they were read")
+
+
+# The fields a cycle's leases set -> the UPDATE of a chunk of jobs read at one version, built
+# once (SQLAlchemy works out a statement's cache key once per object).
+_LEASED_UPDATES: dict[tuple[str, ...], Update] = {}
+
+
+def _leased_update(names: tuple[str, ...]) -> Update:
+    stmt = _LEASED_UPDATES.get(names)
+    if stmt is None:
+        stmt = _LEASED_UPDATES[names] = (
+            update(t.jobs)
+            .where(
+                t.jobs.c.id.in_(bindparam("ids", expanding=True)),
+                t.jobs.c.version == bindparam("read_version"),
+            )
+            .values(version=bindparam("new_version"), **{n: bindparam(f"new_{n}") for n in names})
+        )
+    return stmt
 
 
 # A job's count of runs: the index of the run its lease starts.
@@ -225,14 +241,17 @@ _RUN_COUNT = (
 )
 
 
+_QUEUED_TO_LEASE = select(
+    t.jobs.c.id, t.jobs.c.version, t.jobs.c.queue, t.jobs.c.job_set, _RUN_COUNT
+).where(t.jobs.c.id.in_(bindparam("ids", expanding=True)), STATE_OF_JOBS_BY_ID == QUEUED)
+
+
 def _queued(conn: Connection, job_ids: Iterable[str]) -> dict[str, tuple[int, str, str, int]]:
     """Of `job_ids`, the jobs that are queued: the version, queue, job set and count of runs
     of each, which is all a lease needs of a job."""
     queued: dict[str, tuple[int, str, str, int]] = {}
     for chunk in chunks(list(job_ids), 2000):
-        stmt = select(t.jobs.c.id, t.jobs.c.version, t.jobs.c.queue, t.jobs.c.job_set, _RUN_COUNT)
-        where = (t.jobs.c.id.in_(chunk), STATE_OF_JOBS_BY_ID == QUEUED)
-        for r in fetch(conn, stmt.where(*where)):
+        for r in fetch(conn, _QUEUED_TO_LEASE, {"ids": chunk}):
             queued[r[0]] = (r[1], r[2], r[3], r[4])
     return queued
 

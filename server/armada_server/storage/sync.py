@@ -47,6 +47,15 @@ GRPC_DEFAULT_LIMIT = 4 * 1024 * 1024
 MAX_LEASE_BYTES = 16 * 1024 * 1024
 _LEASED = int(RunState.LEASED)
 # An executor's row renewed where its nodes are those stored (a sync's first statement).
+# Statements built once (SQLAlchemy works out a statement's cache key once per object).
+_RUNS_BY_ID = select(t.runs.c.id, t.runs.c.job_id, t.runs.c.cluster_id, t.runs.c.state).where(
+    t.runs.c.id.in_(bindparam("ids", expanding=True))
+)
+_LEASES_BY_RUN = (
+    select(t.runs.c.id, t.runs.c.job_id, t.runs.c.run_index, t.runs.c.node, t.jobs.c.spec)
+    .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
+    .where(t.runs.c.id.in_(bindparam("ids", expanding=True)), t.runs.c.state == _LEASED)
+)
 _RENEW_EXECUTOR = update(t.executors).where(
     t.executors.c.id == bindparam("_id"), t.executors.c.nodes == bindparam("_nodes")
 )
@@ -295,9 +304,8 @@ def _runs_of(conn: Connection, executor: str, run_ids: list[str]) -> dict[str, t
     """Run -> (its job, whether it is active on the executor) for those of `run_ids` the
     database has: what a sync checks before failing or stopping a run it did not read."""
     found: dict[str, tuple[str, bool]] = {}
-    r = t.runs.c
     for chunk in chunks(run_ids, 500):
-        rows = fetch(conn, select(r.id, r.job_id, r.cluster_id, r.state).where(r.id.in_(chunk)))
+        rows = fetch(conn, _RUNS_BY_ID, {"ids": chunk})
         for run_id, job_id, cluster, state in rows:
             found[run_id] = (job_id, cluster == executor and state in ACTIVE_RUN_STATES)
     return found
@@ -311,21 +319,7 @@ def _hand_out(
     size = 0
     unsendable: dict[str, str] = {}
     for chunk in chunks(new, 500):
-        rows = {
-            r[0]: r
-            for r in fetch(
-                conn,
-                select(
-                    t.runs.c.id,
-                    t.runs.c.job_id,
-                    t.runs.c.run_index,
-                    t.runs.c.node,
-                    t.jobs.c.spec,
-                )
-                .join(t.jobs, t.jobs.c.id == t.runs.c.job_id)
-                .where(t.runs.c.id.in_(chunk), t.runs.c.state == _LEASED),
-            )
-        }
+        rows = {r[0]: r for r in fetch(conn, _LEASES_BY_RUN, {"ids": chunk})}
         for run_id in chunk:
             if run_id not in rows:
                 continue  # no longer leased: the executor's next sync knows it
