@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import random
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -230,3 +232,24 @@ def check_capacity(snap: Snapshot, result: SchedulingResult) -> None:
 
 def tol(key: str, value: str = "", operator: str = "Equal", effect: str = "") -> Toleration:
     return Toleration(key, operator, value, effect)
+
+
+def read_on_threads(sets: list[list[Job]], read: Callable[[list[Job]], object]) -> None:
+    """`read` of random samples of each of `sets`, a thread per set at once: what a cycle
+    keeps for the next must never give one thread's cycle another's jobs."""
+    failures: list[BaseException] = []
+
+    def run(records: list[Job]) -> None:
+        rng = random.Random(len(records))
+        try:
+            for _ in range(100):
+                read(rng.sample(records, rng.randrange(1, len(records))))
+        except BaseException as e:  # reported by the main thread
+            failures.append(e)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in sets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[0]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
 from dataclasses import replace
 
 import numpy as np
@@ -17,7 +16,7 @@ from armada_core.scheduling.fast import fast_schedule, job_columns
 from armada_core.scheduling.model import Job
 from armada_core.scheduling.reference import reference_schedule
 
-from .helpers import PRIORITY_CLASSES, job, node
+from .helpers import PRIORITY_CLASSES, job, node, read_on_threads
 
 
 def _fresh(records: list[Job]) -> tuple[list[int], list[int], list[float], list[str]]:
@@ -132,24 +131,7 @@ def test_a_job_older_than_the_window_is_read_afresh(monkeypatch: pytest.MonkeyPa
 
 
 def test_cycles_on_several_threads_read_their_own_jobs() -> None:
-    sets = [[_job(1000 * t + i) for i in range(200)] for t in range(4)]
-    failures: list[BaseException] = []
-
-    def run(records: list[Job]) -> None:
-        rng = random.Random(len(records))
-        try:
-            for _ in range(100):
-                chosen = rng.sample(records, rng.randrange(1, len(records)))
-                _assert_read(chosen)
-        except BaseException as e:  # reported by the main thread
-            failures.append(e)
-
-    threads = [threading.Thread(target=run, args=(s,)) for s in sets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures[0]
+    read_on_threads([[_job(1000 * t + i) for i in range(200)] for t in range(4)], _assert_read)
 
 
 def test_cycles_decide_as_the_reference_as_jobs_change() -> None:

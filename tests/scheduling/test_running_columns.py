@@ -5,7 +5,6 @@ read whatever started, ended or moved, and cycles over running jobs decide as th
 from __future__ import annotations
 
 import random
-import threading
 from dataclasses import replace
 
 import numpy as np
@@ -17,7 +16,7 @@ from armada_core.scheduling.fast.state import NodeIndex
 from armada_core.scheduling.model import Job
 from armada_core.scheduling.reference import reference_schedule
 
-from .helpers import PRIORITY_CLASSES, job, node
+from .helpers import PRIORITY_CLASSES, job, node, read_on_threads
 
 
 def _index(names: list[str]) -> NodeIndex:
@@ -114,22 +113,7 @@ def test_a_job_older_than_the_window_is_read_afresh(monkeypatch: pytest.MonkeyPa
 def test_cycles_on_several_threads_read_their_own_jobs() -> None:
     index = _index(NODES)
     sets = [[_running(1000 * t + i, NODES[i % 3]) for i in range(200)] for t in range(4)]
-    failures: list[BaseException] = []
-
-    def run(records: list[Job]) -> None:
-        rng = random.Random(len(records))
-        try:
-            for _ in range(100):
-                _read(rng.sample(records, rng.randrange(1, len(records))), index)
-        except BaseException as e:  # reported by the main thread
-            failures.append(e)
-
-    threads = [threading.Thread(target=run, args=(s,)) for s in sets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures[0]
+    read_on_threads(sets, lambda records: _read(records, index))
 
 
 def test_cycles_decide_as_the_reference_as_jobs_start_end_and_move() -> None:
