@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, text
 
+from armada_server.config import ServerConfig
+from armada_server.simulation.ports import InProcess
 from armada_server.storage.base import Transactions
 from armada_server.storage.database import begin_write, open_database
 
@@ -77,3 +80,27 @@ def test_a_failed_writer_leaves_nothing_and_the_next_begins_afresh(engine: Engin
     with transactions.write() as (conn, _):
         assert conn.execute(text("SELECT count(*) FROM queues")).scalar_one() == 1
         assert not takes_the_write_lock(other_writer(engine))
+
+
+@pytest.mark.parametrize(("durable", "synchronous"), [(True, 1), (False, 0)])
+def test_only_a_database_that_outlives_its_process_waits_for_the_disk(
+    tmp_path: Path, durable: bool, synchronous: int
+) -> None:
+    """The server's database waits for the disk at checkpoints (NORMAL in WAL mode); the
+    what-if simulator's, thrown away with its run, never does (OFF)."""
+    engine = open_database(f"sqlite:///{tmp_path / 'armada.db'}", durable=durable)
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == synchronous
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    finally:
+        engine.dispose()
+
+
+def test_the_simulator_runs_on_a_database_that_is_not_durable(tmp_path: Path) -> None:
+    port = InProcess(ServerConfig(), tmp_path / "simulation.db", lambda: datetime.now(UTC))
+    try:
+        with port.storage.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 0
+    finally:
+        port.close()

@@ -205,10 +205,9 @@ class Driver:
         """One executor sync; whether anything was leased, stopped or ended."""
         updates, self.updates = self.updates, []
         request = self.request
-        del request.run_ids[:], request.updates[:]
-        request.run_ids.extend(self.backend.held())  # a set to the server: in any order
+        del request.updates[:]
         request.updates.extend(updates)
-        response = self.port.sync(request)
+        response = self.port.sync(request, self.backend.held())
         self._ended(updates)
         now = self.clock.elapsed
         for lease in response.leases:

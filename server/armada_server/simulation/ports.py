@@ -12,6 +12,7 @@ decisions.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
@@ -44,7 +45,11 @@ class Port(Protocol):
         """The job ids, one per item."""
         ...
 
-    def sync(self, request: executor_pb2.SyncRequest) -> executor_pb2.SyncResponse: ...
+    def sync(
+        self, request: executor_pb2.SyncRequest, held: AbstractSet[str]
+    ) -> executor_pb2.SyncResponse:
+        """One sync of `request`, whose executor holds the runs `held` (its `run_ids`)."""
+        ...
 
     def cycle(self) -> int:
         """One scheduling cycle at the clock's time; the leases it made."""
@@ -61,7 +66,9 @@ class InProcess:
     def __init__(self, config: ServerConfig, database: Path, clock: Callable[[], datetime]):
         self.config = config
         self.storage = Storage(
-            open_database(f"sqlite:///{database}"), clock=clock, retry_settings=config.retry
+            open_database(f"sqlite:///{database}", durable=False),
+            clock=clock,
+            retry_settings=config.retry,
         )
         storage = self.storage
         self.loop = SchedulingLoop.over(storage, config, clock=clock)
@@ -77,12 +84,15 @@ class InProcess:
             request.queue, request.job_set_id, items, owner=OWNER
         )
 
-    def sync(self, request: executor_pb2.SyncRequest) -> executor_pb2.SyncResponse:
+    def sync(
+        self, request: executor_pb2.SyncRequest, held: AbstractSet[str]
+    ) -> executor_pb2.SyncResponse:
         # The driver's nodes never change and come in the same container every sync (its
-        # one request): encode them once (ExecutorApi encodes them per sync).
+        # one request): encode them once (ExecutorApi encodes them per sync). The runs held
+        # go as the set they are, not through the message's thousands of strings.
         if self._nodes is None or self._nodes[0] is not request.nodes:
             self._nodes = (request.nodes, encode_request_nodes(request))
-        response = self.storage.executors.executor_sync(request, nodes=self._nodes[1])
+        response = self.storage.executors.executor_sync(request, nodes=self._nodes[1], held=held)
         response.lease_timeout_seconds = self.config.lease_timeout
         return response
 
@@ -118,7 +128,11 @@ class OverGrpc:
         response = self.submit_stub.SubmitJobs(request, metadata=self.metadata)
         return [i.job_id for i in response.job_response_items]
 
-    def sync(self, request: executor_pb2.SyncRequest) -> executor_pb2.SyncResponse:
+    def sync(
+        self, request: executor_pb2.SyncRequest, held: AbstractSet[str]
+    ) -> executor_pb2.SyncResponse:
+        del request.run_ids[:]
+        request.run_ids.extend(held)  # a set to the server: in any order
         response: executor_pb2.SyncResponse = self.executor.Sync(request, metadata=self.metadata)
         return response
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -225,7 +226,7 @@ class Leases:
         with self._tx.write() as (conn, touched):
             return self.fail_alone(conn, touched, failures, subcategory, still, now)
 
-    def release(self, conn: Connection, executor: str, held: set[str]) -> None:
+    def release(self, conn: Connection, executor: str, held: AbstractSet[str]) -> None:
         """Runs the server stopped keep their node's capacity until their executor no
         longer holds them (it has seen them end); from then on the node is free."""
         releasing = fetch(conn, _RELEASING, {"executor": executor})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 
 from sqlalchemy import Connection, bindparam, select, update
@@ -91,17 +92,21 @@ class ExecutorSync:
         *,
         now: datetime | None = None,
         nodes: bytes | None = None,
+        held: AbstractSet[str] | None = None,
     ) -> executor_pb2.SyncResponse:
         """Record the executor's nodes and run updates, renew its leases, hand out work.
-        `nodes` is `encode_request_nodes(request)` when the caller has it already.
+        `nodes` is `encode_request_nodes(request)` and `held` is `set(request.run_ids)` when
+        the caller has them already (an executor in the same process: the runs it holds are
+        its largest part, read from the message every sync).
 
         No report can stop an executor's syncs: when the database refuses a sync's
         transaction (a value it cannot store), its reports are applied one per transaction,
         and a job whose report still cannot be stored is failed with a reason saying why."""
         now = now or self._tx.clock()
         nodes = encode_request_nodes(request) if nodes is None else nodes
+        held = set(request.run_ids) if held is None else held
         try:
-            return self._sync(request, request.updates, nodes, now)
+            return self._sync(request, request.updates, nodes, held, now)
         except (InvalidArgument, DBAPIError) as e:
             if not request.updates:
                 raise
@@ -114,10 +119,10 @@ class ExecutorSync:
             )
         for u in request.updates:
             try:
-                self._sync(request, [u], nodes, now, hand_out=False)
+                self._sync(request, [u], nodes, held, now, hand_out=False)
             except (InvalidArgument, DBAPIError) as e:
                 self._refuse_report(request.executor_id, u, e, now)
-        return self._sync(request, [], nodes, now)
+        return self._sync(request, [], nodes, held, now)
 
     @retried
     def _sync(
@@ -125,6 +130,7 @@ class ExecutorSync:
         request: executor_pb2.SyncRequest,
         updates: Sequence[executor_pb2.RunUpdate],
         nodes: bytes,
+        held: AbstractSet[str],
         now: datetime,
         *,
         hand_out: bool = True,
@@ -139,7 +145,6 @@ class ExecutorSync:
             self._tx.save_many(
                 conn, touched, changes + restarts, events + more, confirmed=confirmed
             )
-            held = set(request.run_ids)
             self._leases.release(conn, executor, held)
             if not hand_out:
                 return executor_pb2.SyncResponse()
@@ -263,7 +268,7 @@ class ExecutorSync:
         touched: set[JobSetKey],
         executor: str,
         active: ActiveRuns,
-        held: set[str],
+        held: AbstractSet[str],
         updated: set[str],
         budget: int,
         now: datetime,
@@ -281,7 +286,7 @@ class ExecutorSync:
         lost = [job for job, active_here in found.values() if active_here]
         new = [r for r in active.leased if r not in held]
         unsendable = _hand_out(conn, response, new, budget)
-        _stop_gone(conn, executor, response, sorted(held.difference(active.started, active.leased)))
+        _stop_gone(conn, executor, response, sorted(held - active.started - active.leased.keys()))
         if lost:
             self._leases.fail_lost(
                 conn, touched, lost, "the executor no longer has the pod", "pod_missing", now
