@@ -19,7 +19,7 @@ from armada_core.scheduling.reasons import QUEUE_CORDONED
 from armada_server.config import ServerConfig
 from armada_server.executors.backend import update
 from armada_server.scheduling.loop import SchedulingLoop
-from armada_server.scheduling.snapshot import Made, build_snapshot
+from armada_server.scheduling.snapshot import Made, RunningViews, build_snapshot
 from armada_server.storage import Storage, open_storage
 from armada_server.storage import schema as t
 from armada_server.storage.held_jobs import FULL_READ_EVERY, HeldJobs
@@ -93,6 +93,9 @@ def contents(state: SchedulingState) -> tuple[object, ...]:
     return (state.queued, state.running, state.succeeded, state.ended_roles)
 
 
+SUCCEEDED = executor_pb2.RunUpdate.Succeeded()
+
+
 def test_held_jobs_equal_a_full_read_after_every_change(
     replicas: tuple[Storage, Storage, Clock],
 ) -> None:
@@ -113,6 +116,8 @@ def test_held_jobs_equal_a_full_read_after_every_change(
     seen: set[str] = set()
     held_back = 0  # steps at which a retry's delay kept a held job from being due
     cache: dict[str, Made] = {}
+    running = RunningViews()  # kept by these reads; the loop's cycles read in between
+    patched = 0
     for step in range(80):
         clock.now += timedelta(seconds=rng.choice([1, 2, 5]))
         action = rng.random()
@@ -144,7 +149,9 @@ def test_held_jobs_equal_a_full_read_after_every_change(
             if kind != "running":
                 del runs[run_id]
         else:
-            sync()
+            # A run that ends just before the cycle: only the cycle's read finds it ended.
+            ending = leased[:1] if action > 0.9 else []
+            sync(*(update(r, runs.pop(r), at=clock.now, succeeded=SUCCEEDED) for r in ending))
             loop.cycle()
             sync()
         kept = first.scheduling_reads.scheduling_state(
@@ -153,14 +160,19 @@ def test_held_jobs_equal_a_full_read_after_every_change(
         full = first.scheduling_reads.scheduling_state(executor_timeout=86_400, now=clock.now)
         assert contents(kept) == contents(full), f"step {step}"
         assert all(j.retry_after > clock.now for j in held.delayed.values()), f"step {step}"
-        # The views made from what is held, reusing the last ones, are those made afresh.
+        # The views made from what is held, reusing the last ones, are those made afresh:
+        # also when the loop's cycle brought what is held up to date in between.
         classes = loop.config.priority_classes
-        views, _ = build_snapshot(kept, classes, clock.now, cache=cache, changed=held.changed)
+        patched += running.mark is not None and running.mark == held.since
+        views, _ = build_snapshot(
+            kept, classes, clock.now, cache=cache, changed=held.changed, running_cache=running
+        )
         assert views.jobs == build_snapshot(full, classes, clock.now)[0].jobs, f"step {step}"
         seen.update(j.id for j in kept.running)
         held_back += any(j.retry_after and j.retry_after > clock.now for j in held.queued.values())
     assert len(seen) > 10  # jobs were leased and run
     assert held_back > 0
+    assert patched > 20  # views of the running jobs were patched
     assert clock.now - T0 < FULL_READ_EVERY  # every read after the first read only changes
 
 

@@ -335,3 +335,78 @@ def test_views_of_jobs_sharing_a_spec_equal_views_made_each_on_its_own() -> None
     assert copied["t1"].submit_time == later.timestamp() and copied["t0"].priority == 2
     views = [*together.values(), *copied.values()]
     assert len({j.serial for j in views}) == len(views)
+
+
+def test_running_views_patched_by_what_changed_equal_views_built_afresh() -> None:
+    """The leader patches last cycle's views of the running jobs with the jobs that changed
+    (RunningViews): over cycles where jobs start, move, end and are renewed, where a node
+    vanishes and comes back and a job cannot be read, every cycle's snapshot is the one
+    built from nothing."""
+    import random
+
+    rng = random.Random(7)
+    queues = [submit_pb2.Queue(name="q", priority_factor=1)]
+    held: dict[str, RunningJob] = {}  # as HeldJobs holds them: in order of id
+    cache: dict[str, Made] = {}
+    kept = snapshot.RunningViews()
+    nodes_cache: NodeViews = {}
+    patched = 0
+
+    def row(job_id: str) -> RunningJob:
+        return RunningJob(
+            id=job_id,
+            queue="q",
+            priority=rng.randrange(3),
+            submitted_at=NOW,
+            raw=b"\xff" if int(job_id[1:]) % 37 == 0 else queued(job_id).raw,  # b"\xff": broken
+            node=f"e/n{rng.randrange(7)}",  # n6: a node no executor has
+            started_at=NOW if rng.random() < 0.5 else None,
+            excess_flow=rng.randrange(2),
+        )
+
+    failed: list[str] = []  # broken jobs the last cycle failed: they leave
+    for cycle in range(60):
+        changed, failed = failed, []
+        for job_id in changed:
+            del held[job_id]
+        if cycle:
+            ids = list(held)
+            for job_id in rng.sample(ids, min(len(ids), rng.randrange(4))):
+                del held[job_id]  # ended
+                changed.append(job_id)
+            for job_id in rng.sample(list(held), min(len(held), rng.randrange(4))):
+                held[job_id] = row(job_id)  # renewed: moved, started, charged again
+                changed.append(job_id)
+            changed += [f"queued{cycle}-{i}" for i in range(rng.randrange(3))]
+        for _ in range(rng.randrange(6) if cycle else 30):
+            job_id = f"j{rng.randrange(10_000):05d}"
+            if job_id not in held:
+                held[job_id] = row(job_id)
+                changed.append(job_id)
+        held = dict(sorted(held.items()))
+        names = [f"n{i}" for i in range(6) if not (cycle % 7 == 3 and i == 2)]
+        executors = [ExecutorNodes("e", "default", [node(n) for n in names])]
+        state = SchedulingState(
+            queues=queues, executors=executors, queued=[], running=list(held.values())
+        )
+        kept_before = kept.nodes is not None
+        marks = (cycle - 1 if cycle else None, cycle)  # HeldJobs' since and mark
+        incremental, _ = build_snapshot(
+            dataclasses.replace(state, running_by_id=held, held_marks=marks),
+            CLASSES,
+            NOW,
+            cache=cache,
+            changed=changed if cycle else None,
+            nodes_cache=nodes_cache,
+            running_cache=kept,
+            broken=(broken := {}),
+        )
+        patched += kept_before
+        failed = sorted(broken)
+        afresh_rows = [dataclasses.replace(j) for j in held.values()]
+        afresh, _ = build_snapshot(
+            dataclasses.replace(state, running=afresh_rows), CLASSES, NOW, broken=(whole := {})
+        )
+        assert incremental.jobs == afresh.jobs, cycle
+        assert broken.keys() <= whole.keys(), cycle  # a broken job is reported once at least
+    assert patched > 30  # most cycles patched what was kept

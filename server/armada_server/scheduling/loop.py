@@ -29,7 +29,13 @@ from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.preemption_kind import preemption_kind_of
-from armada_server.scheduling.snapshot import Made, NodeViews, Placement, build_snapshot
+from armada_server.scheduling.snapshot import (
+    Made,
+    NodeViews,
+    Placement,
+    RunningViews,
+    build_snapshot,
+)
 from armada_server.storage import Storage
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover
@@ -188,6 +194,7 @@ class SchedulingLoop:
         # The snapshot's converted jobs, reused by the next cycle.
         self._jobs: dict[str, Made] = {}
         self._nodes: NodeViews = {}
+        self._running = RunningViews()
         # The queued and running jobs the last cycle read, brought up to date each cycle
         # with those that changed (storage/held_jobs.py).
         self.held = HeldJobs()
@@ -205,6 +212,7 @@ class SchedulingLoop:
         if not leads:
             self.carried = None  # whoever leads meanwhile carries on: read it back later
             self._jobs.clear()  # and what this replica made of the jobs is let go
+            self._running.clear()
             self.held.forget()
             return None
         if self.carried is None:
@@ -287,6 +295,7 @@ class SchedulingLoop:
                 # Nothing to place, or nowhere to place it. The views kept no longer follow
                 # what is held (this read's changes are not applied to them): let them go.
                 self._jobs.clear()
+                self._running.clear()
                 return 0
             decisions = self._decide(config, state, carried, now)
         number = self.reports.next_cycle() if self.reports is not None else None
@@ -339,6 +348,7 @@ class SchedulingLoop:
             cache=self._jobs,
             changed=self.held.changed,
             nodes_cache=self._nodes,
+            running_cache=self._running,
             broken=broken,
             class_caps=settings.max_fraction_per_queue,
             usage=carried.usage if settings.usage_half_life is not None else None,

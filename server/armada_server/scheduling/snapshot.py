@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from itertools import compress, repeat
@@ -345,6 +347,24 @@ def _with_succeeded(
 Made = tuple[type, tuple[object, ...], s.Job, object]
 
 
+@dataclass
+class RunningViews:
+    """The last cycle's views of the running jobs on known nodes, in order of id, with their
+    ids, the nodes known then and the change number of the leader's held jobs they follow.
+    The next cycle, told which jobs changed since that number, patches them: the thousands
+    of unchanged running jobs of a busy cluster had been walked twice a cycle (the check of
+    their nodes, their views), about 12% of a what-if simulator's later steps."""
+
+    ids: list[str] = field(default_factory=list)
+    views: list[s.Job] = field(default_factory=list)
+    members: set[str] = field(default_factory=set)  # of `ids`
+    nodes: AbstractSet[str] | None = None
+    mark: int | None = None  # None: nothing kept
+
+    def clear(self) -> None:
+        self.ids, self.views, self.members, self.nodes, self.mark = [], [], set(), None, None
+
+
 class _Views:
     """The scheduler's view of each stored job, reusing the previous cycle's (`cache`).
 
@@ -359,11 +379,16 @@ class _Views:
     million unchanged jobs then cost a lookup each, not a million entries written again."""
 
     def __init__(
-        self, cache: dict[str, Made], broken: dict[str, str], changed: Collection[str] | None
+        self,
+        cache: dict[str, Made],
+        broken: dict[str, str],
+        changed: Collection[str] | None,
+        kept: RunningViews | None = None,
     ) -> None:
         self.cache = cache
         self.broken = broken
         self.changed = changed
+        self.kept = RunningViews() if kept is None else kept
         # The views made or renewed this cycle (all of them used, without `changed`).
         self.used: dict[str, Made] = {}
 
@@ -406,12 +431,27 @@ class _Views:
         pairs = [(j, v) for j, v in zip(jobs, views, strict=True) if v is not None]
         return [j for j, _ in pairs], [v for _, v in pairs]
 
-    def running_all(
-        self, jobs: Sequence[RunningJob], placements: Mapping[str, object]
-    ) -> list[s.Job]:
-        """The views of the running `jobs` on known nodes (`placements`) that have one. As in
-        queued_all, a job still the same row as last cycle holds its view, taken in C: a busy
-        cluster's running jobs were a part of every cycle."""
+    def running_all(self, state: SchedulingState, placements: Mapping[str, object]) -> list[s.Job]:
+        """The views of the running jobs (in order of id) on known nodes (`placements`) that
+        have one. Where the leader's held jobs say which changed since the views kept
+        (`RunningViews`) and the nodes are the same, those are patched; else, as in
+        queued_all, a job still the same row as last cycle holds its view, taken in C. The
+        list returned is kept for the next cycle: not to be changed."""
+        kept, marks, by_id = self.kept, state.held_marks, state.running_by_id
+        if (
+            self.changed is not None
+            and by_id is not None
+            and marks is not None
+            and marks[0] is not None
+            and kept.mark == marks[0]
+            and kept.nodes == placements.keys()
+        ):
+            kept.mark = None  # until patched whole
+            patched = self._patched(kept, placements, by_id)
+            kept.mark = marks[1] if kept.nodes is not None else None
+            return patched
+        kept.clear()
+        jobs = state.running
         if not set(map(attrgetter("node"), jobs)) <= placements.keys():
             jobs = [j for j in jobs if j.node in placements]
         views: list[s.Job | None] = list(map(attrgetter("view"), jobs))
@@ -421,9 +461,46 @@ class _Views:
             view = views[i] = self.running(j)
             if view is not None:
                 object.__setattr__(j, "view", view)  # a running job's view is its row's alone
-        if all(views[i] is not None for i in missing):
-            return cast(list[s.Job], views)
-        return [v for v in views if v is not None]
+        if any(views[i] is None for i in missing):
+            return [v for v in views if v is not None]  # a broken job: not kept
+        if by_id is None or marks is None:
+            return cast(list[s.Job], views)  # nothing will say what changed since
+        kept.views = cast(list[s.Job], views)
+        kept.ids = list(map(attrgetter("id"), jobs))
+        kept.members = set(kept.ids)
+        kept.nodes = set(placements)
+        kept.mark = marks[1]
+        return kept.views
+
+    def _patched(
+        self, kept: RunningViews, placements: Mapping[str, object], by_id: Mapping[str, RunningJob]
+    ) -> list[s.Job]:
+        """`kept` with the changed jobs' views renewed, dropped or added in place."""
+        assert self.changed is not None
+        ids, views, members = kept.ids, kept.views, kept.members
+        for job_id in self.changed:
+            j = by_id.get(job_id)
+            if j is not None and j.node not in placements:
+                j = None
+            if j is None and job_id not in members:
+                continue  # most changed jobs are queued ones
+            at = bisect_left(ids, job_id)
+            view = None if j is None else j.view or self.running(j)
+            if view is None:
+                if j is not None:  # a broken job: the next cycle reads every job again
+                    kept.nodes = None
+                if job_id in members:
+                    del ids[at], views[at]
+                    members.discard(job_id)
+                continue
+            object.__setattr__(j, "view", view)
+            if job_id in members:
+                views[at] = view
+            else:
+                ids.insert(at, job_id)
+                views.insert(at, view)
+                members.add(job_id)
+        return views
 
     def running(self, j: RunningJob) -> s.Job | None:
         made = self.cache.get(j.id)
@@ -629,7 +706,7 @@ def _jobs(
 ) -> list[s.Job]:
     """The running jobs on known nodes (each with what its run holds of its queue's
     excess-flow budget), then the queued ones (kept off executors that cannot honour them)."""
-    running = views.running_all(state.running, placements)
+    running = views.running_all(state, placements)
     sources, queued = views.queued_all(state.queued, _avoidable(nodes))
     return running + _honoured(sources, queued, _capability_kinds(state))
 
@@ -642,6 +719,7 @@ def build_snapshot(
     cache: dict[str, Made] | None = None,
     changed: Collection[str] | None = None,
     nodes_cache: NodeViews | None = None,
+    running_cache: RunningViews | None = None,
     broken: dict[str, str] | None = None,
     class_caps: Mapping[str, Mapping[str, float]] | None = None,
     usage: Mapping[str, float] | None = None,
@@ -661,13 +739,16 @@ def build_snapshot(
 
     `cache` (kept by the caller between cycles) holds the scheduler's view of each job from
     the previous cycle, and `changed` the jobs whose rows changed since, if known (see
-    _Views); `nodes_cache` the views of its nodes.
+    _Views); `nodes_cache` the views of its nodes, `running_cache` those of its running jobs
+    (patched by `changed` where the state says since when: `state.held_marks`).
 
     A job whose conversion raises is left out (with the reason in `broken`): one bad spec
     must not stop scheduling for everyone. Nodes lose the capacity that terminating runs
     still hold (`state.terminating`)."""
     broken = {} if broken is None else broken
-    views = _Views({} if cache is None else cache, broken, changed if cache else None)
+    views = _Views(
+        {} if cache is None else cache, broken, changed if cache else None, running_cache
+    )
     nodes, placements = _nodes(state, broken, nodes_cache)
     jobs = _jobs(state, views, nodes, placements)
     views.keep()

@@ -41,6 +41,9 @@ class HeldJobs:
     """What the last read found, by job id, and where the next read starts (`mark`)."""
 
     mark: int | None = None  # None: read everything next
+    # Where the last read started (None: it read everything): it read what changed from
+    # `since` to `mark`, the jobs `changed`.
+    since: int | None = None
     full_read_at: datetime | None = None
     queued: dict[str, QueuedJob] = field(default_factory=dict)  # retry delays included
     running: dict[str, RunningJob] = field(default_factory=dict)
@@ -57,7 +60,7 @@ class HeldJobs:
 
     def forget(self) -> None:
         """Let go of everything (another replica leads): the next read reads everything."""
-        self.mark = None
+        self.mark = self.since = None
         self.changed = None
         self.settled = None
         self.queued.clear()
@@ -102,6 +105,7 @@ class HeldJobs:
 
     def _refresh(self, conn: Connection, now: datetime) -> None:
         mark = changes.mark(conn)
+        self.since = None
         if self.reads_everything(now):
             self.forget()
             self.full_read_at = now
@@ -122,6 +126,7 @@ class HeldJobs:
             running = running_jobs(conn, self.members, where=where)
             self.queued = _renewed(self.queued, queued, changed)
             self.running = _renewed(self.running, running, changed)
+            self.since = self.mark
         self.delayed.update((j.id, j) for j in queued if j.retry_after is not None)
         self.mark = mark
 

@@ -128,6 +128,12 @@ class SchedulingState:
     #: The roles and minimums of those groups' members that ended (whatever the end): a role
     #: whose members have all ended keeps its minimum (`Job.gang_roles`).
     ended_roles: dict[GangKey, dict[str, int]] = field(default_factory=dict)
+    #: `running` by id, when the leader holds its jobs between cycles (HeldJobs): the jobs
+    #: that changed are looked up there, not found by walking `running`. Read-only.
+    running_by_id: Mapping[str, RunningJob] | None = None
+    #: Where the leader's held jobs read the jobs that changed from and to (HeldJobs.since,
+    #: None when it read every job, and .mark).
+    held_marks: tuple[int | None, int] | None = None
 
 
 # What every cycle reads besides its jobs, built once (SQLAlchemy works out a statement's
@@ -202,12 +208,23 @@ class SchedulingReads:
                 running = running_jobs(conn, members)
                 running.sort(key=_BY_ID)
                 groups = set(members.values())
+                by_id, marks = None, None
             else:
                 queued, running, groups = held.refresh(conn, now)
+                assert held.mark is not None
+                by_id, marks = held.running, (held.since, held.mark)
             terminating = _terminating_runs(conn, now)
             succeeded, ended_roles = _ended_members(conn, groups)
         return SchedulingState(
-            queues, executors, queued, running, terminating, succeeded, ended_roles
+            queues,
+            executors,
+            queued,
+            running,
+            terminating,
+            succeeded,
+            ended_roles,
+            by_id,
+            marks,
         )
 
 
