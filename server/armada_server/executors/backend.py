@@ -13,6 +13,7 @@ Every operation is on the event loop; a backend reports its runs' progress throu
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -73,8 +74,9 @@ class Backend(Protocol):
 
     def nodes(self) -> Sequence[executor_pb2.Node]: ...
 
-    def held(self) -> set[str]:
-        """Runs started and not yet ended."""
+    def held(self) -> AbstractSet[str]:
+        """Runs started and not yet ended (the caller neither keeps nor changes it: a
+        backend may hand out the set it keeps)."""
         ...
 
     def start(self, lease: executor_pb2.Lease, report: Report) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -92,6 +93,9 @@ class SimulatedBackend:
         self._later = later
         self._runs: dict[str, tuple[executor_pb2.Lease, Report, Timer]] = {}
         self._waiting: dict[str, tuple[executor_pb2.Lease, Report]] = {}
+        # The runs of both, kept as they change: a simulated cluster's thousands of runs
+        # had been put together again at every sync.
+        self._held: set[str] = set()
         self._room = Room(self._nodes)
 
     def nodes(self) -> Sequence[executor_pb2.Node]:
@@ -105,8 +109,8 @@ class SimulatedBackend:
         """Nothing to adopt: its runs end with it."""
         return 0
 
-    def held(self) -> set[str]:
-        return self._runs.keys() | self._waiting.keys()
+    def held(self) -> AbstractSet[str]:
+        return self._held
 
     def start(self, lease: executor_pb2.Lease, report: Report) -> None:
         run = lease.run_id
@@ -126,6 +130,7 @@ class SimulatedBackend:
             self._begin(lease, duration, report)
 
         self._waiting[run] = (lease, report)
+        self._held.add(run)
         if not self._room.offer(run, lease.node, lease_requests(lease), go):
             report(self._news(lease, pending=executor_pb2.RunUpdate.Pending(kubernetes_id=run)))
 
@@ -150,6 +155,7 @@ class SimulatedBackend:
     def _end(self, run: str) -> None:
         """The run's time is up: it succeeds, or fails as its job says."""
         lease, report, _ = self._runs.pop(run)
+        self._held.discard(run)
         self._room.release(run)
         job = lease.job
         failure = job.annotations.get(FAILURE)
@@ -162,11 +168,13 @@ class SimulatedBackend:
     def stop(self, run_id: str, *, preempt: bool) -> None:
         if self._room.withdraw(run_id):
             lease, report = self._waiting.pop(run_id)
+            self._held.discard(run_id)
             report(self._news(lease, stopped=executor_pb2.RunUpdate.Stopped()))
             return
         running = self._runs.pop(run_id, None)
         if running is not None:
             lease, report, timer = running
+            self._held.discard(run_id)
             timer.cancel()
             report(self._news(lease, stopped=executor_pb2.RunUpdate.Stopped()))
             self._room.release(run_id)  # which may start a lease waiting for the room
@@ -189,3 +197,4 @@ class SimulatedBackend:
         for _, _, timer in self._runs.values():
             timer.cancel()
         self._runs.clear()
+        self._held.clear()
