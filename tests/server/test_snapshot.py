@@ -11,6 +11,7 @@ import pytest
 from armada_core import scheduling as s
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.api.k8s import core_v1_pb2
+from armada_core.jobs import annotations as ann
 from armada_server.config import PriorityClassConfig
 from armada_server.scheduling import snapshot
 from armada_server.scheduling.snapshot import Made, NodeViews, build_snapshot
@@ -350,7 +351,25 @@ def test_running_views_patched_by_what_changed_equal_views_built_afresh() -> Non
     cache: dict[str, Made] = {}
     kept = snapshot.RunningViews()
     nodes_cache: NodeViews = {}
-    patched = 0
+    patched = grouped = 0
+
+    def spec(job_id: str) -> bytes:
+        """A job's spec, the same each time: some cannot be read, some are members of one
+        of a few pod groups (their roles, of the members in the snapshot, change)."""
+        number = int(job_id[1:])
+        if number % 37 == 0:
+            return b"\xff"
+        job = submit_pb2.Job.FromString(queued(job_id).raw)
+        if number % 5 == 0:
+            job.annotations.update(
+                {
+                    ann.GANG_ID: f"pg{number % 3}",
+                    ann.GANG_CARDINALITY: "4",
+                    ann.GANG_ROLE: f"role{number % 4}",
+                    ann.GANG_ROLE_MINIMUM: "1",
+                }
+            )
+        return job.SerializeToString()
 
     def row(job_id: str) -> RunningJob:
         return RunningJob(
@@ -358,7 +377,7 @@ def test_running_views_patched_by_what_changed_equal_views_built_afresh() -> Non
             queue="q",
             priority=rng.randrange(3),
             submitted_at=NOW,
-            raw=b"\xff" if int(job_id[1:]) % 37 == 0 else queued(job_id).raw,  # b"\xff": broken
+            raw=spec(job_id),
             node=f"e/n{rng.randrange(7)}",  # n6: a node no executor has
             started_at=NOW if rng.random() < 0.5 else None,
             excess_flow=rng.randrange(2),
@@ -408,5 +427,7 @@ def test_running_views_patched_by_what_changed_equal_views_built_afresh() -> Non
             dataclasses.replace(state, running=afresh_rows), CLASSES, NOW, broken=(whole := {})
         )
         assert incremental.jobs == afresh.jobs, cycle
+        grouped += sum(1 for j in incremental.jobs if len(j.gang_roles) > 1)
         assert broken.keys() <= whole.keys(), cycle  # a broken job is reported once at least
     assert patched > 30  # most cycles patched what was kept
+    assert grouped  # pod groups' members carried their groups' roles

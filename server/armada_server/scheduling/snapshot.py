@@ -299,11 +299,11 @@ def _members(jobs: list[s.Job]) -> list[int]:
 
 
 def _with_roles(
-    jobs: list[s.Job], ended: Mapping[tuple[str, str], Mapping[str, int]]
+    jobs: list[s.Job], ended: Mapping[tuple[str, str], Mapping[str, int]], members: list[int]
 ) -> list[s.Job]:
-    """Pod group members carry every role their group has (`Job.gang_roles`): those of its
-    members in the snapshot and of those that ended (`ended`, read from storage)."""
-    members = _members(jobs)
+    """Pod group members (at `members` among `jobs`) carry every role their group has
+    (`Job.gang_roles`): those of its members in the snapshot and of those that ended
+    (`ended`, read from storage)."""
     if not members:
         return jobs
     seen: dict[tuple[str, str | None], dict[str, int]] = {}
@@ -325,13 +325,13 @@ def _with_roles(
 
 
 def _with_succeeded(
-    jobs: list[s.Job], succeeded: Mapping[tuple[str, str], Mapping[str, int]]
+    jobs: list[s.Job], succeeded: Mapping[tuple[str, str], Mapping[str, int]], members: list[int]
 ) -> list[s.Job]:
     """Pod group members carry how many members of each role of their group succeeded
     (`Job.gang_succeeded`, read from storage): they keep their role's minimum, though the
     snapshot holds only queued and running jobs."""
     out = jobs
-    for i in _members(jobs):
+    for i in members:
         j = jobs[i]
         done = succeeded.get((j.queue, j.gang_id or ""))
         if done:
@@ -358,11 +358,17 @@ class RunningViews:
     ids: list[str] = field(default_factory=list)
     views: list[s.Job] = field(default_factory=list)
     members: set[str] = field(default_factory=set)  # of `ids`
+    in_groups: set[str] = field(default_factory=set)  # of `ids`: pod groups' members
     nodes: AbstractSet[str] | None = None
     mark: int | None = None  # None: nothing kept
 
     def clear(self) -> None:
-        self.ids, self.views, self.members, self.nodes, self.mark = [], [], set(), None, None
+        self.ids, self.views, self.members, self.in_groups = [], [], set(), set()
+        self.nodes = self.mark = None
+
+    def places(self, ids: Collection[str]) -> list[int]:
+        """Where the jobs `ids` (of `members`) are, in order."""
+        return sorted(bisect_left(self.ids, job_id) for job_id in ids)
 
 
 class _Views:
@@ -431,12 +437,15 @@ class _Views:
         pairs = [(j, v) for j, v in zip(jobs, views, strict=True) if v is not None]
         return [j for j, _ in pairs], [v for _, v in pairs]
 
-    def running_all(self, state: SchedulingState, placements: Mapping[str, object]) -> list[s.Job]:
+    def running_all(
+        self, state: SchedulingState, placements: Mapping[str, object]
+    ) -> tuple[list[s.Job], list[int]]:
         """The views of the running jobs (in order of id) on known nodes (`placements`) that
-        have one. Where the leader's held jobs say which changed since the views kept
-        (`RunningViews`) and the nodes are the same, those are patched; else, as in
-        queued_all, a job still the same row as last cycle holds its view, taken in C. The
-        list returned is kept for the next cycle: not to be changed."""
+        have one, and where the pod groups' members are among them. Where the leader's held
+        jobs say which changed since the views kept (`RunningViews`) and the nodes are the
+        same, those are patched; else, as in queued_all, a job still the same row as last
+        cycle holds its view, taken in C. The list returned is kept for the next cycle: not
+        to be changed."""
         kept, marks, by_id = self.kept, state.held_marks, state.running_by_id
         if (
             self.changed is not None
@@ -449,7 +458,7 @@ class _Views:
             kept.mark = None  # until patched whole
             patched = self._patched(kept, placements, by_id)
             kept.mark = marks[1] if kept.nodes is not None else None
-            return patched
+            return patched, kept.places(kept.in_groups)
         kept.clear()
         jobs = state.running
         if not set(map(attrgetter("node"), jobs)) <= placements.keys():
@@ -462,22 +471,26 @@ class _Views:
             if view is not None:
                 object.__setattr__(j, "view", view)  # a running job's view is its row's alone
         if any(views[i] is None for i in missing):
-            return [v for v in views if v is not None]  # a broken job: not kept
+            made = [v for v in views if v is not None]  # a broken job: not kept
+            return made, _members(made)
+        made = cast(list[s.Job], views)
+        in_groups = _members(made)
         if by_id is None or marks is None:
-            return cast(list[s.Job], views)  # nothing will say what changed since
-        kept.views = cast(list[s.Job], views)
+            return made, in_groups  # nothing will say what changed since
+        kept.views = made
         kept.ids = list(map(attrgetter("id"), jobs))
         kept.members = set(kept.ids)
+        kept.in_groups = {kept.ids[i] for i in in_groups}
         kept.nodes = set(placements)
         kept.mark = marks[1]
-        return kept.views
+        return made, in_groups
 
     def _patched(
         self, kept: RunningViews, placements: Mapping[str, object], by_id: Mapping[str, RunningJob]
     ) -> list[s.Job]:
         """`kept` with the changed jobs' views renewed, dropped or added in place."""
         assert self.changed is not None
-        ids, views, members = kept.ids, kept.views, kept.members
+        ids, views, members, in_groups = kept.ids, kept.views, kept.members, kept.in_groups
         for job_id in self.changed:
             j = by_id.get(job_id)
             if j is not None and j.node not in placements:
@@ -492,8 +505,13 @@ class _Views:
                 if job_id in members:
                     del ids[at], views[at]
                     members.discard(job_id)
+                    in_groups.discard(job_id)
                 continue
             object.__setattr__(j, "view", view)
+            if view.gang_role is not None and view.gang_id is not None:  # as _members finds
+                in_groups.add(job_id)
+            else:
+                in_groups.discard(job_id)
             if job_id in members:
                 views[at] = view
             else:
@@ -703,12 +721,15 @@ def _jobs(
     views: _Views,
     nodes: Sequence[s.Node],
     placements: Mapping[str, Placement],
-) -> list[s.Job]:
+) -> tuple[list[s.Job], list[int]]:
     """The running jobs on known nodes (each with what its run holds of its queue's
-    excess-flow budget), then the queued ones (kept off executors that cannot honour them)."""
-    running = views.running_all(state, placements)
+    excess-flow budget), then the queued ones (kept off executors that cannot honour them);
+    and where the pod groups' members are among them."""
+    running, members = views.running_all(state, placements)
     sources, queued = views.queued_all(state.queued, _avoidable(nodes))
-    return running + _honoured(sources, queued, _capability_kinds(state))
+    queued = _honoured(sources, queued, _capability_kinds(state))
+    members += [len(running) + i for i in _members(queued)]
+    return running + queued, members
 
 
 def build_snapshot(
@@ -750,11 +771,11 @@ def build_snapshot(
         {} if cache is None else cache, broken, changed if cache else None, running_cache
     )
     nodes, placements = _nodes(state, broken, nodes_cache)
-    jobs = _jobs(state, views, nodes, placements)
+    jobs, members = _jobs(state, views, nodes, placements)
     views.keep()
-    jobs = _with_roles(jobs, state.ended_roles)
+    jobs = _with_roles(jobs, state.ended_roles, members)
     if state.succeeded:
-        jobs = _with_succeeded(jobs, state.succeeded)
+        jobs = _with_succeeded(jobs, state.succeeded, members)
     usage = usage or {}
     class_caps = class_caps or {}
     snapshot = s.Snapshot(
