@@ -374,14 +374,20 @@ def shape_of(shape_id: int) -> tuple[Any, ...]:
     return _SHAPES.keys[shape_id]
 
 
-#: A job's kind: (shape id, queue, running, in a gang).
-KindKey = tuple[int, str, bool, bool]
+#: A job's kind: (shape id, queue, running, in a gang, with a lifetime).
+KindKey = tuple[int, str, bool, bool, bool]
 
 
 def kind_key(job: Job) -> KindKey:
     """What a cycle groups every job by, beside its id, priority and times. No per-job value
-    (an id, a priority, a time) is part of it, so kinds stay few: shapes x queues x 4."""
-    return (job.shape_id, job.queue, job.node is not None, job.gang_id is not None)
+    (an id, a priority, a time) is part of it, so kinds stay few: shapes x queues x 8."""
+    return (
+        job.shape_id,
+        job.queue,
+        job.node is not None,
+        job.gang_id is not None,
+        job.lifetime is not None,
+    )
 
 
 _KINDS: _Interned[KindKey] = _Interned()

@@ -158,7 +158,8 @@ def test_interning_from_many_threads_gives_each_key_its_own_number() -> None:
 
 
 def test_job_kinds_are_interned() -> None:
-    """A kind is the shape, queue, and whether the job runs and is in a gang; nothing else."""
+    """A kind is the shape, queue, and whether the job runs, is in a gang and has a
+    lifetime; nothing else."""
     base = Job("a", "q", "low", Resources(cpu=1000), priority=1, submit_time=1.0)
     same = [
         Job("b", "q", "low", Resources(cpu=1000), priority=9, submit_time=5.0),
@@ -170,14 +171,17 @@ def test_job_kinds_are_interned() -> None:
         dataclasses.replace(base, node="n1"),
         dataclasses.replace(base, gang_id="g", gang_cardinality=1),
         dataclasses.replace(base, node="n1", gang_id="g", gang_cardinality=1),
+        dataclasses.replace(base, lifetime=60.0),
     ]
     assert {j.kind_id for j in same} == {base.kind_id}
     kinds = [base.kind_id] + [j.kind_id for j in other]
     assert len(set(kinds)) == len(kinds)
-    assert kinds_of([base.kind_id, other[3].kind_id]) == [
-        (base.shape_id, "q", False, False),
-        (base.shape_id, "q", False, True),
+    assert kinds_of([base.kind_id, other[3].kind_id, other[5].kind_id]) == [
+        (base.shape_id, "q", False, False, False),
+        (base.shape_id, "q", False, True, False),
+        (base.shape_id, "q", False, False, True),
     ]
+    assert dataclasses.replace(base, lifetime=5.0).kind_id == other[5].kind_id
 
 
 def test_tolerations() -> None:

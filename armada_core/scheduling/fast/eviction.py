@@ -118,8 +118,9 @@ def _preemptible(state: CycleState) -> BoolArray:
     by_class = np.array([f.preemptible for f in state.shapes.facts], dtype=bool)
     preemptible[running] = by_class[jobs.shape[running]]
     now = state.snapshot.now
-    # Only jobs not preemptible by class can become so through their lifetime.
-    for i in running[~preemptible[running]].tolist():
+    # Only jobs not preemptible by class can become so through their lifetime: those with
+    # one (known by kind, where a busy cluster's thousands of running jobs were each read).
+    for i in running[~preemptible[running] & jobs.has_lifetime[running]].tolist():
         job = jobs.records[i]
         if (
             job.lifetime is not None

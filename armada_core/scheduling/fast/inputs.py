@@ -127,6 +127,7 @@ def _index_kinds(state: CycleState, kind_ids: IntArray) -> None:
     jobs.queue = np.array([where.get(k[1], -1) for k in kinds], dtype=np.int64)[kind]
     jobs.is_running = np.array([k[2] for k in kinds], dtype=bool)[kind]
     jobs.in_gang = np.array([k[3] for k in kinds], dtype=bool)[kind]
+    jobs.has_lifetime = np.array([k[4] for k in kinds], dtype=bool)[kind]
     keys = [shape_of(s) for s in shape_uniq.tolist()]
     state.dims = dims = _resource_dims(state.snapshot, keys)
     facts = []

@@ -160,6 +160,9 @@ class Jobs:
     #: gangs are grouped from these.
     gang_ids: dict[int, str] = field(init=False)
     in_gang: BoolArray = field(init=False)
+    #: Whether the job has a lifetime (``Job.lifetime``): only those of a class that is
+    #: not preemptible need their start time looked at for eviction.
+    has_lifetime: BoolArray = field(init=False)
     #: Queue index, -1 when the queue is unknown.
     queue: IntArray = field(init=False)
     #: Whether the job names a node: evicted single jobs are batched on it.
