@@ -7,6 +7,7 @@ transcription of the seed's pseudocode that the fast one is tested against.
 from .fast import fast_schedule
 from .model import (
     Job,
+    KnownSerials,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -29,6 +30,7 @@ schedule = fast_schedule
 
 __all__ = [
     "Job",
+    "KnownSerials",
     "Node",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",

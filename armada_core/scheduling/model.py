@@ -547,6 +547,17 @@ class SchedulingConfig:
     )
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class KnownSerials:
+    """Each of `jobs`' ``Job.serial``, from a caller that keeps them between cycles (a busy
+    cluster's running jobs are mostly the last cycle's, and reading each one's serial was
+    the one walk a cycle made over every job). Read for that very tuple only: a snapshot
+    made with other jobs reads its own."""
+
+    jobs: tuple[Job, ...]
+    serials: Any  # a numpy array of int64, one per job
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     queues: tuple[Queue, ...]
@@ -563,6 +574,8 @@ class Snapshot:
     rate_tokens: float | None = None
     #: Tokens in each queue's bucket at ``now``; a queue absent has a full bucket.
     queue_rate_tokens: Mapping[str, float] = field(default_factory=dict)
+    #: The jobs' serials, when the caller has them (``KnownSerials``).
+    serials: KnownSerials | None = field(default=None, compare=False, repr=False)
 
 
 class Reasons(Mapping[str, str]):

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from armada_core.scheduling import Queue, SchedulingConfig, Snapshot
+from armada_core.scheduling import KnownSerials, Queue, SchedulingConfig, Snapshot
 from armada_core.scheduling.fast import fast_schedule, job_columns
 from armada_core.scheduling.model import Job
 from armada_core.scheduling.reference import reference_schedule
@@ -160,3 +160,21 @@ def test_cycles_decide_as_the_reference_as_jobs_change() -> None:
         rng.shuffle(changed)
         jobs = changed
     assert np.unique([j.serial for j in jobs]).size == len(jobs)
+
+
+def test_serials_known_by_the_caller_are_read_only_for_their_very_jobs() -> None:
+    """A caller that keeps its jobs' serials hands them over (``KnownSerials``); they are
+    taken for that tuple of jobs only: the same jobs in another tuple are read afresh."""
+    records = tuple(_job(i) for i in range(6))
+    serials = np.array([j.serial for j in records], dtype=np.int64)
+    taken = job_columns.read_columns(records, KnownSerials(records, serials))
+    assert taken.serial.tolist() == serials.tolist()
+    # Serials that are not these jobs' (a caller's mistake, or a snapshot remade with other
+    # jobs): another tuple, or another length, is read from the jobs themselves.
+    wrong = KnownSerials(records, serials[::-1].copy())
+    for other in (tuple(list(records)), records[:-1]):
+        got = job_columns.read_columns(other, wrong).serial.tolist()
+        assert got == [j.serial for j in other]
+    short = KnownSerials(records, serials[:-1])
+    assert job_columns.read_columns(records, short).serial.tolist() == serials.tolist()
+    _assert_read(list(records))

@@ -19,7 +19,8 @@ from armada_core.scheduling.reasons import QUEUE_CORDONED
 from armada_server.config import ServerConfig
 from armada_server.executors.backend import update
 from armada_server.scheduling.loop import SchedulingLoop
-from armada_server.scheduling.snapshot import Made, RunningViews, build_snapshot
+from armada_server.scheduling.running_views import RunningViews
+from armada_server.scheduling.snapshot import Made, build_snapshot
 from armada_server.storage import Storage, open_storage
 from armada_server.storage import schema as t
 from armada_server.storage.held_jobs import FULL_READ_EVERY, HeldJobs
@@ -168,6 +169,8 @@ def test_held_jobs_equal_a_full_read_after_every_change(
             kept, classes, clock.now, cache=cache, changed=held.changed, running_cache=running
         )
         assert views.jobs == build_snapshot(full, classes, clock.now)[0].jobs, f"step {step}"
+        assert views.serials is not None and views.serials.jobs is views.jobs
+        assert views.serials.serials.tolist() == [j.serial for j in views.jobs], f"step {step}"
         seen.update(j.id for j in kept.running)
         held_back += any(j.retry_after and j.retry_after > clock.now for j in held.queued.values())
     assert len(seen) > 10  # jobs were leased and run

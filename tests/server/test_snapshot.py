@@ -14,6 +14,7 @@ from armada_core.api.k8s import core_v1_pb2
 from armada_core.jobs import annotations as ann
 from armada_server.config import PriorityClassConfig
 from armada_server.scheduling import snapshot
+from armada_server.scheduling.running_views import RunningViews
 from armada_server.scheduling.snapshot import Made, NodeViews, build_snapshot
 from armada_server.storage import Storage
 from armada_server.storage.database import open_database
@@ -349,7 +350,7 @@ def test_running_views_patched_by_what_changed_equal_views_built_afresh() -> Non
     queues = [submit_pb2.Queue(name="q", priority_factor=1)]
     held: dict[str, RunningJob] = {}  # as HeldJobs holds them: in order of id
     cache: dict[str, Made] = {}
-    kept = snapshot.RunningViews()
+    kept = RunningViews()
     nodes_cache: NodeViews = {}
     patched = grouped = 0
 
@@ -427,6 +428,8 @@ def test_running_views_patched_by_what_changed_equal_views_built_afresh() -> Non
             dataclasses.replace(state, running=afresh_rows), CLASSES, NOW, broken=(whole := {})
         )
         assert incremental.jobs == afresh.jobs, cycle
+        assert incremental.serials is not None and incremental.serials.jobs is incremental.jobs
+        assert incremental.serials.serials.tolist() == [j.serial for j in incremental.jobs]
         grouped += sum(1 for j in incremental.jobs if len(j.gang_roles) > 1)
         assert broken.keys() <= whole.keys(), cycle  # a broken job is reported once at least
     assert patched > 30  # most cycles patched what was kept

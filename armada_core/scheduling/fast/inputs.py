@@ -44,7 +44,7 @@ def index_inputs(state: CycleState) -> None:
     state.queues = Queues(sorted(by_name), by_name)
     state.class_names = sorted(state.classes)
     state.class_caps = any(pc.max_fraction_per_queue for pc in state.classes.values())
-    columns = read_columns(state.jobs.records)
+    columns = read_columns(state.jobs.records, snapshot.serials)
     state.jobs.priority, state.jobs.submit = columns.priority, columns.submit
     state.jobs.ids, state.jobs.id_array = columns.id_list, columns.ids
     state.jobs.id_breaks = columns.id_breaks

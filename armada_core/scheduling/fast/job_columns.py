@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..model import Job
+from ..model import Job, KnownSerials
 from .free_space import FloatArray, IntArray
 from .state import gather
 
@@ -91,11 +91,15 @@ class _Kept:
 _kept: _Kept | None = None
 
 
-def read_columns(records: Sequence[Job]) -> JobColumns:
-    """The columns of `records`, from the last cycle's where the job is one it read."""
+def read_columns(records: Sequence[Job], known: KnownSerials | None = None) -> JobColumns:
+    """The columns of `records`, from the last cycle's where the job is one it read; their
+    serials from `known` when it is theirs."""
     global _kept
     n = len(records)
-    serial = np.fromiter(map(attrgetter("serial"), records), dtype=np.int64, count=n)
+    if known is not None and known.jobs is records and len(known.serials) == n:
+        serial = np.asarray(known.serials, dtype=np.int64)
+    else:
+        serial = np.fromiter(map(attrgetter("serial"), records), dtype=np.int64, count=n)
     kept = _kept
     rows = kept.rows.rows(serial) if kept is not None and n else None
     if rows is None or not (hit := rows >= 0).any():

@@ -29,13 +29,8 @@ from armada_server.scheduling.carryover import Carryover
 from armada_server.scheduling.isolation import schedule_isolating
 from armada_server.scheduling.leader import Leadership
 from armada_server.scheduling.preemption_kind import preemption_kind_of
-from armada_server.scheduling.snapshot import (
-    Made,
-    NodeViews,
-    Placement,
-    RunningViews,
-    build_snapshot,
-)
+from armada_server.scheduling.running_views import RunningViews
+from armada_server.scheduling.snapshot import Made, NodeViews, Placement, build_snapshot
 from armada_server.storage import Storage
 from armada_server.storage.base import utcnow
 from armada_server.storage.carryover import SchedulerCarryover

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from bisect import bisect_left
 from collections.abc import Callable, Collection, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from itertools import compress, repeat
 from operator import attrgetter
 from typing import Any, cast
+
+import numpy as np
+from numpy.typing import NDArray
 
 from armada_core import scheduling as s
 from armada_core.api import executor_pb2, submit_pb2
@@ -21,6 +22,7 @@ from armada_core.jobs.gangs import GangSpec, gang_of
 from armada_core.scheduling.model import intern_kind, intern_shape, kind_key, next_serial, shape_key
 from armada_server.config import PriorityClassConfig
 from armada_server.executors.capabilities import unhonoured
+from armada_server.scheduling.running_views import RunningViews, serials_of
 from armada_server.storage.scheduling_reads import (
     ExecutorNodes,
     QueuedJob,
@@ -347,30 +349,6 @@ def _with_succeeded(
 Made = tuple[type, tuple[object, ...], s.Job, object]
 
 
-@dataclass
-class RunningViews:
-    """The last cycle's views of the running jobs on known nodes, in order of id, with their
-    ids, the nodes known then and the change number of the leader's held jobs they follow.
-    The next cycle, told which jobs changed since that number, patches them: the thousands
-    of unchanged running jobs of a busy cluster had been walked twice a cycle (the check of
-    their nodes, their views), about 12% of a what-if simulator's later steps."""
-
-    ids: list[str] = field(default_factory=list)
-    views: list[s.Job] = field(default_factory=list)
-    members: set[str] = field(default_factory=set)  # of `ids`
-    in_groups: set[str] = field(default_factory=set)  # of `ids`: pod groups' members
-    nodes: AbstractSet[str] | None = None
-    mark: int | None = None  # None: nothing kept
-
-    def clear(self) -> None:
-        self.ids, self.views, self.members, self.in_groups = [], [], set(), set()
-        self.nodes = self.mark = None
-
-    def places(self, ids: Collection[str]) -> list[int]:
-        """Where the jobs `ids` (of `members`) are, in order."""
-        return sorted(bisect_left(self.ids, job_id) for job_id in ids)
-
-
 class _Views:
     """The scheduler's view of each stored job, reusing the previous cycle's (`cache`).
 
@@ -439,26 +417,23 @@ class _Views:
 
     def running_all(
         self, state: SchedulingState, placements: Mapping[str, object]
-    ) -> tuple[list[s.Job], list[int]]:
+    ) -> tuple[list[s.Job], list[int], NDArray[np.int64]]:
         """The views of the running jobs (in order of id) on known nodes (`placements`) that
-        have one, and where the pod groups' members are among them. Where the leader's held
-        jobs say which changed since the views kept (`RunningViews`) and the nodes are the
-        same, those are patched; else, as in queued_all, a job still the same row as last
-        cycle holds its view, taken in C. The list returned is kept for the next cycle: not
-        to be changed."""
+        have one, where the pod groups' members are among them, and their serials. Where the
+        leader's held jobs say which changed since the views kept (`RunningViews`), those
+        are patched; else, as in queued_all, a job still the same row as last cycle holds
+        its view, taken in C. What is returned is kept for the next cycle: not to be
+        changed."""
         kept, marks, by_id = self.kept, state.held_marks, state.running_by_id
+        changed = self.changed
         if (
-            self.changed is not None
+            changed is not None
             and by_id is not None
             and marks is not None
-            and marks[0] is not None
-            and kept.mark == marks[0]
-            and kept.nodes == placements.keys()
+            and kept.follows(marks[0], placements)
         ):
-            kept.mark = None  # until patched whole
-            patched = self._patched(kept, placements, by_id)
-            kept.mark = marks[1] if kept.nodes is not None else None
-            return patched, kept.places(kept.in_groups)
+            kept.patch(changed, by_id, placements, self.running, marks[1])
+            return kept.views, kept.places(kept.in_groups), kept.serials
         kept.clear()
         jobs = state.running
         if not set(map(attrgetter("node"), jobs)) <= placements.keys():
@@ -470,55 +445,12 @@ class _Views:
             view = views[i] = self.running(j)
             if view is not None:
                 object.__setattr__(j, "view", view)  # a running job's view is its row's alone
-        if any(views[i] is None for i in missing):
-            made = [v for v in views if v is not None]  # a broken job: not kept
-            return made, _members(made)
-        made = cast(list[s.Job], views)
-        in_groups = _members(made)
-        if by_id is None or marks is None:
-            return made, in_groups  # nothing will say what changed since
-        kept.views = made
-        kept.ids = list(map(attrgetter("id"), jobs))
-        kept.members = set(kept.ids)
-        kept.in_groups = {kept.ids[i] for i in in_groups}
-        kept.nodes = set(placements)
-        kept.mark = marks[1]
-        return made, in_groups
-
-    def _patched(
-        self, kept: RunningViews, placements: Mapping[str, object], by_id: Mapping[str, RunningJob]
-    ) -> list[s.Job]:
-        """`kept` with the changed jobs' views renewed, dropped or added in place."""
-        assert self.changed is not None
-        ids, views, members, in_groups = kept.ids, kept.views, kept.members, kept.in_groups
-        for job_id in self.changed:
-            j = by_id.get(job_id)
-            if j is not None and j.node not in placements:
-                j = None
-            if j is None and job_id not in members:
-                continue  # most changed jobs are queued ones
-            at = bisect_left(ids, job_id)
-            view = None if j is None else j.view or self.running(j)
-            if view is None:
-                if j is not None:  # a broken job: the next cycle reads every job again
-                    kept.nodes = None
-                if job_id in members:
-                    del ids[at], views[at]
-                    members.discard(job_id)
-                    in_groups.discard(job_id)
-                continue
-            object.__setattr__(j, "view", view)
-            if view.gang_role is not None and view.gang_id is not None:  # as _members finds
-                in_groups.add(job_id)
-            else:
-                in_groups.discard(job_id)
-            if job_id in members:
-                views[at] = view
-            else:
-                ids.insert(at, job_id)
-                views.insert(at, view)
-                members.add(job_id)
-        return views
+        made = [v for v in views if v is not None]
+        in_groups, serials = _members(made), serials_of(made)
+        if len(made) == len(views) and by_id is not None and marks is not None:
+            ids = list(map(attrgetter("id"), jobs))
+            kept.keep(ids, made, serials, in_groups, placements.keys(), marks[1])
+        return made, in_groups, serials
 
     def running(self, j: RunningJob) -> s.Job | None:
         made = self.cache.get(j.id)
@@ -721,15 +653,15 @@ def _jobs(
     views: _Views,
     nodes: Sequence[s.Node],
     placements: Mapping[str, Placement],
-) -> tuple[list[s.Job], list[int]]:
+) -> tuple[list[s.Job], list[int], NDArray[np.int64]]:
     """The running jobs on known nodes (each with what its run holds of its queue's
     excess-flow budget), then the queued ones (kept off executors that cannot honour them);
-    and where the pod groups' members are among them."""
-    running, members = views.running_all(state, placements)
+    where the pod groups' members are among them; and their serials."""
+    running, members, serials = views.running_all(state, placements)
     sources, queued = views.queued_all(state.queued, _avoidable(nodes))
     queued = _honoured(sources, queued, _capability_kinds(state))
     members += [len(running) + i for i in _members(queued)]
-    return running + queued, members
+    return running + queued, members, np.concatenate((serials, serials_of(queued)))
 
 
 def build_snapshot(
@@ -771,11 +703,14 @@ def build_snapshot(
         {} if cache is None else cache, broken, changed if cache else None, running_cache
     )
     nodes, placements = _nodes(state, broken, nodes_cache)
-    jobs, members = _jobs(state, views, nodes, placements)
+    jobs, members, serials = _jobs(state, views, nodes, placements)
     views.keep()
     jobs = _with_roles(jobs, state.ended_roles, members)
     if state.succeeded:
         jobs = _with_succeeded(jobs, state.succeeded, members)
+    if members:  # made again with their groups' roles: new serials
+        serials[members] = [jobs[i].serial for i in members]
+    records = tuple(jobs)
     usage = usage or {}
     class_caps = class_caps or {}
     snapshot = s.Snapshot(
@@ -790,9 +725,10 @@ def build_snapshot(
             for p in classes
         ),
         nodes=tuple(nodes),
-        jobs=tuple(jobs),
+        jobs=records,
         config=config or s.SchedulingConfig(),
         now=now.timestamp(),
         usage_elapsed=usage_elapsed,
+        serials=s.KnownSerials(records, serials),
     )
     return snapshot, placements
