@@ -391,14 +391,15 @@ def test_running_views_patched_by_what_changed_equal_views_built_afresh() -> Non
             del held[job_id]
         if cycle:
             ids = list(held)
-            for job_id in rng.sample(ids, min(len(ids), rng.randrange(4))):
+            many = cycle % 20 == 10  # a cycle that changes more than a few in place
+            for job_id in rng.sample(ids, min(len(ids), 50 if many else rng.randrange(4))):
                 del held[job_id]  # ended
                 changed.append(job_id)
             for job_id in rng.sample(list(held), min(len(held), rng.randrange(4))):
                 held[job_id] = row(job_id)  # renewed: moved, started, charged again
                 changed.append(job_id)
             changed += [f"queued{cycle}-{i}" for i in range(rng.randrange(3))]
-        for _ in range(rng.randrange(6) if cycle else 30):
+        for _ in range(30 if not cycle else 150 if many else rng.randrange(6)):
             job_id = f"j{rng.randrange(10_000):05d}"
             if job_id not in held:
                 held[job_id] = row(job_id)
