@@ -10,10 +10,12 @@ are kept with the number they follow, and patched only from it.
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from operator import attrgetter
 from typing import TypeVar
 
@@ -31,7 +33,19 @@ def serials_of(views: list[s.Job]) -> NDArray[np.int64]:
 
 
 def in_pod_group(view: s.Job) -> bool:
+    """Whether the job is a pod group's member (it names its role in a gang)."""
     return view.gang_role is not None and view.gang_id is not None
+
+
+def pod_group_members(views: list[s.Job]) -> list[int]:
+    """Positions of the pod group members (`in_pod_group`) among `views`, found in C (a
+    backlog's million jobs are seldom members)."""
+    roles = map(attrgetter("gang_role"), views)
+    return [
+        i
+        for i in compress(range(len(views)), map(operator.is_not, roles, repeat(None)))
+        if views[i].gang_id is not None
+    ]
 
 
 @dataclass

@@ -22,7 +22,7 @@ from armada_core.jobs.gangs import GangSpec, gang_of
 from armada_core.scheduling.model import intern_kind, intern_shape, kind_key, next_serial, shape_key
 from armada_server.config import PriorityClassConfig
 from armada_server.executors.capabilities import unhonoured
-from armada_server.scheduling.running_views import RunningViews, serials_of
+from armada_server.scheduling.running_views import RunningViews, pod_group_members, serials_of
 from armada_server.storage.scheduling_reads import (
     ExecutorNodes,
     QueuedJob,
@@ -289,17 +289,6 @@ def _held(terminating: Sequence[TerminatingRun], broken: dict[str, str]) -> dict
     return held
 
 
-def _members(jobs: list[s.Job]) -> list[int]:
-    """Positions of the pod group members among `jobs`, found in C (a backlog's million
-    jobs are seldom members)."""
-    roles = map(attrgetter("gang_role"), jobs)
-    return [
-        i
-        for i in compress(range(len(jobs)), map(operator.is_not, roles, repeat(None)))
-        if jobs[i].gang_id is not None
-    ]
-
-
 def _with_roles(
     jobs: list[s.Job], ended: Mapping[tuple[str, str], Mapping[str, int]], members: list[int]
 ) -> list[s.Job]:
@@ -446,7 +435,7 @@ class _Views:
             if view is not None:
                 object.__setattr__(j, "view", view)  # a running job's view is its row's alone
         made = [v for v in views if v is not None]
-        in_groups, serials = _members(made), serials_of(made)
+        in_groups, serials = pod_group_members(made), serials_of(made)
         if len(made) == len(views) and by_id is not None and marks is not None:
             ids = list(map(attrgetter("id"), jobs))
             kept.keep(ids, made, serials, in_groups, placements.keys(), marks[1])
@@ -660,7 +649,7 @@ def _jobs(
     running, members, serials = views.running_all(state, placements)
     sources, queued = views.queued_all(state.queued, _avoidable(nodes))
     queued = _honoured(sources, queued, _capability_kinds(state))
-    members += [len(running) + i for i in _members(queued)]
+    members += [len(running) + i for i in pod_group_members(queued)]
     return running + queued, members, np.concatenate((serials, serials_of(queued)))
 
 
