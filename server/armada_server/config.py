@@ -20,7 +20,7 @@ from armada_core.scheduling.model import SchedulingConfig, parse_quantity
 from armada_core.scheduling.topology import HOSTNAME
 from armada_server.auth import AuthConfig
 from armada_server.executors.kinds import EXECUTOR_KINDS, NO_EXECUTOR
-from armada_server.storage.retention import retention_seconds
+from armada_server.retention_period import retention_seconds
 
 EXECUTORS = (*EXECUTOR_KINDS, NO_EXECUTOR)
 

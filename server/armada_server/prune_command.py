@@ -18,10 +18,11 @@ from datetime import timedelta
 from pathlib import Path
 
 from armada_server.config import ConfigError, ServerConfig, build
+from armada_server.retention_period import retention_seconds
 from armada_server.storage import open_storage
 from armada_server.storage.base import utcnow
 from armada_server.storage.database import default_database_url
-from armada_server.storage.retention import Pruned, retention_seconds
+from armada_server.storage.retention import Pruned
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,8 @@ from concurrent.futures import Executor
 from datetime import datetime, timedelta
 
 from armada_server.config import ServerConfig
-from armada_server.storage.retention import Pruned, Retention, retention_seconds
+from armada_server.retention_period import retention_seconds
+from armada_server.storage.retention import Pruned, Retention
 
 log = logging.getLogger("armada_server")
 

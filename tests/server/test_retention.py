@@ -28,12 +28,12 @@ from armada_server.app import EmbeddedServer
 from armada_server.cli import main
 from armada_server.config import ConfigError, ServerConfig, build
 from armada_server.pruning import Pruner
+from armada_server.retention_period import retention_seconds
 from armada_server.scheduling.loop import _seen
 from armada_server.storage import Storage
 from armada_server.storage import schema as t
 from armada_server.storage.base import utcnow
 from armada_server.storage.database import open_database
-from armada_server.storage.retention import retention_seconds
 
 from ..jobs.factories import T0, item
 from .conftest import Stubs

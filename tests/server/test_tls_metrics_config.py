@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -358,3 +360,17 @@ def test_bad_node_lists_in_the_config_file(tmp_path: Path, text: str, message: s
     with pytest.raises(ConfigError) as raised:
         build(path)
     assert message in str(raised.value)
+
+
+def test_the_executor_loads_no_storage() -> None:
+    """An executor process reads a configuration and talks gRPC: loading the server's storage
+    (SQLAlchemy, migrations) would only slow every executor's start."""
+    code = (
+        "import sys, armada_server.executor_cli\n"
+        "print(sorted(m for m in sys.modules"
+        " if m.startswith(('armada_server.storage', 'sqlalchemy', 'alembic'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
