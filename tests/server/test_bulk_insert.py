@@ -6,13 +6,14 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import FEW_ROWS, insert_rows
 from armada_server.storage.database import open_database
 from armada_server.storage.guard import transient
+from armada_server.storage.sqlite_statements import sqlite_portions
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
@@ -157,3 +158,45 @@ def test_a_deadlocked_insert_raises_the_error_transactions_are_retried_on(
         first.close()
         second.close()
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("rows", "width", "limit", "counts"),
+    [
+        (0, 20, 32766, []),
+        (1, 20, 32766, [1]),
+        (1000, 20, 32766, [128] * 7 + [64, 32, 8]),
+        (1000, 30, 999, [32] * 31 + [8]),
+        (7, 400, 999, [2, 2, 2, 1]),
+        (3, 2000, 999, [1, 1, 1]),  # wider than the limit: a row at a time
+    ],
+)
+def test_sqlite_rows_go_in_portions_of_few_shapes(
+    rows: int, width: int, limit: int, counts: list[int]
+) -> None:
+    portions = list(sqlite_portions(rows, width, limit))
+    assert [count for _, count in portions] == counts
+    assert [start for start, _ in portions] == [sum(counts[:i]) for i in range(len(counts))]
+    assert all(count * width <= limit or count == 1 for count in counts)
+
+
+def test_many_rows_go_to_sqlite_in_few_statements(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The driver lets go of the interpreter around each statement's step, each row of an
+    executemany, and waits for it back behind any busy thread: 1,000 rows go in by a few
+    statements, each as SQLAlchemy's INSERT would store its rows."""
+    engine = open_database(f"sqlite:///{tmp_path / 'bulk.db'}")
+    rows = [job_row(f"j{n:04d}", priority=float(n), avoid_node=f"n{n % 7}") for n in range(1000)]
+    with engine.begin() as conn:
+        run: list[str] = []
+        driver = conn.connection.dbapi_connection
+        driver.set_trace_callback(run.append)  # type: ignore[union-attr]
+        insert_rows(conn, t.jobs, rows)
+        driver.set_trace_callback(None)  # type: ignore[union-attr]
+        inserts = [sql for sql in run if sql.startswith('INSERT INTO "jobs"')]
+        assert 1 <= len(inserts) <= 10, len(inserts)
+        conn.execute(insert(t.jobs), [job_row("a0001", priority=1.0, avoid_node="n1")])
+        assert stored(conn, "j0001") == stored(conn, "a0001")
+        assert conn.execute(select(func.count()).select_from(t.jobs)).scalar() == 1001
+        got = conn.execute(select(t.jobs.c.id, t.jobs.c.priority).order_by(t.jobs.c.id)).all()
+        assert [(r.id, r.priority) for r in got[1:]] == [(f"j{n:04d}", n) for n in range(1000)]
+    engine.dispose()

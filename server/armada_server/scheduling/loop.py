@@ -282,19 +282,22 @@ class SchedulingLoop:
         if not self.reads.live_executors(executor_timeout=config.lease_timeout, now=now):
             return 0  # nowhere to place anything: do not load every queued job
         held = self.held
-        with gc_paused(), long_lived(held.reads_everything(now), held.count):
-            state = self.reads.scheduling_state(
-                executor_timeout=config.lease_timeout, now=now, held=self.held
-            )
-            if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
-                # Nothing to place, or nowhere to place it. The views kept no longer follow
-                # what is held (this read's changes are not applied to them): let them go.
-                self._jobs.clear()
-                self._running.clear()
-                return 0
-            decisions = self._decide(config, state, carried, now)
-        number = self.reports.next_cycle() if self.reports is not None else None
-        leased = self._write(state, decisions, now, number)
+        # The collector stays paused until the leases are written: resumed between deciding
+        # and writing, its deferred collection ran first, ahead of every lease.
+        with gc_paused():
+            with long_lived(held.reads_everything(now), held.count):
+                state = self.reads.scheduling_state(
+                    executor_timeout=config.lease_timeout, now=now, held=self.held
+                )
+                if not (state.queued or state.running) or not any(e.nodes for e in state.executors):
+                    # Nothing to place, or nowhere to place it. The views kept no longer
+                    # follow what is held (this read's changes are not applied to them).
+                    self._jobs.clear()
+                    self._running.clear()
+                    return 0
+                decisions = self._decide(config, state, carried, now)
+            number = self.reports.next_cycle() if self.reports is not None else None
+            leased = self._write(state, decisions, now, number)
         self.metrics.count_preemptions(preemption_kinds(decisions.snapshot, decisions.kinds))
         self._keep(carried)
         self.cycles += 1

@@ -38,6 +38,8 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.schema import ColumnElementColumnDefault, ScalarElementColumnDefault
 
+from armada_server.storage.sqlite_statements import sqlite_inserts, sqlite_updates
+
 # What `fetch` reads: a select, or an insert RETURNING what it wrote (or SQL as text).
 Rows = Select[*tuple[Any, ...]] | ReturningInsert[*tuple[Any, ...]] | TextClause
 
@@ -142,15 +144,9 @@ def insert_new(conn: Connection, rows: NewRows) -> None:
     if conn.dialect.name == "postgresql":
         _copy(conn, rows.table, names, values)
         return
-    sql = _INSERT_SQL.get((rows.table.name, names))
-    if sql is None:
-        columns = ", ".join(f'"{n}"' for n in names)
-        marks = ", ".join("?" * len(names))
-        sql = _INSERT_SQL[(rows.table.name, names)] = (
-            f'INSERT INTO "{rows.table.name}" ({columns}) VALUES ({marks})'
-        )
-    with _on_driver(conn, sql) as cursor:
-        cursor.executemany(sql, values)
+    for sql, params in sqlite_inserts(conn, rows.table.name, names, values):
+        with _on_driver(conn, sql) as cursor:
+            cursor.execute(sql, params)
 
 
 def insert_numbered(conn: Connection, batches: Sequence[tuple[NewRows, int]]) -> None:
@@ -174,9 +170,6 @@ def insert_numbered(conn: Connection, batches: Sequence[tuple[NewRows, int]]) ->
     ]
     insert_new(conn, joined)
 
-
-# (table, its columns in order) -> the INSERT of them with positional parameters (SQLite).
-_INSERT_SQL: dict[tuple[str, tuple[str, ...]], str] = {}
 
 # Rows up to this many go in by one INSERT on PostgreSQL, more by COPY. A COPY is two round
 # trips, and the computed columns' values (`_defaults_of`) a third before it; an INSERT
@@ -479,6 +472,15 @@ def executemany(conn: Connection, stmt: Insert | Update, rows: Sequence[dict[str
         for n in dated:
             if r[n] is not None:
                 r[n] = sqlite_value(r[n])
+    if len(rows) > 1 and isinstance(stmt, Update):
+        statements = sqlite_updates(conn, stmt, keys, rows)
+        if statements is not None:
+            matched = 0
+            for sql, params in statements:
+                with _on_driver(conn, sql) as cursor:
+                    cursor.execute(sql, params)
+                    matched += int(cursor.rowcount)
+            return matched
     if len(names) == 1:
         params = [(r[names[0]],) for r in rows]
     else:

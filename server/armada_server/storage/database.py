@@ -46,7 +46,13 @@ def make_engine(url: str, *, durable: bool = True) -> Engine:
         path = sqlite_file(url)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # The driver keeps this many statements compiled per connection (128 by default): a
+        # server runs more distinct ones than that (a list of ids gives a statement per
+        # length), and recompiling a bulk INSERT of many rows cost it more than running it.
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30, "cached_statements": 1024},
+        )
 
         @event.listens_for(engine, "connect")
         def _connect(conn: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
