@@ -21,4 +21,4 @@ export UV_PYTHON_DOWNLOADS=never
 # tests start compiles its imports again wherever bytecode is not written (read-only trees,
 # PYTHONDONTWRITEBYTECODE), seconds per process for the orchestrators.
 .venv/bin/uv sync --locked --python .venv/bin/python --compile-bytecode "$@"
-.venv/bin/python -m compileall -q -j 0 armada_core server integrations >/dev/null
+.venv/bin/python -m compileall -q -j 0 armada_core server integrations
