@@ -177,7 +177,23 @@ def test_sqlite_rows_go_in_portions_of_few_shapes(
     portions = list(sqlite_portions(rows, width, limit))
     assert [count for _, count in portions] == counts
     assert [start for start, _ in portions] == [sum(counts[:i]) for i in range(len(counts))]
-    assert all(count * width <= limit or count == 1 for count in counts)
+
+
+@pytest.mark.parametrize(("width", "limit"), [(1, 999), (21, 999), (30, 32766), (1000, 999)])
+def test_sqlite_portions_cover_every_row_within_the_limit(width: int, limit: int) -> None:
+    """For every count of rows: each row once and in order, no statement over the limit
+    (but one row, which goes alone), powers of two only, so a table has few shapes."""
+    shapes: set[int] = set()
+    for rows in range(0, 1100):
+        covered = 0
+        for start, count in sqlite_portions(rows, width, limit):
+            assert start == covered
+            assert count * width <= limit or count == 1
+            assert count & (count - 1) == 0
+            covered += count
+            shapes.add(count)
+        assert covered == rows
+    assert len(shapes) <= 8
 
 
 def test_many_rows_go_to_sqlite_in_few_statements(tmp_path) -> None:  # type: ignore[no-untyped-def]
