@@ -4,13 +4,16 @@ NUMBERED_AT_ONCE sets, their rows written in one)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import insert, select
 
 from armada_core.api import event_pb2, submit_pb2
 from armada_core.jobs.lifecycle import EventMessage, timestamp
 from armada_server.storage import base, open_storage
+from armada_server.storage import schema as t
+from armada_server.storage.bulk import NewRows
 
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -52,3 +55,63 @@ def test_a_transaction_numbers_each_of_many_sets_from_its_last(
             assert storage.events.last_seq("q", job_set) == len(appended[job_set])
     finally:
         storage.engine.dispose()
+
+
+def test_appended_events_are_stored_as_sqlalchemy_stores_them(database_url: str) -> None:
+    """The rows `append` makes (one pass, as the driver takes them) equal SQLAlchemy's own
+    INSERT of each event's job set, number, job, time and bytes; events of one time and of
+    many, in sets of one event and of many."""
+    storage = open_storage(database_url)
+    try:
+        storage.queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        tx = storage.transactions
+        events = [queued(f"j{n}", f"set-{n % 3}") for n in range(7)]
+        for n, event in enumerate(events[4:]):  # times of their own, to the microsecond
+            event.queued.created.CopyFrom(timestamp(NOW + timedelta(seconds=n, microseconds=7)))
+        events.append(queued("alone", "set-alone"))
+        with tx.write() as (conn, touched):
+            tx.append(conn, touched, events)
+        numbers: dict[str, int] = {}
+        expected = []
+        for e in events:
+            body = e.queued
+            numbers[body.job_set_id] = numbers.get(body.job_set_id, 0) + 1
+            expected.append(
+                {
+                    "queue": "mirror",
+                    "job_set": body.job_set_id,
+                    "seq": numbers[body.job_set_id],
+                    "job_id": body.job_id,
+                    "created_at": body.created.ToDatetime(tzinfo=UTC),
+                    "payload": e.SerializeToString(),
+                }
+            )
+        with storage.engine.begin() as conn:
+            conn.execute(insert(t.events), expected)
+            rows = {}
+            for r in conn.execute(select(t.events).order_by(t.events.c.job_set, t.events.c.seq)):
+                row = r._asdict()
+                rows.setdefault(row.pop("queue"), []).append(row)
+        assert rows["q"] == rows["mirror"]
+        assert len(rows["q"]) == len(events)
+    finally:
+        storage.engine.dispose()
+
+
+def test_an_event_without_a_body_is_refused_before_anything_is_written(
+    database_url: str,
+) -> None:
+    storage = open_storage(database_url)
+    try:
+        storage.queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+        tx = storage.transactions
+        with pytest.raises(ValueError, match="without a body"), tx.write() as (conn, touched):
+            tx.append(conn, touched, [queued("a", "s"), EventMessage()])
+        assert storage.events.last_seq("q", "s") is None
+    finally:
+        storage.engine.dispose()
+
+
+def test_rows_made_for_other_columns_are_refused() -> None:
+    with pytest.raises(ValueError, match="events: rows of"):
+        NewRows.of_values(t.events, ("queue", "job_set", "created_at", "job_id", "payload"), [])

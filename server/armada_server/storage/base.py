@@ -17,12 +17,11 @@ running and succeeded (`lifecycle.report_live`, live_reports.py).
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy import Connection, Engine, Table, bindparam, insert, update
@@ -41,6 +40,7 @@ from armada_server.storage.bulk import (
     fetch_sql,
     insert_numbered,
     placeholder,
+    sqlite_value,
 )
 from armada_server.storage.database import begin_write
 from armada_server.storage.guard import Conflict
@@ -66,24 +66,6 @@ def utcnow() -> datetime:
 def clean_reason(text: str) -> str:
     """A failure reason as it is stored: clean text, bounded."""
     return clean_text(text, MAX_FAILURE_TEXT)
-
-
-class _EventBody(Protocol):
-    """What every kind of event says about where it belongs."""
-
-    queue: str
-    job_set_id: str
-    job_id: str
-    created: Timestamp
-
-
-def event_body(event: EventMessage) -> _EventBody:
-    """The event's one body (submitted, leased, failed, ...)."""
-    kind = event.WhichOneof("events")
-    if kind is None:
-        raise ValueError("an event without a body")
-    body: _EventBody = getattr(event, kind)
-    return body
 
 
 # Job sets whose message numbers one statement takes: four parameters each, well within
@@ -260,42 +242,43 @@ class NewEvents:
 
     __slots__ = ("key", "rows")
 
-    def __init__(self, dialect: str, key: JobSetKey, events: Sequence[EventMessage]) -> None:
+    def __init__(self, key: JobSetKey, rows: NewRows) -> None:
         self.key = key
-        self.rows = NewRows(dialect, t.events, _event_rows(key, events), numbered="seq")
+        self.rows = rows
+
+
+# The events table's columns as `new_events` fills them (the numbers come in `append_new`).
+_EVENT_COLUMNS = ("queue", "job_set", "job_id", "created_at", "payload")
 
 
 def new_events(dialect: str, events: Sequence[EventMessage]) -> list[NewEvents]:
-    """The events by job set, in order within each."""
-    by_set: dict[JobSetKey, list[EventMessage]] = defaultdict(list)
+    """The events by job set, in order within each, as the driver takes their rows. One pass
+    over the events, each body found once: a cycle, a sync or a submission makes them by the
+    tens of thousands, and the rows cost more to make than to write."""
+    by_set: dict[JobSetKey, list[tuple[Any, ...]]] = {}
+    times: dict[tuple[int, int], Any] = {}  # events share their times: converted once each
+    sqlite = dialect == "sqlite"
     for e in events:
-        body = event_body(e)
-        by_set[(body.queue, body.job_set_id)].append(e)
-    return [NewEvents(dialect, key, batch) for key, batch in by_set.items()]
-
-
-def _event_rows(key: JobSetKey, batch: Sequence[EventMessage]) -> list[dict[str, Any]]:
-    """The events table's rows of a job set's batch, but for their numbers."""
-    queue, job_set = key
-    rows = []
-    times: dict[tuple[int, int], datetime] = {}  # events of a batch share their times
-    for e in batch:
-        body = event_body(e)
-        created = body.created
+        kind = e.WhichOneof("events")
+        if kind is None:
+            raise ValueError("an event without a body")
+        body = getattr(e, kind)
+        queue, job_set, created = body.queue, body.job_set_id, body.created
         stamp = (created.seconds, created.nanos)
         when = times.get(stamp)
         if when is None:
-            when = times[stamp] = from_timestamp(created)
-        rows.append(
-            {
-                "queue": queue,
-                "job_set": job_set,
-                "job_id": body.job_id,
-                "created_at": when,
-                "payload": e.SerializeToString(),
-            }
-        )
-    return rows
+            when = from_timestamp(created)
+            times[stamp] = when = sqlite_value(when) if sqlite else when
+        row = (queue, job_set, body.job_id, when, e.SerializeToString())
+        rows = by_set.get((queue, job_set))
+        if rows is None:
+            by_set[(queue, job_set)] = [row]
+        else:
+            rows.append(row)
+    return [
+        NewEvents(key, NewRows.of_values(t.events, _EVENT_COLUMNS, rows, numbered="seq"))
+        for key, rows in by_set.items()
+    ]
 
 
 # The statements save_many runs (module constants: bulk.executemany caches their compiled

@@ -114,6 +114,27 @@ class NewRows:
             made.append(values(full))
         self.table, self.names, self.numbered, self.values = table, names, numbered, made
 
+    @classmethod
+    def of_values(
+        cls,
+        table: Table,
+        names: tuple[str, ...],
+        values: list[tuple[Any, ...]],
+        *,
+        numbered: str | None = None,
+    ) -> NewRows:
+        """Rows made by their caller as the driver takes them: tuples of the columns `names`
+        (every column the table fills from Python but `numbered`, in the table's order),
+        times already as the dialect stores them. For the rows made by the hundred thousand
+        (events), where a mapping per row and its conversion cost more than the row."""
+        defaults, _ = _defaults_of(table)
+        expected = tuple(n for n in defaults if n != numbered)
+        if names != expected:
+            raise ValueError(f"{table.name}: rows of {names}, where it takes {expected}")
+        rows = cls.__new__(cls)
+        rows.table, rows.names, rows.numbered, rows.values = table, names, numbered, values
+        return rows
+
     def __len__(self) -> int:
         return len(self.values)
 
