@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from sqlalchemy import ColumnElement, Connection, Select, and_, bindparam, exists, select
 from sqlalchemy.orm import aliased
 
@@ -182,6 +183,24 @@ _LIVE = _live()
 _LIVE_NOT_IN_GANGS = _live(t.jobs.c.gang_id.is_(None))
 
 
+def _namespace_only() -> Any:
+    """A message of the stored job's namespace field alone: a stored spec parsed as it
+    skips every other field unread (the pod spec above all, most of a spec's bytes), where
+    parsing the whole job cost a live report more the larger its spec."""
+    field = submit_pb2.Job.DESCRIPTOR.fields_by_name["namespace"]
+    file = descriptor_pb2.FileDescriptorProto(name="job_namespace.proto", package="live")
+    file.message_type.add(name="JobNamespace").field.add(
+        name="namespace", number=field.number, type=field.type, label=1
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)  # type: ignore[no-untyped-call]  # the stubs leave the pool untyped
+    found = pool.FindMessageTypeByName("live.JobNamespace")  # type: ignore[no-untyped-call]  # as Add
+    return message_factory.GetMessageClass(found)
+
+
+_JobNamespace = _namespace_only()
+
+
 def _read(
     conn: Connection, executor: str, job_ids: Sequence[str], *, with_gangs: bool
 ) -> Mapping[str, tuple[LiveRun, int]]:
@@ -198,7 +217,7 @@ def _read(
                 job_id,
                 job_set,
                 queue,
-                submit_pb2.Job.FromString(spec).namespace,
+                _JobNamespace.FromString(spec).namespace,
                 _JOB_STATES[state],
                 run_id,
                 index,
