@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from armada_core.scheduling import (
     Job,
+    KnownSerials,
     Node,
     PriorityClass,
     Queue,
@@ -290,6 +291,14 @@ def apply(snap: Snapshot, result: SchedulingResult, now: float, rng, finish: flo
             j = replace(j, node=result.scheduled[j.id], start_time=now)
         out.append(j)
     return replace(snap, jobs=tuple(out), now=now + 10.0)
+
+
+def with_serials(snap: Snapshot) -> Snapshot:
+    """The snapshot with its jobs' serials, as the server hands them to every cycle (it keeps
+    them between cycles: server/armada_server/scheduling/snapshot.py), read here outside the
+    timed cycle."""
+    serials = np.fromiter((j.serial for j in snap.jobs), dtype=np.int64, count=len(snap.jobs))
+    return replace(snap, serials=KnownSerials(snap.jobs, serials))
 
 
 def _hops_label(snap: Snapshot, max_hops: int | None) -> str | None:
@@ -635,7 +644,7 @@ def mixed(quick: bool, plain: bool = False) -> dict:
 
     log(f"{name}: generating {jobs} jobs on {cpu_nodes + gpu_nodes} nodes")
     nodes, qs, job_list = mixed_world(cpu_nodes, gpu_nodes, queues, jobs, roles=not plain)
-    snap = Snapshot(qs, CLASSES, nodes, job_list, config())
+    snap = with_serials(Snapshot(qs, CLASSES, nodes, job_list, config()))
     rng = random.Random(11)
     cycle_out = []
     for cycle in range(cycles):
@@ -663,7 +672,7 @@ def mixed(quick: bool, plain: bool = False) -> dict:
         }
         log(f"{name} cycle {cycle}: {json.dumps(entry)}")
         cycle_out.append(entry)
-        snap = apply(snap, result, snap.now, rng, 0.05)
+        snap = with_serials(apply(snap, result, snap.now, rng, 0.05))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     # The reference on a scaled copy (nodes, jobs and queues scaled alike), checked against
     # the fast one; its growth is measured against a copy of half that size.
