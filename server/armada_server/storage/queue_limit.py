@@ -119,9 +119,10 @@ def refuse_over_limit(
     conn: Connection, queue: str, new: int, limit: int, before: tuple[int, int] | None
 ) -> tuple[int, int] | None:
     """Refuse the `new` jobs just written if they took the queue's waiting jobs (submitted or
-    queued, these included) over `limit`. The queue's row is locked first, as the
-    transaction's last lock: submissions to one queue wait for each other only from here to
-    their commit, and each counts the others' committed jobs.
+    queued, these included) over `limit`. On PostgreSQL the queue's row is locked first, as
+    the transaction's last lock: submissions to one queue wait for each other only from here
+    to their commit, and each counts the others' committed jobs. A writer on SQLite holds the
+    database's one write lock from its BEGIN, which orders them already.
 
     What was counted `before` the transaction (`counted_before`) plus the waiting jobs
     written since its mark (these new ones among them) is at least what waits now: while that
@@ -134,7 +135,8 @@ def refuse_over_limit(
     Returns what to keep (`keep`) once the transaction commits: at least the queue's waiting
     jobs, and the mark from which later writes are to be added to it; None when the
     backlog was counted here."""
-    fetch(conn, _LOCK_QUEUE, {"queue": queue})
+    if conn.dialect.name != "sqlite":  # SQLite's writer holds the one write lock already
+        fetch(conn, _LOCK_QUEUE, {"queue": queue})
     if before is not None:
         counted, mark = before
         since, now_mark = _waiting_since(conn, queue, mark)
