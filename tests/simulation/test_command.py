@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from armada_server.cli import main
+from armada_server.simulation.command import cores
 from armada_server.simulation.generators import generate
 from armada_server.simulation.workload import WorkloadError, parse_workload
 
@@ -116,6 +117,26 @@ def test_one_workload_under_two_configurations(tmp_path: Path) -> None:
     assert "plain.yaml" in html and "decayed.yaml" in html
 
 
+def test_a_comparison_equals_each_configuration_run_alone(tmp_path: Path) -> None:
+    """The two runs of --compare go side by side in processes of their own (on two cores or
+    more): each must come back whole, under its own label and in its place."""
+    assert cores() >= 2  # else this compares the one-after-another path only
+    (tmp_path / "w.yaml").write_text(SMALL)
+    (tmp_path / "plain.yaml").write_text("scheduling_period: 5\n")
+    (tmp_path / "slow.yaml").write_text("scheduling_period: 40\n")
+    workload = ["simulate", "--workload", str(tmp_path / "w.yaml")]
+
+    def figures(*args: str) -> list[tuple[str, object]]:
+        out = tmp_path / "out.json"
+        assert main([*workload, *args, "--json", str(out)]) == 0
+        return [(r["label"], r["figures"]) for r in json.loads(out.read_text())["runs"]]
+
+    plain, slow = str(tmp_path / "plain.yaml"), str(tmp_path / "slow.yaml")
+    side_by_side = figures("--config", plain, "--compare", slow)
+    assert side_by_side == figures("--config", plain) + figures("--config", slow)
+    assert side_by_side[0][1] != side_by_side[1][1]  # the two configurations differ
+
+
 def test_the_command_says_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "w.yaml").write_text("queues: [{name: a}]\njobs: [{queue: a}]\n")
     out = str(tmp_path / "o.json")
@@ -125,6 +146,13 @@ def test_the_command_says_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFi
     assert "give --json FILE, --html FILE or both" in capsys.readouterr().err
     assert main(["simulate", "--workload", "gen:steady,load=-1", "--json", out]) == 2
     assert "load must be positive" in capsys.readouterr().err
+    # Refused inside a comparison's runs, each in a process of its own, it is said the same.
+    (tmp_path / "bare.yaml").write_text("queues: [{name: a}]\njobs: [{queue: a, runtime: 1}]\n")
+    (tmp_path / "c.yaml").write_text("scheduling_period: 5\n")
+    bare, config = str(tmp_path / "bare.yaml"), str(tmp_path / "c.yaml")
+    compare = ["--config", config, "--compare", config, "--json", out]
+    assert main(["simulate", "--workload", bare, *compare]) == 2
+    assert "nodes: neither the workload nor the configuration gives any" in capsys.readouterr().err
 
 
 def test_a_long_run_reports_its_progress_every_simulated_hour(
