@@ -139,7 +139,7 @@ def sync_job_by_job(store: Storage, request: Request, now: datetime) -> executor
         held = set(request.run_ids)
         sync._leases.release(conn, executor, held)
         updated = {u.run_id for u in request.updates}
-        active = HeldRuns(None).read(conn, executor, now)  # read in full
+        active = HeldRuns(None).read(conn, executor)  # read in full
         budget = lease_budget(request.max_response_bytes)
         return sync._work_for(conn, touched, executor, active, held, updated, budget, now)
 

@@ -285,7 +285,7 @@ class SchedulingLoop:
         # The collector stays paused until the leases are written: resumed between deciding
         # and writing, its deferred collection ran first, ahead of every lease.
         with gc_paused():
-            with long_lived(held.reads_everything(now), held.count):
+            with long_lived(held.reads_everything(), held.count):
                 state = self.reads.scheduling_state(
                     executor_timeout=config.lease_timeout, now=now, held=self.held
                 )

@@ -12,18 +12,20 @@ read finds them.
 
 What is held is taken out for the length of a sync and put back only once the sync's
 transaction has committed: a sync that fails leaves nothing, and the executor's next sync at
-this replica reads everything, as does its first and one every `FULL_READ_EVERY`. What is
-held only finds candidates: the sync checks each lost run and each run to stop against the
-database before acting on it (storage/sync.py).
+this replica reads everything, as does its first and one every `FULL_READ_EVERY` of the
+process's own clock (a net under writes from outside, which come in real time whatever the
+server's clock says; see held_jobs.py). What is held only finds candidates: the sync checks
+each lost run and each run to stop against the database before acting on it
+(storage/sync.py).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Select, bindparam, select, text
@@ -34,7 +36,7 @@ from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_RUN_STATES
 from armada_server.storage.bulk import fetch
 
-FULL_READ_EVERY = timedelta(minutes=10)
+FULL_READ_EVERY = 600.0  # seconds of time.monotonic()
 _LEASED = int(RunState.LEASED)
 _STARTED = frozenset(ACTIVE_RUN_STATES) - {_LEASED}
 
@@ -69,7 +71,7 @@ class ActiveRuns:
 class _Held:
     runs: ActiveRuns
     mark: int  # where the next read of what changed starts
-    read_at: datetime  # when everything was last read
+    read_at: float  # when everything was last read, in time.monotonic()
 
 
 class HeldRuns:
@@ -80,19 +82,16 @@ class HeldRuns:
         self.held = held
         self.changed: int | None = None  # runs the last read found changed (None: all)
 
-    def read(self, conn: Connection, executor: str, now: datetime) -> ActiveRuns:
+    def read(self, conn: Connection, executor: str) -> ActiveRuns:
         changes.move_on(conn)  # this sync's later writes are read next time
         mark = changes.mark(conn)
         held = self.held
-        if (
-            held is None
-            or now - held.read_at >= FULL_READ_EVERY
-            or now < held.read_at  # a clock set back
-        ):
+        clock = time.monotonic()
+        if held is None or clock - held.read_at >= FULL_READ_EVERY:
             runs = ActiveRuns()
             rows = fetch(conn, active_runs_held_by(executor))
             runs.take(rows)
-            self.held, self.changed = _Held(runs, mark, now), None
+            self.held, self.changed = _Held(runs, mark, clock), None
             return runs
         rows = fetch(conn, _CHANGED_RUNS, {"mark": held.mark, "executor": executor})
         held.runs.take(rows)

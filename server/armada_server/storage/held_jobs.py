@@ -5,14 +5,17 @@ find the few thousand that changed. The leader instead keeps what its last read 
 reads only the jobs whose change number (storage/changes.py) says they changed since: a new
 job, a lease, a cancel, a report of an executor, whichever replica wrote it. It reads
 everything again when it comes to lead, after a read that failed, and every
-`FULL_READ_EVERY` as a net under writes made outside the server.
+`FULL_READ_EVERY` as a net under writes made outside the server. That net is timed on the
+process's own clock, not the server's: writes from outside come in real time, also when the
+what-if simulator runs the server's clock a hundred times faster.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TypeVar
 
 from sqlalchemy import Connection, bindparam, select
@@ -30,7 +33,7 @@ from armada_server.storage.scheduling_reads import (
     running_jobs,
 )
 
-FULL_READ_EVERY = timedelta(minutes=10)
+FULL_READ_EVERY = 600.0  # seconds of time.monotonic()
 
 #: Reason -> the ids of the queued jobs held with it (HeldJobs.settled).
 Settled = dict[str, set[str]]
@@ -44,7 +47,7 @@ class HeldJobs:
     # Where the last read started (None: it read everything): it read what changed from
     # `since` to `mark`, the jobs `changed`.
     since: int | None = None
-    full_read_at: datetime | None = None
+    full_read_at: float | None = None  # time.monotonic()
     queued: dict[str, QueuedJob] = field(default_factory=dict)  # retry delays included
     running: dict[str, RunningJob] = field(default_factory=dict)
     # Members of pod groups whose ended members a cycle reads (scheduling_reads).
@@ -75,7 +78,7 @@ class HeldJobs:
         the queued jobs due by `now` and the running ones, each sorted by id, and the pod
         groups whose ended members the cycle reads."""
         try:
-            self._refresh(conn, now)
+            self._refresh(conn)
         except BaseException:
             self.forget()  # half brought up to date: start again from nothing
             raise
@@ -94,21 +97,20 @@ class HeldJobs:
         """How many jobs are held."""
         return len(self.queued) + len(self.running)
 
-    def reads_everything(self, now: datetime) -> bool:
-        """Whether a read at `now` reads every job again."""
+    def reads_everything(self) -> bool:
+        """Whether the next read reads every job again."""
         return (
             self.mark is None
             or self.full_read_at is None
-            or now - self.full_read_at >= FULL_READ_EVERY
-            or now < self.full_read_at  # a clock set back
+            or time.monotonic() - self.full_read_at >= FULL_READ_EVERY
         )
 
-    def _refresh(self, conn: Connection, now: datetime) -> None:
+    def _refresh(self, conn: Connection) -> None:
         mark = changes.mark(conn)
         self.since = None
-        if self.reads_everything(now):
+        if self.reads_everything():
             self.forget()
-            self.full_read_at = now
+            self.full_read_at = time.monotonic()
             self.changed = None
             queued = queued_jobs(conn, self.members)
             running = running_jobs(conn, self.members)

@@ -148,7 +148,7 @@ class ExecutorSync:
             self._leases.release(conn, executor, held)
             if not hand_out:
                 return executor_pb2.SyncResponse()
-            active = runs.read(conn, executor, now)
+            active = runs.read(conn, executor)
             updated = {u.run_id for u in request.updates}
             budget = lease_budget(request.max_response_bytes)
             return self._work_for(conn, touched, executor, active, held, updated, budget, now)
