@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
@@ -113,7 +114,7 @@ class SimulatedBackend:
         return self._held
 
     def start(self, lease: executor_pb2.Lease, report: Report) -> None:
-        run = lease.run_id
+        run = sys.intern(lease.run_id)  # as storage keeps it (executor_runs.ActiveRuns)
         if run in self._runs or run in self._waiting:
             return
         duration = self._duration(lease.job)

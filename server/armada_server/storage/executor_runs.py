@@ -21,6 +21,7 @@ each lost run and each run to stop against the database before acting on it
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,8 +51,12 @@ class ActiveRuns:
     preempting: dict[str, str] = field(default_factory=dict)  # run -> job, to preempt
 
     def take(self, rows: Iterable[Sequence[Any]]) -> None:
-        """Rows of (run, job, state, preemption asked for), each the run as it now is."""
+        """Rows of (run, job, state, preemption asked for), each the run as it now is. Run
+        ids are kept interned: an executor in the process (the simulated one) holds the
+        same objects, and a sync's differences of thousands of runs then compare pointers
+        rather than strings spread over the heap."""
         for run_id, job_id, state, preempt in rows:
+            run_id = sys.intern(run_id)
             if state != _LEASED:
                 self.leased.pop(run_id, None)
             elif run_id not in self.leased:  # a lease keeps its place in line
