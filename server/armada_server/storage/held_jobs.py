@@ -7,7 +7,7 @@ job, a lease, a cancel, a report of an executor, whichever replica wrote it. It 
 everything again when it comes to lead, after a read that failed, and every
 `FULL_READ_EVERY` as a net under writes made outside the server. That net is timed on the
 process's own clock, not the server's: writes from outside come in real time, also when the
-what-if simulator runs the server's clock a hundred times faster.
+what-if simulator runs the server's clock hundreds of times faster.
 """
 
 from __future__ import annotations
