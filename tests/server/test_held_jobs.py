@@ -92,7 +92,7 @@ def pod(cpu: int, rng: random.Random) -> dict[str, object]:
 
 
 def contents(state: SchedulingState) -> tuple[object, ...]:
-    return (state.queued, state.running, state.succeeded, state.ended_roles)
+    return (state.queued, list(state.running), state.succeeded, state.ended_roles)
 
 
 SUCCEEDED = executor_pb2.RunUpdate.Succeeded()

@@ -424,7 +424,7 @@ class _Views:
             kept.patch(changed, by_id, placements, self.running, marks[1])
             return kept.views, kept.places(kept.in_groups), kept.serials
         kept.clear()
-        jobs = state.running
+        jobs = list(state.running)
         if not set(map(attrgetter("node"), jobs)) <= placements.keys():
             jobs = [j for j in jobs if j.node in placements]
         views: list[s.Job | None] = list(map(attrgetter("view"), jobs))

@@ -13,7 +13,7 @@ what-if simulator runs the server's clock hundreds of times faster.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
@@ -73,10 +73,12 @@ class HeldJobs:
 
     def refresh(
         self, conn: Connection, now: datetime
-    ) -> tuple[list[QueuedJob], list[RunningJob], set[GangKey]]:
+    ) -> tuple[list[QueuedJob], Collection[RunningJob], set[GangKey]]:
         """Bring what is held up to date in the read transaction `conn` (a snapshot); returns
         the queued jobs due by `now` and the running ones, each sorted by id, and the pod
-        groups whose ended members the cycle reads."""
+        groups whose ended members the cycle reads. The running jobs are a view of what is
+        held, not a copy (a cycle whose views are patched never walks them): valid until the
+        next refresh."""
         try:
             self._refresh(conn)
         except BaseException:
@@ -91,7 +93,7 @@ class HeldJobs:
             due = [j for j in queued if j.retry_after is None or j.retry_after <= now]
         else:
             due = list(queued)  # in C: a backlog's jobs are all due but for retries
-        return due, list(self.running.values()), set(self.members.values())
+        return due, self.running.values(), set(self.members.values())
 
     def count(self) -> int:
         """How many jobs are held."""

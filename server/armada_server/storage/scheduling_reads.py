@@ -120,7 +120,9 @@ class SchedulingState:
     queues: list[submit_pb2.Queue]
     executors: list[ExecutorNodes]
     queued: list[QueuedJob]
-    running: list[RunningJob]
+    #: In order of id. The leader's held jobs hand over their own view of them (HeldJobs):
+    #: read it within the cycle, do not keep it.
+    running: Collection[RunningJob]
     terminating: list[TerminatingRun] = field(default_factory=list)
     #: Members that SUCCEEDED of each pod group with members running or queued again in a
     #: retried generation, per role: (queue, gang id) -> role -> count (`Job.gang_succeeded`).
@@ -205,8 +207,7 @@ class SchedulingReads:
                 members: dict[str, GangKey] = {}  # pod groups' members: see _ended_members
                 queued = queued_jobs(conn, members, due_by=now)
                 queued.sort(key=_BY_ID)
-                running = running_jobs(conn, members)
-                running.sort(key=_BY_ID)
+                running: Collection[RunningJob] = sorted(running_jobs(conn, members), key=_BY_ID)
                 groups = set(members.values())
                 by_id, marks = None, None
             else:
