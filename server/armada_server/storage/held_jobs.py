@@ -77,8 +77,8 @@ class HeldJobs:
         """Bring what is held up to date in the read transaction `conn` (a snapshot); returns
         the queued jobs due by `now` and the running ones, each sorted by id, and the pod
         groups whose ended members the cycle reads. The running jobs are a view of what is
-        held, not a copy (a cycle whose views are patched never walks them): valid until the
-        next refresh."""
+        held, not a copy (a cycle whose views are patched never walks them): it follows what
+        is held, so read it before the next refresh."""
         try:
             self._refresh(conn)
         except BaseException:
