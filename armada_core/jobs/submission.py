@@ -88,12 +88,33 @@ def validate_request(
     if not request.job_request_items:
         raise SubmissionError("job_request_items", "must contain at least one job")
     checked = _Checked(config)
-    items = [
-        _validate_item(item, f"job_request_items[{i}]", config, checked)
-        for i, item in enumerate(request.job_request_items)
-    ]
+    # Items that differ only in their client ids (most of a large request) are checked once.
+    alike: dict[bytes, submit_pb2.JobSubmitRequestItem] = {}
+    items = []
+    for i, item in enumerate(request.job_request_items):
+        path = f"job_request_items[{i}]"
+        first = alike.get(key := without_client_id(item))
+        if first is None:
+            out = alike[key] = _validate_item(item, path, config, checked)
+        else:  # as the first was, but for its own client id
+            check_text(f"{path}.client_id", item.client_id, MAX_CLIENT_ID)
+            _check_size(item, path)
+            out = submit_pb2.JobSubmitRequestItem()
+            out.CopyFrom(first)
+            out.client_id = item.client_id
+        items.append(out)
     _check_gangs(items)
     return items
+
+
+def without_client_id(item: submit_pb2.JobSubmitRequestItem) -> bytes:
+    """`item` serialised without its client id: the same for items that differ only there."""
+    client_id = item.client_id
+    item.client_id = ""
+    try:
+        return item.SerializeToString(deterministic=True)
+    finally:
+        item.client_id = client_id
 
 
 # Pod specs checked lately (as serialized before their defaults -> as checked), for the config
@@ -258,15 +279,7 @@ def _validate_item(
         )
     # Labels and annotations first: a 10 MB annotation is named as such, not as a job too large.
     _check_metadata(out, path)
-    size = out.ByteSize()
-    if size > MAX_JOB_BYTES:
-        field, field_size = largest_field(out, path)
-        raise SubmissionError(
-            field,
-            f"the job is {size} bytes, above the limit of "
-            f"{MAX_JOB_BYTES} (1 MiB); this field holds "
-            f"{field_size} bytes of it",
-        )
+    _check_size(out, path)
     if out.required_node_labels:
         # Deprecated upstream: carried on as the pod's node selector.
         for k, v in out.required_node_labels.items():
@@ -292,6 +305,18 @@ def _validate_item(
     else:
         spec.CopyFrom(valid)
     return out
+
+
+def _check_size(item: submit_pb2.JobSubmitRequestItem, path: str) -> None:
+    size = item.ByteSize()
+    if size > MAX_JOB_BYTES:
+        field, field_size = largest_field(item, path)
+        raise SubmissionError(
+            field,
+            f"the job is {size} bytes, above the limit of "
+            f"{MAX_JOB_BYTES} (1 MiB); this field holds "
+            f"{field_size} bytes of it",
+        )
 
 
 def _check_metadata(item: submit_pb2.JobSubmitRequestItem, path: str) -> None:

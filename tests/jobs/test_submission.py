@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from armada_core.api import submit_pb2
 from armada_core.jobs import (
     SubmissionConfig,
     SubmissionError,
@@ -12,6 +15,7 @@ from armada_core.jobs import (
     validate_request,
 )
 from armada_core.jobs import annotations as ann
+from armada_core.jobs.submission import MAX_JOB_BYTES
 
 from .factories import T0, container, item, request
 
@@ -509,3 +513,42 @@ def test_a_large_spec_is_checked_once_per_request_and_not_kept_for_others() -> N
     recent = submission._recent
     assert recent is not None
     assert all(len(key) <= 16 * 1024 for key in recent[1])
+
+
+def test_items_alike_but_for_their_client_ids_come_out_as_each_would_alone() -> None:
+    pod = {"containers": [container()], "terminationGracePeriodSeconds": 0}
+    items = [item(pod, client_id=c, required_node_labels={"zone": "b"}) for c in "abc"]
+    items.append(item(pod, required_node_labels={"zone": "b"}))  # no client id at all
+    together = validate_request(request(*items), CONFIG)
+    alone = [validate_request(request(i), CONFIG)[0] for i in items]
+    assert together == alone
+    together[0].pod_specs[0].containers[0].name = "changed"  # copies of their own
+    assert together[1].pod_specs[0].containers[0].name == "main"
+
+
+@pytest.mark.parametrize(
+    ("client_id", "message"),
+    [
+        ("x\x00", "job_request_items[2].client_id: must not contain NUL characters"),
+        ("c" * 1025, "job_request_items[2].client_id: must be at most 1024 characters"),
+    ],
+)
+def test_an_item_alike_an_earlier_one_is_refused_for_its_own_client_id(
+    client_id: str, message: str
+) -> None:
+    alike = [item(client_id="a"), item(client_id="b"), item(client_id=client_id)]
+    with pytest.raises(SubmissionError, match=re.escape(message)):
+        validate_request(request(*alike), CONFIG)
+
+
+def test_an_item_alike_an_earlier_one_is_refused_when_its_client_id_makes_it_too_large() -> None:
+    def sized(args: str, client_id: str) -> submit_pb2.JobSubmitRequestItem:
+        return item({"containers": [container(args=[args])]}, client_id=client_id)
+
+    # The first item is just under the limit; its copy with a longer client id is over it.
+    room = MAX_JOB_BYTES - sized("", "a").ByteSize()
+    fits, over = sized("x" * (room - 10), "a"), sized("x" * (room - 10), "b" * 100)
+    assert fits.ByteSize() <= MAX_JOB_BYTES < over.ByteSize()
+    validate_request(request(fits), CONFIG)
+    with pytest.raises(SubmissionError, match=re.escape("job_request_items[1]")):
+        validate_request(request(fits, over), CONFIG)

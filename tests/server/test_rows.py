@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import sqlalchemy
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import annotations as ann
@@ -67,3 +68,60 @@ def test_a_new_jobs_row_holds_what_its_submitted_job_says(spec: submit_pb2.Job) 
     assert row["task"] == (job.spec.annotations.get(ann.TASK) or None)
     assert row["external_job_uri"] == (job.annotations.get(ann.EXTERNAL_JOB_URI) or None)
     assert row["submitted_at"] == job.submitted_at
+
+
+def test_a_requests_jobs_are_stored_as_each_would_be_alone(database_url: str) -> None:
+    """Items alike share what they make (`AlikeJobs`): every stored row and event must still
+    be what that job alone makes, through the path that stores everything a request built and
+    the one that stores only the items whose client ids are new."""
+    from armada_core.jobs.lifecycle import EventMessage
+    from armada_server.storage import open_storage
+    from armada_server.storage import schema as t
+
+    storage = open_storage(database_url, clock=lambda: T0)
+    storage.queues.create_queue(submit_pb2.Queue(name="q", priority_factor=1))
+    pod = {"containers": [container()]}
+    first = [
+        item(pod, client_id="a"),
+        item(pod, client_id="b"),
+        item(pod),
+        item(pod),
+        item(pod, client_id="a"),  # the first item's job
+        item({"containers": [container(cpu="2")]}, client_id="c", annotations=GANG),
+        item(pod, client_id="d", labels={"team": "x"}),
+    ]
+    second = [item(pod, client_id="b"), item(pod, client_id="e"), item(pod)]  # b is known
+    requests = [first, second]
+    ids = [storage.submissions.submit("q", "s", r, owner="alice", groups=("g",)) for r in requests]
+    assert ids[0][0] == ids[0][4] and ids[1][0] == ids[0][1]
+    made = {
+        job_id: source
+        for request, its_ids in zip(requests, ids, strict=True)
+        for job_id, source in zip(its_ids, request, strict=True)
+    }
+    with storage.engine.connect() as conn:
+        rows = {r.id: r._asdict() for r in conn.execute(sqlalchemy.select(t.jobs))}
+    assert sorted(rows) == sorted(made)
+    events = [EventMessage.FromString(e.payload) for e in storage.events.events_after("q", "s", 0)]
+    expected_events = []
+    for job_id in ids[0][:4] + ids[0][5:] + ids[1][1:]:  # in order of submission
+        spec = job_from_item(
+            made[job_id],
+            job_id=job_id,
+            queue="q",
+            job_set_id="s",
+            owner="alice",
+            now=T0,
+            groups=("g",),
+        )
+        expected_events += lifecycle.submitted(spec, T0)
+        stored = rows[job_id]
+        assert submit_pb2.Job.FromString(stored.pop("spec")) == spec
+        expected = job_row(spec, T0)
+        del expected["spec"]
+        assert {k: stored[k] for k in expected} == expected | {
+            "submitted_at": stored["submitted_at"],
+            "last_transition_at": stored["last_transition_at"],
+        }
+        assert stored["submitted_at"].replace(tzinfo=None) == T0.replace(tzinfo=None)
+    assert events == expected_events

@@ -330,14 +330,19 @@ def _views(specs: Sequence[tuple[int, submit_pb2.Job]]) -> list[tuple[int, s.Job
     differ only in their ids, client ids, job sets and creation times, which the view does
     not read (nor does `judge` read the view's id)."""
     views = _VIEWS
-    out = []
+    out: list[tuple[int, s.Job]] = []
+    last: submit_pb2.Job | None = None
+    view: s.Job | None = None
     for index, spec in specs:
-        key = _key(spec)
-        view = views.get(key)
-        if view is None:
-            if len(views) >= _VIEWS_KEPT:
-                views.clear()
-            view = views[key] = spec_view(spec)
+        # Jobs made from items alike share one spec object (storage's AlikeJobs).
+        if spec is not last or view is None:
+            key = _key(spec)
+            view = views.get(key)
+            if view is None:
+                if len(views) >= _VIEWS_KEPT:
+                    views.clear()
+                view = views[key] = spec_view(spec)
+            last = spec
         out.append((index, view))
     return out
 

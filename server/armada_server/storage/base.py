@@ -275,10 +275,13 @@ def new_events(dialect: str, events: Sequence[EventMessage]) -> list[NewEvents]:
             by_set[(queue, job_set)] = [row]
         else:
             rows.append(row)
-    return [
-        NewEvents(key, NewRows.of_values(t.events, _EVENT_COLUMNS, rows, numbered="seq"))
-        for key, rows in by_set.items()
-    ]
+    return [new_event_rows(key, rows) for key, rows in by_set.items()]
+
+
+def new_event_rows(key: JobSetKey, rows: list[tuple[Any, ...]]) -> NewEvents:
+    """A job set's events from their rows made by the caller: (queue, job set, job id,
+    created_at as the dialect stores it, the serialised event), in order."""
+    return NewEvents(key, NewRows.of_values(t.events, _EVENT_COLUMNS, rows, numbered="seq"))
 
 
 # The statements save_many runs (module constants: bulk.executemany caches their compiled

@@ -17,6 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -38,11 +39,12 @@ from armada_core.jobs import (
     GangSpec,
     Job,
     JobState,
-    job_from_item,
     lifecycle,
     new_job_ids,
 )
-from armada_core.jobs.lifecycle import EventMessage, Failure, IllegalTransition
+from armada_core.jobs.alike import AlikeJobs
+from armada_core.jobs.lifecycle import Failure, IllegalTransition, timestamp
+from armada_core.jobs.submission import without_client_id
 from armada_server.errors import FailedPrecondition, NotFound, ResourceExhausted
 from armada_server.storage import schema as t
 from armada_server.storage.base import (
@@ -52,9 +54,10 @@ from armada_server.storage.base import (
     JobSetKey,
     NewEvents,
     Transactions,
-    new_events,
+    from_timestamp,
+    new_event_rows,
 )
-from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new, insert_rows
+from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new, sqlite_value
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.guard import retried
 from armada_server.storage.queue_limit import Counts, counted_before, keep, refuse_over_limit
@@ -63,9 +66,10 @@ from armada_server.storage.rows import chunks, job_row, load_jobs
 from armada_server.storage.task_generations import refuse_second_generation
 
 NON_TERMINAL = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_JOB_STATES)
-#: Called with the new jobs a submission built (each with its item's index in the request)
-#: before its transaction, and again in it with those it stores when some of them turned out
-#: to be stored already; raises to refuse the request.
+#: Called with the new jobs a submission built (each with its item's index in the request,
+#: and its spec as stored but for its id and client id, one object for the jobs of items
+#: alike) before its transaction, and again in it with those it stores when some of them
+#: turned out to be stored already; raises to refuse the request.
 Admit = Callable[[Sequence[tuple[int, submit_pb2.Job]]], None]
 
 
@@ -94,10 +98,6 @@ _BY_CLIENT_ID_ARRAY = select(t.jobs.c.client_id, t.jobs.c.id).where(
     t.jobs.c.queue == bindparam("queue"),
     t.jobs.c.client_id == any_(bindparam("client_ids", type_=postgresql.ARRAY(String))),
 )
-
-
-def _by_client_id(row: Mapping[str, object]) -> str:
-    return str(row["client_id"] or "")
 
 
 class Submissions:
@@ -145,14 +145,15 @@ class Submissions:
         now = self._tx.clock().astimezone(UTC)  # job_row's times are those events give
         # Built before the write transaction, which every other writer waits for (on SQLite
         # the only one): building is most of a large request's time.
-        new = _new_jobs(items, queue, job_set, owner, groups, now)
-        made = _Made.of(self._tx.dialect, new, admit)
+        names = _JobRows(self._tx.dialect)
+        new = _new_jobs(items, queue, job_set, owner, groups, now, names)
+        made = _Made.of(names, new, admit)
         before = None
         if max_queued is not None:
             before = counted_before(self._tx, queue, max_queued, self._counts)
         with self._tx.write() as (conn, touched):
             ids, completed = self._store(
-                conn, touched, queue, items, new, made, admit, max_queued, before, now
+                conn, touched, queue, items, new, names, made, admit, max_queued, before, now
             )
         keep(self._counts, queue, completed)  # committed
         return ids
@@ -164,6 +165,7 @@ class Submissions:
         queue: str,
         items: Sequence[submit_pb2.JobSubmitRequestItem],
         new: Mapping[int, _NewJob],
+        names: _JobRows,
         made: _Made,
         admit: Admit | None,
         max_queued: int | None,
@@ -194,9 +196,9 @@ class Submissions:
                 continue
             job = new[index]  # built for each client id's first item
             if item.client_id:
-                known[item.client_id] = job.spec.id
+                known[item.client_id] = job.id
             stored.append(job)
-            ids.append(job.spec.id)
+            ids.append(job.id)
         if not stored:
             return ids, None
         if is_cordoned:
@@ -217,9 +219,9 @@ class Submissions:
         if every:
             insert_new(conn, made.jobs)
             self._tx.append_new(conn, touched, made.events)
-        else:  # in client-id order, as _Made's
-            insert_rows(conn, t.jobs, sorted((job.row for job in stored), key=_by_client_id))
-            self._tx.append(conn, touched, [e for job in stored for e in job.events])
+        else:
+            insert_new(conn, names.rows(stored))
+            self._tx.append_new(conn, touched, _events(stored))
         if max_queued is None:
             return ids, None
         return ids, refuse_over_limit(conn, queue, len(stored), max_queued, before)
@@ -391,9 +393,10 @@ class _NewJob:
     """An item of a request as a new job: what storing it writes."""
 
     index: int  # in the request
-    spec: submit_pb2.Job  # as its submitted event carries it
-    events: list[EventMessage]
-    row: dict[str, object]
+    id: str
+    spec: submit_pb2.Job  # as stored, but for its id and client id (shared with items alike)
+    row: tuple[Any, ...]  # as `_JobRows` makes it
+    events: tuple[tuple[Any, ...], tuple[Any, ...]]  # `submitted`, `queued`: the events' rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +413,7 @@ class _Made:
     refusal: Exception | None
 
     @classmethod
-    def of(cls, dialect: str, new: Mapping[int, _NewJob], admit: Admit | None) -> _Made:
+    def of(cls, names: _JobRows, new: Mapping[int, _NewJob], admit: Admit | None) -> _Made:
         jobs = list(new.values())
         refusal = None
         if admit is not None:
@@ -418,12 +421,40 @@ class _Made:
                 admit([(job.index, job.spec) for job in jobs])
             except Exception as e:  # raised by the transaction, if these are what it stores
                 refusal = e
+        return cls(names.rows(jobs), _events(jobs), refusal)
+
+
+class _JobRows:
+    """New jobs' rows as the driver takes them: those of jobs alike differ from the first
+    one's only in the columns of their ids and their spec."""
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+        self.names: tuple[str, ...] = ()
+        self.id = self.client_id = self.spec = 0  # the columns' places in a row
+
+    def like(self, spec: submit_pb2.Job, now: datetime) -> list[Any]:
+        """The row of jobs of `spec` (the stored spec but for the id and client id)."""
+        made = NewRows(self.dialect, t.jobs, [job_row(spec, now)])
+        if not self.names:
+            self.names = made.names
+            self.id, self.client_id, self.spec = map(made.names.index, ("id", "client_id", "spec"))
+        return list(made.values[0])
+
+    def rows(self, jobs: Sequence[_NewJob]) -> NewRows:
         # In client-id order: two submissions sharing client ids then meet on the first they
         # share, where one waits for the other, and never each hold one the other needs
         # (which PostgreSQL ends as a deadlock).
-        rows = NewRows(dialect, t.jobs, sorted((job.row for job in jobs), key=_by_client_id))
-        events = new_events(dialect, [e for job in jobs for e in job.events])
-        return cls(rows, events, refusal)
+        place = self.client_id
+        ordered = sorted((job.row for job in jobs), key=lambda row: row[place] or "")
+        return NewRows.of_values(t.jobs, self.names, ordered)
+
+
+def _events(jobs: Sequence[_NewJob]) -> list[NewEvents]:
+    """The events of new jobs of one job set, in order: each job's `submitted`, then its
+    `queued`."""
+    rows = [row for job in jobs for row in job.events]
+    return [new_event_rows((rows[0][0], rows[0][1]), rows)] if rows else []
 
 
 def _new_jobs(
@@ -433,10 +464,12 @@ def _new_jobs(
     owner: str,
     groups: tuple[str, ...],
     now: datetime,
+    names: _JobRows,
 ) -> dict[int, _NewJob]:
     """Each item as a new job, by its index, but for the items repeating a client id of an
     earlier one: those are the earlier one's job. Items whose client id turns out to be
-    stored already are built for nothing (a resubmission), and their ids are never used."""
+    stored already are built for nothing (a resubmission), and their ids are never used.
+    Items that differ only in their client ids share what they make (`AlikeJobs`)."""
     firsts: list[int] = []
     seen: set[str] = set()
     for index, item in enumerate(items):
@@ -445,20 +478,28 @@ def _new_jobs(
                 continue
             seen.add(item.client_id)
         firsts.append(index)
+    when: Any = from_timestamp(timestamp(now))  # the events' column, as `new_events` has it
+    if names.dialect == "sqlite":
+        when = sqlite_value(when)
+    kinds: dict[bytes, tuple[AlikeJobs, list[Any]]] = {}
     new: dict[int, _NewJob] = {}
     for index, job_id in zip(firsts, new_job_ids(len(firsts)), strict=True):
-        spec = job_from_item(
-            items[index],
-            job_id=job_id,
-            queue=queue,
-            job_set_id=job_set,
-            owner=owner,
-            now=now,
-            groups=groups,
+        item = items[index]
+        client_id = item.client_id
+        kind = kinds.get(key := without_client_id(item))
+        if kind is None:
+            alike = AlikeJobs(
+                item, queue=queue, job_set_id=job_set, owner=owner, now=now, groups=groups
+            )
+            kind = kinds[key] = (alike, names.like(alike.spec, now))
+        alike, row = kind
+        spec, submitted, queued = alike.encoded(job_id, client_id)
+        row[names.id], row[names.client_id], row[names.spec] = job_id, client_id or None, spec
+        events = (
+            (queue, job_set, job_id, when, submitted),
+            (queue, job_set, job_id, when, queued),
         )
-        events = lifecycle.submitted(spec, now)
-        stored = events[0].submitted.job
-        new[index] = _NewJob(index, stored, events, job_row(stored, now))
+        new[index] = _NewJob(index, job_id, alike.spec, tuple(row), events)
     return new
 
 
