@@ -90,10 +90,12 @@ def validate_request(
     checked = _Checked(config)
     # Items that differ only in their client ids (most of a large request) are checked once.
     alike: dict[bytes, submit_pb2.JobSubmitRequestItem] = {}
+    several = len(request.job_request_items) > 1
     items = []
     for i, item in enumerate(request.job_request_items):
         path = f"job_request_items[{i}]"
-        first = alike.get(key := without_client_id(item))
+        key = without_client_id(item) if several else b""
+        first = alike.get(key)
         if first is None:
             out = alike[key] = _validate_item(item, path, config, checked)
         else:  # as the first was, but for its own client id

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequenc
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
@@ -74,6 +74,40 @@ def _defaults_of(table: Table) -> tuple[dict[str, Any], dict[str, ColumnElement[
     return found
 
 
+class _Shape(NamedTuple):
+    """What `NewRows` makes every row of a table by (worked out once: a sync or a
+    submission of one row made it per call)."""
+
+    defaults: dict[str, Any]
+    known: frozenset[str]
+    names: tuple[str, ...]
+    values: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    dated: tuple[str, ...]  # the times converted for SQLite
+
+    @classmethod
+    def of(cls, dialect: str, table: Table, numbered: str | None) -> _Shape:
+        defaults, _ = _defaults_of(table)
+        names = _names(table, numbered)
+        values = itemgetter(*names) if len(names) > 1 else lambda row: (row[names[0]],)
+        dated: tuple[str, ...] = ()
+        if dialect == "sqlite":
+            dated = tuple(n for n in names if isinstance(table.c[n].type, DateTime))
+        return cls(defaults, frozenset(table.columns.keys()), names, values, dated)
+
+
+_SHAPES: dict[tuple[str, str, str | None], _Shape] = {}
+_NAMES: dict[tuple[str, str | None], tuple[str, ...]] = {}
+
+
+def _names(table: Table, numbered: str | None) -> tuple[str, ...]:
+    """The columns a table's new rows give, in its order (all but `numbered`)."""
+    found = _NAMES.get((table.name, numbered))
+    if found is None:
+        defaults, _ = _defaults_of(table)
+        found = _NAMES[(table.name, numbered)] = tuple(n for n in defaults if n != numbered)
+    return found
+
+
 class NewRows:
     """New rows of one table as the driver takes them, made before their transaction opens
     (on SQLite every other writer waits for that transaction, so what can be built outside
@@ -94,17 +128,14 @@ class NewRows:
         *,
         numbered: str | None = None,
     ) -> None:
-        defaults, _ = _defaults_of(table)
-        known = set(table.columns.keys())
+        shape = _SHAPES.get((dialect, table.name, numbered))
+        if shape is None:
+            shape = _SHAPES[(dialect, table.name, numbered)] = _Shape.of(dialect, table, numbered)
+        defaults, known, names, values, dated = shape
         for row in rows:
             if not known.issuperset(row):
                 unknown = ", ".join(sorted(set(row) - known))
                 raise ValueError(f"{table.name}: no column named {unknown}")
-        names = tuple(n for n in defaults if n != numbered)
-        values = itemgetter(*names) if len(names) > 1 else lambda row: (row[names[0]],)
-        dated: list[str] = []
-        if dialect == "sqlite":
-            dated = [n for n in names if isinstance(table.c[n].type, DateTime)]
         made: list[tuple[Any, ...]] = []
         for row in rows:
             full = {**defaults, **row}
@@ -127,8 +158,7 @@ class NewRows:
         (every column the table fills from Python but `numbered`, in the table's order),
         times already as the dialect stores them. For the rows made by the hundred thousand
         (events), where a mapping per row and its conversion cost more than the row."""
-        defaults, _ = _defaults_of(table)
-        expected = tuple(n for n in defaults if n != numbered)
+        expected = _names(table, numbered)
         if names != expected:
             raise ValueError(f"{table.name}: rows of {names}, where it takes {expected}")
         rows = cls.__new__(cls)

@@ -14,10 +14,8 @@ the write lock, and its refusal raised in it).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -40,11 +38,8 @@ from armada_core.jobs import (
     Job,
     JobState,
     lifecycle,
-    new_job_ids,
 )
-from armada_core.jobs.alike import AlikeJobs
-from armada_core.jobs.lifecycle import Failure, IllegalTransition, timestamp
-from armada_core.jobs.submission import without_client_id
+from armada_core.jobs.lifecycle import Failure, IllegalTransition
 from armada_server.errors import FailedPrecondition, NotFound, ResourceExhausted
 from armada_server.storage import schema as t
 from armada_server.storage.base import (
@@ -52,25 +47,18 @@ from armada_server.storage.base import (
     UPDATE_RUNS,
     Change,
     JobSetKey,
-    NewEvents,
     Transactions,
-    from_timestamp,
-    new_event_rows,
 )
-from armada_server.storage.bulk import NewRows, executemany, fetch, insert_new, sqlite_value
+from armada_server.storage.bulk import executemany, fetch, insert_new
 from armada_server.storage.gangs import role_minimums
 from armada_server.storage.guard import retried
+from armada_server.storage.new_jobs import Admit, JobRows, Made, NewJob, events_of, new_jobs
 from armada_server.storage.queue_limit import Counts, counted_before, keep, refuse_over_limit
 from armada_server.storage.retries import start_gang_generation
-from armada_server.storage.rows import chunks, job_row, load_jobs
+from armada_server.storage.rows import chunks, load_jobs
 from armada_server.storage.task_generations import refuse_second_generation
 
 NON_TERMINAL = (JobState.SUBMITTED, JobState.QUEUED, *ACTIVE_JOB_STATES)
-#: Called with the new jobs a submission built (each with its item's index in the request,
-#: and its spec as stored but for its id and client id, one object for the jobs of items
-#: alike) before its transaction, and again in it with those it stores when some of them
-#: turned out to be stored already; raises to refuse the request.
-Admit = Callable[[Sequence[tuple[int, submit_pb2.Job]]], None]
 
 
 def queue_not_found(queue: str) -> NotFound:
@@ -145,9 +133,9 @@ class Submissions:
         now = self._tx.clock().astimezone(UTC)  # job_row's times are those events give
         # Built before the write transaction, which every other writer waits for (on SQLite
         # the only one): building is most of a large request's time.
-        names = _JobRows(self._tx.dialect)
-        new = _new_jobs(items, queue, job_set, owner, groups, now, names)
-        made = _Made.of(names, new, admit)
+        names = JobRows(self._tx.dialect)
+        new = new_jobs(items, queue, job_set, owner, groups, now, names)
+        made = Made.of(names, new, admit)
         before = None
         if max_queued is not None:
             before = counted_before(self._tx, queue, max_queued, self._counts)
@@ -164,9 +152,9 @@ class Submissions:
         touched: set[JobSetKey],
         queue: str,
         items: Sequence[submit_pb2.JobSubmitRequestItem],
-        new: Mapping[int, _NewJob],
-        names: _JobRows,
-        made: _Made,
+        new: Mapping[int, NewJob],
+        names: JobRows,
+        made: Made,
         admit: Admit | None,
         max_queued: int | None,
         before: tuple[int, int] | None,
@@ -189,7 +177,7 @@ class Submissions:
             rows = fetch(conn, statement, {"queue": queue, "client_ids": wanted})
             known.update((client_id, job_id) for client_id, job_id in rows)
         ids: list[str] = []
-        stored: list[_NewJob] = []
+        stored: list[NewJob] = []
         for index, item in enumerate(items):
             if item.client_id and item.client_id in known:
                 ids.append(known[item.client_id])
@@ -221,7 +209,7 @@ class Submissions:
             self._tx.append_new(conn, touched, made.events)
         else:
             insert_new(conn, names.rows(stored))
-            self._tx.append_new(conn, touched, _events(stored))
+            self._tx.append_new(conn, touched, events_of(stored))
         if max_queued is None:
             return ids, None
         return ids, refuse_over_limit(conn, queue, len(stored), max_queued, before)
@@ -386,121 +374,6 @@ class Submissions:
             missed = [j for j in job_ids or () if j not in results]
             results.update(_not_preemptible(conn, queue, job_set, missed))
         return results
-
-
-@dataclass(frozen=True, slots=True)
-class _NewJob:
-    """An item of a request as a new job: what storing it writes."""
-
-    index: int  # in the request
-    id: str
-    spec: submit_pb2.Job  # as stored, but for its id and client id (shared with items alike)
-    row: tuple[Any, ...]  # as `_JobRows` makes it
-    events: tuple[tuple[Any, ...], tuple[Any, ...]]  # `submitted`, `queued`: the events' rows
-
-
-@dataclass(frozen=True, slots=True)
-class _Made:
-    """What storing every job a request built writes, made before the write transaction
-    opens: the jobs' rows, their events' rows, and `admit`'s verdict on them. The
-    transaction uses it when none of them turns out to be stored already (always, for a
-    request without client ids); otherwise it writes the jobs it finds new from their rows.
-    `admit`'s refusal of them waits for the transaction, which raises it where it asked
-    `admit` before (after the queue's cordon and the tasks' generations)."""
-
-    jobs: NewRows
-    events: list[NewEvents]
-    refusal: Exception | None
-
-    @classmethod
-    def of(cls, names: _JobRows, new: Mapping[int, _NewJob], admit: Admit | None) -> _Made:
-        jobs = list(new.values())
-        refusal = None
-        if admit is not None:
-            try:
-                admit([(job.index, job.spec) for job in jobs])
-            except Exception as e:  # raised by the transaction, if these are what it stores
-                refusal = e
-        return cls(names.rows(jobs), _events(jobs), refusal)
-
-
-class _JobRows:
-    """New jobs' rows as the driver takes them: those of jobs alike differ from the first
-    one's only in the columns of their ids and their spec."""
-
-    def __init__(self, dialect: str) -> None:
-        self.dialect = dialect
-        self.names: tuple[str, ...] = ()
-        self.id = self.client_id = self.spec = 0  # the columns' places in a row
-
-    def like(self, spec: submit_pb2.Job, now: datetime) -> list[Any]:
-        """The row of jobs of `spec` (the stored spec but for the id and client id)."""
-        made = NewRows(self.dialect, t.jobs, [job_row(spec, now)])
-        if not self.names:
-            self.names = made.names
-            self.id, self.client_id, self.spec = map(made.names.index, ("id", "client_id", "spec"))
-        return list(made.values[0])
-
-    def rows(self, jobs: Sequence[_NewJob]) -> NewRows:
-        # In client-id order: two submissions sharing client ids then meet on the first they
-        # share, where one waits for the other, and never each hold one the other needs
-        # (which PostgreSQL ends as a deadlock).
-        place = self.client_id
-        ordered = sorted((job.row for job in jobs), key=lambda row: row[place] or "")
-        return NewRows.of_values(t.jobs, self.names, ordered)
-
-
-def _events(jobs: Sequence[_NewJob]) -> list[NewEvents]:
-    """The events of new jobs of one job set, in order: each job's `submitted`, then its
-    `queued`."""
-    rows = [row for job in jobs for row in job.events]
-    return [new_event_rows((rows[0][0], rows[0][1]), rows)] if rows else []
-
-
-def _new_jobs(
-    items: Sequence[submit_pb2.JobSubmitRequestItem],
-    queue: str,
-    job_set: str,
-    owner: str,
-    groups: tuple[str, ...],
-    now: datetime,
-    names: _JobRows,
-) -> dict[int, _NewJob]:
-    """Each item as a new job, by its index, but for the items repeating a client id of an
-    earlier one: those are the earlier one's job. Items whose client id turns out to be
-    stored already are built for nothing (a resubmission), and their ids are never used.
-    Items that differ only in their client ids share what they make (`AlikeJobs`)."""
-    firsts: list[int] = []
-    seen: set[str] = set()
-    for index, item in enumerate(items):
-        if item.client_id:
-            if item.client_id in seen:
-                continue
-            seen.add(item.client_id)
-        firsts.append(index)
-    when: Any = from_timestamp(timestamp(now))  # the events' column, as `new_events` has it
-    if names.dialect == "sqlite":
-        when = sqlite_value(when)
-    kinds: dict[bytes, tuple[AlikeJobs, list[Any]]] = {}
-    new: dict[int, _NewJob] = {}
-    for index, job_id in zip(firsts, new_job_ids(len(firsts)), strict=True):
-        item = items[index]
-        client_id = item.client_id
-        kind = kinds.get(key := without_client_id(item))
-        if kind is None:
-            alike = AlikeJobs(
-                item, queue=queue, job_set_id=job_set, owner=owner, now=now, groups=groups
-            )
-            kind = kinds[key] = (alike, names.like(alike.spec, now))
-        alike, row = kind
-        spec, submitted, queued = alike.encoded(job_id, client_id)
-        row[names.id], row[names.client_id], row[names.spec] = job_id, client_id or None, spec
-        events = (
-            (queue, job_set, job_id, when, submitted),
-            (queue, job_set, job_id, when, queued),
-        )
-        new[index] = _NewJob(index, job_id, alike.spec, tuple(row), events)
-    return new
 
 
 def _not_preemptible(
