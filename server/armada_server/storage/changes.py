@@ -28,6 +28,11 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from armada_server.storage.bulk import execute
 
+#: Seconds (of time.monotonic(), not the server's clock, which the simulator runs fast)
+#: between a reader's reads of everything: the net under writes made outside the server,
+#: which stamp no change number.
+FULL_READ_EVERY = 600.0
+
 
 class change_number(FunctionElement[int]):
     """The change number a write stamps on the rows it writes (see the module docstring)."""

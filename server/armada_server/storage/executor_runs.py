@@ -36,8 +36,8 @@ from armada_server.storage import changes
 from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_RUN_STATES
 from armada_server.storage.bulk import fetch
+from armada_server.storage.changes import FULL_READ_EVERY
 
-FULL_READ_EVERY = 600.0  # seconds of time.monotonic()
 _LEASED = int(RunState.LEASED)
 _STARTED = frozenset(ACTIVE_RUN_STATES) - {_LEASED}
 

@@ -25,6 +25,7 @@ from armada_server.storage import changes
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
 from armada_server.storage.bulk import fetch
+from armada_server.storage.changes import FULL_READ_EVERY
 from armada_server.storage.scheduling_reads import (
     GangKey,
     QueuedJob,
@@ -32,8 +33,6 @@ from armada_server.storage.scheduling_reads import (
     queued_jobs,
     running_jobs,
 )
-
-FULL_READ_EVERY = 600.0  # seconds of time.monotonic()
 
 #: Reason -> the ids of the queued jobs held with it (HeldJobs.settled).
 Settled = dict[str, set[str]]
