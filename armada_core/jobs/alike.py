@@ -4,7 +4,7 @@ jobs of one item share, encoded once.
 A large request mostly repeats one item with a client id of its own per copy. Building,
 copying and serialising each job's spec and its two events was most of what storing such a
 request cost. A protobuf message's encoding is the concatenation of its fields' encodings, in
-any order, so each job's spec is its id, the shared encoding and its client id, and its
+any order, so each job's spec is its id, its client id and the shared encoding, and its
 events are the shared headers with its id and spec appended. Parsing them gives exactly
 what `job_from_item` and `lifecycle.submitted` build (tests/jobs/test_alike.py).
 """
@@ -91,11 +91,12 @@ class AlikeJobs:
         if not job_id:
             raise ValueError("a job needs an id before it is submitted")
         own = job_id.encode()
-        # The id first, as the serialiser writes it: storage keys what a spec decides on the
-        # bytes after it (rows.spec_key).
-        spec = _field(_JOB_ID, own) + self._spec
+        # The id first, as the serialiser writes it, then the client id: storage keys what a
+        # spec decides on the bytes after them (rows.spec_key), the same for jobs alike.
+        spec = _field(_JOB_ID, own)
         if client_id:
             spec += _field(_CLIENT_ID, client_id.encode())
+        spec += self._spec
         submitted = self._submitted + _field(_SUBMITTED_JOB_ID, own) + _field(_SUBMITTED_JOB, spec)
         queued = self._queued + _field(_QUEUED_JOB_ID, own)
         return spec, _field(_SUBMITTED, submitted), _field(_QUEUED, queued)

@@ -75,6 +75,7 @@ def test_a_requests_jobs_are_stored_as_each_would_be_alone(database_url: str) ->
     be what that job alone makes, through the path that stores everything a request built and
     the one that stores only the items whose client ids are new."""
     from armada_core.jobs.lifecycle import EventMessage
+    from armada_core.jobs.submission import without_client_id
     from armada_server.storage import open_storage
     from armada_server.storage import schema as t
 
@@ -104,6 +105,7 @@ def test_a_requests_jobs_are_stored_as_each_would_be_alone(database_url: str) ->
     assert sorted(rows) == sorted(made)
     events = [EventMessage.FromString(e.payload) for e in storage.events.events_after("q", "s", 0)]
     expected_events = []
+    keys: dict[bytes, set[bytes | None]] = {}
     for job_id in ids[0][:4] + ids[0][5:] + ids[1][1:]:  # in order of submission
         spec = job_from_item(
             made[job_id],
@@ -116,8 +118,12 @@ def test_a_requests_jobs_are_stored_as_each_would_be_alone(database_url: str) ->
         )
         expected_events += lifecycle.submitted(spec, T0)
         stored = rows[job_id]
-        # Written id first, as the serialiser does: a cycle keys what a spec decides on the rest.
+        # Written id first, as the serialiser does, then the client id: a cycle keys what a
+        # spec decides on the rest, the same for the jobs of items alike.
         assert spec_key(job_id, stored["spec"]) is not None
+        keys.setdefault(without_client_id(made[job_id]), set()).add(
+            spec_key(job_id, stored["spec"], stored["client_id"])
+        )
         assert submit_pb2.Job.FromString(stored.pop("spec")) == spec
         expected = job_row(spec, T0)
         del expected["spec"]
@@ -127,3 +133,33 @@ def test_a_requests_jobs_are_stored_as_each_would_be_alone(database_url: str) ->
         }
         assert stored["submitted_at"].replace(tzinfo=None) == T0.replace(tzinfo=None)
     assert events == expected_events
+    # Items alike (with client ids or without) share one key; items not alike do not.
+    assert len(keys) == 3
+    assert all(len(k) == 1 and None not in k for k in keys.values())
+    assert len(set().union(*keys.values())) == 3
+
+
+@pytest.mark.parametrize("client_id", ["c-1", "ü" * 1024])
+def test_a_specs_key_leaves_out_its_id_and_a_client_id_written_after_it(client_id: str) -> None:
+    spec = _spec(client_id=client_id)
+    spec.ClearField("created")
+    canonical = spec.SerializeToString()  # the client id amid the other fields
+    without = submit_pb2.Job()
+    without.CopyFrom(spec)
+    without.client_id = ""
+    after_id = (
+        submit_pb2.Job(id=spec.id, client_id=client_id).SerializeToString()
+        + submit_pb2.Job(**{**_fields(without), "id": ""}).SerializeToString()
+    )
+    assert submit_pb2.Job.FromString(after_id) == spec
+    rest = without.SerializeToString()[len(b"\n\x07" + spec.id.encode()) :]
+    assert spec_key(spec.id, after_id, client_id) == rest
+    assert spec_key(spec.id, after_id) != rest  # without its client id, the key keeps it
+    assert spec_key(spec.id, canonical, client_id) == canonical[len(b"\n\x07" + spec.id.encode()) :]
+    assert spec_key("01other", after_id, client_id) is None
+
+
+def _fields(message: submit_pb2.Job) -> dict[str, object]:
+    copy = submit_pb2.Job()
+    copy.CopyFrom(message)
+    return {f.name: v for f, v in copy.ListFields()}

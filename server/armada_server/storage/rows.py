@@ -313,11 +313,25 @@ def jobs_by_id(conn: Connection, job_ids: Iterable[str]) -> dict[str, Job]:
     return jobs
 
 
-def spec_key(job_id: str, raw: bytes) -> bytes | None:
-    """A stored spec without its id: jobs submitted together have equal keys, so what a spec
-    decides can be computed once per key. None when the id is not written first (the
-    serialiser writes field 1, the id, first)."""
+def spec_key(job_id: str, raw: bytes, client_id: str | None = None) -> bytes | None:
+    """A stored spec without its id, and without its client id when that follows the id
+    (as a submission writes it: AlikeJobs): jobs submitted together have equal keys, so what
+    a spec decides can be computed once per key. None when the id is not written first (the
+    serialiser writes field 1, the id, first). Fields are cut only from the start, where
+    they begin where the bytes say: the key is the rest of the fields, exactly."""
     if len(job_id) >= 128:
         return None
     prefix = b"\n" + bytes((len(job_id),)) + job_id.encode()
-    return raw[len(prefix) :] if raw.startswith(prefix) else None
+    if not raw.startswith(prefix):
+        return None
+    if client_id:
+        own = client_id.encode()
+        n = len(own)  # at most 4 KiB (1,024 characters): a varint of one or two bytes
+        size = bytes((n,)) if n < 128 else bytes((n & 0x7F | 0x80, n >> 7))
+        field = _CLIENT_ID_KEY + size + own
+        if raw.startswith(field, len(prefix)):
+            return raw[len(prefix) + len(field) :]
+    return raw[len(prefix) :]
+
+
+_CLIENT_ID_KEY = bytes((submit_pb2.Job.DESCRIPTOR.fields_by_name["client_id"].number << 3 | 2,))

@@ -54,6 +54,7 @@ class _LazySpec:
 
     id: str
     raw: bytes
+    client_id: str | None = None  # a field of the rows that read it (spec_key)
 
     @cached_property
     def spec(self) -> submit_pb2.Job:
@@ -61,7 +62,7 @@ class _LazySpec:
 
     @property
     def spec_key(self) -> bytes | None:
-        return spec_key(self.id, self.raw)
+        return spec_key(self.id, self.raw, self.client_id)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class QueuedJob(_LazySpec):
     reason_cycle: int | None = None
     # Until when a retry delay holds it back (None: it may be placed now).
     retry_after: datetime | None = None
+    client_id: str | None = None
     # The scheduler's view of this row, once made (scheduling/snapshot.py): a plain queued
     # job's view depends on its row alone, and the leader holds a row until the job changes.
     # Not copied by `dataclasses.replace`, which makes another row.
@@ -98,6 +100,7 @@ class RunningJob(_LazySpec):
     started_at: datetime | None
     run_id: str = ""  # a preemption applies only while this is still the job's run
     excess_flow: int = 0  # what the run holds of its queue's excess-flow budget
+    client_id: str | None = None
     # The scheduler's view of this row, once made: as QueuedJob's (a running job's view
     # depends on its row alone).
     view: Any = field(default=None, init=False, compare=False, repr=False)
@@ -165,6 +168,7 @@ _JOB_COLUMNS = (
     t.jobs.c.priority,
     t.jobs.c.submitted_at,
     t.jobs.c.spec,
+    t.jobs.c.client_id,
 )
 # Pod groups are found by a byte search in their specs (no parsing): a spec naming a role.
 _ROLE_KEY = ann.GANG_ROLE.encode()
@@ -287,6 +291,7 @@ def queued_jobs(
         priority,
         submitted,
         spec,
+        client_id,
         version,
         avoid,
         gang_id,
@@ -312,6 +317,7 @@ def queued_jobs(
             priority=priority,
             submitted_at=when(submitted),
             raw=spec,
+            client_id=client_id,
             avoid_node=avoid,
             gang_cardinality=generations.get(job_id),
             version=version,
@@ -343,6 +349,7 @@ def running_jobs(
         priority,
         submitted,
         spec,
+        client_id,
         cluster,
         node,
         started,
@@ -383,6 +390,7 @@ def running_jobs(
             priority=priority,
             submitted_at=when(submitted),
             raw=spec,
+            client_id=client_id,
             node=f"{cluster}/{node}",
             started_at=when(started),
             run_id=run_id,
