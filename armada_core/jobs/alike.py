@@ -48,6 +48,12 @@ def _field(key: bytes, payload: bytes) -> bytes:
     return key + _varint(len(payload)) + payload
 
 
+def client_id_field(client_id: str) -> bytes:
+    """A stored spec's client id as `AlikeJobs` writes it, right after the id (nothing when
+    empty): storage keys specs on what follows it (rows.spec_key)."""
+    return _field(_CLIENT_ID, client_id.encode()) if client_id else b""
+
+
 class AlikeJobs:
     """The jobs of items that differ only in their client ids, submitted at `now`: `spec` is
     their stored spec without an id or client id (what they share), and `encoded` each one's
@@ -93,10 +99,7 @@ class AlikeJobs:
         own = job_id.encode()
         # The id first, as the serialiser writes it, then the client id: storage keys what a
         # spec decides on the bytes after them (rows.spec_key), the same for jobs alike.
-        spec = _field(_JOB_ID, own)
-        if client_id:
-            spec += _field(_CLIENT_ID, client_id.encode())
-        spec += self._spec
+        spec = _field(_JOB_ID, own) + client_id_field(client_id) + self._spec
         submitted = self._submitted + _field(_SUBMITTED_JOB_ID, own) + _field(_SUBMITTED_JOB, spec)
         queued = self._queued + _field(_QUEUED_JOB_ID, own)
         return spec, _field(_SUBMITTED, submitted), _field(_QUEUED, queued)

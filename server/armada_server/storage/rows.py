@@ -19,6 +19,7 @@ from sqlalchemy import ColumnElement, Connection, select
 from armada_core.api import submit_pb2
 from armada_core.jobs import ContainerResult, Job, JobState, Run, RunState, gang_of
 from armada_core.jobs import annotations as ann
+from armada_core.jobs.alike import client_id_field
 from armada_core.jobs.tasks import task_of
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import fetch
@@ -325,13 +326,7 @@ def spec_key(job_id: str, raw: bytes, client_id: str | None = None) -> bytes | N
     if not raw.startswith(prefix):
         return None
     if client_id:
-        own = client_id.encode()
-        n = len(own)  # at most 4 KiB (1,024 characters): a varint of one or two bytes
-        size = bytes((n,)) if n < 128 else bytes((n & 0x7F | 0x80, n >> 7))
-        field = _CLIENT_ID_KEY + size + own
+        field = client_id_field(client_id)
         if raw.startswith(field, len(prefix)):
             return raw[len(prefix) + len(field) :]
     return raw[len(prefix) :]
-
-
-_CLIENT_ID_KEY = bytes((submit_pb2.Job.DESCRIPTOR.fields_by_name["client_id"].number << 3 | 2,))
