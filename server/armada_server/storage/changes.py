@@ -26,7 +26,7 @@ from sqlalchemy import BigInteger, ColumnElement, Connection, literal_column, te
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
-from armada_server.storage.bulk import execute
+from armada_server.storage.bulk import execute, fetch
 
 #: Seconds (of time.monotonic(), not the server's clock, which the simulator runs fast)
 #: between a reader's reads of everything: the net under writes made outside the server,
@@ -61,8 +61,8 @@ _MOVE_ON = text("UPDATE change_clock SET n = n + 1")
 
 def mark(conn: Connection) -> int:
     """Where the next read of what changed starts: read it in the snapshot of the rows read."""
-    value: int = conn.execute(_MARK[conn.dialect.name]).scalar_one()
-    return value
+    [(value,)] = fetch(conn, _MARK[conn.dialect.name])
+    return int(value)
 
 
 def mark_column(dialect: str) -> ColumnElement[int]:

@@ -121,12 +121,11 @@ class HeldJobs:
             changed = [r[0] for r in fetch(conn, _CHANGED_SINCE, {"mark": self.mark})]
             self.changed = changed
             self.let_go(changed)
-            # One statement each, led by the change number's index (`where` keeps the state
+            # One statement each, led by the change number's index (the state kept
             # off its index, which SQLite would walk whole); in this snapshot it finds the
             # same jobs as `changed`. Lists of ids cost more to send than to read.
-            where = t.jobs.c.changed >= self.mark
-            queued = queued_jobs(conn, self.members, where=where)
-            running = running_jobs(conn, self.members, where=where)
+            queued = queued_jobs(conn, self.members, since=self.mark)
+            running = running_jobs(conn, self.members, since=self.mark)
             self.queued = _renewed(self.queued, queued, changed)
             self.running = _renewed(self.running, running, changed)
             self.since = self.mark

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, select, update
+from sqlalchemy import ColumnElement, Connection, Select, select, update
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import Failure, Job
@@ -180,12 +180,19 @@ def start_gang_generation(conn: Connection, job_ids: Sequence[str]) -> int:
 def gang_cardinalities(conn: Connection, where: ColumnElement[bool]) -> dict[str, int]:
     """Job id -> cardinality of its gang's current generation, for the gang members matched
     by `where` that are in a retried generation."""
-    out: dict[str, int] = {}
-    rows: Iterable[tuple[str, str]] = conn.execute(
-        select(t.jobs.c.id, t.jobs.c.retry_history).where(
-            where, t.jobs.c.gang_id.is_not(None), t.jobs.c.retry_history != "{}"
-        )
+    return gang_cardinalities_of(conn.execute(gang_cardinalities_select(where)))
+
+
+def gang_cardinalities_select(where: ColumnElement[bool]) -> Select[tuple[str, str]]:
+    """What `gang_cardinalities` reads (for a caller that builds it once)."""
+    return select(t.jobs.c.id, t.jobs.c.retry_history).where(
+        where, t.jobs.c.gang_id.is_not(None), t.jobs.c.retry_history != "{}"
     )
+
+
+def gang_cardinalities_of(rows: Iterable[Sequence[Any]]) -> dict[str, int]:
+    """`gang_cardinalities` of the rows its select read."""
+    out: dict[str, int] = {}
     for job_id, raw in rows:
         cardinality = json.loads(raw).get("gang_cardinality")
         if cardinality:

@@ -15,7 +15,7 @@ from functools import cached_property
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Select, and_, bindparam, func, or_, select
 
 from armada_core.api import executor_pb2, submit_pb2
 from armada_core.jobs import TERMINAL_STATES, JobState
@@ -25,7 +25,7 @@ from armada_server.storage import schema as t
 from armada_server.storage.base import ACTIVE_RUN_STATES, Transactions
 from armada_server.storage.bulk import fetch
 from armada_server.storage.nodes import decode_nodes
-from armada_server.storage.retries import gang_cardinalities
+from armada_server.storage.retries import gang_cardinalities_of, gang_cardinalities_select
 from armada_server.storage.rows import STATE_OF_JOBS_BY_ID, chunks, spec_key, when
 
 if TYPE_CHECKING:
@@ -259,9 +259,70 @@ def _live_executors(
     return executors, now_decoded
 
 
-def _state(where: ColumnElement[bool] | None) -> ColumnElement[int]:
-    """The job's state, to filter by: with `where` (a few jobs by id), as no index serves."""
-    return t.jobs.c.state if where is None else STATE_OF_JOBS_BY_ID
+#: Which jobs `queued_jobs` and `running_jobs` read besides: those whose change number is at
+#: least the parameter `mark` (held_jobs.HeldJobs' reads of what changed since its last).
+CHANGED_SINCE_MARK = t.jobs.c.changed >= bindparam("mark")
+_QUEUED = int(JobState.QUEUED)
+_RUNNING_STATES = (int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING))
+_DUE = or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= bindparam("due_by"))
+
+
+def _conditions(
+    states: tuple[int, ...], since: bool, due: bool = False
+) -> list[ColumnElement[bool]]:
+    """Jobs in `states`, changed since the parameter `mark` (the state then kept off its
+    index, which SQLite would walk whole), due by the parameter `due_by`."""
+    state = STATE_OF_JOBS_BY_ID if since else t.jobs.c.state
+    conditions = [state.in_(states) if len(states) > 1 else state == states[0]]
+    if due:
+        conditions.append(_DUE)
+    if since:
+        conditions.append(CHANGED_SINCE_MARK)
+    return conditions
+
+
+def _queued_select(since: bool, due: bool) -> tuple[Select[Any], Select[Any]]:
+    """The read of `queued_jobs`, and of its jobs' gang cardinalities."""
+    conditions = _conditions((_QUEUED,), since, due)
+    jobs = select(
+        *_JOB_COLUMNS,
+        t.jobs.c.version,
+        t.jobs.c.avoid_node,
+        t.jobs.c.gang_id,
+        t.jobs.c.scheduling_reason,
+        t.jobs.c.reason_cycle,
+        t.jobs.c.retry_after,
+    ).where(*conditions)
+    return jobs, gang_cardinalities_select(and_(*conditions))
+
+
+def _running_select(since: bool) -> Select[Any]:
+    """The read of `running_jobs`."""
+    return (
+        select(
+            *_JOB_COLUMNS,
+            t.runs.c.cluster_id,
+            t.runs.c.node,
+            t.runs.c.started_at,
+            t.runs.c.id,
+            t.jobs.c.preempt_requested,
+            t.jobs.c.gang_id,
+            t.runs.c.excess_flow,
+        )
+        .join(
+            t.runs,
+            and_(t.runs.c.job_id == t.jobs.c.id, t.runs.c.state.in_(ACTIVE_RUN_STATES)),
+        )
+        .where(*_conditions(_RUNNING_STATES, since))
+    )
+
+
+# Built once each: every cycle runs them, and building a select cost more than running it
+# for the few jobs a busy cluster's cycle finds changed.
+_QUEUED_SELECTS = {
+    (since, due): _queued_select(since, due) for since in (False, True) for due in (False, True)
+}
+_RUNNING_SELECTS = {since: _running_select(since) for since in (False, True)}
 
 
 def queued_jobs(
@@ -269,17 +330,19 @@ def queued_jobs(
     members: dict[str, GangKey],
     *,
     due_by: datetime | None = None,
-    where: ColumnElement[bool] | None = None,
+    since: int | None = None,
 ) -> list[QueuedJob]:
-    """Queued jobs (matching `where`), in no order: with `due_by`, only those not waiting out
-    a retry delay then. Adds to `members` those of pod groups queued again in a retried
-    generation (earlier members may have succeeded), each with its group."""
-    conditions: list[ColumnElement[bool]] = [_state(where) == int(JobState.QUEUED)]
+    """Queued jobs (with `since`, only those whose change number is at least that mark), in
+    no order: with `due_by`, only those not waiting out a retry delay then. Adds to
+    `members` those of pod groups queued again in a retried generation (earlier members may
+    have succeeded), each with its group."""
+    stmt, cardinalities = _QUEUED_SELECTS[(since is not None, due_by is not None)]
+    params: dict[str, Any] = {}
+    if since is not None:
+        params["mark"] = since
     if due_by is not None:
-        conditions.append(or_(t.jobs.c.retry_after.is_(None), t.jobs.c.retry_after <= due_by))
-    if where is not None:
-        conditions.append(where)
-    generations = gang_cardinalities(conn, and_(*conditions))
+        params["due_by"] = due_by
+    generations = gang_cardinalities_of(fetch(conn, cardinalities, params))
     # Driver-level rows and frozen dataclasses filled without __init__: this reads every
     # queued and running job, each cycle.
     new = object.__new__
@@ -298,18 +361,7 @@ def queued_jobs(
         reason,
         since,
         retry_after,
-    ) in fetch(
-        conn,
-        select(
-            *_JOB_COLUMNS,
-            t.jobs.c.version,
-            t.jobs.c.avoid_node,
-            t.jobs.c.gang_id,
-            t.jobs.c.scheduling_reason,
-            t.jobs.c.reason_cycle,
-            t.jobs.c.retry_after,
-        ).where(*conditions),
-    ):
+    ) in fetch(conn, stmt, params):
         job = new(QueuedJob)
         job.__dict__.update(
             id=job_id,
@@ -332,15 +384,11 @@ def queued_jobs(
 
 
 def running_jobs(
-    conn: Connection, members: dict[str, GangKey], *, where: ColumnElement[bool] | None = None
+    conn: Connection, members: dict[str, GangKey], *, since: int | None = None
 ) -> list[RunningJob]:
-    """Jobs (matching `where`) with an active run, except those being preempted, in no
-    order; adds to `members` those of pod groups, being preempted or not, each with its
-    group."""
-    states = [int(JobState.LEASED), int(JobState.PENDING), int(JobState.RUNNING)]
-    conditions: list[ColumnElement[bool]] = [_state(where).in_(states)]
-    if where is not None:
-        conditions.append(where)
+    """Jobs with an active run (with `since`, only those whose change number is at least
+    that mark), except those being preempted, in no order; adds to `members` those of pod
+    groups, being preempted or not, each with its group."""
     new = object.__new__
     running = []
     for (
@@ -357,24 +405,7 @@ def running_jobs(
         leaving,
         gang_id,
         excess_flow,
-    ) in fetch(
-        conn,
-        select(
-            *_JOB_COLUMNS,
-            t.runs.c.cluster_id,
-            t.runs.c.node,
-            t.runs.c.started_at,
-            t.runs.c.id,
-            t.jobs.c.preempt_requested,
-            t.jobs.c.gang_id,
-            t.runs.c.excess_flow,
-        )
-        .join(
-            t.runs,
-            and_(t.runs.c.job_id == t.jobs.c.id, t.runs.c.state.in_(ACTIVE_RUN_STATES)),
-        )
-        .where(*conditions),
-    ):
+    ) in fetch(conn, _RUNNING_SELECTS[since is not None], {} if since is None else {"mark": since}):
         if gang_id is not None and _ROLE_KEY in spec:
             members[job_id] = (queue, gang_id)
         if leaving:

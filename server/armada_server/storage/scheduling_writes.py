@@ -18,7 +18,7 @@ from armada_core.jobs.lifecycle import EventMessage
 from armada_core.scheduling.model import Reasons
 from armada_server.storage import schema as t
 from armada_server.storage.base import UPDATE_RUNS, Change, Transactions, clean_reason
-from armada_server.storage.bulk import executemany, fetch, insert_rows
+from armada_server.storage.bulk import execute, executemany, fetch, insert_rows
 from armada_server.storage.cycle_reports import archive_reasons
 from armada_server.storage.guard import Conflict, retried
 from armada_server.storage.held_jobs import Settled
@@ -206,7 +206,7 @@ def _update_leased(
         values = {f"new_{k}": int(v) if isinstance(v, JobState) else v for k, v in fields}
         values.update(read_version=version, new_version=version + 1)
         for chunk in chunks(job_ids, 1000):
-            written += conn.execute(stmt, {"ids": chunk, **values}).rowcount
+            written += execute(conn, stmt, {"ids": chunk, **values})
             expected += len(chunk)
     if written != expected:
         raise Conflict(f"{expected - written} of {expected} jobs changed since they were read")
