@@ -52,7 +52,9 @@ class Decision:
     node: str
 
 
-@dataclass
+# No generated repr: asyncio.run formats the main task's result (this) when it restores its
+# signal handler: a third of a second for a day's recording (every job, every decision).
+@dataclass(repr=False)
 class Recording:
     """Filled by the driver; read by report.py."""
 
