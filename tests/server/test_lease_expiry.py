@@ -126,3 +126,45 @@ def test_an_expiry_and_a_sync_take_their_rows_in_one_order(
     assert retries == []
     [after] = first.job_reads.jobs([job])
     assert after.active_run is not None and after.active_run.id == lease.run_id
+
+
+def test_an_expiry_with_nothing_due_takes_no_write_transaction(
+    replicas: tuple[Storage, Storage, Clock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every cycle runs the expiry first. While no executor is silent and no run's grace has
+    run out, it only reads: on SQLite a write transaction waits for every other writer."""
+    first, _, clock = replicas
+    sync(first, [])
+    [job] = first.submissions.submit("a", "s", [item(pod(1, random.Random(3)))], owner="u")
+    leader(first, clock).cycle()
+    [lease] = sync(first, []).leases
+    writes: list[str] = []
+    write = first.transactions.write
+
+    def counted() -> object:
+        writes.append("write")
+        return write()
+
+    monkeypatch.setattr(first.transactions, "write", counted)
+    assert first.leases.expire_leases(timeout=LEASE_TIMEOUT) == []
+    assert writes == []
+
+    # A run whose grace ran out is let go of in a write; the executor is not stale.
+    with first.engine.begin() as conn:
+        conn.execute(
+            update(t.runs)
+            .where(t.runs.c.id == lease.run_id)
+            .values(releases_at=clock.now - timedelta(seconds=1))
+        )
+    assert first.leases.expire_leases(timeout=LEASE_TIMEOUT) == []
+    assert writes == ["write"]
+    with first.engine.connect() as conn:
+        released = conn.execute(t.runs.select().where(t.runs.c.id == lease.run_id)).one()
+    assert released.releases_at is None
+
+    # A silent executor's runs expire.
+    clock.now += timedelta(seconds=LEASE_TIMEOUT + 1)
+    assert first.leases.expire_leases(timeout=LEASE_TIMEOUT) == [job]
+    assert writes == ["write", "write"]
+    [after] = first.job_reads.jobs([job])
+    assert after.active_run is None

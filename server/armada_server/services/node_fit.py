@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from google.protobuf.timestamp_pb2 import Timestamp
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from armada_core import scheduling as s
 from armada_core.api import submit_pb2
@@ -42,6 +42,7 @@ from armada_server.errors import InvalidArgument
 from armada_server.scheduling.snapshot import node_view, spec_view
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
+from armada_server.storage.bulk import fetch
 from armada_server.storage.nodes import decode_nodes
 
 REFRESH_SECONDS = 1.0
@@ -364,6 +365,14 @@ def _key(spec: submit_pb2.Job) -> bytes:
             spec.created.CopyFrom(created)
 
 
+# The live executors' nodes (built once: with no executor connected, every check reads them).
+_LIVE_NODES = (
+    select(t.executors.c.id, t.executors.c.pool, t.executors.c.nodes)
+    .where(t.executors.c.last_seen >= bindparam("cutoff"))
+    .order_by(t.executors.c.id)
+)
+
+
 class NodeFit:
     """The live executors' nodes by type, cached for `refresh` seconds (read again before a
     job is refused or said unchecked, so a node that just joined is never missed), and the
@@ -398,13 +407,10 @@ class NodeFit:
             return self._cluster
 
     def _read(self) -> Cluster:
-        c = t.executors.c
         cutoff = self._tx.clock() - timedelta(seconds=self.executor_timeout)
         with self._tx.read() as conn:
-            rows = conn.execute(
-                select(c.id, c.pool, c.nodes).where(c.last_seen >= cutoff).order_by(c.id)
-            ).all()
-        return Cluster.of((r.id, r.pool, r.nodes) for r in rows)
+            rows = fetch(conn, _LIVE_NODES, {"cutoff": cutoff})
+        return Cluster.of((executor, pool, nodes) for executor, pool, nodes in rows)
 
     def check(self, specs: Sequence[tuple[int, submit_pb2.Job]], *, accept: bool) -> list[str]:
         """Notes for the response about `specs` (the new jobs of a request, with their items'

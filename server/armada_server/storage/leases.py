@@ -15,7 +15,7 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, bindparam, select, text, update
+from sqlalchemy import Connection, Select, bindparam, exists, select, text, update
 from sqlalchemy.exc import DBAPIError
 
 from armada_core.jobs import Failure, Job, lifecycle
@@ -48,6 +48,12 @@ _RELEASED = (
     .where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at < bindparam("now"))
     .values(releases_at=None)
 )
+# Whether either has anything to do, read first: a cycle that finds neither (most cycles)
+# takes no write transaction, which on SQLite waits for every other writer and they for it.
+_DUE = select(
+    exists().where(t.executors.c.last_seen < bindparam("cutoff")),
+    exists().where(t.runs.c.releases_at.is_not(None), t.runs.c.releases_at < bindparam("now")),
+)
 
 
 def active_runs_of(executors: Sequence[str]) -> Select[Any]:
@@ -78,6 +84,10 @@ class Leases:
         """Runs of executors silent for longer than `timeout` seconds fail as lease-expired."""
         now = now or self._tx.clock()
         cutoff = now - timedelta(seconds=timeout)
+        with self._tx.read() as conn:
+            [(stale_found, released_found)] = fetch(conn, _DUE, {"cutoff": cutoff, "now": now})
+        if not (stale_found or released_found):
+            return []  # an executor goes stale only as time passes: a later cycle expires it
         with self._tx.write() as (conn, touched):
             # Locked: a sync renewing one of these rows (its first statement) is waited for,
             # and its executor is then no longer stale. Without the lock, READ COMMITTED read

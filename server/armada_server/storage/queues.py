@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 
 from armada_core.api import submit_pb2
 from armada_server.errors import AlreadyExists, NotFound
 from armada_server.storage import schema as t
 from armada_server.storage.base import Transactions
+from armada_server.storage.bulk import fetch
+
+# A queue's spec by name, built once: every request naming a queue reads it.
+_QUEUE_SPEC = select(t.queues.c.spec).where(t.queues.c.name == bindparam("name"))
 
 
 class Queues:
@@ -43,11 +47,12 @@ class Queues:
                 raise NotFound(f"queue {name!r} not found")
 
     def get_queue(self, name: str) -> submit_pb2.Queue:
+        """The queue as stored (every request that names a queue reads it to authorise)."""
         with self._tx.read() as conn:
-            row = conn.execute(select(t.queues.c.spec).where(t.queues.c.name == name)).first()
-        if row is None:
+            rows = fetch(conn, _QUEUE_SPEC, {"name": name})
+        if not rows:
             raise NotFound(f"queue {name!r} not found")
-        return submit_pb2.Queue.FromString(row.spec)
+        return submit_pb2.Queue.FromString(rows[0][0])
 
     def list_queues(self) -> list[submit_pb2.Queue]:
         with self._tx.read() as conn:
