@@ -138,15 +138,16 @@ class FreeSpace:
 
     def build_index(self) -> None:
         free = self.capacity - self.held - self.evicted_total
-        rows = free.tolist()
-        for p in np.unique(self.partition[self.indexed]).tolist():
+        nodes = np.nonzero(self.indexed)[0]
+        # Every indexed node in index order at once (numpy's sort, not Python's of tuples):
+        # each partition's entries are then appended in order.
+        order = nodes[best_fit_order(free[nodes], nodes)]
+        for p in np.unique(self.partition[nodes]).tolist():
             self.index[p] = []
-        for i in np.nonzero(self.indexed)[0].tolist():
-            entry = (*rows[i], i)
-            self.entry[i] = entry
-            self.index[int(self.partition[i])].append(entry)
-        for entries in self.index.values():
-            entries.sort()
+        index, entries, partition_of = self.index, self.entry, self.partition_of
+        for i, row in zip(order.tolist(), free[order].tolist(), strict=True):
+            entry = entries[i] = (*row, i)
+            index[partition_of[i]].append(entry)
 
     def _reindex(self, i: int, taken: tuple[int, ...] | None = None) -> None:
         """Move node ``i`` to its new place in the index (``taken``: what was just placed)."""
