@@ -153,9 +153,11 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         items: list[submit_pb2.JobSubmitRequestItem],
         who: Principal,
     ) -> tuple[list[str], list[str]]:
-        """Store the jobs, unless their queue is missing, `who` may not submit to it, or
-        some new one fits no node (node_fit.py); the ids, and the response's notes. The
-        queue is read here, on the thread that stores, not on a hop of its own."""
+        """Store the jobs, unless no executor of their pool can honour one, their queue is
+        missing, `who` may not submit to it, or some new one fits no node (node_fit.py); the
+        ids, and the response's notes. The executors' declarations (cached) and the queue
+        are read here, on the thread that stores, not on hops of their own."""
+        self.capabilities.check(items)  # refuse what no executor of the pool can honour
         try:
             queue = self.ctx.queues.get_queue(request.queue)
         except NotFound:
@@ -181,9 +183,9 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     def _validate(
         self, request: submit_pb2.JobSubmitRequest
     ) -> list[submit_pb2.JobSubmitRequestItem]:
-        items = validate_submission(request, self.submission)
-        self.capabilities.check(items)  # refuse what no executor of the pool can honour
-        return items
+        """The request's items as checked (reads nothing: small requests are checked on the
+        event loop)."""
+        return validate_submission(request, self.submission)
 
     @rpc
     async def CancelJobs(
