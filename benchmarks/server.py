@@ -22,6 +22,11 @@ otherwise), so the client's work does not share the server's interpreter:
   deliveries); ``--quick`` sends a fifth of the probes. Latency is the time a watcher receives
   a probe's ``submitted`` event minus the event's ``created`` timestamp (set by the server just
   before its transaction commits), over every watcher that receives it: p50, p99 and max.
+- ``submit_single``: SubmitJobs of one job each, one after another (1,000; 5,000 in the full
+  run), on SQLite and PostgreSQL, to a server with a simulated executor (``--executor
+  simulated``, 100 nodes that never fill), so that every job is also scheduled, leased and
+  reported running meanwhile: what an orchestrator's tasks send. Requests per second, the
+  request's p50 and p99, and the server process's CPU per request (Linux).
 - ``submit_many``: the time to submit 1,000,000 jobs (50,000 with ``--quick``) in batches of
   1,000 without client ids, from two client threads, on SQLite; per-batch times at the start and
   at the end show whether the server slows down as its database grows.
@@ -33,6 +38,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -56,13 +62,19 @@ from benchmarks.common import LISTENING, log, machine, percentile  # noqa: E402
 
 BATCH = 1000
 LOAD_RATE = 10_000.0  # jobs/s the latency is measured under
+# submit_single's server: a simulated executor whose nodes never fill (runs end after 1 s),
+# so each request's job is scheduled, leased and reported running as it arrives.
+SINGLE_NODES = ("--nodes", "100x32x256Gi")
+SINGLE_WARMUP = 100
 
 
 # --- the server process ---------------------------------------------------------------------
 
 
 class Server:
-    def __init__(self, database_url: str, log_path: Path) -> None:
+    def __init__(
+        self, database_url: str, log_path: Path, *, executor: tuple[str, ...] = ("none",)
+    ) -> None:
         script = Path(sys.executable).parent / "armada-server"
         command = [str(script)] if script.exists() else [sys.executable, "-m", "armada_server.cli"]
         self._log = log_path.open("ab")
@@ -76,7 +88,7 @@ class Server:
                 "--database-url",
                 database_url,
                 "--executor",
-                "none",
+                *executor,
             ],
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -88,6 +100,14 @@ class Server:
             self.stop()
             raise RuntimeError(f"armada-server did not start ({line!r}); see {log_path}")
         self.address = f"{match.group(1)}:{match.group(2)}"
+
+    def cpu_seconds(self) -> float | None:
+        """The server process's CPU seconds so far (user and system; None off Linux)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -196,6 +216,63 @@ def submit_throughput(
         "target_jobs_per_second": 30_000 if backend == "sqlite" else 15_000,
     }
     log(f"  {result['jobs_per_second']} jobs/s")
+    return result
+
+
+def submit_single(database_url: str, backend: str, requests: int, work: Path) -> dict:
+    """One-job SubmitJobs, one after another: what an orchestrator's tasks send."""
+    log(f"submit_single[{backend}]: {requests} requests of one job")
+    server = Server(
+        database_url, work / f"single-{backend}.log", executor=("simulated", *SINGLE_NODES)
+    )
+    try:
+        create_queue(server.address, "single")
+        item = job_item()
+        with grpc.insecure_channel(server.address) as channel:
+            submit = submit_pb2_grpc.SubmitStub(channel)
+
+            def send(number: int) -> None:
+                copy = submit_pb2.JobSubmitRequestItem()
+                copy.CopyFrom(item)
+                copy.client_id = f"single-{number}"
+                answer = submit.SubmitJobs(
+                    submit_pb2.JobSubmitRequest(
+                        queue="single", job_set_id=f"set-{number % 20}", job_request_items=[copy]
+                    ),
+                    timeout=60,
+                )
+                assert len(answer.job_response_items) == 1
+
+            for number in range(-SINGLE_WARMUP, 0):  # warm up, not counted
+                send(number)
+            times = []
+            cpu = server.cpu_seconds()
+            started = time.perf_counter()
+            for number in range(requests):
+                t0 = time.perf_counter()
+                send(number)
+                times.append(time.perf_counter() - t0)
+            elapsed = time.perf_counter() - started
+            cpu_after = server.cpu_seconds()
+    finally:
+        server.stop()
+    server_cpu = (
+        round((cpu_after - cpu) / requests * 1e6) if cpu is not None and cpu_after else None
+    )
+    result = {
+        "measurement": "submit_single",
+        "backend": backend,
+        "requests": requests,
+        "executor": "simulated, " + " ".join(SINGLE_NODES[1:]) + " nodes (runs of 1 s)",
+        "requests_per_second": round(requests / elapsed, 1),
+        "request_ms_p50": round(statistics.median(times) * 1000, 2),
+        "request_ms_p99": round(percentile(times, 99) * 1000, 2),
+        "server_cpu_us_per_request": server_cpu,
+    }
+    log(
+        f"  {result['requests_per_second']} requests/s, p50 {result['request_ms_p50']} ms, "
+        f"server CPU {server_cpu} us a request"
+    )
     return result
 
 
@@ -401,6 +478,9 @@ def submit_many(database_url: str, backend: str, jobs: int, work: Path) -> dict:
 # --- main -----------------------------------------------------------------------------------
 
 
+MEASUREMENTS = ("submit_throughput", "submit_single", "event_latency", "submit_many")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -409,37 +489,71 @@ def main() -> int:
         "--postgres-url", help="use this PostgreSQL (an empty database) instead of starting one"
     )
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
+    parser.add_argument(
+        "--only",
+        type=lambda text: text.split(","),
+        default=list(MEASUREMENTS),
+        help=f"these measurements, comma-separated, of {', '.join(MEASUREMENTS)} (default all; "
+        "submit_throughput includes submit_throughput_tasks)",
+    )
     args = parser.parse_args()
+    unknown = sorted(set(args.only) - set(MEASUREMENTS))
+    if unknown:
+        parser.error(f"--only: no measurement {', '.join(unknown)}; there are {MEASUREMENTS}")
+    only = set(args.only)
 
     work = Path(tempfile.mkdtemp(prefix="armada-bench-"))
     about = machine()
     batches = 10 if args.quick else 50
     many = 50_000 if args.quick else 1_000_000
+    singles = 1_000 if args.quick else 5_000
     results: list[dict] = []
     postgres = None
     try:
-        results.append(
-            submit_throughput(f"sqlite:///{work / 'throughput.db'}", "sqlite", batches, work)
-        )
-        results.append(
-            submit_throughput(f"sqlite:///{work / 'tasks.db'}", "sqlite", batches, work, tasks=True)
-        )
-        sqlite_dbs = (f"sqlite:///{work / f'latency-{n}.db'}" for n in range(1_000))
-        results += event_latencies(lambda: next(sqlite_dbs), "sqlite", args.quick, work)
-        if not args.no_postgres:
+        if "submit_throughput" in only:
+            results.append(
+                submit_throughput(f"sqlite:///{work / 'throughput.db'}", "sqlite", batches, work)
+            )
+            results.append(
+                submit_throughput(
+                    f"sqlite:///{work / 'tasks.db'}", "sqlite", batches, work, tasks=True
+                )
+            )
+        if "submit_single" in only:
+            results.append(
+                submit_single(f"sqlite:///{work / 'single.db'}", "sqlite", singles, work)
+            )
+        if "event_latency" in only:
+            sqlite_dbs = (f"sqlite:///{work / f'latency-{n}.db'}" for n in range(1_000))
+            results += event_latencies(lambda: next(sqlite_dbs), "sqlite", args.quick, work)
+        # On PostgreSQL each measurement gets a database of its own; given one database
+        # (--postgres-url), only the first of them runs.
+        on_postgres: list[Callable[[str], list[dict]]] = []
+        if "submit_throughput" in only:
+            on_postgres += [
+                lambda url: [submit_throughput(url, "postgresql", batches, work)],
+                lambda url: [submit_throughput(url, "postgresql", batches, work, tasks=True)],
+            ]
+        if "submit_single" in only:
+            on_postgres.append(lambda url: [submit_single(url, "postgresql", singles, work)])
+        if "event_latency" in only:
+            on_postgres += [
+                lambda url, shape=shape: [
+                    event_latency(url, "postgresql", shape, work, load_rate=LOAD_RATE)
+                ]
+                for shape in latency_shapes(args.quick)
+            ]
+        if not args.no_postgres and on_postgres:
             if args.postgres_url:
-                urls = iter([args.postgres_url])
-                new_db = lambda: next(urls)  # noqa: E731
+                results += on_postgres[0](args.postgres_url)
             else:
                 from tests.postgres import PostgresServer
 
                 postgres = PostgresServer()
-                new_db = postgres.new_database
-            results.append(submit_throughput(new_db(), "postgresql", batches, work))
-            if not args.postgres_url:
-                results.append(submit_throughput(new_db(), "postgresql", batches, work, tasks=True))
-                results += event_latencies(new_db, "postgresql", args.quick, work)
-        results.append(submit_many(f"sqlite:///{work / 'many.db'}", "sqlite", many, work))
+                for measure in on_postgres:
+                    results += measure(postgres.new_database())
+        if "submit_many" in only:
+            results.append(submit_many(f"sqlite:///{work / 'many.db'}", "sqlite", many, work))
     finally:
         if postgres is not None:
             postgres.stop()
