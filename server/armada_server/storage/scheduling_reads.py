@@ -359,7 +359,7 @@ def queued_jobs(
         avoid,
         gang_id,
         reason,
-        since,
+        reason_cycle,
         retry_after,
     ) in fetch(conn, stmt, params):
         job = new(QueuedJob)
@@ -374,7 +374,7 @@ def queued_jobs(
             gang_cardinality=generations.get(job_id),
             version=version,
             reason=texts.setdefault(reason, reason),
-            reason_cycle=since,
+            reason_cycle=reason_cycle,
             retry_after=when(retry_after) if retry_after is not None else None,
         )
         queued.append(job)
