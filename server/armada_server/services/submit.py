@@ -76,9 +76,9 @@ def invalid_text(message: Message, path: str = "") -> str | None:
     return None
 
 
-def refuse_oversized(request: submit_pb2.JobSubmitRequest, config: ServerConfig) -> None:
+def refuse_oversized(request: submit_pb2.JobSubmitRequest, config: ServerConfig) -> int:
     """Refuse a request over the server's per-request limits, naming the limit: a client
-    splits it into smaller ones."""
+    splits it into smaller ones. Returns the request's size in bytes."""
     items = len(request.job_request_items)
     if config.max_request_items is not None and items > config.max_request_items:
         raise ResourceExhausted(
@@ -91,6 +91,7 @@ def refuse_oversized(request: submit_pb2.JobSubmitRequest, config: ServerConfig)
             f"the request is {size} bytes, more than the server's max_request_bytes limit of "
             f"{config.max_request_bytes}; submit its jobs in smaller requests"
         )
+    return size
 
 
 def builtin_capabilities(config: ServerConfig) -> ExecutorCapabilities | None:
@@ -103,9 +104,10 @@ def builtin_capabilities(config: ServerConfig) -> ExecutorCapabilities | None:
     )
 
 
-# Requests of up to this many items are checked on the event loop (about 60 us for eight):
-# handing the check to a thread cost a small request more than the check itself.
-CHECKED_ON_THE_LOOP = 8
+# Requests of up to this many items and bytes are checked on the event loop (about 60 us for
+# eight items of a few KB): handing the check to a thread cost such a request more than the
+# check itself. Larger ones go to a thread, as watchers wait while the loop is busy.
+CHECKED_ON_THE_LOOP = (8, 64 * 1024)
 
 
 class SubmitService(submit_pb2_grpc.SubmitServicer):
@@ -133,11 +135,12 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     async def SubmitJobs(
         self, request: submit_pb2.JobSubmitRequest, context: RpcContext
     ) -> submit_pb2.JobSubmitResponse:
-        refuse_oversized(request, self.ctx.config)
+        size = refuse_oversized(request, self.ctx.config)
         who = principal_of(context)
-        if len(request.job_request_items) <= CHECKED_ON_THE_LOOP:
+        most_items, most_bytes = CHECKED_ON_THE_LOOP
+        if len(request.job_request_items) <= most_items and size <= most_bytes:
             items = self._validate(request)
-        else:  # off the event loop: a large request takes a while to check, and watchers wait
+        else:
             items = await self.ctx.run(self._validate, request)
         ids, notes = await self.ctx.run(self._store, request, items, who)
         self.ctx.metrics.jobs_submitted.labels(request.queue).inc(len(ids))
