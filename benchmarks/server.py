@@ -257,7 +257,9 @@ def submit_single(database_url: str, backend: str, requests: int, work: Path) ->
     finally:
         server.stop()
     server_cpu = (
-        round((cpu_after - cpu) / requests * 1e6) if cpu is not None and cpu_after else None
+        round((cpu_after - cpu) / requests * 1e6)
+        if cpu is not None and cpu_after is not None
+        else None
     )
     result = {
         "measurement": "submit_single",

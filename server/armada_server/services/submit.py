@@ -107,7 +107,8 @@ def builtin_capabilities(config: ServerConfig) -> ExecutorCapabilities | None:
 # Requests of up to this many items and bytes are checked on the event loop (about 60 us for
 # eight items of a few KB): handing the check to a thread cost such a request more than the
 # check itself. Larger ones go to a thread, as watchers wait while the loop is busy.
-CHECKED_ON_THE_LOOP = (8, 64 * 1024)
+ITEMS_CHECKED_ON_THE_LOOP = 8
+BYTES_CHECKED_ON_THE_LOOP = 64 * 1024
 
 
 class SubmitService(submit_pb2_grpc.SubmitServicer):
@@ -137,8 +138,8 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     ) -> submit_pb2.JobSubmitResponse:
         size = refuse_oversized(request, self.ctx.config)
         who = principal_of(context)
-        most_items, most_bytes = CHECKED_ON_THE_LOOP
-        if len(request.job_request_items) <= most_items and size <= most_bytes:
+        items_count = len(request.job_request_items)
+        if items_count <= ITEMS_CHECKED_ON_THE_LOOP and size <= BYTES_CHECKED_ON_THE_LOOP:
             items = self._validate(request)
         else:
             items = await self.ctx.run(self._validate, request)

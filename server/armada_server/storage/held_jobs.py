@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
-from sqlalchemy import Connection, bindparam, select
+from sqlalchemy import Connection, select
 
 from armada_core.scheduling import Reasons
 from armada_server.storage import changes
@@ -27,6 +27,7 @@ from armada_server.storage.base import Transactions
 from armada_server.storage.bulk import fetch
 from armada_server.storage.changes import FULL_READ_EVERY
 from armada_server.storage.scheduling_reads import (
+    CHANGED_SINCE_MARK,
     GangKey,
     QueuedJob,
     RunningJob,
@@ -168,7 +169,7 @@ _Job = TypeVar("_Job", QueuedJob, RunningJob)
 
 # The jobs changed since a mark (built once: SQLAlchemy works out a statement's cache key
 # once per object, and every cycle reads this).
-_CHANGED_SINCE = select(t.jobs.c.id).where(t.jobs.c.changed >= bindparam("mark"))
+_CHANGED_SINCE = select(t.jobs.c.id).where(CHANGED_SINCE_MARK)
 
 
 def _renewed(
