@@ -147,12 +147,13 @@ def test_a_specs_key_leaves_out_its_id_and_a_client_id_written_after_it(client_i
     without = submit_pb2.Job()
     without.CopyFrom(spec)
     without.client_id = ""
-    after_id = (
-        submit_pb2.Job(id=spec.id, client_id=client_id).SerializeToString()
-        + submit_pb2.Job(**{**_fields(without), "id": ""}).SerializeToString()
-    )
+    # Deterministic: maps (resources) are written in an order of their own otherwise, which
+    # differed between the copies.
+    after_id = submit_pb2.Job(id=spec.id, client_id=client_id).SerializeToString() + submit_pb2.Job(
+        **{**_fields(without), "id": ""}
+    ).SerializeToString(deterministic=True)
     assert submit_pb2.Job.FromString(after_id) == spec
-    rest = without.SerializeToString()[len(b"\n\x07" + spec.id.encode()) :]
+    rest = without.SerializeToString(deterministic=True)[len(b"\n\x07" + spec.id.encode()) :]
     assert spec_key(spec.id, after_id, client_id) == rest
     assert spec_key(spec.id, after_id) != rest  # without its client id, the key keeps it
     assert spec_key(spec.id, canonical, client_id) == canonical[len(b"\n\x07" + spec.id.encode()) :]
