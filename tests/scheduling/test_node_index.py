@@ -84,11 +84,37 @@ def test_made_again_when_what_it_depends_on_changed(change: str) -> None:
         assert result.scheduled["x0"] != "n0"
 
 
+def test_a_shapes_static_constraints_are_kept_with_the_nodes() -> None:
+    """Computed in the first cycle that places the shape, taken from the index in later
+    cycles over the same nodes: a shape that differs only in a selector or a node to avoid
+    is a shape of its own, and every cycle decides as the reference does."""
+    nodes = _nodes()
+    _decide(_snapshot(nodes, [job("a0", cpu=4, node_selector={"zone": "z1"})]))
+    kept = inputs._last_index
+    assert kept is not None and len(kept.static) == 1
+    [(key, fit)] = kept.static.items()
+    assert [kept.records[i].id for i in fit.candidates] == ["n2", "n3"]
+    second = _decide(_snapshot(nodes, [job("b0", cpu=4, node_selector={"zone": "z1"})]))
+    assert inputs._last_index is kept and kept.static[key] is fit  # taken, not made again
+    assert second.scheduled["b0"] in ("n2", "n3")
+    third = _decide(_snapshot(nodes, [job("c0", cpu=4, node_selector={"zone": "z0"})]))
+    assert third.scheduled["c0"] in ("n0", "n1") and len(kept.static) == 2
+    avoiding = _decide(
+        _snapshot(nodes, [job("d0", cpu=4, node_selector={"zone": "z1"}, avoid_node="n2")])
+    )
+    assert avoiding.scheduled == {"d0": "n3"} and len(kept.static) == 3
+    # New node objects (n3 cordoned): a new index, whose shapes are computed afresh.
+    cordoned = (*nodes[:3], replace(nodes[3], cordoned=True))
+    fresh = _decide(_snapshot(cordoned, [job("e0", cpu=4, node_selector={"zone": "z1"})]))
+    assert inputs._last_index is not kept and fresh.scheduled == {"e0": "n2"}
+
+
 def test_kept_arrays_are_read_only() -> None:
     nodes = _nodes()
     _decide(_snapshot(nodes, make_jobs("a", 2)))
     kept = inputs._last_index
     assert kept is not None and kept.partition is not None
-    for array in (kept.capacity, kept.cordoned, kept.partition):
+    [fit] = kept.static.values()
+    for array in (kept.capacity, kept.cordoned, kept.partition, fit.candidates):
         with pytest.raises(ValueError):
             array[0] = np.zeros_like(array[0])

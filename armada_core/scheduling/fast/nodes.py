@@ -8,6 +8,8 @@ free-space index (``FreeSpace.best_fit``); a long run uses one vectorised fill i
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import reasons
@@ -17,7 +19,7 @@ from .free_space import INF, BoolArray, IntArray, best_fit_order, fit_counts
 from .limits import budget_plan, run_limits, take_charges
 from .outcomes import leave_queued, record_placed
 from .queues import RepeatedRequest, consecutive_wins
-from .state import CycleState, HeapEntry, Rank, Shape
+from .state import CycleState, HeapEntry, Rank, Shape, StaticFit
 from .victims import by_victims, evicted_give_way, preempt_for, urgency_node
 
 #: Runs at least this long are placed with one vectorised fill.
@@ -27,16 +29,41 @@ _BULK = 256
 def static_constraints(state: CycleState, shape: Shape, s: int) -> IntArray:
     """Static constraints of shape ``s``, computed once (on first use): candidate nodes
     (not cordoned, taints tolerated, selector, affinity, not avoided), the index partitions
-    to scan, and a reason when no node can ever take it. Returns the candidates."""
+    to scan, and a reason when no node can ever take it. Returns the candidates. They
+    depend on the nodes alone, so later cycles over the same nodes (``NodeIndex``) take
+    them from the index: a cycle of a few new jobs among thousands running computed each
+    shape's anew."""
     if shape.candidates is not None:
         return shape.candidates
+    key = state.shapes.keys[s]
+    kept = state.nodes.index.static
+    fit = kept.get(key)
+    if fit is None:
+        if len(kept) >= _STATIC_KEPT:
+            kept.clear()
+        fit = kept[key] = _static_fit(state, shape, key)
+    shape.candidates = fit.candidates
+    shape.node_mask = fit.node_mask
+    shape.constrained = fit.constrained
+    shape.partitions = fit.partitions
+    shape.static_reason = fit.static_reason
+    return fit.candidates
+
+
+# Shapes whose static constraints a node index keeps (a bound: a shape that avoids a node
+# is a shape of its own).
+_STATIC_KEPT = 4096
+
+
+def _static_fit(state: CycleState, shape: Shape, key: tuple[Any, ...]) -> StaticFit:
     nodes = state.nodes
-    requests, selector, tolerations, affinity, avoid, pc = state.shapes.keys[s]
+    requests, selector, tolerations, affinity, avoid, pc = key
     parts = [
         p for p, (taints, _) in nodes.partitions.items() if taints_tolerated(taints, tolerations)
     ]
     base = np.isin(nodes.space.partition, np.array(parts, dtype=np.int64)) & nodes.space.indexed
     constrained = bool(selector) or bool(affinity) or avoid is not None
+    mask = None
     if constrained:
         probe = Job(
             "",
@@ -51,20 +78,17 @@ def static_constraints(state: CycleState, shape: Shape, s: int) -> IntArray:
         mask = base.copy()
         for i in np.flatnonzero(base).tolist():
             mask[i] = node_admits(probe, nodes.records[i])
-    else:
-        mask = base
-    shape.constrained = constrained
-    shape.node_mask = mask if constrained else None
-    shape.candidates = candidates = np.flatnonzero(mask)
+        mask.flags.writeable = False
+    candidates = np.flatnonzero(base if mask is None else mask)
+    candidates.flags.writeable = False
     needed = {d for d, v in zip(state.dims, shape.request_tuple, strict=True) if v > 0}
-    shape.partitions = [p for p in parts if needed <= nodes.partitions[p][1]]
+    partitions = [p for p in parts if needed <= nodes.partitions[p][1]]
+    reason: str | None = None
     if len(candidates) == 0:
-        shape.static_reason = reasons.NO_MATCHING_NODE
+        reason = reasons.NO_MATCHING_NODE
     elif not (nodes.capacity[candidates] >= shape.request).all(axis=1).any():
-        shape.static_reason = reasons.TOO_LARGE
-    else:
-        shape.static_reason = None
-    return candidates
+        reason = reasons.TOO_LARGE
+    return StaticFit(candidates, mask, constrained, partitions, reason)
 
 
 def queued_run(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -208,6 +208,16 @@ class Shapes:
     class_known: BoolArray
 
 
+class StaticFit(NamedTuple):
+    """A shape's static constraints on a set of nodes (``nodes.static_constraints``)."""
+
+    candidates: IntArray
+    node_mask: BoolArray | None
+    constrained: bool
+    partitions: list[int]
+    static_reason: str | None
+
+
 class NodeIndex:
     """What a cycle derives from the nodes alone: their tie-break order, capacity, cordons,
     label columns and index partitions. The next cycle reuses it while its snapshot holds
@@ -224,6 +234,7 @@ class NodeIndex:
         "partitions",
         "records",
         "rows",
+        "static",
     )
 
     def __init__(
@@ -240,6 +251,8 @@ class NodeIndex:
         # Built when a cycle first places anything (``inputs.index_for_placing``).
         self.partitions: dict[int, tuple[Any, frozenset[str]]] = {}
         self.partition: IntArray | None = None
+        # Shape key -> its static constraints on these nodes (``nodes.static_constraints``).
+        self.static: dict[tuple[Any, ...], StaticFit] = {}
 
 
 @dataclass(slots=True, eq=False)
