@@ -82,17 +82,20 @@ def test_a_failed_writer_leaves_nothing_and_the_next_begins_afresh(engine: Engin
         assert not takes_the_write_lock(other_writer(engine))
 
 
-@pytest.mark.parametrize(("durable", "synchronous"), [(True, 1), (False, 0)])
+@pytest.mark.parametrize(
+    ("durable", "synchronous", "journal"), [(True, 1, "wal"), (False, 0, "memory")]
+)
 def test_only_a_database_that_outlives_its_process_waits_for_the_disk(
-    tmp_path: Path, durable: bool, synchronous: int
+    tmp_path: Path, durable: bool, synchronous: int, journal: str
 ) -> None:
     """The server's database waits for the disk at checkpoints (NORMAL in WAL mode); the
-    what-if simulator's, thrown away with its run, never does (OFF)."""
+    what-if simulator's, thrown away with its run, never does (OFF), and keeps its rollback
+    journal in memory (each changed page written once, into the file)."""
     engine = open_database(f"sqlite:///{tmp_path / 'armada.db'}", durable=durable)
     try:
         with engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == synchronous
-            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == journal
     finally:
         engine.dispose()
 
