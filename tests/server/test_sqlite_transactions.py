@@ -83,19 +83,26 @@ def test_a_failed_writer_leaves_nothing_and_the_next_begins_afresh(engine: Engin
 
 
 @pytest.mark.parametrize(
-    ("durable", "synchronous", "journal"), [(True, 1, "wal"), (False, 0, "memory")]
+    ("durable", "synchronous", "journal", "locking"),
+    [(True, 1, "wal", "normal"), (False, 0, "memory", "exclusive")],
 )
 def test_only_a_database_that_outlives_its_process_waits_for_the_disk(
-    tmp_path: Path, durable: bool, synchronous: int, journal: str
+    tmp_path: Path, durable: bool, synchronous: int, journal: str, locking: str
 ) -> None:
-    """The server's database waits for the disk at checkpoints (NORMAL in WAL mode); the
-    what-if simulator's, thrown away with its run, never does (OFF), and keeps its rollback
-    journal in memory (each changed page written once, into the file)."""
+    """The server's database waits for the disk at checkpoints (NORMAL in WAL mode) and is
+    shared by its threads' connections; the what-if simulator's, thrown away with its run
+    and used by one thread, never waits (OFF), keeps its rollback journal in memory (each
+    changed page written once, into the file) and is one connection's, which keeps the
+    file's lock (no locking per transaction)."""
     engine = open_database(f"sqlite:///{tmp_path / 'armada.db'}", durable=durable)
     try:
         with engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == synchronous
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == journal
+            assert conn.exec_driver_sql("PRAGMA locking_mode").scalar() == locking
+        with engine.connect() as first, engine.connect() as second:
+            same = first.connection.dbapi_connection is second.connection.dbapi_connection
+            assert same == (not durable)
     finally:
         engine.dispose()
 
