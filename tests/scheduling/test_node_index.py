@@ -11,6 +11,7 @@ import pytest
 
 from armada_core.scheduling import Queue, SchedulingConfig, Snapshot
 from armada_core.scheduling.fast import fast_schedule, inputs
+from armada_core.scheduling.fast import nodes as fast_nodes
 from armada_core.scheduling.reference import reference_schedule
 
 from .helpers import PRIORITY_CLASSES, gang, job, node
@@ -107,6 +108,21 @@ def test_a_shapes_static_constraints_are_kept_with_the_nodes() -> None:
     cordoned = (*nodes[:3], replace(nodes[3], cordoned=True))
     fresh = _decide(_snapshot(cordoned, [job("e0", cpu=4, node_selector={"zone": "z1"})]))
     assert inputs._last_index is not kept and fresh.scheduled == {"e0": "n2"}
+
+
+def test_the_shapes_kept_are_bounded_by_shapes_times_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the bound the index forgets every shape kept and starts again; decisions do
+    not change."""
+    monkeypatch.setattr(fast_nodes, "_STATIC_KEPT", 2 * 4)  # two shapes of four nodes
+    nodes = _nodes()
+    for i, zone in enumerate(["z0", "z1", "z0", "z1", "z0"]):
+        selector = {"zone": zone} if i != 4 else {"rack": "r1"}
+        _decide(_snapshot(nodes, [job(f"a{i}", cpu=4, node_selector=selector)]))
+        kept = inputs._last_index
+        assert kept is not None and 1 <= len(kept.static) <= 2
+    assert len(kept.static) == 1  # the third shape came past the bound
 
 
 def test_kept_arrays_are_read_only() -> None:

@@ -39,7 +39,7 @@ def static_constraints(state: CycleState, shape: Shape, s: int) -> IntArray:
     kept = state.nodes.index.static
     fit = kept.get(key)
     if fit is None:
-        if len(kept) >= _STATIC_KEPT:
+        if (len(kept) + 1) * len(state.nodes.records) > _STATIC_KEPT:
             kept.clear()
         fit = kept[key] = _static_fit(state, shape, key)
     shape.candidates = fit.candidates
@@ -50,9 +50,10 @@ def static_constraints(state: CycleState, shape: Shape, s: int) -> IntArray:
     return fit.candidates
 
 
-# Shapes whose static constraints a node index keeps (a bound: a shape that avoids a node
-# is a shape of its own).
-_STATIC_KEPT = 4096
+# Shapes times nodes whose static constraints a node index keeps: at most about 40 MB of
+# candidates and masks (4,000 shapes of 1,000 nodes, 400 of 10,000). A shape that avoids a
+# node is a shape of its own, so a cluster's retried jobs make many.
+_STATIC_KEPT = 4_000_000
 
 
 def _static_fit(state: CycleState, shape: Shape, key: tuple[Any, ...]) -> StaticFit:
