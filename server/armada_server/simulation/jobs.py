@@ -56,10 +56,11 @@ def _members(
         "check": False,  # the server's own validation checks every item
     }
     pod = _pod(arrival.cpu, arrival.memory, arrival.gpus)
-    g = arrival.gang
-    if g is None:
+    if arrival.roles:
         roles = [Role(r.name, pod, r.minimum, r.maximum) for r in arrival.roles]
         return pod_group_items(roles, gang_id=arrival.name, client_id=arrival.name, **common)
+    g = arrival.gang
+    assert g is not None  # items_of sends only gangs and pod groups here
     return gang_items(
         pod,
         replicas=g.cardinality,
