@@ -142,6 +142,23 @@ def test_client_id_deduplicates(api: Stubs, queue: str) -> None:
     assert len(events(api)) == 4  # nothing new was stored
 
 
+def test_client_ids_past_the_first_lookup_are_found_too(api: Stubs, queue: str) -> None:
+    """The first 500 client ids are looked up with the queue, the rest apart on SQLite: a
+    stored job is found in either part, and a queue's client ids are its own."""
+    stored = submit(api, *[item(client_id=f"c{n:04}") for n in range(0, 1200, 2)])
+    other = submit_pb2.Queue(name="other", priority_factor=1)
+    api.queues.CreateQueue(other)
+    [elsewhere] = api.submit.SubmitJobs(
+        submit_pb2.JobSubmitRequest(
+            queue="other", job_set_id="s", job_request_items=[item(client_id="c0001")]
+        )
+    ).job_response_items
+    again = submit(api, *[item(client_id=f"c{n:04}") for n in range(1200)])
+    assert again[0::2] == stored
+    assert len(set(again[1::2])) == 600 and not set(again[1::2]) & set(stored)
+    assert elsewhere.job_id not in again
+
+
 def test_a_client_id_repeated_in_one_request_is_one_job(api: Stubs, queue: str) -> None:
     first = submit(api, item(client_id="a"))
     ids = submit(api, item(client_id="b"), item(), item(client_id="b"), item(client_id="a"), item())

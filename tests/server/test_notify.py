@@ -1,19 +1,26 @@
 """Cross-replica wake-ups on PostgreSQL (storage/notify.py): every job set a transaction
-appended to is heard by the other replicas' listeners once it commits, and none of a
-transaction that rolled back."""
+appended events to is heard by the other replicas' listeners once it commits, and none of a
+transaction that rolled back. The notifications go in the statement that numbers the events,
+so these append events as every writer does."""
 
 from __future__ import annotations
 
 import threading
 
-from armada_server.storage.database import open_database
-from armada_server.storage.notify import Listener, notify
+from armada_core.api import submit_pb2
+from armada_server.storage import base, open_storage
+from armada_server.storage.notify import Listener
+
+from .test_event_numbering import queued
 
 
 def test_every_job_set_of_a_transaction_is_heard_at_its_commit(
     postgres_server,  # type: ignore[no-untyped-def]
+    monkeypatch,  # type: ignore[no-untyped-def]
 ) -> None:
-    engine = open_database(postgres_server.new_database())
+    monkeypatch.setattr(base, "NUMBERED_AT_ONCE", 100)  # sets numbered in three statements
+    storage = open_storage(postgres_server.new_database())
+    tx = storage.transactions
     heard: list[tuple[str, str]] = []
     changed = threading.Condition()
 
@@ -22,20 +29,33 @@ def test_every_job_set_of_a_transaction_is_heard_at_its_commit(
             heard.extend(sorted(keys or ()))
             changed.notify_all()
 
-    listener = Listener(engine, wake)
+    listener = Listener(storage.engine, wake)
     listener.start()
     try:
-        sets = [("q", f"set-{n}") for n in range(300)] + [("other queue", "set-0")]
-        with engine.connect() as conn, conn.begin() as transaction:
-            notify(conn, [("q", "rolled back")])
-            transaction.rollback()
-        with engine.begin() as conn:
-            notify(conn, sets)
+        for name in ("q", "other queue"):
+            storage.queues.create_queue(submit_pb2.Queue(name=name, priority_factor=1))
+        sets = [("q", f"set-{n}") for n in range(250)] + [("other queue", "set-0")]
+
+        class RolledBack(Exception):
+            pass
+
+        try:
+            with tx.write() as (conn, touched):
+                tx.append(conn, touched, [queued("gone", "rolled back")])
+                raise RolledBack
+        except RolledBack:
+            pass
+        events = [queued(f"job-{n}", job_set) for n, (_, job_set) in enumerate(sets[:-1])]
+        other = queued("other", "set-0")
+        other.queued.queue = "other queue"
+        with tx.write() as (conn, touched):
+            tx.append(conn, touched, [*events, events[0], other])  # set-0 twice: heard once
             with changed:
                 assert not changed.wait_for(lambda: heard, timeout=0.5)  # not before commit
         with changed:
             assert changed.wait_for(lambda: len(heard) >= len(sets), timeout=30)
+            assert not changed.wait_for(lambda: len(heard) > len(sets), timeout=0.5)
         assert sorted(heard) == sorted(sets)
     finally:
         listener.stop()
-        engine.dispose()
+        storage.engine.dispose()

@@ -27,6 +27,7 @@ from armada_server.app import EmbeddedServer
 from armada_server.config import ConfigError, ServerConfig, build
 from armada_server.services import node_fit
 from armada_server.storage.base import Transactions
+from armada_server.storage.queues import Queues
 
 from ..jobs.factories import container, item
 from .conftest import Stubs
@@ -108,6 +109,21 @@ def test_a_missing_queue_is_named_with_the_command_that_creates_it(api: Stubs) -
     code, said = refusal(api, job(), queue="x")
     assert code == grpc.StatusCode.NOT_FOUND
     assert said == "queue 'x' not found; create it with: armada queue create x"
+
+
+def test_the_queue_is_read_in_the_transaction_that_stores(
+    api: Stubs, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submission reads its queue (to authorise and to see a cordon) in its write
+    transaction, not in a read of its own before: on PostgreSQL that read was four round trips
+    of a request of one job."""
+
+    def not_read(self: Queues, name: str) -> submit_pb2.Queue:
+        raise AssertionError(f"queue {name!r} read outside the submission's transaction")
+
+    monkeypatch.setattr(Queues, "get_queue", not_read)
+    assert len(send(api, job(), job(client_id="c")).job_response_items) == 2
+    assert refusal(api, job(), queue="x")[0] == grpc.StatusCode.NOT_FOUND
 
 
 def test_a_cordoned_queue_refuses_new_jobs_and_says_how_to_lift_the_cordon(

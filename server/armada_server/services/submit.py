@@ -13,14 +13,13 @@ from armada_core.jobs import SubmissionConfig, validate_request
 from armada_core.jobs.submission import MAX_JOB_SET_ID, check_text
 from armada_server.auth import Principal
 from armada_server.config import ServerConfig
-from armada_server.errors import InvalidArgument, NotFound, ResourceExhausted
+from armada_server.errors import InvalidArgument, ResourceExhausted
 from armada_server.executors.kinds import server_kind
 from armada_server.guarded import RpcContext
 from armada_server.services.capabilities import CapabilityIndex, ExecutorCapabilities
 from armada_server.services.common import Context, principal_of, rpc
 from armada_server.services.node_fit import NodeFit
 from armada_server.services.queues import QueueService, states_from_filter
-from armada_server.storage.submission import queue_not_found
 
 
 def _require(field: str, value: str) -> None:
@@ -159,15 +158,13 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
     ) -> tuple[list[str], list[str]]:
         """Store the jobs, unless no executor of their pool can honour one, their queue is
         missing, `who` may not submit to it, or some new one fits no node (node_fit.py); the
-        ids, and the response's notes. The executors' declarations (cached) and the queue
-        are read here, on the thread that stores, not on hops of their own."""
+        ids, and the response's notes. The executors' declarations (cached) are read here, on
+        the thread that stores, and the queue in the transaction that stores."""
         self.capabilities.check(items)  # refuse what no executor of the pool can honour
-        try:
-            queue = self.ctx.queues.get_queue(request.queue)
-        except NotFound:
-            raise queue_not_found(request.queue) from None
-        self.ctx.authorizer.require(who, queue, "submit")
         notes: list[str] = []
+
+        def authorise(queue: submit_pb2.Queue) -> None:
+            self.ctx.authorizer.require(who, queue, "submit")
 
         def admit(specs: Sequence[tuple[int, submit_pb2.Job]]) -> None:
             accept = self.ctx.config.accept_jobs_that_fit_no_node
@@ -181,6 +178,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
             groups=who.groups,
             admit=admit,
             max_queued=self.ctx.config.max_queued_jobs_per_queue,
+            authorise=authorise,
         )
         return ids, notes
 

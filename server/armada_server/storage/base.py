@@ -44,7 +44,7 @@ from armada_server.storage.bulk import (
 )
 from armada_server.storage.database import begin_write
 from armada_server.storage.guard import Conflict
-from armada_server.storage.notify import notify
+from armada_server.storage.notify import NOTIFY_RETURNED
 from armada_server.storage.rows import chunks, mutable_job_row, run_row
 
 JobSetKey = tuple[str, str]  # (queue, job set)
@@ -151,8 +151,6 @@ class Transactions:
             firsts += self._take_numbers(conn, [(new.key, len(new.rows)) for new in chunk], now)
         insert_numbered(conn, [(new.rows, first) for new, first in zip(made, firsts, strict=True)])
         touched.update(new.key for new in made)
-        if self.dialect == "postgresql":
-            notify(conn, [new.key for new in made])
 
     def _take_numbers(
         self, conn: Connection, counts: Sequence[tuple[JobSetKey, int]], now: datetime
@@ -169,11 +167,13 @@ class Transactions:
                 "ON CONFLICT (queue, name) DO UPDATE "
                 "SET last_seq = job_sets.last_seq + excluded.last_seq "
                 "RETURNING queue, name, last_seq"
+                # On PostgreSQL the sets' notifications, sent at commit (notify.py).
+                + (f", {NOTIFY_RETURNED}" if self.dialect == "postgresql" else "")
             )
         args = [
             value for (queue, job_set), count in counts for value in (queue, job_set, count, now)
         ]
-        last = {(q, n): int(seq) for q, n, seq in fetch_sql(conn, sql, args)}
+        last = {(row[0], row[1]): int(row[2]) for row in fetch_sql(conn, sql, args)}
         return [last[key] - count + 1 for key, count in counts]
 
     def save_many(

@@ -1,18 +1,19 @@
 """Cross-replica wake-ups: PostgreSQL LISTEN/NOTIFY on the job sets that got events.
 
-Every transaction that appends events also NOTIFYs (delivered at commit, never for a rolled
-back transaction); each server replica LISTENs on one connection and wakes its own watchers
-as each notification arrives. Notifications sent while the connection was down are lost, so
-on every (re)connection it wakes the watchers of every job set (`wake(None)`).
+Every transaction that appends events also NOTIFYs, in the statement that numbers them
+(delivered at commit, never for a rolled back transaction); each server replica LISTENs on
+one connection and wakes its own watchers as each notification arrives. Notifications sent
+while the connection was down are lost, so on every (re)connection it wakes the watchers of
+every job set (`wake(None)`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Engine
 
 log = logging.getLogger("armada_server")
 
@@ -20,18 +21,10 @@ CHANNEL = "armada_events"
 _SEP = "\x1f"  # cannot occur in queue names
 
 
-# Every job set's notification in one statement: a cycle or a sync that appends to a
-# thousand job sets made a round trip for each.
-_NOTIFY = text(
-    "SELECT pg_notify(:channel, payload) FROM unnest(CAST(:payloads AS TEXT[])) AS payload"
-)
-
-
-def notify(conn: Connection, keys: Iterable[tuple[str, str]]) -> None:
-    """Queue a notification for each job set, sent when `conn`'s transaction commits."""
-    payloads = [f"{queue}{_SEP}{job_set}" for queue, job_set in keys]
-    if payloads:
-        conn.execute(_NOTIFY, {"channel": CHANNEL, "payloads": payloads})
+# The notification of a job set whose numbers a statement on `job_sets` takes, as a column of
+# its RETURNING: the statement that numbers a transaction's events (`Transactions.append_new`)
+# also notifies their sets, a round trip fewer for every write that appends events.
+NOTIFY_RETURNED = f"pg_notify('{CHANNEL}', queue || chr({ord(_SEP)}) || name)"
 
 
 class Listener:
