@@ -77,9 +77,19 @@ class SubmissionConfig:
     default_namespace: str = "default"
 
 
+class CheckedItems(list[submit_pb2.JobSubmitRequestItem]):
+    """A request's items as checked, and for each the index of the first item it is alike
+    (the same but for its client id), which storage builds once for all of them
+    (`storage/new_jobs.py`) without serialising each item again to find out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alike: list[int] = []
+
+
 def validate_request(
     request: submit_pb2.JobSubmitRequest, config: SubmissionConfig
-) -> list[submit_pb2.JobSubmitRequestItem]:
+) -> CheckedItems:
     """Check a whole request and return its items with defaults applied (copies)."""
     _check_name("queue", request.queue)
     if not request.job_set_id:
@@ -89,22 +99,24 @@ def validate_request(
         raise SubmissionError("job_request_items", "must contain at least one job")
     checked = _Checked(config)
     # Items that differ only in their client ids (most of a large request) are checked once.
-    alike: dict[bytes, submit_pb2.JobSubmitRequestItem] = {}
+    firsts: dict[bytes, tuple[int, submit_pb2.JobSubmitRequestItem]] = {}
     several = len(request.job_request_items) > 1
-    items = []
+    items = CheckedItems()
     for i, item in enumerate(request.job_request_items):
         path = f"job_request_items[{i}]"
         key = without_client_id(item) if several else b""
-        first = alike.get(key)
-        if first is None:
-            out = alike[key] = _validate_item(item, path, config, checked)
+        found = firsts.get(key)
+        if found is None:
+            first, out = i, _validate_item(item, path, config, checked)
+            firsts[key] = (i, out)
         else:  # as the first was, but for its own client id
             check_text(f"{path}.client_id", item.client_id, MAX_CLIENT_ID)
             _check_size(item, path)
-            out = submit_pb2.JobSubmitRequestItem()
-            out.CopyFrom(first)
+            first, out = found[0], submit_pb2.JobSubmitRequestItem()
+            out.CopyFrom(found[1])
             out.client_id = item.client_id
         items.append(out)
+        items.alike.append(first)
     _check_gangs(items)
     return items
 

@@ -16,7 +16,7 @@ from armada_core.api import submit_pb2
 from armada_core.jobs import new_job_ids
 from armada_core.jobs.alike import AlikeJobs
 from armada_core.jobs.lifecycle import timestamp
-from armada_core.jobs.submission import without_client_id
+from armada_core.jobs.submission import CheckedItems, without_client_id
 from armada_server.storage import schema as t
 from armada_server.storage.base import NewEvents, from_timestamp, new_event_rows
 from armada_server.storage.bulk import NewRows, sqlite_value
@@ -122,12 +122,19 @@ def new_jobs(
     when: Any = from_timestamp(timestamp(now))  # the events' column, as `new_events` has it
     if names.dialect == "sqlite":
         when = sqlite_value(when)
-    kinds: dict[bytes, tuple[AlikeJobs, list[Any]]] = {}
+    # Alike items (the same but for their client ids) make one kind: as validation found them,
+    # or else as their serialisations without client ids say.
+    kind_of = items.alike if isinstance(items, CheckedItems) else None
+    kinds: dict[object, tuple[AlikeJobs, list[Any]]] = {}
     new: dict[int, NewJob] = {}
     for index, job_id in zip(firsts, new_job_ids(len(firsts)), strict=True):
         item = items[index]
         client_id = item.client_id
-        key = without_client_id(item) if len(firsts) > 1 else b""
+        key: object
+        if kind_of is not None:
+            key = kind_of[index]
+        else:
+            key = without_client_id(item) if len(firsts) > 1 else b""
         kind = kinds.get(key)
         if kind is None:
             alike = AlikeJobs(
