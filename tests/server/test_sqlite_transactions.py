@@ -114,3 +114,13 @@ def test_the_simulator_runs_on_a_database_that_is_not_durable(tmp_path: Path) ->
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 0
     finally:
         port.close()
+
+
+def test_the_connection_returned_last_is_handed_out_first(engine: Engine) -> None:
+    """Its page cache is the freshest: one that another connection wrote after is dropped."""
+    first, second = engine.connect(), engine.connect()
+    used_last = second.connection.dbapi_connection
+    first.close()
+    second.close()
+    with engine.connect() as again:
+        assert again.connection.dbapi_connection is used_last

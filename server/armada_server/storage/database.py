@@ -58,10 +58,14 @@ def make_engine(url: str, *, durable: bool = True) -> Engine:
         # The driver keeps this many statements compiled per connection (128 by default): a
         # server runs more distinct ones than that (a list of ids gives a statement per
         # length), and recompiling a bulk INSERT of many rows cost it more than running it.
+        # The pool hands out the connection returned last: each connection's page cache is
+        # dropped when another one has written since it was used, and the pool's default
+        # (the one returned first) handed out the stalest. `submit_profile.py`'s reads of
+        # the file: 72,857 before, 31,286 after.
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 30, "cached_statements": 1024},
-            **({} if durable else {"poolclass": SingletonThreadPool}),
+            **({"pool_use_lifo": True} if durable else {"poolclass": SingletonThreadPool}),
         )
 
         @event.listens_for(engine, "connect")
@@ -80,7 +84,9 @@ def make_engine(url: str, *, durable: bool = True) -> Engine:
         # transaction that writes a row, and of an empty read).
         engine.dialect.do_begin = _sqlite_begin  # type: ignore[method-assign]  # this engine's
         return engine
-    engine = create_engine(url, pool_size=10, max_overflow=20)
+    # The connection returned last first, as on SQLite: psycopg prepares a statement on a
+    # connection once it has run there five times, so the busy few are prepared soonest.
+    engine = create_engine(url, pool_size=10, max_overflow=20, pool_use_lifo=True)
     event.listen(engine, "checkout", _refuse_closed)
     return engine
 
