@@ -1,7 +1,8 @@
 """Cross-replica wake-ups on PostgreSQL (storage/notify.py): every job set a transaction
 appended events to is heard by the other replicas' listeners once it commits, and none of a
-transaction that rolled back. The notifications go in the statement that numbers the events,
-so these append events as every writer does."""
+transaction that rolled back. The notifications go in the statement that numbers the events
+(for a few events, the one that also writes them), so these append events as every writer
+does."""
 
 from __future__ import annotations
 
@@ -56,6 +57,14 @@ def test_every_job_set_of_a_transaction_is_heard_at_its_commit(
             assert changed.wait_for(lambda: len(heard) >= len(sets), timeout=30)
             assert not changed.wait_for(lambda: len(heard) > len(sets), timeout=0.5)
         assert sorted(heard) == sorted(sets)
+        # A few events are numbered and written by one statement, which notifies too.
+        heard.clear()
+        with tx.write() as (conn, touched):
+            tx.append(conn, touched, [queued("a", "set-1"), queued("b", "new"), queued("c", "new")])
+        with changed:
+            assert changed.wait_for(lambda: len(heard) >= 2, timeout=30)
+            assert not changed.wait_for(lambda: len(heard) > 2, timeout=0.5)
+        assert sorted(heard) == [("q", "new"), ("q", "set-1")]
     finally:
         listener.stop()
         storage.engine.dispose()

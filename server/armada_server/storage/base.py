@@ -35,7 +35,9 @@ from armada_core.jobs.text import MAX_FAILURE_TEXT, clean_text
 from armada_server.errors import InvalidArgument
 from armada_server.storage import schema as t
 from armada_server.storage.bulk import (
+    FEW_ROWS,
     NewRows,
+    execute_sql,
     executemany,
     fetch_sql,
     insert_numbered,
@@ -73,6 +75,26 @@ def clean_reason(text: str) -> str:
 NUMBERED_AT_ONCE = 500
 # (dialect, job sets) -> the statement taking their numbers (`Transactions._take_numbers`).
 _NUMBERING: dict[tuple[str, int], str] = {}
+# (job sets, events) -> the statement numbering and writing them (`Transactions._append_few`).
+_NUMBERED_FEW: dict[tuple[int, int], str] = {}
+
+
+def _numbering(dialect: str, sets: int) -> str:
+    """The statement adding to `sets` job sets' last numbers (their rows made if new, locked
+    to the transaction's end), returning each set's new last number; on PostgreSQL it also
+    sends the sets' notifications, at commit (notify.py)."""
+    sql = _NUMBERING.get((dialect, sets))
+    if sql is None:
+        mark = placeholder(dialect)
+        values = ", ".join([f"({mark}, {mark}, {mark}, {mark})"] * sets)
+        sql = _NUMBERING[(dialect, sets)] = (
+            f"INSERT INTO job_sets (queue, name, last_seq, created_at) VALUES {values} "
+            "ON CONFLICT (queue, name) DO UPDATE "
+            "SET last_seq = job_sets.last_seq + excluded.last_seq "
+            "RETURNING queue, name, last_seq"
+            + (f", {NOTIFY_RETURNED}" if dialect == "postgresql" else "")
+        )
+    return sql
 
 
 class Transactions:
@@ -146,11 +168,37 @@ class Transactions:
         if not made:
             return
         now = self.clock()
+        touched.update(new.key for new in made)
+        if self.dialect == "postgresql" and sum(len(n.rows.values) for n in made) <= FEW_ROWS:
+            self._append_few(conn, made, now)
+            return
         firsts: list[int] = []
         for chunk in chunks(made, NUMBERED_AT_ONCE):
             firsts += self._take_numbers(conn, [(new.key, len(new.rows)) for new in chunk], now)
         insert_numbered(conn, [(new.rows, first) for new, first in zip(made, firsts, strict=True)])
-        touched.update(new.key for new in made)
+
+    def _append_few(self, conn: Connection, made: Sequence[NewEvents], now: datetime) -> None:
+        """A few events (`FEW_ROWS`) numbered and written by one statement on PostgreSQL, the
+        numbering's as a CTE: a request of one job appends two, a small sync a few, and the
+        numbers' own statement was a round trip of each."""
+        rows = [
+            (len(new.rows.values) - place, *row)  # numbered back from the set's last
+            for new in made
+            for place, row in enumerate(new.rows.values, start=1)
+        ]
+        sql = _NUMBERED_FEW.get((len(made), len(rows)))
+        if sql is None:
+            value = "(%s::bigint, %s::text, %s::text, %s::text, %s::timestamptz, %s::bytea)"
+            sql = _NUMBERED_FEW[(len(made), len(rows))] = (
+                f"WITH n AS ({_numbering(self.dialect, len(made))}) "
+                "INSERT INTO events (seq, queue, job_set, job_id, created_at, payload) "
+                "SELECT n.last_seq - v.back, v.queue, v.job_set, v.job_id, v.created_at, "
+                f"v.payload FROM (VALUES {', '.join([value] * len(rows))}) "
+                "AS v(back, queue, job_set, job_id, created_at, payload) "
+                "JOIN n ON n.queue = v.queue AND n.name = v.job_set"
+            )
+        numbering = [v for new in made for v in (*new.key, len(new.rows.values), now)]
+        execute_sql(conn, sql, [*numbering, *(v for row in rows for v in row)])
 
     def _take_numbers(
         self, conn: Connection, counts: Sequence[tuple[JobSetKey, int]], now: datetime
@@ -158,22 +206,11 @@ class Transactions:
         """The first of each job set's `count` new message numbers, in order (the sets'
         rows locked until the transaction ends, so their events commit in the order of their
         numbers; `counts` in order of their keys, so transactions lock them in one order)."""
-        sql = _NUMBERING.get((self.dialect, len(counts)))
-        if sql is None:
-            mark = placeholder(self.dialect)
-            values = ", ".join([f"({mark}, {mark}, {mark}, {mark})"] * len(counts))
-            sql = _NUMBERING[(self.dialect, len(counts))] = (
-                f"INSERT INTO job_sets (queue, name, last_seq, created_at) VALUES {values} "
-                "ON CONFLICT (queue, name) DO UPDATE "
-                "SET last_seq = job_sets.last_seq + excluded.last_seq "
-                "RETURNING queue, name, last_seq"
-                # On PostgreSQL the sets' notifications, sent at commit (notify.py).
-                + (f", {NOTIFY_RETURNED}" if self.dialect == "postgresql" else "")
-            )
         args = [
             value for (queue, job_set), count in counts for value in (queue, job_set, count, now)
         ]
-        last = {(row[0], row[1]): int(row[2]) for row in fetch_sql(conn, sql, args)}
+        rows = fetch_sql(conn, _numbering(self.dialect, len(counts)), args)
+        last = {(row[0], row[1]): int(row[2]) for row in rows}
         return [last[key] - count + 1 for key, count in counts]
 
     def save_many(

@@ -333,6 +333,14 @@ def fetch_sql(conn: Connection, sql: str, args: Sequence[Any]) -> Sequence[Seque
         return cursor.fetchall()
 
 
+def execute_sql(conn: Connection, sql: str, args: Sequence[Any]) -> None:
+    """SQL written for the driver that returns no rows, as `fetch_sql` runs a select."""
+    if conn.dialect.name == "sqlite":
+        args = [sqlite_value(a) for a in args]
+    with _on_driver(conn, sql) as cursor:
+        cursor.execute(sql, args)
+
+
 def execute(
     conn: Connection, stmt: Update | TextClause, params: Mapping[str, Any] | None = None
 ) -> int:
