@@ -13,45 +13,24 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from google.protobuf.message import Message
-
 from armada_core.api import event_pb2, submit_pb2
+from armada_core.api.wire import field, tag
 from armada_core.jobs.lifecycle import EventMessage, timestamp
 from armada_core.jobs.submission import job_from_item
 
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _tag(message: type[Message], name: str) -> bytes:
-    """The key of a length-delimited field (strings and messages)."""
-    number = message.DESCRIPTOR.fields_by_name[name].number
-    return _varint(number << 3 | 2)
-
-
-_JOB_ID = _tag(submit_pb2.Job, "id")
-_CLIENT_ID = _tag(submit_pb2.Job, "client_id")
-_SUBMITTED = _tag(EventMessage, "submitted")
-_QUEUED = _tag(EventMessage, "queued")
-_SUBMITTED_JOB_ID = _tag(event_pb2.JobSubmittedEvent, "job_id")
-_SUBMITTED_JOB = _tag(event_pb2.JobSubmittedEvent, "job")
-_QUEUED_JOB_ID = _tag(event_pb2.JobQueuedEvent, "job_id")
-
-
-def _field(key: bytes, payload: bytes) -> bytes:
-    return key + _varint(len(payload)) + payload
+_JOB_ID = tag(submit_pb2.Job, "id")
+_CLIENT_ID = tag(submit_pb2.Job, "client_id")
+_SUBMITTED = tag(EventMessage, "submitted")
+_QUEUED = tag(EventMessage, "queued")
+_SUBMITTED_JOB_ID = tag(event_pb2.JobSubmittedEvent, "job_id")
+_SUBMITTED_JOB = tag(event_pb2.JobSubmittedEvent, "job")
+_QUEUED_JOB_ID = tag(event_pb2.JobQueuedEvent, "job_id")
 
 
 def client_id_field(client_id: str) -> bytes:
     """A stored spec's client id as `AlikeJobs` writes it, right after the id (nothing when
     empty): storage keys specs on what follows it (rows.spec_key)."""
-    return _field(_CLIENT_ID, client_id.encode()) if client_id else b""
+    return field(_CLIENT_ID, client_id.encode()) if client_id else b""
 
 
 class AlikeJobs:
@@ -99,7 +78,7 @@ class AlikeJobs:
         own = job_id.encode()
         # The id first, as the serialiser writes it, then the client id: storage keys what a
         # spec decides on the bytes after them (rows.spec_key), the same for jobs alike.
-        spec = _field(_JOB_ID, own) + client_id_field(client_id) + self._spec
-        submitted = self._submitted + _field(_SUBMITTED_JOB_ID, own) + _field(_SUBMITTED_JOB, spec)
-        queued = self._queued + _field(_QUEUED_JOB_ID, own)
-        return spec, _field(_SUBMITTED, submitted), _field(_QUEUED, queued)
+        spec = field(_JOB_ID, own) + client_id_field(client_id) + self._spec
+        submitted = self._submitted + field(_SUBMITTED_JOB_ID, own) + field(_SUBMITTED_JOB, spec)
+        queued = self._queued + field(_QUEUED_JOB_ID, own)
+        return spec, field(_SUBMITTED, submitted), field(_QUEUED, queued)

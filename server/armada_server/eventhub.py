@@ -20,23 +20,45 @@ import logging
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import NamedTuple
 
 from armada_core.api import event_pb2
+from armada_core.api.wire import field, tag
 from armada_server.storage.events import EventLog, StoredEvent
 
 log = logging.getLogger("armada_server")
 
 JobSetKey = tuple[str, str]
-Delivery = tuple[int, event_pb2.EventStreamMessage]
 KEEP = 4096  # events kept per watched job set
 READ_LIMIT = 10_000  # events per statement of one read
 SWEEP_SECONDS = 30.0  # every watched set is read this often even without a notification
 
 
+class Delivery(NamedTuple):
+    """A stored event as every watcher sends it: `data` is its EventStreamMessage encoded,
+    `created` its creation in seconds since the epoch (for the lag metric)."""
+
+    seq: int
+    data: bytes
+    created: float
+
+
+# The fields of an EventStreamMessage: its id, then the event as stored.
+_ID = tag(event_pb2.EventStreamMessage, "id")
+_MESSAGE = tag(event_pb2.EventStreamMessage, "message")
+
+
 def delivery(stored: StoredEvent) -> Delivery:
-    """A stored event as a watcher sends it: decoded once, whoever receives it."""
+    """A stored event as a watcher sends it, encoded once for all its watchers from the
+    stored bytes (a thousand watchers of a set each serialised every event, job spec and
+    all), and decoded once for its creation time."""
     message = event_pb2.EventMessage.FromString(stored.payload)
-    return stored.seq, event_pb2.EventStreamMessage(id=str(stored.seq), message=message)
+    kind = message.WhichOneof("events")
+    if kind is None:
+        raise ValueError(f"stored event {stored.seq} has no body")
+    created = getattr(message, kind).created
+    data = field(_ID, str(stored.seq).encode()) + field(_MESSAGE, stored.payload)
+    return Delivery(stored.seq, data, created.seconds + created.nanos / 1e9)
 
 
 class Feed:
@@ -55,11 +77,11 @@ class Feed:
         self.base = self.tail = last
 
     def add(self, events: list[Delivery]) -> None:
-        for seq, message in events:
-            self.seqs.append(seq)
-            self.events.append((seq, message))
+        for event in events:
+            self.seqs.append(event.seq)
+            self.events.append(event)
         if events:
-            self.tail = events[-1][0]
+            self.tail = events[-1].seq
         if len(self.events) > 2 * self.keep:  # trimmed in steps: appending stays O(1)
             drop = len(self.events) - self.keep
             self.base = self.seqs[drop - 1]

@@ -1,7 +1,8 @@
 """A method handler with a check run before the method: what server interceptors build.
 
 The public API has only unary-request methods (single and streaming responses); a guard may
-abort the call (`context.abort`) or prepare it (e.g. record who is calling).
+abort the call (`context.abort`) or prepare it (e.g. record who is calling). A guarded method
+may answer with a response message or with its encoding.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def guarded(
 ) -> grpc.RpcMethodHandler[Request, Response]:
     """`handler`'s method with `guard(request, context)` awaited first."""
     deserializer = request_deserializer or handler.request_deserializer
-    serializer = handler.response_serializer
+    serializer = _bytes_as_they_are(handler.response_serializer)
     # grpc's stubs type a handler's methods as the synchronous API's; under grpc.aio they are
     # coroutine and async generator functions, so they are called here as what they are.
     if handler.unary_unary is not None:
@@ -53,3 +54,18 @@ def guarded(
         )
     # The public API has no client-streaming methods; refuse rather than pass one through.
     raise TypeError("client-streaming methods cannot be guarded")
+
+
+def _bytes_as_they_are(
+    serialize: Callable[[Any], bytes] | None,
+) -> Callable[[Any], bytes] | None:
+    """`serialize`, but a method may answer with its response already encoded: the event
+    streams send each stored event as encoded once for all their watchers."""
+    if serialize is None:
+        return None
+    encode = serialize
+
+    def serialized(response: Any) -> bytes:
+        return response if type(response) is bytes else encode(response)
+
+    return serialized

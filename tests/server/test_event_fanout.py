@@ -15,7 +15,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from armada_core.api import event_pb2, event_pb2_grpc, submit_pb2, submit_pb2_grpc
 from armada_server import eventhub
 from armada_server.app import EmbeddedServer
-from armada_server.eventhub import EventHub, Feed, delivery
+from armada_server.eventhub import Delivery, EventHub, Feed, delivery
 from armada_server.storage import open_storage
 from armada_server.storage.events import StoredEvent
 
@@ -31,8 +31,10 @@ def event(queue: str, job_set: str, job_id: str) -> event_pb2.EventMessage:
     )
 
 
-def job_ids(deliveries: Iterable[tuple[int, event_pb2.EventStreamMessage]]) -> list[str]:
-    return [m.message.submitted.job_id for _, m in deliveries]
+def job_ids(deliveries: Iterable[Delivery]) -> list[str]:
+    return [
+        event_pb2.EventStreamMessage.FromString(d.data).message.submitted.job_id for d in deliveries
+    ]
 
 
 async def settle(hub: EventHub) -> None:
@@ -70,7 +72,7 @@ async def hub_reads_per_commit(database_url: str, sets: list[str], watchers: int
             assert watcher.since(0, 100) is None  # memory starts after the history
             got = watcher.since(1, 100)
             assert got is not None
-            assert [seq for seq, _ in got] == [2, 3, 4, 5]
+            assert [d.seq for d in got] == [2, 3, 4, 5]
             assert job_ids(got) == [f"0-{s}-0", f"0-{s}-1", f"1-{s}-0", f"1-{s}-1"]
             assert job_ids(watcher.since(3, 100) or []) == [f"1-{s}-0", f"1-{s}-1"]  # mid-batch
         for subscription in subscriptions:
@@ -386,3 +388,21 @@ def test_a_watch_that_needs_its_set_sees_events_the_hub_has_not_read(database_ur
             await channel.close()
 
         asyncio.run(run())
+
+
+def test_a_delivery_is_the_stream_message_of_its_stored_event() -> None:
+    """Encoded once from the stored bytes, it parses as the message a watcher would have
+    built from them, and carries the event's creation for the lag metric."""
+    event = event_pb2.EventMessage(
+        submitted=event_pb2.JobSubmittedEvent(
+            job_id="j1", job_set_id="s", queue="q", job=submit_pb2.Job(id="j1", priority=2)
+        )
+    )
+    event.submitted.created.FromNanoseconds(1_764_000_000_250_000_000)
+    sent = delivery(StoredEvent(300, event.SerializeToString()))
+    assert sent.seq == 300 and sent.created == 1_764_000_000.25
+    assert event_pb2.EventStreamMessage.FromString(sent.data) == event_pb2.EventStreamMessage(
+        id="300", message=event
+    )
+    with pytest.raises(ValueError, match="no body"):
+        delivery(StoredEvent(301, b""))

@@ -603,13 +603,18 @@ async def job_set_events(request: Request) -> Response:
 
 async def event_stream(web: Web, messages: AsyncIterator[Any]) -> AsyncIterator[str]:
     try:
-        async for item in messages:
+        async for sent in messages:
             if web.feed.closing.is_set():
                 return
+            item = (  # a stored event comes encoded, as the gRPC stream sends it
+                event_pb2.EventStreamMessage.FromString(sent) if type(sent) is bytes else sent
+            )
             if not item.HasField("message"):
                 yield ": heartbeat\n\n"
                 continue
             kind = item.message.WhichOneof("events")
+            if kind is None:  # never stored (every event has a body): nothing to show
+                continue
             body = to_json(getattr(item.message, kind))
             yield sse(body, event=kind, id=item.id)
     except CallError as e:
