@@ -767,26 +767,32 @@ def test_an_unreachable_airflow_has_nothing_cancelled(
 ) -> None:
     """The reaper stopped, the task marked failed while no triggerer runs, the API server
     killed, the reaper started again: it cannot ask Airflow, says so (a line, its counter),
-    and cancels nothing; once the API server is back, it cancels the job."""
+    and cancels nothing; once the API server is back, it cancels the job.
+
+    The triggerer comes back only after that: a triggerer that starts while the trigger row
+    of the failed task remains kills the trigger, which cancels the job too (with the kill's
+    reason), and would race the reaper this test is about."""
     run_id = deployment.trigger(release=str(tmp_path / "release"))
     job_id = deployment.running_job(run_id)
     deployment.followed(run_id, job_id)
     deployment.components["reaper"].kill()
     deployment.components["triggerer"].kill(tree=True)
     try:
-        deployment.mark(run_id, "failed")
-        deployment.components["api-server"].kill(tree=True)
-        deployment.reaper_status.unlink(missing_ok=True)  # the new reaper counts from 0
-        reaper = deployment.start("reaper")
-        deployment.until(
-            lambda: deployment.reaper_counters()["unreachable"] >= 3,
-            "three rounds that could not ask Airflow",
-        )
-        assert "airflow cannot be reached" in reaper.output()
-        assert deployment.live(run_id) == [job_id]
-        assert deployment.reaper_counters()["cancelled"] == 0
+        try:
+            deployment.mark(run_id, "failed")
+            deployment.components["api-server"].kill(tree=True)
+            deployment.reaper_status.unlink(missing_ok=True)  # the new reaper counts from 0
+            reaper = deployment.start("reaper")
+            deployment.until(
+                lambda: deployment.reaper_counters()["unreachable"] >= 3,
+                "three rounds that could not ask Airflow",
+            )
+            assert "airflow cannot be reached" in reaper.output()
+            assert deployment.live(run_id) == [job_id]
+            assert deployment.reaper_counters()["cancelled"] == 0
+        finally:
+            deployment.start("api-server")
+            deployment.until(deployment.api_ready, "the API server back", timeout=180)
+        reaped_as(deployment, run_id, job_id, "failed")
     finally:
-        deployment.start("api-server")
-        deployment.until(deployment.api_ready, "the API server back", timeout=180)
         deployment.start("triggerer")
-    reaped_as(deployment, run_id, job_id, "failed")
