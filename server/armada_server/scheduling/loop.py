@@ -433,4 +433,4 @@ class SchedulingLoop:
             await wait_event(self._wake, max(0.0, self.config.scheduling_period - took))
 
     def close(self) -> None:
-        self.leadership.release()
+        self.leadership.close()
