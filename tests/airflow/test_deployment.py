@@ -345,7 +345,8 @@ class Deployment:
         had two live at once); the job's output reached the try's log."""
         self.until(lambda: self.run_state(run_id) == "success", "the run done")
         ti = self.task(run_id)
-        assert (ti["state"], ti["try_number"]) == ("success", try_number)
+        assert succeeded_at(ti, try_number)
+        try_number = ti["try_number"]  # a try Airflow added reattached to the job
         jobs = self.jobs(run_id)
         assert list(jobs) == [job_id]
         assert jobs[job_id].state == submit_pb2.SUCCEEDED
@@ -354,6 +355,15 @@ class Deployment:
         ]
         assert_never_two_live(jobs)
         assert "done try 1" in self.task_log(run_id, try_number)
+
+
+def succeeded_at(ti: dict[str, Any], try_number: int) -> bool:
+    """The task instance succeeded at `try_number` or later. Under load Airflow's
+    LocalExecutor can report the end of the workload that deferred after the task was queued
+    to resume, and Airflow then retries it: the added try reattaches to the job (the callers
+    check there is one job, or one per try the test made), an outcome of Airflow's, not of
+    a job's."""
+    return bool(ti["state"] == "success" and ti["try_number"] >= try_number)
 
 
 def _free_of_airflow(environ: dict[str, str]) -> dict[str, str]:
@@ -543,8 +553,7 @@ def test_a_running_task_cleared(deployment: Deployment, tmp_path: Path) -> None:
     deployment.followed(run_id, second, try_number=2)
     release.touch()
     deployment.until(lambda: deployment.run_state(run_id) == "success", "the run done")
-    ti = deployment.task(run_id)
-    assert (ti["state"], ti["try_number"]) == ("success", 2)
+    assert succeeded_at(deployment.task(run_id), 2)
     jobs = deployment.jobs(run_id)
     assert set(jobs) == {first, second}
     assert (jobs[first].state, jobs[first].cancel_reason) == (
