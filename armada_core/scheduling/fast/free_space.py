@@ -142,12 +142,18 @@ class FreeSpace:
         # Every indexed node in index order at once (numpy's sort, not Python's of tuples):
         # each partition's entries are then appended in order.
         order = nodes[best_fit_order(free[nodes], nodes)]
-        for p in np.unique(self.partition[nodes]).tolist():
-            self.index[p] = []
-        index, entries, partition_of = self.index, self.entry, self.partition_of
-        for i, row in zip(order.tolist(), free[order].tolist(), strict=True):
-            entry = entries[i] = (*row, i)
-            index[partition_of[i]].append(entry)
+        # The entries made by zip in C, a column at a time, rather than a tuple per node.
+        node_list = order.tolist()
+        in_order = list(zip(*free[order].T.tolist(), node_list, strict=True))
+        parts = self.partition[order]
+        if len(parts) and (parts == parts[0]).all():
+            self.index[int(parts[0])] = in_order
+        else:
+            for p in np.unique(parts).tolist():
+                self.index[p] = [in_order[k] for k in np.flatnonzero(parts == p).tolist()]
+        entries = self.entry
+        for i, entry in zip(node_list, in_order, strict=True):
+            entries[i] = entry
 
     def _reindex(self, i: int, taken: tuple[int, ...] | None = None) -> None:
         """Move node ``i`` to its new place in the index (``taken``: what was just placed)."""

@@ -7,6 +7,7 @@ per shape; per-job facts are columns gathered once per cycle.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 from .. import reasons
 from ..constraints import node_order
 from ..fairness import CostModel
-from ..model import DEFAULT_RESOURCE_ORDER, Snapshot, kinds_of, shape_of
+from ..model import DEFAULT_RESOURCE_ORDER, Node, Snapshot, kinds_of, shape_of
 from .elastic import apply_roles
 from .free_space import FreeSpace, IntArray
 from .job_columns import read_columns
@@ -88,14 +89,27 @@ def _partition(state: CycleState) -> tuple[dict[int, tuple[Any, frozenset[str]]]
 
 def _resource_dims(snapshot: Snapshot, shape_keys: list[tuple[Any, ...]]) -> tuple[str, ...]:
     """Resource dimensions: the configured (or default) order, then any other seen, sorted."""
-    names: set[str] = set()
-    for node in snapshot.nodes:
-        names.update(node.capacity)
+    names = set(_node_resources(snapshot.nodes))
     for key in shape_keys:
         names.update(key[0])
     order = snapshot.config.resource_names
     known = list(order) if order is not None else [n for n in DEFAULT_RESOURCE_ORDER if n in names]
     return tuple(known + sorted(names - set(known)))
+
+
+#: The last cycle's nodes and the resources they have (the nodes are immutable: the same
+#: objects have the same resources, and walking a cluster's every node each cycle is not free).
+_last_resources: tuple[tuple[Node, ...], frozenset[str]] | None = None
+
+
+def _node_resources(nodes: Sequence[Node]) -> frozenset[str]:
+    global _last_resources
+    last = _last_resources
+    if last is not None and len(last[0]) == len(nodes) and all(map(operator.is_, last[0], nodes)):
+        return last[1]
+    names = frozenset(name for node in nodes for name in node.capacity)
+    _last_resources = (tuple(nodes), names)
+    return names
 
 
 def _number(ids: IntArray) -> tuple[IntArray, IntArray]:
