@@ -3,6 +3,7 @@ when wrong; the JSON and a self-contained HTML page, for one configuration or tw
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from pathlib import Path
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from armada_server.cli import main
+from armada_server.config import ServerConfig
 from armada_server.simulation.command import cores
 from armada_server.simulation.generators import generate
+from armada_server.simulation.run import YOUNG_THRESHOLD, simulate
 from armada_server.simulation.workload import WorkloadError, parse_workload
 
 SMALL = """
@@ -178,3 +181,21 @@ jobs:
     ]
     assert "3/5 jobs submitted" in lines[0] and "5/5 jobs submitted" in lines[1]
     assert err[-1].startswith("defaults: 2.3 simulated hours, 5 jobs")
+
+
+def test_a_run_collects_its_young_garbage_rarely_and_puts_the_threshold_back() -> None:
+    workload = parse_workload(
+        {
+            "queues": [{"name": "a"}],
+            "nodes": [{"count": 1, "cpu": "4", "memory": "8Gi"}],
+            "jobs": [{"queue": "a", "count": 3, "every": 1800, "runtime": 600, "cpu": "1"}],
+        }
+    )
+    during: list[tuple[int, ...]] = []
+    before = gc.get_threshold()
+    recording = simulate(
+        workload, ServerConfig(), progress=lambda _: during.append(gc.get_threshold())
+    )
+    assert len(recording.jobs) == 3
+    assert during and all(t[0] == YOUNG_THRESHOLD for t in during)
+    assert gc.get_threshold() == before

@@ -23,11 +23,13 @@ class VirtualClock:
     def __init__(self, start: datetime = EPOCH) -> None:
         self.start = start
         self.elapsed = 0.0
+        # The instant as a datetime, made once per move: storage asks for it many times a step.
+        self._now = start
         self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._sequence = 0
 
     def now(self) -> datetime:
-        return self.start + timedelta(seconds=self.elapsed)
+        return self._now
 
     def call_later(self, seconds: float, callback: Callable[[], None]) -> asyncio.Future[None]:
         """Call `callback` (on the loop) once virtual time has moved `seconds` on; cancelling
@@ -50,6 +52,7 @@ class VirtualClock:
         if to < self.elapsed:
             raise ValueError(f"virtual time cannot go back from {self.elapsed} to {to}")
         self.elapsed = to
+        self._now = self.start + timedelta(seconds=to)
         woke = 0
         while self._timers and self._timers[0][0] <= to:
             _, _, future = heapq.heappop(self._timers)

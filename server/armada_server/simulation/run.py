@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,6 +55,25 @@ def simulate(
                 every_cycle=every_cycle,
                 progress=progress,
             )
-            return asyncio.run(driver.run())
+            with _young_collections_rarer():
+                return asyncio.run(driver.run())
         finally:
             port.close()
+
+
+#: Allocations between two collections of the youngest generation while a simulation runs.
+YOUNG_THRESHOLD = 20_000
+
+
+@contextmanager
+def _young_collections_rarer() -> Iterator[None]:
+    """A simulated step allocates thousands of short-lived objects, nearly none in reference
+    cycles, so the default threshold (700) collected the youngest generation a few times a
+    step and the older ones, which walk every job the run has recorded, after every tenth of
+    those: 2,228 collections and 6.8 s of a day of 1,000 nodes, 58 and 1.8 s with this."""
+    before = gc.get_threshold()
+    gc.set_threshold(YOUNG_THRESHOLD, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
