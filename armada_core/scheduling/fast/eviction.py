@@ -13,7 +13,7 @@ import numpy as np
 
 from ..fairness import queue_figures, usage_offsets
 from .free_space import INF, BoolArray, IntArray, scatter_add
-from .order import running_order_or_id
+from .order import running_orders_or_ids
 from .state import (
     EVICTED,
     EXTRA,
@@ -141,13 +141,16 @@ def _evict_gangs(
     units: dict[tuple[str, str | None], list[int]] = defaultdict(list)
     for i in rows:
         units[(records[i].queue, jobs.gang_ids[i])].append(i)
+    order = running_orders_or_ids(state, rows)
+    at = np.array(rows, dtype=np.int64)
+    movable = dict(zip(rows, (jobs.accounted[at] & preemptible[at]).tolist(), strict=True))
     for key in sorted(units, key=gang_sort_key):
         members = units[key]
-        members.sort(key=lambda i: running_order_or_id(state, i))
+        members.sort(key=order.__getitem__)
         for i in members:
             # An elastic member gives way alone; any other member takes its whole group.
             evictions.unit_of[i] = [i] if elastic is not None and elastic[i] else members
-        if not all(jobs.accounted[i] and preemptible[i] for i in members):
+        if not all(map(movable.__getitem__, members)):
             continue
         if protected[jobs.queue[members[0]]]:
             evictions.hold[members] = float(min(int(jobs.class_priority[i]) for i in members))

@@ -38,11 +38,22 @@ def running_order(state: CycleState, i: int) -> RunningKey:
     return (-int(state.jobs.class_priority[i]), j.priority, start, j.submit_time, j.id)
 
 
-def running_order_or_id(state: CycleState, i: int) -> RunningKey:
-    """``running_order``, or the id alone for a job of an unknown class (it never moves)."""
-    if state.shapes.facts[state.jobs.shape[i]].class_known:
-        return running_order(state, i)
-    return (0, 0, 0.0, 0.0, state.jobs.records[i].id)
+def running_orders_or_ids(state: CycleState, rows: list[int]) -> dict[int, RunningKey]:
+    """Each row's ``running_order``, or the id alone for a job of an unknown class (it never
+    moves): the columns read once for all the rows, not an array element at a time."""
+    jobs = state.jobs
+    at = np.array(rows, dtype=np.int64)
+    priority = jobs.class_priority[at].tolist()
+    known = state.shapes.class_known[jobs.shape[at]].tolist()
+    keys: dict[int, RunningKey] = {}
+    for i, class_priority, class_known in zip(rows, priority, known, strict=True):
+        j = jobs.records[i]
+        if class_known:
+            start = j.start_time if j.start_time is not None else 0.0
+            keys[i] = (-class_priority, j.priority, start, j.submit_time, j.id)
+        else:
+            keys[i] = (0, 0, 0.0, 0.0, j.id)
+    return keys
 
 
 def queued_work(state: CycleState) -> IntArray:
