@@ -45,3 +45,17 @@ def gc_paused() -> Iterator[None]:
                 collect = True
         if collect:
             gc.collect()
+
+
+@contextmanager
+def young_collections_every(allocations: int) -> Iterator[None]:
+    """Collect the youngest generation every `allocations` allocations while the context
+    lasts (700 by default), then put the threshold back. For long single-threaded work that
+    makes many short-lived objects outside `gc_paused` batches: every tenth young collection
+    is followed by an older one, which walks everything the process holds."""
+    before = gc.get_threshold()
+    gc.set_threshold(allocations, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)

@@ -139,10 +139,9 @@ class FreeSpace:
     def build_index(self) -> None:
         free = self.capacity - self.held - self.evicted_total
         nodes = np.nonzero(self.indexed)[0]
-        # Every indexed node in index order at once (numpy's sort, not Python's of tuples):
-        # each partition's entries are then appended in order.
+        # Every indexed node in index order at once (numpy's sort, not Python's of tuples),
+        # the entries made by zip a column at a time; each partition takes its own in order.
         order = nodes[best_fit_order(free[nodes], nodes)]
-        # The entries made by zip in C, a column at a time, rather than a tuple per node.
         node_list = order.tolist()
         in_order = list(zip(*free[order].T.tolist(), node_list, strict=True))
         parts = self.partition[order]

@@ -105,11 +105,16 @@ _last_resources: tuple[tuple[Node, ...], frozenset[str]] | None = None
 def _node_resources(nodes: Sequence[Node]) -> frozenset[str]:
     global _last_resources
     last = _last_resources
-    if last is not None and len(last[0]) == len(nodes) and all(map(operator.is_, last[0], nodes)):
+    if last is not None and _same_objects(last[0], nodes):
         return last[1]
     names = frozenset(name for node in nodes for name in node.capacity)
     _last_resources = (tuple(nodes), names)
     return names
+
+
+def _same_objects(kept: Sequence[Node], nodes: Sequence[Node]) -> bool:
+    """Whether `nodes` are the very objects kept (nodes are immutable: nothing changed)."""
+    return len(kept) == len(nodes) and all(map(operator.is_, kept, nodes))
 
 
 def _number(ids: IntArray) -> tuple[IntArray, IntArray]:
@@ -175,12 +180,7 @@ def _node_index(state: CycleState, labels: set[str | None]) -> NodeIndex:
     nodes = state.snapshot.nodes
     key = (tuple(nodes), frozenset(labels), tuple(state.config.topology_levels), state.dims)
     last = _last_index
-    if (
-        last is not None
-        and len(last.key[0]) == len(nodes)
-        and all(map(operator.is_, last.key[0], nodes))
-        and last.key[1:] == key[1:]
-    ):
+    if last is not None and _same_objects(last.key[0], nodes) and last.key[1:] == key[1:]:
         return last
     records = node_order(nodes, labels, state.config.topology_levels)
     capacity = np.array(

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import reasons
+from ..model import Job
 from ..roles import RunningKey, has_roles
 from .elastic import late_member_item, role_group_item
 from .free_space import FloatArray, IntArray
@@ -33,9 +34,12 @@ def queued_order(state: CycleState, i: int) -> QueuedKey:
 
 def running_order(state: CycleState, i: int) -> RunningKey:
     """A running job's place in its queue; urgency victims are taken latest first."""
-    j = state.jobs.records[i]
+    return _running_key(state.jobs.records[i], int(state.jobs.class_priority[i]))
+
+
+def _running_key(j: Job, class_priority: int) -> RunningKey:
     start = j.start_time if j.start_time is not None else 0.0
-    return (-int(state.jobs.class_priority[i]), j.priority, start, j.submit_time, j.id)
+    return (-class_priority, j.priority, start, j.submit_time, j.id)
 
 
 def running_orders_or_ids(state: CycleState, rows: list[int]) -> dict[int, RunningKey]:
@@ -48,11 +52,7 @@ def running_orders_or_ids(state: CycleState, rows: list[int]) -> dict[int, Runni
     keys: dict[int, RunningKey] = {}
     for i, class_priority, class_known in zip(rows, priority, known, strict=True):
         j = jobs.records[i]
-        if class_known:
-            start = j.start_time if j.start_time is not None else 0.0
-            keys[i] = (-class_priority, j.priority, start, j.submit_time, j.id)
-        else:
-            keys[i] = (0, 0, 0.0, 0.0, j.id)
+        keys[i] = _running_key(j, class_priority) if class_known else (0, 0, 0.0, 0.0, j.id)
     return keys
 
 

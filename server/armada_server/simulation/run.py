@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from armada_core.gcpause import young_collections_every
 from armada_server.config import ServerConfig
 from armada_server.executors.nodes import virtual_nodes
 from armada_server.simulation.clock import VirtualClock
@@ -55,25 +54,14 @@ def simulate(
                 every_cycle=every_cycle,
                 progress=progress,
             )
-            with _young_collections_rarer():
+            with young_collections_every(YOUNG_THRESHOLD):
                 return asyncio.run(driver.run())
         finally:
             port.close()
 
 
 #: Allocations between two collections of the youngest generation while a simulation runs.
+#: A simulated step allocates thousands of short-lived objects, nearly none in reference
+#: cycles: with the default (700) a day of 1,000 nodes made 2,228 collections taking 6.8 s,
+#: with this 58 taking 1.8 s.
 YOUNG_THRESHOLD = 20_000
-
-
-@contextmanager
-def _young_collections_rarer() -> Iterator[None]:
-    """A simulated step allocates thousands of short-lived objects, nearly none in reference
-    cycles, so the default threshold (700) collected the youngest generation a few times a
-    step and the older ones, which walk every job the run has recorded, after every tenth of
-    those: 2,228 collections and 6.8 s of a day of 1,000 nodes, 58 and 1.8 s with this."""
-    before = gc.get_threshold()
-    gc.set_threshold(YOUNG_THRESHOLD, *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
