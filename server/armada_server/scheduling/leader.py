@@ -70,10 +70,15 @@ class Leadership:
             self._drop()
 
     def _drop(self) -> None:
-        """The lock is its database session's: the connection is discarded, not returned to
-        the pool, where its session would keep the lock."""
+        """Unlock, so the other replica can take it as soon as this returns (a closed
+        connection's session ends, and frees the lock, only when its backend notices); then
+        discard the connection, not return it to the pool, where its session would keep the
+        lock had the unlock failed."""
         if self._conn is not None:
-            with contextlib.suppress(Exception):  # already broken
+            with contextlib.suppress(Exception):  # already broken: its session is ending
+                self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LOCK_KEY})
+                self._conn.commit()
+            with contextlib.suppress(Exception):
                 self._conn.invalidate()
                 self._conn.close()
             self._conn = None
