@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
-from armada_core.api import health_pb2, submit_pb2, submit_pb2_grpc
+from armada_core.api import health_pb2, submit_pb2, submit_pb2_grpc, wire
 from armada_core.jobs import SubmissionConfig, validate_request
 from armada_core.jobs.submission import MAX_JOB_SET_ID, check_text
 from armada_server.auth import Principal
@@ -110,6 +110,18 @@ ITEMS_CHECKED_ON_THE_LOOP = 8
 BYTES_CHECKED_ON_THE_LOOP = 64 * 1024
 
 
+_ITEM = wire.tag(submit_pb2.JobSubmitResponse, "job_response_items")
+_ITEM_JOB_ID = wire.tag(submit_pb2.JobSubmitResponseItem, "job_id")
+_NOTE = wire.tag(submit_pb2.JobSubmitResponse, "notes")
+
+
+def submit_response(ids: Sequence[str], notes: Sequence[str]) -> bytes:
+    """SubmitJobs' JobSubmitResponse, encoded: a message per job id cost a 1,000-job request
+    as much as a tenth of its store."""
+    items = [wire.field(_ITEM, wire.field(_ITEM_JOB_ID, i.encode())) for i in ids]
+    return b"".join([*items, *(wire.field(_NOTE, note.encode()) for note in notes)])
+
+
 class SubmitService(submit_pb2_grpc.SubmitServicer):
     def __init__(self, ctx: Context, queues: QueueService) -> None:
         self.ctx = ctx
@@ -132,9 +144,10 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
             setattr(self, name, getattr(queues, name))
 
     @rpc
-    async def SubmitJobs(
+    async def SubmitJobs(  # type: ignore[override]  # answers encoded
         self, request: submit_pb2.JobSubmitRequest, context: RpcContext
-    ) -> submit_pb2.JobSubmitResponse:
+    ) -> bytes:
+        """The response comes encoded (guarded.py sends bytes as they are)."""
         size = refuse_oversized(request, self.ctx.config)
         who = principal_of(context)
         items_count = len(request.job_request_items)
@@ -145,10 +158,7 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         ids, notes = await self.ctx.run(self._store, request, items, who)
         self.ctx.metrics.jobs_submitted.labels(request.queue).inc(len(ids))
         self.ctx.wake_scheduler()
-        return submit_pb2.JobSubmitResponse(
-            job_response_items=[submit_pb2.JobSubmitResponseItem(job_id=i) for i in ids],
-            notes=notes,
-        )
+        return submit_response(ids, notes)
 
     def _store(
         self,
