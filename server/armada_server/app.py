@@ -75,8 +75,14 @@ from armada_server.services.submit import SubmitService
 from armada_server.services.task_jobs import TaskJobsService
 from armada_server.storage import Storage
 from armada_server.storage.base import utcnow
-from armada_server.storage.database import default_data_dir, default_database_url, open_database
+from armada_server.storage.database import (
+    default_data_dir,
+    default_database_url,
+    open_database,
+    sqlite_file,
+)
 from armada_server.storage.notify import Listener
+from armada_server.storage.wal_checkpoints import WalCheckpointer
 from armada_server.web import WebServer
 
 log = logging.getLogger("armada_server")
@@ -160,6 +166,7 @@ class ArmadaServer:
         self._server: grpc.aio.Server | None = None
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="armada-db")
         self.storage: Storage | None = None
+        self._checkpointer: WalCheckpointer | None = None
         self.metrics: Metrics | None = None
         self._listener: Listener | None = None
         self.hub: EventHub | None = None
@@ -313,12 +320,18 @@ class ArmadaServer:
         try:
             await self._start()
         except BaseException:
+            if self._checkpointer is not None:
+                self._checkpointer.stop()
             self.locks.release()
             raise
 
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         engine = await loop.run_in_executor(self._pool, open_database, self.database_url)
+        wal = sqlite_file(self.database_url)
+        if wal is not None:
+            self._checkpointer = WalCheckpointer(wal)
+            self._checkpointer.start()
         hub = EventHub(loop)
         storage = Storage(
             engine, clock=self.clock, on_commit=hub.notify, retry_settings=self.config.retry
@@ -451,6 +464,8 @@ class ArmadaServer:
         if self.hub is not None:
             self.hub.close()
         self._pool.shutdown(wait=True)
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         if self.storage is not None:
             self.storage.engine.dispose()
         self.locks.release()

@@ -15,6 +15,8 @@ from sqlalchemy import Connection, Engine, RootTransaction, create_engine, event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import ConnectionPoolEntry, SingletonThreadPool
 
+from armada_server.storage.wal_checkpoints import AUTOCHECKPOINT_PAGES
+
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 # Set while `begin_write` begins a transaction, on its own thread (read by `_sqlite_begin`).
@@ -75,6 +77,8 @@ def make_engine(url: str, *, durable: bool = True) -> Engine:
             cur.execute("PRAGMA journal_mode=WAL" if durable else "PRAGMA journal_mode=MEMORY")
             cur.execute("PRAGMA synchronous=NORMAL" if durable else "PRAGMA synchronous=OFF")
             cur.execute("PRAGMA foreign_keys=ON")
+            if durable:  # the server checkpoints on a thread of its own (wal_checkpoints.py)
+                cur.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
             if not durable:  # its one connection (SingletonThreadPool) keeps the lock
                 cur.execute("PRAGMA locking_mode=EXCLUSIVE")
             cur.close()
