@@ -74,7 +74,15 @@ def new_job_ids(count: int, now_ms: int | None = None) -> list[str]:
         return [prefix + _encode(r & _RANDOM, 16) for r in range(first, last + 1)]
     # The upper half of the random part is the same for every id: encoded once.
     prefix += _encode(first >> 40, 8)
-    return [prefix + _encode(r & _LOW, 8) for r in range(first, last + 1)]
+    pairs = _PAIRS  # the lower half's four pairs spelled out: no generator per id
+    return [
+        prefix
+        + pairs[r >> 30 & 0x3FF]
+        + pairs[r >> 20 & 0x3FF]
+        + pairs[r >> 10 & 0x3FF]
+        + pairs[r & 0x3FF]
+        for r in range(first, last + 1)
+    ]
 
 
 def new_job_id(now_ms: int | None = None) -> str:

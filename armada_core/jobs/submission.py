@@ -644,7 +644,7 @@ def _check_role_hops(
         )
 
 
-def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
+def _check_gangs(items: CheckedItems) -> None:
     """Members of one gang in one request must agree on everything that defines the gang,
     and in a pod group (roles) every member has a role, and members of a role agree on its
     minimum and its maximum hops."""
@@ -652,8 +652,10 @@ def _check_gangs(items: list[submit_pb2.JobSubmitRequestItem]) -> None:
     members: dict[str, int] = {}
     roles: dict[tuple[str, str], tuple[int, int | None, int]] = {}
     role_hops: dict[tuple[str, str], tuple[int, int | None]] = {}
+    gangs: dict[int, GangSpec | None] = {}  # by the first of the items alike: read once
     for i, item in enumerate(items):
-        gang = gang_of(item.annotations)
+        alike = items.alike[i]
+        gang = gangs[alike] if alike in gangs else gangs.setdefault(i, gang_of(item.annotations))
         if gang is None:
             continue
         pc = item.pod_specs[0].priorityClassName

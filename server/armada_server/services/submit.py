@@ -148,17 +148,24 @@ class SubmitService(submit_pb2_grpc.SubmitServicer):
         self, request: submit_pb2.JobSubmitRequest, context: RpcContext
     ) -> bytes:
         """The response comes encoded (guarded.py sends bytes as they are)."""
-        size = refuse_oversized(request, self.ctx.config)
         who = principal_of(context)
-        items_count = len(request.job_request_items)
-        if items_count <= ITEMS_CHECKED_ON_THE_LOOP and size <= BYTES_CHECKED_ON_THE_LOOP:
+        small = len(request.job_request_items) <= ITEMS_CHECKED_ON_THE_LOOP
+        if small and refuse_oversized(request, self.ctx.config) <= BYTES_CHECKED_ON_THE_LOOP:
             items = self._validate(request)
+            ids, notes = await self.ctx.run(self._store, request, items, who)
         else:
-            items = await self.ctx.run(self._validate, request)
-        ids, notes = await self.ctx.run(self._store, request, items, who)
+            ids, notes = await self.ctx.run(self._check_and_store, request, who)
         self.ctx.metrics.jobs_submitted.labels(request.queue).inc(len(ids))
         self.ctx.wake_scheduler()
         return submit_response(ids, notes)
+
+    def _check_and_store(
+        self, request: submit_pb2.JobSubmitRequest, who: Principal
+    ) -> tuple[list[str], list[str]]:
+        """A large request checked and stored on one thread: one hand-over, and the event
+        loop free for watchers meanwhile."""
+        refuse_oversized(request, self.ctx.config)
+        return self._store(request, self._validate(request), who)
 
     def _store(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from armada_core.api import submit_pb2
 from armada_core.jobs import new_job_ids
@@ -29,9 +29,9 @@ from armada_server.storage.rows import job_row
 Admit = Callable[[Sequence[tuple[int, submit_pb2.Job]]], None]
 
 
-@dataclass(frozen=True, slots=True)
-class NewJob:
-    """An item of a request as a new job: what storing it writes."""
+class NewJob(NamedTuple):
+    """An item of a request as a new job: what storing it writes (a tuple: a request makes
+    one per job, and a frozen dataclass took three times as long to make)."""
 
     index: int  # in the request
     id: str
