@@ -10,10 +10,15 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from armada_server.storage import schema as t
-from armada_server.storage.bulk import FEW_ROWS, insert_rows
+from armada_server.storage.bulk import FEW_ROWS, NewRows, insert_rows
 from armada_server.storage.database import open_database
 from armada_server.storage.guard import transient
-from armada_server.storage.sqlite_statements import sqlite_portions
+from armada_server.storage.sqlite_statements import (
+    LITERALS_FROM_ROWS,
+    _literal_columns,
+    sqlite_inserts,
+    sqlite_portions,
+)
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
@@ -216,3 +221,54 @@ def test_many_rows_go_to_sqlite_in_few_statements(tmp_path) -> None:  # type: ig
         got = conn.execute(select(t.jobs.c.id, t.jobs.c.priority).order_by(t.jobs.c.id)).all()
         assert [(r.id, r.priority) for r in got[1:]] == [(f"j{n:04d}", n) for n in range(1000)]
     engine.dispose()
+
+
+def test_values_every_row_shares_are_written_as_sqlite_literals(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A batch's columns that hold one of a few plain values in every row (no cancel, no
+    node to avoid, ...) are written into the INSERT rather than bound per row, and stored as
+    SQLAlchemy's INSERT stores them: the same values, of the same SQLite types."""
+    engine = open_database(f"sqlite:///{tmp_path / 'literals.db'}")
+    changes = {
+        "state": 0,
+        "cancel_requested": True,
+        "cancel_reason": "",
+        "retry_history": "{}",
+        "version": 0,
+        "priority": 0.0,
+    }
+    rows = [job_row(f"j{n:04d}", **changes) for n in range(40)]
+    rows[7]["avoid_node"] = "n7"  # one row differs: that column stays bound
+    columns = ["state", "cancel_requested", "cancel_reason", "retry_history", "version"]
+    columns += ["priority", "avoid_node", "external_job_uri", "spec"]
+    typed = ", ".join(f"typeof({c}), {c}" for c in columns)
+    with engine.begin() as conn:
+        made = NewRows("sqlite", t.jobs, rows)
+        statements = sqlite_inserts(conn, "jobs", made.names, made.values)
+        shared = {"client_id", "external_job_uri", "state", "gang_id", "retry_after"}
+        shared |= {"cancel_requested", "cancel_reason", "cancel_user", "cancelled_at"}
+        shared |= {"preempt_requested", "failure_reason", "scheduling_reason", "reason_cycle"}
+        shared |= {"retry_history", "version", "task"}  # not priority (a float), avoid_node
+        bound = len(made.names) - len(shared)
+        assert sum(len(params) for _, params in statements) == 40 * bound
+        assert all("NULL" in sql and "''" in sql for sql, _ in statements)
+        insert_rows(conn, t.jobs, rows)
+        conn.execute(insert(t.jobs), [job_row("a0007", **changes, avoid_node="n7")])
+        conn.execute(insert(t.jobs), [job_row("a0001", **changes)])
+        for ours, theirs in (("j0001", "a0001"), ("j0007", "a0007")):
+            assert stored(conn, ours) == stored(conn, theirs)
+            got = [
+                conn.exec_driver_sql(f"SELECT {typed} FROM jobs WHERE id = ?", (i,)).one()
+                for i in (ours, theirs)
+            ]
+            assert got[0] == got[1]
+        avoided = conn.execute(select(t.jobs.c.id).where(t.jobs.c.avoid_node.is_not(None)))
+        assert sorted(r.id for r in avoided) == ["a0007", "j0007"]
+    engine.dispose()
+
+
+def test_only_columns_shared_by_every_row_of_a_large_batch_are_literals() -> None:
+    shared = [(f"id{n}", None, False, "", "{}", 0, 1.5, b"") for n in range(20)]
+    assert _literal_columns(shared) == (None, "NULL", "0", "''", "'{}'", "0", None, None)
+    mixed = [(*row[:2], n == 3, *row[3:]) for n, row in enumerate(shared)]
+    assert _literal_columns(mixed)[2] is None and _literal_columns(mixed)[1] == "NULL"
+    assert set(_literal_columns(shared[: LITERALS_FROM_ROWS - 1])) == {None}

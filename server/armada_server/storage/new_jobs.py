@@ -33,7 +33,7 @@ class NewJob(NamedTuple):
     """An item of a request as a new job: what storing it writes (a tuple: a request makes
     one per job, and a frozen dataclass took three times as long to make)."""
 
-    index: int  # in the request
+    position: int  # its item's, in the request
     id: str
     spec: submit_pb2.Job  # as stored, but for its id and client id (shared with items alike)
     row: tuple[Any, ...]  # as `JobRows` makes it
@@ -59,7 +59,7 @@ class Made:
         refusal = None
         if admit is not None:
             try:
-                admit([(job.index, job.spec) for job in jobs])
+                admit([(job.position, job.spec) for job in jobs])
             except Exception as e:  # raised by the transaction, if these are what it stores
                 refusal = e
         return cls(names.rows(jobs), events_of(jobs), refusal)

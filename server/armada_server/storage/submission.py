@@ -241,7 +241,7 @@ class Submissions:
             return ids, None
         if is_cordoned:
             raise queue_cordoned(queue)
-        specs = [(job.index, job.spec) for job in stored]
+        specs = [(job.position, job.spec) for job in stored]
         if max_queued is not None and len(stored) > max_queued:
             raise ResourceExhausted(
                 f"this request's {len(stored)} new jobs for queue {queue!r} are more than the "
