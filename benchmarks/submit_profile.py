@@ -49,7 +49,7 @@ from armada_core.jobs.lifecycle import EventMessage, timestamp  # noqa: E402
 from armada_server.app import EmbeddedServer  # noqa: E402
 from armada_server.auth import Principal  # noqa: E402
 from armada_server.services.queues import QueueService  # noqa: E402
-from armada_server.services.submit import SubmitService  # noqa: E402
+from armada_server.services.submit import SubmitService, submit_response  # noqa: E402
 from benchmarks.common import log, machine  # noqa: E402
 from benchmarks.server import BATCH, batch_bytes  # noqa: E402
 
@@ -67,11 +67,6 @@ class Laps:
         if self.counted:
             self.totals[step] += now - self.last
         self.last = now
-
-
-def _respond(ids: list[str], notes: list[str]) -> bytes:
-    items = [submit_pb2.JobSubmitResponseItem(job_id=i) for i in ids]
-    return submit_pb2.JobSubmitResponse(job_response_items=items, notes=notes).SerializeToString()
 
 
 WHO = Principal(name="bench", groups=())
@@ -110,7 +105,7 @@ def profile_submission(
             if profiler and not warmup:
                 profiler.disable()
             lap("store")
-            _respond(ids, notes)
+            submit_response(ids, notes)
             lap("respond")
     if profiler and profile_dir:
         profile_dir.mkdir(parents=True, exist_ok=True)
