@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -142,6 +142,9 @@ class EventHub:
         # for events older than the hub keeps (and read the log itself).
         self.reads = 0
         self.behind = 0
+        # Called on the loop with the job sets of each notification that names them (the web
+        # UI's live feed): one wake-up of the loop per commit serves both.
+        self.listeners: list[Callable[[tuple[JobSetKey, ...]], None]] = []
 
     def open(self, events: EventLog) -> None:
         """Start reading `events` for watchers (on the hub's loop)."""
@@ -188,6 +191,10 @@ class EventHub:
                 self._dirty.discard(key)
 
     def _mark(self, keys: list[JobSetKey] | None) -> None:
+        if keys is not None and self.listeners:
+            named = tuple(keys)
+            for listener in self.listeners:
+                listener(named)
         feeds = self._feeds
         self._dirty.update(feeds if keys is None else (k for k in keys if k in feeds))
         self._kick()

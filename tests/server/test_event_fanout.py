@@ -406,3 +406,48 @@ def test_a_delivery_is_the_stream_message_of_its_stored_event() -> None:
     )
     with pytest.raises(ValueError, match="no body"):
         delivery(StoredEvent(301, b""))
+
+
+def test_the_web_feed_hears_what_the_hub_is_told_by_one_wake_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The web UI's live feed listens to the hub: a commit's job sets reach both with one
+    wake-up of the loop, and so do other replicas' notifications; "every set" (a listener
+    that reconnected) names none to the feed."""
+    from armada_server.web.live import ChangeFeed
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        hub = EventHub(loop, sweep_seconds=3600)
+        feed = ChangeFeed(loop)
+        feed.attach(hub)
+        storage = open_storage(f"sqlite:///{tmp_path / 'feed.db'}", on_commit=hub.notify)
+        hub.open(storage.events)
+        wakeups: list[object] = []
+        real = loop.call_soon_threadsafe
+
+        def counted(callback, *args):  # type: ignore[no-untyped-def]
+            wakeups.append(callback)
+            return real(callback, *args)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        try:
+            tx = storage.transactions
+
+            def commit() -> None:
+                with tx.write() as (conn, touched):
+                    tx.append(conn, touched, [event("q", "a", "j1"), event("q", "b", "j2")])
+
+            await loop.run_in_executor(None, commit)
+            await settle(hub)
+            ours = [w for w in wakeups if getattr(w, "__self__", None) in (hub, feed)]
+            assert ours == [hub._mark]  # not one more for the feed
+            assert feed.since(0) == {("q", "a"), ("q", "b")}
+            await loop.run_in_executor(None, hub.notify, [("q", "c")])  # another replica's
+            await loop.run_in_executor(None, hub.notify, None)
+            await settle(hub)
+            assert feed.since(1) == {("q", "c")} and feed.version == 2
+        finally:
+            loop.call_soon_threadsafe = real  # type: ignore[method-assign]
+            hub.close()
+            storage.engine.dispose()
+
+    asyncio.run(run())

@@ -251,7 +251,8 @@ async def submit_jobs(request: Request) -> Response:
         raise InvalidArgument(str(e)) from None
     except (ValueError, TypeError, OverflowError) as e:
         raise InvalidArgument(f"jobs: {e}") from None
-    answer = await call(services.submit.SubmitJobs, parsed.to_proto())
+    encoded = await call(services.submit.SubmitJobs, parsed.to_proto())  # as gRPC sends it
+    answer = submit_pb2.JobSubmitResponse.FromString(encoded)
     return JSONResponse({"jobIds": [item.job_id for item in answer.job_response_items]})
 
 

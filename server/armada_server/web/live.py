@@ -1,8 +1,8 @@
 """Live updates: which job sets changed, pushed to browsers as server-sent events.
 
-The feed hooks storage's commit callback (the same one that wakes gRPC watchers), so a
-page hears of a change as soon as its transaction commits. Changes made by other replicas
-(PostgreSQL) reach this one through the periodic refresh the pages also do.
+The feed listens to the event hub, which storage's commit callback wakes (as it wakes gRPC
+watchers), so a page hears of a change as soon as its transaction commits, and of changes
+other replicas (PostgreSQL) notify as soon as the hub does; pages also refresh periodically.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from armada_server.storage.base import Transactions
+from armada_server.eventhub import EventHub
 
 JobSetKey = tuple[str, str]
 #: Of changed job sets, those the subscriber may know of (its queue permissions).
@@ -42,27 +42,14 @@ class ChangeFeed:
         self._waiters: set[asyncio.Event] = set()
         self.closing = asyncio.Event()
 
-    def attach(self, transactions: Transactions) -> None:
-        """Hear of every commit that appends events (after whatever listened before)."""
-        previous = transactions.on_commit
-
-        def on_commit(keys: set[JobSetKey]) -> None:
-            if previous is not None:
-                previous(keys)
-            self.notify(keys)
-
-        transactions.on_commit = on_commit
+    def attach(self, hub: EventHub) -> None:
+        """Hear of every commit that appends events, as the event hub does (on the loop)."""
+        hub.listeners.append(self._record)
 
     @property
     def streams(self) -> int:
         """Live streams open now: one per page that follows changes."""
         return len(self._waiters)
-
-    def notify(self, keys: Iterable[JobSetKey]) -> None:
-        """Thread-safe."""
-        keys = tuple(keys)
-        if not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._record, keys)
 
     def _record(self, keys: tuple[JobSetKey, ...]) -> None:
         self.version += 1

@@ -124,7 +124,7 @@ class WebServer:
         """Listen on (host, port) (0 picks a free port); returns the port."""
         loop = asyncio.get_running_loop()
         feed = ChangeFeed(loop)
-        feed.attach(self.ctx.transactions)
+        feed.attach(self.ctx.hub)
         self.web = Web(
             self.ctx,
             Services.build(self.ctx, self.channels),
