@@ -79,7 +79,7 @@ def make_engine(url: str, *, durable: bool = True) -> Engine:
             cur.execute("PRAGMA foreign_keys=ON")
             if durable:  # the server checkpoints on a thread of its own (wal_checkpoints.py)
                 cur.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
-            if not durable:  # its one connection (SingletonThreadPool) keeps the lock
+            else:  # its one connection (SingletonThreadPool) keeps the lock
                 cur.execute("PRAGMA locking_mode=EXCLUSIVE")
             cur.close()
 
